@@ -1,0 +1,33 @@
+# Two commands for a fresh machine: `make demo` and `make test` (both run `make setup` first).
+SHELL := /bin/bash
+PYTHON ?= python3.11
+VENV := .venv
+BIN := $(VENV)/bin
+SHARED_DATA := $(abspath ../shared/data)
+# Data root for make targets: a folder inside the repo (git-ignored), filled from ../shared/data when present.
+export POLYVSE_DATA ?= $(CURDIR)/.data
+
+.PHONY: setup data demo test bench clean
+
+setup: $(VENV)/.installed
+
+$(VENV)/.installed: pyproject.toml
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade-strategy only-if-needed -e '.[dev]'
+	@touch $@
+
+data: setup
+	@if [ -d "$(SHARED_DATA)" ]; then \
+		$(BIN)/polyvse data fetch all --from "$(SHARED_DATA)"; \
+	else \
+		$(BIN)/polyvse data fetch all; \
+	fi
+
+demo: setup data
+	$(BIN)/polyvse demo --out runs/demo
+
+test: setup
+	$(BIN)/python -m pytest -q
+
+clean:
+	rm -rf runs .pytest_cache
