@@ -16,3 +16,98 @@ def shared_data() -> Path:
     if not (root / "flickr8k" / "images").is_dir():
         pytest.fail(f"real data not found at {root}: put ../shared/data beside the repo or set POLYVSE_TEST_DATA")
     return root
+
+
+# -- tiny corpora in the public layouts (data-layer tests) ------------------------------------------------
+def _gz(path: Path, lines: list[str]) -> None:
+    import gzip
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with gzip.open(path, "wt", encoding="utf-8") as fh:
+        fh.write("".join(line + "\n" for line in lines))
+
+
+def _txt(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text, encoding="utf-8")
+
+
+def make_tiny_root(root: Path) -> Path:
+    """A data root with a few photos/captions per corpus, same file formats as the public data.
+
+    Photos at hand (flickr8k/images): 100 (train), 300 (val), 500 (test), 700 (in no split list).
+    Multi30K: 100, 200 train; 300 val; 400 test_2016. Flickr8K all_captions adds 200, 400, 600.
+    """
+    m = root / "multi30k" / "data"
+    t1 = {"train": ["100.jpg", "200.jpg"], "val": ["300.jpg"], "test_2016_flickr": ["400.jpg"]}
+    for split, imgs in t1.items():
+        _txt(m / "task1" / "image_splits" / f"{split}.txt", "".join(i + "\n" for i in imgs))
+        for lang in ("en", "de", "fr", "cs"):
+            _gz(m / "task1" / "raw" / f"{split}.{lang}.gz", [f"{lang} t1 {split} {i[:-4]}." for i in imgs])
+    t2 = {"train": ["100.jpg", "200.jpg"], "val": ["300.jpg"], "test_2016": ["400.jpg"]}
+    for split, imgs in t2.items():
+        _txt(m / "task2" / "image_splits" / f"{split}_images.txt", "".join(i + "\n" for i in imgs))
+        for k in range(1, 6):
+            for lang in ("en", "de"):
+                if lang == "en" and k == 1:  # task2 en #1 repeats the task1 English line (as in Multi30K)
+                    lines = [f"{lang} t1 {split if split != 'test_2016' else 'test_2016_flickr'} {i[:-4]}."
+                             for i in imgs]
+                else:
+                    lines = [f"{lang} t2.{k} {split} {i[:-4]}" for i in imgs]
+                _gz(m / "task2" / "raw" / f"{split}.{k}.{lang}.gz", lines)
+    f = root / "flickr8k"
+    (f / "images").mkdir(parents=True, exist_ok=True)
+    photos = {"100": "100_aa", "300": "300_bb", "500": "500_cc", "700": "700_dd"}
+    for stem in photos.values():
+        (f / "images" / f"{stem}.jpg").write_bytes(b"\xff\xd8\xff\xe0fakejpeg")
+    rows = ["image,caption"]
+    for pid, stem in photos.items():
+        rows += [f"{stem}.jpg,Flickr caption {j} of {pid} ." for j in range(5)]
+    rows[1] = "100_aa.jpg,en t1 train 100 ."  # the task1 English line again, tokenised differently
+    rows[2] = '100_aa.jpg,"A dog, a ball and ""quotes"" ."'
+    _txt(f / "captions.txt", "\n".join(rows) + "\n")
+    all_rows = list(rows)
+    for pid, stem in {"200": "200_ee", "400": "400_ff", "600": "600_gg"}.items():
+        all_rows += [f"{stem}.jpg,Flickr caption {j} of {pid} ." for j in range(5)]
+    _txt(f / "all_captions.txt", "\n".join(all_rows) + "\n")
+    c = root / "flickr8kcn" / "data"
+    _txt(root / "flickr8kcn" / "README.md", "# Flickr8K-CN (tiny)\n")
+    all_stems = {**photos, "200": "200_ee", "400": "400_ff", "600": "600_gg"}
+    import csv as _csv
+
+    enc, counter = [], {}
+    for image, text in list(_csv.reader(all_rows))[1:]:  # the English captions, as Flickr8K-CN ships them
+        k = counter[image] = counter.get(image, -1) + 1
+        enc.append(f"{image}#enc#{k} {text}")
+    _txt(c / "flickr8kenc.caption.txt", "\n".join(enc) + "\n")
+    for variant, lang_word in (("zhc", "中文"), ("zhb", "百度"), ("zhg", "谷歌")):
+        lines = []
+        for pid, stem in all_stems.items():
+            for j in range(5):
+                lines.append(f"{stem}.jpg#{variant}#{j} {lang_word}{pid}号{j}。")
+        if variant == "zhc":
+            lines[1] = lines[0].replace("#0 ", "#1 ")  # a native caption repeated for one photo
+        _txt(c / f"flickr8k{variant}.caption.txt", "\n".join(lines) + "\n")
+    _txt(c / "flickr8kzhmtest.captions.txt", "500_cc.jpg#zhm#0 人工翻译五百。\n")
+    _txt(c / "flickr8ktrain.txt", "100_aa\n200_ee\n600_gg\n")
+    _txt(c / "flickr8kval.txt", "300_bb\n")
+    _txt(c / "flickr8ktest.txt", "500_cc\n400_ff\n")
+    return root
+
+
+@pytest.fixture()
+def tiny_root(tmp_path) -> Path:
+    return make_tiny_root(tmp_path / "data")
+
+
+# -- caches: never written into the read-only data mirror --------------------------------------------------
+@pytest.fixture(scope="session", autouse=True)
+def _feature_cache_outside_data(tmp_path_factory):
+    """Feature caches go to a per-session temp folder (shared by all tests of the session)."""
+    old = os.environ.get("POLYVSE_CACHE")
+    os.environ["POLYVSE_CACHE"] = str(tmp_path_factory.mktemp("polyvse-cache"))
+    yield
+    if old is None:
+        os.environ.pop("POLYVSE_CACHE", None)
+    else:
+        os.environ["POLYVSE_CACHE"] = old

@@ -1,4 +1,4 @@
-"""Where data lives: --data-root flag, else $POLYVSE_DATA, else ~/.cache/polyvse."""
+"""Where data lives: --data-root flag, else $POLYVSE_DATA, else ~/.cache/polyvse; caches: $POLYVSE_CACHE."""
 
 from __future__ import annotations
 
@@ -16,5 +16,9 @@ def data_root(flag: str | os.PathLike | None = None) -> Path:
 
 
 def cache_root(root: str | os.PathLike | None = None) -> Path:
-    """Feature and model caches live under the data root so one setting moves everything."""
+    """Feature caches: $POLYVSE_CACHE if set, else <data root>/cache, so one setting moves everything
+    but a read-only data mirror can still be used with a writable cache elsewhere."""
+    env = os.environ.get("POLYVSE_CACHE")
+    if env:
+        return Path(env).expanduser()
     return data_root(root) / "cache"

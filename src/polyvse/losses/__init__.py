@@ -1,4 +1,26 @@
-"""Training objectives over score matrices."""
+"""Training objectives over score matrices and multilingual embedding batches."""
+from .adversarial import (
+    GradientReversal,
+    GradientReversalLayer,
+    LanguageAdversarialLoss,
+    LanguageClassifier,
+    grad_reverse,
+)
 from .hinge import HingeRankingLoss
+from .mlmme import MlmmeLoss
+from .neighbourhood import NeighbourhoodConstraintLoss
+from .parallel import ParallelLoss
+from .pivot import PivotLoss
 
-__all__ = ["HingeRankingLoss"]
+__all__ = [
+    "GradientReversal",
+    "GradientReversalLayer",
+    "HingeRankingLoss",
+    "LanguageAdversarialLoss",
+    "LanguageClassifier",
+    "MlmmeLoss",
+    "NeighbourhoodConstraintLoss",
+    "ParallelLoss",
+    "PivotLoss",
+    "grad_reverse",
+]

@@ -1,8 +1,49 @@
-"""Bidirectional hinge ranking loss over in-batch negatives (VSE; max-violation as in VSE++)."""
+"""Bidirectional hinge ranking loss over in-batch negatives: sum (VSE), max violation (VSE++), top-K (MULE)."""
 from __future__ import annotations
 
 import torch
 from torch import nn
+
+REDUCTIONS = ("sum", "mean")
+
+
+def resolve_top_k(max_violation: bool, top_k: int | None) -> int | None:
+    """One number for the three modes: None = every negative, 1 = hardest only (VSE++), K = K hardest."""
+    if top_k is not None:
+        if isinstance(top_k, bool) or int(top_k) != top_k or top_k < 1:
+            raise ValueError(f"top_k must be a positive integer or None, got {top_k!r}")
+        top_k = int(top_k)
+        if max_violation and top_k != 1:
+            raise ValueError(f"max_violation=True means top_k=1; got top_k={top_k} as well")
+        return top_k
+    return 1 if max_violation else None
+
+
+def sum_violations(cost: torch.Tensor, valid: torch.Tensor | None = None, top_k: int | None = None) -> torch.Tensor:
+    """Per-row total of the hinge costs in `cost` (anchors x candidates) -> (rows,).
+
+    `valid` masks the candidates that are real negatives of the row's anchor (others count 0). With
+    `top_k=None` every valid cost is summed; with `top_k=K` only the K largest valid costs of each row
+    (K is clipped to the number of columns; rows with fewer valid negatives sum all of theirs).
+    Costs must be non-negative (hinge outputs), so masked entries set to 0 never displace a real violation.
+    This is the one implementation behind the sum / max-violation / top-K modes of every ranking loss here.
+    """
+    if valid is not None:
+        cost = cost.masked_fill(~valid, 0)
+    if cost.shape[-1] == 0:
+        return cost.sum(-1)
+    if top_k is None:
+        return cost.sum(-1)
+    k = min(top_k, cost.shape[-1])
+    if k == 1:
+        return cost.max(dim=-1).values
+    return cost.topk(k, dim=-1).values.sum(-1)
+
+
+def reduce_total(total: torch.Tensor, count: int, reduction: str) -> torch.Tensor:
+    if reduction == "sum":
+        return total
+    return total / max(count, 1)
 
 
 class HingeRankingLoss(nn.Module):
@@ -10,13 +51,28 @@ class HingeRankingLoss(nn.Module):
 
     loss = sum_i sum_{j != i} [margin - s_ii + s_ij]_+  (image -> caption negatives)
          + sum_i sum_{j != i} [margin - s_ii + s_ji]_+  (caption -> image negatives)
-    With `max_violation=True` only the hardest negative of each row/column counts (VSE++).
+
+    Which negatives of each anchor (row for an image, column for a caption) count:
+    - default: all of them (Kiros et al. VSE; Gella et al. Eq. 1; Calixto & Liu Eq. 1-2 with in-batch negatives);
+    - ``max_violation=True``: only the hardest one (Faghri et al. VSE++);
+    - ``top_k=K``: the K hardest, summed (MULE Eq. 3 with K = 10, "the K most violated constraints",
+      taken per anchor as in Wang et al.'s two-branch code that MULE follows).
+    ``max_violation=True`` is ``top_k=1``. ``reduction="mean"`` divides by the batch size n (per positive pair);
+    the default ``"sum"`` is the papers' plain sums (and the original behaviour of this class).
+    The scores may come from any similarity; for an asymmetric one (OrderSimilarity) rows must be the
+    specific side (images) -- just call ``similarity(images, captions)``.
     """
 
-    def __init__(self, margin: float = 0.2, max_violation: bool = False):
+    def __init__(self, margin: float = 0.2, max_violation: bool = False, top_k: int | None = None,
+                 reduction: str = "sum"):
         super().__init__()
+        if reduction not in REDUCTIONS:
+            raise ValueError(f"reduction must be one of {REDUCTIONS}, got {reduction!r}")
         self.margin = margin
         self.max_violation = max_violation
+        self.top_k = top_k
+        self.reduction = reduction
+        self._k = resolve_top_k(max_violation, top_k)
 
     def forward(self, scores: torch.Tensor) -> torch.Tensor:
         if scores.dim() != 2 or scores.shape[0] != scores.shape[1]:
@@ -24,9 +80,10 @@ class HingeRankingLoss(nn.Module):
         pos = scores.diag()
         cost_caption = (self.margin - pos[:, None] + scores).clamp(min=0)  # row i: image i vs captions j
         cost_image = (self.margin - pos[None, :] + scores).clamp(min=0)  # column j: caption j vs images i
-        eye = torch.eye(scores.shape[0], dtype=torch.bool, device=scores.device)
-        cost_caption = cost_caption.masked_fill(eye, 0)
-        cost_image = cost_image.masked_fill(eye, 0)
-        if self.max_violation:
-            return cost_caption.max(dim=1).values.sum() + cost_image.max(dim=0).values.sum()
-        return cost_caption.sum() + cost_image.sum()
+        negative = ~torch.eye(scores.shape[0], dtype=torch.bool, device=scores.device)
+        total = (sum_violations(cost_caption, negative, self._k).sum()
+                 + sum_violations(cost_image.T, negative, self._k).sum())
+        return reduce_total(total, scores.shape[0], self.reduction)
+
+    def extra_repr(self) -> str:
+        return f"margin={self.margin}, max_violation={self.max_violation}, top_k={self.top_k}, reduction={self.reduction!r}"

@@ -1,4 +1,4 @@
 """One module per top-level command; each defines register(subparsers) and sets args.func."""
-from . import data
+from . import data, demo, evaluate, features, train
 
-COMMANDS = [data]
+COMMANDS = [data, train, demo, evaluate, features]

@@ -1,0 +1,35 @@
+"""Word-level cross-lingual alignment: MUSE lexicons, Procrustes, CSLS, RCSLS and their evaluation.
+
+Used by the AME configuration (RCSLS alignment loss kept during retrieval training, alignment ratio) and the
+Translator configuration (SVD/Procrustes + RCSLS initialisation of the language map). Nothing here loads or
+assumes pretrained word vectors: every function takes embedding tensors given by the caller.
+
+Convention: rows are vectors and maps act on the right, ``mapped = X @ W``.
+The MUSE train/test split files at hand are RECONSTRUCTED (see ``lexicon``), not the official ones.
+"""
+
+from .csls import csls_retrieve, csls_scores, knn_mean_similarity, nn_retrieve
+from .evaluate import alignment_ratio, group_lexicon, word_translation_p_at_1
+from .lexicon import MUSE_SPLITS, filter_lexicon, muse_paths, read_muse_dictionary
+from .procrustes import nearest_orthogonal, procrustes
+from .rcsls import RCSLSLoss, fit_rcsls, rcsls_loss, spectral_projection
+
+__all__ = [
+    "MUSE_SPLITS",
+    "RCSLSLoss",
+    "alignment_ratio",
+    "csls_retrieve",
+    "csls_scores",
+    "filter_lexicon",
+    "fit_rcsls",
+    "group_lexicon",
+    "knn_mean_similarity",
+    "muse_paths",
+    "nearest_orthogonal",
+    "nn_retrieve",
+    "procrustes",
+    "rcsls_loss",
+    "read_muse_dictionary",
+    "spectral_projection",
+    "word_translation_p_at_1",
+]

@@ -1,0 +1,129 @@
+"""Markdown tables of retrieval results, and mean ± std over folds or seeds."""
+from __future__ import annotations
+
+import math
+from numbers import Real
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+
+#: Default columns: R@1/5/10 and medr both ways, rsum, gallery sizes.
+DEFAULT_KEYS: tuple[str, ...] = (
+    "i2t_r1", "i2t_r5", "i2t_r10", "i2t_medr",
+    "t2i_r1", "t2i_r5", "t2i_r10", "t2i_medr",
+    "rsum", "n_images", "n_captions",
+)
+
+_DIRECTIONS = {"i2t": "i2t", "t2i": "t2i", "a2b": "a2b", "b2a": "b2a"}
+_STATS = {"r1": "R@1", "r5": "R@5", "r10": "R@10", "medr": "medR", "meanr": "meanR"}
+_PLAIN = {"rsum": "rsum", "mr": "mR", "n_images": "images", "n_captions": "captions"}
+
+__all__ = ["DEFAULT_KEYS", "column_label", "format_value", "markdown_table", "mean_std", "mean_std_table"]
+
+
+def column_label(key: str) -> str:
+    """Header for a metric key: ``i2t_r1`` -> ``i2t R@1``, ``n_images`` -> ``images``; unknown keys as is."""
+    if key in _PLAIN:
+        return _PLAIN[key]
+    direction, _, stat = key.partition("_")
+    if direction in _DIRECTIONS and stat in _STATS:
+        return f"{_DIRECTIONS[direction]} {_STATS[stat]}"
+    return key
+
+
+def _decimals(key: str, value: float) -> int:
+    if key.startswith("n_"):
+        return 0
+    if key.endswith("_medr") and float(value).is_integer():
+        return 0
+    return 1  # recalls (percent), rsum, mr, meanr, half-integer medians, anything else
+
+
+def format_value(key: str, value: Any) -> str:
+    """One cell: recalls/rsum/mr/meanr with one decimal, counts as integers, integral medr without decimals."""
+    if value is None:
+        return "-"
+    if isinstance(value, bool) or not isinstance(value, Real):
+        return str(value)
+    value = float(value)
+    if math.isnan(value):
+        return "nan"
+    return f"{value:.{_decimals(key, value)}f}"
+
+
+def _escape(text: str) -> str:
+    return str(text).replace("|", "\\|")
+
+
+def _table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+    lines = ["| " + " | ".join(_escape(h) for h in header) + " |",
+             "|" + "|".join(["---"] + ["---:"] * (len(header) - 1)) + "|"]
+    lines += ["| " + " | ".join(_escape(c) for c in row) + " |" for row in rows]
+    return "\n".join(lines) + "\n"
+
+
+def markdown_table(
+    results: Mapping[str, Mapping[str, Any]],
+    keys: Sequence[str] = DEFAULT_KEYS,
+    row_label: str = "language",
+) -> str:
+    """Markdown table with one row per entry of ``results`` (e.g. language -> metrics dict).
+
+    Columns are ``keys`` (default :data:`DEFAULT_KEYS`); a key missing from a row shows as ``-``.
+    Recalls, rsum and mr are printed with one decimal, ``n_images``/``n_captions`` as integers.
+    """
+    header = [row_label] + [column_label(k) for k in keys]
+    rows = [[str(name)] + [format_value(k, m.get(k)) for k in keys] for name, m in results.items()]
+    return _table(header, rows)
+
+
+def mean_std(runs: Sequence[Mapping[str, Any]]) -> dict[str, tuple[float, float]]:
+    """``{key: (mean, std)}`` over metric dicts (folds, seeds, ...).
+
+    Uses the numeric keys of the first dict (non-numeric values such as lists are skipped); every dict
+    must have them. ``std`` is the sample standard deviation (ddof=1); with a single dict it is NaN
+    (unknown), which :func:`mean_std_table` prints as the mean alone.
+    """
+    runs = list(runs)
+    if not runs:
+        raise ValueError("mean_std needs at least one metrics dict")
+    keys = [k for k, v in runs[0].items() if isinstance(v, Real) and not isinstance(v, bool)]
+    out: dict[str, tuple[float, float]] = {}
+    for k in keys:
+        missing = [i for i, r in enumerate(runs) if k not in r]
+        if missing:
+            raise ValueError(f"metric {k!r} is missing from run(s) {missing}")
+        vals = np.array([float(r[k]) for r in runs], dtype=np.float64)
+        std = float(np.std(vals, ddof=1)) if vals.size > 1 else float("nan")
+        out[k] = (float(vals.mean()), std)
+    return out
+
+
+def _format_mean_std(key: str, ms: Any) -> str:
+    if ms is None:
+        return "-"
+    mean, std = ms
+    mean, std = float(mean), float(std)
+    exact = math.isnan(std) or std == 0
+    d = 0 if (key.startswith("n_") or key.endswith("_medr")) and mean.is_integer() and exact else 1
+    if math.isnan(std):
+        return f"{mean:.{d}f}"
+    return f"{mean:.{d}f} ± {std:.{d}f}"
+
+
+def mean_std_table(
+    summaries: Mapping[str, Any],
+    keys: Sequence[str] = DEFAULT_KEYS,
+    row_label: str = "language",
+) -> str:
+    """Markdown table of ``mean ± std`` cells, one row per entry of ``summaries``.
+
+    Each value is either a list of metric dicts (summarised with :func:`mean_std`) or an already
+    computed ``{key: (mean, std)}`` dict. Means and stds get one decimal (counts: none when constant).
+    """
+    header = [row_label] + [column_label(k) for k in keys]
+    rows = []
+    for name, value in summaries.items():
+        summary = mean_std(value) if isinstance(value, (list, tuple)) else value
+        rows.append([str(name)] + [_format_mean_std(k, summary.get(k)) for k in keys])
+    return _table(header, rows)

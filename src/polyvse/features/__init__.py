@@ -1,0 +1,45 @@
+"""Image features: safe photo loading, frozen CNN backbones, a content-addressed feature cache.
+
+    from polyvse.features import get_extractor, extract_features
+    result = extract_features(paths, get_extractor("efficientnet-lite0"), cache_dir)
+    result.features  # float32 (n_ok, 1280), rows in input order; result.failures lists bad photos
+
+Torch is imported only when the extractor or cache parts are used, so ``load_image`` stays cheap
+for callers (e.g. an upload handler) that only need to validate photos.
+"""
+
+from __future__ import annotations
+
+from .images import DEFAULT_MAX_PIXELS, load_image, read_image_bytes
+
+__all__ = [
+    "DEFAULT_MAX_PIXELS",
+    "FeatureCache",
+    "FeatureExtractor",
+    "FeatureResult",
+    "available_backbones",
+    "extract_features",
+    "get_extractor",
+    "load_image",
+    "read_image_bytes",
+]
+
+_LAZY = {
+    "FeatureExtractor": "extractor",
+    "available_backbones": "extractor",
+    "get_extractor": "extractor",
+    "FeatureCache": "cache",
+    "FeatureResult": "cache",
+    "extract_features": "cache",
+}
+
+
+def __getattr__(name: str):
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(f".{module}", __name__), name)
+    globals()[name] = value
+    return value

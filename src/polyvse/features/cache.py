@@ -1,0 +1,271 @@
+"""Content-addressed feature cache + batch extraction over many photo files.
+
+Layout (one small ``.npy`` per photo and configuration, so millions of photos only cost files, and
+any number of runs can add to it)::
+
+    <cache_dir>/<extractor.key>/meta.json          what produced these vectors
+    <cache_dir>/<extractor.key>/<h[:2]>/<h>.npy     float32 (dim,) for the photo whose bytes hash to h
+
+``h`` is the SHA-256 of the photo file's bytes, so a renamed or moved photo is still a hit and an
+edited one is a miss. Every file is written to a temporary name in the same directory and moved
+into place with :func:`os.replace`, so a run that is killed leaves only complete vectors behind
+(plus at worst a stray ``.tmp-*`` file) and the next run picks up where it stopped.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import re
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+import torch
+from torch.utils.data import DataLoader, Dataset
+
+from ..errors import DataError
+from .extractor import FeatureExtractor
+from .images import DEFAULT_MAX_PIXELS, load_image, read_image_bytes
+
+__all__ = ["FeatureCache", "FeatureResult", "extract_features", "file_sha256"]
+
+log = logging.getLogger(__name__)
+
+_HEX64 = re.compile(r"^[0-9a-f]{64}$")
+_SAFE_KEY = re.compile(r"^[A-Za-z0-9._-]+$")
+
+
+def file_sha256(path: str | os.PathLike) -> str:
+    """Hex SHA-256 of a file's bytes (read in chunks); DataError naming the file if unreadable."""
+    try:
+        with open(path, "rb") as fh:
+            return hashlib.file_digest(fh, "sha256").hexdigest()
+    except OSError:
+        read_image_bytes(path)  # raises the DataError describing why the file cannot be read
+        raise
+
+
+def _atomic_write(path: Path, write) -> None:
+    """Write via ``write(fileobj)`` to a temp file next to ``path``, then rename over it."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=path.suffix)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            write(fh)
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+
+
+class FeatureCache:
+    """Directory of cached feature vectors, keyed by (extractor key, sha256 of the photo bytes)."""
+
+    def __init__(self, cache_dir: str | os.PathLike):
+        self.root = Path(cache_dir).expanduser()
+
+    def __repr__(self) -> str:
+        return f"FeatureCache({str(self.root)!r})"
+
+    def key_dir(self, key: str) -> Path:
+        if not _SAFE_KEY.match(key) or key in (".", ".."):
+            raise ValueError(f"extractor key {key!r} is not a safe directory name")
+        return self.root / key
+
+    def path(self, key: str, digest: str) -> Path:
+        if not _HEX64.match(digest):
+            raise ValueError(f"not a sha256 hex digest: {digest!r}")
+        return self.key_dir(key) / digest[:2] / f"{digest}.npy"
+
+    def get(self, key: str, digest: str, dim: int | None = None) -> np.ndarray | None:
+        """The cached vector, or None on a miss (an unreadable or mis-shaped entry counts as a miss)."""
+        p = self.path(key, digest)
+        try:
+            vec = np.load(p, allow_pickle=False)
+        except FileNotFoundError:
+            return None
+        except Exception as exc:  # noqa: BLE001 - damaged by something outside polyvse: recompute
+            log.warning("ignoring unreadable cached feature %s (%s); it will be recomputed", p, exc)
+            return None
+        if vec.dtype != np.float32 or vec.ndim != 1 or (dim is not None and vec.shape[0] != dim):
+            log.warning("ignoring cached feature %s with shape %s %s; it will be recomputed", p, vec.shape, vec.dtype)
+            return None
+        return vec
+
+    def has(self, key: str, digest: str) -> bool:
+        return self.path(key, digest).is_file()
+
+    def put(self, key: str, digest: str, vector: np.ndarray) -> Path:
+        vec = np.ascontiguousarray(vector, dtype=np.float32).reshape(-1)
+        p = self.path(key, digest)
+        _atomic_write(p, lambda fh: np.save(fh, vec, allow_pickle=False))
+        return p
+
+    def write_meta(self, extractor: FeatureExtractor) -> None:
+        """Record (once) what produced the vectors under this key, for humans and tools."""
+        meta_path = self.key_dir(extractor.key) / "meta.json"
+        if meta_path.is_file():
+            return
+        meta = {
+            "key": extractor.key,
+            "backbone": extractor.name,
+            "weights": extractor.weights_tag,
+            "dim": extractor.dim,
+            "ten_crop": extractor.ten_crop,
+            "preprocess": extractor.preprocess.describe(),
+            "layout": "<h[:2]>/<h>.npy, h = sha256 of the photo file bytes, float32 (dim,)",
+        }
+        data = (json.dumps(meta, indent=2) + "\n").encode()
+        _atomic_write(meta_path, lambda fh: fh.write(data))
+
+
+@dataclass
+class FeatureResult:
+    """Features for the photos that could be read, in input order, plus what failed and why."""
+
+    features: np.ndarray  # float32 (n_ok, dim)
+    paths: list  # the ok inputs, in input order
+    index: np.ndarray  # int64 (n_ok,): position of each ok row in the input list
+    failures: list[tuple[str, str]] = field(default_factory=list)  # (path, reason)
+    cached: int = 0  # ok rows found in the cache
+    extracted: int = 0  # ok rows computed by this run
+    key: str = ""
+
+    def __len__(self) -> int:
+        return len(self.paths)
+
+
+class _PhotoDataset(Dataset):
+    """(row, path, expected digest) -> (row, digest, tensor or None, error or None); runs in workers."""
+
+    def __init__(self, items: list[tuple[int, str, str]], preprocess, max_pixels: int | None):
+        self.items = items
+        self.preprocess = preprocess
+        self.max_pixels = max_pixels
+
+    def __len__(self) -> int:
+        return len(self.items)
+
+    def __getitem__(self, i: int):
+        row, path, digest = self.items[i]
+        try:
+            data = read_image_bytes(path)
+            actual = hashlib.sha256(data).hexdigest()  # the file may have changed since it was hashed
+            img = load_image(data, self.max_pixels, name=path)
+            return row, actual, self.preprocess(img), None
+        except DataError as exc:
+            return row, digest, None, exc.reason
+        except Exception as exc:  # noqa: BLE001 - never let one photo kill the loader
+            return row, digest, None, f"{type(exc).__name__}: {exc}"
+
+
+def _collate(batch):
+    ok = [(row, digest, x) for row, digest, x, err in batch if err is None]
+    bad = [(row, err) for row, _, _, err in batch if err is not None]
+    x = torch.stack([t for _, _, t in ok]) if ok else None
+    return [r for r, _, _ in ok], [d for _, d, _ in ok], x, bad
+
+
+def _progress(enabled: bool, total: int, desc: str):
+    from tqdm.auto import tqdm
+
+    return tqdm(total=total, desc=desc, unit="photo", disable=not enabled or total == 0, leave=False)
+
+
+def extract_features(
+    paths: Sequence[str | os.PathLike],
+    extractor: FeatureExtractor,
+    cache_dir: str | os.PathLike | FeatureCache,
+    *,
+    strict: bool = False,
+    batch_size: int = 32,
+    num_workers: int = 0,
+    progress: bool = True,
+    max_pixels: int | None = DEFAULT_MAX_PIXELS,
+) -> FeatureResult:
+    """Features for every readable photo in ``paths``, computing only what the cache lacks.
+
+    Unreadable photos (missing, empty, not an image, corrupt, truncated, too many pixels) are
+    logged as warnings, listed in ``failures`` and skipped; with ``strict=True`` the first one
+    raises :class:`DataError` instead. Decoding and preprocessing run in a torch DataLoader with
+    ``num_workers`` worker processes (0 = in this process); each finished batch is written to the
+    cache straight away, so an interrupted run loses at most one batch of work.
+    """
+    cache = cache_dir if isinstance(cache_dir, FeatureCache) else FeatureCache(cache_dir)
+    key = extractor.key
+    n = len(paths)
+    out = np.zeros((n, extractor.dim), dtype=np.float32)  # filled row by row; failed rows dropped at the end
+    done = np.zeros(n, dtype=bool)
+    errors: dict[int, str] = {}
+    from_cache = 0
+
+    def fail(row: int, reason: str) -> None:
+        if strict:
+            raise DataError(reason, str(paths[row]))
+        errors[row] = reason
+        log.warning("skipping photo %s: %s", paths[row], reason)
+
+    # Pass 1 (this process): hash every file, take what the cache already has.
+    todo: dict[str, list[int]] = {}  # digest -> rows with those bytes (duplicates computed once)
+    with _progress(progress, n, "checking feature cache") as bar:
+        for row, p in enumerate(paths):
+            bar.update(1)
+            try:
+                digest = file_sha256(p)
+            except DataError as exc:
+                fail(row, exc.reason)
+                continue
+            if digest in todo:
+                todo[digest].append(row)
+                continue
+            vec = cache.get(key, digest, extractor.dim)
+            if vec is not None:
+                out[row] = vec
+                done[row] = True
+                from_cache += 1
+            else:
+                todo[digest] = [row]
+
+    # Pass 2: decode + preprocess in the DataLoader, run the backbone, write each vector.
+    items = [(rows[0], str(paths[rows[0]]), digest) for digest, rows in todo.items()]
+    if items:
+        cache.write_meta(extractor)
+        rows_of = {rows[0]: rows for rows in todo.values()}
+        loader = DataLoader(
+            _PhotoDataset(items, extractor.preprocess, max_pixels),
+            batch_size=max(1, int(batch_size)),
+            shuffle=False,
+            num_workers=max(0, int(num_workers)),
+            collate_fn=_collate,
+        )
+        with _progress(progress, len(items), f"extracting {extractor.name} features") as bar:
+            for rows, digests, x, bad in loader:
+                for row, reason in bad:
+                    for r in rows_of[row]:
+                        fail(r, reason)
+                if x is not None:
+                    feats = extractor.forward_batch(x).numpy().astype(np.float32, copy=False)
+                    for row, digest, vec in zip(rows, digests, feats):
+                        cache.put(key, digest, vec)
+                        out[rows_of[row]] = vec
+                        done[rows_of[row]] = True
+                bar.update(len(rows) + len(bad))
+
+    ok = np.flatnonzero(done).astype(np.int64)
+    return FeatureResult(
+        features=out if len(ok) == n else out[ok],
+        paths=[paths[int(i)] for i in ok],
+        index=ok,
+        failures=[(str(paths[i]), errors[i]) for i in sorted(errors)],
+        cached=from_cache,
+        extracted=int(len(ok)) - from_cache,
+        key=key,
+    )

@@ -1,0 +1,57 @@
+"""`polyvse evaluate --checkpoint DIR (--dataset NAME | --images DIR --captions FILE) [--split S] [--json OUT]`."""
+from __future__ import annotations
+
+from pathlib import Path
+
+from polyvse.paths import cache_root, data_root
+
+
+def register(sub) -> None:
+    p = sub.add_parser("evaluate", help="evaluate a saved model on a dataset (per-language retrieval)")
+    p.add_argument("--checkpoint", required=True, help="checkpoint folder")
+    src = p.add_mutually_exclusive_group(required=True)
+    src.add_argument("--dataset", help="a dataset name from `polyvse data list`")
+    src.add_argument("--images", help="folder of photos (with --captions): your own data")
+    p.add_argument("--captions", help="captions file (CSV or JSONL: image, lang, caption) for --images")
+    p.add_argument("--lang", default="en", help="language of captions without a lang field (generic data)")
+    p.add_argument("--split", help="evaluate this split only (default: test for built-in datasets, all for "
+                                   "your own data)")
+    p.add_argument("--data-root", help="data root (default: $POLYVSE_DATA, else ~/.cache/polyvse)")
+    p.add_argument("--json", help="also write the metrics to this JSON file")
+    p.add_argument("--quiet", action="store_true", help="no progress bars")
+    p.set_defaults(func=run)
+
+
+def run(args) -> int:
+    import polyvse
+    from polyvse.checkpoint import write_json_atomic
+    from polyvse.data.registry import load_dataset
+    from polyvse.errors import DataError
+    from polyvse.evaluation.report import markdown_table
+
+    from ..evaluate import evaluate_corpus
+
+    root = data_root(args.data_root)
+    if args.images:
+        if not args.captions:
+            raise DataError("--images needs --captions (a CSV or JSONL file with image, lang, caption)")
+        corpus = load_dataset("generic", root, images=args.images, captions=args.captions,
+                              default_lang=args.lang)
+        split = args.split
+        name = f"{args.captions}"
+    else:
+        corpus = load_dataset(args.dataset, root)
+        split = args.split or "test"
+        name = args.dataset
+    model = polyvse.load(args.checkpoint)
+    result = evaluate_corpus(model, corpus, cache_root(root) / "features", split=split, progress=not args.quiet)
+    result = {"dataset": name, "split": split or "all", "checkpoint": str(Path(args.checkpoint)), **result}
+    print(f"\n{name} · split {result['split']}\n")
+    print(markdown_table(result["languages"]))
+    if result["skipped_languages"]:
+        print(f"\nnot evaluated (model has no such language): {', '.join(result['skipped_languages'])}")
+    if result["n_failed_photos"]:
+        print(f"\n{result['n_failed_photos']} photos could not be read and were skipped")
+    if args.json:
+        write_json_atomic(Path(args.json), result)
+    return 0

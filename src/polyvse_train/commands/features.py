@@ -1,0 +1,127 @@
+"""`polyvse features extract (--images DIR | --list FILE) [--backbone B] [--ten-crop] [--strict] ...`.
+
+Computes image features into the content-addressed cache (default ``<data root>/cache/features``)
+that training and evaluation read, so a later run repeats no work.
+"""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from polyvse.paths import cache_root
+
+IMAGE_SUFFIXES = {".jpg", ".jpeg", ".png", ".webp", ".bmp", ".gif", ".tif", ".tiff"}
+_MAX_LISTED_FAILURES = 20
+
+
+def register(sub) -> None:
+    p = sub.add_parser("features", help="compute and cache image features")
+    actions = p.add_subparsers(dest="features_command", required=True)
+    e = actions.add_parser(
+        "extract",
+        help="extract CNN features for photos into the feature cache",
+        description="Extract CNN features for photos into the feature cache. Photos that cannot be read "
+        "are reported and skipped (or stop the run with --strict); already cached photos are not recomputed.",
+    )
+    src = e.add_mutually_exclusive_group(required=True)
+    src.add_argument("--images", metavar="DIR", help="folder of photos (searched recursively for "
+                     + ", ".join(sorted(IMAGE_SUFFIXES)) + ")")
+    src.add_argument("--list", metavar="FILE", help="text file with one photo path per line (relative paths are "
+                     "relative to the list file's folder; blank lines and lines starting with # are ignored)")
+    e.add_argument("--backbone", default=None, help="image backbone (default: efficientnet-lite0; "
+                   "see `polyvse features backbones`)")
+    e.add_argument("--ten-crop", action="store_true", help="average features over 10 crops (10x slower)")
+    e.add_argument("--strict", action="store_true", help="stop at the first unreadable photo instead of skipping it")
+    e.add_argument("--cache-dir", metavar="DIR", help="feature cache folder (default: $POLYVSE_CACHE/features, else <data root>/cache/features)")
+    e.add_argument("--data-root", metavar="DIR", help="data root (default: $POLYVSE_DATA, else ~/.cache/polyvse)")
+    e.add_argument("--workers", type=int, default=min(2, os.cpu_count() or 1), metavar="N",
+                   help="photo decoding processes (0 = decode in the main process; default: %(default)s)")
+    e.add_argument("--batch-size", type=int, default=32, metavar="N", help="photos per batch (default: %(default)s)")
+    e.add_argument("--quiet", action="store_true", help="no progress bars")
+    e.set_defaults(func=run_extract)
+
+    b = actions.add_parser("backbones", help="list the available image backbones")
+    b.set_defaults(func=run_backbones)
+
+
+def _photos_in_dir(folder: Path) -> list[Path]:
+    from polyvse.errors import DataError
+
+    if not folder.is_dir():
+        raise DataError("no such folder (--images wants a folder of photos)", folder)
+    photos = [
+        p for p in folder.rglob("*")
+        if p.suffix.lower() in IMAGE_SUFFIXES and not any(part.startswith(".") for part in p.relative_to(folder).parts)
+        and not p.is_dir()
+    ]
+    return sorted(photos)
+
+
+def _photos_in_list(list_file: Path) -> list[Path]:
+    from polyvse.errors import DataError
+
+    try:
+        text = list_file.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise DataError("list file not found", list_file) from None
+    except UnicodeDecodeError as exc:
+        raise DataError(f"list file is not UTF-8 text ({exc.reason} at byte {exc.start})", list_file) from None
+    except OSError as exc:
+        raise DataError(f"cannot read the list file ({exc.strerror or exc})", list_file) from None
+    base = list_file.parent
+    photos = []
+    for line in text.splitlines():
+        entry = line.strip()
+        if not entry or entry.startswith("#"):
+            continue
+        p = Path(entry).expanduser()
+        photos.append(p if p.is_absolute() else base / p)
+    return photos
+
+
+def run_extract(args) -> int:
+    from polyvse.errors import DataError
+    from polyvse.features.cache import extract_features
+    from polyvse.features.extractor import available_backbones, get_extractor
+
+    if args.workers < 0:
+        raise DataError(f"--workers must be 0 or more, not {args.workers}")
+    if args.batch_size < 1:
+        raise DataError(f"--batch-size must be at least 1, not {args.batch_size}")
+    source = Path(args.images).expanduser() if args.images else Path(args.list).expanduser()
+    photos = _photos_in_dir(source) if args.images else _photos_in_list(source)
+    if not photos:
+        what = "image files" if args.images else "photo paths"
+        raise DataError(f"no {what} found", source)
+
+    cache_dir = Path(args.cache_dir).expanduser() if args.cache_dir else cache_root(args.data_root) / "features"
+    extractor = get_extractor(args.backbone or available_backbones()[0], ten_crop=args.ten_crop)
+    result = extract_features(
+        photos, extractor, cache_dir,
+        strict=args.strict, batch_size=args.batch_size, num_workers=args.workers, progress=not args.quiet,
+    )
+    print(
+        f"{len(photos)} photos: {result.extracted} extracted, {result.cached} already cached, "
+        f"{len(result.failures)} failed"
+    )
+    print(f"features: {extractor.name} ({extractor.dim}-d{', ten-crop' if extractor.ten_crop else ''}) "
+          f"in {cache_dir / extractor.key}")
+    if result.failures:
+        print("failed photos (skipped):")
+        for path, reason in result.failures[:_MAX_LISTED_FAILURES]:
+            print(f"  {path}: {reason}")
+        if len(result.failures) > _MAX_LISTED_FAILURES:
+            print(f"  ... and {len(result.failures) - _MAX_LISTED_FAILURES} more")
+    return 0
+
+
+def run_backbones(args) -> int:
+    from polyvse.features.extractor import available_backbones
+
+    notes = {
+        "efficientnet-lite0": "1280-d, ImageNet weights included, works offline (default)",
+        "resnet152": "2048-d, torchvision ImageNet weights, downloaded once into the torch hub cache",
+    }
+    for name in available_backbones():
+        print(f"{name:20s} {notes.get(name, '')}")
+    return 0

@@ -1,0 +1,56 @@
+"""`polyvse train --config FILE [--out DIR] [--resume] [--smoke]`."""
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from polyvse.paths import data_root
+
+
+def add_common(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--data-root", help="data root (default: $POLYVSE_DATA, else ~/.cache/polyvse)")
+    p.add_argument("--resume", action="store_true", help="continue from the training state in --out")
+    p.add_argument("--smoke", action="store_true", help="a few steps on a slice of the data (tests)")
+    p.add_argument("--seed", type=int, help="override the config's seed")
+    p.add_argument("--split", help="override the config's split: official or fold<i>of<k>")
+    p.add_argument("--epochs", type=int, help="override the config's number of epochs")
+    p.add_argument("--save-every", type=int, default=0, help="also save the training state every N steps")
+    p.add_argument("--max-steps", type=int, help="stop after N steps, keeping the state (for tests)")
+    p.add_argument("--quiet", action="store_true", help="no progress bars")
+
+
+def apply_overrides(cfg, args):
+    for name in ("seed", "split", "epochs"):
+        value = getattr(args, name, None)
+        if value is not None:
+            setattr(cfg, name, value)
+    return cfg
+
+
+def run_training(cfg, args, out: Path) -> int:
+    from ..report import print_metrics
+    from ..train import train
+
+    metrics = train(cfg, out, data_root(args.data_root), resume=args.resume, smoke=args.smoke,
+                    save_every=args.save_every, progress=not args.quiet, max_steps=args.max_steps)
+    if "languages" in metrics:
+        print_metrics(metrics, out)
+    else:
+        print(f"stopped at step {metrics['stopped_at_step']}; continue with --resume")
+    return 0
+
+
+def register(sub) -> None:
+    p = sub.add_parser("train", help="train a model from a config file")
+    p.add_argument("--config", required=True, help="YAML/JSON config (see configs/)")
+    p.add_argument("--out", help="output folder (default runs/<config name>)")
+    add_common(p)
+    p.set_defaults(func=run)
+
+
+def run(args) -> int:
+    from ..config import TrainConfig
+
+    cfg = apply_overrides(TrainConfig.load(args.config), args)
+    out = Path(args.out or f"runs/{cfg.name}")
+    return run_training(cfg, args, out)

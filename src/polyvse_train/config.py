@@ -1,0 +1,82 @@
+"""Typed training configuration, loaded from YAML/JSON; unknown or mistyped fields are errors that name them."""
+from __future__ import annotations
+
+import dataclasses
+import json
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import Any, get_type_hints
+
+import yaml
+
+from polyvse.errors import DataError
+
+
+@dataclass
+class TrainConfig:
+    name: str = "demo"
+    dataset: str = "f8k-ml"
+    # "official": Flickr8K's split restricted to the dataset's photos; "fold<i>of<k>": k-fold cross-validation.
+    split: str = "official"
+    eval_split: str = "test"
+    languages: list[str] = field(default_factory=lambda: ["en", "de", "fr", "cs", "zh"])
+    backbone: str = "efficientnet-lite0"
+    ten_crop: bool = False
+    # model
+    embed_dim: int = 512
+    word_dim: int = 300
+    hidden_dim: int = 512
+    similarity: str = "cosine"
+    dropout: float = 0.0
+    # vocabulary
+    min_count: int = 1
+    max_len: int = 64
+    # optimisation
+    epochs: int = 15
+    batch_size: int = 128
+    lr: float = 2e-4
+    lr_decay_epoch: int = 10  # lr /= 10 from this epoch on (VSE++ schedule)
+    margin: float = 0.2
+    max_violation: bool = False
+    grad_clip: float = 2.0
+    seed: int = 0
+    threads: int = 2
+    # smoke mode: a few steps on a slice of the data, for tests
+    smoke_photos: int = 64
+    smoke_epochs: int = 1
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any], source: str = "<dict>") -> "TrainConfig":
+        known = {f.name: f for f in fields(cls)}
+        hints = get_type_hints(cls)
+        unknown = sorted(set(data) - set(known))
+        if unknown:
+            raise DataError(f"unknown field(s) {', '.join(unknown)}; known fields: {', '.join(known)}", source)
+        for key, value in data.items():
+            expected = hints[key]
+            origin = getattr(expected, "__origin__", expected)
+            ok = isinstance(value, origin) or (origin is float and isinstance(value, int)) 
+            if isinstance(value, bool) and origin in (int, float):
+                ok = False
+            if not ok:
+                raise DataError(f"field {key!r} must be {getattr(expected, '__name__', expected)}, got {value!r}",
+                                source)
+        return cls(**data)
+
+    @classmethod
+    def load(cls, path: str | Path) -> "TrainConfig":
+        path = Path(path)
+        try:
+            text = path.read_text(encoding="utf-8")
+        except OSError as exc:
+            raise DataError(f"cannot read config ({exc.strerror})", path) from exc
+        try:
+            data = json.loads(text) if path.suffix == ".json" else yaml.safe_load(text)
+        except (yaml.YAMLError, json.JSONDecodeError) as exc:
+            raise DataError(f"not valid YAML/JSON: {exc}", path) from exc
+        if not isinstance(data, dict):
+            raise DataError("a config must be a mapping of field: value", path)
+        return cls.from_dict(data, source=str(path))
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)

@@ -1,0 +1,269 @@
+"""The training loop: data -> cached image features -> joint model -> checkpoint -> per-language evaluation.
+
+Resumable: the full state (model, optimiser, epoch and batch position of the sampler, RNG states) is written
+atomically after every epoch (and every `save_every` steps); `resume=True` continues from it and reaches the
+same final metrics as an uninterrupted run with the same seed, because the sampler's batch order depends only
+on (seed, epoch).
+"""
+from __future__ import annotations
+
+import json
+import logging
+import random
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+from tqdm.auto import tqdm
+
+from polyvse.api import PolyvseModel
+from polyvse.checkpoint import (Checkpoint, load_training_state, save_checkpoint, save_training_state,
+                                write_json_atomic)
+from polyvse.data.types import Corpus
+from polyvse.errors import DataError
+from polyvse.losses import HingeRankingLoss
+from polyvse.models import JointEmbeddingModel, ModelConfig
+from polyvse.models.text_input import CaptionEncoder
+from polyvse.paths import cache_root
+from polyvse.sampling import DistinctPhotoBatchSampler
+
+from .config import TrainConfig
+
+log = logging.getLogger("polyvse.train")
+STATE = "state.pt"
+
+
+@dataclass
+class CaptionSet:
+    photo_row: np.ndarray  # row of the caption's photo in the feature matrix
+    langs: list[str]
+    ids: list[list[int]]
+
+
+@dataclass
+class PreparedData:
+    photo_ids: list[str]
+    features: torch.Tensor  # (n_photos, image_dim), rows aligned with photo_ids
+    train_rows: np.ndarray
+    eval_rows: np.ndarray
+    train: CaptionSet
+    eval: CaptionSet
+    captions: CaptionEncoder
+    feature_key: str
+    n_failed_photos: int
+
+
+def seed_everything(seed: int) -> None:
+    random.seed(seed)
+    np.random.seed(seed % 2**32)
+    torch.manual_seed(seed)
+
+
+def resolve_split(corpus: Corpus, cfg: TrainConfig) -> tuple[set[str], set[str]]:
+    """(train photo ids, evaluation photo ids) for cfg.split."""
+    if cfg.split == "official":
+        split_of = {c.photo_id: c.split for c in corpus.captions}
+        train = {p for p, s in split_of.items() if s == "train"}
+        evaluation = {p for p, s in split_of.items() if s == cfg.eval_split}
+    elif cfg.split.startswith("fold"):
+        from polyvse.data.f8kml import kfold_photo_splits
+
+        try:
+            fold, k = (int(x) for x in cfg.split[4:].split("of"))
+        except ValueError:
+            raise DataError(f"split {cfg.split!r}: use 'official' or 'fold<i>of<k>', e.g. fold0of5") from None
+        if not 0 <= fold < k:
+            raise DataError(f"split {cfg.split!r}: fold index must be in 0..{k - 1}")
+        # Folds use a fixed seed so that training seeds vary the model, not the test set.
+        tr, te = kfold_photo_splits(sorted({c.photo_id for c in corpus.captions}), k=k, seed=0)[fold]
+        train, evaluation = set(tr), set(te)
+    else:
+        raise DataError(f"split {cfg.split!r}: use 'official' or 'fold<i>of<k>', e.g. fold0of5")
+    if train & evaluation:
+        raise DataError(f"split {cfg.split!r}: {len(train & evaluation)} photos are in both train and evaluation")
+    if not train or not evaluation:
+        raise DataError(f"split {cfg.split!r} of {corpus.name}: {len(train)} training and {len(evaluation)} "
+                        "evaluation photos; both must be non-empty")
+    return train, evaluation
+
+
+def prepare_data(cfg: TrainConfig, root: Path, smoke: bool = False, progress: bool = True) -> PreparedData:
+    from polyvse.data.registry import load_dataset
+    from polyvse.features.cache import extract_features
+    from polyvse.features.extractor import get_extractor
+
+    corpus = load_dataset(cfg.dataset, root).filter(langs=cfg.languages)
+    train_ids, eval_ids = resolve_split(corpus, cfg)
+    if smoke:  # a slice of the data: first photos by id, so smoke runs are reproducible and fast
+        train_ids = set(sorted(train_ids)[: cfg.smoke_photos])
+        eval_ids = set(sorted(eval_ids)[: max(cfg.smoke_photos // 2, 8)])
+    photo_ids = sorted(train_ids | eval_ids)
+    missing = [p for p in photo_ids if corpus.photos[p].path is None]
+    if missing:
+        raise DataError(f"{cfg.dataset}: {len(missing)} photos have no image file (e.g. {missing[0]}); "
+                        "image-text training needs the photos")
+    extractor = get_extractor(cfg.backbone, ten_crop=cfg.ten_crop)
+    result = extract_features([corpus.photos[p].path for p in photo_ids], extractor,
+                              cache_root(root) / "features", progress=progress)
+    for path, reason in result.failures:
+        log.warning("skipping photo %s: %s", path, reason)
+    ok_ids = [photo_ids[i] for i in result.index]
+    row_of = {p: r for r, p in enumerate(ok_ids)}
+
+    train_caps = [c for c in corpus.captions if c.photo_id in train_ids and c.photo_id in row_of]
+    eval_caps = [c for c in corpus.captions if c.photo_id in eval_ids and c.photo_id in row_of]
+    texts_by_lang: dict[str, list[str]] = {}
+    for c in train_caps:
+        texts_by_lang.setdefault(c.lang, []).append(c.text)
+    encoder = CaptionEncoder.build(texts_by_lang, min_count=cfg.min_count, max_len=cfg.max_len)
+
+    def encode(caps) -> CaptionSet:
+        return CaptionSet(np.array([row_of[c.photo_id] for c in caps], dtype=np.int64),
+                          [c.lang for c in caps], [encoder.ids(c.text, c.lang) for c in caps])
+
+    feats = torch.as_tensor(np.asarray(result.features, dtype=np.float32))
+    return PreparedData(
+        photo_ids=ok_ids, features=feats,
+        train_rows=np.array(sorted(row_of[p] for p in train_ids if p in row_of), dtype=np.int64),
+        eval_rows=np.array(sorted(row_of[p] for p in eval_ids if p in row_of), dtype=np.int64),
+        train=encode(train_caps), eval=encode(eval_caps), captions=encoder,
+        feature_key=extractor.key, n_failed_photos=len(result.failures))
+
+
+def build_model(cfg: TrainConfig, data: PreparedData) -> JointEmbeddingModel:
+    return JointEmbeddingModel(ModelConfig(
+        vocab_size=len(data.captions.vocab), image_dim=int(data.features.shape[1]), embed_dim=cfg.embed_dim,
+        word_dim=cfg.word_dim, hidden_dim=cfg.hidden_dim, dropout=cfg.dropout, similarity=cfg.similarity))
+
+
+def evaluate_split(model: PolyvseModel, data: PreparedData, caps: CaptionSet, rows: np.ndarray,
+                   languages: list[str]) -> dict:
+    from .evaluate import evaluate_embeddings
+
+    local = {r: i for i, r in enumerate(rows)}
+    keep = [i for i, r in enumerate(caps.photo_row) if r in local]
+    return evaluate_embeddings(model, data.features[rows], [caps.ids[i] for i in keep],
+                               np.array([local[caps.photo_row[i]] for i in keep], dtype=np.int64),
+                               [caps.langs[i] for i in keep], languages)
+
+
+def git_commit() -> str | None:
+    try:
+        out = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, timeout=5,
+                             cwd=Path(__file__).resolve().parent)
+        return out.stdout.strip() or None
+    except (OSError, subprocess.SubprocessError):
+        return None
+
+
+def train(cfg: TrainConfig, out_dir: str | Path, root: Path, *, resume: bool = False, smoke: bool = False,
+          save_every: int = 0, progress: bool = True, max_steps: int | None = None) -> dict:
+    """Train, checkpoint and evaluate; returns the metrics dict also written to out_dir/metrics.json.
+
+    max_steps stops after that many optimisation steps (state saved), for tests of resumption.
+    """
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    torch.set_num_threads(cfg.threads)
+    t0 = time.time()
+    data = prepare_data(cfg, root, smoke=smoke, progress=progress)
+    # Seed after data preparation: feature extraction may or may not run (cache hits), and a DataLoader
+    # draws from the global RNG, so seeding earlier would make initialisation depend on the cache.
+    seed_everything(cfg.seed)
+    model = build_model(cfg, data)
+    optimiser = torch.optim.Adam(model.parameters(), lr=cfg.lr)
+    loss_fn = HingeRankingLoss(margin=cfg.margin, max_violation=cfg.max_violation)
+    sampler = DistinctPhotoBatchSampler(data.train.photo_row, cfg.batch_size, seed=cfg.seed)
+    epochs = cfg.smoke_epochs if smoke else cfg.epochs
+    run_key = {"config": cfg.to_dict(), "smoke": smoke, "vocab": data.captions.vocab.fingerprint(),
+               "features": data.feature_key}
+
+    state_path = out_dir / STATE
+    epoch, batch_pos, step = 0, 0, 0
+    if resume and state_path.exists():
+        state = load_training_state(state_path)
+        if state["run_key"] != run_key:
+            raise DataError("the saved training state belongs to a different config, data or vocabulary; "
+                            "start without --resume or use another --out", state_path)
+        model.load_state_dict(state["model"])
+        optimiser.load_state_dict(state["optimiser"])
+        epoch, batch_pos, step = state["epoch"], state["batch"], state["step"]
+        random.setstate(state["rng"]["python"])
+        np.random.set_state(state["rng"]["numpy"])
+        torch.set_rng_state(state["rng"]["torch"])
+        log.info("resuming at epoch %d batch %d (step %d)", epoch, batch_pos, step)
+    elif resume:
+        log.info("no training state in %s; starting from scratch", out_dir)
+
+    def save_state() -> None:
+        save_training_state({
+            "run_key": run_key, "model": model.state_dict(), "optimiser": optimiser.state_dict(),
+            "epoch": epoch, "batch": batch_pos, "step": step,
+            "rng": {"python": random.getstate(), "numpy": np.random.get_state(), "torch": torch.get_rng_state()},
+        }, state_path)
+
+    history_path = out_dir / "train_log.jsonl"
+    stopped = False
+    while epoch < epochs and not stopped:
+        lr = cfg.lr * (0.1 if epoch >= cfg.lr_decay_epoch else 1.0)
+        for group in optimiser.param_groups:
+            group["lr"] = lr
+        batches = sampler.epoch_batches(epoch)
+        model.train()
+        losses = []
+        bar = tqdm(range(batch_pos, len(batches)), desc=f"epoch {epoch + 1}/{epochs}", disable=not progress,
+                   leave=False)
+        for b in bar:
+            idx = batches[b]
+            ids, lengths = data.captions.pad([data.train.ids[i] for i in idx])
+            feats = data.features[data.train.photo_row[idx]]
+            scores = model.scores(model.encode_image_features(feats), model.encode_text_ids(ids, lengths))
+            loss = loss_fn(scores)
+            optimiser.zero_grad(set_to_none=True)
+            loss.backward()
+            if cfg.grad_clip > 0:
+                torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
+            optimiser.step()
+            losses.append(loss.item())
+            step += 1
+            batch_pos = b + 1
+            if save_every and step % save_every == 0:
+                save_state()
+            if max_steps is not None and step >= max_steps:
+                stopped = True
+                break
+        if stopped and batch_pos < len(batches):
+            save_state()
+            break
+        epoch, batch_pos = epoch + 1, 0
+        save_state()
+        record = {"epoch": epoch, "step": step, "lr": lr, "loss": float(np.mean(losses)) if losses else None,
+                  "seconds": round(time.time() - t0, 1)}
+        with open(history_path, "a", encoding="utf-8") as f:
+            f.write(json.dumps(record) + "\n")
+        if progress:
+            print(f"epoch {epoch}/{epochs}  loss {record['loss']:.3f}  ({record['seconds']}s)", flush=True)
+    if stopped and epoch < epochs:
+        return {"stopped_at_step": step}
+
+    model.eval()
+    ckpt = Checkpoint(model=model, captions=data.captions, backbone=cfg.backbone, feature_key=data.feature_key,
+                      ten_crop=cfg.ten_crop, languages=list(cfg.languages))
+    wrapped = PolyvseModel(ckpt)
+    per_lang = evaluate_split(wrapped, data, data.eval, data.eval_rows, cfg.languages)
+    metrics = {
+        "dataset": cfg.dataset, "split": f"{cfg.split}/{cfg.eval_split}" if cfg.split == "official" else cfg.split,
+        "seed": cfg.seed, "smoke": smoke, "languages": per_lang,
+        "n_train_photos": int(len(data.train_rows)), "n_train_captions": int(len(data.train.ids)),
+        "n_failed_photos": data.n_failed_photos, "vocab_size": len(data.captions.vocab),
+        "parameters": int(sum(p.numel() for p in model.parameters())),
+        "wall_time_s": round(time.time() - t0, 1), "config": cfg.to_dict(),
+    }
+    ckpt.training = {"data": cfg.dataset, "split": metrics["split"], "seed": cfg.seed, "commit": git_commit(),
+                     "config": cfg.to_dict(), "metrics": per_lang}
+    save_checkpoint(ckpt, out_dir / "checkpoint")
+    write_json_atomic(out_dir / "metrics.json", metrics)
+    return metrics

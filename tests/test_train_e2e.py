@@ -1,0 +1,129 @@
+"""End-to-end training on the real data at hand (slices of F8K-ML), resumption included."""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+
+import polyvse
+from polyvse_train.cli import main
+from polyvse_train.config import TrainConfig
+from polyvse_train.train import STATE, train
+
+SMALL = dict(name="tiny", languages=["en", "de", "zh"], embed_dim=64, word_dim=32, hidden_dim=64,
+             batch_size=32, smoke_photos=48, smoke_epochs=3, lr=5e-4)
+
+
+def small_config(tmp_path: Path, **over) -> Path:
+    import yaml
+
+    path = tmp_path / "tiny.yaml"
+    path.write_text(yaml.safe_dump({**SMALL, **over}))
+    return path
+
+
+@pytest.fixture(scope="module")
+def reference_run(shared_data, tmp_path_factory):
+    """One uninterrupted smoke run; other tests compare against it."""
+    out = tmp_path_factory.mktemp("ref")
+    cfg = TrainConfig(**SMALL)
+    metrics = train(cfg, out, shared_data, smoke=True, progress=False)
+    return out, metrics
+
+
+def test_smoke_run_writes_checkpoint_and_metrics(reference_run):
+    out, metrics = reference_run
+    saved = json.loads((out / "metrics.json").read_text())
+    assert saved["languages"] == metrics["languages"]
+    assert set(saved["languages"]) == {"en", "de", "zh"}
+    for lang, m in saved["languages"].items():
+        assert m["n_images"] > 0 and m["n_captions"] >= m["n_images"] - 1
+        assert 0 <= m["t2i_r1"] <= m["t2i_r5"] <= m["t2i_r10"] <= 100
+    assert (saved["dataset"], saved["seed"]) == ("f8k-ml", 0)
+    model = polyvse.load(out / "checkpoint")
+    assert model.languages == ["en", "de", "zh"]
+    assert json.loads((out / "checkpoint" / "training.json").read_text())["metrics"] == metrics["languages"]
+
+
+def test_resume_after_stop_reaches_identical_metrics(reference_run, shared_data, tmp_path):
+    _, ref = reference_run
+    cfg = TrainConfig(**SMALL)
+    stopped = train(cfg, tmp_path, shared_data, smoke=True, progress=False, max_steps=5)
+    assert stopped == {"stopped_at_step": 5}
+    assert (tmp_path / STATE).exists() and not (tmp_path / "metrics.json").exists()
+    resumed = train(cfg, tmp_path, shared_data, smoke=True, progress=False, resume=True)
+    assert resumed["languages"] == ref["languages"]
+
+
+def test_resume_after_kill_9_reaches_identical_metrics(reference_run, shared_data, tmp_path):
+    """A real `kill -9` in the middle of training, then `polyvse train --resume`."""
+    _, ref = reference_run
+    config = small_config(tmp_path)
+    out = tmp_path / "run"
+    cmd = [sys.executable, "-m", "polyvse_train.cli", "train", "--config", str(config), "--out", str(out),
+           "--smoke", "--quiet", "--save-every", "1", "--data-root", str(shared_data)]
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=os.environ.copy())
+    state = out / STATE
+    deadline = time.time() + 240
+    try:
+        # wait until a few steps have been saved, then kill without warning
+        while time.time() < deadline:
+            if state.exists() and torch.load(state, weights_only=False)["step"] >= 4:
+                break
+            assert proc.poll() is None, "training ended before it could be killed"
+            time.sleep(0.2)
+        else:
+            pytest.fail("training did not save a state in time")
+        proc.send_signal(signal.SIGKILL)
+    finally:
+        proc.wait(timeout=60)
+    assert proc.returncode == -signal.SIGKILL
+    assert not (out / "metrics.json").exists()
+    assert main(["train", "--config", str(config), "--out", str(out), "--smoke", "--quiet", "--resume",
+                 "--data-root", str(shared_data)]) == 0
+    resumed = json.loads((out / "metrics.json").read_text())
+    assert resumed["languages"] == ref["languages"]
+
+
+def test_resume_refuses_a_different_config(reference_run, shared_data, tmp_path):
+    cfg = TrainConfig(**SMALL)
+    train(cfg, tmp_path, shared_data, smoke=True, progress=False, max_steps=2)
+    other = TrainConfig(**{**SMALL, "lr": 1e-3})
+    with pytest.raises(polyvse.errors.DataError, match="different config"):
+        train(other, tmp_path, shared_data, smoke=True, progress=False, resume=True)
+
+
+def test_evaluate_command_on_dataset_and_on_user_data(reference_run, shared_data, tmp_path, capsys):
+    out, ref = reference_run
+    # the same checkpoint evaluated by `polyvse evaluate` on the official test split (all test photos)
+    assert main(["evaluate", "--checkpoint", str(out / "checkpoint"), "--dataset", "f8k-ml", "--quiet",
+                 "--data-root", str(shared_data), "--json", str(tmp_path / "eval.json")]) == 0
+    full = json.loads((tmp_path / "eval.json").read_text())
+    assert set(full["languages"]) == {"en", "de", "zh"}
+    assert full["languages"]["en"]["n_images"] >= 120  # all official test photos, not the smoke slice
+    assert "| en |" in capsys.readouterr().out
+    # user data: a folder of photos + a JSONL captions file, one of them broken
+    images = tmp_path / "photos"
+    images.mkdir()
+    lines = []
+    src = sorted((shared_data / "flickr8k" / "images").iterdir())[:6]
+    for i, p in enumerate(src):
+        (images / p.name).write_bytes(p.read_bytes())
+        lines.append(json.dumps({"image": p.name, "lang": "en", "caption": f"a photo number {i}"}))
+    (images / "broken.jpg").write_bytes(b"not a jpeg")
+    lines.append(json.dumps({"image": "broken.jpg", "lang": "en", "caption": "broken"}))
+    caps = tmp_path / "caps.jsonl"
+    caps.write_text("\n".join(lines) + "\n")
+    assert main(["evaluate", "--checkpoint", str(out / "checkpoint"), "--images", str(images),
+                 "--captions", str(caps), "--quiet", "--data-root", str(tmp_path),
+                 "--json", str(tmp_path / "own.json")]) == 0
+    own = json.loads((tmp_path / "own.json").read_text())
+    assert own["languages"]["en"]["n_images"] == 6
+    assert own["n_failed_photos"] == 1
