@@ -32,6 +32,7 @@ class TrainConfig:
     min_count: int = 1
     max_len: int = 64
     # optimisation
+    optimizer: str = "adam"  # adam | sgd (sgd is scale-sensitive: used to test that gradients are exact)
     epochs: int = 15
     batch_size: int = 128
     lr: float = 2e-4

@@ -31,6 +31,7 @@ from polyvse.paths import cache_root
 from polyvse.sampling import DistinctPhotoBatchSampler
 
 from .config import TrainConfig
+from .distributed import DistInfo, barrier, gather_with_grad, init_distributed, shard, shutdown
 
 log = logging.getLogger("polyvse.train")
 STATE = "state.pt"
@@ -150,6 +151,27 @@ def evaluate_split(model: PolyvseModel, data: PreparedData, caps: CaptionSet, ro
                                [caps.langs[i] for i in keep], languages)
 
 
+def build_optimiser(cfg: TrainConfig, model: torch.nn.Module) -> torch.optim.Optimizer:
+    if cfg.optimizer == "adam":
+        return torch.optim.Adam(model.parameters(), lr=cfg.lr)
+    if cfg.optimizer == "sgd":
+        return torch.optim.SGD(model.parameters(), lr=cfg.lr)
+    raise DataError(f"optimizer {cfg.optimizer!r}: use adam or sgd")
+
+
+def batch_scores(model: JointEmbeddingModel, forward, data: PreparedData, idx: list[int],
+                 dist_info: DistInfo) -> torch.Tensor:
+    """Score matrix of a global batch. Each rank embeds its slice; embeddings are gathered with gradients."""
+    local = shard(idx, dist_info) if dist_info.enabled else np.asarray(idx)
+    ids, lengths = data.captions.pad([data.train.ids[i] for i in local])
+    image_emb, text_emb = forward(data.features[data.train.photo_row[local]], ids, lengths)
+    if dist_info.enabled:
+        sizes = [len(s) for s in np.array_split(np.asarray(idx), dist_info.world_size)]
+        image_emb = gather_with_grad(image_emb, dist_info, sizes)
+        text_emb = gather_with_grad(text_emb, dist_info, sizes)
+    return model.scores(image_emb, text_emb)
+
+
 def git_commit() -> str | None:
     try:
         out = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, timeout=5,
@@ -163,18 +185,37 @@ def train(cfg: TrainConfig, out_dir: str | Path, root: Path, *, resume: bool = F
           save_every: int = 0, progress: bool = True, max_steps: int | None = None) -> dict:
     """Train, checkpoint and evaluate; returns the metrics dict also written to out_dir/metrics.json.
 
-    max_steps stops after that many optimisation steps (state saved), for tests of resumption.
+    max_steps stops after that many optimisation steps (state saved), for tests of resumption. Under torchrun
+    every rank runs this; rank 0 alone writes state, checkpoint and metrics.
     """
-    out_dir = Path(out_dir)
+    dist_info = init_distributed()
+    try:
+        return _train(cfg, Path(out_dir), root, dist_info, resume=resume, smoke=smoke, save_every=save_every,
+                      progress=progress, max_steps=max_steps)
+    finally:
+        shutdown(dist_info)
+
+
+def _train(cfg: TrainConfig, out_dir: Path, root: Path, dist_info: DistInfo, *, resume: bool, smoke: bool,
+           save_every: int, progress: bool, max_steps: int | None) -> dict:
     out_dir.mkdir(parents=True, exist_ok=True)
-    torch.set_num_threads(cfg.threads)
+    # Under torchrun the cores are shared between ranks.
+    torch.set_num_threads(max(1, cfg.threads // dist_info.world_size))
+    progress = progress and dist_info.is_main
     t0 = time.time()
+    if dist_info.enabled and not dist_info.is_main:
+        barrier(dist_info)  # rank 0 fills the feature cache first; the others then read it
     data = prepare_data(cfg, root, smoke=smoke, progress=progress)
+    if dist_info.enabled and dist_info.is_main:
+        barrier(dist_info)
     # Seed after data preparation: feature extraction may or may not run (cache hits), and a DataLoader
     # draws from the global RNG, so seeding earlier would make initialisation depend on the cache.
     seed_everything(cfg.seed)
     model = build_model(cfg, data)
-    optimiser = torch.optim.Adam(model.parameters(), lr=cfg.lr)
+    forward = model
+    if dist_info.enabled:
+        forward = torch.nn.parallel.DistributedDataParallel(model)
+    optimiser = build_optimiser(cfg, model)
     loss_fn = HingeRankingLoss(margin=cfg.margin, max_violation=cfg.max_violation)
     sampler = DistinctPhotoBatchSampler(data.train.photo_row, cfg.batch_size, seed=cfg.seed)
     epochs = cfg.smoke_epochs if smoke else cfg.epochs
@@ -199,6 +240,8 @@ def train(cfg: TrainConfig, out_dir: str | Path, root: Path, *, resume: bool = F
         log.info("no training state in %s; starting from scratch", out_dir)
 
     def save_state() -> None:
+        if not dist_info.is_main:
+            return
         save_training_state({
             "run_key": run_key, "model": model.state_dict(), "optimiser": optimiser.state_dict(),
             "epoch": epoch, "batch": batch_pos, "step": step,
@@ -217,10 +260,7 @@ def train(cfg: TrainConfig, out_dir: str | Path, root: Path, *, resume: bool = F
         bar = tqdm(range(batch_pos, len(batches)), desc=f"epoch {epoch + 1}/{epochs}", disable=not progress,
                    leave=False)
         for b in bar:
-            idx = batches[b]
-            ids, lengths = data.captions.pad([data.train.ids[i] for i in idx])
-            feats = data.features[data.train.photo_row[idx]]
-            scores = model.scores(model.encode_image_features(feats), model.encode_text_ids(ids, lengths))
+            scores = batch_scores(model, forward, data, batches[b], dist_info)
             loss = loss_fn(scores)
             optimiser.zero_grad(set_to_none=True)
             loss.backward()
@@ -242,12 +282,16 @@ def train(cfg: TrainConfig, out_dir: str | Path, root: Path, *, resume: bool = F
         save_state()
         record = {"epoch": epoch, "step": step, "lr": lr, "loss": float(np.mean(losses)) if losses else None,
                   "seconds": round(time.time() - t0, 1)}
-        with open(history_path, "a", encoding="utf-8") as f:
-            f.write(json.dumps(record) + "\n")
+        if dist_info.is_main:
+            with open(history_path, "a", encoding="utf-8") as f:
+                f.write(json.dumps(record) + "\n")
         if progress:
             print(f"epoch {epoch}/{epochs}  loss {record['loss']:.3f}  ({record['seconds']}s)", flush=True)
+    barrier(dist_info)
     if stopped and epoch < epochs:
         return {"stopped_at_step": step}
+    if not dist_info.is_main:
+        return {"rank": dist_info.rank}
 
     model.eval()
     ckpt = Checkpoint(model=model, captions=data.captions, backbone=cfg.backbone, feature_key=data.feature_key,

@@ -54,5 +54,9 @@ class JointEmbeddingModel(nn.Module):
     def encode_image_features(self, feats: torch.Tensor) -> torch.Tensor:
         return self.image_head(feats)
 
+    def forward(self, feats: torch.Tensor, ids: torch.Tensor, lengths: torch.Tensor):
+        """(image embeddings, text embeddings) of a batch; the entry point DDP wraps."""
+        return self.encode_image_features(feats), self.encode_text_ids(ids, lengths)
+
     def scores(self, images: torch.Tensor, texts: torch.Tensor) -> torch.Tensor:
         return self.similarity(images, texts)

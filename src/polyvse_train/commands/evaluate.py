@@ -39,6 +39,8 @@ def run(args) -> int:
                               default_lang=args.lang)
         split = args.split
         name = f"{args.captions}"
+        for problem in getattr(corpus, "problems", []):
+            print(f"skipped: {problem}")
     else:
         corpus = load_dataset(args.dataset, root)
         split = args.split or "test"

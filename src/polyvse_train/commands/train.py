@@ -35,7 +35,7 @@ def run_training(cfg, args, out: Path) -> int:
                     save_every=args.save_every, progress=not args.quiet, max_steps=args.max_steps)
     if "languages" in metrics:
         print_metrics(metrics, out)
-    else:
+    elif "stopped_at_step" in metrics:
         print(f"stopped at step {metrics['stopped_at_step']}; continue with --resume")
     return 0
 

@@ -1,0 +1,73 @@
+"""Data-parallel training over torch.distributed (DDP), launched by `torchrun`.
+
+Negatives come from the global batch: every rank embeds its slice of the batch, the embeddings are gathered
+*with gradients* (as open_clip's --gather-with-grad), and every rank computes the loss on the whole batch.
+The all-gather backward sums each rank's gradient for the local slice (world_size x the true gradient) and DDP
+averages over ranks, so the update equals the single-process update on the same global batch.
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+import torch.distributed as dist
+
+
+@dataclass(frozen=True)
+class DistInfo:
+    rank: int = 0
+    world_size: int = 1
+    local_rank: int = 0
+
+    @property
+    def enabled(self) -> bool:
+        return self.world_size > 1
+
+    @property
+    def is_main(self) -> bool:
+        return self.rank == 0
+
+
+def init_distributed(backend: str | None = None) -> DistInfo:
+    """Join the process group when launched by torchrun (WORLD_SIZE > 1); a no-op otherwise."""
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    if world <= 1:
+        return DistInfo()
+    if not dist.is_initialized():
+        backend = backend or ("nccl" if torch.cuda.is_available() else "gloo")
+        dist.init_process_group(backend=backend)
+    return DistInfo(rank=dist.get_rank(), world_size=dist.get_world_size(),
+                    local_rank=int(os.environ.get("LOCAL_RANK", "0")))
+
+
+def barrier(info: DistInfo) -> None:
+    if info.enabled:
+        dist.barrier()
+
+
+def shutdown(info: DistInfo) -> None:
+    if info.enabled and dist.is_initialized():
+        dist.destroy_process_group()
+
+
+def shard(items, info: DistInfo):
+    """This rank's contiguous slice of a global batch (sizes differ by at most one across ranks)."""
+    return np.array_split(np.asarray(items), info.world_size)[info.rank]
+
+
+def gather_with_grad(x: torch.Tensor, info: DistInfo, sizes: list[int]) -> torch.Tensor:
+    """Concatenate every rank's rows in rank order, keeping gradients flowing back to their owners.
+
+    all_gather needs equal shapes, so slices are padded to the largest and the padding removed afterwards.
+    """
+    if not info.enabled:
+        return x
+    from torch.distributed.nn.functional import all_gather
+
+    longest = max(sizes)
+    if x.shape[0] < longest:
+        x = torch.cat([x, x.new_zeros((longest - x.shape[0], *x.shape[1:]))])
+    parts = all_gather(x)
+    return torch.cat([p[:n] for p, n in zip(parts, sizes)])
