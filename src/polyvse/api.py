@@ -56,14 +56,36 @@ class PolyvseModel:
             )
         if isinstance(texts, str):
             texts = [texts]
-        return self.encode_ids(self.captions.ids_many(texts, lang))
+        return self.encode_ids(self.captions.ids_many(texts, lang), lang)
+
+    def infer_languages(self, id_lists: Sequence[Sequence[int]]) -> list[str]:
+        """Each caption's language from its language-tagged word ids (``de:hund``); a caption of unknown
+        words only falls back to the model's first language -- pass ``langs`` to encode_ids instead."""
+        vocab, default = self.captions.vocab, self.languages[0]
+        out = []
+        for ids in id_lists:
+            lang = default
+            for i in ids:
+                token = vocab.id_to_token(int(i))
+                if ":" in token and token.split(":", 1)[0] in self.languages:
+                    lang = token.split(":", 1)[0]
+                    break
+            out.append(lang)
+        return out
 
     @torch.no_grad()
-    def encode_ids(self, id_lists: Sequence[Sequence[int]]) -> np.ndarray:
+    def encode_ids(self, id_lists: Sequence[Sequence[int]], langs: str | Sequence[str] | None = None) -> np.ndarray:
+        """Embed captions given as word ids. ``langs`` (one code, or one per caption) feeds models with
+        per-language parts; without it their language is read off the language-tagged ids."""
+        if isinstance(langs, str):
+            langs = [langs] * len(id_lists)
+        if langs is None and getattr(self.model, "needs_language", False):
+            langs = self.infer_languages(id_lists)
         out = []
         for i in range(0, len(id_lists), self.batch_size):
             ids, lengths = self.captions.pad(id_lists[i: i + self.batch_size])
-            out.append(self.model.encode_text_ids(ids, lengths))
+            part = None if langs is None else list(langs[i: i + self.batch_size])
+            out.append(self.model.encode_text_ids(ids, lengths, part))
         if not out:
             return np.zeros((0, self.embed_dim), dtype=np.float32)
         return torch.cat(out).numpy().astype(np.float32, copy=False)

@@ -65,3 +65,57 @@ class DistinctPhotoBatchSampler:
 
     def __len__(self) -> int:
         return len(self.epoch_batches(0))
+
+
+class PhotoTupleBatchSampler:
+    """Batches of distinct photos, each carrying a fixed number of captions per language (a "tuple").
+
+    ``quotas`` maps language -> captions per photo, e.g. MULE's {"en": 2, "de": 2, "fr": 1, "cs": 1} or
+    one caption per language for PIVOT / PARALLEL / MLMME. A batch is ``(photo_rows (n,), slots (n, S))``
+    where S = sum(quotas) and ``slots[i, s]`` is a caption index, or -1 when photo i has fewer captions in
+    the slot's language than its quota: photos lacking a language keep their place and the losses mask the
+    empty slots (``slot_langs[s]`` names each slot's language). Captions are drawn without replacement
+    within a photo, fresh every epoch. An epoch visits every photo that has at least one caption in the
+    quota languages once; its order depends only on (seed, epoch), so runs resume exactly.
+    """
+
+    def __init__(self, caption_photo, caption_lang, quotas: dict[str, int], batch_size: int, seed: int = 0,
+                 drop_last: bool = False):
+        if batch_size < 2:
+            raise ValueError("batch_size must be >= 2: the ranking losses need in-batch negatives")
+        if not quotas or any(int(q) < 1 for q in quotas.values()):
+            raise ValueError(f"quotas must map languages to positive counts, got {quotas!r}")
+        self.quotas = {lang: int(q) for lang, q in quotas.items()}
+        self.slot_langs = [lang for lang, q in self.quotas.items() for _ in range(q)]
+        self.batch_size, self.seed, self.drop_last = batch_size, seed, drop_last
+        by_photo: dict[int, dict[str, list[int]]] = {}
+        for idx, (photo, lang) in enumerate(zip(np.asarray(caption_photo).tolist(), caption_lang)):
+            if lang in self.quotas:
+                by_photo.setdefault(int(photo), {}).setdefault(lang, []).append(idx)
+        self.photos = np.array(sorted(by_photo), dtype=np.int64)
+        self._caps = [by_photo[int(p)] for p in self.photos]
+
+    def epoch_batches(self, epoch: int) -> list[tuple[np.ndarray, np.ndarray]]:
+        rng = np.random.default_rng([self.seed, epoch])
+        order = rng.permutation(len(self.photos))
+        slots = np.full((len(order), len(self.slot_langs)), -1, dtype=np.int64)
+        for row, p in enumerate(order):
+            col = 0
+            for lang, q in self.quotas.items():
+                caps = self._caps[p].get(lang, [])
+                chosen = rng.permutation(len(caps))[:q] if caps else []
+                for j, c in enumerate(chosen):
+                    slots[row, col + j] = caps[c]
+                col += q
+        batches = []
+        for start in range(0, len(order), self.batch_size):
+            rows = order[start:start + self.batch_size]
+            if len(rows) < 2 or (self.drop_last and len(rows) < self.batch_size):
+                continue
+            batches.append((self.photos[rows], slots[start:start + self.batch_size]))
+        return batches
+
+    def __len__(self) -> int:
+        n = len(self.photos)
+        full, rest = divmod(n, self.batch_size)
+        return full + (1 if rest >= 2 and not self.drop_last else 0)

@@ -26,8 +26,36 @@ class TrainConfig:
     embed_dim: int = 512
     word_dim: int = 300
     hidden_dim: int = 512
-    similarity: str = "cosine"
+    similarity: str = "cosine"  # cosine | order (Vendrov's -||max(0, |b| - |a|)||^2)
     dropout: float = 0.0
+    text_encoder: str = "gru"  # gru | lstm | mean (mean-pooled word embeddings)
+    text_sharing: str = "shared"  # shared | per_language (one recurrent encoder + projection per language)
+    universal_dim: int = 0  # > 0: MULE's per-language word projection into a universal embedding
+    image_head: str = "linear"  # linear | mlp (MULE/EmbN: Linear-BN-ReLU-Linear)
+    image_hidden_dim: int = 2048
+    # objective: vse (hinge over mixed-language caption batches, the demo) | pivot | parallel | mlmme
+    # (batches of distinct photos with one caption per language) | mule (several captions per language:
+    # top-K image-sentence hinge + neighbourhood constraints + adversarial language classifier)
+    objective: str = "vse"
+    quotas: dict[str, int] = field(default_factory=dict)  # captions per photo per language; {} = 1 each
+    top_k: int = 0  # 0 = every in-batch negative; K = the K most violated (max_violation = top_k 1)
+    beta: float = 1.0  # mlmme: beta * R_MM + (1 - beta) * R_ML
+    # MULE terms (objective mule): weights lambda_1 (neighbourhood constraints), lambda_2 (language
+    # classifier, through a gradient-reversal layer), lambda_3 = 1 (image-sentence matching)
+    nc_weight: float = 0.0
+    nc_margin: float = 0.05
+    lc_weight: float = 0.0
+    lp_epochs: int = 0  # MULE "LP": epochs of neighbourhood constraints on caption pairs before the rest
+    word_l2: float = 0.0  # L2 penalty on the word embeddings of the batch (MULE: 5e-7)
+    augment_translations: list[str] = field(default_factory=list)  # extra training captions: zhb, zhg (MT)
+    # word embeddings and AME's alignment
+    word_init: str = "random"  # random | muse (words of the MUSE lexicon start at their English vector)
+    freeze_word_embeddings: bool = False  # AME-FME
+    align: bool = False  # AME: RCSLS loss on the word embeddings against the MUSE lexicons
+    align_every: int = 500  # T: one alignment step every T iterations
+    align_lr: float = 2.0
+    align_k: int = 5
+    align_pivot: str = "en"  # every other language is aligned to this one
     # vocabulary
     min_count: int = 1
     max_len: int = 64
@@ -45,6 +73,7 @@ class TrainConfig:
     # smoke mode: a few steps on a slice of the data, for tests
     smoke_photos: int = 64
     smoke_epochs: int = 1
+    smoke_max_batches: int = 0  # > 0: a smoke epoch stops after this many batches (0 = the whole slice)
 
     @classmethod
     def from_dict(cls, data: dict[str, Any], source: str = "<dict>") -> "TrainConfig":

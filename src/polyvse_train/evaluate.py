@@ -15,7 +15,7 @@ def evaluate_embeddings(model: PolyvseModel, image_feats, caption_ids: list[list
     from polyvse.evaluation.retrieval import evaluate_by_language
 
     image_emb = model.encode_image_features(image_feats)
-    caption_emb = model.encode_ids(caption_ids)
+    caption_emb = model.encode_ids(caption_ids, list(caption_lang))  # models with per-language parts need it
     return evaluate_by_language(image_emb, caption_emb, np.asarray(caption_image), caption_lang,
                                 score_fn=model.similarity, languages=languages)
 

@@ -24,14 +24,13 @@ from polyvse.checkpoint import (Checkpoint, load_training_state, save_checkpoint
                                 write_json_atomic)
 from polyvse.data.types import Corpus
 from polyvse.errors import DataError
-from polyvse.losses import HingeRankingLoss
 from polyvse.models import JointEmbeddingModel, ModelConfig
 from polyvse.models.text_input import CaptionEncoder
 from polyvse.paths import cache_root
-from polyvse.sampling import DistinctPhotoBatchSampler
 
 from .config import TrainConfig
-from .distributed import DistInfo, barrier, gather_with_grad, init_distributed, shard, shutdown
+from .distributed import DistInfo, barrier, init_distributed, shutdown
+from .objectives import Objective, batch_scores  # noqa: F401  (batch_scores: re-exported)
 
 log = logging.getLogger("polyvse.train")
 STATE = "state.pt"
@@ -115,6 +114,7 @@ def prepare_data(cfg: TrainConfig, root: Path, smoke: bool = False, progress: bo
     row_of = {p: r for r, p in enumerate(ok_ids)}
 
     train_caps = [c for c in corpus.captions if c.photo_id in train_ids and c.photo_id in row_of]
+    train_caps += translation_captions(cfg, root, {p for p in train_ids if p in row_of})
     eval_caps = [c for c in corpus.captions if c.photo_id in eval_ids and c.photo_id in row_of]
     texts_by_lang: dict[str, list[str]] = {}
     for c in train_caps:
@@ -134,10 +134,41 @@ def prepare_data(cfg: TrainConfig, root: Path, smoke: bool = False, progress: bo
         feature_key=extractor.key, n_failed_photos=len(result.failures))
 
 
+def translation_captions(cfg: TrainConfig, root: Path, train_photos: set[str]) -> list:
+    """Translation augmentation (MULE): machine-translated captions of TRAINING photos only.
+
+    The translations at hand: Flickr8K-CN's Baidu (zhb) and Google (zhg) Chinese translations of the
+    Flickr8K English captions. (Multi30K task1's de/fr/cs lines are human translations of the task1 English
+    line and are already F8K-ML captions.)
+    """
+    if not cfg.augment_translations:
+        return []
+    from polyvse.data.flickr8kcn import VARIANTS, Flickr8kCnReader
+    from polyvse.data.types import Caption
+
+    bad = [v for v in cfg.augment_translations if v not in ("zhb", "zhg")]
+    if bad or "zh" not in cfg.languages:
+        raise DataError(f"augment_translations {cfg.augment_translations}: use zhb and/or zhg, with zh among "
+                        "the languages")
+    reader = Flickr8kCnReader(root, variants=tuple(cfg.augment_translations))
+    out = []
+    for v in cfg.augment_translations:
+        out += [Caption(r.photo_id, r.lang, r.text, VARIANTS[v][2], "train") for r in reader.records(v)
+                if r.photo_id in train_photos]
+    return out
+
+
 def build_model(cfg: TrainConfig, data: PreparedData) -> JointEmbeddingModel:
+    per_language = cfg.text_sharing != "shared" or cfg.universal_dim > 0
     return JointEmbeddingModel(ModelConfig(
         vocab_size=len(data.captions.vocab), image_dim=int(data.features.shape[1]), embed_dim=cfg.embed_dim,
-        word_dim=cfg.word_dim, hidden_dim=cfg.hidden_dim, dropout=cfg.dropout, similarity=cfg.similarity))
+        word_dim=cfg.word_dim, hidden_dim=cfg.hidden_dim, dropout=cfg.dropout, similarity=cfg.similarity,
+        languages=list(cfg.languages) if per_language else [],
+        **{k: getattr(cfg, k) for k in MODEL_FIELDS}))
+
+
+#: TrainConfig fields that are ModelConfig fields of the same name
+MODEL_FIELDS = ("text_encoder", "text_sharing", "universal_dim", "image_head", "image_hidden_dim")
 
 
 def evaluate_split(model: PolyvseModel, data: PreparedData, caps: CaptionSet, rows: np.ndarray,
@@ -151,25 +182,13 @@ def evaluate_split(model: PolyvseModel, data: PreparedData, caps: CaptionSet, ro
                                [caps.langs[i] for i in keep], languages)
 
 
-def build_optimiser(cfg: TrainConfig, model: torch.nn.Module) -> torch.optim.Optimizer:
+def build_optimiser(cfg: TrainConfig, model: torch.nn.Module, extra=()) -> torch.optim.Optimizer:
+    params = [p for p in model.parameters() if p.requires_grad] + list(extra)
     if cfg.optimizer == "adam":
-        return torch.optim.Adam(model.parameters(), lr=cfg.lr)
+        return torch.optim.Adam(params, lr=cfg.lr)
     if cfg.optimizer == "sgd":
-        return torch.optim.SGD(model.parameters(), lr=cfg.lr)
+        return torch.optim.SGD(params, lr=cfg.lr)
     raise DataError(f"optimizer {cfg.optimizer!r}: use adam or sgd")
-
-
-def batch_scores(model: JointEmbeddingModel, forward, data: PreparedData, idx: list[int],
-                 dist_info: DistInfo) -> torch.Tensor:
-    """Score matrix of a global batch. Each rank embeds its slice; embeddings are gathered with gradients."""
-    local = shard(idx, dist_info) if dist_info.enabled else np.asarray(idx)
-    ids, lengths = data.captions.pad([data.train.ids[i] for i in local])
-    image_emb, text_emb = forward(data.features[data.train.photo_row[local]], ids, lengths)
-    if dist_info.enabled:
-        sizes = [len(s) for s in np.array_split(np.asarray(idx), dist_info.world_size)]
-        image_emb = gather_with_grad(image_emb, dist_info, sizes)
-        text_emb = gather_with_grad(text_emb, dist_info, sizes)
-    return model.scores(image_emb, text_emb)
 
 
 def git_commit() -> str | None:
@@ -212,13 +231,20 @@ def _train(cfg: TrainConfig, out_dir: Path, root: Path, dist_info: DistInfo, *, 
     # draws from the global RNG, so seeding earlier would make initialisation depend on the cache.
     seed_everything(cfg.seed)
     model = build_model(cfg, data)
+    objective = Objective(cfg, model, data, root, smoke=smoke)
+    if cfg.word_init == "muse":
+        log.info("lexicon initialisation: %d words start at their English translation",
+                 objective.aligner.lexicon_init())
+    if cfg.freeze_word_embeddings:
+        model.text_encoder.embed.weight.requires_grad_(False)
     forward = model
     if dist_info.enabled:
-        forward = torch.nn.parallel.DistributedDataParallel(model)
-    optimiser = build_optimiser(cfg, model)
-    loss_fn = HingeRankingLoss(margin=cfg.margin, max_violation=cfg.max_violation)
-    sampler = DistinctPhotoBatchSampler(data.train.photo_row, cfg.batch_size, seed=cfg.seed)
-    epochs = cfg.smoke_epochs if smoke else cfg.epochs
+        forward = torch.nn.parallel.DistributedDataParallel(model, find_unused_parameters=model.needs_language)
+    aux = [p for n, p in objective.named_parameters() if not n.startswith("aligner.")]
+    optimiser = build_optimiser(cfg, model, aux)
+    sampler = objective.sampler()
+    lp_epochs = objective.lp_epochs
+    epochs = (cfg.smoke_epochs if smoke else cfg.epochs) + lp_epochs
     run_key = {"config": cfg.to_dict(), "smoke": smoke, "vocab": data.captions.vocab.fingerprint(),
                "features": data.feature_key}
 
@@ -231,6 +257,8 @@ def _train(cfg: TrainConfig, out_dir: Path, root: Path, dist_info: DistInfo, *, 
                             "start without --resume or use another --out", state_path)
         model.load_state_dict(state["model"])
         optimiser.load_state_dict(state["optimiser"])
+        if "objective" in state:
+            objective.load_state_dict(state["objective"])
         epoch, batch_pos, step = state["epoch"], state["batch"], state["step"]
         random.setstate(state["rng"]["python"])
         np.random.set_state(state["rng"]["numpy"])
@@ -244,6 +272,7 @@ def _train(cfg: TrainConfig, out_dir: Path, root: Path, dist_info: DistInfo, *, 
             return
         save_training_state({
             "run_key": run_key, "model": model.state_dict(), "optimiser": optimiser.state_dict(),
+            "objective": objective.state_dict(),
             "epoch": epoch, "batch": batch_pos, "step": step,
             "rng": {"python": random.getstate(), "numpy": np.random.get_state(), "torch": torch.get_rng_state()},
         }, state_path)
@@ -251,17 +280,18 @@ def _train(cfg: TrainConfig, out_dir: Path, root: Path, dist_info: DistInfo, *, 
     history_path = out_dir / "train_log.jsonl"
     stopped = False
     while epoch < epochs and not stopped:
-        lr = cfg.lr * (0.1 if epoch >= cfg.lr_decay_epoch else 1.0)
+        lr = cfg.lr * (0.1 if epoch - lp_epochs >= cfg.lr_decay_epoch else 1.0)
         for group in optimiser.param_groups:
             group["lr"] = lr
         batches = sampler.epoch_batches(epoch)
+        if smoke and cfg.smoke_max_batches > 0:
+            batches = batches[: cfg.smoke_max_batches]
         model.train()
         losses = []
         bar = tqdm(range(batch_pos, len(batches)), desc=f"epoch {epoch + 1}/{epochs}", disable=not progress,
                    leave=False)
         for b in bar:
-            scores = batch_scores(model, forward, data, batches[b], dist_info)
-            loss = loss_fn(scores)
+            loss, _parts = objective(forward, batches[b], dist_info, epoch)
             optimiser.zero_grad(set_to_none=True)
             loss.backward()
             if cfg.grad_clip > 0:
@@ -269,6 +299,7 @@ def _train(cfg: TrainConfig, out_dir: Path, root: Path, dist_info: DistInfo, *, 
             optimiser.step()
             losses.append(loss.item())
             step += 1
+            objective.after_step(step)
             batch_pos = b + 1
             if save_every and step % save_every == 0:
                 save_state()
@@ -281,7 +312,7 @@ def _train(cfg: TrainConfig, out_dir: Path, root: Path, dist_info: DistInfo, *, 
         epoch, batch_pos = epoch + 1, 0
         save_state()
         record = {"epoch": epoch, "step": step, "lr": lr, "loss": float(np.mean(losses)) if losses else None,
-                  "seconds": round(time.time() - t0, 1)}
+                  "seconds": round(time.time() - t0, 1), **objective.epoch_log()}
         if dist_info.is_main:
             with open(history_path, "a", encoding="utf-8") as f:
                 f.write(json.dumps(record) + "\n")
@@ -306,6 +337,7 @@ def _train(cfg: TrainConfig, out_dir: Path, root: Path, dist_info: DistInfo, *, 
         "parameters": int(sum(p.numel() for p in model.parameters())),
         "wall_time_s": round(time.time() - t0, 1), "config": cfg.to_dict(),
     }
+    metrics.update(objective.epoch_log())
     ckpt.training = {"data": cfg.dataset, "split": metrics["split"], "seed": cfg.seed, "commit": git_commit(),
                      "config": cfg.to_dict(), "metrics": per_lang}
     save_checkpoint(ckpt, out_dir / "checkpoint")

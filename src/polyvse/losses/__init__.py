@@ -6,7 +6,7 @@ from .adversarial import (
     LanguageClassifier,
     grad_reverse,
 )
-from .hinge import HingeRankingLoss
+from .hinge import GroupedHingeLoss, HingeRankingLoss
 from .mlmme import MlmmeLoss
 from .neighbourhood import NeighbourhoodConstraintLoss
 from .parallel import ParallelLoss
@@ -15,6 +15,7 @@ from .pivot import PivotLoss
 __all__ = [
     "GradientReversal",
     "GradientReversalLayer",
+    "GroupedHingeLoss",
     "HingeRankingLoss",
     "LanguageAdversarialLoss",
     "LanguageClassifier",

@@ -74,16 +74,69 @@ class HingeRankingLoss(nn.Module):
         self.reduction = reduction
         self._k = resolve_top_k(max_violation, top_k)
 
-    def forward(self, scores: torch.Tensor) -> torch.Tensor:
+    def forward(self, scores: torch.Tensor, row_mask: torch.Tensor | None = None,
+                col_mask: torch.Tensor | None = None) -> torch.Tensor:
+        """``row_mask`` / ``col_mask`` (n,) bool mark which rows / columns exist (e.g. photos lacking a caption
+        in some language): pair i is a positive only if row i and column i both exist; a row anchor's
+        negatives are the existing columns j != i, a column anchor's the existing rows i != j. Without masks
+        (or with all True) this is exactly the unmasked loss; ``reduction="mean"`` divides by the number of
+        positive pairs."""
         if scores.dim() != 2 or scores.shape[0] != scores.shape[1]:
             raise ValueError(f"scores must be a square (batch, batch) matrix, got {tuple(scores.shape)}")
+        n = scores.shape[0]
         pos = scores.diag()
         cost_caption = (self.margin - pos[:, None] + scores).clamp(min=0)  # row i: image i vs captions j
         cost_image = (self.margin - pos[None, :] + scores).clamp(min=0)  # column j: caption j vs images i
-        negative = ~torch.eye(scores.shape[0], dtype=torch.bool, device=scores.device)
-        total = (sum_violations(cost_caption, negative, self._k).sum()
-                 + sum_violations(cost_image.T, negative, self._k).sum())
-        return reduce_total(total, scores.shape[0], self.reduction)
+        negative = ~torch.eye(n, dtype=torch.bool, device=scores.device)
+        if row_mask is None and col_mask is None:
+            total = (sum_violations(cost_caption, negative, self._k).sum()
+                     + sum_violations(cost_image.T, negative, self._k).sum())
+            return reduce_total(total, n, self.reduction)
+        true = torch.ones(n, dtype=torch.bool, device=scores.device)
+        rows = true if row_mask is None else row_mask.to(device=scores.device, dtype=torch.bool)
+        cols = true if col_mask is None else col_mask.to(device=scores.device, dtype=torch.bool)
+        if rows.shape != (n,) or cols.shape != (n,):
+            raise ValueError(f"row_mask and col_mask must have shape ({n},)")
+        anchor = rows & cols  # pairs (i, i) that exist
+        per_row = sum_violations(cost_caption, negative & cols[None, :], self._k)
+        per_col = sum_violations(cost_image.T, negative & rows[None, :], self._k)
+        total = (per_row * anchor).sum() + (per_col * anchor).sum()
+        return reduce_total(total, int(anchor.sum()), self.reduction)
 
     def extra_repr(self) -> str:
         return f"margin={self.margin}, max_violation={self.max_violation}, top_k={self.top_k}, reduction={self.reduction!r}"
+
+
+class GroupedHingeLoss(nn.Module):
+    """Bidirectional hinge for batches with SEVERAL captions per image (MULE's 2 en + 2 de + 1 fr + 1 cs per
+    photo): ``scores`` (n_images, m_captions), ``caption_image[j]`` = row of caption j's image.
+
+    For every positive pair (image p = caption_image[j], caption j):
+      caption j -> images:  sum over images i != p        of [margin - s(p, j) + s(i, j)]_+
+      image p  -> captions: sum over captions j' of other images of [margin - s(p, j) + s(p, j')]_+
+    (other captions of the same image are not negatives), each over all / the hardest / the top-K
+    negatives as ``HingeRankingLoss``. With one caption per image this equals ``HingeRankingLoss``.
+    """
+
+    def __init__(self, margin: float = 0.2, max_violation: bool = False, top_k: int | None = None,
+                 reduction: str = "sum"):
+        super().__init__()
+        if reduction not in REDUCTIONS:
+            raise ValueError(f"reduction must be one of {REDUCTIONS}, got {reduction!r}")
+        self.margin, self.max_violation, self.top_k, self.reduction = margin, max_violation, top_k, reduction
+        self._k = resolve_top_k(max_violation, top_k)
+
+    def forward(self, scores: torch.Tensor, caption_image: torch.Tensor) -> torch.Tensor:
+        if scores.dim() != 2 or caption_image.shape != (scores.shape[1],):
+            raise ValueError(f"scores must be (n_images, m) and caption_image (m,), got {tuple(scores.shape)} "
+                             f"and {tuple(caption_image.shape)}")
+        ci = caption_image.to(scores.device)
+        m = scores.shape[1]
+        cols = torch.arange(m, device=scores.device)
+        pos = scores[ci, cols]  # (m,)
+        img_neg = torch.arange(scores.shape[0], device=scores.device)[None, :] != ci[:, None]  # (m, n)
+        cost_img = (self.margin - pos[:, None] + scores.T).clamp(min=0)
+        cap_neg = ci[None, :] != ci[:, None]  # (m, m): caption j' of another image than caption j's
+        cost_cap = (self.margin - pos[:, None] + scores[ci]).clamp(min=0)
+        total = sum_violations(cost_img, img_neg, self._k).sum() + sum_violations(cost_cap, cap_neg, self._k).sum()
+        return reduce_total(total, m, self.reduction)

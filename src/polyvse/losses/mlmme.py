@@ -49,10 +49,12 @@ class MlmmeLoss(nn.Module):
     def margin(self) -> float:
         return self.multimodal.margin
 
-    def parts(self, images: torch.Tensor, captions: Mapping[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
-        """(R_MM, R_ML), unweighted."""
-        return self.multimodal(images, captions), self.multilingual(images, captions)
+    def parts(self, images: torch.Tensor, captions: Mapping[str, torch.Tensor],
+              masks: Mapping[str, torch.Tensor] | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+        """(R_MM, R_ML), unweighted; ``masks`` as in PivotLoss / ParallelLoss."""
+        return self.multimodal(images, captions, masks), self.multilingual(images, captions, masks)
 
-    def forward(self, images: torch.Tensor, captions: Mapping[str, torch.Tensor]) -> torch.Tensor:
-        r_mm, r_ml = self.parts(images, captions)
+    def forward(self, images: torch.Tensor, captions: Mapping[str, torch.Tensor],
+                masks: Mapping[str, torch.Tensor] | None = None) -> torch.Tensor:
+        r_mm, r_ml = self.parts(images, captions, masks)
         return self.beta * r_mm + (1.0 - self.beta) * r_ml

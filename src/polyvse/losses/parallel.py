@@ -42,13 +42,18 @@ class ParallelLoss(nn.Module):
     def margin(self) -> float:
         return self.ranking.margin
 
-    def terms(self, captions: Mapping[str, torch.Tensor]) -> dict[tuple[str, str], torch.Tensor]:
-        """The per-pair caption-caption ranking terms {(k, l): scalar}."""
+    def terms(self, captions: Mapping[str, torch.Tensor],
+              masks: Mapping[str, torch.Tensor] | None = None) -> dict[tuple[str, str], torch.Tensor]:
+        """The per-pair caption-caption ranking terms {(k, l): scalar}; ``masks[lang]`` (n,) bool marks the
+        images that have a caption in ``lang`` (a pair is a positive only where both exist)."""
         langs = select_languages(captions, self.languages, None, "ParallelLoss")
-        return {(k, l): self.ranking(self.similarity(captions[k], captions[l])) for k, l in combinations(langs, 2)}
+        masks = masks or {}
+        return {(k, l): self.ranking(self.similarity(captions[k], captions[l]), masks.get(k), masks.get(l))
+                for k, l in combinations(langs, 2)}
 
-    def forward(self, images: torch.Tensor | None, captions: Mapping[str, torch.Tensor]) -> torch.Tensor:
-        terms = self.terms(captions)
+    def forward(self, images: torch.Tensor | None, captions: Mapping[str, torch.Tensor],
+                masks: Mapping[str, torch.Tensor] | None = None) -> torch.Tensor:
+        terms = self.terms(captions, masks)
         if not terms:
             anything = next(iter(captions.values()), images)
             if anything is None:

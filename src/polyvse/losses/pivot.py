@@ -42,15 +42,24 @@ class PivotLoss(nn.Module):
     def margin(self) -> float:
         return self.ranking.margin
 
-    def terms(self, images: torch.Tensor, captions: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
-        """The per-language image-caption ranking terms {language: scalar}."""
+    def terms(self, images: torch.Tensor, captions: Mapping[str, torch.Tensor],
+              masks: Mapping[str, torch.Tensor] | None = None) -> dict[str, torch.Tensor]:
+        """The per-language image-caption ranking terms {language: scalar}.
+
+        ``masks[lang]`` (n,) bool marks the images that have a caption in ``lang`` (rows of missing captions
+        hold anything, e.g. zeros): such a photo is no positive for that language and its empty slot no
+        negative, while its image still serves as a negative for the language's captions.
+        """
         if images.dim() != 2:
             raise ValueError(f"PivotLoss: images must be (n, d), got {tuple(images.shape)}")
         langs = select_languages(captions, self.languages, images.shape[0], "PivotLoss")
-        return {lang: self.ranking(self.similarity(images, captions[lang])) for lang in langs}
+        masks = masks or {}
+        return {lang: self.ranking(self.similarity(images, captions[lang]), None, masks.get(lang))
+                for lang in langs}
 
-    def forward(self, images: torch.Tensor, captions: Mapping[str, torch.Tensor]) -> torch.Tensor:
-        terms = self.terms(images, captions)
+    def forward(self, images: torch.Tensor, captions: Mapping[str, torch.Tensor],
+                masks: Mapping[str, torch.Tensor] | None = None) -> torch.Tensor:
+        terms = self.terms(images, captions, masks)
         if not terms:
             return images.sum() * 0
         return torch.stack(list(terms.values())).sum()

@@ -1,14 +1,19 @@
-"""The joint embedding model: an image head and a text encoder meeting in one space under a similarity."""
+"""The joint embedding model: an image head and a text encoder meeting in one space under a similarity.
+
+Everything the model is made of is in ``ModelConfig``, so a checkpoint is rebuilt from its config.json alone
+(``JointEmbeddingModel(ModelConfig(**cfg["model"]))``); fields added since the first version have defaults
+that reproduce that version (shared GRU, linear head, cosine), so older checkpoints still load.
+"""
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 
 import torch
 from torch import nn
 
-from ..similarity import CosineSimilarity
-from .image_head import LinearImageHead
-from .text_encoder import GruTextEncoder
+from ..similarity import CosineSimilarity, OrderSimilarity
+from .image_head import LinearImageHead, MlpImageHead
+from .text_encoder import ENCODERS, TextEncoder
 
 
 @dataclass
@@ -21,42 +26,72 @@ class ModelConfig:
     num_layers: int = 1
     bidirectional: bool = False
     dropout: float = 0.0
-    text_encoder: str = "gru"
-    image_head: str = "linear"
-    similarity: str = "cosine"
+    text_encoder: str = "gru"  # gru | lstm | mean (mean-pooled word embeddings)
+    image_head: str = "linear"  # linear | mlp (MULE: Linear-BN-ReLU-Linear)
+    similarity: str = "cosine"  # cosine | order
+    text_sharing: str = "shared"  # shared | per_language (one pooler + projection per language)
+    languages: list[str] = field(default_factory=list)  # order = language index used by `langs` tensors
+    universal_dim: int = 0  # > 0: MULE's per-language word projection into a universal embedding
+    image_hidden_dim: int = 2048  # hidden width of the mlp image head
 
     def to_dict(self) -> dict:
         return asdict(self)
 
 
-SIMILARITIES = {"cosine": CosineSimilarity}
+SIMILARITIES = {"cosine": CosineSimilarity, "order": OrderSimilarity}
+IMAGE_HEADS = ("linear", "mlp")
 
 
 class JointEmbeddingModel(nn.Module):
     def __init__(self, config: ModelConfig):
         super().__init__()
-        if config.text_encoder != "gru":
-            raise ValueError(f"unknown text_encoder {config.text_encoder!r}; available: gru")
-        if config.image_head != "linear":
-            raise ValueError(f"unknown image_head {config.image_head!r}; available: linear")
+        if config.text_encoder not in ENCODERS:
+            raise ValueError(f"unknown text_encoder {config.text_encoder!r}; available: {', '.join(ENCODERS)}")
+        if config.image_head not in IMAGE_HEADS:
+            raise ValueError(f"unknown image_head {config.image_head!r}; available: {', '.join(IMAGE_HEADS)}")
         if config.similarity not in SIMILARITIES:
             raise ValueError(f"unknown similarity {config.similarity!r}; available: {', '.join(SIMILARITIES)}")
         self.config = config
-        self.text_encoder = GruTextEncoder(config.vocab_size, config.word_dim, config.hidden_dim,
-                                           config.embed_dim, config.num_layers, config.bidirectional,
-                                           config.dropout)
-        self.image_head = LinearImageHead(config.image_dim, config.embed_dim)
+        self.text_encoder = TextEncoder(config.vocab_size, config.word_dim, config.hidden_dim, config.embed_dim,
+                                        config.num_layers, config.bidirectional, config.dropout,
+                                        cell=config.text_encoder, sharing=config.text_sharing,
+                                        languages=config.languages, universal_dim=config.universal_dim)
+        if config.image_head == "linear":
+            self.image_head = LinearImageHead(config.image_dim, config.embed_dim)
+        else:
+            self.image_head = MlpImageHead(config.image_dim, config.embed_dim, config.image_hidden_dim)
         self.similarity = SIMILARITIES[config.similarity]()
 
-    def encode_text_ids(self, ids: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
-        return self.text_encoder(ids, lengths)
+    @property
+    def needs_language(self) -> bool:
+        return self.text_encoder.needs_language
+
+    def language_indices(self, langs) -> torch.Tensor | None:
+        """(batch,) language indices from a list of codes (or None when the model has no per-language parts)."""
+        if langs is None or not self.needs_language:
+            return None
+        if isinstance(langs, torch.Tensor):
+            return langs
+        index = {lang: i for i, lang in enumerate(self.config.languages)}
+        unknown = sorted({lang for lang in langs if lang not in index})
+        if unknown:
+            raise ValueError(f"this model has per-language parts for {self.config.languages}, not {unknown}")
+        return torch.tensor([index[lang] for lang in langs], dtype=torch.long)
+
+    def encode_text_ids(self, ids: torch.Tensor, lengths: torch.Tensor, langs=None) -> torch.Tensor:
+        """langs: None, a (batch,) index tensor, or a list of language codes (needed for per-language parts)."""
+        return self.text_encoder(ids, lengths, self.language_indices(langs))
+
+    def text_features(self, ids: torch.Tensor, lengths: torch.Tensor, langs=None):
+        """(sentence embeddings, per-word features before pooling) -- for word/sentence-level losses."""
+        return self.text_encoder.features(ids, lengths, self.language_indices(langs))
 
     def encode_image_features(self, feats: torch.Tensor) -> torch.Tensor:
         return self.image_head(feats)
 
-    def forward(self, feats: torch.Tensor, ids: torch.Tensor, lengths: torch.Tensor):
+    def forward(self, feats: torch.Tensor, ids: torch.Tensor, lengths: torch.Tensor, langs=None):
         """(image embeddings, text embeddings) of a batch; the entry point DDP wraps."""
-        return self.encode_image_features(feats), self.encode_text_ids(ids, lengths)
+        return self.encode_image_features(feats), self.encode_text_ids(ids, lengths, langs)
 
     def scores(self, images: torch.Tensor, texts: torch.Tensor) -> torch.Tensor:
         return self.similarity(images, texts)

