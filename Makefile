@@ -29,5 +29,8 @@ demo: setup data
 test: setup
 	$(BIN)/python -m pytest -q
 
+bench: setup data
+	$(BIN)/python benchmarks/run_all.py
+
 clean:
 	rm -rf runs .pytest_cache

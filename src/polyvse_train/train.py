@@ -191,6 +191,13 @@ def build_optimiser(cfg: TrainConfig, model: torch.nn.Module, extra=()) -> torch
     raise DataError(f"optimizer {cfg.optimizer!r}: use adam or sgd")
 
 
+def batch_items(batch) -> int:
+    """Captions in a batch: a list of caption indices (vse) or (photo rows, slots) with -1 for empty slots."""
+    if isinstance(batch, tuple):
+        return int((np.asarray(batch[1]) >= 0).sum())
+    return len(batch)
+
+
 def git_commit() -> str | None:
     try:
         out = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, timeout=5,
@@ -288,6 +295,7 @@ def _train(cfg: TrainConfig, out_dir: Path, root: Path, dist_info: DistInfo, *, 
             batches = batches[: cfg.smoke_max_batches]
         model.train()
         losses = []
+        n_items, t_epoch = 0, time.perf_counter()
         bar = tqdm(range(batch_pos, len(batches)), desc=f"epoch {epoch + 1}/{epochs}", disable=not progress,
                    leave=False)
         for b in bar:
@@ -298,6 +306,7 @@ def _train(cfg: TrainConfig, out_dir: Path, root: Path, dist_info: DistInfo, *, 
                 torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
             optimiser.step()
             losses.append(loss.item())
+            n_items += batch_items(batches[b])
             step += 1
             objective.after_step(step)
             batch_pos = b + 1
@@ -312,7 +321,10 @@ def _train(cfg: TrainConfig, out_dir: Path, root: Path, dist_info: DistInfo, *, 
         epoch, batch_pos = epoch + 1, 0
         save_state()
         record = {"epoch": epoch, "step": step, "lr": lr, "loss": float(np.mean(losses)) if losses else None,
-                  "seconds": round(time.time() - t0, 1), **objective.epoch_log()}
+                  "seconds": round(time.time() - t0, 1),
+                  # throughput of the training loop alone (sampling, padding, forward, backward, step)
+                  "loop_seconds": round(time.perf_counter() - t_epoch, 3), "items": n_items,
+                  **objective.epoch_log()}
         if dist_info.is_main:
             with open(history_path, "a", encoding="utf-8") as f:
                 f.write(json.dumps(record) + "\n")
