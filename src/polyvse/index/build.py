@@ -1,0 +1,192 @@
+"""Building an index from photo files, and appending photos to one without recomputing the others.
+
+Photos go through the content-addressed feature cache (``extract_features``: resumable, progress bar,
+unreadable photos reported and skipped), then through the model's image head. Appending embeds only
+the new photos: the old ones' embeddings are read back from the index.
+"""
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+
+from ..errors import DataError
+from ..features.images import DEFAULT_MAX_PIXELS
+from .ann import choose_kind, new_hnsw, new_ivf, search_section, tune_ef_search, tune_nprobe
+from .fingerprint import similarity_name
+from .store import (DEFAULT_EXACT_THRESHOLD, DEFAULT_RECALL_TARGET, HNSW, IVF, IVF_RETRAIN_GROWTH, MANIFEST,
+                    PhotoEntry, PhotoIndex,
+                    index_lock, is_index_dir, model_section, normalize_rows, now_iso, write_generation)
+
+_ENCODE_CHUNK = 4096
+
+
+@dataclass
+class IndexReport:
+    index: PhotoIndex
+    added: int  # photos embedded into the index by this run
+    already_indexed: int = 0  # given photos whose file was already in the index (skipped)
+    failures: list[tuple[str, str]] = field(default_factory=list)  # (path, reason): unreadable photos
+    extracted: int = 0  # features computed by the backbone in this run
+    cached: int = 0  # features found in the feature cache
+    seconds: float = 0.0
+
+
+def stored_vectors(model, embeddings: np.ndarray) -> np.ndarray:
+    """What the index stores for raw model embeddings: L2-normalised for cosine, as is otherwise."""
+    x = np.ascontiguousarray(embeddings, dtype=np.float32)
+    return normalize_rows(x) if similarity_name(model) == "cosine" else x
+
+
+def embed_photo_files(model, paths: Sequence[str], cache_dir, *, batch_size: int = 32, num_workers: int = 0,
+                      progress: bool = True, strict: bool = False, max_pixels: int | None = DEFAULT_MAX_PIXELS):
+    """(stored vectors of the readable photos, their positions in ``paths``, the FeatureResult)."""
+    from ..features.cache import extract_features
+
+    result = extract_features(list(paths), model.extractor, cache_dir, strict=strict, batch_size=batch_size,
+                              num_workers=num_workers, progress=progress, max_pixels=max_pixels)
+    feats = result.features
+    parts = [model.encode_image_features(feats[i:i + _ENCODE_CHUNK]) for i in range(0, len(feats), _ENCODE_CHUNK)]
+    emb = np.concatenate(parts) if parts else np.zeros((0, model.embed_dim), np.float32)
+    return stored_vectors(model, emb), result.index, result
+
+
+def _entries(photos: Sequence[str | os.PathLike], names: Sequence[str] | None) -> list[tuple[str, str]]:
+    """(absolute path, shown name) per photo, duplicates (same absolute path) dropped, order kept."""
+    if names is not None and len(names) != len(photos):
+        raise ValueError("names must be as many as photos")
+    out, seen = [], set()
+    for i, p in enumerate(photos):
+        path = os.path.abspath(os.fspath(p))
+        if path in seen:
+            continue
+        seen.add(path)
+        out.append((path, str(names[i]) if names is not None else os.path.basename(path)))
+    return out
+
+
+def _no_photo_read(n: int, failures) -> DataError:
+    first = f" (first: {failures[0][0]}: {failures[0][1]})" if failures else ""
+    return DataError(f"none of the {n} photos could be read{first}")
+
+
+def _structure(model, vectors: np.ndarray, requested: str, exact_threshold: int, recall_target: float,
+               existing=None, existing_search: dict | None = None, n_old: int = 0):
+    """(faiss structure or None, manifest search section) for ``vectors``.
+
+    Appending to an IVF index adds the new rows to the trained lists (the lists are trained again once the
+    index holds IVF_RETRAIN_GROWTH times what they were trained on); appending to an HNSW index inserts
+    the new rows. Either way the search parameter is tuned again to the recall target.
+    """
+    kind = choose_kind(len(vectors), similarity_name(model), requested, exact_threshold)
+    old_kind = (existing_search or {}).get("kind")
+    common = dict(exact_threshold=exact_threshold, recall_target=recall_target)
+    if kind == IVF:
+        old = (existing_search or {}).get("ivf", {})
+        if existing is not None and old_kind == IVF and len(vectors) <= IVF_RETRAIN_GROWTH * old["trained_on"]:
+            ann, nlist, trained_on = existing, int(old["nlist"]), int(old["trained_on"])
+            ann.add(np.ascontiguousarray(vectors[n_old:]))
+        else:
+            (ann, nlist), trained_on = new_ivf(vectors), len(vectors)
+        nprobe, recall = tune_nprobe(ann, vectors, nlist, recall_target)
+        return ann, search_section(kind, recall=recall, nlist=nlist, nprobe=nprobe, trained_on=trained_on, **common)
+    if kind == HNSW:
+        if existing is not None and old_kind == HNSW:
+            ann = existing
+            ann.add(np.ascontiguousarray(vectors[n_old:]))
+        else:
+            ann = new_hnsw(vectors.shape[1])
+            ann.add(np.ascontiguousarray(vectors))
+        ef, recall = tune_ef_search(ann, vectors, recall_target)
+        return ann, search_section(kind, recall=recall, ef_search=ef, **common)
+    return None, search_section(kind, **common)
+
+
+def build_index(model, photos: Sequence[str | os.PathLike], out: str | os.PathLike, *, cache_dir,
+                names: Sequence[str] | None = None, checkpoint_path: str | os.PathLike | None = None,
+                kind: str = "auto", exact_threshold: int = DEFAULT_EXACT_THRESHOLD,
+                recall_target: float = DEFAULT_RECALL_TARGET, batch_size: int = 32, num_workers: int = 0,
+                progress: bool = True, strict: bool = False, overwrite: bool = False,
+                max_pixels: int | None = DEFAULT_MAX_PIXELS) -> IndexReport:
+    """Embed ``photos`` with ``model`` into a new index folder ``out`` (see polyvse.index.store for the layout)."""
+    t0 = time.time()
+    root = Path(out)
+    if exact_threshold < 1:
+        raise DataError(f"exact threshold must be at least 1, not {exact_threshold}")
+    choose_kind(0, similarity_name(model), kind, exact_threshold)  # validate the request before any work
+    if root.exists() and not root.is_dir():
+        raise DataError("exists and is not a folder; give a folder for the index", root)
+    if root.is_dir():
+        if is_index_dir(root) and not overwrite:
+            raise DataError("is already an index; use `polyvse index add` to append photos, or --force to "
+                            "rebuild it from scratch", root)
+        if not is_index_dir(root) and any(not f.name.startswith(".") for f in root.iterdir()):
+            raise DataError("folder is not empty and not an index; give a new or empty folder", root)
+    entries = _entries(photos, names)
+    if not entries:
+        raise DataError("no photos to index")
+    with index_lock(root):
+        vectors, ok, result = embed_photo_files(model, [p for p, _ in entries], cache_dir, batch_size=batch_size,
+                                                num_workers=num_workers, progress=progress, strict=strict,
+                                                max_pixels=max_pixels)
+        if len(ok) == 0:
+            raise _no_photo_read(len(entries), result.failures)
+        kept = [entries[int(i)] for i in ok]
+        photo_list = [PhotoEntry(i, name, path) for i, (path, name) in enumerate(kept)]
+        ann, search = _structure(model, vectors, kind, exact_threshold, recall_target)
+        search["requested"] = kind
+        manifest = {"model": model_section(model, checkpoint_path), "search": search, "created": now_iso()}
+        write_generation(root, manifest, photo_list, vectors, ann)
+    return IndexReport(PhotoIndex.open(root), added=len(photo_list), failures=result.failures,
+                       extracted=result.extracted, cached=result.cached, seconds=time.time() - t0)
+
+
+def add_to_index(model, index_dir: str | os.PathLike, photos: Sequence[str | os.PathLike], *, cache_dir,
+                 names: Sequence[str] | None = None, checkpoint_path: str | os.PathLike | None = None,
+                 batch_size: int = 32, num_workers: int = 0, progress: bool = True, strict: bool = False,
+                 max_pixels: int | None = DEFAULT_MAX_PIXELS) -> IndexReport:
+    """Append photos not yet in the index (by absolute path); the indexed ones are not recomputed.
+
+    The search structure is re-chosen for the new size: an exact index that grows past its threshold
+    becomes IVF (trained on the stored vectors); an IVF or HNSW index gets the new vectors added, and its
+    nprobe / efSearch is tuned again to the recall target.
+    """
+    t0 = time.time()
+    root = Path(index_dir)
+    if not (root / MANIFEST).is_file():
+        PhotoIndex.open(root)  # raises the error that says what is wrong with the folder
+    with index_lock(root):
+        index = PhotoIndex.open(root)
+        index.check_model(model)
+        known = index.ids_of_paths()
+        entries = _entries(photos, names)
+        fresh = [(p, n) for p, n in entries if p not in known]
+        skipped = len(entries) - len(fresh)
+        if not fresh:
+            return IndexReport(index, added=0, already_indexed=skipped, seconds=time.time() - t0)
+        vectors, ok, result = embed_photo_files(model, [p for p, _ in fresh], cache_dir, batch_size=batch_size,
+                                                num_workers=num_workers, progress=progress, strict=strict,
+                                                max_pixels=max_pixels)
+        if len(ok) == 0:
+            raise _no_photo_read(len(fresh), result.failures)
+        n_old = index.count
+        new_entries = [PhotoEntry(n_old + j, fresh[int(i)][1], fresh[int(i)][0]) for j, i in enumerate(ok)]
+        all_vectors = np.concatenate([np.asarray(index.vectors, dtype=np.float32), vectors])
+        old_search = index.manifest["search"]
+        requested = old_search.get("requested", "auto")
+        ann, search = _structure(model, all_vectors, requested, int(old_search["exact_threshold"]),
+                                 float(old_search["recall_target"]), existing=index._ann,
+                                 existing_search=old_search, n_old=n_old)
+        search["requested"] = requested
+        model_info = dict(index.manifest["model"])
+        if checkpoint_path:
+            model_info["checkpoint"] = str(Path(checkpoint_path).resolve())
+        manifest = {"model": model_info, "search": search, "created": index.manifest.get("created", now_iso())}
+        write_generation(root, manifest, index.photos + new_entries, all_vectors, ann)
+    return IndexReport(PhotoIndex.open(root), added=len(new_entries), already_indexed=skipped,
+                       failures=result.failures, extracted=result.extracted, cached=result.cached,
+                       seconds=time.time() - t0)

@@ -1,0 +1,490 @@
+"""The on-disk photo index: embeddings + a FAISS structure + photo ids and paths + a manifest.
+
+Layout of an index folder (``<g>`` is the generation, bumped by every build and every append)::
+
+    manifest.json        format, model fingerprint, search structure, recall target, files of generation g
+    vectors.<g>.npy      float32 (n, dim): the photos' embeddings (L2-normalised for cosine models)
+    photos.<g>.jsonl     one line per photo: {"id": row, "name": shown name, "path": absolute file path}
+    ann.<g>.faiss        the IVF or HNSW structure (only when the index is approximate)
+    .lock                taken while a build or an append writes
+
+Atomicity: the files of a new generation are written under new names (temp file + fsync + rename),
+and only then is ``manifest.json`` replaced (again temp file + rename). The manifest is the single
+commit point: a killed build or append leaves the previous generation in force, never a half-written
+index. Files of older generations are removed after the switch.
+
+Search structures (chosen at build time, re-chosen on every append):
+    exact        FAISS IndexFlatIP over L2-normalised vectors: exact cosine search. Used below
+                 ``exact_threshold`` photos (default 20,000).
+    ivf          FAISS IVF-Flat (inner product; nlist = min(4 sqrt(n), n / 39) lists trained by k-means)
+                 at or above the threshold: approximate, with ``nprobe`` tuned at build time until
+                 recall@10 against exact search reaches the recall target (default 0.95) on 256 probe
+                 queries (normalised midpoints of random pairs of indexed photos). The measured recall
+                 is stored in the manifest. IVF is the default because it builds in seconds where HNSW
+                 takes many minutes on a 2-core machine.
+    hnsw         FAISS IndexHNSWFlat (inner product), on request (kind="hnsw"): ``efSearch`` tuned the
+                 same way.
+    exact-model  for models whose similarity is not cosine (e.g. order embeddings, which no inner
+                 product index can rank): every photo is scored with the model's own similarity.
+"""
+from __future__ import annotations
+
+import contextlib
+import datetime as _dt
+import errno
+import json
+import os
+import re
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Iterator
+
+import numpy as np
+
+from .. import __version__
+from ..errors import CheckpointError, DataError
+from .fingerprint import model_fingerprint, short, similarity_name
+
+FORMAT = "polyvse-index"
+FORMAT_VERSION = 1
+MANIFEST = "manifest.json"
+LOCK = ".lock"
+
+EXACT = "exact"
+IVF = "ivf"
+HNSW = "hnsw"
+EXACT_MODEL = "exact-model"
+KINDS = (EXACT, IVF, HNSW, EXACT_MODEL)
+APPROXIMATE = (IVF, HNSW)
+
+DEFAULT_EXACT_THRESHOLD = 20_000
+DEFAULT_RECALL_TARGET = 0.95
+RECALL_K = 10
+HNSW_M = 32
+HNSW_EF_CONSTRUCTION = 64
+MAX_EF_SEARCH = 4096
+IVF_TRAIN_PER_LIST = 64  # k-means training sample: this many vectors per list (at most all of them)
+IVF_RETRAIN_GROWTH = 4  # an IVF index retrains its lists once it holds this many times what it was trained on
+
+_GEN_FILE = re.compile(r"^(vectors|photos|ann)\.(\d+)\.(npy|jsonl|faiss)$")
+
+
+class IndexFormatError(DataError):
+    """A folder that is not a (complete, readable) polyvse index."""
+
+
+class IndexMismatchError(CheckpointError):
+    """An index queried with a model other than the one that built it."""
+
+
+@dataclass(frozen=True)
+class PhotoEntry:
+    id: int  # row in the index; stable: appends only add rows
+    name: str  # what people see: the path relative to the indexed folder (or the list file)
+    path: str  # absolute path of the photo file at indexing time
+
+    def to_dict(self) -> dict:
+        return {"id": self.id, "name": self.name, "path": self.path}
+
+
+def now_iso() -> str:
+    return _dt.datetime.now(_dt.timezone.utc).replace(microsecond=0).isoformat()
+
+
+def normalize_rows(x: np.ndarray) -> np.ndarray:
+    x = np.ascontiguousarray(x, dtype=np.float32)
+    norms = np.linalg.norm(x, axis=1, keepdims=True)
+    return np.ascontiguousarray(x / np.maximum(norms, 1e-12), dtype=np.float32)
+
+
+def is_index_dir(path: str | os.PathLike) -> bool:
+    return (Path(path) / MANIFEST).is_file()
+
+
+# -- low-level writes -----------------------------------------------------------------------------------
+def _fsync_dir(path: Path) -> None:
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def _write_atomic(path: Path, write: Callable[[str], None]) -> int:
+    """write(tmp_path) fills a temp file beside ``path``; it is fsynced and renamed. Returns its size."""
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    os.close(fd)
+    try:
+        write(tmp)
+        with open(tmp, "rb+") as fh:
+            os.fsync(fh.fileno())
+        size = os.path.getsize(tmp)
+        os.replace(tmp, path)
+        return size
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+@contextlib.contextmanager
+def index_lock(root: Path) -> Iterator[None]:
+    """Exclusive writer lock on an index folder; a second writer gets a clear error, not a corrupt index."""
+    import fcntl
+
+    root.mkdir(parents=True, exist_ok=True)
+    fh = open(root / LOCK, "a+")
+    try:
+        try:
+            fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise DataError("another `polyvse index` process is writing this index right now; "
+                            "wait for it to finish", root) from None
+        yield
+    finally:
+        fh.close()  # closing releases the lock
+
+
+# -- the index ------------------------------------------------------------------------------------------
+class PhotoIndex:
+    """An opened index: photo entries, their embeddings and the search structure.
+
+    Read-only and safe to share between threads; writers (build / append) produce a new generation on
+    disk and a new PhotoIndex.
+    """
+
+    def __init__(self, root: Path, manifest: dict, photos: list[PhotoEntry], vectors: np.ndarray, ann=None):
+        self.root = Path(root)
+        self.manifest = manifest
+        self.photos = photos
+        self.vectors = vectors
+        self._ann = ann  # faiss index (IndexFlatIP or IndexHNSWFlat) or None for exact-model
+        self._by_path = None
+
+    # -- properties -----------------------------------------------------------------------------------
+    def __len__(self) -> int:
+        return len(self.photos)
+
+    @property
+    def count(self) -> int:
+        return len(self.photos)
+
+    @property
+    def dim(self) -> int:
+        return int(self.manifest["dim"])
+
+    @property
+    def kind(self) -> str:
+        return self.manifest["search"]["kind"]
+
+    @property
+    def fingerprint(self) -> str:
+        return self.manifest["model"]["fingerprint"]
+
+    @property
+    def similarity(self) -> str:
+        return self.manifest["model"]["similarity"]
+
+    @property
+    def checkpoint_path(self) -> str | None:
+        return self.manifest["model"].get("checkpoint")
+
+    def search_params(self, k: int):
+        """FAISS search parameters of an approximate index (the tuned nprobe / efSearch), else None."""
+        import faiss
+
+        s = self.manifest["search"]
+        if self.kind == IVF:
+            return faiss.SearchParametersIVF(nprobe=int(s["ivf"]["nprobe"]))
+        if self.kind == HNSW:
+            return faiss.SearchParametersHNSW(efSearch=max(int(s["hnsw"]["ef_search"]), k))
+        return None
+
+    def describe(self) -> str:
+        s = self.manifest["search"]
+        text = f"{self.count} photos, {self.dim}-d, {s['kind']} search"
+        recall = (f"recall@{s.get('recall_k')} {s.get('measured_recall') or 0:.3f} measured, "
+                  f"target {s.get('recall_target')}")
+        if s["kind"] == IVF:
+            text += f" ({s['ivf']['nlist']} lists, nprobe {s['ivf']['nprobe']}, {recall})"
+        elif s["kind"] == HNSW:
+            text += f" (efSearch {s['hnsw']['ef_search']}, {recall})"
+        elif s["kind"] == EXACT:
+            text += f" (exact below {s['exact_threshold']} photos)"
+        else:
+            text += f" (model similarity: {self.similarity})"
+        return text
+
+    # -- photos ---------------------------------------------------------------------------------------
+    def photo(self, photo_id: int) -> PhotoEntry:
+        """The entry of an id in the index; DataError for anything else (ids are never paths)."""
+        if isinstance(photo_id, bool) or not isinstance(photo_id, (int, np.integer)):
+            raise DataError(f"photo id must be an integer, not {photo_id!r}")
+        if not 0 <= int(photo_id) < len(self.photos):
+            raise DataError(f"no photo with id {photo_id} in this index (ids are 0..{len(self.photos) - 1})")
+        return self.photos[int(photo_id)]
+
+    def ids_of_paths(self) -> dict[str, int]:
+        if self._by_path is None:
+            self._by_path = {p.path: p.id for p in self.photos}
+        return self._by_path
+
+    def vector(self, photo_id: int) -> np.ndarray:
+        entry = self.photo(photo_id)
+        return np.array(self.vectors[entry.id], dtype=np.float32)
+
+    # -- model check ----------------------------------------------------------------------------------
+    def check_model(self, model) -> None:
+        """Refuse a model other than the one that built this index (its vectors would be meaningless)."""
+        fp = model_fingerprint(model)
+        if fp != self.fingerprint:
+            m = self.manifest["model"]
+            raise IndexMismatchError(
+                f"{self.root}: this index was built with model {short(self.fingerprint)} "
+                f"(checkpoint {m.get('checkpoint') or 'unknown'}), but the model given is {short(fp)}; "
+                "its embeddings live in a different space. Query with the checkpoint that built the index, "
+                "or rebuild the index with `polyvse index build --checkpoint ...`"
+            )
+
+    # -- search ---------------------------------------------------------------------------------------
+    def search(self, queries: np.ndarray, k: int, scorer: Callable[[np.ndarray, np.ndarray], np.ndarray] | None = None,
+               ) -> tuple[np.ndarray, np.ndarray]:
+        """Top-k photos for each query row: (scores (m, k'), ids (m, k')), k' = min(k, count), best first.
+
+        ``queries`` must be prepared like the stored vectors (L2-normalised for cosine indexes).
+        ``scorer(photo_vectors, queries) -> (n, m)`` is the model's similarity; exact-model indexes need it.
+        """
+        q = np.ascontiguousarray(np.atleast_2d(np.asarray(queries, dtype=np.float32)))
+        if q.shape[1] != self.dim:
+            raise DataError(f"query vectors are {q.shape[1]}-d, the index holds {self.dim}-d vectors")
+        k = int(min(max(int(k), 0), self.count))
+        m = q.shape[0]
+        if k == 0:
+            return np.zeros((m, 0), np.float32), np.zeros((m, 0), np.int64)
+        if self.kind == EXACT_MODEL:
+            if scorer is None:
+                raise DataError(f"this index ranks by the model's {self.similarity} similarity; "
+                                "search it through a Searcher (polyvse.index.Searcher) with its model")
+            return _exact_topk(self.vectors, q, k, scorer)
+        params = self.search_params(k)
+        if params is not None:
+            scores, ids = self._ann.search(q, k, params=params)
+        else:
+            scores, ids = self._ann.search(q, k)
+        return _drop_missing(scores, ids)
+
+    # -- open -----------------------------------------------------------------------------------------
+    @classmethod
+    def open(cls, root: str | os.PathLike, *, retries: int = 3) -> "PhotoIndex":
+        root = Path(root)
+        for attempt in range(retries):
+            try:
+                return cls._open_once(root)
+            except FileNotFoundError as exc:
+                # an append switched generations between our manifest read and file reads: read again
+                if attempt == retries - 1:
+                    raise IndexFormatError(
+                        f"{Path(exc.filename or '?').name}, named by the manifest, is missing. If another "
+                        "process is writing the index, try again; otherwise the index is damaged: rebuild it",
+                        root) from None
+                time.sleep(0.05)
+        raise AssertionError("unreachable")
+
+    @classmethod
+    def _open_once(cls, root: Path) -> "PhotoIndex":
+        if not root.is_dir():
+            raise IndexFormatError("no index folder here; build one with `polyvse index build`", root)
+        manifest = read_manifest(root)
+        files = manifest["files"]
+        n, dim = int(manifest["count"]), int(manifest["dim"])
+        vectors_path = root / files["vectors"]
+        _check_size(vectors_path, files.get("vectors_bytes"))
+        try:
+            vectors = np.load(vectors_path, mmap_mode="r", allow_pickle=False)
+        except FileNotFoundError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - numpy raises several types for damaged files
+            raise IndexFormatError(f"unreadable vectors file {files['vectors']} ({exc})", root) from None
+        if vectors.dtype != np.float32 or vectors.shape != (n, dim):
+            raise IndexFormatError(f"{files['vectors']} holds {vectors.shape} {vectors.dtype}, the manifest "
+                                   f"says ({n}, {dim}) float32; the index is damaged, rebuild it", root)
+        photos = read_photos(root / files["photos"], n)
+        kind = manifest["search"]["kind"]
+        if kind == EXACT:
+            import faiss
+
+            ann = faiss.IndexFlatIP(dim)
+            if n:
+                ann.add(np.ascontiguousarray(vectors))
+        elif kind in APPROXIMATE:
+            import faiss
+
+            if not files.get("ann"):
+                raise IndexFormatError(f"the manifest names no {kind} file; the index is damaged, rebuild it", root)
+            path = root / files["ann"]
+            if not path.is_file():
+                raise FileNotFoundError(errno.ENOENT, "missing", str(path))
+            _check_size(path, files.get("ann_bytes"))
+            try:
+                ann = faiss.read_index(str(path))
+            except Exception as exc:  # noqa: BLE001 - faiss raises RuntimeError for damaged files
+                raise IndexFormatError(f"unreadable {kind} file {files['ann']} ({exc})", root) from None
+            if ann.ntotal != n or ann.d != dim:
+                raise IndexFormatError(f"{files['ann']} holds {ann.ntotal} vectors of {ann.d}-d, the manifest "
+                                       f"says {n} of {dim}-d; the index is damaged, rebuild it", root)
+        elif kind == EXACT_MODEL:
+            ann = None
+        else:
+            raise IndexFormatError(f"unknown search kind {kind!r} in the manifest (known: {', '.join(KINDS)})", root)
+        return cls(root, manifest, photos, vectors, ann)
+
+
+def _check_size(path: Path, expected) -> None:
+    if expected is None:
+        return
+    try:
+        size = path.stat().st_size
+    except FileNotFoundError:
+        raise
+    if size != int(expected):
+        raise IndexFormatError(f"{path.name} is {size} bytes, the manifest says {expected}; the index is "
+                               "damaged (copied while being written?), rebuild it", path.parent)
+
+
+def _drop_missing(scores: np.ndarray, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """FAISS pads with id -1 when it finds fewer than k; keep the columns every row filled."""
+    ids = ids.astype(np.int64, copy=False)
+    if (ids >= 0).all():
+        return scores.astype(np.float32, copy=False), ids
+    keep = int((ids >= 0).sum(axis=1).min())
+    return scores[:, :keep].astype(np.float32, copy=False), ids[:, :keep]
+
+
+def _exact_topk(vectors: np.ndarray, q: np.ndarray, k: int, scorer, chunk: int = 16384):
+    """Top-k rows of ``vectors`` under ``scorer(vectors_chunk, q) -> (c, m)``, chunked over the photos.
+
+    Deterministic: ties are broken by the lower photo id.
+    """
+    m = q.shape[0]
+    best_s = np.zeros((m, 0), dtype=np.float32)
+    best_i = np.zeros((m, 0), dtype=np.int64)
+    for start in range(0, len(vectors), chunk):
+        block = np.array(vectors[start:start + chunk], dtype=np.float32)  # a writable copy of the rows
+        s = np.asarray(scorer(block, q), dtype=np.float32).T  # (m, c)
+        cat_s = np.concatenate([best_s, s], axis=1)
+        cat_i = np.concatenate([best_i, np.broadcast_to(np.arange(start, start + len(block)), s.shape)], axis=1)
+        order = np.stack([np.lexsort((cat_i[r], -cat_s[r]))[:k] for r in range(m)])  # score desc, then id
+        best_s = np.take_along_axis(cat_s, order, axis=1)
+        best_i = np.take_along_axis(cat_i, order, axis=1)
+    return best_s, best_i
+
+
+# -- manifest + photo list ------------------------------------------------------------------------------
+def read_manifest(root: Path) -> dict:
+    path = root / MANIFEST
+    if not path.is_file():
+        hint = " (it looks like a checkpoint: pass it as --checkpoint)" if (root / "config.json").is_file() else ""
+        raise IndexFormatError(f"no {MANIFEST}: not a polyvse index{hint}; build one with `polyvse index build`",
+                               root)
+    try:
+        manifest = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise IndexFormatError(f"unreadable {MANIFEST} ({exc})", root) from None
+    if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
+        raise IndexFormatError(f"{MANIFEST} is not a polyvse index manifest", root)
+    if manifest.get("format_version") != FORMAT_VERSION:
+        raise IndexFormatError(
+            f"index format version {manifest.get('format_version')!r}; this polyvse ({__version__}) reads "
+            f"version {FORMAT_VERSION}: rebuild the index with `polyvse index build`", root)
+    for key in ("files", "count", "dim", "model", "search"):
+        if key not in manifest:
+            raise IndexFormatError(f"{MANIFEST} lacks {key!r}; the index is damaged, rebuild it", root)
+    return manifest
+
+
+def read_photos(path: Path, n: int) -> list[PhotoEntry]:
+    photos = []
+    with open(path, encoding="utf-8") as fh:  # FileNotFoundError propagates (generation switch)
+        for line_no, line in enumerate(fh, 1):
+            if not line.strip():
+                continue
+            try:
+                d = json.loads(line)
+                entry = PhotoEntry(int(d["id"]), str(d["name"]), str(d["path"]))
+            except (json.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
+                raise IndexFormatError(f"bad photo line ({exc}); the index is damaged, rebuild it",
+                                       path, line_no) from None
+            if entry.id != len(photos):
+                raise IndexFormatError(f"photo id {entry.id} out of order (expected {len(photos)})", path, line_no)
+            photos.append(entry)
+    if len(photos) != n:
+        raise IndexFormatError(f"{len(photos)} photo lines, the manifest says {n}; the index is damaged", path)
+    return photos
+
+
+def model_section(model, checkpoint_path: str | os.PathLike | None) -> dict:
+    ck = model.checkpoint
+    return {
+        "fingerprint": model_fingerprint(model),
+        "checkpoint": str(Path(checkpoint_path).resolve()) if checkpoint_path else None,
+        "similarity": similarity_name(model),
+        "embed_dim": int(model.embed_dim),
+        "languages": list(model.languages),
+        "backbone": ck.backbone,
+        "feature_key": ck.feature_key,
+        "ten_crop": bool(ck.ten_crop),
+    }
+
+
+def write_generation(root: Path, manifest: dict, photos: list[PhotoEntry], vectors: np.ndarray, ann=None) -> dict:
+    """Write a complete new generation and switch the manifest to it (the commit point). Returns the manifest.
+
+    The caller holds :func:`index_lock`. ``manifest`` carries everything but ``files``/``generation``/
+    ``count``/``dim``, which are filled in here.
+    """
+    root.mkdir(parents=True, exist_ok=True)
+    old_gen = 0
+    if (root / MANIFEST).is_file():
+        try:
+            old_gen = int(json.loads((root / MANIFEST).read_text(encoding="utf-8")).get("generation", 0))
+        except (OSError, ValueError, json.JSONDecodeError):
+            old_gen = 0
+    existing = [int(m.group(2)) for f in os.listdir(root) if (m := _GEN_FILE.match(f))]
+    gen = max([old_gen, *existing]) + 1
+    vectors = np.ascontiguousarray(vectors, dtype=np.float32)
+    files = {"vectors": f"vectors.{gen}.npy", "photos": f"photos.{gen}.jsonl", "ann": None}
+
+    def save_vectors(tmp: str) -> None:
+        with open(tmp, "wb") as fh:
+            np.save(fh, vectors, allow_pickle=False)
+
+    files["vectors_bytes"] = _write_atomic(root / files["vectors"], save_vectors)
+    lines = "".join(json.dumps(p.to_dict(), ensure_ascii=False) + "\n" for p in photos)
+    files["photos_bytes"] = _write_atomic(root / files["photos"], lambda tmp: Path(tmp).write_text(lines, "utf-8"))
+    if ann is not None and manifest["search"]["kind"] in APPROXIMATE:
+        import faiss
+
+        files["ann"] = f"ann.{gen}.faiss"
+        files["ann_bytes"] = _write_atomic(root / files["ann"], lambda tmp: faiss.write_index(ann, tmp))
+    manifest = {**manifest, "format": FORMAT, "format_version": FORMAT_VERSION, "polyvse_version": __version__,
+                "generation": gen, "count": len(photos), "dim": int(vectors.shape[1]), "files": files,
+                "updated": now_iso()}
+    manifest.setdefault("created", manifest["updated"])
+    _fsync_dir(root)
+    from ..checkpoint import write_json_atomic
+
+    write_json_atomic(root / MANIFEST, manifest)
+    _fsync_dir(root)
+    for f in os.listdir(root):  # older generations (and leftovers of killed writers) go
+        m = _GEN_FILE.match(f)
+        if m and int(m.group(2)) != gen:
+            (root / f).unlink(missing_ok=True)
+        elif f.startswith(".") and f.endswith(".tmp"):
+            (root / f).unlink(missing_ok=True)
+    return manifest

@@ -1,0 +1,166 @@
+"""`polyvse index build|add|info`: embed a photo collection into a searchable FAISS index.
+
+    polyvse index build --checkpoint C --images DIR --out INDEX
+    polyvse index add   --index INDEX --images DIR2            (only new photos are embedded)
+    polyvse index info  --index INDEX
+"""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from polyvse.paths import cache_root
+
+_MAX_LISTED_FAILURES = 20
+
+
+def _add_photo_source(p) -> None:
+    src = p.add_mutually_exclusive_group(required=True)
+    src.add_argument("--images", metavar="DIR", help="folder of photos (searched recursively)")
+    src.add_argument("--list", metavar="FILE", help="text file with one photo path per line (relative paths are "
+                     "relative to the list file's folder; blank lines and # comments ignored)")
+    p.add_argument("--cache-dir", metavar="DIR", help="feature cache folder (default: $POLYVSE_CACHE/features, "
+                   "else <data root>/cache/features)")
+    p.add_argument("--data-root", metavar="DIR", help="data root (default: $POLYVSE_DATA, else ~/.cache/polyvse)")
+    p.add_argument("--workers", type=int, default=min(2, os.cpu_count() or 1), metavar="N",
+                   help="photo decoding processes (0 = in the main process; default: %(default)s)")
+    p.add_argument("--batch-size", type=int, default=32, metavar="N", help="photos per batch (default: %(default)s)")
+    p.add_argument("--strict", action="store_true", help="stop at the first unreadable photo instead of skipping it")
+    p.add_argument("--quiet", action="store_true", help="no progress bars")
+
+
+def register(sub) -> None:
+    from polyvse.index import DEFAULT_EXACT_THRESHOLD, DEFAULT_RECALL_TARGET
+
+    p = sub.add_parser("index", help="build a searchable photo index with a trained model")
+    actions = p.add_subparsers(dest="index_command", required=True)
+
+    b = actions.add_parser(
+        "build", help="embed a photo collection into a new index",
+        description="Embed photos with a trained model into a FAISS index: exact search below "
+        "--exact-threshold photos, IVF tuned to --recall-target above it; photo ids and paths are stored "
+        "beside it. Image features go through the feature cache, so an interrupted build resumes.")
+    b.add_argument("--checkpoint", required=True, metavar="DIR", help="checkpoint folder of the model")
+    b.add_argument("--out", required=True, metavar="INDEX", help="index folder to create")
+    _add_photo_source(b)
+    b.add_argument("--kind", choices=["auto", "exact", "ivf", "hnsw"], default="auto",
+                   help="search structure (default auto: exact below the threshold, IVF above)")
+    b.add_argument("--exact-threshold", type=int, default=DEFAULT_EXACT_THRESHOLD, metavar="N",
+                   help="photos below which search is exact (default: %(default)s)")
+    b.add_argument("--recall-target", type=float, default=DEFAULT_RECALL_TARGET, metavar="R",
+                   help="recall@10 against exact search that IVF/HNSW is tuned to (default: %(default)s)")
+    b.add_argument("--force", action="store_true", help="replace an existing index at --out")
+    b.set_defaults(func=run_build)
+
+    a = actions.add_parser(
+        "add", help="append photos to an index (only new photos are embedded)",
+        description="Append photos to an index. Photos already in it (same file) are skipped and the indexed "
+        "ones are not recomputed. The checkpoint must be the one that built the index.")
+    a.add_argument("--index", required=True, metavar="INDEX", help="index folder")
+    a.add_argument("--checkpoint", metavar="DIR", help="checkpoint folder (default: the one recorded in the index)")
+    _add_photo_source(a)
+    a.set_defaults(func=run_add)
+
+    i = actions.add_parser("info", help="describe an index")
+    i.add_argument("--index", required=True, metavar="INDEX", help="index folder")
+    i.add_argument("--json", action="store_true", help="print the manifest as JSON")
+    i.set_defaults(func=run_info)
+
+
+def _photos(args) -> tuple[list[Path], list[str]]:
+    """(photo paths, shown names) from --images or --list."""
+    from polyvse.errors import DataError
+
+    from .features import _photos_in_dir, _photos_in_list
+
+    if args.workers < 0:
+        raise DataError(f"--workers must be 0 or more, not {args.workers}")
+    if args.batch_size < 1:
+        raise DataError(f"--batch-size must be at least 1, not {args.batch_size}")
+    source = Path(args.images if args.images else args.list).expanduser()
+    photos = _photos_in_dir(source) if args.images else _photos_in_list(source)
+    if not photos:
+        raise DataError(f"no {'image files' if args.images else 'photo paths'} found", source)
+    base = source if args.images else source.parent
+    names = []
+    for p in photos:
+        try:
+            names.append(p.relative_to(base).as_posix())
+        except ValueError:
+            names.append(p.name)
+    return photos, names
+
+
+def _cache_dir(args) -> Path:
+    return Path(args.cache_dir).expanduser() if args.cache_dir else cache_root(args.data_root) / "features"
+
+
+def _report(report, verb: str) -> None:
+    index = report.index
+    parts = [f"{report.added} photos {verb}"]
+    if report.already_indexed:
+        parts.append(f"{report.already_indexed} already in the index")
+    parts.append(f"{len(report.failures)} unreadable")
+    print(", ".join(parts) + f" ({report.extracted} features computed, {report.cached} from the cache, "
+          f"{report.seconds:.1f} s)")
+    print(f"index: {index.root}  ({index.describe()})")
+    if report.failures:
+        print("unreadable photos (skipped):")
+        for path, reason in report.failures[:_MAX_LISTED_FAILURES]:
+            print(f"  {path}: {reason}")
+        if len(report.failures) > _MAX_LISTED_FAILURES:
+            print(f"  ... and {len(report.failures) - _MAX_LISTED_FAILURES} more")
+
+
+def run_build(args) -> int:
+    import polyvse
+    from polyvse.index import build_index
+
+    model = polyvse.load(args.checkpoint)
+    photos, names = _photos(args)
+    report = build_index(model, photos, args.out, cache_dir=_cache_dir(args), names=names,
+                         checkpoint_path=args.checkpoint, kind=args.kind, exact_threshold=args.exact_threshold,
+                         recall_target=args.recall_target, batch_size=args.batch_size, num_workers=args.workers,
+                         progress=not args.quiet, strict=args.strict, overwrite=args.force)
+    _report(report, "indexed")
+    return 0
+
+
+def load_model_for(index, checkpoint: str | None):
+    """The model for an index: --checkpoint if given, else the checkpoint recorded in the index."""
+    from polyvse.index import model_for_index
+
+    return model_for_index(index, checkpoint)
+
+
+def run_add(args) -> int:
+    from polyvse.index import PhotoIndex, add_to_index
+
+    index = PhotoIndex.open(args.index)
+    model, ckpt = load_model_for(index, args.checkpoint)
+    photos, names = _photos(args)
+    report = add_to_index(model, args.index, photos, cache_dir=_cache_dir(args), names=names,
+                          checkpoint_path=ckpt if args.checkpoint else None, batch_size=args.batch_size,
+                          num_workers=args.workers, progress=not args.quiet, strict=args.strict)
+    _report(report, "added")
+    return 0
+
+
+def run_info(args) -> int:
+    import json
+
+    from polyvse.index import PhotoIndex
+
+    index = PhotoIndex.open(args.index)
+    if args.json:
+        print(json.dumps(index.manifest, indent=2, ensure_ascii=False))
+        return 0
+    m = index.manifest
+    print(f"index:      {index.root}")
+    print(f"photos:     {index.count}")
+    print(f"search:     {index.describe()}")
+    print(f"model:      {m['model']['fingerprint'][:19]}…  ({m['model']['similarity']} similarity, "
+          f"languages {', '.join(m['model']['languages'])}, {m['model']['backbone']})")
+    print(f"checkpoint: {m['model'].get('checkpoint') or '(not recorded)'}")
+    print(f"updated:    {m.get('updated')}  (generation {m.get('generation')})")
+    return 0

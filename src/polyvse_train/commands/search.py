@@ -1,0 +1,84 @@
+"""`polyvse search --index INDEX ("QUERY" --lang L | --image PHOTO | --similar-to ID) [-k N] [--json]`.
+
+Prints the ranked photos with their scores. ``--lang auto`` detects the query's language among the
+model's languages, or refuses (exit code 2) with a message saying why.
+"""
+from __future__ import annotations
+
+import json
+
+
+def register(sub) -> None:
+    p = sub.add_parser(
+        "search", help="search an index by text or by photo",
+        description="Search a photo index by a text query (in any of the model's languages), by a photo, or "
+        "by an indexed photo's id. The model is the checkpoint recorded in the index unless --checkpoint is "
+        "given; a model other than the one that built the index is refused.")
+    p.add_argument("query", nargs="?", help="text query, e.g. \"zwei Hunde spielen im Schnee\"")
+    p.add_argument("--index", required=True, metavar="INDEX", help="index folder (from `polyvse index build`)")
+    p.add_argument("--checkpoint", metavar="DIR", help="checkpoint folder (default: the one recorded in the index)")
+    p.add_argument("--lang", help="language of the text query: an ISO 639-1 code the model knows, or auto")
+    p.add_argument("--image", metavar="PHOTO", help="search by this photo instead of text")
+    p.add_argument("--similar-to", type=int, metavar="ID", help="search by an indexed photo (its id)")
+    p.add_argument("-k", type=int, default=10, help="number of results (default: %(default)s)")
+    p.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    p.set_defaults(func=run)
+
+
+def _print_hits(hits, header: str) -> None:
+    print(header)
+    if not hits:
+        print("  (no photos)")
+        return
+    width = max(len(h.name) for h in hits)
+    print(f"{'rank':>4}  {'score':>7}  {'id':>6}  photo")
+    for h in hits:
+        print(f"{h.rank:>4}  {h.score:7.4f}  {h.id:>6}  {h.name:<{width}}  {h.path}")
+
+
+def run(args) -> int:
+    from polyvse.errors import DataError
+    from polyvse.index import PhotoIndex, Searcher
+
+    from .index import load_model_for
+
+    modes = [m for m, v in (("a text query", args.query), ("--image", args.image),
+                            ("--similar-to", args.similar_to)) if v is not None]
+    if len(modes) != 1:
+        raise DataError("give exactly one of: a text query (with --lang), --image PHOTO or --similar-to ID"
+                        + (f"; got {' and '.join(modes)}" if modes else ""))
+    if args.query is not None and not args.lang:
+        raise DataError("a text query needs --lang (an ISO 639-1 code such as en or de, or auto to detect it)")
+    if args.query is None and args.lang:
+        raise DataError("--lang is for text queries only")
+    index = PhotoIndex.open(args.index)
+    model, _ = load_model_for(index, args.checkpoint)
+    searcher = Searcher(model, index)
+
+    if args.query is not None:
+        result = searcher.text(args.query, args.lang, k=args.k)
+        if args.json:
+            print(json.dumps({"query": result.query, "lang": result.lang,
+                              "detected": result.detected.to_dict() if result.detected else None,
+                              "unknown_words": result.unknown_words,
+                              "results": [h.to_dict(with_path=True) for h in result.hits]}, ensure_ascii=False,
+                             indent=2))
+            return 0
+        how = (f"detected {result.lang}, confidence {result.detected.confidence:.2f}" if result.detected
+               else result.lang)
+        header = f"{result.query!r} ({how}): top {len(result.hits)} of {index.count} photos"
+        if result.unknown_words:
+            header += f"\n  words not in the model's vocabulary (ignored as unknown): {', '.join(result.unknown_words)}"
+        _print_hits(result.hits, header)
+        return 0
+    if args.image is not None:
+        hits = searcher.image(args.image, k=args.k)
+        header = f"photos like {args.image}: top {len(hits)} of {index.count}"
+    else:
+        hits = searcher.similar(args.similar_to, k=args.k)
+        header = f"photos like #{args.similar_to} ({index.photo(args.similar_to).name}): top {len(hits)}"
+    if args.json:
+        print(json.dumps({"results": [h.to_dict(with_path=True) for h in hits]}, ensure_ascii=False, indent=2))
+        return 0
+    _print_hits(hits, header)
+    return 0
