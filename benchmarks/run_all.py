@@ -1,0 +1,407 @@
+"""Run every benchmark (the `make bench` entry) and write benchmarks/results/latest.json + latest.md.
+
+    python benchmarks/run_all.py [--results-dir benchmarks/results] [--budget-s 1200] [--quick]
+
+Each benchmark runs as a child process of this one, one after the other (they would distort each
+other's timings if run together), with a timeout that keeps the whole run inside ``--budget-s``:
+
+    bench_train.py    training throughput vs the bare-kernel bound  -> train_throughput_ratio (if present)
+    bench_eval.py     evaluator, 5k images x 25k captions             -> eval_5k_seconds
+    bench_extract.py  photo feature extraction on real photos          -> extract_photos_per_s
+    bench_search.py   exact scan vs FAISS IVF/HNSW over 1M vectors     -> exact_scan_bandwidth_fraction,
+                                                                          ann_p50_ms, ann_recall_at_10
+
+A benchmark that is missing, fails or times out leaves its keys null with a note saying why; the
+others still run and the results are still written (atomically: temp file + rename), and the exit
+status is then 1. ``--quick`` runs every benchmark at tiny sizes (seconds, for the smoke test) and
+should be pointed at another ``--results-dir``. Not a test.
+"""
+from __future__ import annotations
+
+import argparse
+import datetime as _dt
+import json
+import os
+import platform
+import re
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parent
+
+HEADLINE = {  # key -> (target as text, predicate on the value or None)
+    "train_throughput_ratio": (">= 0.9", lambda v: v >= 0.9),
+    "exact_scan_bandwidth_fraction": (">= 0.8", lambda v: v >= 0.8),
+    "ann_p50_ms": ("< 10 ms (at recall@10 >= 0.95)", lambda v: v < 10),
+    "ann_recall_at_10": (">= 0.95", lambda v: v >= 0.95),
+    "extract_photos_per_s": ("(measured)", None),
+    "eval_5k_seconds": ("(measured)", None),
+}
+
+
+def log(msg: str) -> None:
+    print(f"[run_all {time.strftime('%H:%M:%S')}] {msg}", flush=True)
+
+
+# -- machine description -----------------------------------------------------------------------------------
+def _read(path: str) -> str:
+    try:
+        return Path(path).read_text()
+    except OSError:
+        return ""
+
+
+def _meminfo_gib(field: str) -> float | None:
+    m = re.search(rf"^{field}:\s+(\d+) kB", _read("/proc/meminfo"), re.M)
+    return round(int(m.group(1)) / 2**20, 2) if m else None
+
+
+def _git(*args: str) -> str | None:
+    try:
+        return subprocess.run(["git", *args], cwd=REPO, capture_output=True, text=True, timeout=20).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return None
+
+
+def _numpy_blas() -> str:
+    import numpy as np
+
+    try:
+        cfg = np.show_config(mode="dicts")
+        blas = cfg["Build Dependencies"]["blas"]
+        return f"{blas.get('name')} {blas.get('version')}"
+    except Exception:  # noqa: BLE001 - older numpy: no dict mode
+        return "unknown"
+
+
+def _openblas_threads(owner: str) -> int | None:
+    """Threads of the OpenBLAS bundled with ``owner`` ("numpy" or "faiss_cpu"), read from the library itself."""
+    import ctypes
+
+    import faiss  # noqa: F401 - loads the libraries
+    import numpy as np  # noqa: F401
+
+    for line in _read(f"/proc/{os.getpid()}/maps").splitlines():
+        lib_path = line.split()[-1] if line.split() else ""
+        if f"/{owner}.libs/" in lib_path and "openblas" in lib_path.lower() and ".so" in lib_path:
+            try:
+                lib = ctypes.CDLL(lib_path)
+            except OSError:
+                continue
+            for sym in ("scipy_openblas_get_num_threads64_", "openblas_get_num_threads64_",
+                        "openblas_get_num_threads"):
+                fn = getattr(lib, sym, None)
+                if fn is not None:
+                    return int(fn())
+    return None
+
+
+def machine_info() -> dict:
+    import faiss
+    import numpy as np
+    import torch
+
+    cpu = re.search(r"^model name\s*:\s*(.+)$", _read("/proc/cpuinfo"), re.M)
+    torch_cfg = torch.__config__.show()
+    blas = re.search(r"BLAS_INFO=(\w+)", torch_cfg)
+    mkl = re.search(r"Math Kernel Library Version ([\w.\-]+)", torch_cfg)
+    try:
+        affinity = len(os.sched_getaffinity(0))
+    except AttributeError:  # pragma: no cover - not Linux
+        affinity = None
+    dirty = _git("status", "--porcelain")
+    return {
+        "date_utc": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        "cpu_model": cpu.group(1).strip() if cpu else platform.processor(),
+        "cpu_flags_of_note": [f for f in ("avx2", "avx512f", "avx512_bf16", "amx_bf16", "amx_tile")
+                              if re.search(rf"\b{f}\b", _read("/proc/cpuinfo"))],
+        "cores": os.cpu_count(),
+        "cores_usable": affinity,
+        "memory_gib": _meminfo_gib("MemTotal"),
+        "memory_available_gib_at_start": _meminfo_gib("MemAvailable"),
+        "load_average_at_start": list(os.getloadavg()),
+        "os": platform.platform(),
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "numpy": np.__version__,
+        "faiss": faiss.__version__,
+        "torch_blas": (blas.group(1) if blas else "unknown") + (f" {mkl.group(1)}" if mkl else ""),
+        "numpy_blas": _numpy_blas(),
+        "faiss_compile_options": faiss.get_compile_options().strip(),
+        "threads": {
+            "torch": torch.get_num_threads(),
+            "torch_interop": torch.get_num_interop_threads(),
+            "faiss_omp": faiss.omp_get_max_threads(),
+            "numpy_openblas": _openblas_threads("numpy"),
+            "faiss_openblas": _openblas_threads("faiss_cpu"),
+            "env": {k: os.environ.get(k) for k in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")},
+        },
+        "git_commit": _git("rev-parse", "--short", "HEAD"),
+        "git_dirty": bool(dirty) if dirty is not None else None,
+    }
+
+
+# -- running one benchmark -------------------------------------------------------------------------------------
+def run_step(name: str, argv: list[str], timeout_s: float) -> tuple[dict | None, str | None, float]:
+    """Run a benchmark script (output streamed through), return (its JSON, error note, seconds)."""
+    out = Path(tempfile.mkdtemp(prefix=f"polyvse-bench-{name}-")) / "out.json"
+    cmd = [sys.executable, *argv, "--out", str(out)]
+    log(f"{name}: {' '.join(cmd[1:])} (timeout {timeout_s:.0f}s)")
+    t0 = time.perf_counter()
+    if timeout_s <= 5:
+        return None, "skipped: the run's time budget was used up", 0.0
+    env = dict(os.environ)
+    if "POLYVSE_DATA" not in env and (REPO / ".data").is_dir():
+        env["POLYVSE_DATA"] = str(REPO / ".data")  # what the Makefile exports (bench_train.py reads it)
+    proc = subprocess.Popen(cmd, cwd=REPO, env=env, start_new_session=True)  # own process group: killable as a whole
+    try:
+        rc = proc.wait(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        _kill_group(proc)
+        return None, f"timed out after {timeout_s:.0f}s", time.perf_counter() - t0
+    except BaseException:
+        _kill_group(proc)
+        raise
+    dt = time.perf_counter() - t0
+    if rc != 0:
+        return None, f"exited with status {rc} after {dt:.0f}s (see its output above)", dt
+    try:
+        data = json.loads(out.read_text())
+    except (OSError, ValueError) as exc:
+        return None, f"wrote no readable JSON ({exc})", dt
+    finally:
+        try:
+            out.unlink()
+            out.parent.rmdir()
+        except OSError:
+            pass
+    log(f"{name}: done in {dt:.0f}s")
+    return data, None, dt
+
+
+def _kill_group(proc: subprocess.Popen) -> None:
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        try:
+            os.killpg(proc.pid, sig)  # the group this run created for the child (it and its DataLoader workers)
+        except ProcessLookupError:
+            return
+        try:
+            proc.wait(timeout=10)
+            return
+        except subprocess.TimeoutExpired:
+            continue
+
+
+def _supports_quick(script: Path) -> bool:
+    try:
+        return "--quick" in script.read_text(errors="replace")
+    except OSError:
+        return False
+
+
+# -- report ----------------------------------------------------------------------------------------------------------
+def _fmt(v, nd: int = 3) -> str:
+    if v is None:
+        return "—"
+    if isinstance(v, float):
+        return f"{v:.{nd}g}" if abs(v) < 1000 else f"{v:.0f}"
+    return str(v)
+
+
+def write_atomic(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w") as fh:
+            fh.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+
+
+def markdown(r: dict) -> str:
+    m = r["machine"]
+    lines = [
+        "# polyvse benchmarks", "",
+        f"Run {m['date_utc']} on {m['cpu_model']}, {m['cores']} cores, {m['memory_gib']} GiB; "
+        f"torch {m['torch']} ({m['torch_blas']}), numpy {m['numpy']} ({m['numpy_blas']}), faiss {m['faiss']}; "
+        f"threads torch {m['threads']['torch']}, faiss {m['threads']['faiss_omp']}, "
+        f"OpenBLAS {m['threads']['numpy_openblas']}. Load average at start "
+        f"{', '.join(f'{x:.1f}' for x in m['load_average_at_start'])}, at end "
+        f"{', '.join(f'{x:.1f}' for x in r['load_average_at_end'])} (a shared, noisy machine: compare ratios "
+        f"measured in one run). Git {m['git_commit']}{' (dirty)' if m['git_dirty'] else ''}. "
+        f"Wall time {r['wall_s']:.0f} s{' — QUICK mode (tiny sizes, numbers meaningless)' if r['quick'] else ''}.",
+        "", "| metric | value | target | met |", "| --- | --- | --- | --- |",
+    ]
+    for key, (target, ok) in HEADLINE.items():
+        v = r.get(key)
+        met = "—" if v is None or ok is None else ("yes" if ok(v) else "**no**")
+        lines.append(f"| `{key}` | {_fmt(v)} | {target} | {met} |")
+    if r["notes"]:
+        lines += ["", "Notes:"] + [f"- `{k}`: {v}" for k, v in r["notes"].items()]
+    d = r["details"]
+    s = d.get("search")
+    if s:
+        def cheap(x, label):
+            c = x["cheapest_at_target"]
+            return "none" if c is None else (f"{label}={c['param']}: p50 {c['single']['p50_ms']:.2f} ms, "
+                                              f"p99 {c['single']['p99_ms']:.2f}, R@10 {c['recall_at_10']:.3f}")
+        lines += ["", "## Search (bench_search.py)", "", s["data"] + ".", "",
+                  "| dim | read GB/s | exact 1-query p50 ms (numpy / torch / faiss) | best scan GB/s | fraction "
+                  "| exact batch-256 p50 ms (numpy / torch / faiss) |", "| --- | --- | --- | --- | --- | --- |"]
+        for dim, p in s["per_dim"].items():
+            es, eb = p["exact_single"], p["exact_batched"]
+            big = eb[str(max(int(k) for k in eb if k.isdigit()))]
+            lines.append(
+                f"| {dim} | {p['read_bandwidth_gbs']['best']:.1f} | "
+                + " / ".join(f"{es[k]['p50_ms']:.0f}" for k in ("numpy", "torch", "faiss_flat"))
+                + f" | {es[p['exact_best_single_library']]['scan_gbs_best']:.1f} ({p['exact_best_single_library']}) "
+                f"| {p['exact_scan_bandwidth_fraction']:.2f} | "
+                + " / ".join(f"{big[k]['p50_ms']:.0f}" for k in ("numpy", "torch", "faiss_flat")) + " |")
+        lines += ["", "| dim | index | build s | memory GiB | cheapest with recall@10 ≥ 0.95 (single query) "
+                  "| batch-32 p50 ms at it |", "| --- | --- | --- | --- | --- | --- |"]
+        for dim, p in s["per_dim"].items():
+            for kind, x in p["ivf"].items():
+                b32 = (x.get("batched_at_cheapest") or {}).get("32", {}).get("p50_ms")
+                lines.append(f"| {dim} | {kind} nlist {x['nlist']} (1M) | {x['build_s']:.0f} | "
+                             f"{x['memory_bytes'] / 2**30:.2f} | {cheap(x, 'nprobe')} | {_fmt(b32)} |")
+            hn = p["hnsw"]
+            b32 = (hn.get("batched_at_cheapest") or {}).get("32", {}).get("p50_ms")
+            lines.append(f"| {dim} | hnsw M {hn['M']} efC {hn['efConstruction']} ({hn['points']} slice) | "
+                         f"{hn['build_s']:.0f} (1M est. {hn['build_s_extrapolated_full'] / 60:.0f} min) | "
+                         f"{hn['memory_bytes'] / 2**30:.2f} | {cheap(hn, 'efSearch')} | {_fmt(b32)} |")
+        first = next(iter(s["per_dim"].values()))
+        lines += ["", f"HNSW runs on {first['hnsw']['slice']}: see benchmarks/README.md for why and how the 1M build "
+                  "time is extrapolated. The headline ANN figures come only from indexes over the full set."]
+    e = d.get("extract")
+    if e:
+        v = e["backbone_variants"]["variants"]
+        lines += ["", "## Feature extraction (bench_extract.py)", "",
+                  f"{e['photos']} photos, EfficientNet-Lite0, fresh cache each run. Best default: "
+                  f"**{e['extract_photos_per_s']:.1f} photos/s** ({e['extract_best_config']}).", "",
+                  "| configuration | photos/s |", "| --- | --- |"]
+        for k, x in e["single_crop_end_to_end"].items():
+            lines.append(f"| single crop, {k.replace('_', ' ')} | {x['photos_per_s']:.1f} |")
+        t = e.get("ten_crop_end_to_end")
+        if t:
+            lines.append(f"| ten-crop ({t['photos']} photos), workers {t['workers']} | {t['photos_per_s']:.1f} |")
+        if e.get("skipped"):
+            lines += ["", "Skipped (time budget or not needed): " + "; ".join(e["skipped"]) + "."]
+        st = e["stages_alone"]
+        lines += ["", f"Stages alone (one process): decode {st['decode_photos_per_s']:.0f}/s, resize+crop+normalise "
+                  f"{st['resize_crop_normalise_photos_per_s']:.0f}/s, sha256 {st['sha256_photos_per_s']:.0f}/s, "
+                  f"backbone {st['backbone_only_photos_per_s']:.0f}/s.", "",
+                  "| backbone variant (same batch) | photos/s | × default | min cosine to default |",
+                  "| --- | --- | --- | --- |"]
+        for k, x in v.items():
+            lines.append(f"| {k} | {x['photos_per_s']:.0f} | {x['ratio_to_default']:.2f} | {x['min_cosine_to_default']:.4f} |")
+        for k, x in e.get("variants_end_to_end", {}).items():
+            lines.append(f"| {k}, end to end | {x['photos_per_s']:.1f} | {x['ratio_to_default']:.2f} "
+                         f"| {x['min_cosine_to_default']:.4f} |")
+    ev = d.get("eval")
+    if ev:
+        lines += ["", "## Evaluator (bench_eval.py)", "",
+                  f"retrieval_metrics on {ev['n_images']} images × {ev['n_captions']} captions: median "
+                  f"{ev['median_s']:.2f} s (numpy input), torch input "
+                  f"{sorted(ev['retrieval_metrics_torch_s'])[len(ev['retrieval_metrics_torch_s']) // 2]:.2f} s."]
+    tr = d.get("train")
+    if tr:
+        lines += ["", "## Training (bench_train.py)", ""]
+        lines += [f"- `{k}`: {_fmt(v)}" for k, v in tr.items() if isinstance(v, (int, float, str)) and len(str(v)) < 200]
+    lines += ["", "Step wall times: " + ", ".join(f"{k} {v:.0f} s" for k, v in r["step_seconds"].items()), ""]
+    return "\n".join(lines)
+
+
+# -- main ---------------------------------------------------------------------------------------------------------------
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--results-dir", type=Path, default=HERE / "results")
+    ap.add_argument("--budget-s", type=float, default=1200.0, help="time budget for the whole run")
+    ap.add_argument("--quick", action="store_true", help="tiny sizes for every benchmark (smoke test)")
+    ap.add_argument("--only", default="", help="comma-separated subset of: train,eval,extract,search")
+    args = ap.parse_args(argv)
+    t_start = time.perf_counter()
+    deadline = t_start + args.budget_s
+    machine = machine_info()
+    log(f"{machine['cpu_model']}, {machine['cores']} cores, {machine['memory_gib']} GiB, load "
+        f"{machine['load_average_at_start']}; budget {args.budget_s:.0f}s")
+
+    q = ["--quick"] if args.quick else []
+    train_script = HERE / "bench_train.py"
+    # (name, script argv, cap on its own time); the order keeps the long search last but one
+    steps = [
+        ("eval", [str(HERE / "bench_eval.py")] + (["--images", "200", "--repeats", "1"] if args.quick else []), 240),
+        ("extract", [str(HERE / "bench_extract.py")] + q, 330),
+        ("search", [str(HERE / "bench_search.py")] + q, 720),
+        ("train", [str(train_script)] + (q if args.quick and _supports_quick(train_script) else []), 420),
+    ]
+    only = {s for s in args.only.split(",") if s}
+    results: dict = {k: None for k in HEADLINE}
+    notes: dict = {}
+    details: dict = {}
+    step_seconds: dict = {}
+    failed = False
+    for name, argv_, cap in steps:
+        if only and name not in only:
+            continue
+        if name == "train":
+            if not train_script.exists():
+                notes["train_throughput_ratio"] = "benchmarks/bench_train.py is not present: training not measured"
+                log(notes["train_throughput_ratio"])
+                continue
+            if args.quick and not _supports_quick(train_script):
+                notes["train_throughput_ratio"] = "bench_train.py has no --quick mode: skipped in quick runs"
+                continue
+        data, err, dt = run_step(name, argv_, min(cap, deadline - time.perf_counter()))
+        step_seconds[name] = dt
+        if err:
+            failed = True
+            keys = {"eval": ["eval_5k_seconds"], "extract": ["extract_photos_per_s"], "train": ["train_throughput_ratio"],
+                    "search": ["exact_scan_bandwidth_fraction", "ann_p50_ms", "ann_recall_at_10"]}[name]
+            for k in keys:
+                notes[k] = f"bench_{name}.py {err}"
+            log(f"{name}: {err}")
+            continue
+        details[name] = data
+        if name == "eval":
+            results["eval_5k_seconds"] = data.get("median_s")
+            if args.quick:
+                notes["eval_5k_seconds"] = f"quick run: {data.get('n_images')} images, not 5k"
+        elif name == "extract":
+            results["extract_photos_per_s"] = data.get("extract_photos_per_s")
+        elif name == "search":
+            for k in ("exact_scan_bandwidth_fraction", "ann_p50_ms", "ann_recall_at_10"):
+                results[k] = data.get(k)
+            results["ann_setting"] = data.get("ann_setting")
+            if data.get("ann_p50_ms") is None:
+                notes["ann_p50_ms"] = data.get("ann_setting")
+        elif name == "train":
+            # every top-level scalar of bench_train.py's JSON is lifted (e.g. train_throughput_ratio)
+            for k, v in data.items():
+                if (v is None or isinstance(v, (int, float, str, bool))) and (k not in results or results[k] is None):
+                    results[k] = v
+            if results.get("train_throughput_ratio") is None:
+                notes.setdefault("train_throughput_ratio", "bench_train.py wrote no train_throughput_ratio")
+
+    report = {**results, "targets": {k: t for k, (t, _) in HEADLINE.items()}, "notes": notes,
+              "quick": bool(args.quick), "machine": machine, "load_average_at_end": list(os.getloadavg()),
+              "wall_s": time.perf_counter() - t_start, "step_seconds": step_seconds, "details": details}
+    out_json = args.results_dir / "latest.json"
+    write_atomic(out_json, json.dumps(report, indent=2) + "\n")
+    write_atomic(args.results_dir / "latest.md", markdown(report))
+    log("results: " + ", ".join(f"{k}={_fmt(results.get(k))}" for k in HEADLINE))
+    log(f"wrote {out_json} and latest.md in {report['wall_s']:.0f}s{' (with failures)' if failed else ''}")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
