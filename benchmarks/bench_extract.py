@@ -22,7 +22,6 @@ from __future__ import annotations
 import argparse
 import copy
 import hashlib
-import json
 import os
 import platform
 import shutil
@@ -304,10 +303,9 @@ def main(argv: list[str] | None = None) -> dict:
         "cpu_count": os.cpu_count(),
         "versions": {"python": platform.python_version(), "torch": torch.__version__, "numpy": np.__version__},
     }
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = args.out.with_name(args.out.name + ".tmp")
-    tmp.write_text(json.dumps(report, indent=2) + "\n")
-    os.replace(tmp, args.out)
+    from polyvse.atomic import write_json_atomic
+
+    write_json_atomic(args.out, report)
     log(f"extract_photos_per_s {report['extract_photos_per_s']:.1f} ({report['extract_best_config']}); "
         f"skipped: {skipped or 'nothing'}; wall {report['wall_s']:.0f}s; wrote {args.out}")
     return report

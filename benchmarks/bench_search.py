@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import argparse
 import gc
-import json
 import math
 import os
 import platform
@@ -493,10 +492,9 @@ def main(argv: list[str] | None = None) -> dict:
                      "faiss": faiss.__version__},
     }
     args_out = cfg.out
-    args_out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = args_out.with_name(args_out.name + ".tmp")
-    tmp.write_text(json.dumps(report, indent=2) + "\n")
-    os.replace(tmp, args_out)
+    from polyvse.atomic import write_json_atomic
+
+    write_json_atomic(args_out, report)
     log(f"exact_scan_bandwidth_fraction {report['exact_scan_bandwidth_fraction']:.2f}; ann {report['ann_setting']}: "
         f"p50 {report['ann_p50_ms']} ms, recall@10 {report['ann_recall_at_10']}; wall {report['wall_s']:.0f}s; wrote {args_out}")
     return report

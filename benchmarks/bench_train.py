@@ -13,13 +13,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 import tempfile
 import time
 from pathlib import Path
 
-import numpy as np
 import torch
 
 
@@ -57,6 +55,7 @@ def bound_captions_per_s(cfg, data, batches, repeats: int = 1) -> float:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from polyvse.atomic import write_json_atomic
     from polyvse.paths import data_root
     from polyvse.sampling import DistinctPhotoBatchSampler
     from polyvse_train.config import TrainConfig
@@ -97,11 +96,7 @@ def main(argv: list[str] | None = None) -> int:
         "train_epoch_measured": last["epoch"], "train_items": last["items"],
         "mule": "not measured yet: the MULE objective's loop has no bare-loop counterpart here",
     }
-    out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_suffix(out.suffix + ".tmp")
-    tmp.write_text(json.dumps(result, indent=2) + "\n")
-    os.replace(tmp, out)
+    write_json_atomic(args.out, result)
     print(json.dumps(result, indent=2))
     return 0
 

@@ -214,18 +214,10 @@ def _fmt(v, nd: int = 3) -> str:
 
 
 def write_atomic(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w") as fh:
-            fh.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
+    from polyvse.atomic import atomic_open
+
+    with atomic_open(path, "w", suffix=".tmp") as fh:
+        fh.write(text)
 
 
 def markdown(r: dict) -> str:

@@ -5,9 +5,7 @@ import os
 import socket
 import subprocess
 import sys
-from pathlib import Path
 
-import pytest
 import torch
 import yaml
 from safetensors.torch import load_file

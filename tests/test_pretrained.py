@@ -5,7 +5,6 @@ session (e5 ~0.1 s: mmap; USE ~3 s), with every network call refused while it lo
 from __future__ import annotations
 
 import hashlib
-import os
 import signal
 import socket
 import subprocess
@@ -25,7 +24,6 @@ from polyvse.models.pretrained import (
     PretrainedSentenceEncoder,
     SentenceEmbeddingCache,
     UseMultilingualEncoder,
-    available_pretrained_encoders,
     encode_cached,
     get_pretrained_encoder,
 )

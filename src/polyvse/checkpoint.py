@@ -21,6 +21,7 @@ import torch
 from safetensors.torch import load_file, save_file
 
 from . import __version__
+from .atomic import atomic_open, write_json_atomic  # noqa: F401  (write_json_atomic re-exported)
 from .errors import CheckpointError, DataError
 from .models.joint import JointEmbeddingModel, ModelConfig
 from .models.text_input import CaptionEncoder
@@ -52,22 +53,6 @@ class Checkpoint:
             "image_features": {"backbone": self.backbone, "key": self.feature_key, "ten_crop": self.ten_crop},
             "languages": list(self.languages),
         }
-
-
-def write_json_atomic(path: Path, data) -> None:
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            json.dump(data, f, indent=2, ensure_ascii=False)
-            f.write("\n")
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 def save_checkpoint(ckpt: Checkpoint, path: str | os.PathLike) -> Path:
@@ -138,18 +123,8 @@ def load_checkpoint(path: str | os.PathLike) -> Checkpoint:
 
 def save_training_state(state: dict, path: str | os.PathLike) -> None:
     """Full resumable state (model, optimiser, sampler position, RNG) via temp file + rename."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    os.close(fd)
-    try:
-        torch.save(state, tmp)
-        with open(tmp, "rb") as f:
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    with atomic_open(path, "wb", suffix=".tmp") as fh:
+        torch.save(state, fh)
 
 
 def load_training_state(path: str | os.PathLike) -> dict:

@@ -8,12 +8,12 @@ import gc
 import gzip
 import os
 import re
-import tempfile
 import unicodedata
 from pathlib import Path
 from collections import OrderedDict
-from typing import IO, Callable, Hashable, Iterable, Iterator
+from typing import Callable, Hashable, Iterable, Iterator
 
+from ..atomic import atomic_open  # noqa: F401  (re-exported: readers and fetch write through it)
 from ..errors import DataError
 
 _FLICKR_NAME = re.compile(r"^(\d+)_[0-9A-Za-z]+$")
@@ -99,31 +99,6 @@ def require_dir(path: Path, what: str, fetch_name: str | None) -> Path:
                 "or point --data-root at the folder that holds it") if fetch_name else "check the path"
         raise DataError(f"{what} not found; {hint}", path)
     return path
-
-
-@contextlib.contextmanager
-def atomic_open(path: str | os.PathLike, mode: str = "w", encoding: str | None = "utf-8",
-                newline: str | None = "\n") -> Iterator[IO]:
-    """Write to a temporary file beside `path`, then rename it over `path` (readers never see a
-    half-written file; on error the temporary file is removed and `path` is untouched)."""
-    dest = Path(path)
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{dest.name}.", suffix=".part", dir=dest.parent)
-    try:
-        if "b" in mode:
-            fh = os.fdopen(fd, mode)
-        else:
-            fh = os.fdopen(fd, mode, encoding=encoding, newline=newline)
-        with fh:
-            yield fh
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, dest)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
-        raise
 
 
 _KEYS: "OrderedDict[Hashable, tuple[str, ...]]" = OrderedDict()

@@ -151,19 +151,10 @@ def _same_file(src: Path, dest: Path) -> bool:
 
 
 def _atomic_copy(src: Path, dest: Path) -> None:
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{dest.name}.", suffix=".part", dir=dest.parent)
-    try:
-        with os.fdopen(fd, "wb") as out, open(src, "rb") as inp:
-            shutil.copyfileobj(inp, out, 1 << 20)
-        st = src.stat()
-        os.chmod(tmp, 0o644)
-        os.utime(tmp, ns=(st.st_atime_ns, st.st_mtime_ns))
-        os.replace(tmp, dest)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+    with atomic_open(dest, "wb", fsync=False) as out, open(src, "rb") as inp:
+        shutil.copyfileobj(inp, out, 1 << 20)
+    st = src.stat()
+    os.utime(dest, ns=(st.st_atime_ns, st.st_mtime_ns))  # same size + mtime = up to date on the next run
 
 
 def _copy_corpus(name: str, mirror: Path, root: Path, progress: bool) -> FetchResult:
@@ -212,35 +203,26 @@ def _get(session: requests.Session, url: str, *, stream: bool = False) -> reques
 
 def _download(session: requests.Session, url: str, dest: Path, progress: bool) -> None:
     """Stream `url` into `dest` atomically; a size different from Content-Length is an error."""
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{dest.name}.", suffix=".part", dir=dest.parent)
-    try:
-        with os.fdopen(fd, "wb") as out:
-            resp = _get(session, url, stream=True)
-            with resp:
-                length = resp.headers.get("Content-Length")
-                encoded = resp.headers.get("Content-Encoding") not in (None, "", "identity")
-                total = int(length) if length and length.isdigit() and not encoded else None
-                written = 0
-                with tqdm(total=total, unit="B", unit_scale=True, desc=dest.name, disable=not progress,
-                          leave=False) as bar:
-                    try:
-                        for chunk in resp.iter_content(_CHUNK):
-                            if chunk:
-                                out.write(chunk)
-                                written += len(chunk)
-                                bar.update(len(chunk))
-                    except requests.RequestException as exc:
-                        raise DataError(f"download of {url} broke off ({type(exc).__name__}); re-run the fetch") \
-                            from None
-            if total is not None and written != total:
-                raise DataError(f"download of {url} is incomplete ({written} of {total} bytes); re-run the fetch")
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, dest)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+    with atomic_open(dest, "wb") as out:
+        resp = _get(session, url, stream=True)
+        with resp:
+            length = resp.headers.get("Content-Length")
+            encoded = resp.headers.get("Content-Encoding") not in (None, "", "identity")
+            total = int(length) if length and length.isdigit() and not encoded else None
+            written = 0
+            with tqdm(total=total, unit="B", unit_scale=True, desc=dest.name, disable=not progress,
+                      leave=False) as bar:
+                try:
+                    for chunk in resp.iter_content(_CHUNK):
+                        if chunk:
+                            out.write(chunk)
+                            written += len(chunk)
+                            bar.update(len(chunk))
+                except requests.RequestException as exc:
+                    raise DataError(f"download of {url} broke off ({type(exc).__name__}); re-run the fetch") \
+                        from None
+        if total is not None and written != total:
+            raise DataError(f"download of {url} is incomplete ({written} of {total} bytes); re-run the fetch")
 
 
 def _download_all(pairs: list[tuple[str, str]], root: Path, name: str, progress: bool, force: bool,

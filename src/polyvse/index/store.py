@@ -35,7 +35,6 @@ import errno
 import json
 import os
 import re
-import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -43,6 +42,7 @@ from typing import Callable, Iterator
 
 import numpy as np
 
+from ..atomic import atomic_path, fsync_dir
 from .. import __version__
 from ..errors import CheckpointError, DataError
 from .fingerprint import model_fingerprint, short, similarity_name
@@ -104,33 +104,12 @@ def is_index_dir(path: str | os.PathLike) -> bool:
 
 
 # -- low-level writes -----------------------------------------------------------------------------------
-def _fsync_dir(path: Path) -> None:
-    try:
-        fd = os.open(path, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
-
-
 def _write_atomic(path: Path, write: Callable[[str], None]) -> int:
     """write(tmp_path) fills a temp file beside ``path``; it is fsynced and renamed. Returns its size."""
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    os.close(fd)
-    try:
-        write(tmp)
-        with open(tmp, "rb+") as fh:
-            os.fsync(fh.fileno())
-        size = os.path.getsize(tmp)
-        os.replace(tmp, path)
-        return size
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    with atomic_path(path, suffix=".tmp") as tmp:
+        write(str(tmp))
+        size = tmp.stat().st_size
+    return size
 
 
 @contextlib.contextmanager
@@ -476,11 +455,11 @@ def write_generation(root: Path, manifest: dict, photos: list[PhotoEntry], vecto
                 "generation": gen, "count": len(photos), "dim": int(vectors.shape[1]), "files": files,
                 "updated": now_iso()}
     manifest.setdefault("created", manifest["updated"])
-    _fsync_dir(root)
+    fsync_dir(root)
     from ..checkpoint import write_json_atomic
 
     write_json_atomic(root / MANIFEST, manifest)
-    _fsync_dir(root)
+    fsync_dir(root)
     for f in os.listdir(root):  # older generations (and leftovers of killed writers) go
         m = _GEN_FILE.match(f)
         if m and int(m.group(2)) != gen:

@@ -4,6 +4,9 @@ from __future__ import annotations
 from typing import Mapping, Sequence
 
 import torch
+from torch import nn
+
+from .hinge import HingeRankingLoss
 
 
 def select_languages(captions: Mapping[str, torch.Tensor], languages: Sequence[str] | None,
@@ -28,3 +31,19 @@ def select_languages(captions: Mapping[str, torch.Tensor], languages: Sequence[s
             raise ValueError(f"{where}: captions[{lang!r}] has {x.shape[0]} rows, expected {n} "
                              "(one caption per image of the batch, row i describing image i)")
     return chosen
+
+
+class MultilingualRankingLoss(nn.Module):
+    """Shared constructor of the losses that rank captions of several languages with one hinge (PIVOT,
+    PARALLEL): a similarity, an optional language list, and the hinge's margin / negative selection."""
+
+    def __init__(self, similarity: nn.Module, margin: float = 0.2, languages: Sequence[str] | None = None,
+                 max_violation: bool = False, top_k: int | None = None, reduction: str = "sum"):
+        super().__init__()
+        self.similarity = similarity
+        self.languages = None if languages is None else list(languages)
+        self.ranking = HingeRankingLoss(margin, max_violation=max_violation, top_k=top_k, reduction=reduction)
+
+    @property
+    def margin(self) -> float:
+        return self.ranking.margin

@@ -2,16 +2,14 @@
 from __future__ import annotations
 
 from itertools import combinations
-from typing import Mapping, Sequence
+from typing import Mapping
 
 import torch
-from torch import nn
 
-from ._multilingual import select_languages
-from .hinge import HingeRankingLoss
+from ._multilingual import MultilingualRankingLoss, select_languages
 
 
-class ParallelLoss(nn.Module):
+class ParallelLoss(MultilingualRankingLoss):
     """Caption-caption ranking term of Gella et al. 2017 Sec. 3.1 Eq. 2:
 
         loss_para - loss_pivot = sum_{(c1, c2)} ( sum_{c'1} [a - S(c1, c2) + S(c'1, c2)]_+
@@ -30,17 +28,6 @@ class ParallelLoss(nn.Module):
     - Negatives: all other in-batch captions (same convention as PivotLoss).
     - ``images`` is accepted (and ignored) so that all multilingual losses share ``forward(images, captions)``.
     """
-
-    def __init__(self, similarity: nn.Module, margin: float = 0.2, languages: Sequence[str] | None = None,
-                 max_violation: bool = False, top_k: int | None = None, reduction: str = "sum"):
-        super().__init__()
-        self.similarity = similarity
-        self.languages = None if languages is None else list(languages)
-        self.ranking = HingeRankingLoss(margin, max_violation=max_violation, top_k=top_k, reduction=reduction)
-
-    @property
-    def margin(self) -> float:
-        return self.ranking.margin
 
     def terms(self, captions: Mapping[str, torch.Tensor],
               masks: Mapping[str, torch.Tensor] | None = None) -> dict[tuple[str, str], torch.Tensor]:

@@ -1,16 +1,14 @@
 """Gella et al. (2017) PIVOT objective: the image as a pivot between languages."""
 from __future__ import annotations
 
-from typing import Mapping, Sequence
+from typing import Mapping
 
 import torch
-from torch import nn
 
-from ._multilingual import select_languages
-from .hinge import HingeRankingLoss
+from ._multilingual import MultilingualRankingLoss, select_languages
 
 
-class PivotLoss(nn.Module):
+class PivotLoss(MultilingualRankingLoss):
     """Image-pivoted ranking, Gella et al. 2017 Sec. 3.1 Eq. 1:
 
         loss_pivot = sum_k sum_{(c_k, i)} ( sum_{c'_k} [a - S(c_k, i) + S(c'_k, i)]_+
@@ -30,17 +28,6 @@ class PivotLoss(nn.Module):
     - ``languages=None`` uses every language present in the batch dict; an explicit list requires each.
     Paper margins: 0.2 with cosine (PIVOT-SYM), 0.05 with order similarity (PIVOT-ASYM).
     """
-
-    def __init__(self, similarity: nn.Module, margin: float = 0.2, languages: Sequence[str] | None = None,
-                 max_violation: bool = False, top_k: int | None = None, reduction: str = "sum"):
-        super().__init__()
-        self.similarity = similarity
-        self.languages = None if languages is None else list(languages)
-        self.ranking = HingeRankingLoss(margin, max_violation=max_violation, top_k=top_k, reduction=reduction)
-
-    @property
-    def margin(self) -> float:
-        return self.ranking.margin
 
     def terms(self, images: torch.Tensor, captions: Mapping[str, torch.Tensor],
               masks: Mapping[str, torch.Tensor] | None = None) -> dict[str, torch.Tensor]:

@@ -32,12 +32,13 @@ import json
 import logging
 import os
 import re
-import tempfile
 import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Iterable, Sequence
 
 import numpy as np
+
+from ...atomic import atomic_open
 
 if TYPE_CHECKING:  # pragma: no cover
     from .base import PretrainedSentenceEncoder
@@ -78,28 +79,8 @@ def _prefix64(keys: np.ndarray) -> np.ndarray:
 
 
 def _atomic_write_bytes_via(path: Path, write) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=".part")
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            write(fh)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
-    try:  # make the rename itself durable
-        dfd = os.open(path.parent, os.O_RDONLY)
-        try:
-            os.fsync(dfd)
-        finally:
-            os.close(dfd)
-    except OSError:
-        pass
+    with atomic_open(path, "wb", prefix=".tmp-", suffix=".part") as fh:
+        write(fh)
 
 
 class SentenceEmbeddingCache:
