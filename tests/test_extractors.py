@@ -93,6 +93,27 @@ def test_ten_crop_shapes_key_and_averaging(lite, lite10, photos):
         lite10.forward_batch(torch.zeros(1, 3, 224, 224))
 
 
+@pytest.mark.parametrize("ten_crop", [False, True])
+def test_preprocessing_matches_torchvision_transforms(ten_crop, lite, lite10, photos):
+    """Our numpy fast path == Resize -> ToTensor -> (Ten|Center)Crop -> Normalize done with torchvision."""
+    from PIL import Image
+    from torchvision.transforms import v2 as T
+
+    ext = lite10 if ten_crop else lite
+    crop = T.TenCrop(224) if ten_crop else T.CenterCrop(224)
+    reference = T.Compose([
+        T.Resize(256, interpolation=T.InterpolationMode.BICUBIC, antialias=True),
+        T.ToImage(), T.ToDtype(torch.float32, scale=True), crop,
+    ])
+    normalize = T.Normalize([127 / 255] * 3, [128 / 255] * 3)  # EfficientNet-Lite's (x - 127) / 128
+    for img in [*photos, Image.new("RGB", (301, 256), (10, 200, 30)), Image.new("L", (257, 400), 99)]:
+        want = reference(img.convert("RGB"))
+        want = torch.stack([normalize(c) for c in want]) if ten_crop else normalize(want)
+        got = ext.transform(img)
+        assert got.is_contiguous() and got.dtype == torch.float32
+        torch.testing.assert_close(got, want.as_subclass(torch.Tensor), rtol=0, atol=1e-5)
+
+
 def test_key_is_stable_and_filesystem_safe(lite):
     assert lite.key == get_extractor("efficientnet-lite0").key
     assert all(c.isalnum() or c in "._-" for c in lite.key)

@@ -115,10 +115,10 @@ def load_image(
 ) -> Image.Image:
     """Decode a photo into an RGB PIL image, EXIF orientation applied.
 
-    ``source`` is a file path, the file's bytes or a binary file object (e.g. an HTTP upload), or an
-    already opened PIL image. ``name`` is what error messages call the photo (defaults to the path; use the upload's
-    file name for bytes). ``max_pixels=None`` leaves only Pillow's own limit
-    (``PIL.Image.MAX_IMAGE_PIXELS``) in force.
+    ``source`` is a file path, the file's bytes or a binary file object (e.g. an HTTP upload; it
+    is read whole, so bound the upload size before), or an already opened PIL image. ``name`` is
+    what error messages call the photo (defaults to the path; pass the upload's file name for
+    bytes). ``max_pixels=None`` leaves only Pillow's own limit (``PIL.Image.MAX_IMAGE_PIXELS``).
 
     Raises :class:`DataError` (with ``.path`` set to the name) for an empty, unreadable, non-image,
     corrupt or truncated file and for images larger than ``max_pixels``.

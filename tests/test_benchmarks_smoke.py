@@ -1,0 +1,99 @@
+"""Smoke tests for the benchmark scripts: each runs with --quick at tiny sizes so it cannot rot.
+
+They check that the scripts run and write the JSON keys `make bench` relies on with sane values; they
+measure nothing (the figures of a quick run are meaningless).
+"""
+from __future__ import annotations
+
+import json
+import math
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+BENCH = REPO / "benchmarks"
+
+
+def run_script(name: str, *args: str, timeout: float = 600) -> subprocess.CompletedProcess:
+    proc = subprocess.run([sys.executable, str(BENCH / name), *args], cwd=REPO, capture_output=True, text=True,
+                          timeout=timeout)
+    assert proc.returncode == 0, f"{name} failed ({proc.returncode}):\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
+    return proc
+
+
+def finite_positive(x) -> bool:
+    return isinstance(x, (int, float)) and math.isfinite(x) and x > 0
+
+
+def test_bench_search_quick(tmp_path):
+    out = tmp_path / "search.json"
+    run_script("bench_search.py", "--quick", "--out", str(out))
+    r = json.loads(out.read_text())
+    for key in ("exact_scan_bandwidth_fraction", "ann_p50_ms", "ann_recall_at_10", "ann_setting", "data", "per_dim"):
+        assert key in r, key
+    assert r["quick"] is True
+    assert "clustered" in r["data"]
+    assert finite_positive(r["exact_scan_bandwidth_fraction"])
+    assert finite_positive(r["ann_p50_ms"])
+    assert 0.95 <= r["ann_recall_at_10"] <= 1.0  # the headline is only ever a setting that met the target
+    assert set(r["per_dim"]) == {"32", "64"}
+    for p in r["per_dim"].values():
+        assert finite_positive(p["read_bandwidth_gbs"]["best"])
+        for lib in ("numpy", "torch", "faiss_flat"):
+            s = p["exact_single"][lib]
+            assert 0 < s["p50_ms"] <= s["p99_ms"] + 1e-9
+            assert s["same_top10_as_numpy"] >= 0.5  # the three exact scans agree (up to near-ties)
+            for bs in ("8", "32"):
+                assert finite_positive(p["exact_batched"][bs][lib]["p50_ms"])
+        for index in (p["ivf"]["ivf_flat"], p["ivf"]["ivf_sq8"], p["hnsw"]):
+            sweep = index["sweep"]
+            assert sweep and all(0.0 <= row["recall_at_10"] <= 1.0 for row in sweep)
+            # probing enough lists / a wide enough beam is (nearly) exact: checks the ground truth too
+            assert max(row["recall_at_10"] for row in sweep) >= 0.95
+            assert finite_positive(index["build_s"]) and finite_positive(index["memory_bytes"])
+            assert index["cheapest_at_target"]["recall_at_10"] >= 0.95
+        assert p["ivf"]["ivf_sq8"]["memory_bytes"] < p["ivf"]["ivf_flat"]["memory_bytes"]
+        assert finite_positive(p["hnsw"]["build_s_extrapolated_full"])
+
+
+@pytest.mark.slow
+def test_bench_extract_quick(tmp_path, shared_data):
+    out = tmp_path / "extract.json"
+    run_script("bench_extract.py", "--quick", "--images", str(shared_data / "flickr8k" / "images"), "--out", str(out))
+    r = json.loads(out.read_text())
+    assert finite_positive(r["extract_photos_per_s"])
+    assert r["photos"] == 8 and r["quick"] is True
+    assert set(r["single_crop_end_to_end"]) == {"workers_0", "workers_2"}
+    assert r["extract_photos_per_s"] == max(v["photos_per_s"] for v in r["single_crop_end_to_end"].values())
+    assert r["ten_crop_end_to_end"]["photos"] == 2 and finite_positive(r["ten_crop_end_to_end"]["photos_per_s"])
+    variants = r["backbone_variants"]["variants"]
+    assert variants["default_fp32_channels_last"]["ratio_to_default"] == pytest.approx(1.0)
+    # the same network in another memory layout / thread count gives the same features; bf16 nearly so
+    assert variants["fp32_contiguous_nchw"]["min_cosine_to_default"] > 0.9999
+    assert variants["fp32_channels_last_1_thread"]["min_cosine_to_default"] > 0.9999
+    assert variants["bf16_autocast_channels_last"]["min_cosine_to_default"] > 0.95
+    for k in ("decode_photos_per_s", "resize_crop_normalise_photos_per_s", "backbone_only_photos_per_s"):
+        assert finite_positive(r["stages_alone"][k])
+
+
+def test_run_all_quick(tmp_path):
+    """The runner: children run, their keys are merged, the machine is described, both files written."""
+    run_script("run_all.py", "--quick", "--only", "eval,search", "--results-dir", str(tmp_path))
+    r = json.loads((tmp_path / "latest.json").read_text())
+    for key in ("train_throughput_ratio", "exact_scan_bandwidth_fraction", "ann_p50_ms", "ann_recall_at_10",
+                "extract_photos_per_s", "eval_5k_seconds"):
+        assert key in r, key
+    assert finite_positive(r["eval_5k_seconds"]) and finite_positive(r["ann_p50_ms"])
+    assert 0.0 <= r["ann_recall_at_10"] <= 1.0
+    assert r["extract_photos_per_s"] is None  # not run (--only): null, never a made-up number
+    m = r["machine"]
+    for key in ("cpu_model", "cores", "memory_gib", "torch", "numpy", "faiss", "torch_blas", "numpy_blas",
+                "threads", "date_utc"):
+        assert m.get(key) not in (None, ""), key
+    assert set(r["step_seconds"]) == {"eval", "search"}
+    md = (tmp_path / "latest.md").read_text()
+    assert "ann_p50_ms" in md and "QUICK" in md
+    assert not list(tmp_path.glob("*.tmp"))  # written atomically: no temp files left behind
