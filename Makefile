@@ -7,7 +7,7 @@ SHARED_DATA := $(abspath ../shared/data)
 # Data root for make targets: a folder inside the repo (git-ignored), filled from ../shared/data when present.
 export POLYVSE_DATA ?= $(CURDIR)/.data
 
-.PHONY: setup data demo test bench clean
+.PHONY: setup data demo test bench zoo clean
 
 setup: $(VENV)/.installed
 
@@ -31,6 +31,10 @@ test: setup
 
 bench: setup data
 	$(BIN)/python benchmarks/run_all.py
+
+# the method zoo: every config of configs/ on F8K-ML (5 folds + official split), then docs/results.md
+zoo: setup data
+	BIN=$(BIN) bash scripts/run-zoo.sh
 
 clean:
 	rm -rf runs .pytest_cache

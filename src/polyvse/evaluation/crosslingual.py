@@ -109,6 +109,15 @@ def parse_pair(pair: str | Sequence[str]) -> tuple[str, str]:
     return a, b
 
 
+def _without(p: CaptionPairs, excluded: frozenset) -> CaptionPairs:
+    """``p`` without the pairs of the ``excluded`` photos."""
+    keep = [i for i, pid in enumerate(p.photo_ids) if pid not in excluded]
+    if len(keep) == len(p):
+        return p
+    return CaptionPairs(p.corpus, p.src, p.tgt, tuple(p.photo_ids[i] for i in keep),
+                        tuple(p.src_texts[i] for i in keep), tuple(p.tgt_texts[i] for i in keep), p.kind, p.source)
+
+
 def _swap(p: CaptionPairs) -> CaptionPairs:
     return CaptionPairs(p.corpus, p.tgt, p.src, p.photo_ids, p.tgt_texts, p.src_texts, p.kind, p.source)
 
@@ -223,12 +232,16 @@ def crosslingual_pairs(corpus: str, root: str | os.PathLike, src: str, tgt: str,
 
 def evaluate_crosslingual(model: Any, root: str | os.PathLike, pairs: Iterable[str] = DEFAULT_PAIRS, *,
                           corpora: Iterable[str] = CORPORA, zh_source: str = "zhm",
-                          score_fn: ScoreFn | None = None, strict: bool = False) -> dict[str, dict[str, dict]]:
+                          score_fn: ScoreFn | None = None, strict: bool = False,
+                          exclude_photo_ids: Iterable[str] = ()) -> dict[str, dict[str, dict]]:
     """Cross-lingual caption retrieval of ``model`` on each corpus and language pair.
 
     model: anything with ``encode_text(texts, lang) -> (n, d)``; if it has a ``languages`` attribute,
            pairs with a language outside it are left out (``strict=True``: raise instead).
     pairs: "a-b" strings; pairs involving zh are evaluated on F8K-ML only (Multi30K has no Chinese).
+    exclude_photo_ids: photos whose pairs are left out -- pass the model's training photos: 31 Multi30K
+           test_2016 photos are Flickr8K photos, whose task1 lines are F8K-ML training captions when the photo
+           is in the training split. ``n_pairs`` reports what was evaluated.
 
     Returns ``{corpus: {"a-b": metrics}}`` with corpus in :data:`CORPORA` order; metrics are the
     :data:`~polyvse.evaluation.retrieval.CROSS_LINGUAL_KEYS` (``a2b_*``: queries in a, gallery in b;
@@ -241,6 +254,7 @@ def evaluate_crosslingual(model: Any, root: str | os.PathLike, pairs: Iterable[s
             raise ValueError(f"unknown cross-lingual corpus {c!r}; known: {', '.join(CORPORA)}")
     known = getattr(model, "languages", None)
     known = None if known is None else set(known)
+    excluded = frozenset(exclude_photo_ids)
     cache: dict[tuple[str, tuple[str, ...]], np.ndarray] = {}
 
     def encode(texts: tuple[str, ...], lang: str) -> np.ndarray:
@@ -263,7 +277,9 @@ def evaluate_crosslingual(model: Any, root: str | os.PathLike, pairs: Iterable[s
                     raise ValueError(f"the model has no {', '.join(sorted({a, b} - known))} text encoder "
                                      f"(languages: {', '.join(sorted(known))})")
                 continue
-            p = crosslingual_pairs(corpus, root, a, b, zh_source=zh_source)
+            p = _without(crosslingual_pairs(corpus, root, a, b, zh_source=zh_source), excluded)
+            if not len(p):
+                continue
             m: dict[str, Any] = cross_lingual_retrieval(encode(p.src_texts, a), encode(p.tgt_texts, b),
                                                         score_fn=score_fn)
             m["n_pairs"] = len(p)

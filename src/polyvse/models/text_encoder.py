@@ -147,6 +147,17 @@ class TextEncoder(nn.Module):
         return self._per_language(x, langs, lambda lang, rows: self._pool(self.branches[lang], x[rows],
                                                                            lengths[rows])), x
 
+    def word_vectors(self, ids: torch.Tensor, lang: str) -> torch.Tensor:
+        """The cross-lingual representation of words ``ids`` of language ``lang``: what the sentence pooler
+        reads (the word embedding, after MULE's universal projection when there is one). Word translation
+        P@1 is measured on these."""
+        x = self.embed(torch.as_tensor(ids, dtype=torch.long))
+        if self.universal_dim:
+            if lang not in self.universal:
+                raise ValueError(f"no universal projection for {lang!r}; languages: {', '.join(self.languages)}")
+            x = self.universal[lang](x)
+        return x
+
     def forward(self, ids: torch.Tensor, lengths: torch.Tensor, langs: torch.Tensor | None = None) -> torch.Tensor:
         """ids: (batch, max_len) padded with 0; lengths: (batch,) >= 1. Returns (batch, embed_dim)."""
         return self.features(ids, lengths, langs)[0]

@@ -1,15 +1,22 @@
-"""`polyvse evaluate --checkpoint DIR (--dataset NAME | --images DIR --captions FILE) [--split S] [--json OUT]`."""
+"""`polyvse evaluate --checkpoint DIR (--dataset NAME | --images DIR --captions FILE) [--split S] [--json OUT]`
+and `polyvse evaluate --checkpoint DIR --task crosslingual|sts|words [--json OUT]`."""
 from __future__ import annotations
 
 from pathlib import Path
 
+from polyvse.errors import DataError
 from polyvse.paths import cache_root, data_root
 
 
 def register(sub) -> None:
     p = sub.add_parser("evaluate", help="evaluate a saved model on a dataset (per-language retrieval)")
     p.add_argument("--checkpoint", required=True, help="checkpoint folder")
-    src = p.add_mutually_exclusive_group(required=True)
+    p.add_argument("--task", default="retrieval", choices=["retrieval", "crosslingual", "sts", "words"],
+                   help="retrieval (default): per-language image-sentence retrieval on --dataset or --images; "
+                        "crosslingual: caption-caption retrieval on F8K-ML test and Multi30K test_2016 (the "
+                        "model's training photos left out); sts: SemEval STS Pearson x 100; words: word "
+                        "translation P@1 on the MUSE dictionaries")
+    src = p.add_mutually_exclusive_group()
     src.add_argument("--dataset", help="a dataset name from `polyvse data list`")
     src.add_argument("--images", help="folder of photos (with --captions): your own data")
     p.add_argument("--captions", help="captions file (CSV or JSONL: image, lang, caption) for --images")
@@ -26,12 +33,15 @@ def run(args) -> int:
     import polyvse
     from polyvse.checkpoint import write_json_atomic
     from polyvse.data.registry import load_dataset
-    from polyvse.errors import DataError
     from polyvse.evaluation.report import markdown_table
 
     from ..evaluate import evaluate_corpus
 
     root = data_root(args.data_root)
+    if args.task != "retrieval":
+        return run_task(args, root)
+    if not (args.images or args.dataset):
+        raise DataError("--task retrieval needs --dataset NAME or --images DIR --captions FILE")
     if args.images:
         if not args.captions:
             raise DataError("--images needs --captions (a CSV or JSONL file with image, lang, caption)")
@@ -56,4 +66,32 @@ def run(args) -> int:
         print(f"\n{result['n_failed_photos']} photos could not be read and were skipped")
     if args.json:
         write_json_atomic(Path(args.json), result)
+    return 0
+
+
+def run_task(args, root: Path) -> int:
+    import polyvse
+    from polyvse.checkpoint import write_json_atomic
+    from polyvse.errors import DataError
+    from polyvse.evaluation.crosslingual import crosslingual_table
+    from polyvse.evaluation.report import markdown_table
+
+    from ..tasks import run_tasks
+
+    if args.dataset or args.images:
+        raise DataError(f"--task {args.task} uses its own data (see --help); drop --dataset/--images")
+    model = polyvse.load(args.checkpoint)
+    result = run_tasks(model, root, [args.task])[args.task]
+    if result is None:
+        raise DataError(f"--task {args.task} does not apply to this model (languages: "
+                        f"{', '.join(model.languages)}; words needs word embeddings, sts needs English)")
+    if args.task == "crosslingual":
+        print(crosslingual_table(result))
+    elif args.task == "sts":
+        print(markdown_table({"Pearson r x 100": result}, keys=list(result), row_label="SemEval STS"))
+    else:
+        print(markdown_table(result, keys=["p_at_1", "n_words", "n_vocab"], row_label="language -> en"))
+    if args.json:
+        write_json_atomic(Path(args.json), {"task": args.task, "checkpoint": str(Path(args.checkpoint)),
+                                            "result": result})
     return 0

@@ -1,0 +1,75 @@
+"""Word-translation P@1 of a trained model's word representations against the MUSE dictionaries.
+
+For every language ``l`` of the model other than the pivot (English), the words of ``l`` in the model's
+vocabulary are queried against the pivot's words (CSLS, k = 10 as MUSE), on the MUSE ``l``-``en`` dictionary
+section ``split`` filtered to the vocabulary -- a training vocabulary, so the dictionary shrinks to the
+words the model has seen. The default section is the RECONSTRUCTED test split (``*.5000-6500.txt``, see
+:mod:`polyvse.alignment.lexicon`); models that train on a lexicon (AME's alignment loss uses the "full" and
+"test" sections) have seen these pairs, which the report must say.
+
+The vectors are what the sentence encoder reads (:meth:`polyvse.models.text_encoder.TextEncoder.word_vectors`):
+the word embeddings, after MULE's per-language universal projection when the model has one. Models without
+word embeddings (frozen pretrained sentence towers) have no entry.
+"""
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import torch
+
+from ..alignment import filter_lexicon, muse_paths, read_muse_dictionary, word_translation_p_at_1
+from ..errors import DataError
+
+__all__ = ["has_word_vectors", "word_translation_by_language"]
+
+
+def has_word_vectors(model: Any) -> bool:
+    """True for a :class:`polyvse.api.PolyvseModel` whose text encoder exposes word vectors."""
+    enc = getattr(getattr(model, "model", None), "text_encoder", None)
+    return enc is not None and callable(getattr(enc, "word_vectors", None)) and hasattr(model, "captions")
+
+
+def _words_of(vocab: Any, lang: str) -> tuple[list[int], dict[str, int]]:
+    prefix = f"{lang}:"
+    ids = [i for i, t in enumerate(vocab.tokens) if t.startswith(prefix)]
+    return ids, {vocab.id_to_token(i)[len(prefix):]: j for j, i in enumerate(ids)}
+
+
+@torch.no_grad()
+def word_translation_by_language(model: Any, root: str | os.PathLike, *, pivot: str = "en", split: str = "test",
+                                 method: str = "csls", k: int = 10, min_pairs: int = 10,
+                                 skip_missing: bool = False) -> dict[str, dict]:
+    """``{lang: {"p_at_1": percent, "n_words": distinct source words, "n_vocab": words of lang}}``.
+
+    Languages whose filtered dictionary has fewer than ``min_pairs`` source words are left out (too few to
+    mean anything); a missing MUSE file is a :class:`DataError` naming it, or with ``skip_missing`` leaves
+    the language out (MUSE has no dictionary for some pairs, e.g. cs-de). Entries name their ``pivot``.
+    """
+    if not has_word_vectors(model):
+        raise DataError("this model has no word embeddings (e.g. a frozen pretrained sentence encoder): "
+                        "word translation P@1 does not apply")
+    enc = model.model.text_encoder
+    vocab = model.captions.vocab
+    langs = list(model.languages)
+    if pivot not in langs:
+        raise DataError(f"the model has no {pivot!r} words to translate into (languages: {', '.join(langs)})")
+    tgt_ids, tgt_words = _words_of(vocab, pivot)
+    tgt = enc.word_vectors(torch.tensor(tgt_ids, dtype=torch.long), pivot).float()
+    out: dict[str, dict] = {}
+    for lang in langs:
+        if lang == pivot:
+            continue
+        path = muse_paths(root, lang, pivot, split, check=False)
+        if skip_missing and not path.is_file():
+            continue
+        src_ids, src_words = _words_of(vocab, lang)
+        pairs, _ = filter_lexicon(read_muse_dictionary(muse_paths(root, lang, pivot, split)), src_words, tgt_words)
+        n_words = len({int(s) for s in pairs[:, 0].tolist()}) if len(pairs) else 0
+        if n_words < min_pairs:
+            continue
+        src = enc.word_vectors(torch.tensor(src_ids, dtype=torch.long), lang).float()
+        kk = max(1, min(k, src.shape[0], tgt.shape[0]))
+        p1 = word_translation_p_at_1(src, tgt, pairs, method=method, k=kk)
+        out[lang] = {"p_at_1": round(p1, 2), "n_words": n_words, "n_vocab": len(src_ids), "pivot": pivot}
+    return out

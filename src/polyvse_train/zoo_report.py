@@ -1,0 +1,486 @@
+"""docs/results.md and its plots, regenerated from the run folders of a zoo run (see :mod:`polyvse_train.zoo`).
+
+Nothing in the document is typed by hand: every figure is read from metrics.json / tasks.json /
+zoo_run.json / train_log.jsonl of the runs, and the verdicts on the papers' claims are computed from the
+same numbers (paired differences over the folds both configs finished).
+"""
+from __future__ import annotations
+
+import json
+import math
+import platform
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+
+from polyvse.atomic import atomic_path, write_json_atomic  # noqa: F401  (write_json_atomic: re-exported)
+
+from .zoo import OFFICIAL, RUN_FILE, TASKS_FILE, ERROR_FILE
+
+LANGS = ("en", "de", "fr", "cs", "zh")
+RECALLS = ("i2t_r1", "i2t_r5", "i2t_r10", "t2i_r1", "t2i_r5", "t2i_r10")
+
+
+@dataclass
+class RunResult:
+    config: str
+    split: str
+    seed: int
+    tag: str
+    folder: Path
+    metrics: dict
+    run: dict
+    tasks: dict | None = None
+    log: list[dict] = field(default_factory=list)
+
+    @property
+    def languages(self) -> dict[str, dict]:
+        return self.metrics.get("languages", {})
+
+    def mean_recall(self, lang: str) -> float | None:
+        m = self.languages.get(lang)
+        return None if m is None else float(np.mean([m[k] for k in RECALLS]))
+
+
+@dataclass
+class Claim:
+    source: str
+    statement: str
+    better: str  # the config the paper says wins
+    worse: str
+    langs: Sequence[str] = ()  # () = every language both configs have
+
+
+#: The papers' conclusions checked on this data (config names of configs/). Each is "better beats worse" on
+#: mean recall (mean of R@1/5/10 both ways), paired over the cross-validation folds.
+CLAIMS: tuple[Claim, ...] = (
+    Claim("Vendrov et al. / Gella et al.", "order embeddings (asymmetric) beat cosine VSE", "order-embeddings", "vse"),
+    Claim("Faghri et al. (VSE++)", "the hardest negative beats the sum over negatives", "vsepp", "vse"),
+    Claim("Gella et al.", "PIVOT: asymmetric similarity beats symmetric", "pivot-asym", "pivot-sym"),
+    Claim("Gella et al.", "PARALLEL: asymmetric similarity beats symmetric", "parallel-asym", "parallel-sym"),
+    Claim("Gella et al.", "the caption-caption term (PARALLEL) improves on PIVOT", "parallel-sym", "pivot-sym"),
+    Claim("Calixto & Liu", "adding the multilingual term (beta 0.75) helps image-sentence ranking",
+          "mlmme-b075", "mlmme-b1"),
+    Claim("Calixto & Liu", "adding the multilingual term (beta 0.5) helps image-sentence ranking",
+          "mlmme-b05", "mlmme-b1"),
+    Claim("AME", "multilingual training with aligned word embeddings beats monolingual (English)",
+          "ame-sym", "ame-mono", ("en",)),
+    Claim("AME", "fine-tuning the word embeddings (with alignment) beats frozen embeddings", "ame-sym", "ame-fme"),
+    Claim("AME", "asymmetric similarity beats symmetric", "ame-asym", "ame-sym"),
+    Claim("MULE", "one universal language branch beats per-language branches", "mule-embn", "parallel-embn"),
+    Claim("MULE", "neighbourhood constraints help", "mule-nc", "mule-embn"),
+    Claim("MULE", "the adversarial language classifier helps", "mule-nc-lc", "mule-nc"),
+    Claim("MULE", "LP pretraining helps", "mule-full", "mule-nc-lc"),
+    Claim("MULE", "translation augmentation helps", "mule-full-mt", "mule-full"),
+    Claim("beyond the papers", "a frozen pretrained tower (e5-small) beats training the text encoder",
+          "e5-frozen", "vse"),
+)
+
+
+def _read_json(path: Path) -> Any:
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
+def collect(out: Path) -> tuple[list[RunResult], list[dict]]:
+    """(finished runs, failed runs) under a zoo output folder."""
+    results, failed = [], []
+    for rec in sorted(Path(out).glob(f"*/*/{RUN_FILE}")):
+        d = rec.parent
+        if ".stale-" in d.name or not (d / "metrics.json").exists():
+            continue
+        run = _read_json(rec)
+        cfg = run["config"]
+        split_seed = d.name
+        tag = split_seed.split("-", 2)[2] if split_seed.count("-") >= 2 else ""
+        log = []
+        if (d / "train_log.jsonl").exists():
+            log = [json.loads(x) for x in (d / "train_log.jsonl").read_text(encoding="utf-8").splitlines() if x]
+        results.append(RunResult(run["config_name"], cfg["split"], cfg["seed"], tag, d, _read_json(d / "metrics.json"),
+                                 run, _read_json(d / TASKS_FILE) if (d / TASKS_FILE).exists() else None, log))
+    for err in sorted(Path(out).glob(f"*/*/{ERROR_FILE}")):
+        if ".stale-" not in err.parent.name:
+            failed.append(_read_json(err))
+    return results, failed
+
+
+def _fmt(x: float | None, d: int = 1) -> str:
+    return "-" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{x:.{d}f}"
+
+
+def _pm(vals: Sequence[float], d: int = 1) -> str:
+    if not vals:
+        return "-"
+    if len(vals) == 1:
+        return _fmt(vals[0], d)
+    return f"{np.mean(vals):.{d}f} ± {np.std(vals, ddof=1):.{d}f}"
+
+
+def _table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+    lines = ["| " + " | ".join(header) + " |", "|" + "|".join(["---"] + ["---:"] * (len(header) - 1)) + "|"]
+    lines += ["| " + " | ".join(r) + " |" for r in rows]
+    return "\n".join(lines) + "\n"
+
+
+def _folds(results: Sequence[RunResult]) -> list[RunResult]:
+    return [r for r in results if r.split.startswith("fold") and not r.tag]
+
+
+def _official(results: Sequence[RunResult]) -> list[RunResult]:
+    return [r for r in results if r.split == OFFICIAL and not r.tag]
+
+
+def _by_config(results: Sequence[RunResult]) -> dict[str, list[RunResult]]:
+    out: dict[str, list[RunResult]] = {}
+    for r in results:
+        out.setdefault(r.config, []).append(r)
+    return out
+
+
+def _minutes(runs: Sequence[RunResult]) -> str:
+    return _fmt(float(np.mean([r.run["wall_seconds"] for r in runs])) / 60) if runs else "-"
+
+
+def summary_table(results: Sequence[RunResult], order: Sequence[str]) -> str:
+    """A row per config: runs, parameters, minutes per run, mean recall per language (mean ± std over runs)."""
+    groups = _by_config(results)
+    rows = []
+    for name in order:
+        runs = groups.get(name)
+        if not runs:
+            continue
+        cells = [name, str(len(runs)), _fmt(runs[0].metrics["parameters"] / 1e6, 2), _minutes(runs)]
+        per_run_mean = []
+        for lang in LANGS:
+            vals = [v for v in (r.mean_recall(lang) for r in runs) if v is not None]
+            cells.append(_pm(vals))
+        for r in runs:
+            langs = [r.mean_recall(lang) for lang in LANGS if r.mean_recall(lang) is not None]
+            per_run_mean.append(float(np.mean(langs)))
+        cells.append(_pm(per_run_mean))
+        rows.append(cells)
+    return _table(["config", "runs", "params (M)", "min/run", *[f"{lang} mR" for lang in LANGS], "mean"], rows)
+
+
+def language_table(results: Sequence[RunResult], order: Sequence[str], lang: str) -> str:
+    groups = _by_config(results)
+    rows = []
+    for name in order:
+        runs = [r for r in groups.get(name, []) if lang in r.languages]
+        if not runs:
+            continue
+        rows.append([name, str(len(runs))] + [_pm([r.languages[lang][k] for r in runs]) for k in RECALLS])
+    return _table(["config", "runs", "i2t R@1", "i2t R@5", "i2t R@10", "t2i R@1", "t2i R@5", "t2i R@10"], rows)
+
+
+def crosslingual_tables(results: Sequence[RunResult], order: Sequence[str]) -> str:
+    groups = {r.config: r for r in _official(results) if r.tasks and r.tasks.get("crosslingual")}
+    text = []
+    for corpus in ("f8k-ml-test", "multi30k-test_2016"):
+        pairs = [p for p in ("en-de", "en-fr", "en-cs", "en-zh")
+                 if any(p in r.tasks["crosslingual"].get(corpus, {}) for r in groups.values())]
+        if not pairs:
+            continue
+        header = ["config"]
+        for p in pairs:
+            a, b = p.split("-")
+            header += [f"{a}→{b} R@1 / R@10", f"{b}→{a} R@1 / R@10"]
+        rows = []
+        n_pairs = {}
+        for name in order:
+            r = groups.get(name)
+            if r is None:
+                continue
+            per = r.tasks["crosslingual"].get(corpus, {})
+            cells = [name]
+            for p in pairs:
+                m = per.get(p)
+                if m is None:
+                    cells += ["-", "-"]
+                    continue
+                n_pairs[p] = m["n_pairs"]
+                cells += [f"{m['a2b_r1']:.1f} / {m['a2b_r10']:.1f}", f"{m['b2a_r1']:.1f} / {m['b2a_r10']:.1f}"]
+            rows.append(cells)
+        sizes = ", ".join(f"{p}: {n}" for p, n in n_pairs.items())
+        text.append(f"**{corpus}** (pairs per language pair: {sizes})\n\n" + _table(header, rows))
+    return "\n".join(text)
+
+
+def sts_table(results: Sequence[RunResult], order: Sequence[str]) -> str:
+    groups = {r.config: r for r in _official(results) if r.tasks and r.tasks.get("sts")}
+    keys = ("sts12-msrvid", "sts14-images", "sts15-images")
+    rows = [[n] + [_fmt(groups[n].tasks["sts"].get(k)) for k in keys] for n in order if n in groups]
+    return _table(["config", "2012 MSRvid", "2014 images", "2015 images"], rows)
+
+
+def words_table(results: Sequence[RunResult], order: Sequence[str]) -> str:
+    groups = {r.config: r for r in _official(results) if r.tasks and r.tasks.get("words")}
+    langs = [lang for lang in LANGS if lang != "en"]
+    rows = []
+    for n in order:
+        if n not in groups:
+            continue
+        w = groups[n].tasks["words"]
+        cells = [n]
+        for lang in langs:
+            e = w.get(lang)
+            into = "" if e is None or e.get("pivot", "en") == "en" else f", into {e['pivot']}"
+            cells.append("-" if e is None else f"{e['p_at_1']:.1f} ({e['n_words']}{into})")
+        rows.append(cells)
+    return _table(["config", *[f"{lang}→en P@1 (words)" for lang in langs]], rows)
+
+
+def official_table(results: Sequence[RunResult], order: Sequence[str]) -> str:
+    groups = {r.config: r for r in _official(results)}
+    rows = []
+    for n in order:
+        r = groups.get(n)
+        if r is None:
+            continue
+        cells = [n]
+        for lang in LANGS:
+            m = r.languages.get(lang)
+            cells.append("-" if m is None else f"{m['t2i_r1']:.1f} / {m['t2i_r10']:.1f} · {m['i2t_r1']:.1f}")
+        rows.append(cells)
+    return _table(["config", *[f"{lang} t2i R@1 / R@10 · i2t R@1" for lang in LANGS]], rows)
+
+
+def claim_check(results: Sequence[RunResult], claim: Claim) -> dict:
+    """Paired difference better - worse of the mean recall over shared languages, per common fold."""
+    folds = _folds(results)
+    a = {r.split: r for r in folds if r.config == claim.better}
+    b = {r.split: r for r in folds if r.config == claim.worse}
+    common = sorted(set(a) & set(b))
+    out: dict[str, Any] = {"n": len(common)}
+    if not common:
+        out["verdict"] = "not run yet"
+        return out
+    langs = [lang for lang in (claim.langs or LANGS)
+             if all(lang in a[s].languages and lang in b[s].languages for s in common)]
+    diffs = np.array([np.mean([a[s].mean_recall(lang) - b[s].mean_recall(lang) for lang in langs]) for s in common])
+    out["langs"] = langs
+    out["delta"] = float(diffs.mean())
+    out["per_lang"] = {lang: float(np.mean([a[s].mean_recall(lang) - b[s].mean_recall(lang) for s in common]))
+                       for lang in langs}
+    if len(common) < 2:
+        out["verdict"] = "one fold only: no verdict"
+        return out
+    se = float(diffs.std(ddof=1) / math.sqrt(len(common)))
+    out["se"] = se
+    if out["delta"] > 2 * se:
+        out["verdict"] = "holds"
+    elif out["delta"] < -2 * se:
+        out["verdict"] = "does not hold (reversed)"
+    else:
+        out["verdict"] = "not distinguishable from noise"
+    return out
+
+
+def claims_table(results: Sequence[RunResult]) -> str:
+    rows = []
+    for c in CLAIMS:
+        chk = claim_check(results, c)
+        if chk["n"] == 0:
+            delta = "-"
+        else:
+            delta = _fmt(chk["delta"], 2) + (f" ± {chk['se']:.2f}" if "se" in chk else "")
+        per = ", ".join(f"{lang} {v:+.1f}" for lang, v in chk.get("per_lang", {}).items()) or "-"
+        rows.append([c.source, c.statement, f"{c.better} vs {c.worse}", str(chk["n"]), delta, per, chk["verdict"]])
+    return _table(["paper", "claim", "comparison", "folds", "Δ mean recall (± s.e.)", "Δ per language",
+                   "verdict on F8K-ML"], rows)
+
+
+def curve_points(results: Sequence[RunResult]) -> dict[str, list[tuple[int, float, float]]]:
+    """config -> [(n target captions, t2i R@10, mean recall)] of the learning-curve runs (official split)."""
+    out: dict[str, list[tuple[int, float, float]]] = {}
+    curve_langs: dict[str, str] = {}
+    for r in results:
+        limit = r.run.get("overrides", {}).get("caption_limit")
+        if r.split != OFFICIAL or not r.tag or not limit:
+            continue
+        (lang, n), = limit.items()
+        curve_langs[r.config] = lang
+        m = r.languages.get(lang)
+        if m is not None:
+            out.setdefault(f"{r.config} ({lang})", []).append((int(n), m["t2i_r10"], r.mean_recall(lang)))
+    for r in _official(results):  # the config's plain run: every target caption
+        lang = curve_langs.get(r.config)
+        n = r.metrics.get("n_train_captions_by_language", {}).get(lang)
+        if lang and n and lang in r.languages:
+            out[f"{r.config} ({lang})"].append((int(n), r.languages[lang]["t2i_r10"], r.mean_recall(lang)))
+    return {k: sorted(v) for k, v in out.items()}
+
+
+def make_plots(results: Sequence[RunResult], order: Sequence[str], docs: Path) -> list[str]:
+    """PNG files under docs/ (names returned)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    made = []
+    folds = _folds(results)
+    groups = _by_config(folds or _official(results))
+    names = [n for n in order if n in groups]
+    if names:
+        fig, ax = plt.subplots(figsize=(max(8, len(names) * 0.55), 4.2))
+        width = 0.8 / len(LANGS)
+        x = np.arange(len(names))
+        for i, lang in enumerate(LANGS):
+            means, stds = [], []
+            for n in names:
+                vals = [v for v in (r.mean_recall(lang) for r in groups[n]) if v is not None]
+                means.append(np.mean(vals) if vals else np.nan)
+                stds.append(np.std(vals, ddof=1) if len(vals) > 1 else 0.0)
+            ax.bar(x + (i - 2) * width, means, width, yerr=stds, label=lang, capsize=1.5)
+        ax.set_xticks(x, names, rotation=60, ha="right", fontsize=8)
+        ax.set_ylabel("mean recall (R@1,5,10 both ways), %")
+        ax.set_title("Image–sentence retrieval per language" + (" (5-fold CV, ± std)" if folds else " (official split)"))
+        ax.legend(ncol=5, fontsize=8)
+        fig.tight_layout()
+        fig.savefig(docs / "zoo_recall_by_language.png", dpi=110)
+        plt.close(fig)
+        made.append("zoo_recall_by_language.png")
+    official = {r.config: r for r in _official(results) if r.log}
+    if official:
+        fig, ax = plt.subplots(figsize=(8, 4.5))
+        for n in [n for n in order if n in official]:
+            losses = [(e["epoch"], e["loss"]) for e in official[n].log if e.get("loss")]
+            if losses:
+                ep, ls = zip(*losses)
+                ax.plot(ep, np.array(ls) / ls[0], label=n, lw=1)
+        ax.set_yscale("log")
+        ax.set_xlabel("epoch")
+        ax.set_ylabel("training loss / first-epoch loss")
+        ax.set_title("Training curves (official split, seed 0)")
+        ax.legend(fontsize=6, ncol=2)
+        fig.tight_layout()
+        fig.savefig(docs / "zoo_training_curves.png", dpi=110)
+        plt.close(fig)
+        made.append("zoo_training_curves.png")
+    curves = curve_points(results)
+    if curves:
+        fig, ax = plt.subplots(figsize=(6, 4))
+        for name, pts in curves.items():
+            ax.plot([p[0] for p in pts], [p[2] for p in pts], marker="o", label=name)
+        ax.set_xscale("log")
+        ax.set_xlabel("target-language training captions")
+        ax.set_ylabel("mean recall (target language), %")
+        ax.set_title("Translator learning curve (official split)")
+        ax.legend(fontsize=8)
+        fig.tight_layout()
+        fig.savefig(docs / "zoo_translator_curve.png", dpi=110)
+        plt.close(fig)
+        made.append("zoo_translator_curve.png")
+    return made
+
+
+def _machine() -> str:
+    cpu = platform.processor() or platform.machine()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    import os
+
+    return f"{cpu}, {os.cpu_count()} cores, no GPU"
+
+
+def write_report(out: Path, docs: Path, planned: Sequence[str], order: Sequence[str], command: str,
+                 spec: Any) -> Path:
+    """Write docs/results.md (+ PNGs) from the runs under ``out``; ``planned`` = run ids of the full zoo."""
+    results, failed = collect(out)
+    docs.mkdir(parents=True, exist_ok=True)
+    plots = make_plots(results, order, docs)
+    done_ids = {f"{r.config}/{r.folder.name}" for r in results}
+    missing = [p for p in planned if p not in done_ids]
+    folds, official = _folds(results), _official(results)
+    hours = sum(r.run["wall_seconds"] for r in results) / 3600
+    cpu_hours = sum(r.run["cpu_seconds"] for r in results) / 3600
+    when = sorted(r.run["finished_utc"] for r in results)
+    lines = [
+        "# Method zoo: results on F8K-ML",
+        "",
+        "Generated by `polyvse zoo report` from the run folders of `polyvse zoo run`; do not edit by hand.",
+        "",
+        "## How these numbers were made",
+        "",
+        f"- Command (runs, then this document): `{command}`",
+        "- Data: F8K-ML, the 850 Flickr8K photos at hand with captions in en, de, fr, cs (Multi30K) and zh "
+        "(Flickr8K-CN); EfficientNet-Lite0 image features (ImageNet weights), single centre crop.",
+        "- Protocol: **5-fold cross-validation over all 850 photos** (folds fixed by seed 0; ~170 test photos "
+        "per fold, fewer for de/fr/cs), numbers are mean ± std over folds; the official Flickr8K split "
+        "(train 629 / test 125 photos) is the reference and the split of the text-only tasks (sections 3–5). "
+        "One training seed (0) per fold.",
+        "- Every config trains under the same budget (`configs/zoo/cpu.yaml`, whose comments give the "
+        "reasons), applied on top of its own file: " + ", ".join(f"`{k}: {v}`" for k, v in spec.overrides.items())
+        + "".join(f"; objective {o}: " + ", ".join(f"`{k}: {v}`" for k, v in extra.items())
+                  for o, extra in spec.by_objective.items())
+        + ". The configs themselves keep the papers' settings for users with more compute.",
+        f"- Machine: {_machine()}; runs finished between {when[0] if when else '-'} and "
+        f"{when[-1] if when else '-'}; total {hours:.1f} h wall, {cpu_hours:.1f} CPU-hours. "
+        "Wall times per run include data preparation and evaluation.",
+        f"- Completeness: {len(planned) - len(missing)} of {len(planned)} planned runs finished"
+        + (f"; **{len(missing)} not yet run** (listed at the end)" if missing else "")
+        + (f"; {len(failed)} failed (listed at the end)" if failed else "") + ".",
+        "- mR = mean of R@1, R@5, R@10 in both directions (image→text and text→image), in percent. With "
+        "~120–170 test photos per language one R@1 figure carries several points of sampling error: read "
+        "differences against the ± std.",
+        "",
+        "## 1. Image–sentence retrieval, 5-fold cross-validation (primary)",
+        "",
+        summary_table(folds, order) if folds else "_No fold run finished yet._\n",
+    ]
+    if "zoo_recall_by_language.png" in plots:
+        lines += ["![mean recall per language per config](zoo_recall_by_language.png)", ""]
+    lines += ["Per language, R@K in percent (mean ± std over folds), in the shape of the papers' tables:", ""]
+    for lang in LANGS:
+        if folds and any(lang in r.languages for r in folds):
+            lines += [f"**{lang}**", "", language_table(folds, order, lang)]
+    lines += ["## 2. Official Flickr8K test split (reference, seed 0)", "",
+              official_table(official, order) if official else "_No official-split run finished yet._\n",
+              "## 3. Cross-lingual caption retrieval (official-split models)", "",
+              "Each caption queries the captions of the other language; one gold item per query (its "
+              "translation). Pairs of the model's training photos are left out (31 Multi30K test_2016 photos "
+              "are Flickr8K photos). en-zh pairs: Flickr8K caption #0 and its human translation.", "",
+              crosslingual_tables(official, order) or "_No task results yet._\n",
+              "## 4. Semantic textual similarity (English, Pearson r × 100)", "",
+              sts_table(official, order),
+              "## 5. Word translation P@1 into English (CSLS, k = 10)", "",
+              "MUSE dictionaries, RECONSTRUCTED test split (`*.5000-6500.txt`) filtered to each model's "
+              "training vocabulary (number of source words in brackets). AME configs train their alignment on "
+              "the MUSE full+test sections, so they have seen these pairs.", "",
+              words_table(official, order)]
+    curves = curve_points(results)
+    lines += ["## 6. Translator: recall against the number of target-language captions", ""]
+    if curves:
+        rows = [[name, str(n), _fmt(r10), _fmt(mr)] for name, pts in curves.items() for n, r10, mr in pts]
+        lines += [_table(["config (target)", "captions", "t2i R@10", "mR"], rows)]
+        if "zoo_translator_curve.png" in plots:
+            lines += ["![Translator learning curve](zoo_translator_curve.png)", ""]
+    else:
+        lines += ["_No learning-curve run finished yet._", ""]
+    if "zoo_training_curves.png" in plots:
+        lines += ["## 7. Training curves", "", "![training curves](zoo_training_curves.png)", ""]
+    lines += ["## 8. Which of the papers' conclusions hold on this data", "",
+              "Δ = mean recall of the first config minus the second, averaged over the languages both have, "
+              "paired by fold (± standard error over folds). Verdict: *holds* when Δ > 2 s.e., *reversed* when "
+              "Δ < −2 s.e., otherwise not distinguishable from noise. The papers trained on Multi30K/COCO "
+              "(29k–120k photos) with the budgets in each config's comment; F8K-ML trains on ~680 photos under "
+              "one CPU budget, so a claim that does not hold here is not refuted in general.", "",
+              claims_table(results)]
+    if missing or failed:
+        lines += ["## Runs not finished", ""]
+        if missing:
+            lines += ["Not yet run: " + ", ".join(f"`{m}`" for m in missing), ""]
+        for f in failed:
+            lines += [f"- failed `{f['run_id']}`: {f['error']}"]
+        lines += [""]
+    path = docs / "results.md"
+    with atomic_path(path) as tmp:
+        Path(tmp).write_text("\n".join(lines), encoding="utf-8")
+    return path

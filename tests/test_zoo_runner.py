@@ -1,0 +1,234 @@
+"""The zoo runner (plan, resume, stale/failed runs), the report generator and the task evaluations."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from polyvse.errors import DataError
+from polyvse_train.cli import main
+from polyvse_train.zoo import (ZooRun, ZooSpec, config_digest, effective_config, find_configs, load_spec,
+                               plan_runs, run_dir, status)
+from polyvse_train import zoo_report
+from polyvse_train.zoo_report import Claim, RunResult, claim_check, write_report
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def write_config(folder: Path, name: str, **fields) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"{name}.yaml"
+    path.write_text(json.dumps({"name": name, **fields}))  # JSON is YAML
+    return path
+
+
+def test_spec_file_in_repo_loads_and_names_existing_configs():
+    spec = load_spec(REPO / "configs" / "zoo" / "cpu.yaml")
+    names = {n for n, _ in find_configs(REPO / "configs")}
+    assert set(spec.curve_configs) <= names and set(spec.configs) <= names
+    assert spec.folds == 5 and spec.official
+
+
+def test_spec_errors_name_the_file_and_field(tmp_path):
+    bad = tmp_path / "s.yaml"
+    bad.write_text("overrides: {embed_dimm: 3}\n")
+    with pytest.raises(DataError, match="embed_dimm") as e:
+        load_spec(bad)
+    assert "s.yaml" in str(e.value)
+    bad.write_text("foldz: 3\n")
+    with pytest.raises(DataError, match="foldz"):
+        load_spec(bad)
+    bad.write_text("by_objective: {mule: {epochs: many}}\n")
+    with pytest.raises(DataError, match="epochs"):
+        load_spec(bad)
+
+
+def test_plan_is_split_major_and_effective_config_applies_overrides(tmp_path):
+    a = write_config(tmp_path, "a", objective="vse", epochs=30)
+    b = write_config(tmp_path, "b", objective="mule", epochs=20, batch_size=128)
+    spec = ZooSpec(overrides={"epochs": 3, "embed_dim": 16}, by_objective={"mule": {"batch_size": 32}}, folds=2,
+                   curve_configs=["a"], curve_lang="cs", curve_sizes=[10, 20])
+    runs = plan_runs(find_configs(tmp_path), spec)
+    assert [r.run_id for r in runs] == ["a/official-s0", "b/official-s0", "a/fold0of2-s0", "b/fold0of2-s0",
+                                        "a/fold1of2-s0", "b/fold1of2-s0", "a/official-s0-cs10", "a/official-s0-cs20"]
+    cfg_b = effective_config(runs[1], spec)
+    assert (cfg_b.epochs, cfg_b.embed_dim, cfg_b.batch_size, cfg_b.split) == (3, 16, 32, "official")
+    assert effective_config(runs[0], spec).batch_size == 128  # by_objective only touches its objective
+    assert effective_config(runs[2], spec).split == "fold0of2"
+    assert runs[-1].overrides == {"caption_limit": {"cs": 20}}
+    with pytest.raises(DataError, match="unknown config"):
+        find_configs(tmp_path, ["zzz"])
+    assert a.exists() and b.exists()
+
+
+def test_status_done_stale_failed_and_tasks(tmp_path):
+    write_config(tmp_path / "c", "a", objective="vse")
+    spec = ZooSpec(overrides={"epochs": 1})
+    run = ZooRun("a", tmp_path / "c" / "a.yaml", "official")
+    out = tmp_path / "runs"
+    assert status(out, run, spec) == "todo"
+    d = run_dir(out, run)
+    d.mkdir(parents=True)
+    assert status(out, run, spec) == "partial"
+    digest = config_digest(effective_config(run, spec))
+    (d / "zoo_run.json").write_text(json.dumps({"config_digest": digest}))
+    assert status(out, run, spec) == "tasks"  # the official split also needs its task results
+    (d / "tasks.json").write_text("{}")
+    assert status(out, run, spec) == "done"
+    assert status(out, run, ZooSpec(overrides={"epochs": 2})) == "stale"  # another budget: not these results
+    (d / "zoo_run.json").unlink()
+    (d / "error.json").write_text(json.dumps({"config_digest": digest}))
+    assert status(out, run, spec) == "failed"
+
+
+def fake_result(config: str, split: str, recalls: dict[str, float], params=1000) -> RunResult:
+    langs = {lang: {k: v for k in zoo_report.RECALLS} for lang, v in recalls.items()}
+    return RunResult(config, split, 0, "", Path("x"), {"languages": langs, "parameters": params},
+                     {"wall_seconds": 60.0, "cpu_seconds": 100.0, "finished_utc": "2026-01-01T00:00:00Z"})
+
+
+def test_claim_verdicts_are_paired_over_folds():
+    folds = [f"fold{i}of5" for i in range(5)]
+    noise = [0.3, -0.2, 0.1, -0.1, 0.2]
+    res = [fake_result("good", s, {"en": 30 + 5 + n, "de": 20 + 5}) for s, n in zip(folds, noise)]
+    res += [fake_result("base", s, {"en": 30 + i, "de": 20 + i}) for i, s in enumerate(folds)]
+    res += [fake_result("same", s, {"en": 30 + i + n, "de": 20 + i - n}) for i, (s, n) in enumerate(zip(folds, noise))]
+    holds = claim_check(res, Claim("p", "s", "good", "base"))
+    # base drifts 0..4 with the fold, good is flat: good - base = 5 - i + noise/2 on average -> mean 3
+    assert holds["n"] == 5 and holds["delta"] == pytest.approx(np.mean([5 - i + n / 2 for i, n in enumerate(noise)]))
+    assert holds["verdict"] == "holds"
+    assert claim_check(res, Claim("p", "s", "base", "good"))["verdict"] == "does not hold (reversed)"
+    assert claim_check(res, Claim("p", "s", "same", "base"))["verdict"] == "not distinguishable from noise"
+    assert claim_check(res, Claim("p", "s", "good", "missing"))["verdict"] == "not run yet"
+    only_en = claim_check(res, Claim("p", "s", "good", "base", ("en",)))
+    assert only_en["langs"] == ["en"]
+
+
+def _fake_run_folder(out: Path, config: str, split: str, value: float, tasks: bool) -> None:
+    d = out / config / f"{split}-s0"
+    d.mkdir(parents=True)
+    m = {k: value for k in zoo_report.RECALLS}
+    (d / "metrics.json").write_text(json.dumps({"languages": {"en": m, "de": m}, "parameters": 2_000_000}))
+    (d / "zoo_run.json").write_text(json.dumps({
+        "config_name": config, "config": {"split": split, "seed": 0}, "overrides": {}, "wall_seconds": 90,
+        "cpu_seconds": 150, "finished_utc": "2026-11-22T08:00:00Z"}))
+    (d / "train_log.jsonl").write_text("".join(json.dumps({"epoch": e, "loss": 10 / e}) + "\n" for e in (1, 2, 3)))
+    if tasks:
+        pair = {k: value for k in ("a2b_r1", "a2b_r5", "a2b_r10", "b2a_r1", "b2a_r5", "b2a_r10")}
+        (d / "tasks.json").write_text(json.dumps({
+            "crosslingual": {"f8k-ml-test": {"en-de": {**pair, "n_pairs": 117}}},
+            "sts": {"sts12-msrvid": 50.0, "sts14-images": 60.0, "sts15-images": 70.0},
+            "words": {"de": {"p_at_1": 12.5, "n_words": 80, "n_vocab": 3000}}}))
+
+
+def test_report_is_generated_from_run_folders(tmp_path):
+    out, docs = tmp_path / "runs", tmp_path / "docs"
+    for cfg, v in [("vse", 20.0), ("vsepp", 25.0)]:
+        _fake_run_folder(out, cfg, "official", v, tasks=True)
+        for i in range(3):
+            _fake_run_folder(out, cfg, f"fold{i}of5", v + i * 0.5 + (0.3 if cfg == "vsepp" and i == 1 else 0), False)
+    planned = [f"{c}/{s}-s0" for s in ["official"] + [f"fold{i}of5" for i in range(5)] for c in ("vse", "vsepp")]
+    path = write_report(out, docs, planned, ["vse", "vsepp"], "make zoo", ZooSpec(overrides={"epochs": 10}))
+    text = path.read_text()
+    assert "| vse | 3 | 2.00 | 1.5 | 20.5 ± 0.5 | 20.5 ± 0.5 |" in text  # 3 folds: 20, 20.5, 21
+    assert "`epochs: 10`" in text and "8 of 12 planned runs finished" in text
+    assert "vsepp/fold4of5-s0" in text  # listed as not run
+    assert "| vsepp | 50.0 | 60.0 | 70.0 |" in text  # STS from tasks.json
+    assert "**fr**" not in text  # no per-language table for a language no run has
+    assert "12.5 (80)" in text  # word P@1
+    row = next(line for line in text.splitlines() if "hardest negative" in line)
+    assert "| 3 |" in row and "holds" in row
+    for png in ("zoo_recall_by_language.png", "zoo_training_curves.png"):
+        assert (docs / png).stat().st_size > 1000
+        assert f"({png})" in text
+
+
+def test_cli_status_lists_planned_runs(tmp_path, capsys):
+    write_config(tmp_path / "c", "a", objective="vse")
+    spec = tmp_path / "spec.yaml"
+    spec.write_text("folds: 2\noverrides: {epochs: 1}\n")
+    assert main(["zoo", "status", "--spec", str(spec), "--configs-dir", str(tmp_path / "c"),
+                 "--out", str(tmp_path / "runs")]) == 0
+    out = capsys.readouterr().out
+    assert "todo     a/official-s0" in out and "todo: 3" in out
+
+
+# -- task evaluations ---------------------------------------------------------------------------------------
+
+class _Dict2Vec:
+    """A text 'model': every caption maps to a fixed random vector keyed by its photo (for the exclusion test)."""
+    languages = ["en", "de"]
+
+    def encode_text(self, texts, lang):
+        return np.stack([np.random.default_rng(abs(hash(t)) % 2**32).normal(size=8) for t in texts])
+
+
+def test_crosslingual_excludes_training_photos(shared_data):
+    from polyvse.evaluation.crosslingual import crosslingual_pairs_multi30k, evaluate_crosslingual
+
+    pairs = crosslingual_pairs_multi30k(shared_data, "en", "de")
+    drop = set(pairs.photo_ids[:10])
+    full = evaluate_crosslingual(_Dict2Vec(), shared_data, ["en-de"], corpora=["multi30k-test_2016"])
+    less = evaluate_crosslingual(_Dict2Vec(), shared_data, ["en-de"], corpora=["multi30k-test_2016"],
+                                 exclude_photo_ids=drop)
+    assert full["multi30k-test_2016"]["en-de"]["n_pairs"] == 1000
+    assert less["multi30k-test_2016"]["en-de"]["n_pairs"] == 990
+
+
+def test_word_translation_of_a_model_whose_words_are_aligned(tmp_path):
+    from polyvse.alignment import muse_paths, read_muse_dictionary
+    from polyvse.api import PolyvseModel
+    from polyvse.checkpoint import Checkpoint
+    from polyvse.evaluation.words import word_translation_by_language
+    from polyvse.models import JointEmbeddingModel, ModelConfig
+    from polyvse.models.text_input import CaptionEncoder
+
+    muse = tmp_path / "muse"
+    pairs = [(f"w{i}", f"e{i}") for i in range(20)]
+    for split in ("full", "test"):
+        p = muse_paths(tmp_path, "de", "en", split, check=False)
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_text("".join(f"{s} {t}\n" for s, t in pairs))
+    assert len(read_muse_dictionary(muse_paths(tmp_path, "de", "en", "test"))) == 20  # found via <root>/muse
+    enc = CaptionEncoder.build({"en": [" ".join(t for _, t in pairs)], "de": [" ".join(s for s, _ in pairs)]})
+    model = JointEmbeddingModel(ModelConfig(vocab_size=len(enc.vocab), image_dim=4, embed_dim=4, word_dim=6,
+                                            hidden_dim=4))
+    with torch.no_grad():  # de word i := en word i (+ noise): perfect translation
+        for s, t in pairs:
+            model.text_encoder.embed.weight[enc.vocab.token_to_id(f"de:{s}")] = (
+                model.text_encoder.embed.weight[enc.vocab.token_to_id(f"en:{t}")] + 1e-4)
+    pm = PolyvseModel(Checkpoint(model=model.eval(), captions=enc, backbone="b", feature_key="k", ten_crop=False,
+                                 languages=["en", "de"]))
+    assert word_translation_by_language(pm, tmp_path)["de"] == {"p_at_1": 100.0, "n_words": 20, "n_vocab": 20, "pivot": "en"}
+    with torch.no_grad():  # shuffle the German rows: no longer translations
+        w = model.text_encoder.embed.weight
+        ids = [enc.vocab.token_to_id(f"de:{s}") for s, _ in pairs]
+        w[ids] = w[ids[1:] + ids[:1]].clone()
+    assert word_translation_by_language(pm, tmp_path)["de"]["p_at_1"] < 20
+
+
+@pytest.mark.slow
+def test_zoo_end_to_end_on_real_data(shared_data, tmp_path, capsys):
+    """Two configs, a 2-fold plan + official split at toy widths: train, tasks, resume (nothing re-run), report."""
+    cdir = tmp_path / "configs"
+    write_config(cdir, "vse", objective="vse", languages=["en", "de"], threads=1)
+    write_config(cdir, "vsepp", objective="vse", languages=["en", "de"], max_violation=True, threads=1)
+    spec = tmp_path / "spec.yaml"
+    spec.write_text("folds: 2\noverrides: {epochs: 1, embed_dim: 16, hidden_dim: 16, word_dim: 16}\n")
+    args = ["--spec", str(spec), "--configs-dir", str(cdir), "--out", str(tmp_path / "runs"),
+            "--data-root", str(shared_data)]
+    assert main(["zoo", "run", *args]) == 0
+    assert "done: 6" in capsys.readouterr().out
+    tasks = json.loads((tmp_path / "runs" / "vse" / "official-s0" / "tasks.json").read_text())
+    assert set(tasks["crosslingual"]["f8k-ml-test"]) == {"en-de"}
+    assert tasks["crosslingual"]["multi30k-test_2016"]["en-de"]["n_pairs"] < 1000  # training photos left out
+    assert set(tasks["sts"]) == {"sts12-msrvid", "sts14-images", "sts15-images"}
+    assert "de" in tasks["words"]
+    assert main(["zoo", "run", *args]) == 0  # resumed: everything is done, nothing runs again
+    assert "done: 6" in capsys.readouterr().out
+    assert main(["zoo", "report", *args, "--docs", str(tmp_path / "docs")]) == 0
+    text = (tmp_path / "docs" / "results.md").read_text()
+    assert "6 of 6 planned runs finished" in text and "| vsepp | 2 |" in text
