@@ -7,7 +7,7 @@ SHARED_DATA := $(abspath ../shared/data)
 # Data root for make targets: a folder inside the repo (git-ignored), filled from ../shared/data when present.
 export POLYVSE_DATA ?= $(CURDIR)/.data
 
-.PHONY: setup data demo test bench zoo clean
+.PHONY: setup data demo walkthrough test bench zoo clean
 
 setup: $(VENV)/.installed
 
@@ -25,6 +25,10 @@ data: setup
 
 demo: setup data
 	$(BIN)/polyvse demo --out runs/demo
+
+# docs/service.md: index, search and serve the demo checkpoint (runs/demo/checkpoint, from `make demo`) for real
+walkthrough: setup data
+	$(BIN)/python scripts/service_walkthrough.py
 
 test: setup
 	$(BIN)/python -m pytest -q

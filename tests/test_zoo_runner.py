@@ -133,7 +133,7 @@ def test_report_is_generated_from_run_folders(tmp_path):
     planned = [f"{c}/{s}-s0" for s in ["official"] + [f"fold{i}of5" for i in range(5)] for c in ("vse", "vsepp")]
     path = write_report(out, docs, planned, ["vse", "vsepp"], "make zoo", ZooSpec(overrides={"epochs": 10}))
     text = path.read_text()
-    assert "| vse | 3 | 2.00 | 1.5 | 20.5 ± 0.5 | 20.5 ± 0.5 |" in text  # 3 folds: 20, 20.5, 21
+    assert "| vse | 3 | 2.00 | 2.5 | 20.5 ± 0.5 | 20.5 ± 0.5 |" in text  # 3 folds: 20, 20.5, 21; 150 CPU s
     assert "`epochs: 10`" in text and "8 of 12 planned runs finished" in text
     assert "vsepp/fold4of5-s0" in text  # listed as not run
     assert "| vsepp | 50.0 | 60.0 | 70.0 |" in text  # STS from tasks.json

@@ -24,6 +24,7 @@ from . import __version__
 from .atomic import atomic_open, write_json_atomic  # noqa: F401  (write_json_atomic re-exported)
 from .errors import CheckpointError, DataError
 from .models.joint import JointEmbeddingModel, ModelConfig
+from .models.pretrained.captions import KIND as PRETRAINED_CAPTIONS, PretrainedCaptionEncoder
 from .models.text_input import CaptionEncoder
 
 FORMAT_VERSION = 1
@@ -35,7 +36,7 @@ TRAINING = "training.json"
 @dataclass
 class Checkpoint:
     model: JointEmbeddingModel
-    captions: CaptionEncoder
+    captions: CaptionEncoder | PretrainedCaptionEncoder
     backbone: str  # feature extractor name, e.g. "efficientnet-lite0"
     feature_key: str  # the extractor's key: backbone + weights + crop + preprocessing
     ten_crop: bool
@@ -49,7 +50,7 @@ class Checkpoint:
             "polyvse_version": __version__,
             "model": self.model.config.to_dict(),
             "captions": self.captions.to_dict(),
-            "vocab_fingerprint": self.captions.vocab.fingerprint(),
+            "vocab_fingerprint": self.captions.fingerprint(),
             "image_features": {"backbone": self.backbone, "key": self.feature_key, "ten_crop": self.ten_crop},
             "languages": list(self.languages),
         }
@@ -97,13 +98,16 @@ def load_checkpoint(path: str | os.PathLike) -> Checkpoint:
             f"{FORMAT_VERSION}; re-export it with a matching polyvse"
         )
     try:
-        captions = CaptionEncoder.from_dict(config["captions"])
-    except (DataError, KeyError, TypeError) as exc:
+        if config["captions"].get("kind") == PRETRAINED_CAPTIONS:  # frozen sentence encoder + learned head
+            captions = PretrainedCaptionEncoder.from_dict(config["captions"], path)
+        else:
+            captions = CaptionEncoder.from_dict(config["captions"])
+    except (DataError, KeyError, TypeError, AttributeError) as exc:
         raise CheckpointError(f"{path / CONFIG}: unreadable caption encoder / vocabulary ({exc})") from exc
-    if captions.vocab.fingerprint() != config.get("vocab_fingerprint"):
+    if captions.fingerprint() != config.get("vocab_fingerprint"):
         raise CheckpointError(f"{path}: vocabulary does not match its fingerprint; the checkpoint is corrupt")
     model_cfg = ModelConfig(**config["model"])
-    if model_cfg.vocab_size != len(captions.vocab):
+    if captions.vocab is not None and model_cfg.vocab_size != len(captions.vocab):
         raise CheckpointError(f"{path}: model has {model_cfg.vocab_size} word ids, vocabulary has "
                               f"{len(captions.vocab)}; the checkpoint is inconsistent")
     model = JointEmbeddingModel(model_cfg)

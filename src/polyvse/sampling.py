@@ -98,15 +98,7 @@ class PhotoTupleBatchSampler:
     def epoch_batches(self, epoch: int) -> list[tuple[np.ndarray, np.ndarray]]:
         rng = np.random.default_rng([self.seed, epoch])
         order = rng.permutation(len(self.photos))
-        slots = np.full((len(order), len(self.slot_langs)), -1, dtype=np.int64)
-        for row, p in enumerate(order):
-            col = 0
-            for lang, q in self.quotas.items():
-                caps = self._caps[p].get(lang, [])
-                chosen = rng.permutation(len(caps))[:q] if caps else []
-                for j, c in enumerate(chosen):
-                    slots[row, col + j] = caps[c]
-                col += q
+        slots = self.draw_slots(rng, order)
         batches = []
         for start in range(0, len(order), self.batch_size):
             rows = order[start:start + self.batch_size]
@@ -114,6 +106,20 @@ class PhotoTupleBatchSampler:
                 continue
             batches.append((self.photos[rows], slots[start:start + self.batch_size]))
         return batches
+
+    def draw_slots(self, rng: np.random.Generator, photo_idx) -> np.ndarray:
+        """(len(photo_idx), S) caption indices for photos ``self.photos[photo_idx]``: per photo and language,
+        up to the quota drawn without replacement; -1 where the photo has fewer captions."""
+        slots = np.full((len(photo_idx), len(self.slot_langs)), -1, dtype=np.int64)
+        for row, p in enumerate(photo_idx):
+            col = 0
+            for lang, q in self.quotas.items():
+                caps = self._caps[p].get(lang, [])
+                chosen = rng.permutation(len(caps))[:q] if caps else []
+                for j, c in enumerate(chosen):
+                    slots[row, col + j] = caps[c]
+                col += q
+        return slots
 
     def __len__(self) -> int:
         n = len(self.photos)

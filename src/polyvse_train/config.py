@@ -28,9 +28,13 @@ class TrainConfig:
     hidden_dim: int = 512
     similarity: str = "cosine"  # cosine | order (Vendrov's -||max(0, |b| - |a|)||^2)
     dropout: float = 0.0
-    text_encoder: str = "gru"  # gru | lstm | mean (mean-pooled word embeddings)
+    text_encoder: str = "gru"  # gru | lstm | mean (mean-pooled word embeddings) | pretrained (frozen, below)
     text_sharing: str = "shared"  # shared | per_language (one recurrent encoder + projection per language)
     universal_dim: int = 0  # > 0: MULE's per-language word projection into a universal embedding
+    # text_encoder pretrained: a frozen multilingual sentence encoder (e5-small, 384-d | use-multilingual,
+    # 512-d, no cs) whose cached sentence vectors feed a learned head (polyvse_train.pretrained_tower)
+    pretrained_encoder: str = ""
+    text_head: str = "linear"  # text_encoder pretrained: linear | mlp (Linear-ReLU-Dropout-Linear, hidden_dim)
     image_head: str = "linear"  # linear | mlp (MULE/EmbN: Linear-BN-ReLU-Linear)
     image_hidden_dim: int = 2048
     # objective: vse (hinge over mixed-language caption batches, the demo) | pivot | parallel | mlmme
@@ -38,6 +42,9 @@ class TrainConfig:
     # top-K image-sentence hinge + neighbourhood constraints + adversarial language classifier)
     objective: str = "vse"
     quotas: dict[str, int] = field(default_factory=dict)  # captions per photo per language; {} = 1 each
+    # tuple objectives: distinct (each photo once per epoch, shuffled) | group_balanced (MULE: photos grouped
+    # by the languages they have, every batch draws equally from each group; small groups repeat)
+    sampler: str = "distinct"
     top_k: int = 0  # 0 = every in-batch negative; K = the K most violated (max_violation = top_k 1)
     beta: float = 1.0  # mlmme: beta * R_MM + (1 - beta) * R_ML
     # MULE terms (objective mule): weights lambda_1 (neighbourhood constraints), lambda_2 (language
@@ -48,6 +55,12 @@ class TrainConfig:
     lp_epochs: int = 0  # MULE "LP": epochs of neighbourhood constraints on caption pairs before the rest
     word_l2: float = 0.0  # L2 penalty on the word embeddings of the batch (MULE: 5e-7)
     augment_translations: list[str] = field(default_factory=list)  # extra training captions: zhb, zhg (MT)
+    # text-side data at scale (polyvse.data.text_tuples): caption tuples of photos WITHOUT an image in the run
+    # feed only the caption-caption terms (parallel, mlmme R_ML, mule NC / LP), interleaved with the image
+    # batches; evaluation photos are excluded by id and by text. none | multi30k | all (+ Flickr8K/8K-CN)
+    text_corpus: str = "none"
+    text_tuples_per_epoch: int = 640  # cap on text-only tuples per epoch (~1 text batch per image batch)
+    text_vocab_min_count: int = 5  # corpus-only words enter the vocabulary at this count (0: never)
     # word embeddings and AME's alignment
     word_init: str = "random"  # random | muse (words of the MUSE lexicon start at their English vector)
     freeze_word_embeddings: bool = False  # AME-FME
@@ -56,6 +69,20 @@ class TrainConfig:
     align_lr: float = 2.0
     align_k: int = 5
     align_pivot: str = "en"  # every other language is aligned to this one
+    # Translator (poster "Grounding multilingual concepts with vision"): a source stage trains the model on
+    # source_language captions only, then the target stage trains on the other languages' captions, whose
+    # word vectors pass a d x d map into the source language's word space (polyvse.models.language_mapping)
+    source_language: str = ""  # "" = no source stage
+    source_epochs: int = 0  # epochs of the source stage, before the `epochs` of the target stage
+    language_map: list[str] = field(default_factory=list)  # languages whose word vectors pass the map
+    language_map_init: str = "random"  # random (orthogonal) | lexicon (MUSE: Procrustes/SVD, then RCSLS)
+    language_map_rcsls_epochs: int = 10  # RCSLS refinement steps after the Procrustes solution
+    language_map_k: int = 10  # RCSLS neighbourhood size (Joulin et al.: 10)
+    freeze_language_map: bool = False  # the map gets no gradient during retrieval training
+    # training data size: keep only N training captions of a language (a seeded, nested subset; evaluation
+    # captions untouched), for learning curves; {} = all
+    caption_limit: dict[str, int] = field(default_factory=dict)
+    min_batches_per_epoch: int = 0  # > 0: an epoch repeats passes over the captions up to this many batches
     # vocabulary
     min_count: int = 1
     max_len: int = 64

@@ -71,3 +71,12 @@ def gather_with_grad(x: torch.Tensor, info: DistInfo, sizes: list[int]) -> torch
         x = torch.cat([x, x.new_zeros((longest - x.shape[0], *x.shape[1:]))])
     parts = all_gather(x)
     return torch.cat([p[:n] for p, n in zip(parts, sizes)])
+
+
+def all_gather_objects(obj, info: DistInfo) -> list:
+    """Every rank's picklable ``obj`` in rank order (also a barrier); ``[obj]`` without a process group."""
+    if not info.enabled:
+        return [obj]
+    out = [None] * info.world_size
+    dist.all_gather_object(out, obj)
+    return out

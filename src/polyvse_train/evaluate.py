@@ -20,6 +20,19 @@ def evaluate_embeddings(model: PolyvseModel, image_feats, caption_ids: list[list
                                 score_fn=model.similarity, languages=languages)
 
 
+def caption_inputs(captions, caps) -> list:
+    """Each caption's model input (word ids, or a sentence vector), one ``ids_many`` call per language so
+    that a pretrained sentence encoder embeds in batches."""
+    out: list = [None] * len(caps)
+    by_lang: dict[str, list[int]] = {}
+    for i, c in enumerate(caps):
+        by_lang.setdefault(c.lang, []).append(i)
+    for lang, idx in by_lang.items():
+        for i, x in zip(idx, captions.ids_many([caps[i].text for i in idx], lang)):
+            out[i] = x
+    return out
+
+
 def evaluate_corpus(model: PolyvseModel, corpus: Corpus, cache_dir: Path, split: str | None = None,
                     progress: bool = True) -> dict:
     """Per-language retrieval metrics of `model` on the captions of `corpus` (optionally one split)."""
@@ -40,7 +53,7 @@ def evaluate_corpus(model: PolyvseModel, corpus: Corpus, cache_dir: Path, split:
     row = {p: i for i, p in enumerate(ok)}
     caps = [c for c in caps if c.photo_id in row]
     metrics = evaluate_embeddings(
-        model, result.features, [model.captions.ids(c.text, c.lang) for c in caps],
+        model, result.features, caption_inputs(model.captions, caps),
         np.array([row[c.photo_id] for c in caps]), [c.lang for c in caps],
         languages=sorted({c.lang for c in caps}))
     return {"languages": metrics, "n_failed_photos": len(result.failures),

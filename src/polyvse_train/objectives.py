@@ -28,12 +28,18 @@ from polyvse.errors import DataError
 from polyvse.losses import (GroupedHingeLoss, HingeRankingLoss, LanguageAdversarialLoss, LanguageClassifier,
                             MlmmeLoss, NeighbourhoodConstraintLoss, ParallelLoss, PivotLoss)
 from polyvse.losses.adversarial import masked_mean
+from polyvse.epoch_schedule import RepeatedPassSampler, StagedSampler
+from polyvse.group_balanced_sampling import GroupBalancedBatchSampler
 from polyvse.sampling import DistinctPhotoBatchSampler, PhotoTupleBatchSampler
+from polyvse.text_tuple_sampler import InterleavedTextTupleSampler, TextTupleBatchSampler
 
 from .distributed import gather_with_grad, shard
+from .text_corpus import text_tuple_loss
+from .translator import TranslatorSchedule
 
 log = logging.getLogger("polyvse.train")
 OBJECTIVES = ("vse", "pivot", "parallel", "mlmme", "mule")
+SAMPLERS = ("distinct", "group_balanced")  # TrainConfig.sampler
 
 
 def batch_scores(model, forward, data, idx, dist_info) -> torch.Tensor:
@@ -61,6 +67,11 @@ class Objective(nn.Module):
         if cfg.objective not in OBJECTIVES:
             raise DataError(f"objective {cfg.objective!r}: use one of {', '.join(OBJECTIVES)}")
         self.cfg, self.kind = cfg, cfg.objective
+        if cfg.sampler not in SAMPLERS:
+            raise DataError(f"sampler {cfg.sampler!r}: use one of {', '.join(SAMPLERS)}")
+        if cfg.sampler == "group_balanced" and self.kind == "vse":
+            raise DataError("sampler group_balanced draws photos with their captions per language: use it with "
+                            "objective pivot, parallel, mlmme or mule (objective vse samples captions)")
         self.model = [model]  # a list: the model is not a submodule (its weights live in the checkpoint)
         self.data = data
         top_k = cfg.top_k or None
@@ -85,33 +96,69 @@ class Objective(nn.Module):
             self.matching = GroupedHingeLoss(cfg.margin, **rank)
             self.neighbourhood = NeighbourhoodConstraintLoss(cfg.nc_margin, top_k=top_k)
             if cfg.lc_weight > 0:
-                u_dim = model.config.universal_dim or model.config.word_dim
+                u_dim = model.config.universal_dim or model.config.pretrained_dim or model.config.word_dim
                 self.language_loss = LanguageAdversarialLoss(LanguageClassifier(u_dim, len(cfg.languages)))
         if cfg.word_init not in ("random", "muse"):
             raise DataError(f"word_init {cfg.word_init!r}: use random or muse")
         # The lexicons serve the alignment loss, the lexicon initialisation and the alignment ratio.
         self.aligner = WordAligner(cfg, model, data, root, smoke) if cfg.align or cfg.word_init == "muse" else None
         self.lp_epochs = min(cfg.lp_epochs, 1) if smoke else cfg.lp_epochs  # a smoke run keeps one LP epoch
+        # The Translator's source stage + language map (polyvse_train.translator)
+        self.translator = (TranslatorSchedule(cfg, model, data, root, smoke)
+                           if cfg.source_language or cfg.language_map else None)
+        # epochs before the main schedule (its lr decay counts from here): MULE's LP, the Translator's source
+        self.pre_epochs = self.lp_epochs + (self.translator.source_epochs if self.translator else 0)
 
     # -- sampling ------------------------------------------------------------------------------------
     def sampler(self):
+        sampler = self._sampler()
+        if self.cfg.min_batches_per_epoch > 0:
+            sampler = (StagedSampler(RepeatedPassSampler(sampler.first, self.cfg.min_batches_per_epoch),
+                                     RepeatedPassSampler(sampler.second, self.cfg.min_batches_per_epoch),
+                                     sampler.switch_epoch)
+                       if isinstance(sampler, StagedSampler)
+                       else RepeatedPassSampler(sampler, self.cfg.min_batches_per_epoch))
+        text = getattr(self.data, "text_tuples", None)
+        if text is not None:  # cfg.text_corpus: text-only tuple batches ride along with the image batches
+            cfg = self.cfg
+            sampler = InterleavedTextTupleSampler(sampler, TextTupleBatchSampler(
+                text.tuple_index, text.langs, cfg.quotas or {lang: 1 for lang in cfg.languages},
+                cfg.batch_size, cfg.text_tuples_per_epoch, seed=cfg.seed))
+        return sampler
+
+    def _sampler(self):
         cfg, train = self.cfg, self.data.train
         if self.kind == "vse":
-            return DistinctPhotoBatchSampler(train.photo_row, cfg.batch_size, seed=cfg.seed)
+            def make(caption_photo):
+                return DistinctPhotoBatchSampler(caption_photo, cfg.batch_size, seed=cfg.seed)
+            if self.translator is not None:
+                return self.translator.wrap_sampler(make, train.photo_row, train.langs)
+            return make(train.photo_row)
         quotas = cfg.quotas or {lang: 1 for lang in cfg.languages}
         unknown = sorted(set(quotas) - set(cfg.languages))
         if unknown:
             raise DataError(f"quotas name languages {unknown} that are not in languages {cfg.languages}")
+        if cfg.sampler == "group_balanced":  # MULE: equal shares of the photo groups in every batch
+            return GroupBalancedBatchSampler(train.photo_row, train.langs, quotas, cfg.batch_size, seed=cfg.seed)
         return PhotoTupleBatchSampler(train.photo_row, train.langs, quotas, cfg.batch_size, seed=cfg.seed)
 
     # -- losses --------------------------------------------------------------------------------------
     def forward(self, forward, batch, dist_info, epoch: int) -> tuple[torch.Tensor, dict]:
+        loss, parts = self._batch_loss(forward, batch, dist_info, epoch)
+        if isinstance(batch, tuple) and len(batch) == 3 and batch[2]:  # + text-only tuples (cfg.text_corpus)
+            text = text_tuple_loss(self, self.model[0], batch[2], epoch)
+            if text is not None:
+                loss = loss + text
+                parts["text_tuples"] = text.item()
+        return loss, parts
+
+    def _batch_loss(self, forward, batch, dist_info, epoch: int) -> tuple[torch.Tensor, dict]:
         model = self.model[0]
         if self.kind == "vse":
             return self.ranking(batch_scores(model, forward, self.data, batch, dist_info)), {}
         if dist_info.enabled:
             raise DataError(f"objective {self.kind!r} runs in one process; DDP is supported for objective vse")
-        photo_rows, slots = batch
+        photo_rows, slots = batch[0], batch[1]
         valid = slots >= 0
         flat = slots[valid]  # row-major: photo by photo, slot by slot
         ids, lengths = self.data.captions.pad([self.data.train.ids[c] for c in flat])
@@ -164,15 +211,20 @@ class Objective(nn.Module):
         return loss, parts
 
     # -- hooks ---------------------------------------------------------------------------------------
+    def start_epoch(self, epoch: int) -> None:
+        if self.translator is not None:
+            self.translator.start_epoch(epoch)
+
     def after_step(self, step: int) -> dict:
         if self.cfg.align and step % self.aligner.every == 0:
             return {"align_loss": self.aligner.step()}
         return {}
 
     def epoch_log(self) -> dict:
+        out = self.translator.log() if self.translator is not None else {}
         if self.aligner is None:
-            return {}
-        return {"alignment_ratio": self.aligner.ratios()}
+            return out
+        return {**out, "alignment_ratio": self.aligner.ratios()}
 
 
 class WordAligner(nn.Module):

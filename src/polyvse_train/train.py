@@ -22,6 +22,7 @@ from tqdm.auto import tqdm
 from polyvse.api import PolyvseModel
 from polyvse.checkpoint import (Checkpoint, load_training_state, save_checkpoint, save_training_state,
                                 write_json_atomic)
+from polyvse.data.caption_limit import limit_captions
 from polyvse.data.types import Corpus
 from polyvse.errors import DataError
 from polyvse.models import JointEmbeddingModel, ModelConfig
@@ -31,6 +32,8 @@ from polyvse.paths import cache_root
 from .config import TrainConfig
 from .distributed import DistInfo, barrier, init_distributed, shutdown
 from .objectives import Objective, batch_scores  # noqa: F401  (batch_scores: re-exported)
+from .pretrained_tower import pretrained_caption_encoder, uses_pretrained_tower
+from .text_corpus import TextTupleSet, build_caption_encoder, load_text_corpus
 
 log = logging.getLogger("polyvse.train")
 STATE = "state.pt"
@@ -54,6 +57,7 @@ class PreparedData:
     captions: CaptionEncoder
     feature_key: str
     n_failed_photos: int
+    text_tuples: TextTupleSet | None = None  # text-only caption tuples (cfg.text_corpus), None = none
 
 
 def seed_everything(seed: int) -> None:
@@ -97,6 +101,7 @@ def prepare_data(cfg: TrainConfig, root: Path, smoke: bool = False, progress: bo
 
     corpus = load_dataset(cfg.dataset, root).filter(langs=cfg.languages)
     train_ids, eval_ids = resolve_split(corpus, cfg)
+    text_corpus = load_text_corpus(cfg, root, corpus, eval_ids, smoke)  # all evaluation photos, before slicing
     if smoke:  # a slice of the data: first photos by id, so smoke runs are reproducible and fast
         train_ids = set(sorted(train_ids)[: cfg.smoke_photos])
         eval_ids = set(sorted(eval_ids)[: max(cfg.smoke_photos // 2, 8)])
@@ -115,15 +120,25 @@ def prepare_data(cfg: TrainConfig, root: Path, smoke: bool = False, progress: bo
 
     train_caps = [c for c in corpus.captions if c.photo_id in train_ids and c.photo_id in row_of]
     train_caps += translation_captions(cfg, root, {p for p in train_ids if p in row_of})
+    train_caps = limit_captions(train_caps, cfg.caption_limit, cfg.seed)  # learning curves; {} keeps all
     eval_caps = [c for c in corpus.captions if c.photo_id in eval_ids and c.photo_id in row_of]
     texts_by_lang: dict[str, list[str]] = {}
     for c in train_caps:
         texts_by_lang.setdefault(c.lang, []).append(c.text)
-    encoder = CaptionEncoder.build(texts_by_lang, min_count=cfg.min_count, max_len=cfg.max_len)
+    text_tuples = None
+    if uses_pretrained_tower(cfg):  # frozen sentence vectors from the embedding cache; no vocabulary
+        if text_corpus is not None:
+            raise DataError("text_corpus needs a word-level text encoder, not a frozen pretrained tower; "
+                            "set text_corpus: none")
+        encoder = pretrained_caption_encoder(cfg, root, progress=progress)
+    else:  # without a text corpus: CaptionEncoder.build over the training captions, as always
+        encoder, text_tuples = build_caption_encoder(cfg, texts_by_lang, text_corpus)
 
     def encode(caps) -> CaptionSet:
+        from .evaluate import caption_inputs  # one call per language: a sentence encoder embeds in batches
+
         return CaptionSet(np.array([row_of[c.photo_id] for c in caps], dtype=np.int64),
-                          [c.lang for c in caps], [encoder.ids(c.text, c.lang) for c in caps])
+                          [c.lang for c in caps], caption_inputs(encoder, caps))
 
     feats = torch.as_tensor(np.asarray(result.features, dtype=np.float32))
     return PreparedData(
@@ -131,7 +146,7 @@ def prepare_data(cfg: TrainConfig, root: Path, smoke: bool = False, progress: bo
         train_rows=np.array(sorted(row_of[p] for p in train_ids if p in row_of), dtype=np.int64),
         eval_rows=np.array(sorted(row_of[p] for p in eval_ids if p in row_of), dtype=np.int64),
         train=encode(train_caps), eval=encode(eval_caps), captions=encoder,
-        feature_key=extractor.key, n_failed_photos=len(result.failures))
+        feature_key=extractor.key, n_failed_photos=len(result.failures), text_tuples=text_tuples)
 
 
 def translation_captions(cfg: TrainConfig, root: Path, train_photos: set[str]) -> list:
@@ -159,16 +174,23 @@ def translation_captions(cfg: TrainConfig, root: Path, train_photos: set[str]) -
 
 
 def build_model(cfg: TrainConfig, data: PreparedData) -> JointEmbeddingModel:
-    per_language = cfg.text_sharing != "shared" or cfg.universal_dim > 0
+    per_language = cfg.text_sharing != "shared" or cfg.universal_dim > 0 or bool(cfg.language_map)
     return JointEmbeddingModel(ModelConfig(
-        vocab_size=len(data.captions.vocab), image_dim=int(data.features.shape[1]), embed_dim=cfg.embed_dim,
+        vocab_size=vocab_size(data.captions), image_dim=int(data.features.shape[1]), embed_dim=cfg.embed_dim,
+        pretrained_dim=data.captions.dim if uses_pretrained_tower(cfg) else 0,
         word_dim=cfg.word_dim, hidden_dim=cfg.hidden_dim, dropout=cfg.dropout, similarity=cfg.similarity,
         languages=list(cfg.languages) if per_language else [],
         **{k: getattr(cfg, k) for k in MODEL_FIELDS}))
 
 
 #: TrainConfig fields that are ModelConfig fields of the same name
-MODEL_FIELDS = ("text_encoder", "text_sharing", "universal_dim", "image_head", "image_hidden_dim")
+MODEL_FIELDS = ("text_encoder", "text_sharing", "universal_dim", "image_head", "image_hidden_dim", "language_map",
+                "text_head")
+
+
+def vocab_size(captions) -> int:
+    """Word ids of the caption encoder (0 for a pretrained sentence encoder, which has no vocabulary)."""
+    return len(captions.vocab) if captions.vocab is not None else 0
 
 
 def evaluate_split(model: PolyvseModel, data: PreparedData, caps: CaptionSet, rows: np.ndarray,
@@ -194,7 +216,8 @@ def build_optimiser(cfg: TrainConfig, model: torch.nn.Module, extra=()) -> torch
 def batch_items(batch) -> int:
     """Captions in a batch: a list of caption indices (vse) or (photo rows, slots) with -1 for empty slots."""
     if isinstance(batch, tuple):
-        return int((np.asarray(batch[1]) >= 0).sum())
+        text_batches = batch[2] if len(batch) > 2 else []  # text-only tuple batches it carries (text_corpus)
+        return int((np.asarray(batch[1]) >= 0).sum()) + sum(int((t >= 0).sum()) for t in text_batches)
     return len(batch)
 
 
@@ -250,9 +273,9 @@ def _train(cfg: TrainConfig, out_dir: Path, root: Path, dist_info: DistInfo, *, 
     aux = [p for n, p in objective.named_parameters() if not n.startswith("aligner.")]
     optimiser = build_optimiser(cfg, model, aux)
     sampler = objective.sampler()
-    lp_epochs = objective.lp_epochs
+    lp_epochs = objective.pre_epochs  # MULE's LP epochs / the Translator's source stage, before the schedule
     epochs = (cfg.smoke_epochs if smoke else cfg.epochs) + lp_epochs
-    run_key = {"config": cfg.to_dict(), "smoke": smoke, "vocab": data.captions.vocab.fingerprint(),
+    run_key = {"config": cfg.to_dict(), "smoke": smoke, "vocab": data.captions.fingerprint(),
                "features": data.feature_key}
 
     state_path = out_dir / STATE
@@ -290,6 +313,8 @@ def _train(cfg: TrainConfig, out_dir: Path, root: Path, dist_info: DistInfo, *, 
         lr = cfg.lr * (0.1 if epoch - lp_epochs >= cfg.lr_decay_epoch else 1.0)
         for group in optimiser.param_groups:
             group["lr"] = lr
+        if batch_pos == 0:
+            objective.start_epoch(epoch)  # e.g. the Translator's map initialisation at the target stage
         batches = sampler.epoch_batches(epoch)
         if smoke and cfg.smoke_max_batches > 0:
             batches = batches[: cfg.smoke_max_batches]
@@ -345,11 +370,14 @@ def _train(cfg: TrainConfig, out_dir: Path, root: Path, dist_info: DistInfo, *, 
         "dataset": cfg.dataset, "split": f"{cfg.split}/{cfg.eval_split}" if cfg.split == "official" else cfg.split,
         "seed": cfg.seed, "smoke": smoke, "languages": per_lang,
         "n_train_photos": int(len(data.train_rows)), "n_train_captions": int(len(data.train.ids)),
-        "n_failed_photos": data.n_failed_photos, "vocab_size": len(data.captions.vocab),
+        "n_train_captions_by_language": {lang: data.train.langs.count(lang) for lang in cfg.languages},
+        "n_failed_photos": data.n_failed_photos, "vocab_size": vocab_size(data.captions),
         "parameters": int(sum(p.numel() for p in model.parameters())),
         "wall_time_s": round(time.time() - t0, 1), "config": cfg.to_dict(),
     }
     metrics.update(objective.epoch_log())
+    if data.text_tuples is not None:
+        metrics["text_corpus"] = data.text_tuples.summary()
     ckpt.training = {"data": cfg.dataset, "split": metrics["split"], "seed": cfg.seed, "commit": git_commit(),
                      "config": cfg.to_dict(), "metrics": per_lang}
     save_checkpoint(ckpt, out_dir / "checkpoint")

@@ -139,7 +139,7 @@ def text_only_corpus(root: str | os.PathLike, exclude_photo_ids: Iterable[str],
                      langs: Iterable[str] | None = None, *,
                      zh_variants: Sequence[str] = TEXT_ONLY_ZH_VARIANTS, dedupe: bool = True,
                      exclude_texts: Iterable[str] | None = None, drop_excluded_texts: bool = False,
-                     name: str = "f8k-ml-text") -> Corpus:
+                     name: str = "f8k-ml-text", sources: Iterable[str] | None = None) -> Corpus:
     """Text-only training captions: all Multi30K (task1 + task2, every split), all Flickr8K
     (`all_captions.txt`) and Flickr8K-CN (`zh_variants`: native zhc and machine-translated zhb/zhg,
     sources "flickr8kcn-zh?") captions whose photo is NOT in `exclude_photo_ids` (by Flickr id).
@@ -150,7 +150,8 @@ def text_only_corpus(root: str | os.PathLike, exclude_photo_ids: Iterable[str],
     also drops every sentence identical to a caption that any source here (or Flickr8K-CN's zhm
     human translations) gives to an excluded photo. De-duplication as in F8K-ML
     (same photo + language + caption_key kept once; order flickr8k, multi30k-task1, multi30k-task2,
-    then the Flickr8K-CN variants in the order given).
+    then the Flickr8K-CN variants in the order given). `sources` keeps only captions of these sources
+    (e.g. {"multi30k-task1", "multi30k-task2"}; de-duplication among them only; None = all).
     """
     if exclude_photo_ids is None or isinstance(exclude_photo_ids, str):
         raise TypeError("exclude_photo_ids must be a collection of photo ids (use set() to exclude none)")
@@ -178,6 +179,10 @@ def text_only_corpus(root: str | os.PathLike, exclude_photo_ids: Iterable[str],
             _file, lang, source = CN_VARIANTS[v]
             recs = cn.records(v)
             streams.append((((r.photo_id, r.text) for r in recs), cn.caption_keys(v), lang, source))
+
+    if sources is not None:
+        keep = frozenset(sources)
+        streams = [s for s in streams if s[3] in keep]
 
     if drop_excluded_texts and drop:
         # every sentence any source gives to an excluded photo, whatever the language filter

@@ -28,7 +28,8 @@ DEFAULT_MAX_PIXELS = 40_000_000
 
 ImageSource = Union[str, os.PathLike, bytes, bytearray, memoryview, BinaryIO, Image.Image]
 
-_BOMB_HINT = "refusing to decode it (possible decompression bomb); pass a larger max_pixels if this photo is genuine"
+# No advice on raising a limit here: the reader may be an HTTP client, who cannot change it.
+_BOMB_HINT = "refusing to decode it (possible decompression bomb)"
 
 
 def read_image_bytes(path: str | os.PathLike) -> bytes:
@@ -94,10 +95,8 @@ def _describe(exc: BaseException) -> str:
 
 
 def _bomb_reason(exc: BaseException) -> str:
-    return (
-        f"image is too large to decode safely (possible decompression bomb): Pillow says "
-        f"{str(exc).strip()!r}; raise PIL.Image.MAX_IMAGE_PIXELS as well as max_pixels if this photo is genuine"
-    )
+    return (f"image is too large to decode safely (more than {2 * Image.MAX_IMAGE_PIXELS / 1e6:.0f} megapixels; "
+            "possible decompression bomb)")
 
 
 def _decode_reason(fmt: str, exc: BaseException, header: bool = False) -> str:
@@ -157,10 +156,13 @@ def load_image(
     if not data:
         raise DataError("file is empty (0 bytes)", label)
 
-    # Pillow warns (DecompressionBombWarning) above MAX_IMAGE_PIXELS and raises above twice that;
-    # both become errors here. Note: warnings filters are process-global in Python 3.11.
+    # Pillow warns (DecompressionBombWarning) above MAX_IMAGE_PIXELS and raises above twice that. With a
+    # stricter max_pixels of our own, the warning is ignored so that _check_pixels (header only, before any
+    # decoding) gives the message with the actual limit; otherwise the warning becomes an error.
+    # Note: warnings filters are process-global in Python 3.11.
+    ours_first = max_pixels is not None and max_pixels <= Image.MAX_IMAGE_PIXELS
     with warnings.catch_warnings():
-        warnings.simplefilter("error", Image.DecompressionBombWarning)
+        warnings.simplefilter("ignore" if ours_first else "error", Image.DecompressionBombWarning)
         try:
             img = Image.open(io.BytesIO(data))
         except (Image.DecompressionBombError, Image.DecompressionBombWarning) as exc:

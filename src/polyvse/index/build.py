@@ -74,15 +74,15 @@ def _no_photo_read(n: int, failures) -> DataError:
     return DataError(f"none of the {n} photos could be read{first}")
 
 
-def _structure(model, vectors: np.ndarray, requested: str, exact_threshold: int, recall_target: float,
+def _structure(similarity: str, vectors: np.ndarray, requested: str, exact_threshold: int, recall_target: float,
                existing=None, existing_search: dict | None = None, n_old: int = 0):
-    """(faiss structure or None, manifest search section) for ``vectors``.
+    """(faiss structure or None, manifest search section) for ``vectors`` of a model with this similarity.
 
     Appending to an IVF index adds the new rows to the trained lists (the lists are trained again once the
     index holds IVF_RETRAIN_GROWTH times what they were trained on); appending to an HNSW index inserts
     the new rows. Either way the search parameter is tuned again to the recall target.
     """
-    kind = choose_kind(len(vectors), similarity_name(model), requested, exact_threshold)
+    kind = choose_kind(len(vectors), similarity, requested, exact_threshold)
     old_kind = (existing_search or {}).get("kind")
     common = dict(exact_threshold=exact_threshold, recall_target=recall_target)
     if kind == IVF:
@@ -106,6 +106,33 @@ def _structure(model, vectors: np.ndarray, requested: str, exact_threshold: int,
     return None, search_section(kind, **common)
 
 
+def check_new_index(root: Path, similarity: str, kind: str, exact_threshold: int, overwrite: bool) -> None:
+    """Refuse, before any work, a build request that cannot succeed or would clobber something."""
+    if exact_threshold < 1:
+        raise DataError(f"exact threshold must be at least 1, not {exact_threshold}")
+    choose_kind(0, similarity, kind, exact_threshold)  # validate the requested kind
+    if root.exists() and not root.is_dir():
+        raise DataError("exists and is not a folder; give a folder for the index", root)
+    if root.is_dir():
+        if is_index_dir(root) and not overwrite:
+            raise DataError("is already an index; use `polyvse index add` to append photos, or --force to "
+                            "rebuild it from scratch", root)
+        if not is_index_dir(root) and any(not f.name.startswith(".") for f in root.iterdir()):
+            raise DataError("folder is not empty and not an index; give a new or empty folder", root)
+
+
+def write_new_index(root: Path, model_info: dict, similarity: str, photo_list: list[PhotoEntry], vectors: np.ndarray,
+                    kind: str, exact_threshold: int, recall_target: float) -> None:
+    """Choose and build the search structure for ``vectors`` and commit them as a new index generation.
+
+    The caller holds :func:`index_lock`. ``model_info`` is the manifest's model section (:func:`model_section`).
+    """
+    ann, search = _structure(similarity, vectors, kind, exact_threshold, recall_target)
+    search["requested"] = kind
+    manifest = {"model": model_info, "search": search, "created": now_iso()}
+    write_generation(root, manifest, photo_list, vectors, ann)
+
+
 def build_index(model, photos: Sequence[str | os.PathLike], out: str | os.PathLike, *, cache_dir,
                 names: Sequence[str] | None = None, checkpoint_path: str | os.PathLike | None = None,
                 kind: str = "auto", exact_threshold: int = DEFAULT_EXACT_THRESHOLD,
@@ -115,17 +142,7 @@ def build_index(model, photos: Sequence[str | os.PathLike], out: str | os.PathLi
     """Embed ``photos`` with ``model`` into a new index folder ``out`` (see polyvse.index.store for the layout)."""
     t0 = time.time()
     root = Path(out)
-    if exact_threshold < 1:
-        raise DataError(f"exact threshold must be at least 1, not {exact_threshold}")
-    choose_kind(0, similarity_name(model), kind, exact_threshold)  # validate the request before any work
-    if root.exists() and not root.is_dir():
-        raise DataError("exists and is not a folder; give a folder for the index", root)
-    if root.is_dir():
-        if is_index_dir(root) and not overwrite:
-            raise DataError("is already an index; use `polyvse index add` to append photos, or --force to "
-                            "rebuild it from scratch", root)
-        if not is_index_dir(root) and any(not f.name.startswith(".") for f in root.iterdir()):
-            raise DataError("folder is not empty and not an index; give a new or empty folder", root)
+    check_new_index(root, similarity_name(model), kind, exact_threshold, overwrite)
     entries = _entries(photos, names)
     if not entries:
         raise DataError("no photos to index")
@@ -137,10 +154,8 @@ def build_index(model, photos: Sequence[str | os.PathLike], out: str | os.PathLi
             raise _no_photo_read(len(entries), result.failures)
         kept = [entries[int(i)] for i in ok]
         photo_list = [PhotoEntry(i, name, path) for i, (path, name) in enumerate(kept)]
-        ann, search = _structure(model, vectors, kind, exact_threshold, recall_target)
-        search["requested"] = kind
-        manifest = {"model": model_section(model, checkpoint_path), "search": search, "created": now_iso()}
-        write_generation(root, manifest, photo_list, vectors, ann)
+        write_new_index(root, model_section(model, checkpoint_path), similarity_name(model), photo_list, vectors,
+                        kind, exact_threshold, recall_target)
     return IndexReport(PhotoIndex.open(root), added=len(photo_list), failures=result.failures,
                        extracted=result.extracted, cached=result.cached, seconds=time.time() - t0)
 
@@ -178,7 +193,7 @@ def add_to_index(model, index_dir: str | os.PathLike, photos: Sequence[str | os.
         all_vectors = np.concatenate([np.asarray(index.vectors, dtype=np.float32), vectors])
         old_search = index.manifest["search"]
         requested = old_search.get("requested", "auto")
-        ann, search = _structure(model, all_vectors, requested, int(old_search["exact_threshold"]),
+        ann, search = _structure(similarity_name(model), all_vectors, requested, int(old_search["exact_threshold"]),
                                  float(old_search["recall_target"]), existing=index._ann,
                                  existing_search=old_search, n_old=n_old)
         search["requested"] = requested

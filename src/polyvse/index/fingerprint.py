@@ -61,8 +61,10 @@ def model_fingerprint(model) -> str:
     described = {
         "model": _config_without_defaults(model.model.config),
         "similarity": similarity_name(model),
-        "vocabulary": captions.vocab.fingerprint(),
-        "tokenizer": {"max_len": captions.max_len, "lowercase": captions.lowercase},
+        "vocabulary": captions.fingerprint(),
+        # a pretrained sentence encoder has no tokenizer settings of ours: its name, options and version
+        "tokenizer": ({"max_len": captions.max_len, "lowercase": captions.lowercase} if captions.vocab is not None
+                      else captions.to_dict()),
         "image_features": {"backbone": ck.backbone, "key": ck.feature_key, "ten_crop": bool(ck.ten_crop)},
         "languages": list(ck.languages),
     }

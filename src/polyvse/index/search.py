@@ -143,6 +143,8 @@ class Searcher:
         from ..text.tokenize import tokenize
 
         captions = self.model.captions
+        if captions.vocab is None:  # a pretrained sentence encoder: no word vocabulary, no unknown words
+            return [], 0
         words = [t for t in tokenize(text, lang, lowercase=captions.lowercase) if any(ch.isalnum() for ch in t)]
         unknown = [w for w, tagged in zip(words, tag_tokens(words, lang)) if tagged not in captions.vocab]
         return unknown, len(words)

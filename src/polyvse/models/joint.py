@@ -13,6 +13,7 @@ from torch import nn
 
 from ..similarity import CosineSimilarity, OrderSimilarity
 from .image_head import LinearImageHead, MlpImageHead
+from .pretrained.text_branch import PretrainedTextEncoder
 from .text_encoder import ENCODERS, TextEncoder
 
 
@@ -26,13 +27,16 @@ class ModelConfig:
     num_layers: int = 1
     bidirectional: bool = False
     dropout: float = 0.0
-    text_encoder: str = "gru"  # gru | lstm | mean (mean-pooled word embeddings)
+    text_encoder: str = "gru"  # gru | lstm | mean (mean-pooled word embeddings) | pretrained (frozen vectors)
     image_head: str = "linear"  # linear | mlp (MULE: Linear-BN-ReLU-Linear)
     similarity: str = "cosine"  # cosine | order
     text_sharing: str = "shared"  # shared | per_language (one pooler + projection per language)
     languages: list[str] = field(default_factory=list)  # order = language index used by `langs` tensors
     universal_dim: int = 0  # > 0: MULE's per-language word projection into a universal embedding
     image_hidden_dim: int = 2048  # hidden width of the mlp image head
+    pretrained_dim: int = 0  # text_encoder pretrained: size of the frozen sentence vectors the head reads
+    text_head: str = "linear"  # text_encoder pretrained: linear | mlp (hidden_dim units)
+    language_map: list[str] = field(default_factory=list)  # Translator: languages whose words pass a d x d map
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -45,17 +49,24 @@ IMAGE_HEADS = ("linear", "mlp")
 class JointEmbeddingModel(nn.Module):
     def __init__(self, config: ModelConfig):
         super().__init__()
-        if config.text_encoder not in ENCODERS:
-            raise ValueError(f"unknown text_encoder {config.text_encoder!r}; available: {', '.join(ENCODERS)}")
+        if config.text_encoder not in ENCODERS + ("pretrained",):
+            raise ValueError(f"unknown text_encoder {config.text_encoder!r}; available: {', '.join(ENCODERS)}, "
+                             "pretrained")
         if config.image_head not in IMAGE_HEADS:
             raise ValueError(f"unknown image_head {config.image_head!r}; available: {', '.join(IMAGE_HEADS)}")
         if config.similarity not in SIMILARITIES:
             raise ValueError(f"unknown similarity {config.similarity!r}; available: {', '.join(SIMILARITIES)}")
         self.config = config
-        self.text_encoder = TextEncoder(config.vocab_size, config.word_dim, config.hidden_dim, config.embed_dim,
-                                        config.num_layers, config.bidirectional, config.dropout,
-                                        cell=config.text_encoder, sharing=config.text_sharing,
-                                        languages=config.languages, universal_dim=config.universal_dim)
+        if config.text_encoder == "pretrained":  # a learned head on frozen sentence vectors
+            self.text_encoder = PretrainedTextEncoder(config.pretrained_dim, config.embed_dim, config.text_head,
+                                                      config.hidden_dim, config.dropout, config.languages,
+                                                      config.universal_dim)
+        else:
+            self.text_encoder = TextEncoder(config.vocab_size, config.word_dim, config.hidden_dim,
+                                            config.embed_dim, config.num_layers, config.bidirectional,
+                                            config.dropout, cell=config.text_encoder, sharing=config.text_sharing,
+                                            languages=config.languages, universal_dim=config.universal_dim,
+                                            language_map=config.language_map)
         if config.image_head == "linear":
             self.image_head = LinearImageHead(config.image_dim, config.embed_dim)
         else:

@@ -6,6 +6,7 @@ language already has its own word embeddings in the one table. What may be share
 rest of the branch:
 
     ids -> word embeddings (one table; rows are per-language by construction)
+        -> [Translator: per-language d x d map into the source language's word space (language_mapping)]
         -> [MULE: per-language Linear(word_dim -> universal_dim), the "universal embedding"]
         -> pooler: last hidden state of a GRU / LSTM, or the mean of the word vectors
         -> Linear into the joint space
@@ -22,6 +23,8 @@ from typing import Sequence
 import torch
 from torch import nn
 from torch.nn.utils.rnn import pack_padded_sequence
+
+from .language_mapping import LanguageMapping
 
 CELLS = {"gru": nn.GRU, "lstm": nn.LSTM}
 ENCODERS = ("gru", "lstm", "mean")
@@ -58,14 +61,15 @@ class TextEncoder(nn.Module):
 
     def __init__(self, vocab_size: int, word_dim: int = 300, hidden_dim: int = 1024, embed_dim: int = 1024,
                  num_layers: int = 1, bidirectional: bool = False, dropout: float = 0.0, cell: str = "gru",
-                 sharing: str = "shared", languages: Sequence[str] = (), universal_dim: int = 0):
+                 sharing: str = "shared", languages: Sequence[str] = (), universal_dim: int = 0,
+                 language_map: Sequence[str] = ()):
         super().__init__()
         if cell not in ENCODERS:
             raise ValueError(f"unknown text encoder {cell!r}; available: {', '.join(ENCODERS)}")
         if sharing not in ("shared", "per_language"):
             raise ValueError(f"text_sharing must be 'shared' or 'per_language', got {sharing!r}")
         self.languages = list(languages)
-        if (sharing == "per_language" or universal_dim) and not self.languages:
+        if (sharing == "per_language" or universal_dim or language_map) and not self.languages:
             raise ValueError("per-language text parts need the list of languages")
         self.cell, self.sharing, self.universal_dim = cell, sharing, int(universal_dim)
         self.embed = nn.Embedding(vocab_size, word_dim, padding_idx=0)
@@ -88,6 +92,8 @@ class TextEncoder(nn.Module):
         nn.init.uniform_(self.embed.weight, -0.1, 0.1)
         with torch.no_grad():
             self.embed.weight[0].zero_()
+        # Created last, so configs without a language map keep their initialisation (and numbers).
+        self.language_map = LanguageMapping(word_dim, self.languages, language_map) if language_map else None
 
     def _make_branch(self, owner: nn.Module, in_dim, hidden_dim, embed_dim, num_layers, bidirectional, dropout):
         if self.cell == "mean":
@@ -101,7 +107,7 @@ class TextEncoder(nn.Module):
 
     @property
     def needs_language(self) -> bool:
-        return self.sharing == "per_language" or bool(self.universal_dim)
+        return self.sharing == "per_language" or bool(self.universal_dim) or self.language_map is not None
 
     def _check_langs(self, langs: torch.Tensor | None, n: int) -> torch.Tensor | None:
         if not self.needs_language:
@@ -140,6 +146,8 @@ class TextEncoder(nn.Module):
         """(sentence embeddings (batch, embed_dim), word features fed to the pooler (batch, T, d))."""
         langs = self._check_langs(langs, ids.shape[0])
         x = self.dropout(self.embed(ids))
+        if self.language_map is not None:
+            x = self.language_map(x, langs)
         if self.universal_dim:
             x = self._per_language(x, langs, lambda lang, rows: self.universal[lang](x[rows]))
         if self.sharing == "shared":
@@ -149,9 +157,12 @@ class TextEncoder(nn.Module):
 
     def word_vectors(self, ids: torch.Tensor, lang: str) -> torch.Tensor:
         """The cross-lingual representation of words ``ids`` of language ``lang``: what the sentence pooler
-        reads (the word embedding, after MULE's universal projection when there is one). Word translation
+        reads (the word embedding, after the Translator's map and MULE's universal projection when there are
+        ones). Word translation
         P@1 is measured on these."""
         x = self.embed(torch.as_tensor(ids, dtype=torch.long))
+        if self.language_map is not None and lang in self.language_map.maps:  # the Translator's M
+            x = x @ self.language_map.maps[lang]
         if self.universal_dim:
             if lang not in self.universal:
                 raise ValueError(f"no universal projection for {lang!r}; languages: {', '.join(self.languages)}")

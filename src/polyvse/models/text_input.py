@@ -47,6 +47,10 @@ class CaptionEncoder:
             out[i, : len(x)] = torch.as_tensor(x, dtype=torch.long)
         return out, lengths
 
+    def fingerprint(self) -> str:
+        """What the model's input ids mean: the vocabulary's fingerprint."""
+        return self.vocab.fingerprint()
+
     def to_dict(self) -> dict:
         return {"vocab": self.vocab.to_dict(), "max_len": self.max_len, "lowercase": self.lowercase,
                 "tokenizer": "polyvse.text.tokenize", "tagging": "lang:token"}

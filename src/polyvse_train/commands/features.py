@@ -1,7 +1,8 @@
 """`polyvse features extract (--images DIR | --list FILE) [--backbone B] [--ten-crop] [--strict] ...`.
 
 Computes image features into the content-addressed cache (default ``<data root>/cache/features``)
-that training and evaluation read, so a later run repeats no work.
+that training and evaluation read, so a later run repeats no work. Under ``torchrun`` every rank extracts
+its own contiguous slice of the sorted photo list (``--shard K/N`` does the same for an independent job).
 """
 from __future__ import annotations
 
@@ -41,6 +42,8 @@ def register(sub) -> None:
                         "slow (large photos, slow disk) or the machine is shared")
     e.add_argument("--batch-size", type=int, default=32, metavar="N", help="photos per batch (default: %(default)s)")
     e.add_argument("--quiet", action="store_true", help="no progress bars")
+    e.add_argument("--shard", metavar="K/N", help="extract only shard K of N of the sorted photo list, as an "
+                   "independent job (under torchrun every rank takes its own shard without this)")
     e.set_defaults(func=run_extract)
 
     b = actions.add_parser("backbones", help="list the available image backbones")
@@ -83,9 +86,26 @@ def _photos_in_list(list_file: Path) -> list[Path]:
 
 
 def run_extract(args) -> int:
+    from polyvse_train.distributed import shutdown
+    from polyvse_train.shard_role import shard_role
+
+    role = shard_role(getattr(args, "shard", None))
+    try:
+        return _extract(args, role)
+    finally:
+        shutdown(role.dist)
+
+
+def _extract(args, role) -> int:
+    """Extract the photos of this process's shard (all of them when the collection is not sharded).
+
+    Shards need no merge step: the feature cache is keyed by photo content, so every shard's vectors land in
+    the one cache (or, on machines without a shared folder, in caches that can be copied together).
+    """
     from polyvse.errors import DataError
     from polyvse.features.cache import extract_features
     from polyvse.features.extractor import available_backbones, get_extractor
+    from polyvse_train.shard_role import run_shard
 
     if args.workers < 0:
         raise DataError(f"--workers must be 0 or more, not {args.workers}")
@@ -99,22 +119,39 @@ def run_extract(args) -> int:
 
     cache_dir = Path(args.cache_dir).expanduser() if args.cache_dir else cache_root(args.data_root) / "features"
     extractor = get_extractor(args.backbone or available_backbones()[0], ten_crop=args.ten_crop)
-    result = extract_features(
-        photos, extractor, cache_dir,
-        strict=args.strict, batch_size=args.batch_size, num_workers=args.workers, progress=not args.quiet,
-    )
+    start, stop = role.bounds(len(photos))
+
+    def work() -> dict:
+        result = extract_features(
+            photos[start:stop], extractor, cache_dir, strict=args.strict, batch_size=args.batch_size,
+            num_workers=args.workers, progress=not args.quiet and (role.is_main or role.independent),
+        )
+        return {"extracted": result.extracted, "cached": result.cached, "failures": result.failures}
+
+    shards = run_shard(role, work)
+    if not role.is_main and not role.independent:
+        return 0  # rank 0 reports for every rank
+    extracted = sum(s["extracted"] for s in shards)
+    cached = sum(s["cached"] for s in shards)
+    failures = [f for s in shards for f in s["failures"]]
+    where = ""
+    if role.independent:
+        where = f"{role.label} (photos {start + 1}-{stop} of {len(photos)}): " if stop > start else \
+            f"{role.label} (no photos: {len(photos)} photos for {role.num_shards} shards): "
+    elif role.sharded:
+        where = f"{role.num_shards} ranks: "
     print(
-        f"{len(photos)} photos: {result.extracted} extracted, {result.cached} already cached, "
-        f"{len(result.failures)} failed"
+        f"{where}{stop - start if role.independent else len(photos)} photos: {extracted} extracted, "
+        f"{cached} already cached, {len(failures)} failed"
     )
     print(f"features: {extractor.name} ({extractor.dim}-d{', ten-crop' if extractor.ten_crop else ''}) "
           f"in {cache_dir / extractor.key}")
-    if result.failures:
+    if failures:
         print("failed photos (skipped):")
-        for path, reason in result.failures[:_MAX_LISTED_FAILURES]:
+        for path, reason in failures[:_MAX_LISTED_FAILURES]:
             print(f"  {path}: {reason}")
-        if len(result.failures) > _MAX_LISTED_FAILURES:
-            print(f"  ... and {len(result.failures) - _MAX_LISTED_FAILURES} more")
+        if len(failures) > _MAX_LISTED_FAILURES:
+            print(f"  ... and {len(failures) - _MAX_LISTED_FAILURES} more")
     return 0
 
 

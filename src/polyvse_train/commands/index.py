@@ -1,8 +1,12 @@
-"""`polyvse index build|add|info`: embed a photo collection into a searchable FAISS index.
+"""`polyvse index build|add|merge|info`: embed a photo collection into a searchable FAISS index.
 
     polyvse index build --checkpoint C --images DIR --out INDEX
     polyvse index add   --index INDEX --images DIR2            (only new photos are embedded)
     polyvse index info  --index INDEX
+
+Sharded builds: under ``torchrun`` every rank embeds its slice of the sorted photos into a shard file and
+rank 0 merges them; ``--shard K/N`` writes one shard as an independent job and ``polyvse index merge --out
+INDEX`` merges once all N are written (see polyvse.index.shards).
 """
 from __future__ import annotations
 
@@ -50,7 +54,21 @@ def register(sub) -> None:
     b.add_argument("--recall-target", type=float, default=DEFAULT_RECALL_TARGET, metavar="R",
                    help="recall@10 against exact search that IVF/HNSW is tuned to (default: %(default)s)")
     b.add_argument("--force", action="store_true", help="replace an existing index at --out")
+    b.add_argument("--shard", metavar="K/N", help="embed only shard K of N of the sorted photos into "
+                   "INDEX/.shards, as an independent job; merge with `polyvse index merge` once all N are written "
+                   "(under torchrun every rank takes its own shard and rank 0 merges, without this)")
     b.set_defaults(func=run_build)
+
+    m = actions.add_parser(
+        "merge", help="write an index from the shard files of a sharded build",
+        description="Write the index at --out from INDEX/.shards/shard-K-of-N.npz, written by `polyvse index "
+        "build --shard K/N` (or by ranks that could not meet, e.g. on machines without a shared folder: copy their "
+        "shard files there first). The result equals a single-process build of the same photos. Shards that are "
+        "missing or belong to another build are refused, naming the file.")
+    m.add_argument("--out", required=True, metavar="INDEX", help="index folder holding the .shards folder")
+    m.add_argument("--force", action="store_true", help="replace an existing index at --out")
+    m.add_argument("--keep-shards", action="store_true", help="keep the shard files after merging")
+    m.set_defaults(func=run_merge)
 
     a = actions.add_parser(
         "add", help="append photos to an index (only new photos are embedded)",
@@ -113,16 +131,62 @@ def _report(report, verb: str) -> None:
 
 
 def run_build(args) -> int:
-    import polyvse
-    from polyvse.index import build_index
+    from polyvse_train.distributed import shutdown
+    from polyvse_train.shard_role import shard_role
 
+    role = shard_role(getattr(args, "shard", None))
+    try:
+        return _build(args, role)
+    finally:
+        shutdown(role.dist)
+
+
+def _build(args, role) -> int:
+    import dataclasses
+    import time
+
+    import polyvse
+    from polyvse.index import build_index, build_index_shard, merge_index_shards
+    from polyvse_train.shard_role import run_shard
+
+    t0 = time.time()
     model = polyvse.load(args.checkpoint)
     photos, names = _photos(args)
-    report = build_index(model, photos, args.out, cache_dir=_cache_dir(args), names=names,
-                         checkpoint_path=args.checkpoint, kind=args.kind, exact_threshold=args.exact_threshold,
-                         recall_target=args.recall_target, batch_size=args.batch_size, num_workers=args.workers,
-                         progress=not args.quiet, strict=args.strict, overwrite=args.force)
+    options = dict(cache_dir=_cache_dir(args), names=names, checkpoint_path=args.checkpoint, kind=args.kind,
+                   exact_threshold=args.exact_threshold, recall_target=args.recall_target,
+                   batch_size=args.batch_size, num_workers=args.workers, strict=args.strict, overwrite=args.force)
+    if not role.sharded:
+        report = build_index(model, photos, args.out, progress=not args.quiet, **options)
+        _report(report, "indexed")
+        return 0
+
+    shards = run_shard(role, lambda: build_index_shard(
+        model, photos, args.out, shard=role.shard, num_shards=role.num_shards,
+        progress=not args.quiet and (role.is_main or role.independent), **options))
+    if role.independent:
+        s = shards[0]
+        state = "kept from an earlier run" if s.reused else (f"{s.extracted} features computed, {s.cached} from the "
+                                                             f"cache, {s.seconds:.1f} s")
+        print(f"{role.label}: {s.embedded} of {s.photos} photos embedded ({len(s.failures)} unreadable; {state})")
+        print(f"shard file: {s.path}")
+        print(f"once all {role.num_shards} shards are written: polyvse index merge --out {args.out}")
+        return 0
+    if not role.is_main:
+        return 0  # rank 0 merges and reports
+    report = merge_index_shards(args.out, num_shards=role.num_shards, overwrite=args.force)
+    report = dataclasses.replace(report, extracted=sum(s.extracted for s in shards),
+                                 cached=sum(s.cached for s in shards), seconds=time.time() - t0)
+    reused = sum(s.reused for s in shards)
+    print(f"{role.num_shards} shards merged" + (f" ({reused} kept from an earlier run)" if reused else ""))
     _report(report, "indexed")
+    return 0
+
+
+def run_merge(args) -> int:
+    from polyvse.index import merge_index_shards
+
+    report = merge_index_shards(args.out, overwrite=args.force, keep_shards=args.keep_shards)
+    _report(report, "merged into the index")
     return 0
 
 

@@ -14,17 +14,37 @@ def add_common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--seed", type=int, help="override the config's seed")
     p.add_argument("--split", help="override the config's split: official or fold<i>of<k>")
     p.add_argument("--epochs", type=int, help="override the config's number of epochs")
+    p.add_argument("--eval-split", dest="eval_split", help="override the config's eval_split: val or test")
+    p.add_argument("--set", dest="overrides", action="append", default=[], metavar="FIELD=VALUE",
+                   help="override any config field (VALUE is YAML: 10, true, [en, de], {en: 2}); repeatable")
     p.add_argument("--save-every", type=int, default=0, help="also save the training state every N steps")
     p.add_argument("--max-steps", type=int, help="stop after N steps, keeping the state (for tests)")
     p.add_argument("--quiet", action="store_true", help="no progress bars")
 
 
 def apply_overrides(cfg, args):
-    for name in ("seed", "split", "epochs"):
+    for name in ("seed", "split", "epochs", "eval_split"):
         value = getattr(args, name, None)
         if value is not None:
             setattr(cfg, name, value)
-    return cfg
+    return set_fields(cfg, getattr(args, "overrides", None) or [])
+
+
+def set_fields(cfg, assignments: list[str]):
+    """cfg with FIELD=VALUE assignments applied (VALUE parsed as YAML, checked like a config file's fields)."""
+    import yaml
+
+    from polyvse.errors import DataError
+
+    if not assignments:
+        return cfg
+    data = cfg.to_dict()
+    for item in assignments:
+        field, sep, value = item.partition("=")
+        if not sep or not field.strip():
+            raise DataError(f"--set {item!r}: write FIELD=VALUE, e.g. --set top_k=10")
+        data[field.strip()] = yaml.safe_load(value)
+    return type(cfg).from_dict(data, source="--set")
 
 
 def run_training(cfg, args, out: Path) -> int:

@@ -1,0 +1,106 @@
+"""From raw captions to frozen sentence vectors: the text input of a model with a pretrained text branch.
+
+It plays the part :class:`polyvse.models.text_input.CaptionEncoder` plays for word-level models, with the
+same methods, so the trainer, the evaluator and ``PolyvseModel.encode_text`` need no second path:
+
+    ids_many(texts, lang)  each caption's model input: its sentence vector (a float32 row), taken from the
+                           content-keyed embedding cache when ``cache_dir`` is set (training, evaluation),
+                           else computed (new sentences at inference)
+    pad(rows)              (vectors (n, 1, dim), lengths all 1) -- what ``PretrainedTextEncoder`` reads
+    to_dict / from_dict    what the checkpoint records: encoder name, options, backend package and version
+
+A checkpoint records the backend version because the head was trained on that version's vectors: loading it
+where the package is missing, or at another version, is an error that names the pip command.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+import torch
+
+from ...errors import CheckpointError
+from .base import PretrainedModelError, PretrainedSentenceEncoder, get_pretrained_encoder, package_version
+from .cache import encode_cached
+
+__all__ = ["PretrainedCaptionEncoder", "KIND"]
+
+KIND = "pretrained-sentence-encoder"
+
+
+class PretrainedCaptionEncoder:
+    """Captions -> frozen sentence vectors of registry encoder ``name`` (see the module docstring)."""
+
+    vocab = None  # no word vocabulary: the sentence encoder tokenises for itself
+
+    def __init__(self, name: str, options: dict[str, Any] | None = None,
+                 cache_dir: str | os.PathLike | None = None, progress: bool = False):
+        self.name = name
+        self.options = dict(options or {})
+        self.encoder: PretrainedSentenceEncoder = get_pretrained_encoder(name, **self.options)
+        self.cache_dir = Path(cache_dir) if cache_dir is not None else None
+        self.progress = progress
+
+    @property
+    def dim(self) -> int:
+        return self.encoder.dim
+
+    @property
+    def languages(self) -> frozenset[str]:
+        return self.encoder.languages
+
+    def ids_many(self, texts: Sequence[str], lang: str) -> list[np.ndarray]:
+        """The sentence vector of each text (float32 rows of one matrix)."""
+        texts = list(texts)
+        if self.cache_dir is not None:
+            vecs = encode_cached(self.encoder, texts, lang, self.cache_dir, progress=self.progress)
+        else:
+            vecs = self.encoder.encode(texts, lang)
+        return list(vecs)
+
+    def ids(self, text: str, lang: str) -> np.ndarray:
+        return self.ids_many([text], lang)[0]
+
+    def pad(self, rows: Sequence[np.ndarray]) -> tuple[torch.Tensor, torch.Tensor]:
+        if len(rows) == 0:
+            return torch.zeros((0, 1, self.dim)), torch.zeros(0, dtype=torch.long)
+        vecs = torch.from_numpy(np.stack([np.asarray(r, dtype=np.float32) for r in rows]))
+        return vecs[:, None, :], torch.ones(len(rows), dtype=torch.long)
+
+    def fingerprint(self) -> str:
+        """What produced the vectors (encoder, options, backend version), as a short hash."""
+        return hashlib.sha256(f"{self.encoder.cache_id}|{self.dim}".encode()).hexdigest()[:16]
+
+    def to_dict(self) -> dict:
+        return {"kind": KIND, "encoder": self.name, "options": self.options, "version": self.encoder.version,
+                "package": self.encoder.package, "dim": self.dim, "cache_id": self.encoder.cache_id}
+
+    @classmethod
+    def from_dict(cls, d: dict, source: str | os.PathLike = "<checkpoint>") -> "PretrainedCaptionEncoder":
+        """Rebuild from a checkpoint; the backend package must be installed at the recorded version."""
+        try:
+            enc = cls(d["encoder"], d.get("options") or {})
+            installed = package_version(enc.encoder.package)
+        except PretrainedModelError as exc:
+            raise CheckpointError(f"{source}: the model's text branch is the pretrained sentence encoder "
+                                  f"{d.get('encoder')!r} ({d.get('version')}): {exc}") from None
+        except (KeyError, TypeError) as exc:
+            raise CheckpointError(f"{source}: unreadable pretrained caption encoder ({exc!r})") from None
+        except Exception as exc:  # noqa: BLE001 - e.g. an unknown encoder name from a newer polyvse
+            raise CheckpointError(f"{source}: cannot rebuild the pretrained sentence encoder: {exc}") from None
+        recorded = d.get("version", "")
+        if f"{enc.encoder.package}=={installed}" != recorded:
+            raise CheckpointError(
+                f"{source}: the model's head was trained on {recorded} vectors, but {enc.encoder.package} "
+                f"{installed} is installed; install the recorded version (`pip install {recorded}`)")
+        if int(d.get("dim", enc.dim)) != enc.dim:
+            raise CheckpointError(f"{source}: recorded sentence-vector size {d.get('dim')} != {enc.name}'s {enc.dim}")
+        return enc
+
+    def __repr__(self) -> str:
+        opts = json.dumps(self.options, sort_keys=True)
+        return f"PretrainedCaptionEncoder({self.name!r}, options={opts}, cache_dir={self.cache_dir})"

@@ -1,0 +1,77 @@
+"""The text branch of a model whose text side is a frozen pretrained sentence encoder.
+
+    frozen sentence vector (pretrained_dim, computed outside the graph, see ``PretrainedCaptionEncoder``)
+        -> [MULE: per-language Linear(pretrained_dim -> universal_dim), the "universal embedding"]
+        -> learned head (``FrozenSentenceEncoderHead``: linear, or Linear-ReLU-Dropout-Linear)
+        -> joint space
+
+It has the interface of :class:`polyvse.models.text_encoder.TextEncoder`, so the training objectives and
+``PolyvseModel`` use it unchanged: the "ids" it reads are the padded sentence vectors ``(batch, 1, dim)``
+that ``PretrainedCaptionEncoder.pad`` builds, ``lengths`` are all 1, and ``features`` returns the head's
+input as the one "word" of the sentence -- so MULE's neighbourhood constraints and language classifier, which
+read the mean of the word features, act on the universal projection (or, without one, on the frozen vector).
+"""
+from __future__ import annotations
+
+from typing import Sequence
+
+import torch
+from torch import nn
+
+from .head import FrozenSentenceEncoderHead
+
+__all__ = ["PretrainedTextEncoder", "TEXT_HEADS"]
+
+TEXT_HEADS = ("linear", "mlp")
+
+
+class PretrainedTextEncoder(nn.Module):
+    """Learned parts on top of frozen sentence vectors; see the module docstring."""
+
+    def __init__(self, in_dim: int, embed_dim: int, head: str = "linear", hidden_dim: int = 1024,
+                 dropout: float = 0.0, languages: Sequence[str] = (), universal_dim: int = 0):
+        super().__init__()
+        if head not in TEXT_HEADS:
+            raise ValueError(f"unknown text_head {head!r}; available: {', '.join(TEXT_HEADS)}")
+        if in_dim < 1:
+            raise ValueError(f"pretrained_dim must be positive (the sentence encoder's size), got {in_dim}")
+        self.languages = list(languages)
+        self.universal_dim = int(universal_dim)
+        if self.universal_dim and not self.languages:
+            raise ValueError("per-language text parts need the list of languages")
+        self.in_dim = int(in_dim)
+        if self.universal_dim:
+            self.universal = nn.ModuleDict({lang: nn.Linear(in_dim, self.universal_dim) for lang in self.languages})
+        self.head = FrozenSentenceEncoderHead(self.universal_dim or in_dim, embed_dim,
+                                              hidden=hidden_dim if head == "mlp" else None, dropout=dropout)
+
+    @property
+    def needs_language(self) -> bool:
+        return bool(self.universal_dim)
+
+    def features(self, vecs: torch.Tensor, lengths: torch.Tensor | None = None, langs: torch.Tensor | None = None
+                 ) -> tuple[torch.Tensor, torch.Tensor]:
+        """(sentence embeddings (batch, embed_dim), the head's input as one "word" (batch, 1, d))."""
+        if vecs.dim() == 3:
+            if vecs.shape[1] != 1:
+                raise ValueError(f"expected one sentence vector per caption, got shape {tuple(vecs.shape)}")
+            vecs = vecs[:, 0]
+        if not torch.is_floating_point(vecs):
+            raise ValueError("a pretrained text branch reads sentence vectors (float), not word ids: encode the "
+                             "captions with the checkpoint's PretrainedCaptionEncoder")
+        x = vecs.float()
+        if self.universal_dim:
+            if langs is None:
+                raise ValueError("this text branch has per-language parts: pass langs, the (batch,) language "
+                                 f"indices into {self.languages}")
+            langs = torch.as_tensor(langs, dtype=torch.long)
+            out = x.new_zeros((x.shape[0], self.universal_dim))
+            for li in torch.unique(langs).tolist():
+                rows = (langs == li).nonzero(as_tuple=True)[0]
+                out = out.index_copy(0, rows, self.universal[self.languages[li]](x[rows]))
+            x = out
+        return self.head(x), x[:, None, :]
+
+    def forward(self, vecs: torch.Tensor, lengths: torch.Tensor | None = None,
+                langs: torch.Tensor | None = None) -> torch.Tensor:
+        return self.features(vecs, lengths, langs)[0]

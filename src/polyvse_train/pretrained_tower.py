@@ -1,0 +1,74 @@
+"""Training with a frozen pretrained sentence encoder as the text tower (``text_encoder: pretrained``).
+
+The encoder (``pretrained_encoder``: e5-small, use-multilingual) never trains: every caption is embedded once,
+through the content-keyed embedding cache under ``<cache root>/sentences`` (``$POLYVSE_CACHE`` or
+``<data root>/cache``), so the first run on a dataset pays for the embeddings and later runs read them in
+seconds. What trains is the head (``text_head``: linear, or an MLP with ``hidden_dim`` units), optionally after
+MULE's per-language universal projection (``universal_dim``), against the image head with the objective's loss.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+from polyvse.errors import DataError
+from polyvse.models.pretrained import available_pretrained_encoders
+from polyvse.models.pretrained.captions import PretrainedCaptionEncoder
+from polyvse.models.pretrained.text_branch import TEXT_HEADS
+from polyvse.paths import cache_root
+
+#: where the sentence vectors of training and evaluation captions are cached, under the cache root
+SENTENCE_CACHE = "sentences"
+
+#: options about word embeddings, which a pretrained tower does not have: (field, value that means "off")
+WORD_LEVEL_OPTIONS = (("word_init", "random"), ("freeze_word_embeddings", False), ("align", False),
+                      ("word_l2", 0.0))
+
+
+def uses_pretrained_tower(cfg) -> bool:
+    return cfg.text_encoder == "pretrained"
+
+
+def check_pretrained_config(cfg) -> None:
+    """Errors naming the field for settings a frozen sentence encoder cannot honour."""
+    if cfg.pretrained_encoder not in available_pretrained_encoders():
+        raise DataError(f"text_encoder pretrained needs pretrained_encoder: one of "
+                        f"{', '.join(available_pretrained_encoders())} (got {cfg.pretrained_encoder!r})")
+    if cfg.text_head not in TEXT_HEADS:
+        raise DataError(f"text_head {cfg.text_head!r}: use one of {', '.join(TEXT_HEADS)}")
+    if cfg.text_sharing != "shared":
+        raise DataError("text_encoder pretrained has one head for all languages: set text_sharing: shared "
+                        "(universal_dim > 0 adds MULE's per-language projection before it)")
+    for name, off in WORD_LEVEL_OPTIONS:
+        if getattr(cfg, name) != off:
+            raise DataError(f"{name} acts on word embeddings, which text_encoder pretrained does not have; "
+                            f"set {name}: {off!r} or use a word-level text_encoder (gru, lstm, mean)")
+    for name in ("language_map", "source_language"):  # the Translator's word-level map, if this build has it
+        if getattr(cfg, name, None):
+            raise DataError(f"{name} maps word embeddings, which text_encoder pretrained does not have; "
+                            f"remove it or use a word-level text_encoder")
+    if getattr(cfg, "text_corpus", "none") != "none":
+        raise DataError("text_corpus feeds word ids of text-only captions, which text_encoder pretrained does not "
+                        "read: set text_corpus: none (embedding a text corpus with the frozen encoder is not "
+                        "supported yet)")
+    # MULE's sentence-level terms read u, the head's input: without a universal projection that is the frozen
+    # vector itself, which no loss can move.
+    if not cfg.universal_dim and cfg.objective == "mule" and (cfg.lc_weight > 0 or cfg.lp_epochs > 0):
+        which = "lc_weight (the adversarial language classifier)" if cfg.lc_weight > 0 else "lp_epochs (LP)"
+        raise DataError(f"{which} acts on the universal embedding u, which for text_encoder pretrained is the "
+                        "frozen sentence vector unless universal_dim > 0 adds MULE's learned per-language "
+                        "projection: set universal_dim (e.g. 512)")
+    from polyvse.models.pretrained import get_pretrained_encoder
+
+    covered = get_pretrained_encoder(cfg.pretrained_encoder).languages
+    missing = [lang for lang in cfg.languages if lang not in covered]
+    if missing:
+        raise DataError(f"pretrained_encoder {cfg.pretrained_encoder} was not trained on {', '.join(missing)}; "
+                        f"remove {'it' if len(missing) == 1 else 'them'} from languages (it covers "
+                        f"{', '.join(sorted(covered))})")
+
+
+def pretrained_caption_encoder(cfg, root: Path, progress: bool = True) -> PretrainedCaptionEncoder:
+    """The caption encoder of a pretrained-tower run: cached sentence vectors of cfg.pretrained_encoder."""
+    check_pretrained_config(cfg)
+    return PretrainedCaptionEncoder(cfg.pretrained_encoder, cache_dir=cache_root(root) / SENTENCE_CACHE,
+                                    progress=progress)

@@ -1,0 +1,229 @@
+"""Sharded `features extract` / `index build` (torchrun ranks or --shard K/N jobs) and `index merge`: a 2-rank
+build equals a 1-rank build, the merge refuses missing or foreign shards naming the file, and a rerun after a
+killed rank computes only the missing shard.
+
+The model is untrained (the index does not care what the weights are); the photos are real Flickr8K photos
+plus one broken file, which sorts last and so lands in the last shard.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from polyvse.errors import DataError
+from polyvse.index import PhotoIndex
+from polyvse.sharding import parse_shard_spec, shard_bounds
+from polyvse_train.cli import main as cli_main
+from polyvse_train.distributed import DistInfo, shard
+
+N_PHOTOS = 7  # odd: the two shards differ in size
+TIMING_FIELDS = ("created", "updated")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def torchrun(args: list[str], nproc: int = 2) -> str:
+    """Run `polyvse ARGS` under torchrun on CPU (gloo); its stdout."""
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("WORLD_SIZE", "RANK", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT")}
+    env.update(OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", str(nproc), "--master-addr",
+           "127.0.0.1", "--master-port", str(free_port()), "-m", "polyvse_train.cli", *args]
+    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, f"{' '.join(cmd)} failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
+    return proc.stdout
+
+
+def polyvse(args: list[str], capsys) -> tuple[int, str, str]:
+    code = cli_main(args)
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+def make_checkpoint(path: Path, seed: int) -> Path:
+    from polyvse.checkpoint import Checkpoint, save_checkpoint
+    from polyvse.features.extractor import get_extractor
+    from polyvse.models import JointEmbeddingModel, ModelConfig
+    from polyvse.models.text_input import CaptionEncoder
+
+    extractor = get_extractor()
+    torch.manual_seed(seed)
+    enc = CaptionEncoder.build({"en": ["a dog runs in the snow"]})
+    model = JointEmbeddingModel(ModelConfig(vocab_size=len(enc.vocab), image_dim=extractor.dim, embed_dim=16,
+                                            word_dim=8, hidden_dim=16))
+    return save_checkpoint(Checkpoint(model=model.eval(), captions=enc, backbone=extractor.name,
+                                      feature_key=extractor.key, ten_crop=False, languages=["en"]), path)
+
+
+@pytest.fixture(scope="module")
+def setup(shared_data, tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("sharded")
+    photos = tmp / "photos"
+    photos.mkdir()
+    for src in sorted((shared_data / "flickr8k" / "images").glob("*.jpg"))[:N_PHOTOS]:
+        shutil.copyfile(src, photos / src.name)
+    (photos / "zz_broken.jpg").write_bytes(b"\xff\xd8\xff\xe0 not really a jpeg")
+    ckpt = make_checkpoint(tmp / "ckpt", seed=0)
+    other = make_checkpoint(tmp / "other-ckpt", seed=1)
+    return dict(tmp=tmp, photos=photos, ckpt=ckpt, other=other)
+
+
+def build_args(setup, out: Path, cache: Path, *extra: str, images: Path | None = None) -> list[str]:
+    return ["index", "build", "--checkpoint", str(setup["ckpt"]), "--images", str(images or setup["photos"]),
+            "--out", str(out), "--cache-dir", str(cache), "--workers", "0", "--quiet", *extra]
+
+
+@pytest.fixture(scope="module")
+def one_rank_index(setup) -> Path:
+    out = setup["tmp"] / "one-rank"
+    assert cli_main(build_args(setup, out, setup["tmp"] / "cache-one")) == 0
+    return out
+
+
+def assert_same_index(a: Path, b: Path) -> None:
+    ia, ib = PhotoIndex.open(a), PhotoIndex.open(b)
+    assert [p.to_dict() for p in ib.photos] == [p.to_dict() for p in ia.photos]
+    np.testing.assert_allclose(np.asarray(ib.vectors), np.asarray(ia.vectors), rtol=1e-5, atol=1e-6)
+
+    def comparable(manifest: dict) -> dict:
+        m = {k: v for k, v in manifest.items() if k not in TIMING_FIELDS}
+        m["files"] = {k: v for k, v in m["files"].items() if k not in ("vectors", "photos", "ann")}
+        return m
+
+    assert comparable(ib.manifest) == comparable(ia.manifest)
+    assert not (b / ".shards").exists()
+
+
+# -- slicing ----------------------------------------------------------------------------------------------
+def test_shard_bounds_tile_the_list_like_training_batches():
+    for total in (0, 1, 7, 10):
+        for n in (1, 2, 3, 4):
+            bounds = [shard_bounds(total, k, n) for k in range(n)]
+            assert bounds[0][0] == 0 and bounds[-1][1] == total
+            assert all(a[1] == b[0] for a, b in zip(bounds, bounds[1:]))
+            assert [list(range(*b)) for b in bounds] == [shard(np.arange(total), DistInfo(k, n)).tolist()
+                                                         for k in range(n)]
+    assert parse_shard_spec(" 1/4 ") == (1, 4)
+    for bad in ("4/4", "1", "a/b", "-1/2", "0/0"):
+        with pytest.raises(DataError, match="--shard"):
+            parse_shard_spec(bad)
+
+
+# -- torchrun ---------------------------------------------------------------------------------------------
+def test_two_rank_build_equals_one_rank_build(setup, one_rank_index):
+    out = setup["tmp"] / "two-rank"
+    stdout = torchrun(build_args(setup, out, setup["tmp"] / "cache-two"))
+    assert "2 shards merged" in stdout
+    assert f"{N_PHOTOS} photos indexed, 1 unreadable ({N_PHOTOS} features computed" in stdout
+    assert "zz_broken.jpg" in stdout
+    assert_same_index(one_rank_index, out)
+
+
+def test_killed_rank_rerun_computes_only_the_missing_shard(setup, one_rank_index, capsys):
+    out, cache = setup["tmp"] / "resumed", setup["tmp"] / "cache-resumed"
+    # rank 0 finished its shard, rank 1 was killed while writing its own (a stray temporary file)
+    code, stdout, _ = polyvse(build_args(setup, out, setup["tmp"] / "cache-rank0", "--shard", "0/2"), capsys)
+    assert code == 0 and "shard 0/2: 4 of 4 photos embedded" in stdout
+    (out / ".shards" / ".shard-00001-of-00002.npz.abc123.tmp").write_bytes(b"PK\x03\x04 half a zip")
+    stdout = torchrun(build_args(setup, out, cache))
+    assert "2 shards merged (1 kept from an earlier run)" in stdout
+    # only shard 1's photos went through the backbone: 3 photos + the broken one (which fails)
+    assert f"{N_PHOTOS} photos indexed, 1 unreadable (3 features computed, 0 from the cache" in stdout
+    assert len(list(cache.rglob("*.npy"))) == 3
+    assert_same_index(one_rank_index, out)
+
+
+# -- independent jobs + `polyvse index merge` ------------------------------------------------------------
+def test_merge_refuses_missing_and_foreign_shards_then_merges(setup, one_rank_index, capsys):
+    out, cache = setup["tmp"] / "jobs", setup["tmp"] / "cache-one"
+    shards = out / ".shards"
+    code, _, err = polyvse(["index", "merge", "--out", str(out)], capsys)
+    assert code == 2 and "no shard files" in err
+
+    assert polyvse(build_args(setup, out, cache, "--shard", "0/2"), capsys)[0] == 0
+    code, _, err = polyvse(["index", "merge", "--out", str(out)], capsys)
+    assert code == 2 and "shard-00001-of-00002.npz: missing (1 of 2 shards missing" in err
+    assert "--shard 1/2" in err
+
+    # shard 1 embedded by another model
+    other = build_args(setup, out, cache, "--shard", "1/2")
+    other[other.index("--checkpoint") + 1] = str(setup["other"])
+    assert polyvse(other, capsys)[0] == 0
+    code, _, err = polyvse(["index", "merge", "--out", str(out)], capsys)
+    assert code == 2 and "shard-00001-of-00002.npz: embedded by another model" in err
+
+    # shard 1 of another photo list (one photo fewer)
+    fewer = setup["tmp"] / "fewer"
+    shutil.copytree(setup["photos"], fewer)
+    sorted(fewer.glob("*.jpg"))[0].unlink()
+    assert polyvse(build_args(setup, out, cache, "--shard", "1/2", images=fewer), capsys)[0] == 0
+    code, _, err = polyvse(["index", "merge", "--out", str(out)], capsys)
+    assert code == 2 and "shard-00001-of-00002.npz: written for another photo list" in err
+
+    # a shard of a 3-shard build lying beside them
+    assert polyvse(build_args(setup, out, cache, "--shard", "2/3"), capsys)[0] == 0
+    code, _, err = polyvse(["index", "merge", "--out", str(out)], capsys)
+    assert code == 2 and "different shard counts (2, 3)" in err
+    (shards / "shard-00002-of-00003.npz").unlink()
+
+    # a damaged shard file
+    good = shards / "shard-00000-of-00002.npz"
+    saved = good.read_bytes()
+    good.write_bytes(saved[: len(saved) // 2])
+    code, _, err = polyvse(["index", "merge", "--out", str(out)], capsys)
+    assert code == 2 and "shard-00000-of-00002.npz: unreadable shard file" in err
+    good.write_bytes(saved)
+
+    # the right shard 1 replaces the foreign one (it is not mistaken for a finished shard) and the merge succeeds
+    code, stdout, _ = polyvse(build_args(setup, out, cache, "--shard", "1/2"), capsys)
+    assert code == 0 and "shard 1/2: 3 of 4 photos embedded (1 unreadable;" in stdout
+    assert "kept from an earlier run" not in stdout
+    code, stdout, _ = polyvse(["index", "merge", "--out", str(out)], capsys)
+    assert code == 0 and f"{N_PHOTOS} photos merged into the index, 1 unreadable" in stdout
+    assert_same_index(one_rank_index, out)
+    code, _, err = polyvse(["index", "merge", "--out", str(out)], capsys)
+    assert code == 2 and "no shard files" in err
+
+
+def test_a_shard_is_kept_only_while_its_photos_are_unchanged(setup, tmp_path, capsys):
+    photos = tmp_path / "photos"
+    shutil.copytree(setup["photos"], photos)
+    args = build_args(setup, tmp_path / "index", setup["tmp"] / "cache-one", "--shard", "0/2", images=photos)
+    assert "kept from an earlier run" not in polyvse(args, capsys)[1]
+    assert "kept from an earlier run" in polyvse(args, capsys)[1]
+    first = sorted(photos.glob("*.jpg"))[0]
+    os.utime(first, ns=(first.stat().st_atime_ns, first.stat().st_mtime_ns + 10**9))  # edited
+    assert "kept from an earlier run" not in polyvse(args, capsys)[1]
+
+
+def test_features_extract_shards_fill_one_cache(setup, tmp_path, capsys):
+    whole, sharded = tmp_path / "whole", tmp_path / "sharded"
+    args = ["features", "extract", "--images", str(setup["photos"]), "--workers", "0", "--quiet"]
+    code, stdout, _ = polyvse([*args, "--cache-dir", str(whole)], capsys)
+    assert code == 0 and f"{N_PHOTOS + 1} photos: {N_PHOTOS} extracted" in stdout
+    code, stdout, _ = polyvse([*args, "--cache-dir", str(sharded), "--shard", "1/2"], capsys)
+    assert code == 0 and "shard 1/2 (photos 5-8 of 8): 4 photos: 3 extracted, 0 already cached, 1 failed" in stdout
+    code, stdout, _ = polyvse([*args, "--cache-dir", str(sharded), "--shard", "0/2"], capsys)
+    assert code == 0 and "shard 0/2 (photos 1-4 of 8): 4 photos: 4 extracted" in stdout
+    files = sorted(p.relative_to(whole) for p in whole.rglob("*.npy"))
+    assert files == sorted(p.relative_to(sharded) for p in sharded.rglob("*.npy")) and len(files) == N_PHOTOS
+    for f in files:
+        np.testing.assert_array_equal(np.load(sharded / f), np.load(whole / f))
+
+
+def test_shard_flag_is_refused_under_torchrun(setup, monkeypatch, capsys):
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    code, _, err = polyvse(build_args(setup, setup["tmp"] / "x", setup["tmp"] / "c", "--shard", "0/2"), capsys)
+    assert code == 2 and "under torchrun every rank already takes its own shard" in err
