@@ -79,6 +79,13 @@ def test_status_done_stale_failed_and_tasks(tmp_path):
     (d / "tasks.json").write_text("{}")
     assert status(out, run, spec) == "done"
     assert status(out, run, ZooSpec(overrides={"epochs": 2})) == "stale"  # another budget: not these results
+    # a run recorded with its full config (as execute does) stays done when TrainConfig gains a field later
+    full = effective_config(run, spec).to_dict()
+    (d / "zoo_run.json").write_text(json.dumps({"config": {k: v for k, v in full.items() if k != "caption_limit"}}))
+    assert status(out, run, spec) == "done"
+    (d / "zoo_run.json").write_text(json.dumps({"config": {**full, "margin": 0.3}}))
+    assert status(out, run, spec) == "stale"
+    (d / "zoo_run.json").write_text(json.dumps({"config_digest": digest}))
     (d / "zoo_run.json").unlink()
     (d / "error.json").write_text(json.dumps({"config_digest": digest}))
     assert status(out, run, spec) == "failed"

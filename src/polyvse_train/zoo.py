@@ -108,8 +108,18 @@ def effective_config(run: ZooRun, spec: ZooSpec) -> TrainConfig:
     return TrainConfig.from_dict(data, source=str(run.path))
 
 
-def config_digest(cfg: TrainConfig) -> str:
-    return hashlib.sha256(json.dumps(cfg.to_dict(), sort_keys=True).encode()).hexdigest()[:16]
+def config_digest(cfg: TrainConfig | dict) -> str:
+    """Digest of the fields that differ from TrainConfig's defaults: a field added to TrainConfig later (with a
+    default that keeps the old behaviour) does not turn finished runs stale. Runs recorded before that are
+    compared the same way, from the config saved beside them."""
+    data = cfg.to_dict() if isinstance(cfg, TrainConfig) else cfg
+    defaults = TrainConfig().to_dict()
+    changed = {k: v for k, v in data.items() if k not in defaults or defaults[k] != v}
+    return hashlib.sha256(json.dumps(changed, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def _recorded_digest(record: dict) -> str | None:
+    return config_digest(record["config"]) if "config" in record else record.get("config_digest")
 
 
 def find_configs(config_dir: Path, names: Iterable[str] | None = None) -> list[tuple[str, Path]]:
@@ -168,14 +178,14 @@ def status(out: Path, run: ZooRun, spec: ZooSpec) -> str:
     digest = config_digest(effective_config(run, spec))
     rec = d / RUN_FILE
     if rec.exists():
-        if json.loads(rec.read_text(encoding="utf-8")).get("config_digest") != digest:
+        if _recorded_digest(json.loads(rec.read_text(encoding="utf-8"))) != digest:
             return "stale"
         if run.split == OFFICIAL and not run.tag and not (d / TASKS_FILE).exists():
             return "tasks"
         return "done"
     if (d / ERROR_FILE).exists():
         err = json.loads((d / ERROR_FILE).read_text(encoding="utf-8"))
-        return "failed" if err.get("config_digest") == digest else "stale"
+        return "failed" if _recorded_digest(err) == digest else "stale"
     return "partial"
 
 
@@ -263,7 +273,8 @@ def _execute(run: ZooRun, out: Path, root: Path, spec: ZooSpec, *, retry_failed:
             write_json_atomic(d / TASKS_FILE, {"seconds": round(time.time() - t0, 1), **tasks})
     except Exception as exc:  # one broken config must not stop the zoo: record it and go on
         log.error("%s failed: %s", run.run_id, exc)
-        write_json_atomic(d / ERROR_FILE, {"run_id": run.run_id, "config_digest": digest, "error": repr(exc),
+        write_json_atomic(d / ERROR_FILE, {"run_id": run.run_id, "config_digest": digest, "config": cfg.to_dict(),
+                                           "error": repr(exc),
                                            "traceback": traceback.format_exc()})
         return "failed"
     return "done"
