@@ -149,7 +149,10 @@ async def run_load(args) -> dict:
         check_loopback(url)
     else:
         proc, url = start_server(args)
-    limits = httpx.Limits(max_connections=args.clients + 5, max_keepalive_connections=args.clients + 5)
+    # Idle pooled connections expire on the client before the server's keep-alive timeout (polyvse serve: 15 s),
+    # so a request never goes out on a connection the server is closing at that moment (a ReadError race).
+    limits = httpx.Limits(max_connections=args.clients + 5, max_keepalive_connections=args.clients + 5,
+                          keepalive_expiry=2.0)
     try:
         async with httpx.AsyncClient(timeout=args.timeout, limits=limits) as client:
             t_ready = time.time()

@@ -334,7 +334,7 @@ def main(argv: list[str] | None = None) -> int:
         ("eval", [str(HERE / "bench_eval.py")] + (["--images", "200", "--repeats", "1"] if args.quick else []), 240),
         ("extract", [str(HERE / "bench_extract.py")] + q, 330),
         ("search", [str(HERE / "bench_search.py")] + q, 720),
-        ("train", [str(train_script)] + (q if args.quick and _supports_quick(train_script) else []), 420),
+        ("train", [str(train_script)] + (q if args.quick and _supports_quick(train_script) else []), 600),
     ]
     only = {s for s in args.only.split(",") if s}
     results: dict = {k: None for k in HEADLINE}

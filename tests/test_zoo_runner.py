@@ -148,6 +148,13 @@ def test_report_is_generated_from_run_folders(tmp_path):
     assert "12.5 (80)" in text  # word P@1
     row = next(line for line in text.splitlines() if "hardest negative" in line)
     assert "| 3 |" in row and "holds" in row
+    assert "| en | `vsepp` | 25.6 ± 0.5 | 3 | vse 20.5 |" in text  # best per language (folds)
+    readme = tmp_path / "README.md"
+    readme.write_text("intro\n<!-- zoo-best:start -->\nSTALE-TEXT\n<!-- zoo-best:end -->\nrest\n")
+    write_report(out, docs, planned, ["vse", "vsepp"], "make zoo", ZooSpec(), readme=readme)
+    new = readme.read_text()
+    assert new.startswith("intro\n<!-- zoo-best:start -->\nBest configuration") and new.endswith("-->\nrest\n")
+    assert "STALE-TEXT" not in new and "| en | `vsepp` |" in new
     for png in ("zoo_recall_by_language.png", "zoo_training_curves.png"):
         assert (docs / png).stat().st_size > 1000
         assert f"({png})" in text
@@ -236,6 +243,6 @@ def test_zoo_end_to_end_on_real_data(shared_data, tmp_path, capsys):
     assert "de" in tasks["words"]
     assert main(["zoo", "run", *args]) == 0  # resumed: everything is done, nothing runs again
     assert "done: 6" in capsys.readouterr().out
-    assert main(["zoo", "report", *args, "--docs", str(tmp_path / "docs")]) == 0
+    assert main(["zoo", "report", *args, "--docs", str(tmp_path / "docs"), "--readme", ""]) == 0
     text = (tmp_path / "docs" / "results.md").read_text()
     assert "6 of 6 planned runs finished" in text and "| vsepp | 2 |" in text

@@ -82,5 +82,6 @@ def run(args) -> int:
         print(f"warmed up in {warm_up(searcher, captions):.1f} s", flush=True)
     print(f"ready in {time.time() - t0:.1f} s: http://{args.host}:{args.port}/  (API schema: /openapi.json)",
           flush=True)
-    uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level)
+    # keep-alive above the usual client pool expiry (httpx: 5 s), so idle connections are closed by clients first
+    uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level, timeout_keep_alive=15)
     return 0

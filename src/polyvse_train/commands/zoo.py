@@ -29,6 +29,9 @@ def register(sub) -> None:
             q.add_argument("--progress", action="store_true", help="progress bars of each training")
         if name == "report":
             q.add_argument("--docs", default="docs", help="where results.md and the PNGs go (default: %(default)s)")
+            q.add_argument("--readme", default="README.md",
+                           help="README whose <!-- zoo-best --> block gets the best config per language "
+                                "(default: %(default)s; '' = leave it)")
 
 
 def _plan(args):
@@ -61,7 +64,8 @@ def run(args) -> int:
         return 1 if counts.get("failed") else 0
     from ..zoo_report import write_report
 
+    readme = Path(args.readme) if args.readme else None
     path = write_report(out, Path(args.docs), [r.run_id for r in runs], [n for n, _ in configs], COMMAND,
-                        spec)
+                        spec, readme=readme if readme and readme.exists() else None)
     print(f"wrote {path}")
     return 0
