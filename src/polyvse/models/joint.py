@@ -89,16 +89,24 @@ class JointEmbeddingModel(nn.Module):
             raise ValueError(f"this model has per-language parts for {self.config.languages}, not {unknown}")
         return torch.tensor([index[lang] for lang in langs], dtype=torch.long)
 
+    def _joint(self, x: torch.Tensor) -> torch.Tensor:
+        """Order embeddings live on the unit sphere (Vendrov et al. L2-normalise both sides before the order
+        score). Without it the score -||max(0, |b| - |a|)||^2 is exactly 0 for every caption that shrinks
+        below an image, so a trained model scores most pairs 0 and ranking degenerates into ties. Cosine
+        normalises on its own, so the embeddings of cosine models are left as they are."""
+        return nn.functional.normalize(x, dim=-1) if self.config.similarity == "order" else x
+
     def encode_text_ids(self, ids: torch.Tensor, lengths: torch.Tensor, langs=None) -> torch.Tensor:
         """langs: None, a (batch,) index tensor, or a list of language codes (needed for per-language parts)."""
-        return self.text_encoder(ids, lengths, self.language_indices(langs))
+        return self._joint(self.text_encoder(ids, lengths, self.language_indices(langs)))
 
     def text_features(self, ids: torch.Tensor, lengths: torch.Tensor, langs=None):
         """(sentence embeddings, per-word features before pooling) -- for word/sentence-level losses."""
-        return self.text_encoder.features(ids, lengths, self.language_indices(langs))
+        text, words = self.text_encoder.features(ids, lengths, self.language_indices(langs))
+        return self._joint(text), words
 
     def encode_image_features(self, feats: torch.Tensor) -> torch.Tensor:
-        return self.image_head(feats)
+        return self._joint(self.image_head(feats))
 
     def forward(self, feats: torch.Tensor, ids: torch.Tensor, lengths: torch.Tensor, langs=None):
         """(image embeddings, text embeddings) of a batch; the entry point DDP wraps."""
