@@ -246,3 +246,31 @@ def test_zoo_end_to_end_on_real_data(shared_data, tmp_path, capsys):
     assert main(["zoo", "report", *args, "--docs", str(tmp_path / "docs"), "--readme", ""]) == 0
     text = (tmp_path / "docs" / "results.md").read_text()
     assert "6 of 6 planned runs finished" in text and "| vsepp | 2 |" in text
+
+
+def test_partial_run_of_another_config_version_is_moved_aside_and_restarted(tmp_path, monkeypatch):
+    """A training state written by older code (another run key) must not fail the run forever."""
+    import polyvse_train.train as train_mod
+    from polyvse_train.zoo import execute
+
+    write_config(tmp_path / "c", "a", objective="vse")
+    spec = ZooSpec(overrides={"epochs": 1})
+    run = ZooRun("a", tmp_path / "c" / "a.yaml", "fold0of5")
+    out = tmp_path / "runs"
+    d = run_dir(out, run)
+    d.mkdir(parents=True)
+    (d / "state.pt").write_text("old state")
+    calls = []
+
+    def fake_train(cfg, folder, root, resume, progress):
+        calls.append(Path(folder))
+        if (Path(folder) / "state.pt").exists():
+            raise train_mod.TrainingStateMismatch("another run key", Path(folder) / "state.pt")
+        (Path(folder) / "metrics.json").write_text("{}")
+        return {"languages": {}}
+
+    monkeypatch.setattr(train_mod, "train", fake_train)
+    assert execute(run, out, tmp_path, spec) == "done"
+    assert len(calls) == 2 and status(out, run, spec) == "done"
+    assert (d.parent / f"{d.name}.stale-1" / "state.pt").read_text() == "old state"  # kept, not deleted
+    assert not list(d.parent.glob(".*.lock"))  # the lock is released

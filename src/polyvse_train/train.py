@@ -39,6 +39,10 @@ log = logging.getLogger("polyvse.train")
 STATE = "state.pt"
 
 
+class TrainingStateMismatch(DataError):
+    """The training state in the output folder was written for another config, data or vocabulary."""
+
+
 @dataclass
 class CaptionSet:
     photo_row: np.ndarray  # row of the caption's photo in the feature matrix
@@ -283,8 +287,8 @@ def _train(cfg: TrainConfig, out_dir: Path, root: Path, dist_info: DistInfo, *, 
     if resume and state_path.exists():
         state = load_training_state(state_path)
         if state["run_key"] != run_key:
-            raise DataError("the saved training state belongs to a different config, data or vocabulary; "
-                            "start without --resume or use another --out", state_path)
+            raise TrainingStateMismatch("the saved training state belongs to a different config, data or "
+                                        "vocabulary; start without --resume or use another --out", state_path)
         model.load_state_dict(state["model"])
         optimiser.load_state_dict(state["optimiser"])
         if "objective" in state:

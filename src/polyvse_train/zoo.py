@@ -238,7 +238,7 @@ def execute(run: ZooRun, out: Path, root: Path, spec: ZooSpec, *, retry_failed: 
 
 
 def _execute(run: ZooRun, out: Path, root: Path, spec: ZooSpec, *, retry_failed: bool, progress: bool) -> str:
-    from .train import train
+    from .train import TrainingStateMismatch, train
 
     d = run_dir(out, run)
     st = status(out, run, spec)
@@ -253,7 +253,14 @@ def _execute(run: ZooRun, out: Path, root: Path, spec: ZooSpec, *, retry_failed:
     try:
         if st != "tasks":
             t0, c0 = time.time(), _cpu_seconds()
-            metrics = train(cfg, d, root, resume=True, progress=progress)
+            try:
+                metrics = train(cfg, d, root, resume=True, progress=progress)
+            except TrainingStateMismatch:  # a partial run of an older config/code version: keep it, start over
+                log.warning("%s: its training state is from another config or vocabulary; moved to %s",
+                            run.run_id, _move_aside(d))
+                d.mkdir(parents=True)
+                t0, c0 = time.time(), _cpu_seconds()
+                metrics = train(cfg, d, root, resume=True, progress=progress)
             if "languages" not in metrics:
                 raise RuntimeError(f"training stopped early: {metrics}")
             write_json_atomic(d / RUN_FILE, {
