@@ -57,6 +57,17 @@ def shard_role(spec: str | None) -> ShardRole:
     return ShardRole(info.rank, info.world_size, dist=info)
 
 
+def run_with_shard_role(spec: str | None, command: Callable[[ShardRole], int]) -> int:
+    """A command's entry under --shard / torchrun: its role, then the process group shut down however it ends."""
+    from .distributed import shutdown
+
+    role = shard_role(spec)
+    try:
+        return command(role)
+    finally:
+        shutdown(role.dist)
+
+
 def run_shard(role: ShardRole, work: Callable[[], T]) -> list[T]:
     """This process's ``work()``, then (under torchrun) every rank's result in shard order, on every rank.
 

@@ -55,6 +55,16 @@ def embed_photo_files(model, paths: Sequence[str], cache_dir, *, batch_size: int
     return stored_vectors(model, emb), result.index, result
 
 
+def checked_entries(root: Path, model, photos: Sequence[str | os.PathLike], names: Sequence[str] | None,
+                    kind: str, exact_threshold: int, overwrite: bool) -> list[tuple[str, str]]:
+    """The checks every new index starts with (folder, settings, photos) -> the photo entries."""
+    check_new_index(root, similarity_name(model), kind, exact_threshold, overwrite)
+    entries = _entries(photos, names)
+    if not entries:
+        raise DataError("no photos to index")
+    return entries
+
+
 def _entries(photos: Sequence[str | os.PathLike], names: Sequence[str] | None) -> list[tuple[str, str]]:
     """(absolute path, shown name) per photo, duplicates (same absolute path) dropped, order kept."""
     if names is not None and len(names) != len(photos):
@@ -142,10 +152,7 @@ def build_index(model, photos: Sequence[str | os.PathLike], out: str | os.PathLi
     """Embed ``photos`` with ``model`` into a new index folder ``out`` (see polyvse.index.store for the layout)."""
     t0 = time.time()
     root = Path(out)
-    check_new_index(root, similarity_name(model), kind, exact_threshold, overwrite)
-    entries = _entries(photos, names)
-    if not entries:
-        raise DataError("no photos to index")
+    entries = checked_entries(root, model, photos, names, kind, exact_threshold, overwrite)
     with index_lock(root):
         vectors, ok, result = embed_photo_files(model, [p for p, _ in entries], cache_dir, batch_size=batch_size,
                                                 num_workers=num_workers, progress=progress, strict=strict,

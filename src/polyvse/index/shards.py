@@ -40,8 +40,9 @@ from ..atomic import atomic_open
 from ..errors import DataError
 from ..features.images import DEFAULT_MAX_PIXELS
 from ..sharding import shard_bounds
-from .build import IndexReport, _entries, _no_photo_read, check_new_index, embed_photo_files, write_new_index
-from .fingerprint import short, similarity_name
+from .build import (IndexReport, _no_photo_read, check_new_index, checked_entries, embed_photo_files,
+                    write_new_index)
+from .fingerprint import short
 from .store import (DEFAULT_EXACT_THRESHOLD, DEFAULT_RECALL_TARGET, PhotoEntry, PhotoIndex, index_lock,
                     model_section)
 
@@ -191,10 +192,7 @@ def build_index_shard(model, photos: Sequence[str | os.PathLike], out: str | os.
     """
     t0 = time.time()
     root = Path(out)
-    check_new_index(root, similarity_name(model), kind, exact_threshold, overwrite)
-    entries = _entries(photos, names)
-    if not entries:
-        raise DataError("no photos to index")
+    entries = checked_entries(root, model, photos, names, kind, exact_threshold, overwrite)
     start, stop = shard_bounds(len(entries), shard, num_shards)
     model_info = model_section(model, checkpoint_path)
     build = {"kind": kind, "exact_threshold": int(exact_threshold), "recall_target": float(recall_target)}

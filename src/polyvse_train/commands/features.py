@@ -86,14 +86,9 @@ def _photos_in_list(list_file: Path) -> list[Path]:
 
 
 def run_extract(args) -> int:
-    from polyvse_train.distributed import shutdown
-    from polyvse_train.shard_role import shard_role
+    from polyvse_train.shard_role import run_with_shard_role
 
-    role = shard_role(getattr(args, "shard", None))
-    try:
-        return _extract(args, role)
-    finally:
-        shutdown(role.dist)
+    return run_with_shard_role(getattr(args, "shard", None), lambda role: _extract(args, role))
 
 
 def _extract(args, role) -> int:

@@ -131,14 +131,9 @@ def _report(report, verb: str) -> None:
 
 
 def run_build(args) -> int:
-    from polyvse_train.distributed import shutdown
-    from polyvse_train.shard_role import shard_role
+    from polyvse_train.shard_role import run_with_shard_role
 
-    role = shard_role(getattr(args, "shard", None))
-    try:
-        return _build(args, role)
-    finally:
-        shutdown(role.dist)
+    return run_with_shard_role(getattr(args, "shard", None), lambda role: _build(args, role))
 
 
 def _build(args, role) -> int:
