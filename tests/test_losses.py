@@ -18,6 +18,7 @@ from polyvse.losses import (
     NeighbourhoodConstraintLoss,
     ParallelLoss,
     PivotLoss,
+    every_negative,
     grad_reverse,
 )
 from polyvse.similarity import CosineSimilarity, OrderSimilarity
@@ -68,6 +69,21 @@ def test_hinge_hand_case_three_modes():
     assert HingeRankingLoss(0.5, top_k=3)(SCORES).item() == pytest.approx(HINGE_SUM)  # 3 negatives each
     assert HingeRankingLoss(0.5, top_k=100)(SCORES).item() == pytest.approx(HINGE_SUM)  # K clipped
     assert HingeRankingLoss(0.5, reduction="mean")(SCORES).item() == pytest.approx(HINGE_SUM / 4)
+
+
+def test_every_negative_sums_all_negatives_inside_the_block_only():
+    top2, vsepp = HingeRankingLoss(0.5, top_k=2), HingeRankingLoss(0.5, max_violation=True)
+    nc = NeighbourhoodConstraintLoss(0.05, top_k=1)
+    holder = nn.ModuleList([top2, nn.ModuleList([vsepp]), nc])
+    with every_negative(holder):
+        assert top2(SCORES).item() == pytest.approx(HINGE_SUM)
+        assert vsepp(SCORES).item() == pytest.approx(HINGE_SUM)
+        assert nc.top_k == 1  # neighbourhood constraints keep their K
+    assert top2(SCORES).item() == pytest.approx(HINGE_TOP2)
+    assert vsepp(SCORES).item() == pytest.approx(HINGE_MAX)
+    with pytest.raises(RuntimeError), every_negative(holder):  # restored on errors too
+        raise RuntimeError
+    assert top2(SCORES).item() == pytest.approx(HINGE_TOP2)
 
 
 def _hinge_reference(scores, margin, max_violation):

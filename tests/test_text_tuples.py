@@ -244,6 +244,38 @@ class _NoDist:
     enabled = False
 
 
+@pytest.mark.parametrize("kind", ["mule", "parallel"])
+def test_hard_negative_warmup_sums_every_negative_then_mines(kind):
+    """hard_negative_warmup_epochs: the first epochs after LP use every negative (the top_k = 0 loss), later
+    ones the configured top-K; text-only tuple terms follow the same schedule."""
+    languages = ["en", "de"]
+    # (nc_weight 0: neighbourhood constraints keep their own K, checked in test_losses)
+    over = (dict(objective="mule", quotas={"en": 2, "de": 1}, universal_dim=8, lp_epochs=1)
+            if kind == "mule" else dict(objective="parallel"))
+    data = fake_data(languages)
+
+    def objective_with(**kw):
+        cfg = TrainConfig(languages=languages, text_corpus="multi30k", batch_size=4, seed=0, **over, **kw)
+        torch.manual_seed(0)
+        model = JointEmbeddingModel(ModelConfig(
+            vocab_size=len(data.captions.vocab), image_dim=12, embed_dim=16, word_dim=8, hidden_dim=16,
+            universal_dim=cfg.universal_dim, languages=languages if cfg.universal_dim else []))
+        return Objective(cfg, model, data)
+
+    warm, summed, mined = (objective_with(top_k=1, hard_negative_warmup_epochs=2), objective_with(top_k=0),
+                           objective_with(top_k=1))
+    batch = next(b for b in warm.sampler().epoch_batches(0) if b[2] or kind == "mule")
+    first = warm.pre_epochs  # mule: epoch 0 is LP
+    assert [warm.warming_up(e) for e in range(first + 3)] == [False] * first + [True, True, False]
+    loss = {name: [obj(obj.model[0], batch, _NoDist(), e)[0].item() for e in (first, first + 2)]
+            for name, obj in (("warm", warm), ("summed", summed), ("mined", mined))}
+    assert loss["warm"] == pytest.approx([loss["summed"][0], loss["mined"][1]])
+    assert loss["summed"][0] > loss["mined"][0]  # the two modes differ on this batch
+    assert all(m._k == 1 for m in warm.modules() if hasattr(m, "_k"))  # restored after the warm-up call
+    with pytest.raises(DataError, match="hard_negative_warmup_epochs must be 0 or more"):
+        objective_with(hard_negative_warmup_epochs=-1)
+
+
 # -- real data: hygiene of the corpus each run uses, and exact resumption ------------------------------------
 def raw_captions_by_photo(root: Path) -> dict[str, set[str]]:
     """Every caption any public file gives to a photo (own parser: Multi30K gz + image lists, Flickr8K

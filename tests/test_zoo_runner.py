@@ -46,19 +46,19 @@ def test_spec_errors_name_the_file_and_field(tmp_path):
         load_spec(bad)
 
 
-def test_plan_is_split_major_and_effective_config_applies_overrides(tmp_path):
+def test_plan_official_then_curve_then_folds_and_effective_config_applies_overrides(tmp_path):
     a = write_config(tmp_path, "a", objective="vse", epochs=30)
     b = write_config(tmp_path, "b", objective="mule", epochs=20, batch_size=128)
     spec = ZooSpec(overrides={"epochs": 3, "embed_dim": 16}, by_objective={"mule": {"batch_size": 32}}, folds=2,
                    curve_configs=["a"], curve_lang="cs", curve_sizes=[10, 20])
     runs = plan_runs(find_configs(tmp_path), spec)
-    assert [r.run_id for r in runs] == ["a/official-s0", "b/official-s0", "a/fold0of2-s0", "b/fold0of2-s0",
-                                        "a/fold1of2-s0", "b/fold1of2-s0", "a/official-s0-cs10", "a/official-s0-cs20"]
+    assert [r.run_id for r in runs] == ["a/official-s0", "b/official-s0", "a/official-s0-cs10", "a/official-s0-cs20",
+                                        "a/fold0of2-s0", "b/fold0of2-s0", "a/fold1of2-s0", "b/fold1of2-s0"]
     cfg_b = effective_config(runs[1], spec)
     assert (cfg_b.epochs, cfg_b.embed_dim, cfg_b.batch_size, cfg_b.split) == (3, 16, 32, "official")
     assert effective_config(runs[0], spec).batch_size == 128  # by_objective only touches its objective
-    assert effective_config(runs[2], spec).split == "fold0of2"
-    assert runs[-1].overrides == {"caption_limit": {"cs": 20}}
+    assert effective_config(runs[4], spec).split == "fold0of2"
+    assert runs[3].overrides == {"caption_limit": {"cs": 20}}
     with pytest.raises(DataError, match="unknown config"):
         find_configs(tmp_path, ["zzz"])
     assert a.exists() and b.exists()

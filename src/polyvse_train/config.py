@@ -46,6 +46,9 @@ class TrainConfig:
     # by the languages they have, every batch draws equally from each group; small groups repeat)
     sampler: str = "distinct"
     top_k: int = 0  # 0 = every in-batch negative; K = the K most violated (max_violation = top_k 1)
+    # the first N epochs of the main schedule (after MULE's LP / the Translator's source stage) sum every
+    # negative before top_k / max_violation take over: hard-negative mining from random init can collapse
+    hard_negative_warmup_epochs: int = 0
     beta: float = 1.0  # mlmme: beta * R_MM + (1 - beta) * R_ML
     # MULE terms (objective mule): weights lambda_1 (neighbourhood constraints), lambda_2 (language
     # classifier, through a gradient-reversal layer), lambda_3 = 1 (image-sentence matching)

@@ -18,6 +18,7 @@ with its own optimiser and learning rate.
 from __future__ import annotations
 
 import logging
+from contextlib import nullcontext
 from pathlib import Path
 
 import numpy as np
@@ -26,7 +27,7 @@ from torch import nn
 
 from polyvse.errors import DataError
 from polyvse.losses import (GroupedHingeLoss, HingeRankingLoss, LanguageAdversarialLoss, LanguageClassifier,
-                            MlmmeLoss, NeighbourhoodConstraintLoss, ParallelLoss, PivotLoss)
+                            MlmmeLoss, NeighbourhoodConstraintLoss, ParallelLoss, PivotLoss, every_negative)
 from polyvse.losses.adversarial import masked_mean
 from polyvse.epoch_schedule import RepeatedPassSampler, StagedSampler
 from polyvse.group_balanced_sampling import GroupBalancedBatchSampler
@@ -77,6 +78,8 @@ class Objective(nn.Module):
         top_k = cfg.top_k or None
         if cfg.max_violation and top_k not in (None, 1):
             raise DataError("max_violation means top_k 1; set one of them")
+        if cfg.hard_negative_warmup_epochs < 0:
+            raise DataError(f"hard_negative_warmup_epochs must be 0 or more, got {cfg.hard_negative_warmup_epochs}")
         rank = dict(max_violation=cfg.max_violation and top_k is None, top_k=top_k)
         sim = model.similarity
         if self.kind == "vse":
@@ -144,12 +147,13 @@ class Objective(nn.Module):
 
     # -- losses --------------------------------------------------------------------------------------
     def forward(self, forward, batch, dist_info, epoch: int) -> tuple[torch.Tensor, dict]:
-        loss, parts = self._batch_loss(forward, batch, dist_info, epoch)
-        if isinstance(batch, tuple) and len(batch) == 3 and batch[2]:  # + text-only tuples (cfg.text_corpus)
-            text = text_tuple_loss(self, self.model[0], batch[2], epoch)
-            if text is not None:
-                loss = loss + text
-                parts["text_tuples"] = text.item()
+        with every_negative(self) if self.warming_up(epoch) else nullcontext():
+            loss, parts = self._batch_loss(forward, batch, dist_info, epoch)
+            if isinstance(batch, tuple) and len(batch) == 3 and batch[2]:  # + text-only tuples (cfg.text_corpus)
+                text = text_tuple_loss(self, self.model[0], batch[2], epoch)
+                if text is not None:
+                    loss = loss + text
+                    parts["text_tuples"] = text.item()
         return loss, parts
 
     def _batch_loss(self, forward, batch, dist_info, epoch: int) -> tuple[torch.Tensor, dict]:
@@ -180,6 +184,10 @@ class Objective(nn.Module):
             return pivot + para, {"pivot": pivot.item(), "parallel": para.item()}
         r_mm, r_ml = self.multi.parts(images, captions, masks)
         return self.multi.beta * r_mm + (1 - self.multi.beta) * r_ml, {"r_mm": r_mm.item(), "r_ml": r_ml.item()}
+
+    def warming_up(self, epoch: int) -> bool:
+        """True in the first ``hard_negative_warmup_epochs`` epochs of the main schedule."""
+        return 0 <= epoch - self.pre_epochs < self.cfg.hard_negative_warmup_epochs
 
     def sampler_slot_langs(self) -> list[str]:
         quotas = self.cfg.quotas or {lang: 1 for lang in self.cfg.languages}

@@ -136,20 +136,23 @@ def find_configs(config_dir: Path, names: Iterable[str] | None = None) -> list[t
 
 
 def plan_runs(configs: Sequence[tuple[str, Path]], spec: ZooSpec) -> list[ZooRun]:
-    """Split-major order (official, fold0, fold1, ...), so a partial zoo has every config on the same splits.
-    Learning-curve points (``caption_limit`` = {curve_lang: n} for each n) run on the official split last."""
+    """The official split first, then the learning-curve points (``caption_limit`` = {curve_lang: n} for each
+    n, official split), then the folds split-major (fold0, fold1, ...): a partial zoo fills every table and
+    plot of the report first, and has every config on the same folds."""
     folds, official, seeds = spec.folds, spec.official, spec.seeds
     curve_configs, curve_lang, curve_sizes = spec.curve_configs, spec.curve_lang, spec.curve_sizes
-    splits = ([OFFICIAL] if official else []) + [f"fold{i}of{folds}" for i in range(folds)]
-    runs = [ZooRun(name, path, split, seed) for split in splits for seed in seeds for name, path in configs]
     paths = dict(configs)
+    curve = []
     for name in curve_configs:
         if name not in paths:
             raise DataError(f"learning-curve config {name!r} is not among the zoo configs")
         for n in curve_sizes:
-            runs.append(ZooRun(name, paths[name], OFFICIAL, seeds[0], {"caption_limit": {curve_lang: int(n)}},
-                               tag=f"{curve_lang}{int(n)}"))
-    return runs
+            curve.append(ZooRun(name, paths[name], OFFICIAL, seeds[0], {"caption_limit": {curve_lang: int(n)}},
+                                tag=f"{curve_lang}{int(n)}"))
+
+    def on(split):
+        return [ZooRun(name, path, split, seed) for seed in seeds for name, path in configs]
+    return (on(OFFICIAL) if official else []) + curve + [r for i in range(folds) for r in on(f"fold{i}of{folds}")]
 
 
 def run_dir(out: Path, run: ZooRun) -> Path:

@@ -6,7 +6,7 @@ from .adversarial import (
     LanguageClassifier,
     grad_reverse,
 )
-from .hinge import GroupedHingeLoss, HingeRankingLoss
+from .hinge import GroupedHingeLoss, HingeRankingLoss, every_negative
 from .mlmme import MlmmeLoss
 from .neighbourhood import NeighbourhoodConstraintLoss
 from .parallel import ParallelLoss
@@ -23,5 +23,6 @@ __all__ = [
     "NeighbourhoodConstraintLoss",
     "ParallelLoss",
     "PivotLoss",
+    "every_negative",
     "grad_reverse",
 ]

@@ -1,6 +1,8 @@
 """Bidirectional hinge ranking loss over in-batch negatives: sum (VSE), max violation (VSE++), top-K (MULE)."""
 from __future__ import annotations
 
+from contextlib import contextmanager
+
 import torch
 from torch import nn
 
@@ -38,6 +40,25 @@ def sum_violations(cost: torch.Tensor, valid: torch.Tensor | None = None, top_k:
     if k == 1:
         return cost.max(dim=-1).values
     return cost.topk(k, dim=-1).values.sum(-1)
+
+
+@contextmanager
+def every_negative(module: nn.Module):
+    """Within the block, every image-sentence ranking loss inside ``module`` sums all its negatives, whatever
+    its max-violation / top-K setting: the warm-up before hard-negative mining (``hard_negative_warmup_epochs``).
+    Mining only the hardest negatives from a random initialisation can stall at the collapsed solution
+    (every embedding alike; seen here with MULE's top-K on randomly initialised word embeddings); the
+    VSE-infinity code (Chen et al. 2021, ``vse_mean_warmup_epochs``) likewise starts with all negatives and
+    switches to max violation after a warm-up. Neighbourhood-constraint losses keep their own K."""
+    losses = [m for m in module.modules() if isinstance(m, (HingeRankingLoss, GroupedHingeLoss))]
+    saved = [m._k for m in losses]
+    for m in losses:
+        m._k = None
+    try:
+        yield
+    finally:
+        for m, k in zip(losses, saved):
+            m._k = k
 
 
 def reduce_total(total: torch.Tensor, count: int, reduction: str) -> torch.Tensor:
