@@ -85,7 +85,7 @@ def test_mismatches_fail_clearly(tmp_path):
 def test_unknown_language_and_backbone_mismatch(tmp_path):
     save_checkpoint(tiny_checkpoint(), tmp_path / "c")
     model = polyvse.load(tmp_path / "c")
-    with pytest.raises(CheckpointError, match="no word embeddings for 'zh'"):
+    with pytest.raises(CheckpointError, match="not on 'zh': query it in one of those languages"):
         model.encode_text(["狗"], "zh")
     with pytest.raises(polyvse.errors.UnknownLanguageError, match="supported"):
         model.encode_text(["x"], "xx")

@@ -52,7 +52,8 @@ class PolyvseModel:
         lang = check_language(lang)
         if lang not in self.languages:
             raise CheckpointError(
-                f"this model was trained on {', '.join(self.languages)}; it has no word embeddings for {lang!r}"
+                f"this model was trained on {', '.join(self.languages)}, not on {lang!r}: "
+                f"query it in one of those languages or train a model that includes {lang!r}"
             )
         if isinstance(texts, str):
             texts = [texts]

@@ -18,7 +18,6 @@ from typing import Callable, Sequence
 import numpy as np
 import torch
 from PIL import Image
-from torchvision.transforms import v2 as T
 
 from ..errors import PolyvseError
 
@@ -71,6 +70,9 @@ class Preprocess:
         self.std = tuple(float(s) for s in std)
         self.interpolation = interpolation
         self.ten_crop = bool(ten_crop)
+        # imported here: torchvision costs seconds to import, and training on cached features never needs it
+        from torchvision.transforms import v2 as T
+
         mode = T.InterpolationMode(interpolation)
         self._resize = T.Resize(self.resize, interpolation=mode, antialias=True)
         # (pixel / 255 - mean) / std as one multiply-add, in numpy: single-threaded on purpose, since
