@@ -159,6 +159,12 @@ def tokenize(text: str, lang: str, *, lowercase: bool = True) -> list[str]:
     code = lang if lang in SUPPORTED_LANGUAGES else check_language(lang)
     if not isinstance(text, str):
         raise TypeError(f"tokenize() needs a str, got {type(text).__name__}")
+    return list(_tokens(text, code, lowercase))
+
+
+@functools.lru_cache(maxsize=1 << 17)
+def _tokens(text: str, code: str, lowercase: bool) -> tuple[str, ...]:
+    """Memoised: a training run tokenises each caption twice (vocabulary, then ids); ~131k entries."""
     if code in MOSES_LANGUAGES:
         tokens = _moses(code).fast_tokenize(text)
     elif code == "zh":
@@ -168,5 +174,5 @@ def tokenize(text: str, lang: str, *, lowercase: bool = True) -> list[str]:
     else:  # a language added to SUPPORTED_LANGUAGES without a tokenizer here
         raise AssertionError(f"no tokenizer wired for supported language {code!r}")
     if lowercase:
-        return [t.lower() for t in tokens]
-    return tokens
+        return tuple(t.lower() for t in tokens)
+    return tuple(tokens)
