@@ -109,9 +109,12 @@ def test_claim_verdicts_are_paired_over_folds():
     assert holds["verdict"] == "holds"
     assert claim_check(res, Claim("p", "s", "base", "good"))["verdict"] == "does not hold (reversed)"
     assert claim_check(res, Claim("p", "s", "same", "base"))["verdict"] == "not distinguishable from noise"
-    assert claim_check(res, Claim("p", "s", "good", "missing"))["verdict"] == "not run yet"
+    assert claim_check(res, Claim("p", "s", "good", "missing"))["verdict"] == "no fold run yet"
     only_en = claim_check(res, Claim("p", "s", "good", "base", ("en",)))
     assert only_en["langs"] == ["en"]
+    assert "official_delta" not in holds  # no official-split runs
+    res += [fake_result("good", "official", {"en": 40, "de": 30}), fake_result("base", "official", {"en": 38})]
+    assert claim_check(res, Claim("p", "s", "good", "base"))["official_delta"] == pytest.approx(2.0)  # en only
 
 
 def _fake_run_folder(out: Path, config: str, split: str, value: float, tasks: bool) -> None:
