@@ -161,6 +161,12 @@ def test_report_is_generated_from_run_folders(tmp_path):
     for png in ("zoo_recall_by_language.png", "zoo_training_curves.png"):
         assert (docs / png).stat().st_size > 1000
         assert f"({png})" in text
+    # a fold that only vse has finished stays out of section 1 and the best-config table (means over the
+    # same folds for every row), but enters the paired claim check
+    _fake_run_folder(out, "vse", "fold3of5", 40.0, False)
+    text = write_report(out, docs, planned, ["vse", "vsepp"], "make zoo", ZooSpec()).read_text()
+    assert "| vse | 3 | 2.00 | 2.5 | 20.5 ± 0.5 |" in text and "Folds still running (fold3of5: 1 runs)" in text
+    assert "| en | `vsepp` | 25.6 ± 0.5 | 3 | vse 20.5 |" in text
 
 
 def test_cli_status_lists_planned_runs(tmp_path, capsys):

@@ -135,6 +135,17 @@ def _folds(results: Sequence[RunResult]) -> list[RunResult]:
     return [r for r in results if r.split.startswith("fold") and not r.tag]
 
 
+def _complete_folds(results: Sequence[RunResult]) -> list[RunResult]:
+    """The fold runs of the folds that every config (with any run) has finished: means over the same folds
+    for every row. A partial fold enters only the paired claim checks."""
+    configs = {r.config for r in results if not r.tag}
+    by_fold: dict[str, set[str]] = {}
+    for r in _folds(results):
+        by_fold.setdefault(r.split, set()).add(r.config)
+    complete = {split for split, have in by_fold.items() if have >= configs}
+    return [r for r in _folds(results) if r.split in complete]
+
+
 def _official(results: Sequence[RunResult]) -> list[RunResult]:
     return [r for r in results if r.split == OFFICIAL and not r.tag]
 
@@ -257,9 +268,9 @@ def official_table(results: Sequence[RunResult], order: Sequence[str]) -> str:
 
 
 def best_per_language(results: Sequence[RunResult]) -> list[tuple[str, str, float, float, int, str]]:
-    """(lang, best config, mean mR, std, runs, runner-up text) over the fold runs (else the official split).
-    Only configs with the most finished runs for a language compete, so means are over the same folds."""
-    runs = _folds(results) or _official(results)
+    """(lang, best config, mean mR, std, runs, runner-up text) over the complete folds (else the official
+    split). Only configs with the most finished runs for a language compete, so means are over the same folds."""
+    runs = _complete_folds(results) or _official(results)
     out = []
     for lang in LANGS:
         per: dict[str, list[float]] = {}
@@ -281,7 +292,7 @@ def best_per_language(results: Sequence[RunResult]) -> list[tuple[str, str, floa
 def best_table(results: Sequence[RunResult]) -> str:
     rows = [[lang, f"`{name}`", _pm([mean]) if math.isnan(std) else f"{mean:.1f} ± {std:.1f}", str(n), second]
             for lang, name, mean, std, n, second in best_per_language(results)]
-    split = "folds" if _folds(results) else "runs (official split)"
+    split = "folds" if _complete_folds(results) else "runs (official split)"
     return _table(["language", "best config", "mR", split, "runner-up (mR)"], rows)
 
 
@@ -381,7 +392,7 @@ def make_plots(results: Sequence[RunResult], order: Sequence[str], docs: Path) -
     import matplotlib.pyplot as plt
 
     made = []
-    folds = _folds(results)
+    folds = _complete_folds(results)
     groups = _by_config(folds or _official(results))
     names = [n for n in order if n in groups]
     if names:
@@ -460,7 +471,8 @@ def write_report(out: Path, docs: Path, planned: Sequence[str], order: Sequence[
     plots = make_plots(results, order, docs)
     done_ids = {f"{r.config}/{r.folder.name}" for r in results}
     missing = [p for p in planned if p not in done_ids]
-    folds, official = _folds(results), _official(results)
+    folds, official = _complete_folds(results), _official(results)
+    partial = sorted({r.split for r in _folds(results)} - {r.split for r in folds})
     hours = sum(r.run["wall_seconds"] for r in results) / 3600
     cpu_hours = sum(r.run["cpu_seconds"] for r in results) / 3600
     when = sorted(r.run["finished_utc"] for r in results)
@@ -496,14 +508,18 @@ def write_report(out: Path, docs: Path, planned: Sequence[str], order: Sequence[
         "",
         "## 1. Image–sentence retrieval, 5-fold cross-validation (primary)",
         "",
-        summary_table(folds, order) if folds else "_No fold run finished yet._\n",
+        summary_table(folds, order) if folds else "_No fold finished by every config yet._\n",
+        *([f"Folds still running ({', '.join(partial)}: "
+           f"{sum(r.split in partial for r in _folds(results))} runs) are left out of this section so that every "
+           "row is a mean over the same folds; section 8 pairs them by fold.", ""] if partial else []),
         "Best configuration per language (highest mean mR among the configs with the most finished folds):",
         "",
         best_table(results),
     ]
     if "zoo_recall_by_language.png" in plots:
         lines += ["![mean recall per language per config](zoo_recall_by_language.png)", ""]
-    lines += ["Per language, R@K in percent (mean ± std over folds), in the shape of the papers' tables:", ""]
+    if folds:
+        lines += ["Per language, R@K in percent (mean ± std over folds), in the shape of the papers' tables:", ""]
     for lang in LANGS:
         if folds and any(lang in r.languages for r in folds):
             lines += [f"**{lang}**", "", language_table(folds, order, lang)]
