@@ -498,7 +498,9 @@ def write_report(out: Path, docs: Path, planned: Sequence[str], order: Sequence[
         f"- Machine: {_machine()}; runs finished between {when[0] if when else '-'} and "
         f"{when[-1] if when else '-'}; total {hours:.1f} h wall, {cpu_hours:.1f} CPU-hours. "
         "Times per run are CPU time (data preparation, training and evaluation), which does not depend on "
-        "what else the machine runs.",
+        "what else the machine runs. The frozen-tower configs (e5-frozen, usem-frozen, polyvse-best) read "
+        "their caption vectors from the content-keyed sentence cache: embedding F8K-ML's ~15k captions once "
+        "(about 10 min on 2 cores for e5-small) is not in their times.",
         f"- Completeness: {len(planned) - len(missing)} of {len(planned)} planned runs finished"
         + (f"; **{len(missing)} not yet run** (listed at the end)" if missing else "")
         + (f"; {len(failed)} failed (listed at the end)" if failed else "") + ".",
