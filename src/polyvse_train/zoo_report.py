@@ -408,7 +408,12 @@ def make_plots(results: Sequence[RunResult], order: Sequence[str], docs: Path) -
             ax.bar(x + (i - 2) * width, means, width, yerr=stds, label=lang, capsize=1.5)
         ax.set_xticks(x, names, rotation=60, ha="right", fontsize=8)
         ax.set_ylabel("mean recall (R@1,5,10 both ways), %")
-        ax.set_title("Image–sentence retrieval per language" + (" (5-fold CV, ± std)" if folds else " (official split)"))
+        if folds:  # split names are fold<i>of<k>
+            k = folds[0].split.rsplit("of", 1)[1]
+            where = f" ({len({r.split for r in folds})} of {k} cross-validation folds, ± std)"
+        else:
+            where = " (official split)"
+        ax.set_title("Image–sentence retrieval per language" + where)
         ax.legend(ncol=5, fontsize=8)
         fig.tight_layout()
         fig.savefig(docs / "zoo_recall_by_language.png", dpi=110)
