@@ -113,6 +113,11 @@ def test_claim_verdicts_are_paired_over_folds():
     only_en = claim_check(res, Claim("p", "s", "good", "base", ("en",)))
     assert only_en["langs"] == ["en"]
     assert "official_delta" not in holds  # no official-split runs
+    # two folds: Student t with 1 degree of freedom (12.7 s.e.), not 2 s.e.: delta 3 with s.e. 0.5 is noise
+    two = [fake_result("x", "fold0of5", {"en": 33.5}), fake_result("x", "fold1of5", {"en": 32.5}),
+           fake_result("y", "fold0of5", {"en": 30}), fake_result("y", "fold1of5", {"en": 30})]
+    chk = claim_check(two, Claim("p", "s", "x", "y"))
+    assert chk["se"] == pytest.approx(0.5) and chk["verdict"] == "not distinguishable from noise"
     res += [fake_result("good", "official", {"en": 40, "de": 30}), fake_result("base", "official", {"en": 38})]
     assert claim_check(res, Claim("p", "s", "good", "base"))["official_delta"] == pytest.approx(2.0)  # en only
 

@@ -309,6 +309,10 @@ def update_readme_block(readme: Path, text: str, tag: str = "zoo-best") -> bool:
     return True
 
 
+#: two-sided 95% Student t quantiles by degrees of freedom (index = folds - 1; the last entry for many folds)
+T95 = (float("nan"), 12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 1.96)
+
+
 def claim_check(results: Sequence[RunResult], claim: Claim) -> dict:
     """Paired difference better - worse of the mean recall over shared languages, per common fold."""
     folds = _folds(results)
@@ -338,9 +342,10 @@ def claim_check(results: Sequence[RunResult], claim: Claim) -> dict:
         return out
     se = float(diffs.std(ddof=1) / math.sqrt(len(common)))
     out["se"] = se
-    if out["delta"] > 2 * se:
+    bound = T95[min(len(common) - 1, len(T95) - 1)] * se
+    if out["delta"] > bound:
         out["verdict"] = "holds"
-    elif out["delta"] < -2 * se:
+    elif out["delta"] < -bound:
         out["verdict"] = "does not hold (reversed)"
     else:
         out["verdict"] = "not distinguishable from noise"
@@ -557,8 +562,9 @@ def write_report(out: Path, docs: Path, planned: Sequence[str], order: Sequence[
         lines += ["## 7. Training curves", "", "![training curves](zoo_training_curves.png)", ""]
     lines += ["## 8. Which of the papers' conclusions hold on this data", "",
               "Δ = mean recall of the first config minus the second, averaged over the languages both have, "
-              "paired by fold (± standard error over folds). Verdict: *holds* when Δ > 2 s.e., *reversed* when "
-              "Δ < −2 s.e., otherwise not distinguishable from noise. *Δ official split*: the same difference on the "
+              "paired by fold (± standard error over folds). Verdict: *holds* when Δ > t·s.e., *reversed* when "
+              "Δ < −t·s.e. (t = two-sided 95% Student quantile with folds − 1 degrees of freedom: 12.7 for 2 "
+              "folds, 2.78 for 5), otherwise not distinguishable from noise. *Δ official split*: the same difference on the "
               "official test split (one split, seed 0): a pointer only, with several points of sampling error. The papers trained on Multi30K/COCO "
               "(29k–120k photos) with the budgets in each config's comment; F8K-ML trains on ~680 photos under "
               "one CPU budget, so a claim that does not hold here is not refuted in general.", "",
