@@ -564,8 +564,9 @@ def write_report(out: Path, docs: Path, planned: Sequence[str], order: Sequence[
               "Δ = mean recall of the first config minus the second, averaged over the languages both have, "
               "paired by fold (± standard error over folds). Verdict: *holds* when Δ > t·s.e., *reversed* when "
               "Δ < −t·s.e. (t = two-sided 95% Student quantile with folds − 1 degrees of freedom: 12.7 for 2 "
-              "folds, 2.78 for 5), otherwise not distinguishable from noise. *Δ official split*: the same difference on the "
-              "official test split (one split, seed 0): a pointer only, with several points of sampling error. The papers trained on Multi30K/COCO "
+              "folds, 2.78 for 5), otherwise not distinguishable from noise. *Δ official split*: the same "
+              "difference on the official test split (one split, seed 0): a pointer only, with several points of "
+              "sampling error. The papers trained on Multi30K/COCO "
               "(29k–120k photos) with the budgets in each config's comment; F8K-ML trains on ~680 photos under "
               "one CPU budget, so a claim that does not hold here is not refuted in general.", "",
               claims_table(results)]
