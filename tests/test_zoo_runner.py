@@ -13,7 +13,8 @@ from polyvse_train.cli import main
 from polyvse_train.zoo import (ZooRun, ZooSpec, config_digest, effective_config, find_configs, load_spec,
                                plan_runs, run_dir, status)
 from polyvse_train import zoo_report
-from polyvse_train.zoo_report import Claim, RunResult, claim_check, write_report
+from polyvse_train.zoo_report import (Claim, RunResult, best_per_language, best_table, claim_check,
+                                      write_report)
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -120,6 +121,17 @@ def test_claim_verdicts_are_paired_over_folds():
     assert chk["se"] == pytest.approx(0.5) and chk["verdict"] == "not distinguishable from noise"
     res += [fake_result("good", "official", {"en": 40, "de": 30}), fake_result("base", "official", {"en": 38})]
     assert claim_check(res, Claim("p", "s", "good", "base"))["official_delta"] == pytest.approx(2.0)  # en only
+
+
+def test_best_per_language_merges_configs_with_identical_results():
+    folds = ["fold0of5", "fold1of5"]
+    res = [fake_result("e5", s, {"en": 40 + i, "de": 30}) for i, s in enumerate(folds)]
+    res += [fake_result("best", s, {"en": 40 + i, "de": 30}) for i, s in enumerate(folds)]  # same recipe
+    res += [fake_result("gru", s, {"en": 35 + i, "de": 31}) for i, s in enumerate(folds)]
+    rows = {lang: (name, mean, second) for lang, name, mean, _, _, second in best_per_language(res)}
+    assert rows["en"] == ("best = e5", pytest.approx(40.5), "gru 35.5")
+    assert rows["de"] == ("gru", pytest.approx(31.0), "best = e5 30.0")
+    assert "| en | `best` = `e5` |" in best_table(res)
 
 
 def _fake_run_folder(out: Path, config: str, split: str, value: float, tasks: bool) -> None:

@@ -269,28 +269,37 @@ def official_table(results: Sequence[RunResult], order: Sequence[str]) -> str:
 
 def best_per_language(results: Sequence[RunResult]) -> list[tuple[str, str, float, float, int, str]]:
     """(lang, best config, mean mR, std, runs, runner-up text) over the complete folds (else the official
-    split). Only configs with the most finished runs for a language compete, so means are over the same folds."""
+    split). Only configs with the most finished runs for a language compete, so means are over the same folds.
+    Configs with identical results on every run (the same recipe, e.g. polyvse-best when it is e5-frozen's) are
+    one entry, "a = b", so the runner-up is the next different model."""
     runs = _complete_folds(results) or _official(results)
     out = []
     for lang in LANGS:
-        per: dict[str, list[float]] = {}
+        per: dict[str, dict[str, float]] = {}
         for r in runs:
             v = r.mean_recall(lang)
             if v is not None:
-                per.setdefault(r.config, []).append(v)
+                per.setdefault(r.config, {})[r.split] = v
         if not per:
             continue
         most = max(len(v) for v in per.values())
-        ranked = sorted(((float(np.mean(v)), name) for name, v in per.items() if len(v) == most), reverse=True)
-        mean, name = ranked[0]
-        std = float(np.std(per[name], ddof=1)) if most > 1 else float("nan")
-        second = f"{ranked[1][1]} {ranked[1][0]:.1f}" if len(ranked) > 1 else "-"
+        same: dict[tuple, list[str]] = {}
+        for name, by_split in per.items():
+            if len(by_split) == most:
+                same.setdefault(tuple(sorted((k, round(v, 9)) for k, v in by_split.items())), []).append(name)
+        ranked = sorted((((float(np.mean([v for _, v in key])), " = ".join(sorted(names))), key)
+                         for key, names in same.items()), key=lambda x: (-x[0][0], x[0][1]))
+        (mean, name), key = ranked[0]
+        values = [v for _, v in key]
+        std = float(np.std(values, ddof=1)) if most > 1 else float("nan")
+        second = f"{ranked[1][0][1]} {ranked[1][0][0]:.1f}" if len(ranked) > 1 else "-"
         out.append((lang, name, mean, std, most, second))
     return out
 
 
 def best_table(results: Sequence[RunResult]) -> str:
-    rows = [[lang, f"`{name}`", _pm([mean]) if math.isnan(std) else f"{mean:.1f} ± {std:.1f}", str(n), second]
+    rows = [[lang, " = ".join(f"`{n}`" for n in name.split(" = ")),
+             _pm([mean]) if math.isnan(std) else f"{mean:.1f} ± {std:.1f}", str(n), second]
             for lang, name, mean, std, n, second in best_per_language(results)]
     split = "folds" if _complete_folds(results) else "runs (official split)"
     return _table(["language", "best config", "mR", split, "runner-up (mR)"], rows)
