@@ -226,7 +226,6 @@ def test_word_translation_of_a_model_whose_words_are_aligned(tmp_path):
     from polyvse.models import JointEmbeddingModel, ModelConfig
     from polyvse.models.text_input import CaptionEncoder
 
-    muse = tmp_path / "muse"
     pairs = [(f"w{i}", f"e{i}") for i in range(20)]
     for split in ("full", "test"):
         p = muse_paths(tmp_path, "de", "en", split, check=False)
@@ -242,7 +241,8 @@ def test_word_translation_of_a_model_whose_words_are_aligned(tmp_path):
                 model.text_encoder.embed.weight[enc.vocab.token_to_id(f"en:{t}")] + 1e-4)
     pm = PolyvseModel(Checkpoint(model=model.eval(), captions=enc, backbone="b", feature_key="k", ten_crop=False,
                                  languages=["en", "de"]))
-    assert word_translation_by_language(pm, tmp_path)["de"] == {"p_at_1": 100.0, "n_words": 20, "n_vocab": 20, "pivot": "en"}
+    assert word_translation_by_language(pm, tmp_path)["de"] == {"p_at_1": 100.0, "n_words": 20, "n_vocab": 20,
+                                                                "pivot": "en"}
     with torch.no_grad():  # shuffle the German rows: no longer translations
         w = model.text_encoder.embed.weight
         ids = [enc.vocab.token_to_id(f"de:{s}") for s, _ in pairs]
