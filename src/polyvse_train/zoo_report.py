@@ -283,16 +283,18 @@ def best_per_language(results: Sequence[RunResult]) -> list[tuple[str, str, floa
         if not per:
             continue
         most = max(len(v) for v in per.values())
-        same: dict[tuple, list[str]] = {}
+        same: dict[tuple, list[str]] = {}  # per-fold results -> configs that produced exactly them
         for name, by_split in per.items():
             if len(by_split) == most:
                 same.setdefault(tuple(sorted((k, round(v, 9)) for k, v in by_split.items())), []).append(name)
-        ranked = sorted((((float(np.mean([v for _, v in key])), " = ".join(sorted(names))), key)
-                         for key, names in same.items()), key=lambda x: (-x[0][0], x[0][1]))
-        (mean, name), key = ranked[0]
-        values = [v for _, v in key]
+        ranked = []  # (mean, "a = b", per-fold values), best first
+        for key, names in same.items():
+            values = [v for _, v in key]
+            ranked.append((float(np.mean(values)), " = ".join(sorted(names)), values))
+        ranked.sort(key=lambda e: (-e[0], e[1]))
+        mean, name, values = ranked[0]
         std = float(np.std(values, ddof=1)) if most > 1 else float("nan")
-        second = f"{ranked[1][0][1]} {ranked[1][0][0]:.1f}" if len(ranked) > 1 else "-"
+        second = f"{ranked[1][1]} {ranked[1][0]:.1f}" if len(ranked) > 1 else "-"
         out.append((lang, name, mean, std, most, second))
     return out
 
