@@ -6,9 +6,6 @@ hide a leak.
 """
 from __future__ import annotations
 
-import csv
-import gzip
-import os
 import time
 from collections import Counter, defaultdict
 
@@ -98,46 +95,6 @@ def test_missing_data_root_is_a_clean_error(tmp_path):
 @pytest.fixture(scope="module")
 def f8kml(shared_data):
     return load_f8kml(shared_data)
-
-
-@pytest.fixture(scope="module")
-def raw(shared_data):
-    """Independent parse of the public files: {(photo_id, lang, text)} per source + split lists."""
-    root = shared_data
-    images = {n.split("_")[0]: n for n in os.listdir(root / "flickr8k" / "images") if n.endswith(".jpg")}
-    splits = {}
-    for s in ("train", "val", "test"):
-        for line in (root / "flickr8kcn" / "data" / f"flickr8k{s}.txt").read_text().split():
-            splits[line.split("_")[0]] = s
-    m30k_split = {}
-    caps = []  # (photo_id, lang, text, source)
-    base = root / "multi30k" / "data"
-    for task, names, langs, suffix in (("task1", ("train", "val", "test_2016_flickr"), ("en", "de", "fr", "cs"), ""),
-                                       ("task2", ("train", "val", "test_2016"), ("en", "de"), "_images")):
-        for s in names:
-            ids = [x[:-4] for x in (base / task / "image_splits" / f"{s}{suffix}.txt").read_text().split("\n") if x]
-            for i in ids:
-                m30k_split.setdefault(i, s)
-            files = ([f"{s}.{lang}.gz" for lang in langs] if task == "task1"
-                     else [f"{s}.{k}.{lang}.gz" for k in range(1, 6) for lang in langs])
-            for f in files:
-                lang = f.split(".")[-2]
-                lines = gzip.open(base / task / "raw" / f, "rt", encoding="utf-8").read().split("\n")[:-1]
-                assert len(lines) == len(ids)
-                caps += [(i, lang, t.strip(), "multi30k-" + task) for i, t in zip(ids, lines)]
-    with open(root / "flickr8k" / "all_captions.txt", encoding="utf-8", newline="") as fh:
-        rows = list(csv.reader(fh))[1:]
-    caps += [(img.split("_")[0], "en", t.strip(), "flickr8k") for img, t in rows]
-    for v in ("zhc", "zhb", "zhg", "zhm"):
-        name = "flickr8kzhmtest.captions.txt" if v == "zhm" else f"flickr8k{v}.caption.txt"
-        for line in (root / "flickr8kcn" / "data" / name).read_text(encoding="utf-8").split("\n"):
-            if line.strip():
-                key, text = line.split(" ", 1)
-                caps.append((key.split("_")[0], "zh", text.strip(), "flickr8kcn-" + v))
-    attested = {(p, lang, t) for p, lang, t, _ in caps}
-    key = {t: caption_key(t) for t in {t for _, _, t, _ in caps}}
-    return {"images": images, "splits": splits, "m30k_split": m30k_split, "caps": caps, "attested": attested,
-            "key": key}
 
 
 def test_readme_facts(f8kml, raw):

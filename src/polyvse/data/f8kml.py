@@ -87,8 +87,13 @@ def load_f8kml(root: str | os.PathLike, *, dedupe: bool = True, unlisted_split: 
 
 
 def _collect(root: Path, f8k: Flickr8kReader, wanted: frozenset, add) -> None:
+    """Every caption at hand for the photos in `wanted`: Flickr8K en (from `f8k`'s caption file; with
+    captions="photos" a caption of a photo not in `wanted` is an error, with "all" it is skipped),
+    Multi30K task1 + task2 (any split), Flickr8K-CN native zh."""
     for r in f8k.rows():
         if r.photo_id not in wanted:
+            if f8k.captions == "all":
+                continue
             raise DataError(f"caption for {r.image}, which is not in {f8k.images_dir}; "
                             "re-fetch with `polyvse data fetch flickr8k`", f8k.captions_path, r.line)
         add(r.photo_id, "en", r.text, FLICKR8K_SOURCE)

@@ -11,7 +11,7 @@ never leaves a truncated file under its final name. Re-running is cheap: a mirro
 the copy has the same size and modification time (or, failing that, the same sha256); a download is
 skipped when the file is already there (non-empty) unless force=True.
 
-Corpora (NAME): multi30k, flickr8k, flickr8kcn, muse, sts, or "all".
+Corpora (NAME): multi30k, flickr8k, flickr8k-224, flickr8kcn, muse, sts, or "all".
   multi30k    github multi30k/dataset: task1 raw en/de/fr/cs + task2 raw 5x en/de, 2016 splits
   flickr8kcn  github li-xirong/flickr8kcn: Chinese captions (zhc/zhb/zhg/zhm), English, splits
   flickr8k    photos from github quantumnaan/sic_translator (data/Images, a ~1000-photo Flickr8K
@@ -19,6 +19,10 @@ Corpora (NAME): multi30k, flickr8k, flickr8kcn, muse, sts, or "all".
               Flickr8K English captions that li-xirong/flickr8kcn publishes (flickr8kenc.caption.txt):
               `all_captions.txt` for all 8091 photos (byte-identical to the mirror's file) and
               `captions.txt` for the photos downloaded.
+  flickr8k-224  the whole Flickr8K photo set at 224x224 (squashed from the full frame), from github
+              RlNZLER/Image-Text-Matching (data/images at commit 56a15d913c3f), re-saved as JPEG
+              quality 90 under `<flickr_id>_<secret>.jpg` names (the mirror's format). The mirror at
+              hand holds 7,941 of the 8,091 photos; a download gets every photo the repository has.
   muse        MUSE bilingual dictionaries (dl.fbaipublicfiles.com/arrival/dictionaries): full
               dictionaries into muse/full/, the official 0-5000 / 5000-6500 train/test splits into
               muse/splits/. (The mirror's muse/splits_reconstructed/ is a derived copy; it is only
@@ -48,7 +52,7 @@ from . import flickr8kcn as _cn
 from . import multi30k as _m30k
 from ._io import atomic_open
 
-CORPORA = ("multi30k", "flickr8kcn", "flickr8k", "muse", "sts")  # "all" fetches them in this order
+CORPORA = ("multi30k", "flickr8kcn", "flickr8k", "flickr8k-224", "muse", "sts")  # "all" fetches them in this order
 
 MULTI30K_BASE = "https://raw.githubusercontent.com/multi30k/dataset/master/"
 FLICKR8KCN_BASE = "https://raw.githubusercontent.com/li-xirong/flickr8kcn/master/"
@@ -57,6 +61,10 @@ SIC_COMMIT = "b5393e59e3f273fa10df4fb7c8f36d8fb5cdf7e4"  # the commit that added
 SIC_TREE_URL = f"https://api.github.com/repos/{SIC_REPO}/git/trees/{SIC_COMMIT}?recursive=1"
 SIC_RAW_BASE = f"https://raw.githubusercontent.com/{SIC_REPO}/{SIC_COMMIT}/"
 SIC_IMAGES_DIR = "data/Images/"
+F224_REPO = "RlNZLER/Image-Text-Matching"
+F224_COMMIT = "56a15d913c3f"  # resolved to the full sha through the API before listing the tree
+F224_IMAGES_DIR = "data/images/"
+F224_SIZE = (224, 224)
 MUSE_BASE = "https://dl.fbaipublicfiles.com/arrival/dictionaries/"
 MUSE_FULL_PAIRS = ("en-de", "de-en", "en-fr", "fr-en", "en-cs", "cs-en", "en-zh", "zh-en", "en-ja", "ja-en",
                    "de-fr", "fr-de")
@@ -79,11 +87,13 @@ REQUIRED: dict[str, list[str]] = {
     "multi30k": _m30k.relative_files(),
     "flickr8kcn": [p for p in _cn.relative_files() if not p.endswith("README.md")],
     "flickr8k": ["flickr8k/captions.txt", "flickr8k/all_captions.txt"],
+    "flickr8k-224": [],  # photos only: checked by count in _check_complete
     "muse": [f"muse/full/{p}.txt" for p in ("en-de", "en-fr")],
     "sts": ["sts/STSBenchmark/sts-test.csv"],
 }
 # Folder of each corpus in the data root (what a mirror copy takes).
-FOLDERS = {"multi30k": "multi30k", "flickr8kcn": "flickr8kcn", "flickr8k": "flickr8k", "muse": "muse", "sts": "sts"}
+FOLDERS = {"multi30k": "multi30k", "flickr8kcn": "flickr8kcn", "flickr8k": "flickr8k", "flickr8k-224": "flickr8k-224",
+           "muse": "muse", "sts": "sts"}
 
 
 @dataclass
@@ -126,6 +136,9 @@ def _check_complete(name: str, root: Path) -> None:
     if missing:
         raise DataError(f"{name} is incomplete after fetching: {missing[0]} is missing "
                         f"({len(missing)} file(s) in all); re-run the fetch", root)
+    if name == "flickr8k-224" and not any((root / FOLDERS[name] / "images").glob("*.jpg")):
+        raise DataError(f"{name} is incomplete after fetching: no photos in {FOLDERS[name]}/images; re-run the fetch",
+                        root)
 
 
 # -- local mirror -------------------------------------------------------------------------------------
@@ -281,6 +294,46 @@ def _fetch_flickr8k(root: Path, progress: bool, force: bool) -> FetchResult:
     return result
 
 
+def _fetch_flickr8k_224(root: Path, progress: bool, force: bool) -> FetchResult:
+    import io
+
+    from PIL import Image
+
+    session = _session()
+    api = f"https://api.github.com/repos/{F224_REPO}"
+    try:
+        sha = _get(session, f"{api}/commits/{F224_COMMIT}").json()["sha"]
+        tree = _get(session, f"{api}/git/trees/{sha}?recursive=1").json().get("tree", [])
+    except (ValueError, KeyError):
+        raise DataError(f"unexpected answer from the GitHub API for {F224_REPO}@{F224_COMMIT}; try again later "
+                        "or fetch from a local copy with --from DIR") from None
+    paths = sorted(e["path"] for e in tree if isinstance(e, dict) and e.get("type") == "blob"
+                   and str(e.get("path", "")).startswith(F224_IMAGES_DIR)
+                   and str(e["path"]).lower().endswith((".jpg", ".jpeg", ".png")))
+    if not paths:
+        raise DataError(f"no photos listed under {F224_IMAGES_DIR} in {F224_REPO}@{F224_COMMIT}; "
+                        "fetch from a local copy with --from DIR")
+    result = FetchResult("flickr8k-224")
+    raw = f"https://raw.githubusercontent.com/{F224_REPO}/{sha}/"
+    for path in tqdm(paths, desc="flickr8k-224: downloading", unit="photo", disable=not progress):
+        rel = f"flickr8k-224/images/{Path(path).stem}.jpg"
+        dest = root / rel
+        if dest.is_file() and dest.stat().st_size > 0 and not force:
+            result.skipped.append(rel)
+            continue
+        data = _get(session, raw + path).content
+        try:
+            img = Image.open(io.BytesIO(data)).convert("RGB")
+        except OSError as exc:
+            raise DataError(f"{raw + path} is not a readable image ({exc}); re-run the fetch") from None
+        if img.size != F224_SIZE:  # the mirror's photos are squashed to 224x224 from the full frame
+            img = img.resize(F224_SIZE, Image.BICUBIC)
+        with atomic_open(dest, "wb") as fh:
+            img.save(fh, format="JPEG", quality=90)
+        result.written.append(rel)
+    return result
+
+
 def _write_captions_csv(dest: Path, rows: list[tuple[str, str]], keep: set[str] | None) -> None:
     with atomic_open(dest, "w", newline="") as fh:
         w = csv.writer(fh, lineterminator="\n")
@@ -347,6 +400,7 @@ _DOWNLOADERS: dict[str, Callable[[Path, bool, bool], FetchResult]] = {
     "multi30k": _fetch_multi30k,
     "flickr8kcn": _fetch_flickr8kcn,
     "flickr8k": _fetch_flickr8k,
+    "flickr8k-224": _fetch_flickr8k_224,
     "muse": _fetch_muse,
     "sts": _fetch_sts,
 }

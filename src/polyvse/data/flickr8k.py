@@ -26,6 +26,20 @@ PHOTO_CAPTIONS = "captions.txt"
 ALL_CAPTIONS = "all_captions.txt"
 
 
+def flickr_photo_files(d: Path) -> dict[str, Path]:
+    """Flickr id -> absolute path of every `*.jpg` in folder `d` (sorted by name); two files of one id
+    are an error naming both."""
+    out: dict[str, Path] = {}
+    for p in sorted(d.iterdir()):
+        if p.suffix.lower() == ".jpg" and p.is_file():
+            pid = flickr_id(p.name)
+            if pid in out:
+                raise DataError(f"two photo files share Flickr id {pid} ({out[pid].name}, {p.name}); "
+                                "remove one", p)
+            out[pid] = p.resolve()
+    return out
+
+
 def flickr8k_dir(root: str | os.PathLike) -> Path:
     return Path(root) / "flickr8k"
 
@@ -91,16 +105,7 @@ class Flickr8kReader:
 
     def photo_files(self) -> dict[str, Path]:
         """photo id -> absolute path of every `*.jpg` in images/ (sorted by name)."""
-        d = require_dir(self.images_dir, "Flickr8K photo folder", "flickr8k")
-        out: dict[str, Path] = {}
-        for p in sorted(d.iterdir()):
-            if p.suffix.lower() == ".jpg" and p.is_file():
-                pid = flickr_id(p.name)
-                if pid in out:
-                    raise DataError(f"two photo files share Flickr id {pid} ({out[pid].name}, {p.name}); "
-                                    "remove one", p)
-                out[pid] = p.resolve()
-        return out
+        return flickr_photo_files(require_dir(self.images_dir, "Flickr8K photo folder", "flickr8k"))
 
     def rows(self) -> tuple[Flickr8kRow, ...]:
         path = require_file(self.captions_path, "Flickr8K captions", "flickr8k")

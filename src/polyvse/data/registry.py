@@ -103,6 +103,18 @@ def _f8kml_text(root: Path, **opts) -> Corpus:
     return load_f8kml_text(root, **opts)
 
 
+def _f8kfull(root: Path, **opts) -> Corpus:
+    from .f8kfull import load_f8kfull
+
+    return load_f8kfull(root, **opts)
+
+
+def _f8kfull_text(root: Path, **opts) -> Corpus:
+    from .f8kfull import load_f8kfull_text
+
+    return load_f8kfull_text(root, **opts)
+
+
 def _multi30k(root: Path, **opts) -> Corpus:
     from .multi30k import Multi30kReader
 
@@ -144,6 +156,13 @@ for _spec in (
                 "(zhc/zhb/zhg) captions EXCEPT those of F8K-ML's val+test photos (exclude=all: of all 850)",
                 _f8kml_text, {"langs": "list", "exclude": "str", "drop_eval_texts": "bool", "zh_variants": "list"},
                 text_only=True),
+    DatasetSpec("f8k-full", "The whole Flickr8K photo set at hand (7,941 photos, 224x224 squashed; "
+                "`polyvse data fetch flickr8k-224`) with en, de, fr, cs, zh captions as f8k-ml; official split "
+                "5,867 train / 983 val / 1,000 test (unlisted_split=train keeps the 91 photos in no split)",
+                _f8kfull, {"dedupe": "bool", "langs": "list", "unlisted_split": "str"}),
+    DatasetSpec("f8k-full-text", "Text-only training corpus for f8k-full: all Multi30K, Flickr8K and Flickr8K-CN "
+                "(zhc/zhb/zhg) captions EXCEPT those of Flickr8K's val+test photos and sentences identical to them",
+                _f8kfull_text, {"langs": "list", "drop_eval_texts": "bool", "zh_variants": "list"}, text_only=True),
     DatasetSpec("multi30k", "Multi30K text (photos not distributed): task1 en/de/fr/cs + task2 5 en + 5 de "
                 "per image; Multi30K's own train/val/test_2016 splits", _multi30k,
                 {"tasks": "list", "splits": "list", "langs": "list", "images_dir": "path"}),
