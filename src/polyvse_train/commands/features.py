@@ -46,6 +46,18 @@ def register(sub) -> None:
                    "independent job (under torchrun every rank takes its own shard without this)")
     e.set_defaults(func=run_extract)
 
+    t = actions.add_parser(
+        "embed-text", help="fill the sentence-embedding cache of a frozen text tower for a whole dataset",
+        description="Embed every caption of a dataset with a frozen sentence encoder into the content-keyed "
+        "cache <cache root>/sentences that training reads: evaluation split first, then the first caption of "
+        "every training photo and language, the validation split, then the remaining training captions rank by "
+        "rank. Resumable: a stopped run loses at most one shard; rerun the same command to continue.")
+    t.add_argument("--dataset", default="f8k-full", help="dataset name (default: %(default)s)")
+    t.add_argument("--encoder", default="e5-small", help="frozen sentence encoder (e5-small, use-multilingual)")
+    t.add_argument("--langs", default="en,de,fr,cs,zh", help="comma-separated languages (default: %(default)s)")
+    t.add_argument("--data-root", metavar="DIR", help="data root (default: $POLYVSE_DATA, else ~/.cache/polyvse)")
+    t.set_defaults(func=run_embed_text)
+
     b = actions.add_parser("backbones", help="list the available image backbones")
     b.set_defaults(func=run_backbones)
 
@@ -159,4 +171,22 @@ def run_backbones(args) -> int:
     }
     for name in available_backbones():
         print(f"{name:20s} {notes.get(name, '')}")
+    return 0
+
+
+def run_embed_text(args) -> int:
+    from polyvse.data.registry import load_dataset
+    from polyvse.languages import check_language
+    from polyvse.models.pretrained import get_pretrained_encoder
+    from polyvse.models.pretrained.precompute import precompute_embeddings
+    from polyvse.paths import data_root
+    from polyvse_train.pretrained_tower import SENTENCE_CACHE
+
+    root = data_root(args.data_root)
+    langs = [check_language(x.strip()) for x in args.langs.split(",") if x.strip()]
+    corpus = load_dataset(args.dataset, root).filter(langs=langs)
+    encoder = get_pretrained_encoder(args.encoder)
+    done = precompute_embeddings(encoder, corpus.captions, cache_root(root) / SENTENCE_CACHE, languages=langs,
+                                 report=lambda line: print(line, flush=True))
+    print(f"{args.dataset}: {done['texts']} captions in the {encoder.name} cache ({done['computed']} computed now)")
     return 0

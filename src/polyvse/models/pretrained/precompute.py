@@ -1,0 +1,89 @@
+"""Fill the sentence-embedding cache for a whole dataset ahead of training, in an order that makes a partial
+cache useful: a frozen tower embeds ~20 captions/s on 2 CPU cores, so f8k-full's ~135k captions take hours.
+
+Order (``priority_stages``): the evaluation split first (every caption: a model cannot be judged without
+them), then rank 0 of the training split (the first caption of every training photo in every language, in
+corpus order), then the validation split, then training ranks 1, 2, ... So whenever the job is stopped, the
+cache holds whole evaluation splits and the first k captions of every training photo, which a run can train
+on with ``captions_per_photo: k``. Each stage writes shards as it goes (see ``SentenceEmbeddingCache``): a
+killed job loses at most one shard and resumes where it stopped.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import time
+from collections import defaultdict
+from dataclasses import dataclass
+from typing import Callable, Iterator, Sequence
+
+from ...data.types import Caption
+from .base import PretrainedSentenceEncoder
+from .cache import SentenceEmbeddingCache, encode_cached
+
+__all__ = ["EmbeddingStage", "caption_ranks", "priority_stages", "precompute_embeddings"]
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class EmbeddingStage:
+    name: str  # e.g. "test", "train rank 0"
+    lang: str
+    texts: tuple[str, ...]
+
+
+def caption_ranks(captions: Sequence[Caption]) -> list[int]:
+    """For each caption, how many captions of the same photo and language come before it (corpus order)."""
+    seen: dict[tuple[str, str], int] = defaultdict(int)
+    out = []
+    for c in captions:
+        key = (c.photo_id, c.lang)
+        out.append(seen[key])
+        seen[key] += 1
+    return out
+
+
+def priority_stages(captions: Sequence[Caption], languages: Sequence[str], *, eval_split: str = "test",
+                    val_split: str = "val") -> Iterator[EmbeddingStage]:
+    """Stages in the order of the module docstring, one per (stage, language); empty ones are skipped."""
+    ranks = caption_ranks(captions)
+    top = max(ranks, default=-1)
+
+    def pick(name: str, keep: Callable[[Caption, int], bool]) -> Iterator[EmbeddingStage]:
+        for lang in languages:
+            texts = tuple(c.text for c, r in zip(captions, ranks) if c.lang == lang and keep(c, r))
+            if texts:
+                yield EmbeddingStage(name, lang, texts)
+
+    yield from pick(eval_split, lambda c, r: c.split == eval_split)
+    yield from pick("train rank 0", lambda c, r: c.split == "train" and r == 0)
+    if val_split != eval_split:
+        yield from pick(val_split, lambda c, r: c.split == val_split)
+    for k in range(1, top + 1):
+        yield from pick(f"train rank {k}", lambda c, r, k=k: c.split == "train" and r == k)
+
+
+def precompute_embeddings(encoder: PretrainedSentenceEncoder, captions: Sequence[Caption],
+                          cache_dir: str | os.PathLike, *, languages: Sequence[str] | None = None,
+                          eval_split: str = "test", shard_size: int = 1024,
+                          report: Callable[[str], None] = print) -> dict[str, int]:
+    """Embed every caption the cache lacks, stage by stage; returns {"texts": n, "computed": m}. Languages the
+    encoder does not cover (USE has no Czech) are skipped with a line saying so."""
+    langs = sorted({c.lang for c in captions}) if languages is None else list(languages)
+    skipped = [lang for lang in langs if lang not in encoder.languages]
+    if skipped:
+        report(f"{encoder.name}: no {', '.join(skipped)} in this encoder; those captions are skipped")
+    langs = [lang for lang in langs if lang in encoder.languages]
+    cache = SentenceEmbeddingCache.for_encoder(cache_dir, encoder)
+    total = computed = 0
+    for stage in priority_stages(captions, langs, eval_split=eval_split):
+        t0, misses = time.perf_counter(), cache.misses
+        encode_cached(encoder, stage.texts, stage.lang, cache, progress=False, shard_size=shard_size)
+        new = cache.misses - misses
+        total += len(stage.texts)
+        computed += new
+        rate = f", {new / (time.perf_counter() - t0):.1f}/s" if new else ""
+        report(f"{encoder.name} {stage.name} [{stage.lang}]: {len(stage.texts)} captions, {new} computed "
+               f"({time.perf_counter() - t0:.0f} s{rate})")
+    return {"texts": total, "computed": computed}

@@ -1,0 +1,42 @@
+"""Filling the sentence cache for a whole dataset: priority order (evaluation split, first caption of every
+training photo, validation split, then the other training captions rank by rank), resumability, skipping
+languages the encoder lacks."""
+from __future__ import annotations
+
+from polyvse.data.types import Caption
+from polyvse.models.pretrained.precompute import caption_ranks, precompute_embeddings, priority_stages
+from test_pretrained import FakeEncoder
+
+
+def _caps():
+    out = []
+    for pid, split in (("1", "train"), ("2", "train"), ("3", "val"), ("4", "test")):
+        for lang in ("en", "de", "cs"):
+            for k in range(2 if lang != "cs" else 1):
+                out.append(Caption(pid, lang, f"{lang} {pid} {k}", "src", split))
+    return out
+
+
+def test_ranks_and_priority_order():
+    caps = _caps()
+    assert caption_ranks(caps)[:5] == [0, 1, 0, 1, 0]
+    stages = [(s.name, s.lang, s.texts) for s in priority_stages(caps, ["en", "de", "cs"])]
+    names = [n for n, _, _ in stages]
+    assert names == ["test"] * 3 + ["train rank 0"] * 3 + ["val"] * 3 + ["train rank 1"] * 2  # cs has no rank 1
+    assert stages[3] == ("train rank 0", "en", ("en 1 0", "en 2 0"))
+    assert stages[-1] == ("train rank 1", "de", ("de 1 1", "de 2 1"))
+    every = sorted(t for _, _, ts in stages for t in ts)
+    assert every == sorted(c.text for c in caps)  # each caption once
+
+
+def test_precompute_resumes_and_skips_missing_languages(tmp_path):
+    caps = _caps()
+    lines: list[str] = []
+    enc = FakeEncoder()
+    done = precompute_embeddings(enc, caps, tmp_path, report=lines.append, shard_size=2)
+    assert "no cs in this encoder" in lines[0]
+    n = sum(c.lang != "cs" for c in caps)
+    assert done == {"texts": n, "computed": n} and enc.texts == n
+    again = FakeEncoder()
+    assert precompute_embeddings(again, caps, tmp_path, report=lines.append) == {"texts": n, "computed": 0}
+    assert again.texts == 0  # everything came from the cache
