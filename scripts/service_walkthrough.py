@@ -654,8 +654,8 @@ def walkthrough(places: Places, images: Path, args) -> Page:
         - it drops a photo on the page, and uses the file input, and checks the similar photos;
         - it checks that the server's refusals show on the page.
 
-        Chromium is installed by `scripts/install-browser.sh`. If Chromium is missing, the test fails and names that
-        script.
+        `make test` installs Chromium first with `scripts/install-browser.sh` (a no-op once it is installed). If
+        Chromium is missing, the test fails and names that script.
 
         ## 7. Load test
 

@@ -2,8 +2,8 @@
 
 uvicorn serves the F8K-ML index of the tiny test model on a free loopback port; the browser types a
 German query, picks German, and must show thumbnails with scores; a photo dropped on the page (and one
-chosen with the file input) must show photos like it. Needs /usr/bin/chromium: run
-scripts/install-browser.sh (CI does). Never downloads a browser (no `playwright install`).
+chosen with the file input) must show photos like it. Needs /usr/bin/chromium: `make test` installs it
+(scripts/install-browser.sh). Never downloads a browser (no `playwright install`).
 """
 from __future__ import annotations
 
@@ -28,7 +28,7 @@ TIMEOUT_MS = 30_000
 def chromium() -> Path:
     if not CHROMIUM.is_file() and not shutil.which("chromium"):
         pytest.fail("headless Chromium is not installed (/usr/bin/chromium); run scripts/install-browser.sh "
-                    "(apt-get install chromium chromium-driver), then run the browser test again")
+                    "(apt-get install chromium; `make test` runs it), then run the browser test again")
     try:
         import playwright.sync_api  # noqa: F401
     except ImportError:
