@@ -652,10 +652,12 @@ def walkthrough(places: Places, images: Path, args) -> Page:
 
         - it types a German query, picks German, and checks the thumbnails and scores;
         - it drops a photo on the page, and uses the file input, and checks the similar photos;
+        - it checks that the search is kept in the address: the address after a search, opened in a new tab, shows
+          the same photos, and Back and Forward go through earlier searches;
         - it checks that the server's refusals show on the page.
 
-        Chromium is installed by `scripts/install-browser.sh`. If Chromium is missing, the test fails and names that
-        script.
+        `make test` installs Chromium first with `scripts/install-browser.sh` (a no-op once it is installed). If
+        Chromium is missing, the test fails and names that script.
 
         ## 7. Load test
 
@@ -696,6 +698,10 @@ def _http_section(page: Page, places: Places, http: Http, base: str, port: int, 
         - a drop zone: drop a photo there, or "choose a file";
         - a grid of result thumbnails, each with its rank, score and file name. Clicking a photo shows photos like
           it. After an upload, the captions of the collection that best describe the photo are listed above the grid.
+
+        The address keeps the search: a text search becomes `/?q=…&lang=…&k=…` and a click for similar photos
+        `/?similar=ID&k=…`, so a result page can be shared, reloaded, or reached again with Back and Forward. An
+        uploaded photo cannot be put in an address, so an upload returns the address to the bare page.
 
         **Endpoints.** The OpenAPI schema is at `/openapi.json`. `/docs` is FastAPI's Swagger page, which loads its
         script from a CDN, so it needs a browser that is online.

@@ -2,8 +2,9 @@
 
 uvicorn serves the F8K-ML index of the tiny test model on a free loopback port; the browser types a
 German query, picks German, and must show thumbnails with scores; a photo dropped on the page (and one
-chosen with the file input) must show photos like it. Needs /usr/bin/chromium: run
-scripts/install-browser.sh (CI does). Never downloads a browser (no `playwright install`).
+chosen with the file input) must show photos like it; the address must keep the search (shared, reloaded,
+Back and Forward). Needs /usr/bin/chromium: `make test` installs it
+(scripts/install-browser.sh). Never downloads a browser (no `playwright install`).
 """
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ import socket
 import threading
 import time
 from pathlib import Path
+from urllib.parse import parse_qs, urlparse
 
 import pytest
 
@@ -28,7 +30,7 @@ TIMEOUT_MS = 30_000
 def chromium() -> Path:
     if not CHROMIUM.is_file() and not shutil.which("chromium"):
         pytest.fail("headless Chromium is not installed (/usr/bin/chromium); run scripts/install-browser.sh "
-                    "(apt-get install chromium chromium-driver), then run the browser test again")
+                    "(apt-get install chromium; `make test` runs it), then run the browser test again")
     try:
         import playwright.sync_api  # noqa: F401
     except ImportError:
@@ -113,6 +115,69 @@ def test_german_query_shows_photos_with_scores(page, server, tmp_path):
     status = page.inner_text("#status")
     assert assets.german_query in status and "· de ·" in status
     page.screenshot(path=str(tmp_path / "german-query.png"))
+
+
+def _query(url: str) -> dict[str, list[str]]:
+    return parse_qs(urlparse(url).query)
+
+
+def _status_has(pg, text: str) -> None:
+    pg.wait_for_function("t => document.querySelector('#status').textContent.includes(t)", arg=text)
+
+
+def _form(pg) -> tuple[str, str, str]:
+    return pg.input_value("#query"), pg.input_value("#lang"), pg.input_value("#k")
+
+
+def test_the_search_is_kept_in_the_address(page, server):
+    """After a search the address holds q/lang/k; that address opened in a new tab shows the same photos; Back
+    and Forward go through earlier searches (a similar-photos click included), form and results alike."""
+    base, assets = server
+    page.goto(base + "/")
+    page.wait_for_selector("body[data-ready='1']")
+    assert urlparse(page.url).query == ""
+    page.fill("#query", assets.german_query)
+    page.select_option("#lang", "de")
+    page.select_option("#k", "6")
+    page.click("#search-button")
+    _status_has(page, f"photos for “{assets.german_query}”")
+    first = _results(page)
+    first_url = page.url
+    assert _query(first_url) == {"q": [assets.german_query], "lang": ["de"], "k": ["6"]}
+
+    shared = page.context.new_page()  # the address shared with someone, or reloaded
+    errors = []
+    shared.on("pageerror", lambda exc: errors.append(str(exc)))
+    shared.goto(first_url)
+    _status_has(shared, f"photos for “{assets.german_query}”")
+    assert _results(shared) == first and _form(shared) == (assets.german_query, "de", "6")
+    shared.close()
+    assert not errors, errors
+
+    page.fill("#query", "zwei Hunde spielen im Schnee")
+    page.select_option("#lang", "auto")
+    page.select_option("#k", "12")
+    page.click("#search-button")
+    _status_has(page, "detected de")
+    second = _results(page)
+    assert _query(page.url) == {"q": ["zwei Hunde spielen im Schnee"], "lang": ["auto"], "k": ["12"]}
+    page.click("#results figure.result:nth-child(2)")
+    _status_has(page, f"photos like {second[1]['name']}")
+    assert _query(page.url) == {"similar": [str(second[1]["id"])], "k": ["12"]}
+
+    page.go_back()
+    _status_has(page, "photos for “zwei Hunde spielen im Schnee”")
+    assert _results(page) == second and _form(page) == ("zwei Hunde spielen im Schnee", "auto", "12")
+    page.go_back()
+    _status_has(page, f"photos for “{assets.german_query}”")
+    assert page.url == first_url
+    assert _results(page) == first and _form(page) == (assets.german_query, "de", "6")
+    page.go_back()  # the page before any search
+    page.wait_for_function("document.querySelector('#status').textContent === ''")
+    assert page.eval_on_selector_all("#results figure.result", "els => els.length") == 0
+    page.go_forward()
+    _status_has(page, f"photos for “{assets.german_query}”")
+    assert _results(page) == first
 
 
 def test_language_detection_and_its_refusal_show_on_the_page(page):

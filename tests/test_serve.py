@@ -108,6 +108,15 @@ def test_web_page_and_static_files(client):
         assert client.get(f"/static/{name}").status_code == 200
 
 
+def test_page_addresses_keep_the_search(client):
+    """The page's search lives in its query string (app.js); the server serves the page for it and keeps it
+    through the /index.html redirect."""
+    assert client.get("/", params={"q": "zwei Hunde", "lang": "de", "k": 6}).status_code == 200
+    r = client.get("/index.html?q=zwei+Hunde&lang=de&k=6", follow_redirects=False)
+    assert r.status_code in (302, 307) and r.headers["location"] == "/?q=zwei+Hunde&lang=de&k=6"
+    assert client.get("/index.html", follow_redirects=False).headers["location"] == "/"
+
+
 def test_text_search(client, assets):
     r = client.post("/api/search/text", json={"query": assets.german_query, "lang": "de", "k": 5})
     assert r.status_code == 200, r.text

@@ -17,7 +17,6 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from tqdm.auto import tqdm
 
 from polyvse.api import PolyvseModel
 from polyvse.checkpoint import (Checkpoint, load_training_state, save_checkpoint, save_training_state,
@@ -28,6 +27,7 @@ from polyvse.errors import DataError
 from polyvse.models import JointEmbeddingModel, ModelConfig
 from polyvse.models.text_input import CaptionEncoder
 from polyvse.paths import cache_root
+from polyvse.progress import Progress
 
 from .config import TrainConfig
 from .distributed import DistInfo, barrier, init_distributed, shutdown
@@ -325,40 +325,42 @@ def _train(cfg: TrainConfig, out_dir: Path, root: Path, dist_info: DistInfo, *, 
         model.train()
         losses = []
         n_items, t_epoch = 0, time.perf_counter()
-        bar = tqdm(range(batch_pos, len(batches)), desc=f"epoch {epoch + 1}/{epochs}", disable=not progress,
-                   leave=False)
-        for b in bar:
-            loss, _parts = objective(forward, batches[b], dist_info, epoch)
-            optimiser.zero_grad(set_to_none=True)
-            loss.backward()
-            if cfg.grad_clip > 0:
-                torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
-            optimiser.step()
-            losses.append(loss.item())
-            n_items += batch_items(batches[b])
-            step += 1
-            objective.after_step(step)
-            batch_pos = b + 1
-            if save_every and step % save_every == 0:
+        # a bar on a terminal, and one line per epoch ("epoch 3/15: loss 0.123, 15 s") in any case
+        with Progress(range(batch_pos, len(batches)), desc=f"epoch {epoch + 1}/{epochs}", unit="batch",
+                      enabled=progress) as bar:
+            for b in bar:
+                loss, _parts = objective(forward, batches[b], dist_info, epoch)
+                optimiser.zero_grad(set_to_none=True)
+                loss.backward()
+                if cfg.grad_clip > 0:
+                    torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
+                optimiser.step()
+                losses.append(loss.item())
+                n_items += batch_items(batches[b])
+                step += 1
+                objective.after_step(step)
+                batch_pos = b + 1
+                if save_every and step % save_every == 0:
+                    save_state()
+                if max_steps is not None and step >= max_steps:
+                    stopped = True
+                    break
+            if stopped and batch_pos < len(batches):
                 save_state()
-            if max_steps is not None and step >= max_steps:
-                stopped = True
+                bar.close(f"stopped at step {step} (batch {batch_pos} of {len(batches)})")
                 break
-        if stopped and batch_pos < len(batches):
+            epoch, batch_pos = epoch + 1, 0
             save_state()
-            break
-        epoch, batch_pos = epoch + 1, 0
-        save_state()
-        record = {"epoch": epoch, "step": step, "lr": lr, "loss": float(np.mean(losses)) if losses else None,
-                  "seconds": round(time.time() - t0, 1),
-                  # throughput of the training loop alone (sampling, padding, forward, backward, step)
-                  "loop_seconds": round(time.perf_counter() - t_epoch, 3), "items": n_items,
-                  **objective.epoch_log()}
-        if dist_info.is_main:
-            with open(history_path, "a", encoding="utf-8") as f:
-                f.write(json.dumps(record) + "\n")
-        if progress:
-            print(f"epoch {epoch}/{epochs}  loss {record['loss']:.3f}  ({record['seconds']}s)", flush=True)
+            record = {"epoch": epoch, "step": step, "lr": lr, "loss": float(np.mean(losses)) if losses else None,
+                      "seconds": round(time.time() - t0, 1),
+                      # throughput of the training loop alone (sampling, padding, forward, backward, step)
+                      "loop_seconds": round(time.perf_counter() - t_epoch, 3), "items": n_items,
+                      **objective.epoch_log()}
+            if dist_info.is_main:
+                with open(history_path, "a", encoding="utf-8") as f:
+                    f.write(json.dumps(record) + "\n")
+            # no losses: resumed from a state saved after the epoch's last batch
+            bar.close(f"loss {record['loss']:.3f}" if losses else "no batches left")
     barrier(dist_info)
     if stopped and epoch < epochs:
         return {"stopped_at_step": step}

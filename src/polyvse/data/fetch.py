@@ -2,7 +2,7 @@
 repository (the layout every reader expects).
 
 Two ways:
-  * from the public source (default): HTTP downloads with requests, progress bars with tqdm;
+  * from the public source (default): HTTP downloads with requests, progress bars (polyvse.progress);
   * from a local mirror of the same layout (`source_dir`, CLI `--from DIR`), e.g. ../shared/data:
     every file under the corpus folder of the mirror is copied.
 
@@ -45,9 +45,9 @@ from pathlib import Path
 from typing import Callable
 
 import requests
-from tqdm import tqdm
 
 from ..errors import DataError
+from ..progress import Progress, track
 from . import flickr8kcn as _cn
 from . import multi30k as _m30k
 from ._io import atomic_open
@@ -183,7 +183,7 @@ def _copy_corpus(name: str, mirror: Path, root: Path, progress: bool) -> FetchRe
         raise DataError("the mirror is the data root itself; pass a different --from or --data-root", mirror)
     files = sorted(p for p in src_dir.rglob("*") if p.is_file() and not p.name.startswith("."))
     result = FetchResult(name)
-    for src in tqdm(files, desc=f"{name}: copying", unit="file", disable=not progress, leave=False):
+    for src in track(files, desc=f"{name}: copying", unit="file", enabled=progress):
         rel = src.relative_to(mirror).as_posix()
         dest = root / rel
         if _same_file(src, dest):
@@ -223,8 +223,8 @@ def _download(session: requests.Session, url: str, dest: Path, progress: bool) -
             encoded = resp.headers.get("Content-Encoding") not in (None, "", "identity")
             total = int(length) if length and length.isdigit() and not encoded else None
             written = 0
-            with tqdm(total=total, unit="B", unit_scale=True, desc=dest.name, disable=not progress,
-                      leave=False) as bar:
+            with Progress(total=total, unit="B", unit_scale=True, desc=dest.name, enabled=progress,
+                          line=False) as bar:  # a bar only: the corpus's "downloading" stage has the line
                 try:
                     for chunk in resp.iter_content(_CHUNK):
                         if chunk:
@@ -243,7 +243,7 @@ def _download_all(pairs: list[tuple[str, str]], root: Path, name: str, progress:
     """Download (url, relative path) pairs; skip files already present unless force."""
     session = session or _session()
     result = FetchResult(name)
-    for url, rel in tqdm(pairs, desc=f"{name}: downloading", unit="file", disable=not progress, leave=False):
+    for url, rel in track(pairs, desc=f"{name}: downloading", unit="file", enabled=progress):
         dest = root / rel
         if not force and dest.is_file() and dest.stat().st_size > 0:
             result.skipped.append(rel)
@@ -315,7 +315,7 @@ def _fetch_flickr8k_224(root: Path, progress: bool, force: bool) -> FetchResult:
                         "fetch from a local copy with --from DIR")
     result = FetchResult("flickr8k-224")
     raw = f"https://raw.githubusercontent.com/{F224_REPO}/{sha}/"
-    for path in tqdm(paths, desc="flickr8k-224: downloading", unit="photo", disable=not progress):
+    for path in track(paths, desc="flickr8k-224: downloading", unit="photo", enabled=progress):
         rel = f"flickr8k-224/images/{Path(path).stem}.jpg"
         dest = root / rel
         if dest.is_file() and dest.stat().st_size > 0 and not force:

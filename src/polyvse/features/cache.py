@@ -29,6 +29,7 @@ from torch.utils.data import DataLoader, Dataset
 
 from ..atomic import atomic_open
 from ..errors import DataError
+from ..progress import Progress
 from .extractor import FeatureExtractor
 from .images import DEFAULT_MAX_PIXELS, load_image, read_image_bytes
 
@@ -165,12 +166,6 @@ def _collate(batch):
     return [r for r, _, _ in ok], [d for _, d, _ in ok], x, bad
 
 
-def _progress(enabled: bool, total: int, desc: str):
-    from tqdm.auto import tqdm
-
-    return tqdm(total=total, desc=desc, unit="photo", disable=not enabled or total == 0, leave=False)
-
-
 def extract_features(
     paths: Sequence[str | os.PathLike],
     extractor: FeatureExtractor,
@@ -210,7 +205,7 @@ def extract_features(
 
     # Pass 1 (this process): hash every file, take what the cache already has.
     todo: dict[str, list[int]] = {}  # digest -> rows with those bytes (duplicates computed once)
-    with _progress(progress, n, "checking feature cache") as bar:
+    with Progress(total=n, desc="checking feature cache", unit="photo", enabled=progress and n > 0) as bar:
         for row, p in enumerate(paths):
             bar.update(1)
             try:
@@ -228,6 +223,7 @@ def extract_features(
                 from_cache += 1
             else:
                 todo[digest] = [row]
+        bar.close(f"{n:,} photos, {from_cache:,} in the cache")
 
     # Pass 2: decode + preprocess in the DataLoader, run the backbone, write each vector.
     items = [(rows[0], str(paths[rows[0]]), digest) for digest, rows in todo.items()]
@@ -241,7 +237,8 @@ def extract_features(
             num_workers=max(0, int(num_workers)),
             collate_fn=_collate,
         )
-        with _progress(progress, len(items), f"extracting {extractor.name} features") as bar:
+        with Progress(total=len(items), desc=f"extracting {extractor.name} features", unit="photo",
+                      enabled=progress) as bar:
             for rows, digests, x, bad in loader:
                 for row, reason in bad:
                     for r in rows_of[row]:

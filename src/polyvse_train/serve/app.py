@@ -12,7 +12,8 @@ Endpoints (OpenAPI schema at /openapi.json, interactive docs at /docs):
     GET  /api/photos/{id}/captions?k=&lang= captions for an indexed photo
     GET  /api/photos/{id}                  the photo file        (ids of the index only: never a path)
     GET  /api/photos/{id}/thumbnail?size=  a JPEG thumbnail
-    GET  /                                 the web page (static files under /static)
+    GET  /                                 the web page (static files under /static); ?q=&lang=&k= or
+                                           ?similar=ID&k= opens it on that search
 
 Bad input gets a 4xx whose JSON ``detail`` says what is wrong: 404 unknown photo id or route, 413 body
 over the upload cap, 415 wrong content type, 422 anything else (empty / over-long / all-unknown-word
@@ -400,8 +401,10 @@ def create_app(searcher: Searcher, captions: CaptionCollection | None = None,
         return FileResponse(STATIC / "index.html", media_type="text/html")
 
     @app.get("/index.html", include_in_schema=False)
-    def page_redirect():
-        return RedirectResponse("/")
+    def page_redirect(request: Request):
+        # the query string is the page's search (?q=&lang=&k=): a shared /index.html?q=... link keeps it
+        query = request.url.query
+        return RedirectResponse("/" + ("?" + query if query else ""))
 
     app.mount("/static", StaticFiles(directory=STATIC), name="static")
     return app

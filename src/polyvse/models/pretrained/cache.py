@@ -39,6 +39,7 @@ from typing import TYPE_CHECKING, Iterable, Sequence
 import numpy as np
 
 from ...atomic import atomic_open
+from ...progress import Progress
 
 if TYPE_CHECKING:  # pragma: no cover
     from .base import PretrainedSentenceEncoder
@@ -271,20 +272,13 @@ class SentenceEmbeddingCache:
         return self.put(self.digests(texts, lang), vecs)
 
 
-def _progress(enabled: bool, total: int, desc: str):
-    from tqdm.auto import tqdm
-
-    return tqdm(total=total, desc=desc, unit="sent", disable=not enabled or total == 0, leave=False,
-                dynamic_ncols=True)
-
-
 def encode_cached(encoder: "PretrainedSentenceEncoder", texts: Sequence[str], lang: str,
                   cache_dir: str | os.PathLike | SentenceEmbeddingCache, progress: bool = True, *,
                   batch_size: int | None = None, shard_size: int = DEFAULT_SHARD_SIZE) -> np.ndarray:
     """Embeddings of ``texts`` (language ``lang``) by ``encoder``: float32 (len(texts), dim), rows in
     input order, computing only what the cache lacks (each distinct text once) and writing it to the
     cache in shards of ``shard_size`` texts as it goes, so an interrupted run resumes where it stopped.
-    ``progress`` shows a tqdm bar over the texts to compute."""
+    ``progress`` shows a bar over the texts to compute (on a terminal) and one line when they are done."""
     lang = encoder.check_language(lang)
     if isinstance(texts, (str, bytes)):
         raise TypeError("encode_cached expects a sequence of strings, not a single string")
@@ -316,7 +310,8 @@ def encode_cached(encoder: "PretrainedSentenceEncoder", texts: Sequence[str], la
     log.info("%s [%s]: %d texts, %d distinct, %d cached, %d to compute", encoder.name, lang, len(texts),
              len(first), int(found.sum()), len(missing))
     if len(missing):
-        with _progress(progress, len(missing), f"{encoder.name} [{lang}]") as bar:
+        with Progress(total=len(missing), desc=f"{encoder.name} [{lang}]", unit="sentence", enabled=progress,
+                      dynamic_ncols=True) as bar:
             for start in range(0, len(missing), shard_size):
                 idx = missing[start:start + shard_size]
                 vecs = encoder.encode([texts[first[i]] for i in idx], lang, batch_size, on_batch=bar.update)

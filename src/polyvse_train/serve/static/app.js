@@ -1,9 +1,12 @@
 // polyvse search page: text query (with language picker), photo upload (drag and drop or file input),
 // similar photos on click. Everything from the server is inserted as text, never as HTML.
+// The address holds the search (?q=&lang=&k=, or ?similar=ID&k=), so a result page can be shared, reloaded
+// and reached again with Back; an uploaded photo cannot be put in an address, so an upload leaves the bare page.
 "use strict";
 
 const $ = (id) => document.getElementById(id);
-const state = { model: null, captions: false };
+// seq: number of the latest search; answers to older ones (a quick Back, Back) are dropped
+const state = { model: null, captions: false, seq: 0 };
 
 function setStatus(text, isError = false) {
   const el = $("status");
@@ -55,7 +58,7 @@ function showResults(results) {
     name.className = "name";
     name.textContent = hit.name;
     fig.append(img, cap, name);
-    fig.addEventListener("click", () => similar(hit.id, hit.name));
+    fig.addEventListener("click", () => similar(hit.id, hit.name, $("k").value, true));
     grid.append(fig);
   }
 }
@@ -85,19 +88,38 @@ function busy(on) {
   $("search-button").disabled = on;
 }
 
-async function searchText(event) {
+// A new history entry for a search unless the address already shows it (the same search again, or Back).
+function remember(params) {
+  const search = params ? new URLSearchParams(params).toString() : "";
+  if (search !== new URLSearchParams(location.search).toString()) {
+    history.pushState(null, "", location.pathname + (search ? "?" + search : ""));
+  }
+}
+
+function showK(k) {
+  const select = $("k");
+  // a shared address may carry a k the menu lacks (the server accepts 1..max_k)
+  if (/^[1-9][0-9]*$/.test(k) && ![...select.options].some((o) => o.value === k)) select.append(new Option(k, k));
+  select.value = k;
+}
+
+function searchText(event) {
   event.preventDefault();
-  const query = $("query").value;
-  const lang = $("lang").value;
-  const k = Number($("k").value);
+  textSearch({ q: $("query").value, lang: $("lang").value, k: $("k").value }, true);
+}
+
+async function textSearch({ q, lang, k }, push) {
+  if (push) remember({ q, lang, k });
+  const seq = ++state.seq;
   busy(true);
   setStatus("searching…");
   try {
     const body = await api("/api/search/text", {
       method: "POST",
       headers: { "Content-Type": "application/json" },
-      body: JSON.stringify({ query, lang, k }),
+      body: JSON.stringify({ query: q, lang, k: Number(k) }),
     });
+    if (seq !== state.seq) return;
     showCaptions([]);
     showResults(body.results);
     let how = body.lang;
@@ -106,9 +128,9 @@ async function searchText(event) {
     if (body.unknown_words.length) text += " · unknown words: " + body.unknown_words.join(", ");
     setStatus(text);
   } catch (err) {
-    setStatus(err.message, true);
+    if (seq === state.seq) setStatus(err.message, true);
   } finally {
-    busy(false);
+    if (seq === state.seq) busy(false);
   }
 }
 
@@ -119,6 +141,8 @@ async function uploadPhoto(file) {
   preview.src = URL.createObjectURL(file);
   preview.hidden = false;
   const k = $("k").value;
+  remember(null);
+  const seq = ++state.seq;
   busy(true);
   setStatus("searching by photo " + file.name + "…");
   try {
@@ -126,6 +150,7 @@ async function uploadPhoto(file) {
     form.append("file", file, file.name);
     form.append("k", k);
     const body = await api("/api/search/image", { method: "POST", body: form });
+    if (seq !== state.seq) return;
     showResults(body.results);
     setStatus(body.results.length + " photos like " + body.image.name + " · " + body.took_ms + " ms");
     if (state.captions) {
@@ -133,34 +158,63 @@ async function uploadPhoto(file) {
       capForm.append("file", file, file.name);
       capForm.append("k", "5");
       const caps = await api("/api/captions/image", { method: "POST", body: capForm });
-      showCaptions(caps.results);
+      if (seq === state.seq) showCaptions(caps.results);
     } else {
       showCaptions([]);
     }
   } catch (err) {
+    if (seq !== state.seq) return;
     showCaptions([]);
     setStatus(err.message, true);
   } finally {
-    busy(false);
+    if (seq === state.seq) busy(false);
   }
 }
 
-async function similar(id, name) {
+// photos like indexed photo `id`; `name` is known after a click, and comes with the answer after a reload
+async function similar(id, name, k, push) {
+  if (push) remember({ similar: id, k });
+  const seq = ++state.seq;
   busy(true);
-  setStatus("photos like " + name + "…");
+  setStatus("photos like " + (name || "photo " + id) + "…");
   try {
-    const k = $("k").value;
     const body = await api("/api/photos/" + encodeURIComponent(id) + "/similar?k=" + encodeURIComponent(k));
+    if (seq !== state.seq) return;
     showResults(body.results);
-    setStatus(body.results.length + " photos like " + name + " · " + body.took_ms + " ms");
+    setStatus(body.results.length + " photos like " + body.image.name + " · " + body.took_ms + " ms");
     if (state.captions) {
       const caps = await api("/api/photos/" + encodeURIComponent(id) + "/captions?k=5");
-      showCaptions(caps.results);
+      if (seq === state.seq) showCaptions(caps.results);
     }
   } catch (err) {
-    setStatus(err.message, true);
+    if (seq === state.seq) setStatus(err.message, true);
   } finally {
+    if (seq === state.seq) busy(false);
+  }
+}
+
+// The search the address names (on load, and on Back/Forward), without a new history entry.
+function restore() {
+  const params = new URLSearchParams(location.search);
+  const k = params.get("k") || String(state.model.limits.default_k);
+  if (params.has("q")) {
+    const search = { q: params.get("q"), lang: params.get("lang") || "auto", k };
+    $("query").value = search.q;
+    // an unknown code stays out of the menu; the server's answer names the languages it knows
+    if ([...$("lang").options].some((o) => o.value === search.lang)) $("lang").value = search.lang;
+    showK(k);
+    textSearch(search, false);
+  } else if (params.has("similar")) {
+    showK(k);
+    similar(params.get("similar"), null, k, false);
+  } else {  // the bare page: nothing searched yet, or an upload (which cannot be replayed)
+    state.seq++;
     busy(false);
+    $("query").value = "";
+    $("upload-preview").hidden = true;
+    showResults([]);
+    showCaptions([]);
+    setStatus("");
   }
 }
 
@@ -211,7 +265,10 @@ async function init() {
   } catch (err) {
     $("model-info").textContent = "";
     setStatus("cannot load the model description: " + err.message, true);
+    return;
   }
+  window.addEventListener("popstate", restore);
+  restore();
 }
 
 init();
