@@ -40,3 +40,20 @@ def test_precompute_resumes_and_skips_missing_languages(tmp_path):
     again = FakeEncoder()
     assert precompute_embeddings(again, caps, tmp_path, report=lines.append) == {"texts": n, "computed": 0}
     assert again.texts == 0  # everything came from the cache
+
+
+def test_first_captions_per_photo_is_what_rank_order_embeds_first():
+    import pytest
+
+    from polyvse.data.caption_limit import first_captions_per_photo
+    from polyvse.errors import DataError
+
+    caps = _caps()
+    train = [c for c in caps if c.split == "train"]
+    first = first_captions_per_photo(train, 1)
+    rank0 = next(s for s in priority_stages(caps, ["en"]) if s.name == "train rank 0")
+    assert tuple(c.text for c in first if c.lang == "en") == rank0.texts
+    assert len(first) == 2 * 3 and first_captions_per_photo(train, 0) == train
+    assert first_captions_per_photo(train, 5) == train
+    with pytest.raises(DataError, match="captions_per_photo"):
+        first_captions_per_photo(train, -1)

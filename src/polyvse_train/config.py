@@ -85,6 +85,9 @@ class TrainConfig:
     # training data size: keep only N training captions of a language (a seeded, nested subset; evaluation
     # captions untouched), for learning curves; {} = all
     caption_limit: dict[str, int] = field(default_factory=dict)
+    # keep only the first N training captions of every (photo, language), in corpus order (0 = all): the
+    # captions `polyvse features embed-text` embeds first, so a run can use a partly filled sentence cache
+    captions_per_photo: int = 0
     min_batches_per_epoch: int = 0  # > 0: an epoch repeats passes over the captions up to this many batches
     # vocabulary
     min_count: int = 1

@@ -21,7 +21,7 @@ import torch
 from polyvse.api import PolyvseModel
 from polyvse.checkpoint import (Checkpoint, load_training_state, save_checkpoint, save_training_state,
                                 write_json_atomic)
-from polyvse.data.caption_limit import limit_captions
+from polyvse.data.caption_limit import first_captions_per_photo, limit_captions
 from polyvse.data.types import Corpus
 from polyvse.errors import DataError
 from polyvse.models import JointEmbeddingModel, ModelConfig
@@ -124,6 +124,7 @@ def prepare_data(cfg: TrainConfig, root: Path, smoke: bool = False, progress: bo
 
     train_caps = [c for c in corpus.captions if c.photo_id in train_ids and c.photo_id in row_of]
     train_caps += translation_captions(cfg, root, {p for p in train_ids if p in row_of})
+    train_caps = first_captions_per_photo(train_caps, cfg.captions_per_photo)  # 0 keeps all
     train_caps = limit_captions(train_caps, cfg.caption_limit, cfg.seed)  # learning curves; {} keeps all
     eval_caps = [c for c in corpus.captions if c.photo_id in eval_ids and c.photo_id in row_of]
     texts_by_lang: dict[str, list[str]] = {}

@@ -42,3 +42,22 @@ def limit_captions(captions: Sequence[C], limits: Mapping[str, int], seed: int, 
         dropped = rows[rng.permutation(len(rows))[n:]]
         keep[dropped] = False
     return [c for c, k in zip(captions, keep) if k]
+
+
+def first_captions_per_photo(captions: Sequence[C], n: int, *, field: str = "captions_per_photo") -> list[C]:
+    """The first ``n`` captions (in input order) of every (photo, language); ``n = 0`` keeps all. With the
+    corpus order this is what ``polyvse features embed-text`` embeds first, so a run can train on a partly
+    filled sentence cache; it is also a learning-curve knob (captions per photo instead of per language)."""
+    if isinstance(n, bool) or not isinstance(n, int) or n < 0:
+        raise DataError(f"{field}: {n!r} must be 0 (all captions) or a positive number of captions per photo")
+    if n == 0:
+        return list(captions)
+    seen: dict = {}
+    out = []
+    for c in captions:
+        key = (c.photo_id, c.lang)
+        k = seen.get(key, 0)
+        if k < n:
+            out.append(c)
+        seen[key] = k + 1
+    return out
