@@ -35,6 +35,10 @@ class TrainConfig:
     # 512-d, no cs) whose cached sentence vectors feed a learned head (polyvse_train.pretrained_tower)
     pretrained_encoder: str = ""
     text_head: str = "linear"  # text_encoder pretrained: linear | mlp (Linear-ReLU-Dropout-Linear, hidden_dim)
+    # fused towers (pretrained_encoder: e5-small+use-multilingual): during training each tower's slice of a
+    # caption's input is zeroed with this probability (never all of them), so the head also works on one tower
+    # alone -- which is all a language one tower lacks (USE: no cs) ever gets
+    tower_dropout: float = 0.0
     image_head: str = "linear"  # linear | mlp (MULE/EmbN: Linear-BN-ReLU-Linear)
     image_hidden_dim: int = 2048
     # objective: vse (hinge over mixed-language caption batches, the demo) | pivot | parallel | mlmme

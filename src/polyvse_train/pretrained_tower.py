@@ -30,9 +30,14 @@ def uses_pretrained_tower(cfg) -> bool:
 
 def check_pretrained_config(cfg) -> None:
     """Errors naming the field for settings a frozen sentence encoder cannot honour."""
-    if cfg.pretrained_encoder not in available_pretrained_encoders():
+    towers = cfg.pretrained_encoder.split("+")
+    if not all(t in available_pretrained_encoders() for t in towers) or len(set(towers)) != len(towers):
         raise DataError(f"text_encoder pretrained needs pretrained_encoder: one of "
-                        f"{', '.join(available_pretrained_encoders())} (got {cfg.pretrained_encoder!r})")
+                        f"{', '.join(available_pretrained_encoders())}, or several joined by + to fuse them "
+                        f"(got {cfg.pretrained_encoder!r})")
+    if not 0.0 <= cfg.tower_dropout < 1.0 or (cfg.tower_dropout and len(towers) < 2):
+        raise DataError(f"tower_dropout {cfg.tower_dropout}: a probability in [0, 1), and only with fused towers "
+                        "(pretrained_encoder: a+b)")
     if cfg.text_head not in TEXT_HEADS:
         raise DataError(f"text_head {cfg.text_head!r}: use one of {', '.join(TEXT_HEADS)}")
     if cfg.text_sharing != "shared":
@@ -59,7 +64,7 @@ def check_pretrained_config(cfg) -> None:
                         "projection: set universal_dim (e.g. 512)")
     from polyvse.models.pretrained import get_pretrained_encoder
 
-    covered = get_pretrained_encoder(cfg.pretrained_encoder).languages
+    covered = frozenset().union(*(get_pretrained_encoder(t).languages for t in towers))
     missing = [lang for lang in cfg.languages if lang not in covered]
     if missing:
         raise DataError(f"pretrained_encoder {cfg.pretrained_encoder} was not trained on {', '.join(missing)}; "

@@ -183,6 +183,8 @@ def build_model(cfg: TrainConfig, data: PreparedData) -> JointEmbeddingModel:
     return JointEmbeddingModel(ModelConfig(
         vocab_size=vocab_size(data.captions), image_dim=int(data.features.shape[1]), embed_dim=cfg.embed_dim,
         pretrained_dim=data.captions.dim if uses_pretrained_tower(cfg) else 0,
+        pretrained_towers=data.captions.tower_dims if uses_pretrained_tower(cfg) else [],
+        tower_dropout=cfg.tower_dropout,
         word_dim=cfg.word_dim, hidden_dim=cfg.hidden_dim, dropout=cfg.dropout, similarity=cfg.similarity,
         languages=list(cfg.languages) if per_language else [],
         **{k: getattr(cfg, k) for k in MODEL_FIELDS}))

@@ -36,6 +36,8 @@ class ModelConfig:
     image_hidden_dim: int = 2048  # hidden width of the mlp image head
     pretrained_dim: int = 0  # text_encoder pretrained: size of the frozen sentence vectors the head reads
     text_head: str = "linear"  # text_encoder pretrained: linear | mlp (hidden_dim units)
+    pretrained_towers: list[int] = field(default_factory=list)  # fused towers: the size of each one's slice
+    tower_dropout: float = 0.0  # fused towers: drop a tower's slice with this probability in training
     language_map: list[str] = field(default_factory=list)  # Translator: languages whose words pass a d x d map
 
     def to_dict(self) -> dict:
@@ -60,7 +62,8 @@ class JointEmbeddingModel(nn.Module):
         if config.text_encoder == "pretrained":  # a learned head on frozen sentence vectors
             self.text_encoder = PretrainedTextEncoder(config.pretrained_dim, config.embed_dim, config.text_head,
                                                       config.hidden_dim, config.dropout, config.languages,
-                                                      config.universal_dim)
+                                                      config.universal_dim, towers=config.pretrained_towers,
+                                                      tower_dropout=config.tower_dropout)
         else:
             self.text_encoder = TextEncoder(config.vocab_size, config.word_dim, config.hidden_dim,
                                             config.embed_dim, config.num_layers, config.bidirectional,

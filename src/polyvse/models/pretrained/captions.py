@@ -11,6 +11,11 @@ same methods, so the trainer, the evaluator and ``PolyvseModel.encode_text`` nee
 
 A checkpoint records the backend version because the head was trained on that version's vectors: loading it
 where the package is missing, or at another version, is an error that names the pip command.
+
+Several towers at once (``"e5-small+use-multilingual"``): a caption's input is the concatenation of every
+tower's vector, each in its own slice (``tower_dims``); a tower that lacks the caption's language (USE has no
+Czech) contributes zeros there, so the learned head fuses what each language has (see
+``PretrainedTextEncoder``'s tower dropout, which trains the head to work with one tower alone).
 """
 from __future__ import annotations
 
@@ -41,25 +46,47 @@ class PretrainedCaptionEncoder:
                  cache_dir: str | os.PathLike | None = None, progress: bool = False):
         self.name = name
         self.options = dict(options or {})
-        self.encoder: PretrainedSentenceEncoder = get_pretrained_encoder(name, **self.options)
+        names = name.split("+")
+        if len(names) > 1 and self.options:
+            raise PretrainedModelError(f"{name}: options apply to a single sentence encoder, not to a fusion of "
+                                       f"{len(names)}")
+        if len(set(names)) != len(names):
+            raise PretrainedModelError(f"{name}: a sentence encoder appears twice")
+        self.towers: list[PretrainedSentenceEncoder] = [get_pretrained_encoder(n, **self.options) for n in names]
+        self.encoder = self.towers[0]  # the tower (the only one unless fused)
         self.cache_dir = Path(cache_dir) if cache_dir is not None else None
         self.progress = progress
 
     @property
+    def tower_dims(self) -> list[int]:
+        return [t.dim for t in self.towers]
+
+    @property
     def dim(self) -> int:
-        return self.encoder.dim
+        return sum(self.tower_dims)
 
     @property
     def languages(self) -> frozenset[str]:
-        return self.encoder.languages
+        return frozenset().union(*(t.languages for t in self.towers))
+
+    @property
+    def version(self) -> str:
+        return "+".join(t.version for t in self.towers)
 
     def ids_many(self, texts: Sequence[str], lang: str) -> list[np.ndarray]:
-        """The sentence vector of each text (float32 rows of one matrix)."""
+        """The sentence vector of each text (float32 rows of one matrix); fused towers side by side."""
         texts = list(texts)
-        if self.cache_dir is not None:
-            vecs = encode_cached(self.encoder, texts, lang, self.cache_dir, progress=self.progress)
-        else:
-            vecs = self.encoder.encode(texts, lang)
+        if len(self.towers) > 1 and lang not in self.languages:
+            self.encoder.check_language(lang)  # the error that names the languages
+        parts = []
+        for tower in self.towers:
+            if len(self.towers) > 1 and lang not in tower.languages:
+                parts.append(np.zeros((len(texts), tower.dim), dtype=np.float32))
+            elif self.cache_dir is not None:
+                parts.append(encode_cached(tower, texts, lang, self.cache_dir, progress=self.progress))
+            else:
+                parts.append(tower.encode(texts, lang))
+        vecs = parts[0] if len(parts) == 1 else np.concatenate(parts, axis=1)
         return list(vecs)
 
     def ids(self, text: str, lang: str) -> np.ndarray:
@@ -73,18 +100,20 @@ class PretrainedCaptionEncoder:
 
     def fingerprint(self) -> str:
         """What produced the vectors (encoder, options, backend version), as a short hash."""
-        return hashlib.sha256(f"{self.encoder.cache_id}|{self.dim}".encode()).hexdigest()[:16]
+        ids = "+".join(t.cache_id for t in self.towers)
+        return hashlib.sha256(f"{ids}|{self.dim}".encode()).hexdigest()[:16]
 
     def to_dict(self) -> dict:
-        return {"kind": KIND, "encoder": self.name, "options": self.options, "version": self.encoder.version,
-                "package": self.encoder.package, "dim": self.dim, "cache_id": self.encoder.cache_id}
+        return {"kind": KIND, "encoder": self.name, "options": self.options, "version": self.version,
+                "package": "+".join(t.package for t in self.towers), "dim": self.dim,
+                "cache_id": "+".join(t.cache_id for t in self.towers)}
 
     @classmethod
     def from_dict(cls, d: dict, source: str | os.PathLike = "<checkpoint>") -> "PretrainedCaptionEncoder":
         """Rebuild from a checkpoint; the backend package must be installed at the recorded version."""
         try:
             enc = cls(d["encoder"], d.get("options") or {})
-            installed = package_version(enc.encoder.package)
+            installed = "+".join(f"{t.package}=={package_version(t.package)}" for t in enc.towers)
         except PretrainedModelError as exc:
             raise CheckpointError(f"{source}: the model's text branch is the pretrained sentence encoder "
                                   f"{d.get('encoder')!r} ({d.get('version')}): {exc}") from None
@@ -93,10 +122,10 @@ class PretrainedCaptionEncoder:
         except Exception as exc:  # noqa: BLE001 - e.g. an unknown encoder name from a newer polyvse
             raise CheckpointError(f"{source}: cannot rebuild the pretrained sentence encoder: {exc}") from None
         recorded = d.get("version", "")
-        if f"{enc.encoder.package}=={installed}" != recorded:
+        if installed != recorded:
             raise CheckpointError(
-                f"{source}: the model's head was trained on {recorded} vectors, but {enc.encoder.package} "
-                f"{installed} is installed; install the recorded version (`pip install {recorded}`)")
+                f"{source}: the model's head was trained on {recorded} vectors, but {installed} is installed; "
+                f"install the recorded version (`pip install {recorded.replace('+', ' ')}`)")
         if int(d.get("dim", enc.dim)) != enc.dim:
             raise CheckpointError(f"{source}: recorded sentence-vector size {d.get('dim')} != {enc.name}'s {enc.dim}")
         return enc

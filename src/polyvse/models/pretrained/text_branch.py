@@ -29,8 +29,15 @@ class PretrainedTextEncoder(nn.Module):
     """Learned parts on top of frozen sentence vectors; see the module docstring."""
 
     def __init__(self, in_dim: int, embed_dim: int, head: str = "linear", hidden_dim: int = 1024,
-                 dropout: float = 0.0, languages: Sequence[str] = (), universal_dim: int = 0):
+                 dropout: float = 0.0, languages: Sequence[str] = (), universal_dim: int = 0,
+                 towers: Sequence[int] = (), tower_dropout: float = 0.0):
         super().__init__()
+        self.towers = [int(d) for d in towers] if len(towers) > 1 else []
+        if self.towers and sum(self.towers) != in_dim:
+            raise ValueError(f"tower sizes {self.towers} do not add up to the input size {in_dim}")
+        if not 0.0 <= tower_dropout < 1.0:
+            raise ValueError(f"tower_dropout must be in [0, 1), got {tower_dropout}")
+        self.tower_dropout = float(tower_dropout) if self.towers else 0.0
         if head not in TEXT_HEADS:
             raise ValueError(f"unknown text_head {head!r}; available: {', '.join(TEXT_HEADS)}")
         if in_dim < 1:
@@ -60,6 +67,8 @@ class PretrainedTextEncoder(nn.Module):
             raise ValueError("a pretrained text branch reads sentence vectors (float), not word ids: encode the "
                              "captions with the checkpoint's PretrainedCaptionEncoder")
         x = vecs.float()
+        if self.training and self.tower_dropout:
+            x = self._drop_towers(x)
         if self.universal_dim:
             if langs is None:
                 raise ValueError("this text branch has per-language parts: pass langs, the (batch,) language "
@@ -71,6 +80,16 @@ class PretrainedTextEncoder(nn.Module):
                 out = out.index_copy(0, rows, self.universal[self.languages[li]](x[rows]))
             x = out
         return self.head(x), x[:, None, :]
+
+    def _drop_towers(self, x: torch.Tensor) -> torch.Tensor:
+        """Zero each tower's slice of a row with probability tower_dropout, keeping at least one present tower
+        (a slice of zeros is a tower that lacks the caption's language)."""
+        slices = torch.split(x, self.towers, dim=1)
+        present = torch.stack([s.abs().sum(1) > 0 for s in slices], dim=1)  # (batch, towers)
+        keep = present & (torch.rand(present.shape, device=x.device) >= self.tower_dropout)
+        none_left = ~keep.any(dim=1, keepdim=True)
+        keep = torch.where(none_left, present, keep)
+        return torch.cat([s * keep[:, i:i + 1] for i, s in enumerate(slices)], dim=1)
 
     def forward(self, vecs: torch.Tensor, lengths: torch.Tensor | None = None,
                 langs: torch.Tensor | None = None) -> torch.Tensor:
