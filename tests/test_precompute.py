@@ -57,3 +57,35 @@ def test_first_captions_per_photo_is_what_rank_order_embeds_first():
     assert first_captions_per_photo(train, 5) == train
     with pytest.raises(DataError, match="captions_per_photo"):
         first_captions_per_photo(train, -1)
+
+
+def test_embed_text_cli_fills_each_fused_tower(tiny_root, monkeypatch, capsys):
+    """`polyvse features embed-text --encoder a+b` fills the cache of every tower of a fused text tower, and a
+    second run computes nothing."""
+    from polyvse.models.pretrained import base
+    from polyvse_train.cli import main
+    from test_f8kfull import _with_224_photos
+
+    _with_224_photos(tiny_root)
+
+    class FakeA(FakeEncoder):
+        name = "fake-a"
+
+    class FakeB(FakeEncoder):
+        name = "fake-b"
+
+        def _encode_batch(self, texts):
+            return -super()._encode_batch(texts)
+
+    for cls in (FakeA, FakeB):
+        monkeypatch.setitem(base._REGISTRY, cls.name, cls)
+    monkeypatch.setattr(base, "_SHARED", {})
+    args = ["features", "embed-text", "--dataset", "f8k-full", "--encoder", "fake-a+fake-b", "--langs", "en,de",
+            "--data-root", str(tiny_root)]
+    assert main(args) == 0
+    lines = [x for x in capsys.readouterr().out.splitlines() if "captions in the" in x]
+    assert [x.split(" cache")[0].split()[-1] for x in lines] == ["fake-a", "fake-b"]
+    assert all("computed now" in x and "(0 computed" not in x for x in lines)
+    assert main(args) == 0
+    again = [x for x in capsys.readouterr().out.splitlines() if "captions in the" in x]
+    assert len(again) == 2 and all("(0 computed now)" in x for x in again)

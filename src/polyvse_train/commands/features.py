@@ -53,7 +53,8 @@ def register(sub) -> None:
         "every training photo and language, the validation split, then the remaining training captions rank by "
         "rank. Resumable: a stopped run loses at most one shard; rerun the same command to continue.")
     t.add_argument("--dataset", default="f8k-full", help="dataset name (default: %(default)s)")
-    t.add_argument("--encoder", default="e5-small", help="frozen sentence encoder (e5-small, use-multilingual)")
+    t.add_argument("--encoder", default="e5-small", help="frozen sentence encoder (e5-small, use-multilingual), or "
+                   "fused towers joined by + (e5-small+use-multilingual: each tower in turn)")
     t.add_argument("--langs", default="en,de,fr,cs,zh", help="comma-separated languages (default: %(default)s)")
     t.add_argument("--data-root", metavar="DIR", help="data root (default: $POLYVSE_DATA, else ~/.cache/polyvse)")
     t.set_defaults(func=run_embed_text)
@@ -185,8 +186,10 @@ def run_embed_text(args) -> int:
     root = data_root(args.data_root)
     langs = [check_language(x.strip()) for x in args.langs.split(",") if x.strip()]
     corpus = load_dataset(args.dataset, root).filter(langs=langs)
-    encoder = get_pretrained_encoder(args.encoder)
-    done = precompute_embeddings(encoder, corpus.captions, cache_root(root) / SENTENCE_CACHE, languages=langs,
-                                 report=lambda line: print(line, flush=True))
-    print(f"{args.dataset}: {done['texts']} captions in the {encoder.name} cache ({done['computed']} computed now)")
+    encoders = [get_pretrained_encoder(name) for name in args.encoder.split("+")]  # unknown names fail first
+    for encoder in encoders:
+        done = precompute_embeddings(encoder, corpus.captions, cache_root(root) / SENTENCE_CACHE, languages=langs,
+                                     report=lambda line: print(line, flush=True))
+        print(f"{args.dataset}: {done['texts']} captions in the {encoder.name} cache ({done['computed']} computed "
+              "now)")
     return 0
