@@ -129,4 +129,5 @@ def test_registered_in_the_real_cli():
     from polyvse_train.cli import build_parser
 
     args = build_parser().parse_args(["features", "extract", "--images", "x"])
-    assert args.func is features_cmd.run_extract and args.workers >= 0
+    assert args.func is features_cmd.run_extract and args.device == "auto"
+    assert args.workers is None  # sized once the device is known (polyvse.device.loader_workers)

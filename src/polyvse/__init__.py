@@ -3,8 +3,9 @@
 __version__ = "0.1.0"
 
 
-def load(path):
-    """Load a checkpoint folder as a PolyvseModel (encode_text, encode_image, similarity)."""
+def load(path, device="auto"):
+    """Load a checkpoint folder as a PolyvseModel (encode_text, encode_image, similarity) on ``device``:
+    auto (CUDA when available, else CPU), cpu, cuda or cuda:N."""
     from .api import load as _load
 
-    return _load(path)
+    return _load(path, device=device)

@@ -14,11 +14,18 @@ from .languages import check_language
 
 
 class PolyvseModel:
-    """A trained joint embedding model plus everything needed to feed it raw text and raw photos."""
+    """A trained joint embedding model plus everything needed to feed it raw text and raw photos.
 
-    def __init__(self, checkpoint: Checkpoint, batch_size: int = 256):
+    It computes on ``device`` (``auto``, ``cpu``, ``cuda``, ``cuda:N`` or a torch.device; default: where the
+    checkpoint's weights already are) and always returns numpy arrays.
+    """
+
+    def __init__(self, checkpoint: Checkpoint, batch_size: int = 256, device: str | torch.device | None = None):
+        from .device import module_device, resolve_device
+
         self.checkpoint = checkpoint
-        self.model = checkpoint.model.eval()
+        self.device = module_device(checkpoint.model) if device is None else resolve_device(device)
+        self.model = checkpoint.model.to(self.device).eval()
         self.captions = checkpoint.captions
         self.batch_size = batch_size
         self._extractor = None
@@ -38,6 +45,8 @@ class PolyvseModel:
             from .features.extractor import get_extractor
 
             ext = get_extractor(self.checkpoint.backbone, ten_crop=self.checkpoint.ten_crop)
+            # a model trained on bf16 features (their key says so) reads bf16 features
+            ext.to(self.device, "bf16" if self.checkpoint.feature_key.endswith(".bf16") else "fp32")
             if ext.key != self.checkpoint.feature_key:
                 raise CheckpointError(
                     f"the checkpoint was trained on image features {self.checkpoint.feature_key!r} but this "
@@ -89,15 +98,15 @@ class PolyvseModel:
             out.append(self.model.encode_text_ids(ids, lengths, part))
         if not out:
             return np.zeros((0, self.embed_dim), dtype=np.float32)
-        return torch.cat(out).numpy().astype(np.float32, copy=False)
+        return _numpy(torch.cat(out))
 
     @torch.no_grad()
     def encode_image_features(self, feats: np.ndarray | torch.Tensor) -> np.ndarray:
-        feats = torch.as_tensor(np.asarray(feats, dtype=np.float32))
+        feats = _tensor(feats)
         if feats.ndim != 2 or feats.shape[1] != self.model.config.image_dim:
             raise CheckpointError(f"image features of shape {tuple(feats.shape)} do not fit this model, which "
                                   f"expects (n, {self.model.config.image_dim}) from {self.checkpoint.backbone}")
-        return self.model.encode_image_features(feats).numpy().astype(np.float32, copy=False)
+        return _numpy(self.model.encode_image_features(feats))
 
     @torch.no_grad()
     def encode_image(self, photos) -> np.ndarray:
@@ -113,10 +122,22 @@ class PolyvseModel:
     @torch.no_grad()
     def similarity(self, images: np.ndarray, texts: np.ndarray) -> np.ndarray:
         """Score matrix (len(images), len(texts)) under the model's similarity (cosine or order)."""
-        a = torch.as_tensor(np.asarray(images, dtype=np.float32))
-        b = torch.as_tensor(np.asarray(texts, dtype=np.float32))
-        return self.model.scores(a, b).numpy()
+        a, b = _tensor(images).to(self.device), _tensor(texts).to(self.device)
+        return _numpy(self.model.scores(a, b))
 
 
-def load(path: str | os.PathLike) -> PolyvseModel:
-    return PolyvseModel(load_checkpoint(Path(path)))
+def _tensor(x) -> torch.Tensor:
+    """float32 tensor from a numpy array, a sequence or a tensor (which stays on its device)."""
+    if isinstance(x, torch.Tensor):
+        return x.float()
+    return torch.as_tensor(np.asarray(x, dtype=np.float32))
+
+
+def _numpy(x: torch.Tensor) -> np.ndarray:
+    return x.float().cpu().numpy().astype(np.float32, copy=False)
+
+
+def load(path: str | os.PathLike, device: str | torch.device = "auto") -> PolyvseModel:
+    """A checkpoint folder as a PolyvseModel on ``device``: auto (CUDA when available, else CPU), cpu, cuda or
+    cuda:N. Weights load on the CPU first, so a checkpoint written on a GPU loads on a CPU-only machine."""
+    return PolyvseModel(load_checkpoint(Path(path)), device=device)

@@ -61,7 +61,8 @@ def save_checkpoint(ckpt: Checkpoint, path: str | os.PathLike) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp"))
     try:
-        state = {k: v.detach().contiguous() for k, v in ckpt.model.state_dict().items()}
+        # on the CPU: a checkpoint written on a GPU loads anywhere (load_file reads onto the CPU)
+        state = {k: v.detach().cpu().contiguous() for k, v in ckpt.model.state_dict().items()}
         save_file(state, str(tmp / WEIGHTS), metadata={"format": "polyvse", "format_version": str(FORMAT_VERSION)})
         write_json_atomic(tmp / CONFIG, ckpt.config_dict)
         write_json_atomic(tmp / TRAINING, ckpt.training)
@@ -132,4 +133,6 @@ def save_training_state(state: dict, path: str | os.PathLike) -> None:
 
 
 def load_training_state(path: str | os.PathLike) -> dict:
+    """The saved state with every tensor on the CPU, wherever it was saved (the trainer copies the weights and
+    the optimiser state onto its own device)."""
     return torch.load(path, map_location="cpu", weights_only=False)

@@ -30,14 +30,20 @@ class DistInfo:
         return self.rank == 0
 
 
-def init_distributed(backend: str | None = None) -> DistInfo:
-    """Join the process group when launched by torchrun (WORLD_SIZE > 1); a no-op otherwise."""
+def init_distributed(device: torch.device | None = None) -> DistInfo:
+    """Join the process group when launched by torchrun (WORLD_SIZE > 1); a no-op otherwise.
+
+    ``device`` is where this rank computes (``polyvse.device.resolve_device``, which gives each rank
+    ``cuda:$LOCAL_RANK``): a CUDA device is made the rank's current device and the group uses NCCL; CPU uses gloo.
+    """
     world = int(os.environ.get("WORLD_SIZE", "1"))
     if world <= 1:
         return DistInfo()
+    device = device or torch.device("cpu")
+    if device.type == "cuda":
+        torch.cuda.set_device(device)  # NCCL collectives run on the current device: this rank's own GPU
     if not dist.is_initialized():
-        backend = backend or ("nccl" if torch.cuda.is_available() else "gloo")
-        dist.init_process_group(backend=backend)
+        dist.init_process_group(backend="nccl" if device.type == "cuda" else "gloo")
     return DistInfo(rank=dist.get_rank(), world_size=dist.get_world_size(),
                     local_rank=int(os.environ.get("LOCAL_RANK", "0")))
 

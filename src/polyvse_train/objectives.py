@@ -172,7 +172,7 @@ class Objective(nn.Module):
         if self.kind == "mule":
             return self._mule(model, photo_rows, valid, text, words, lengths, langs, epoch)
         images = model.encode_image_features(self.data.features[photo_rows])
-        where = torch.as_tensor(np.flatnonzero(valid.reshape(-1)))
+        where = torch.as_tensor(np.flatnonzero(valid.reshape(-1)), device=text.device)
         full = text.new_zeros((n * s, text.shape[1])).index_copy(0, where, text).view(n, s, -1)
         langs_of_slot = self.sampler_slot_langs()
         captions = {lang: full[:, j] for j, lang in enumerate(langs_of_slot)}

@@ -45,23 +45,25 @@ class ShardRole:
         return shard_bounds(total, self.shard, self.num_shards)
 
 
-def shard_role(spec: str | None) -> ShardRole:
-    """The role from ``--shard K/N`` if given, else from torchrun's environment (one unsharded process without)."""
+def shard_role(spec: str | None, device=None) -> ShardRole:
+    """The role from ``--shard K/N`` if given, else from torchrun's environment (one unsharded process without).
+
+    ``device``: where this process computes (a CUDA device makes the torchrun group NCCL on that GPU)."""
     if spec is not None:
         if int(os.environ.get("WORLD_SIZE", "1")) > 1:
             raise DataError("--shard K/N is for independent jobs; under torchrun every rank already takes its own "
                             "shard (drop --shard)")
         shard, num_shards = parse_shard_spec(spec)
         return ShardRole(shard, num_shards, independent=True)
-    info = init_distributed()
+    info = init_distributed(device)
     return ShardRole(info.rank, info.world_size, dist=info)
 
 
-def run_with_shard_role(spec: str | None, command: Callable[[ShardRole], int]) -> int:
+def run_with_shard_role(spec: str | None, command: Callable[[ShardRole], int], device=None) -> int:
     """A command's entry under --shard / torchrun: its role, then the process group shut down however it ends."""
     from .distributed import shutdown
 
-    role = shard_role(spec)
+    role = shard_role(spec, device)
     try:
         return command(role)
     finally:

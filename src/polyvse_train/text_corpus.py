@@ -219,7 +219,7 @@ def text_tuple_loss(objective, model, text_batches, epoch: int) -> torch.Tensor 
                 terms.append(cfg.nc_weight * objective.neighbourhood([u, text], labels))
             continue
         n, s = slots.shape
-        where = torch.as_tensor(np.flatnonzero(valid.reshape(-1)))
+        where = torch.as_tensor(np.flatnonzero(valid.reshape(-1)), device=text.device)
         full = text.new_zeros((n * s, text.shape[1])).index_copy(0, where, text).view(n, s, -1)
         present = [j for j in range(s) if valid[:, j].any()]  # a language the corpus lacks (e.g. zh) is skipped
         captions = {slot_langs[j]: full[:, j] for j in present}

@@ -23,6 +23,7 @@ from polyvse.checkpoint import (Checkpoint, load_training_state, save_checkpoint
                                 write_json_atomic)
 from polyvse.data.caption_limit import first_captions_per_photo, limit_captions
 from polyvse.data.types import Corpus
+from polyvse.device import autocast
 from polyvse.errors import DataError
 from polyvse.models import JointEmbeddingModel, ModelConfig
 from polyvse.models.text_input import CaptionEncoder
@@ -238,22 +239,44 @@ def git_commit() -> str | None:
 
 
 def train(cfg: TrainConfig, out_dir: str | Path, root: Path, *, resume: bool = False, smoke: bool = False,
-          save_every: int = 0, progress: bool = True, max_steps: int | None = None) -> dict:
+          save_every: int = 0, progress: bool = True, max_steps: int | None = None, device: str = "auto",
+          precision: str = "fp32") -> dict:
     """Train, checkpoint and evaluate; returns the metrics dict also written to out_dir/metrics.json.
 
     max_steps stops after that many optimisation steps (state saved), for tests of resumption. Under torchrun
-    every rank runs this; rank 0 alone writes state, checkpoint and metrics.
+    every rank runs this; rank 0 alone writes state, checkpoint and metrics. ``device``: auto | cpu | cuda |
+    cuda:N (under torchrun auto and cuda mean this rank's GPU, cuda:$LOCAL_RANK); ``precision``: fp32 | bf16
+    (autocast, CUDA only). Neither is part of the run's identity: a state saved on a GPU resumes on a CPU.
     """
-    dist_info = init_distributed()
+    from polyvse.device import check_precision, resolve_device
+
+    run_on = resolve_device(device)
+    check_precision(precision, run_on)
+    dist_info = init_distributed(run_on)
     try:
         return _train(cfg, Path(out_dir), root, dist_info, resume=resume, smoke=smoke, save_every=save_every,
-                      progress=progress, max_steps=max_steps)
+                      progress=progress, max_steps=max_steps, device=run_on, precision=precision)
     finally:
         shutdown(dist_info)
 
 
+def rng_state(device: torch.device) -> dict:
+    state = {"python": random.getstate(), "numpy": np.random.get_state(), "torch": torch.get_rng_state()}
+    if device.type == "cuda":  # dropout on a GPU draws from its own generator
+        state["cuda"] = torch.cuda.get_rng_state(device)
+    return state
+
+
+def set_rng_state(state: dict, device: torch.device) -> None:
+    random.setstate(state["python"])
+    np.random.set_state(state["numpy"])
+    torch.set_rng_state(state["torch"])
+    if device.type == "cuda" and "cuda" in state:  # a state saved on a CPU has none: the GPU keeps its seed
+        torch.cuda.set_rng_state(state["cuda"], device)
+
+
 def _train(cfg: TrainConfig, out_dir: Path, root: Path, dist_info: DistInfo, *, resume: bool, smoke: bool,
-           save_every: int, progress: bool, max_steps: int | None) -> dict:
+           save_every: int, progress: bool, max_steps: int | None, device: torch.device, precision: str) -> dict:
     out_dir.mkdir(parents=True, exist_ok=True)
     # Under torchrun the cores are shared between ranks.
     torch.set_num_threads(max(1, cfg.threads // dist_info.world_size))
@@ -267,8 +290,9 @@ def _train(cfg: TrainConfig, out_dir: Path, root: Path, dist_info: DistInfo, *, 
     # Seed after data preparation: feature extraction may or may not run (cache hits), and a DataLoader
     # draws from the global RNG, so seeding earlier would make initialisation depend on the cache.
     seed_everything(cfg.seed)
-    model = build_model(cfg, data)
-    objective = Objective(cfg, model, data, root, smoke=smoke)
+    data.features = data.features.to(device)  # once: batches index it where the model is
+    model = build_model(cfg, data).to(device)  # initialised on the CPU, so every device starts from the same weights
+    objective = Objective(cfg, model, data, root, smoke=smoke).to(device)  # its own parameters (MULE, AME)
     if cfg.word_init == "muse":
         log.info("lexicon initialisation: %d words start at their English translation",
                  objective.aligner.lexicon_init())
@@ -276,7 +300,9 @@ def _train(cfg: TrainConfig, out_dir: Path, root: Path, dist_info: DistInfo, *, 
         model.text_encoder.embed.weight.requires_grad_(False)
     forward = model
     if dist_info.enabled:
-        forward = torch.nn.parallel.DistributedDataParallel(model, find_unused_parameters=model.needs_language)
+        forward = torch.nn.parallel.DistributedDataParallel(
+            model, device_ids=[device.index] if device.type == "cuda" else None,
+            find_unused_parameters=model.needs_language)
     aux = [p for n, p in objective.named_parameters() if not n.startswith("aligner.")]
     optimiser = build_optimiser(cfg, model, aux)
     sampler = objective.sampler()
@@ -297,9 +323,7 @@ def _train(cfg: TrainConfig, out_dir: Path, root: Path, dist_info: DistInfo, *, 
         if "objective" in state:
             objective.load_state_dict(state["objective"])
         epoch, batch_pos, step = state["epoch"], state["batch"], state["step"]
-        random.setstate(state["rng"]["python"])
-        np.random.set_state(state["rng"]["numpy"])
-        torch.set_rng_state(state["rng"]["torch"])
+        set_rng_state(state["rng"], device)
         log.info("resuming at epoch %d batch %d (step %d)", epoch, batch_pos, step)
     elif resume:
         log.info("no training state in %s; starting from scratch", out_dir)
@@ -311,7 +335,7 @@ def _train(cfg: TrainConfig, out_dir: Path, root: Path, dist_info: DistInfo, *, 
             "run_key": run_key, "model": model.state_dict(), "optimiser": optimiser.state_dict(),
             "objective": objective.state_dict(),
             "epoch": epoch, "batch": batch_pos, "step": step,
-            "rng": {"python": random.getstate(), "numpy": np.random.get_state(), "torch": torch.get_rng_state()},
+            "rng": rng_state(device),
         }, state_path)
 
     history_path = out_dir / "train_log.jsonl"
@@ -332,7 +356,8 @@ def _train(cfg: TrainConfig, out_dir: Path, root: Path, dist_info: DistInfo, *, 
         with Progress(range(batch_pos, len(batches)), desc=f"epoch {epoch + 1}/{epochs}", unit="batch",
                       enabled=progress) as bar:
             for b in bar:
-                loss, _parts = objective(forward, batches[b], dist_info, epoch)
+                with autocast(device, precision):
+                    loss, _parts = objective(forward, batches[b], dist_info, epoch)
                 optimiser.zero_grad(set_to_none=True)
                 loss.backward()
                 if cfg.grad_clip > 0:
@@ -383,6 +408,7 @@ def _train(cfg: TrainConfig, out_dir: Path, root: Path, dist_info: DistInfo, *, 
         "n_failed_photos": data.n_failed_photos, "vocab_size": vocab_size(data.captions),
         "parameters": int(sum(p.numel() for p in model.parameters())),
         "wall_time_s": round(time.time() - t0, 1), "config": cfg.to_dict(),
+        "device": str(device), "precision": precision,
     }
     metrics.update(objective.epoch_log())
     if data.text_tuples is not None:

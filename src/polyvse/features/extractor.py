@@ -19,6 +19,7 @@ import numpy as np
 import torch
 from PIL import Image
 
+from ..device import autocast, check_precision, module_device, to_device
 from ..errors import PolyvseError
 
 __all__ = [
@@ -132,6 +133,8 @@ class FeatureExtractor(abc.ABC):
     weights_tag: str
     preprocess: Preprocess
     model: torch.nn.Module
+    #: fp32, or bf16 autocast (CUDA only: see polyvse.device); bf16 features are cached under their own key
+    precision: str = "fp32"
     #: crops per forward pass: bounds peak memory when ten_crop multiplies a batch by ten, and
     #: small passes keep activations in the CPU cache (faster than one big pass)
     max_crops_per_pass: int = 16
@@ -140,11 +143,24 @@ class FeatureExtractor(abc.ABC):
     def key(self) -> str:
         """Identifies backbone + weights + crops + preprocessing; safe as a directory name."""
         raw = f"{self.name}.{self.weights_tag}.{self.preprocess.describe()}"
+        if self.precision != "fp32":  # other numbers: never mixed into the fp32 cache
+            raw += f".{self.precision}"
         return re.sub(r"[^A-Za-z0-9._-]+", "_", raw)
 
     @property
     def image_size(self) -> int:
         return self.preprocess.crop
+
+    @property
+    def device(self) -> torch.device:
+        return module_device(self.model)
+
+    def to(self, device: torch.device, precision: str = "fp32") -> "FeatureExtractor":
+        """Run the backbone on ``device`` (a torch.device from ``polyvse.device.resolve_device``) at
+        ``precision``; returns self."""
+        self.precision = check_precision(precision, device)
+        self.model.to(device)
+        return self
 
     def transform(self, img: Image.Image) -> torch.Tensor:
         """RGB PIL image -> ``3 x H x W`` (``10 x 3 x H x W`` when :attr:`ten_crop`) tensor."""
@@ -170,15 +186,21 @@ class FeatureExtractor(abc.ABC):
 
     @torch.inference_mode()
     def forward_batch(self, x: torch.Tensor) -> torch.Tensor:
-        """Batch from :meth:`transform` (stacked) -> ``(n, dim)`` float32 features.
+        """Batch from :meth:`transform` (stacked) -> ``(n, dim)`` float32 features, on the CPU whatever the
+        device.
 
         With ten crops the ``n x 10`` crop features are averaged per photo.
         """
         n, crops = self._check_batch(x)
-        flat = x.reshape(n * crops, *x.shape[-3:]).float().contiguous(memory_format=torch.channels_last)
-        parts = [self._pooled(chunk) for chunk in torch.split(flat, self.max_crops_per_pass)]
+        device = self.device
+        flat = to_device(x, device).reshape(n * crops, *x.shape[-3:]).float()
+        flat = flat.contiguous(memory_format=torch.channels_last)
+        # on a GPU one pass takes the whole batch: the chunking is for CPU caches and ten-crop memory
+        step = self.max_crops_per_pass if device.type == "cpu" else max(1, len(flat))
+        with autocast(device, self.precision):
+            parts = [self._pooled(chunk).float() for chunk in torch.split(flat, step)]
         feats = torch.cat(parts) if parts else flat.new_zeros((0, self.dim))
-        return feats.reshape(n, crops, self.dim).mean(dim=1)
+        return feats.reshape(n, crops, self.dim).mean(dim=1).cpu()
 
     def _stack(self, images: Sequence[Image.Image]) -> torch.Tensor:
         return torch.stack([self.transform(img) for img in images])
@@ -199,9 +221,9 @@ class FeatureExtractor(abc.ABC):
         the average of the ten crops' logits.
         """
         if len(images) == 0:
-            return self._head(torch.zeros((0, self.dim)))
+            return self._head(torch.zeros((0, self.dim), device=self.device)).cpu()
         step = 32
-        return torch.cat([self._head(self.forward_batch(self._stack(images[i: i + step])))
+        return torch.cat([self._head(self.forward_batch(self._stack(images[i: i + step])).to(self.device)).cpu()
                           for i in range(0, len(images), step)])
 
     def __repr__(self) -> str:

@@ -105,7 +105,7 @@ class Searcher:
         if check:
             index.check_model(model)
         self.model = model
-        self.index = index
+        self.index = index.use_device(getattr(model, "device", None))  # exact search beside a GPU model
         self.similarity = similarity_name(model)
         slots = max(1, int(slots or os.cpu_count() or 1))
         self.text_slots = threading.BoundedSemaphore(slots)
@@ -340,10 +340,11 @@ def read_caption_file(path: str | os.PathLike, default_lang: str | None = None) 
     return out
 
 
-def model_for_index(index: PhotoIndex, checkpoint: str | os.PathLike | None = None):
+def model_for_index(index: PhotoIndex, checkpoint: str | os.PathLike | None = None, device="auto"):
     """(model, checkpoint path) for an index: ``checkpoint`` if given, else the one the index records.
 
-    Either way the model must be the one that built the index (IndexMismatchError otherwise).
+    Either way the model must be the one that built the index (IndexMismatchError otherwise). ``device``
+    as in ``polyvse.load``.
     """
     from pathlib import Path
 
@@ -355,6 +356,6 @@ def model_for_index(index: PhotoIndex, checkpoint: str | os.PathLike | None = No
     if not checkpoint and not Path(path).is_dir():
         raise CheckpointError(f"{index.root}: the index was built with checkpoint {path}, which is not there "
                               "any more; pass --checkpoint with the same model")
-    model = load(path)
+    model = load(path, device=device)
     index.check_model(model)
     return model, str(path)

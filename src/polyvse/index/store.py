@@ -145,6 +145,17 @@ class PhotoIndex:
         self.vectors = vectors
         self._ann = ann  # faiss index (IndexFlatIP or IndexHNSWFlat) or None for exact-model
         self._by_path = None
+        self._device_vectors = None  # torch tensor on a GPU for exact search there (use_device), else None
+
+    def use_device(self, device) -> "PhotoIndex":
+        """Exact search on ``device`` (a torch.device, or None for the CPU): on a GPU the vectors are copied
+        there once and scanned with torch. IVF / HNSW stay in FAISS on the CPU (faiss-cpu is the dependency)."""
+        self._device_vectors = None
+        if device is not None and device.type == "cuda" and self.kind == EXACT and self.count:
+            import torch
+
+            self._device_vectors = torch.from_numpy(np.ascontiguousarray(self.vectors)).to(device)
+        return self
 
     # -- properties -----------------------------------------------------------------------------------
     def __len__(self) -> int:
@@ -251,6 +262,8 @@ class PhotoIndex:
                 raise DataError(f"this index ranks by the model's {self.similarity} similarity; "
                                 "search it through a Searcher (polyvse.index.Searcher) with its model")
             return _exact_topk(self.vectors, q, k, scorer)
+        if self._device_vectors is not None:
+            return torch_exact_topk(self._device_vectors, q, k)
         params = self.search_params(k)
         if params is not None:
             scores, ids = self._ann.search(q, k, params=params)
@@ -343,6 +356,30 @@ def _drop_missing(scores: np.ndarray, ids: np.ndarray) -> tuple[np.ndarray, np.n
         return scores.astype(np.float32, copy=False), ids
     keep = int((ids >= 0).sum(axis=1).min())
     return scores[:, :keep].astype(np.float32, copy=False), ids[:, :keep]
+
+
+def torch_exact_topk(vectors, queries: np.ndarray, k: int, chunk: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """Exact inner-product top-k of ``queries`` (m, d) over a torch tensor ``vectors`` (n, d) on any device:
+    (scores (m, k), ids (m, k)), best first, as FAISS's IndexFlatIP returns them (ties in any order).
+
+    Chunked over the rows so that a chunk's score matrix stays near 1 GiB (2^28 floats) however many queries.
+    """
+    import torch
+
+    m = queries.shape[0]
+    chunk = chunk or max(1 << 16, (1 << 28) // max(1, m))
+    q = torch.from_numpy(np.ascontiguousarray(queries, dtype=np.float32)).to(vectors.device)
+    best_s = best_i = None
+    for start in range(0, vectors.shape[0], chunk):
+        scores = q @ vectors[start:start + chunk].T  # (m, c)
+        top_s, top_i = torch.topk(scores, min(k, scores.shape[1]), dim=1)
+        top_i = top_i + start
+        if best_s is not None:  # merge with the best of the chunks before
+            cat_s, cat_i = torch.cat([best_s, top_s], dim=1), torch.cat([best_i, top_i], dim=1)
+            top_s, order = torch.topk(cat_s, min(k, cat_s.shape[1]), dim=1)
+            top_i = torch.gather(cat_i, 1, order)
+        best_s, best_i = top_s, top_i
+    return best_s.float().cpu().numpy(), best_i.cpu().numpy().astype(np.int64)
 
 
 def _exact_topk(vectors: np.ndarray, q: np.ndarray, k: int, scorer, chunk: int = 16384):

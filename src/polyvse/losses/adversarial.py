@@ -45,7 +45,7 @@ def masked_mean(x: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tens
     """Mean over the token axis of (n, T, d) features; `mask` (n, T) marks real tokens (True / 1)."""
     if mask is None:
         return x.mean(1)
-    m = mask.to(x.dtype).unsqueeze(-1)
+    m = mask.to(device=x.device, dtype=x.dtype).unsqueeze(-1)
     return (x * m).sum(1) / m.sum(1).clamp(min=1)
 
 
@@ -94,4 +94,4 @@ class LanguageAdversarialLoss(nn.Module):
 
     def forward(self, features: torch.Tensor, languages: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
         logits = self.classifier(self.reversal(features), mask)
-        return F.cross_entropy(logits, languages)
+        return F.cross_entropy(logits, languages.to(logits.device))

@@ -11,6 +11,7 @@ from dataclasses import asdict, dataclass, field
 import torch
 from torch import nn
 
+from ..device import module_device, to_device
 from ..similarity import CosineSimilarity, OrderSimilarity
 from .image_head import LinearImageHead, MlpImageHead
 from .pretrained.text_branch import PretrainedTextEncoder
@@ -80,17 +81,23 @@ class JointEmbeddingModel(nn.Module):
     def needs_language(self) -> bool:
         return self.text_encoder.needs_language
 
+    @property
+    def device(self) -> torch.device:
+        """Where the weights are; the encode_* methods move their inputs here (lengths stay on the CPU, where
+        pack_padded_sequence wants them)."""
+        return module_device(self)
+
     def language_indices(self, langs) -> torch.Tensor | None:
         """(batch,) language indices from a list of codes (or None when the model has no per-language parts)."""
         if langs is None or not self.needs_language:
             return None
         if isinstance(langs, torch.Tensor):
-            return langs
+            return to_device(langs, self.device)
         index = {lang: i for i, lang in enumerate(self.config.languages)}
         unknown = sorted({lang for lang in langs if lang not in index})
         if unknown:
             raise ValueError(f"this model has per-language parts for {self.config.languages}, not {unknown}")
-        return torch.tensor([index[lang] for lang in langs], dtype=torch.long)
+        return torch.tensor([index[lang] for lang in langs], dtype=torch.long, device=self.device)
 
     def _joint(self, x: torch.Tensor) -> torch.Tensor:
         """Order embeddings live on the unit sphere (Vendrov et al. L2-normalise both sides before the order
@@ -101,15 +108,17 @@ class JointEmbeddingModel(nn.Module):
 
     def encode_text_ids(self, ids: torch.Tensor, lengths: torch.Tensor, langs=None) -> torch.Tensor:
         """langs: None, a (batch,) index tensor, or a list of language codes (needed for per-language parts)."""
+        ids = to_device(torch.as_tensor(ids), self.device)
         return self._joint(self.text_encoder(ids, lengths, self.language_indices(langs)))
 
     def text_features(self, ids: torch.Tensor, lengths: torch.Tensor, langs=None):
         """(sentence embeddings, per-word features before pooling) -- for word/sentence-level losses."""
+        ids = to_device(torch.as_tensor(ids), self.device)
         text, words = self.text_encoder.features(ids, lengths, self.language_indices(langs))
         return self._joint(text), words
 
     def encode_image_features(self, feats: torch.Tensor) -> torch.Tensor:
-        return self._joint(self.image_head(feats))
+        return self._joint(self.image_head(to_device(torch.as_tensor(feats), self.device)))
 
     def forward(self, feats: torch.Tensor, ids: torch.Tensor, lengths: torch.Tensor, langs=None):
         """(image embeddings, text embeddings) of a batch; the entry point DDP wraps."""

@@ -152,15 +152,15 @@ class TextEncoder(nn.Module):
             x = self._per_language(x, langs, lambda lang, rows: self.universal[lang](x[rows]))
         if self.sharing == "shared":
             return self._pool(self, x, lengths), x
-        return self._per_language(x, langs, lambda lang, rows: self._pool(self.branches[lang], x[rows],
-                                                                           lengths[rows])), x
+        return self._per_language(x, langs, lambda lang, rows: self._pool(
+            self.branches[lang], x[rows], lengths[rows.to(lengths.device)])), x
 
     def word_vectors(self, ids: torch.Tensor, lang: str) -> torch.Tensor:
         """The cross-lingual representation of words ``ids`` of language ``lang``: what the sentence pooler
         reads (the word embedding, after the Translator's map and MULE's universal projection when there are
         ones). Word translation
         P@1 is measured on these."""
-        x = self.embed(torch.as_tensor(ids, dtype=torch.long))
+        x = self.embed(torch.as_tensor(ids, dtype=torch.long).to(self.embed.weight.device))
         if self.language_map is not None and lang in self.language_map.maps:  # the Translator's M
             x = x @ self.language_map.maps[lang]
         if self.universal_dim:

@@ -7,6 +7,8 @@ from pathlib import Path
 from polyvse.errors import DataError
 from polyvse.paths import cache_root, data_root
 
+from .device_args import add_device_args
+
 
 def register(sub) -> None:
     p = sub.add_parser("evaluate", help="evaluate a saved model on a dataset (per-language retrieval)")
@@ -26,6 +28,7 @@ def register(sub) -> None:
     p.add_argument("--data-root", help="data root (default: $POLYVSE_DATA, else ~/.cache/polyvse)")
     p.add_argument("--json", help="also write the metrics to this JSON file")
     p.add_argument("--quiet", action="store_true", help="no progress bars")
+    add_device_args(p)
     p.set_defaults(func=run)
 
 
@@ -55,7 +58,7 @@ def run(args) -> int:
         corpus = load_dataset(args.dataset, root)
         split = args.split or "test"
         name = args.dataset
-    model = polyvse.load(args.checkpoint)
+    model = polyvse.load(args.checkpoint, device=args.device)
     result = evaluate_corpus(model, corpus, cache_root(root) / "features", split=split, progress=not args.quiet)
     result = {"dataset": name, "split": split or "all", "checkpoint": str(Path(args.checkpoint)), **result}
     print(f"\n{name} · split {result['split']}\n")
@@ -80,7 +83,7 @@ def run_task(args, root: Path) -> int:
 
     if args.dataset or args.images:
         raise DataError(f"--task {args.task} uses its own data (see --help); drop --dataset/--images")
-    model = polyvse.load(args.checkpoint)
+    model = polyvse.load(args.checkpoint, device=args.device)
     result = run_tasks(model, root, [args.task])[args.task]
     if result is None:
         raise DataError(f"--task {args.task} does not apply to this model (languages: "

@@ -6,10 +6,11 @@ its own contiguous slice of the sorted photo list (``--shard K/N`` does the same
 """
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 from polyvse.paths import cache_root
+
+from .device_args import add_device_args, device_of, workers_of
 
 IMAGE_SUFFIXES = {".jpg", ".jpeg", ".png", ".webp", ".bmp", ".gif", ".tif", ".tiff"}
 _MAX_LISTED_FAILURES = 20
@@ -36,12 +37,14 @@ def register(sub) -> None:
     e.add_argument("--cache-dir", metavar="DIR",
                    help="feature cache folder (default: $POLYVSE_CACHE/features, else <data root>/cache/features)")
     e.add_argument("--data-root", metavar="DIR", help="data root (default: $POLYVSE_DATA, else ~/.cache/polyvse)")
-    e.add_argument("--workers", type=int, default=min(2, os.cpu_count() or 1), metavar="N",
-                   help="photo decoding processes (0 = decode in the main process; default: %(default)s). On a quiet "
-                        "2-core machine they change little (~37 photos/s either way); they help when decoding is "
-                        "slow (large photos, slow disk) or the machine is shared")
+    e.add_argument("--workers", type=int, default=None, metavar="N",
+                   help="photo decoding processes (0 = decode in the main process; default: on CPU up to 2, on a GPU "
+                        "every core but one, at most 16). On a quiet 2-core machine they change little (~37 photos/s "
+                        "either way); they help when decoding is slow (large photos, slow disk), the machine is "
+                        "shared, or a GPU runs the network")
     e.add_argument("--batch-size", type=int, default=32, metavar="N", help="photos per batch (default: %(default)s)")
     e.add_argument("--quiet", action="store_true", help="no progress bars")
+    add_device_args(e, precision=True)
     e.add_argument("--shard", metavar="K/N", help="extract only shard K of N of the sorted photo list, as an "
                    "independent job (under torchrun every rank takes its own shard without this)")
     e.set_defaults(func=run_extract)
@@ -101,10 +104,11 @@ def _photos_in_list(list_file: Path) -> list[Path]:
 def run_extract(args) -> int:
     from polyvse_train.shard_role import run_with_shard_role
 
-    return run_with_shard_role(getattr(args, "shard", None), lambda role: _extract(args, role))
+    device = device_of(args)  # before the process group: a GPU rank's group is NCCL on its own GPU
+    return run_with_shard_role(getattr(args, "shard", None), lambda role: _extract(args, role, device), device)
 
 
-def _extract(args, role) -> int:
+def _extract(args, role, device) -> int:
     """Extract the photos of this process's shard (all of them when the collection is not sharded).
 
     Shards need no merge step: the feature cache is keyed by photo content, so every shard's vectors land in
@@ -115,8 +119,7 @@ def _extract(args, role) -> int:
     from polyvse.features.extractor import available_backbones, get_extractor
     from polyvse_train.shard_role import run_shard
 
-    if args.workers < 0:
-        raise DataError(f"--workers must be 0 or more, not {args.workers}")
+    workers = workers_of(args, device)
     if args.batch_size < 1:
         raise DataError(f"--batch-size must be at least 1, not {args.batch_size}")
     source = Path(args.images).expanduser() if args.images else Path(args.list).expanduser()
@@ -127,12 +130,13 @@ def _extract(args, role) -> int:
 
     cache_dir = Path(args.cache_dir).expanduser() if args.cache_dir else cache_root(args.data_root) / "features"
     extractor = get_extractor(args.backbone or available_backbones()[0], ten_crop=args.ten_crop)
+    extractor.to(device, args.precision)
     start, stop = role.bounds(len(photos))
 
     def work() -> dict:
         result = extract_features(
             photos[start:stop], extractor, cache_dir, strict=args.strict, batch_size=args.batch_size,
-            num_workers=args.workers, progress=not args.quiet and (role.is_main or role.independent),
+            num_workers=workers, progress=not args.quiet and (role.is_main or role.independent),
         )
         return {"extracted": result.extracted, "cached": result.cached, "failures": result.failures}
 

@@ -10,10 +10,11 @@ INDEX`` merges once all N are written (see polyvse.index.shards).
 """
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 from polyvse.paths import cache_root
+
+from .device_args import add_device_args, device_of, workers_of
 
 _MAX_LISTED_FAILURES = 20
 
@@ -26,11 +27,13 @@ def _add_photo_source(p) -> None:
     p.add_argument("--cache-dir", metavar="DIR", help="feature cache folder (default: $POLYVSE_CACHE/features, "
                    "else <data root>/cache/features)")
     p.add_argument("--data-root", metavar="DIR", help="data root (default: $POLYVSE_DATA, else ~/.cache/polyvse)")
-    p.add_argument("--workers", type=int, default=min(2, os.cpu_count() or 1), metavar="N",
-                   help="photo decoding processes (0 = in the main process; default: %(default)s)")
+    p.add_argument("--workers", type=int, default=None, metavar="N",
+                   help="photo decoding processes (0 = in the main process; default: on CPU up to 2, on a GPU every "
+                        "core but one, at most 16)")
     p.add_argument("--batch-size", type=int, default=32, metavar="N", help="photos per batch (default: %(default)s)")
     p.add_argument("--strict", action="store_true", help="stop at the first unreadable photo instead of skipping it")
     p.add_argument("--quiet", action="store_true", help="no progress bars")
+    add_device_args(p)
 
 
 def register(sub) -> None:
@@ -91,8 +94,6 @@ def _photos(args) -> tuple[list[Path], list[str]]:
 
     from .features import _photos_in_dir, _photos_in_list
 
-    if args.workers < 0:
-        raise DataError(f"--workers must be 0 or more, not {args.workers}")
     if args.batch_size < 1:
         raise DataError(f"--batch-size must be at least 1, not {args.batch_size}")
     source = Path(args.images if args.images else args.list).expanduser()
@@ -133,10 +134,11 @@ def _report(report, verb: str) -> None:
 def run_build(args) -> int:
     from polyvse_train.shard_role import run_with_shard_role
 
-    return run_with_shard_role(getattr(args, "shard", None), lambda role: _build(args, role))
+    device = device_of(args)  # before the process group: a GPU rank's group is NCCL on its own GPU
+    return run_with_shard_role(getattr(args, "shard", None), lambda role: _build(args, role, device), device)
 
 
-def _build(args, role) -> int:
+def _build(args, role, device) -> int:
     import dataclasses
     import time
 
@@ -145,11 +147,12 @@ def _build(args, role) -> int:
     from polyvse_train.shard_role import run_shard
 
     t0 = time.time()
-    model = polyvse.load(args.checkpoint)
+    model = polyvse.load(args.checkpoint, device=device)
     photos, names = _photos(args)
     options = dict(cache_dir=_cache_dir(args), names=names, checkpoint_path=args.checkpoint, kind=args.kind,
                    exact_threshold=args.exact_threshold, recall_target=args.recall_target,
-                   batch_size=args.batch_size, num_workers=args.workers, strict=args.strict, overwrite=args.force)
+                   batch_size=args.batch_size, num_workers=workers_of(args, device), strict=args.strict,
+                   overwrite=args.force)
     if not role.sharded:
         report = build_index(model, photos, args.out, progress=not args.quiet, **options)
         _report(report, "indexed")
@@ -185,22 +188,23 @@ def run_merge(args) -> int:
     return 0
 
 
-def load_model_for(index, checkpoint: str | None):
+def load_model_for(index, checkpoint: str | None, device="auto"):
     """The model for an index: --checkpoint if given, else the checkpoint recorded in the index."""
     from polyvse.index import model_for_index
 
-    return model_for_index(index, checkpoint)
+    return model_for_index(index, checkpoint, device=device)
 
 
 def run_add(args) -> int:
     from polyvse.index import PhotoIndex, add_to_index
 
     index = PhotoIndex.open(args.index)
-    model, ckpt = load_model_for(index, args.checkpoint)
+    device = device_of(args)
+    model, ckpt = load_model_for(index, args.checkpoint, device)
     photos, names = _photos(args)
     report = add_to_index(model, args.index, photos, cache_dir=_cache_dir(args), names=names,
                           checkpoint_path=ckpt if args.checkpoint else None, batch_size=args.batch_size,
-                          num_workers=args.workers, progress=not args.quiet, strict=args.strict)
+                          num_workers=workers_of(args, device), progress=not args.quiet, strict=args.strict)
     _report(report, "added")
     return 0
 

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import json
 
+from .device_args import add_device_args
+
 
 def register(sub) -> None:
     p = sub.add_parser(
@@ -22,6 +24,7 @@ def register(sub) -> None:
     p.add_argument("--similar-to", type=int, metavar="ID", help="search by an indexed photo (its id)")
     p.add_argument("-k", type=int, default=10, help="number of results (default: %(default)s)")
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    add_device_args(p)
     p.set_defaults(func=run)
 
 
@@ -52,7 +55,7 @@ def run(args) -> int:
     if args.query is None and args.lang:
         raise DataError("--lang is for text queries only")
     index = PhotoIndex.open(args.index)
-    model, _ = load_model_for(index, args.checkpoint)
+    model, _ = load_model_for(index, args.checkpoint, args.device)
     searcher = Searcher(model, index)
 
     if args.query is not None:

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import time
 
+from .device_args import add_device_args
+
 
 def register(sub) -> None:
     p = sub.add_parser(
@@ -31,6 +33,7 @@ def register(sub) -> None:
     p.add_argument("--no-warm-up", action="store_true",
                    help="skip loading the image backbone and language models before serving")
     p.add_argument("--log-level", default="info", choices=["critical", "error", "warning", "info", "debug"])
+    add_device_args(p)
     p.set_defaults(func=run)
 
 
@@ -72,8 +75,10 @@ def run(args) -> int:
     settings = ServeSettings(max_upload_bytes=int(args.max_upload_mb * 1024 * 1024),
                              max_pixels=int(args.max_megapixels * 1_000_000))
     t0 = time.time()
-    app, searcher, captions = build_app(args.index, args.checkpoint, args.captions, args.captions_lang, settings)
+    app, searcher, captions = build_app(args.index, args.checkpoint, args.captions, args.captions_lang, settings,
+                                        device=args.device)
     print(f"index: {searcher.index.root} ({searcher.index.describe()})", flush=True)
+    print(f"device: {searcher.model.device}", flush=True)
     print(f"model: languages {', '.join(searcher.languages)}; {searcher.similarity} similarity", flush=True)
     if captions is not None:
         print(f"captions: {len(captions)} from {args.captions} ({', '.join(captions.languages)}) embedded"

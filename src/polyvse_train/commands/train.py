@@ -6,6 +6,8 @@ from pathlib import Path
 
 from polyvse.paths import data_root
 
+from .device_args import add_device_args
+
 
 def add_common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--data-root", help="data root (default: $POLYVSE_DATA, else ~/.cache/polyvse)")
@@ -20,6 +22,7 @@ def add_common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--save-every", type=int, default=0, help="also save the training state every N steps")
     p.add_argument("--max-steps", type=int, help="stop after N steps, keeping the state (for tests)")
     p.add_argument("--quiet", action="store_true", help="no progress bars")
+    add_device_args(p, precision=True)
 
 
 def apply_overrides(cfg, args):
@@ -52,7 +55,8 @@ def run_training(cfg, args, out: Path) -> int:
     from ..train import train
 
     metrics = train(cfg, out, data_root(args.data_root), resume=args.resume, smoke=args.smoke,
-                    save_every=args.save_every, progress=not args.quiet, max_steps=args.max_steps)
+                    save_every=args.save_every, progress=not args.quiet, max_steps=args.max_steps,
+                    device=args.device, precision=args.precision)
     if "languages" in metrics:
         print_metrics(metrics, out)
     elif "stopped_at_step" in metrics:

@@ -1,0 +1,129 @@
+"""Where computation runs: one ``--device`` setting (auto | cpu | cuda | cuda:N) and one precision setting.
+
+    device = resolve_device("auto")           # cuda when torch sees a GPU, else cpu
+    with autocast(device, "bf16"): ...        # bf16 autocast on CUDA; fp32 is a no-op context
+
+Every command and the Python API (``polyvse.load(path, device=...)``) resolve the device here, so asking
+for CUDA where there is none fails the same way everywhere: one line naming the setting and what to do.
+Under ``torchrun`` ``auto`` and ``cuda`` mean this rank's own GPU, ``cuda:$LOCAL_RANK``.
+
+bf16 is opt-in and CUDA-only. On CPU it moved EfficientNet features (min cosine 0.995 to fp32; README,
+Performance), and on GPU its effect on speed and retrieval metrics has not been measured yet (``make bench``
+measures the speed on a machine with a GPU), so fp32 stays the default everywhere.
+"""
+from __future__ import annotations
+
+import contextlib
+import os
+
+import torch
+
+from .errors import PolyvseError
+
+DEVICE_CHOICES = "auto, cpu, cuda or cuda:N"
+PRECISIONS = ("fp32", "bf16")
+
+
+class DeviceError(PolyvseError, ValueError):
+    """A device or precision this machine cannot provide, or a malformed device name."""
+
+
+def cuda_available() -> bool:
+    """torch sees a usable CUDA device (one place to monkeypatch in tests)."""
+    return torch.cuda.is_available()
+
+
+def resolve_device(spec: str | torch.device | None = "auto", *, local_rank: int | None = None) -> torch.device:
+    """``auto`` | ``cpu`` | ``cuda`` | ``cuda:N`` (or a torch.device) -> torch.device, checked against this machine.
+
+    ``local_rank`` (default: $LOCAL_RANK, set by torchrun) picks the GPU for ``auto`` and ``cuda``. A
+    torch.device of another type (meta, mps, ...) is taken as it is: the Python API may ask for one.
+    """
+    if isinstance(spec, torch.device):
+        if spec.type not in ("cpu", "cuda"):
+            return spec
+        spec = str(spec)
+    text = (spec or "auto").strip().lower()
+    if text == "auto":
+        if not cuda_available():
+            return torch.device("cpu")
+        text = "cuda"
+    if text == "cpu":
+        return torch.device("cpu")
+    if text == "cuda" or text.startswith("cuda:"):
+        index = _cuda_index(text, local_rank)
+        if not cuda_available():
+            raise DeviceError(f"device {spec!r}: torch sees no CUDA GPU on this machine (torch {torch.__version__}, "
+                              f"built for CUDA {torch.version.cuda or 'none'}); use --device cpu or auto")
+        count = torch.cuda.device_count()
+        if index >= count:
+            raise DeviceError(f"device {spec!r}: this machine has {count} CUDA GPU(s), numbered 0..{count - 1}")
+        return torch.device("cuda", index)
+    raise DeviceError(f"device {spec!r}: use {DEVICE_CHOICES}")
+
+
+def _cuda_index(text: str, local_rank: int | None) -> int:
+    if text == "cuda":
+        return int(os.environ.get("LOCAL_RANK", "0")) if local_rank is None else int(local_rank)
+    try:
+        index = int(text.split(":", 1)[1])
+    except ValueError:
+        index = -1
+    if index < 0:
+        raise DeviceError(f"device {text!r}: write cuda:N with N a GPU number, e.g. cuda:0")
+    return index
+
+
+def check_precision(precision: str, device: torch.device) -> str:
+    """``fp32`` anywhere; ``bf16`` (autocast) only on CUDA."""
+    if precision not in PRECISIONS:
+        raise DeviceError(f"precision {precision!r}: use {' or '.join(PRECISIONS)}")
+    if precision == "bf16" and device.type != "cuda":
+        raise DeviceError(f"precision bf16 runs on CUDA only, not on {device}: on CPU it changed image features "
+                          "(min cosine 0.995 to fp32); use --precision fp32")
+    return precision
+
+
+def autocast(device: torch.device, precision: str = "fp32"):
+    """bf16 autocast on CUDA for ``precision='bf16'``; a no-op context for fp32."""
+    if check_precision(precision, device) == "fp32":
+        return contextlib.nullcontext()
+    return torch.autocast(device_type="cuda", dtype=torch.bfloat16)
+
+
+def to_device(x: torch.Tensor, device: torch.device) -> torch.Tensor:
+    """``x`` on ``device``; the host-to-GPU copy does not block when ``x`` is in pinned memory."""
+    return x.to(device, non_blocking=x.device.type == "cpu" and device.type == "cuda")
+
+
+def usable_cores() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
+
+
+def loader_workers(device: torch.device) -> int:
+    """Photo-decoding DataLoader workers for feature extraction on ``device``.
+
+    CPU: at most 2 (the network already uses every core; on 2 cores 0 and 2 workers ran alike, ~37 photos/s).
+    CUDA: every usable core but one (the GPU outruns decoding, so decoding is the bound), at most 16.
+    """
+    cores = usable_cores()
+    if device.type == "cuda":
+        return max(1, min(16, cores - 1))
+    return min(2, cores)
+
+
+def pin_memory(device: torch.device) -> bool:
+    """Batches bound for a GPU go through pinned (page-locked) memory, so their copy can overlap compute."""
+    return device.type == "cuda"
+
+
+def module_device(module: torch.nn.Module) -> torch.device:
+    """The device of a module's first parameter or buffer (cpu for a module with neither)."""
+    for t in module.parameters():
+        return t.device
+    for t in module.buffers():
+        return t.device
+    return torch.device("cpu")

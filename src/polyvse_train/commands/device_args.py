@@ -1,0 +1,34 @@
+"""The --device (and --precision) options every computing command shares; resolved by polyvse.device."""
+from __future__ import annotations
+
+import argparse
+
+
+def add_device_args(p: argparse.ArgumentParser, precision: bool = False) -> None:
+    """--device; with ``precision``, also --precision (bf16 autocast, CUDA only)."""
+    p.add_argument("--device", default="auto", metavar="DEVICE",
+                   help="where to compute: auto (CUDA when available, else CPU), cpu, cuda or cuda:N "
+                        "(default: %(default)s; under torchrun auto and cuda mean each rank's own GPU)")
+    if precision:
+        p.add_argument("--precision", default="fp32", choices=["fp32", "bf16"],
+                       help="fp32 (default) or bf16 autocast, on CUDA only; bf16's effect on speed and retrieval "
+                            "metrics has not been measured yet")
+
+
+def device_of(args):
+    """The torch.device that --device names, checked against this machine (DeviceError otherwise)."""
+    from polyvse.device import resolve_device
+
+    return resolve_device(getattr(args, "device", "auto"))
+
+
+def workers_of(args, device) -> int:
+    """--workers, or the photo-decoding workers polyvse.device.loader_workers sizes for ``device``."""
+    from polyvse.device import loader_workers
+    from polyvse.errors import DataError
+
+    if args.workers is None:
+        return loader_workers(device)
+    if args.workers < 0:
+        raise DataError(f"--workers must be 0 or more, not {args.workers}")
+    return args.workers
