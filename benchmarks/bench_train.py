@@ -35,13 +35,16 @@ def optimise(cfg, model, optimiser, loss) -> None:
     optimiser.step()
 
 
-def bound_captions_per_s(cfg, data, batches, repeats: int = 1) -> float:
-    """The same modules on random tensors of the real shapes: no sampler, no padding, no Python batching."""
+def bound_captions_per_s(cfg, data, batches, repeats: int = 1, device=None, precision: str = "fp32") -> float:
+    """The same modules on random tensors of the real shapes: no sampler, no padding, no Python batching.
+    On a GPU the tensors are there before the clock starts and the clock stops after a synchronize."""
+    from polyvse.device import autocast
     from polyvse.losses import HingeRankingLoss
     from polyvse_train.train import build_model, seed_everything
 
+    device = device or torch.device("cpu")
     seed_everything(cfg.seed)
-    model = build_model(cfg, data).train()
+    model = build_model(cfg, data).to(device).train()
     optimiser = torch.optim.Adam(model.parameters(), lr=cfg.lr)
     loss_fn = HingeRankingLoss(margin=cfg.margin, max_violation=cfg.max_violation)
     gen = torch.Generator().manual_seed(0)
@@ -52,15 +55,19 @@ def bound_captions_per_s(cfg, data, batches, repeats: int = 1) -> float:
         ids = torch.randint(2, vocab, (len(idx), int(lengths.max())), generator=gen)
         ids[torch.arange(ids.shape[1])[None, :] >= lengths[:, None]] = 0
         feats = torch.randn(len(idx), data.features.shape[1], generator=gen)
-        steps.append((feats, ids, lengths))
+        steps.append((feats.to(device), ids.to(device), lengths))
     n, start = 0, None
     for r in range(repeats):
         for i, (feats, ids, lengths) in enumerate(steps):
             if r == 0 and i == 1:  # the first step (allocations, lazy init) is a warm-up, not timed
                 n, start = 0, time.perf_counter()
-            image_emb, text_emb = model(feats, ids, lengths)
-            optimise(cfg, model, optimiser, loss_fn(model.scores(image_emb, text_emb)))
+            with autocast(device, precision):
+                image_emb, text_emb = model(feats, ids, lengths)
+                loss = loss_fn(model.scores(image_emb, text_emb))
+            optimise(cfg, model, optimiser, loss)
             n += len(lengths)
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
     return n / (time.perf_counter() - start)
 
 
@@ -109,7 +116,7 @@ def measure_mule(config_path: str, root, epochs: int, quick: bool) -> dict:
     batches = Objective(cfg, build_model(cfg, data), data, root).sampler().epoch_batches(1)
     before = mule_bound_captions_per_s(cfg, data, root, batches, epoch=epochs - 1)
     with tempfile.TemporaryDirectory() as tmp:
-        train(cfg, tmp, root, smoke=quick, progress=False)
+        train(cfg, tmp, root, smoke=quick, progress=False, device="cpu")  # its bound runs on the CPU
         last = [json.loads(x) for x in (Path(tmp) / "train_log.jsonl").read_text().splitlines()][-1]
     real = last["items"] / last["loop_seconds"]
     after = mule_bound_captions_per_s(cfg, data, root, batches, epoch=epochs - 1)
@@ -120,12 +127,44 @@ def measure_mule(config_path: str, root, epochs: int, quick: bool) -> dict:
             "mule_items": last["items"]}
 
 
-def main(argv: list[str] | None = None) -> int:
-    from polyvse.atomic import write_json_atomic
-    from polyvse.paths import data_root
+def measure_demo(root, epochs: int, quick: bool, device=None, precision: str = "fp32") -> dict:
+    """The demo model's real loop against its bare-kernel bound on ``device`` -> train_throughput_ratio etc."""
     from polyvse.sampling import DistinctPhotoBatchSampler
     from polyvse_train.config import TrainConfig
     from polyvse_train.train import prepare_data, train
+
+    device = device or torch.device("cpu")
+    cfg = TrainConfig(name="bench-train", epochs=epochs)
+    if quick:
+        cfg = TrainConfig(name="bench-train", embed_dim=64, word_dim=32, hidden_dim=64, smoke_photos=48,
+                          smoke_epochs=2, batch_size=32)
+    torch.set_num_threads(cfg.threads)
+    data = prepare_data(cfg, root, smoke=quick, progress=False)
+    batches = DistinctPhotoBatchSampler(data.train.photo_row, cfg.batch_size, seed=cfg.seed).epoch_batches(1)
+
+    bound_before = bound_captions_per_s(cfg, data, batches, device=device, precision=precision)
+    with tempfile.TemporaryDirectory() as tmp:
+        train(cfg, tmp, root, smoke=quick, progress=False, device=str(device), precision=precision)
+        log = [json.loads(line) for line in (Path(tmp) / "train_log.jsonl").read_text().splitlines()]
+    last = log[-1]
+    real = last["items"] / last["loop_seconds"]
+    bound_after = bound_captions_per_s(cfg, data, batches, device=device, precision=precision)
+    bound = (bound_before + bound_after) / 2
+    return {
+        "train_throughput_ratio": real / bound,
+        "train_real_captions_per_s": real,
+        "train_bound_captions_per_s": bound,
+        "train_bound_before_after": [bound_before, bound_after],
+        "train_model": "demo (shared GRU, cosine, hinge)" + (" quick/tiny" if quick else ""),
+        "train_batch_size": cfg.batch_size, "train_threads": cfg.threads,
+        "train_epoch_measured": last["epoch"], "train_items": last["items"],
+        "train_device": str(device), "train_precision": precision,
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    from polyvse.atomic import write_json_atomic
+    from polyvse.paths import data_root
 
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--out", required=True, help="JSON file to write")
@@ -138,34 +177,10 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
 
     root = data_root(args.data_root)
-    cfg = TrainConfig(name="bench-train", epochs=args.epochs)
-    smoke = args.quick
-    if smoke:
-        cfg = TrainConfig(name="bench-train", embed_dim=64, word_dim=32, hidden_dim=64, smoke_photos=48,
-                          smoke_epochs=2, batch_size=32)
-    torch.set_num_threads(cfg.threads)
-    data = prepare_data(cfg, root, smoke=smoke, progress=False)
-    batches = DistinctPhotoBatchSampler(data.train.photo_row, cfg.batch_size, seed=cfg.seed).epoch_batches(1)
-
-    bound_before = bound_captions_per_s(cfg, data, batches)
-    with tempfile.TemporaryDirectory() as tmp:
-        train(cfg, tmp, root, smoke=smoke, progress=False)
-        log = [json.loads(line) for line in (Path(tmp) / "train_log.jsonl").read_text().splitlines()]
-    last = log[-1]
-    real = last["items"] / last["loop_seconds"]
-    bound_after = bound_captions_per_s(cfg, data, batches)
-    bound = (bound_before + bound_after) / 2
-    result = {
-        "train_throughput_ratio": real / bound,
-        "train_real_captions_per_s": real,
-        "train_bound_captions_per_s": bound,
-        "train_bound_before_after": [bound_before, bound_after],
-        "train_model": "demo (shared GRU, cosine, hinge)" + (" quick/tiny" if smoke else ""),
-        "train_batch_size": cfg.batch_size, "train_threads": cfg.threads,
-        "train_epoch_measured": last["epoch"], "train_items": last["items"],
-    }
+    # CPU, as always: the GPU figures are bench_gpu.py's
+    result = measure_demo(root, args.epochs, args.quick, torch.device("cpu"))
     if not args.no_mule:
-        result.update(measure_mule(args.mule_config, root, args.epochs, smoke))
+        result.update(measure_mule(args.mule_config, root, args.epochs, args.quick))
     write_json_atomic(args.out, result)
     print(json.dumps(result, indent=2))
     return 0

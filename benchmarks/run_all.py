@@ -10,6 +10,8 @@ other's timings if run together), with a timeout that keeps the whole run inside
     bench_extract.py  photo feature extraction on real photos          -> extract_photos_per_s
     bench_search.py   exact scan vs FAISS IVF/HNSW over 1M vectors     -> exact_scan_bandwidth_fraction,
                                                                           ann_p50_ms, ann_recall_at_10
+    bench_gpu.py      on a CUDA GPU only (else skipped, saying so): extraction photos/s, training vs the
+                      bare-kernel bound on the GPU, exact and IVF search over 10M vectors -> gpu_* keys
 
 A benchmark that is missing, fails or times out leaves its keys null with a note saying why; the
 others still run and the results are still written (atomically: temp file + rename), and the exit
@@ -41,7 +43,12 @@ HEADLINE = {  # key -> (target as text, predicate on the value or None)
     "ann_recall_at_10": (">= 0.95", lambda v: v >= 0.95),
     "extract_photos_per_s": ("(measured)", None),
     "eval_5k_seconds": ("(measured)", None),
+    "gpu_extract_photos_per_s": ("(measured, GPU)", None),
+    "gpu_train_throughput_ratio": ("(measured, GPU)", None),
+    "gpu_exact_10m_p50_ms": ("(measured, GPU)", None),
+    "gpu_ivf_10m_p50_ms": ("(measured, GPU, recall@10 >= 0.95)", None),
 }
+GPU_KEYS = [k for k in HEADLINE if k.startswith("gpu_")]
 
 
 def log(msg: str) -> None:
@@ -141,6 +148,7 @@ def machine_info() -> dict:
             "faiss_openblas": _openblas_threads("faiss_cpu"),
             "env": {k: os.environ.get(k) for k in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")},
         },
+        "gpu": torch.cuda.get_device_name(0) if torch.cuda.is_available() else None,
         "git_commit": _git("rev-parse", "--short", "HEAD"),
         "git_dirty": bool(dirty) if dirty is not None else None,
     }
@@ -309,23 +317,64 @@ def markdown(r: dict) -> str:
     if tr:
         lines += ["", "## Training (bench_train.py)", ""]
         lines += [f"- `{k}`: {_fmt(v)}" for k, v in tr.items() if isinstance(v, (int, float, str)) and len(str(v)) < 200]
+    lines += gpu_markdown(d.get("gpu"))
     lines += ["", "Step wall times: " + ", ".join(f"{k} {v:.0f} s" for k, v in r["step_seconds"].items()), ""]
     return "\n".join(lines)
+
+
+def gpu_results(data: dict) -> dict:
+    """The gpu_* headline values from bench_gpu.py's JSON (fp32 runs: the defaults)."""
+    ivf = data["search"]["ivf"].get("cheapest_at_target") or {}
+    return {"gpu_extract_photos_per_s": data["extract"]["fp32"]["end_to_end_photos_per_s"],
+            "gpu_train_throughput_ratio": data["train"]["fp32"]["train_throughput_ratio"],
+            "gpu_exact_10m_p50_ms": data["search"]["exact_torch_single"]["p50_ms"],
+            "gpu_ivf_10m_p50_ms": ivf.get("p50_ms")}
+
+
+def gpu_markdown(g: dict | None) -> list[str]:
+    if not g:
+        return []
+    if "skipped" in g:
+        return ["", "## GPU (bench_gpu.py)", "", g["skipped"] + "."]
+    e, s = g["extract"], g["search"]
+    lines = ["", "## GPU (bench_gpu.py)", "", f"{g['gpu']}.", "",
+             "| what | fp32 | bf16 autocast |", "| --- | --- | --- |"]
+    two = lambda f: " | ".join(_fmt(f(p)) if p in e else "—" for p in ("fp32", "bf16"))  # noqa: E731
+    lines.append(f"| extraction end to end, photos/s ({e['photos']} photos, {e['workers']} workers) | "
+                 + two(lambda p: e[p]["end_to_end_photos_per_s"]) + " |")
+    lines.append("| backbone alone, photos/s | " + two(lambda p: e[p]["backbone_alone_photos_per_s"]) + " |")
+    t = g["train"]
+    for key, label in (("train_real_captions_per_s", "training, real loop, captions/s"),
+                       ("train_bound_captions_per_s", "training, bare-kernel bound, captions/s"),
+                       ("train_throughput_ratio", "training, real / bound")):
+        lines.append(f"| {label} | " + " | ".join(_fmt(t[p][key]) if p in t else "—" for p in ("fp32", "bf16")) + " |")
+    if "bf16_min_cosine_to_fp32" in e:
+        lines += ["", f"bf16 features: min cosine to fp32 {e['bf16_min_cosine_to_fp32']:.4f}."]
+    ivf = s["ivf"]
+    lines += ["", f"Search over {s['vectors']:,} × {s['dim']} ({s['data']}): exact through torch p50 "
+              f"{s['exact_torch_single']['p50_ms']:.2f} ms single, {s['exact_torch_batch_256']['p50_ms']:.1f} ms for "
+              f"256 queries; IVF{ivf['nlist']} in FAISS on the {ivf['faiss']}, built in {ivf['build_s']:.0f} s, "
+              + (f"nprobe {ivf['cheapest_at_target']['nprobe']}: p50 {ivf['cheapest_at_target']['p50_ms']:.2f} ms at "
+                 f"recall@10 {ivf['cheapest_at_target']['recall_at_10']:.3f}." if ivf.get("cheapest_at_target")
+                 else "no nprobe reached recall@10 0.95.")]
+    return lines
 
 
 # -- main ---------------------------------------------------------------------------------------------------------------
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--results-dir", type=Path, default=HERE / "results")
-    ap.add_argument("--budget-s", type=float, default=1200.0, help="time budget for the whole run")
+    ap.add_argument("--budget-s", type=float, default=None,
+                    help="time budget for the whole run (default 1200 s, 2400 s where a GPU adds bench_gpu.py)")
     ap.add_argument("--quick", action="store_true", help="tiny sizes for every benchmark (smoke test)")
-    ap.add_argument("--only", default="", help="comma-separated subset of: train,eval,extract,search")
+    ap.add_argument("--only", default="", help="comma-separated subset of: train,eval,extract,search,gpu")
     args = ap.parse_args(argv)
     t_start = time.perf_counter()
-    deadline = t_start + args.budget_s
     machine = machine_info()
+    budget = args.budget_s or (2400.0 if machine["gpu"] else 1200.0)
+    deadline = t_start + budget
     log(f"{machine['cpu_model']}, {machine['cores']} cores, {machine['memory_gib']} GiB, load "
-        f"{machine['load_average_at_start']}; budget {args.budget_s:.0f}s")
+        f"{machine['load_average_at_start']}, GPU {machine['gpu'] or 'none'}; budget {budget:.0f}s")
 
     q = ["--quick"] if args.quick else []
     train_script = HERE / "bench_train.py"
@@ -335,6 +384,7 @@ def main(argv: list[str] | None = None) -> int:
         ("extract", [str(HERE / "bench_extract.py")] + q, 330),
         ("search", [str(HERE / "bench_search.py")] + q, 720),
         ("train", [str(train_script)] + (q if args.quick and _supports_quick(train_script) else []), 600),
+        ("gpu", [str(HERE / "bench_gpu.py")] + q, 1200),  # writes only a "skipped" line without a GPU
     ]
     only = {s for s in args.only.split(",") if s}
     results: dict = {k: None for k in HEADLINE}
@@ -358,7 +408,8 @@ def main(argv: list[str] | None = None) -> int:
         if err:
             failed = True
             keys = {"eval": ["eval_5k_seconds"], "extract": ["extract_photos_per_s"], "train": ["train_throughput_ratio"],
-                    "search": ["exact_scan_bandwidth_fraction", "ann_p50_ms", "ann_recall_at_10"]}[name]
+                    "search": ["exact_scan_bandwidth_fraction", "ann_p50_ms", "ann_recall_at_10"],
+                    "gpu": GPU_KEYS}[name]
             for k in keys:
                 notes[k] = f"bench_{name}.py {err}"
             log(f"{name}: {err}")
@@ -376,6 +427,12 @@ def main(argv: list[str] | None = None) -> int:
             results["ann_setting"] = data.get("ann_setting")
             if data.get("ann_p50_ms") is None:
                 notes["ann_p50_ms"] = data.get("ann_setting")
+        elif name == "gpu":
+            if "skipped" in data:
+                log(data["skipped"])
+                notes.update({k: data["skipped"] for k in GPU_KEYS})
+            else:
+                results.update(gpu_results(data))
         elif name == "train":
             # every top-level scalar of bench_train.py's JSON is lifted (e.g. train_throughput_ratio)
             for k, v in data.items():

@@ -97,3 +97,30 @@ def test_run_all_quick(tmp_path):
     md = (tmp_path / "latest.md").read_text()
     assert "ann_p50_ms" in md and "QUICK" in md
     assert not list(tmp_path.glob("*.tmp"))  # written atomically: no temp files left behind
+
+
+def test_run_all_says_the_gpu_part_was_skipped_without_a_gpu(tmp_path):
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("this machine has a GPU: the GPU part runs instead of being skipped")
+    run_script("run_all.py", "--quick", "--only", "gpu", "--results-dir", str(tmp_path))
+    r = json.loads((tmp_path / "latest.json").read_text())
+    skipped = "GPU benchmarks skipped: torch sees no CUDA GPU on this machine"
+    assert r["gpu_extract_photos_per_s"] is None and r["notes"]["gpu_exact_10m_p50_ms"] == skipped
+    assert r["machine"]["gpu"] is None
+    assert skipped in (tmp_path / "latest.md").read_text()
+
+
+@pytest.mark.slow
+def test_bench_gpu_code_runs_on_cpu_at_tiny_sizes(tmp_path, shared_data):
+    """--device cpu --quick: the GPU benchmark's code paths (not its figures) on this CPU."""
+    out = tmp_path / "gpu.json"
+    run_script("bench_gpu.py", "--device", "cpu", "--quick", "--images", str(shared_data / "flickr8k" / "images"),
+               "--data-root", str(shared_data), "--out", str(out))
+    r = json.loads(out.read_text())
+    assert finite_positive(r["extract"]["fp32"]["end_to_end_photos_per_s"]) and r["extract"]["photos"] == 16
+    assert finite_positive(r["train"]["fp32"]["train_throughput_ratio"])
+    assert r["train"]["fp32"]["train_device"] == "cpu"
+    assert r["search"]["ivf"]["cheapest_at_target"]["recall_at_10"] >= 0.95
+    assert finite_positive(r["search"]["exact_torch_single"]["p50_ms"])
