@@ -121,3 +121,14 @@ def test_add_appends_only_new_photos(assets, cli_index, tmp_path, capsys):
     code, _, err = run(capsys, "index", "add", "--index", str(index), "--list", str(listing), "--quiet",
                        "--checkpoint", str(assets.other_checkpoint))
     assert code == 2 and "this index was built with model" in err
+
+
+def test_search_opens_the_make_model_index_by_default(assets, cli_index, tmp_path, monkeypatch, capsys):
+    """Without --index, search opens runs/model/index (what `make model` builds), and says how to make it when
+    it is not there."""
+    monkeypatch.chdir(tmp_path)
+    code, _, err = run(capsys, "search", assets.english_query, "--lang", "en")
+    assert code == 2 and "runs/model/index" in err and "make model" in err
+    shutil.copytree(cli_index, tmp_path / "runs" / "model" / "index")
+    code, out, _ = run(capsys, "search", assets.english_query, "--lang", "en", "-k", "3")
+    assert code == 0 and len([x for x in out.splitlines() if x.strip()]) >= 3

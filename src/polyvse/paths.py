@@ -22,3 +22,8 @@ def cache_root(root: str | os.PathLike | None = None) -> Path:
     if env:
         return Path(env).expanduser()
     return data_root(root) / "cache"
+
+
+#: Where `make model` writes the product model; `polyvse search` and `polyvse serve` open its index by default.
+MODEL_DIR = Path("runs") / "model"
+DEFAULT_INDEX = MODEL_DIR / "index"

@@ -291,7 +291,8 @@ class PhotoIndex:
     @classmethod
     def _open_once(cls, root: Path) -> "PhotoIndex":
         if not root.is_dir():
-            raise IndexFormatError("no index folder here; build one with `polyvse index build`", root)
+            raise IndexFormatError("no index folder here; build one with `polyvse index build` (`make model` builds "
+                                   "the default one, runs/model/index)", root)
         manifest = read_manifest(root)
         files = manifest["files"]
         n, dim = int(manifest["count"]), int(manifest["dim"])

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import json
 
+from polyvse.paths import DEFAULT_INDEX
+
 from .device_args import add_device_args
 
 
@@ -17,7 +19,8 @@ def register(sub) -> None:
         "by an indexed photo's id. The model is the checkpoint recorded in the index unless --checkpoint is "
         "given; a model other than the one that built the index is refused.")
     p.add_argument("query", nargs="?", help="text query, e.g. \"zwei Hunde spielen im Schnee\"")
-    p.add_argument("--index", required=True, metavar="INDEX", help="index folder (from `polyvse index build`)")
+    p.add_argument("--index", default=str(DEFAULT_INDEX), metavar="INDEX",
+                   help="index folder (from `polyvse index build`; default: %(default)s, from `make model`)")
     p.add_argument("--checkpoint", metavar="DIR", help="checkpoint folder (default: the one recorded in the index)")
     p.add_argument("--lang", help="language of the text query: an ISO 639-1 code the model knows, or auto")
     p.add_argument("--image", metavar="PHOTO", help="search by this photo instead of text")

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import time
 
+from polyvse.paths import DEFAULT_INDEX
+
 from .device_args import add_device_args
 
 
@@ -16,7 +18,8 @@ def register(sub) -> None:
         description="Serve a photo index over HTTP: text -> photo, photo -> photo (upload) and photo -> caption "
         "(over --captions) as JSON endpoints, plus a web page with a query box, a language picker and "
         "drag-and-drop photo search.")
-    p.add_argument("--index", required=True, metavar="INDEX", help="index folder (from `polyvse index build`)")
+    p.add_argument("--index", default=str(DEFAULT_INDEX), metavar="INDEX",
+                   help="index folder (from `polyvse index build`; default: %(default)s, from `make model`)")
     p.add_argument("--checkpoint", metavar="DIR", help="checkpoint folder (default: the one recorded in the index)")
     p.add_argument("--captions", metavar="FILE", help="caption collection for photo -> caption: JSONL (e.g. from "
                    "`polyvse data export`), CSV/TSV with a caption column, or plain text, one caption a line")

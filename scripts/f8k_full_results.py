@@ -1,0 +1,138 @@
+"""The f8k-full comparison of issue #13: the frozen-tower baseline against polyvse's best model, 3 training seeds
+each, on the 1,000-photo Flickr8K test gallery per language, and the README table made from those runs.
+
+    python scripts/f8k_full_results.py                 # train what is missing (resumable), print the tables
+    python scripts/f8k_full_results.py --readme        # ... and rewrite README's `f8k-full` block
+    python scripts/f8k_full_results.py --jobs 2        # two trainings at a time (each uses one thread)
+
+Runs go to runs/f8k-full/<config name>-s<seed>/ (metrics.json, checkpoint); a finished run is never retrained,
+a stopped one resumes from its training state. Numbers are the standard protocol of the Flickr8K literature
+(1k test photos; R@1/5/10 both ways, median rank) plus mR (the mean of the six recalls), as mean ± standard
+deviation over the seeds. de/fr/cs galleries hold the test photos that have Multi30K captions (929).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+BASELINE = "configs/f8k-full/e5-frozen.yaml"
+BEST = "configs/f8k-full/polyvse-best.yaml"
+SEEDS = (0, 1, 2)
+RECALLS = ("i2t_r1", "i2t_r5", "i2t_r10", "t2i_r1", "t2i_r5", "t2i_r10")
+BEGIN, END = "<!-- f8k-full:begin -->", "<!-- f8k-full:end -->"
+
+
+def config_name(config: str) -> str:
+    import yaml
+
+    return yaml.safe_load((REPO / config).read_text(encoding="utf-8"))["name"]
+
+
+def run_dir(runs: Path, config: str, seed: int) -> Path:
+    return runs / f"{config_name(config)}-s{seed}"
+
+
+def train(config: str, seed: int, runs: Path, polyvse: str) -> Path:
+    out = run_dir(runs, config, seed)
+    if not (out / "metrics.json").exists():
+        cmd = [polyvse, "train", "--config", str(REPO / config), "--seed", str(seed), "--out", str(out),
+               "--resume", "--quiet"]
+        print("running:", " ".join(cmd), flush=True)
+        subprocess.run(cmd, check=True)
+    return out
+
+
+def load(runs: Path, config: str, seeds) -> list[dict]:
+    return [json.loads((run_dir(runs, config, s) / "metrics.json").read_text(encoding="utf-8")) for s in seeds]
+
+
+def _ms(values: list[float], digits: int = 1) -> str:
+    mean = statistics.fmean(values)
+    sd = statistics.stdev(values) if len(values) > 1 else 0.0
+    return f"{mean:.{digits}f} ± {sd:.{digits}f}"
+
+
+def language_table(runs_metrics: list[dict]) -> str:
+    """One row per language: mean ± sd over seeds of R@1/5/10 both ways, medR both ways, mR."""
+    langs = list(runs_metrics[0]["languages"])
+    head = ("| language | photos | i2t R@1 | i2t R@5 | i2t R@10 | i2t medR | t2i R@1 | t2i R@5 | t2i R@10 | "
+            "t2i medR | mR |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    rows = []
+    for lang in langs:
+        per = [m["languages"][lang] for m in runs_metrics]
+        cells = [_ms([p[k] for p in per]) for k in RECALLS[:3]] + [_ms([p["i2t_medr"] for p in per])]
+        cells += [_ms([p[k] for p in per]) for k in RECALLS[3:]] + [_ms([p["t2i_medr"] for p in per])]
+        cells.append(_ms([mr(p) for p in per]))
+        rows.append(f"| {lang} | {int(per[0]['n_images'])} | " + " | ".join(cells) + " |")
+    return "\n".join([head, *rows])
+
+
+def mr(lang_metrics: dict) -> float:
+    return lang_metrics["mr"]  # polyvse.metrics: the mean of the six recalls
+
+
+def difference_table(base: list[dict], best: list[dict]) -> str:
+    langs = list(base[0]["languages"])
+    lines = ["| | " + " | ".join(langs) + " |", "|---|" + "---:|" * len(langs)]
+    for label, group in (("baseline mR", base), ("best mR", best)):
+        lines.append(f"| {label} | " + " | ".join(_ms([mr(m["languages"][g]) for m in group]) for g in langs) + " |")
+    diffs = [statistics.fmean(mr(m["languages"][g]) for m in best) - statistics.fmean(mr(m["languages"][g])
+                                                                                       for m in base) for g in langs]
+    lines.append("| difference | " + " | ".join(f"{d:+.1f}" for d in diffs) + " |")
+    return "\n".join(lines)
+
+
+def report(runs: Path, seeds) -> str:
+    base, best = load(runs, BASELINE, seeds), load(runs, BEST, seeds)
+    m0 = best[0]
+    return "\n".join([
+        f"f8k-full, official split: {m0['n_train_photos']:,} training photos, {m0['n_train_captions']:,} training "
+        f"captions; 1k test photos (the gallery of each language); seeds {', '.join(map(str, seeds))}; "
+        "mean ± sd over seeds.",
+        "", f"**Best model** (`{BEST}`):", "", language_table(best),
+        "", f"**Baseline** (`{BASELINE}`, e5-frozen's recipe):", "", language_table(base),
+        "", "**mR per language** (mean of the six recalls):", "", difference_table(base, best),
+    ])
+
+
+def rewrite_readme(text: str) -> None:
+    path = REPO / "README.md"
+    readme = path.read_text(encoding="utf-8")
+    if BEGIN not in readme or END not in readme:
+        raise SystemExit(f"README.md has no {BEGIN} ... {END} block")
+    head, rest = readme.split(BEGIN, 1)
+    _, tail = rest.split(END, 1)
+    tmp = path.with_suffix(".md.tmp")
+    tmp.write_text(f"{head}{BEGIN}\n{text}\n{END}{tail}", encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--runs", type=Path, default=REPO / "runs" / "f8k-full", help="run folder (default: %(default)s)")
+    p.add_argument("--seeds", type=int, nargs="+", default=list(SEEDS))
+    p.add_argument("--jobs", type=int, default=1, help="trainings at a time (default: %(default)s)")
+    p.add_argument("--no-train", action="store_true", help="only report runs that exist")
+    p.add_argument("--readme", action="store_true", help="rewrite README's f8k-full block")
+    args = p.parse_args(argv)
+    polyvse = str(Path(sys.executable).with_name("polyvse"))
+    if not args.no_train:
+        jobs = [(c, s) for s in args.seeds for c in (BASELINE, BEST)]
+        with ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
+            list(pool.map(lambda job: train(*job, args.runs, polyvse), jobs))
+    text = report(args.runs, args.seeds)
+    print(text)
+    if args.readme:
+        rewrite_readme(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
