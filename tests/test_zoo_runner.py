@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 import torch
 
+from conftest import write_muse_full
 from polyvse.errors import DataError
 from polyvse_train.cli import main
 from polyvse_train.zoo import (ZooRun, ZooSpec, config_digest, effective_config, find_configs, load_spec,
@@ -219,19 +220,13 @@ def test_crosslingual_excludes_training_photos(shared_data):
 
 
 def test_word_translation_of_a_model_whose_words_are_aligned(tmp_path):
-    from polyvse.alignment import muse_paths, read_muse_dictionary
     from polyvse.api import PolyvseModel
     from polyvse.checkpoint import Checkpoint
     from polyvse.evaluation.words import word_translation_by_language
     from polyvse.models import JointEmbeddingModel, ModelConfig
     from polyvse.models.text_input import CaptionEncoder
 
-    pairs = [(f"w{i}", f"e{i}") for i in range(20)]
-    for split in ("full", "test"):
-        p = muse_paths(tmp_path, "de", "en", split, check=False)
-        p.parent.mkdir(parents=True, exist_ok=True)
-        p.write_text("".join(f"{s} {t}\n" for s, t in pairs))
-    assert len(read_muse_dictionary(muse_paths(tmp_path, "de", "en", "test"))) == 20  # found via <root>/muse
+    pairs = write_muse_full(tmp_path, "de", "en")[5000:5020]  # 20 words of the test part, found via <root>/muse
     enc = CaptionEncoder.build({"en": [" ".join(t for _, t in pairs)], "de": [" ".join(s for s, _ in pairs)]})
     model = JointEmbeddingModel(ModelConfig(vocab_size=len(enc.vocab), image_dim=4, embed_dim=4, word_dim=6,
                                             hidden_dim=4))
@@ -243,6 +238,7 @@ def test_word_translation_of_a_model_whose_words_are_aligned(tmp_path):
                                  languages=["en", "de"]))
     assert word_translation_by_language(pm, tmp_path)["de"] == {"p_at_1": 100.0, "n_words": 20, "n_vocab": 20,
                                                                 "pivot": "en"}
+    assert word_translation_by_language(pm, tmp_path, part="train") == {}  # no train-part word in the vocabulary
     with torch.no_grad():  # shuffle the German rows: no longer translations
         w = model.text_encoder.embed.weight
         ids = [enc.vocab.token_to_id(f"de:{s}") for s, _ in pairs]

@@ -5,8 +5,9 @@
                   test photos and Multi30K test_2016, leaving out the pairs of the model's training photos
     sts           SemEval STS (2012 MSRvid, 2014 images, 2015 images): Pearson r x 100 of the cosine of the
                   English text embeddings, as Gella et al. and Calixto & Liu report
-    words         word-translation P@1 (CSLS) of the model's word vectors into English on the MUSE
-                  dictionaries (reconstructed test split), for models that have word embeddings
+    words         word-translation P@1 (CSLS) of the model's word vectors into English on the held-out test
+                  part of the MUSE dictionaries (polyvse.alignment.muse_lexicon), for models that have word
+                  embeddings
 """
 from __future__ import annotations
 
