@@ -16,6 +16,7 @@ from polyvse.models import JointEmbeddingModel, ModelConfig
 from polyvse.models.text_input import CaptionEncoder
 from polyvse_train.config import TrainConfig
 from polyvse_train.train import resolve_split
+from polyvse_train.translator import vocabulary_rows
 
 LANGS = ["en", "de", "fr", "cs", "zh"]
 
@@ -42,14 +43,10 @@ def f8kml_model(f8kml_captions) -> PolyvseModel:
                                    ten_crop=False, languages=LANGS))
 
 
-def _rows(vocab, lang):
-    return {t[len(lang) + 1:]: i for i, t in enumerate(vocab.tokens) if t.startswith(f"{lang}:")}
-
-
 def test_words_of_other_languages_with_no_tie_to_english_score_at_chance(f8kml_model, shared_data):
     result = word_translation_by_language(f8kml_model, shared_data, skip_missing=True)
     assert set(result) == {"de", "fr", "cs", "zh"}  # every language has held-out words in the vocabulary
-    n_en = len(_rows(f8kml_model.captions.vocab, "en"))
+    n_en = len(vocabulary_rows(f8kml_model.captions.vocab, "en"))
     for lang, entry in result.items():
         assert entry["n_words"] >= 10 and entry["n_vocab"] > 100, lang
         assert entry["p_at_1"] <= 100 * 3 / entry["n_words"] + 100 * 20 / n_en, lang  # chance, with slack
@@ -60,11 +57,11 @@ def test_held_out_words_placed_at_their_translation_are_found(f8kml_model, share
     evaluator must score ~100. A tokenisation or target-space artefact would keep it near 0."""
     vocab = f8kml_model.captions.vocab
     weight = f8kml_model.model.text_encoder.embed.weight
-    en = _rows(vocab, "en")
+    en = vocabulary_rows(vocab, "en")
     g = torch.Generator().manual_seed(1)
     with torch.no_grad():
         for lang in ("de", "fr", "cs", "zh"):
-            src = _rows(vocab, lang)
+            src = vocabulary_rows(vocab, lang)
             _, kept = filter_lexicon(muse_lexicon(shared_data, lang, "en", "test"), src, en)
             for s, t in dict(reversed(kept)).items():  # each source word -> its first translation in the vocabulary
                 weight[src[s]] = weight[en[t]] + 1e-3 * torch.randn(weight.shape[1], generator=g)

@@ -290,11 +290,15 @@ def words_section(official: Sequence[RunResult], order: Sequence[str], spec: Any
         "alignment they keep, not a translation score.",
         "",
         words_table(official, order, "train"),
-        "Configs without a lexicon align languages only through images and sentences: nothing ties a word "
-        "vector of one language to its translation's. Their word vectors stay in unrelated regions of the "
-        "embedding table, and P@1 is at chance (about 1 in the few thousand English words) on both parts "
-        "(`tests/test_word_translation_zero.py` checks that the evaluator scores a known-aligned vocabulary "
-        "near 100 and these models near 0).",
+        "Why configs without a lexicon score ~0: they tie languages together only through images and whole "
+        "sentences, so nothing pulls a word's vector towards its translation's; in the embedding table the two "
+        "stay as unrelated as their random starts, and P@1 is at chance level (one hit in as many tries as the "
+        "vocabulary has English words) on both parts. That is the models, not the measurement: the same "
+        "evaluator on the same vocabulary scores ~100 once the held-out words sit at their translations, and "
+        "chance for random vectors (`tests/test_word_translation_zero.py`); "
+        "`scripts/word_vectors_diagnostics.py RUN/checkpoint` prints, per language and part, the cosine of "
+        "translation pairs against random pairs, that sanity score, and P@1 of words encoded as one-word "
+        "sentences into the joint space.",
         "",
     ]
     return "\n".join(lines)

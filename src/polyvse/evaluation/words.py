@@ -22,7 +22,7 @@ import torch
 from ..alignment import filter_lexicon, muse_lexicon, muse_paths, word_translation_p_at_1
 from ..errors import DataError
 
-__all__ = ["has_word_vectors", "word_translation_by_language"]
+__all__ = ["has_word_vectors", "word_translation_by_language", "words_of"]
 
 
 def has_word_vectors(model: Any) -> bool:
@@ -31,7 +31,8 @@ def has_word_vectors(model: Any) -> bool:
     return enc is not None and callable(getattr(enc, "word_vectors", None)) and hasattr(model, "captions")
 
 
-def _words_of(vocab: Any, lang: str) -> tuple[list[int], dict[str, int]]:
+def words_of(vocab: Any, lang: str) -> tuple[list[int], dict[str, int]]:
+    """(vocabulary ids of the ``lang`` words, ``{word: position in that list}``) of a language-tagged vocabulary."""
     prefix = f"{lang}:"
     ids = [i for i, t in enumerate(vocab.tokens) if t.startswith(prefix)]
     return ids, {vocab.id_to_token(i)[len(prefix):]: j for j, i in enumerate(ids)}
@@ -57,7 +58,7 @@ def word_translation_by_language(model: Any, root: str | os.PathLike, *, pivot: 
     langs = list(model.languages)
     if pivot not in langs:
         raise DataError(f"the model has no {pivot!r} words to translate into (languages: {', '.join(langs)})")
-    tgt_ids, tgt_words = _words_of(vocab, pivot)
+    tgt_ids, tgt_words = words_of(vocab, pivot)
     tgt = enc.word_vectors(torch.tensor(tgt_ids, dtype=torch.long), pivot).float()
     out: dict[str, dict] = {}
     for lang in langs:
@@ -65,7 +66,7 @@ def word_translation_by_language(model: Any, root: str | os.PathLike, *, pivot: 
             continue
         if skip_missing and not muse_paths(root, lang, pivot, "full", check=False).is_file():
             continue
-        src_ids, src_words = _words_of(vocab, lang)
+        src_ids, src_words = words_of(vocab, lang)
         pairs, _ = filter_lexicon(muse_lexicon(root, lang, pivot, part), src_words, tgt_words)
         n_words = len({int(s) for s in pairs[:, 0].tolist()}) if len(pairs) else 0
         if n_words < min_pairs:
