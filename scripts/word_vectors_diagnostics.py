@@ -22,24 +22,26 @@ import torch
 from torch.nn import functional as F
 
 import polyvse
-from polyvse.alignment import LEXICON_PARTS, filter_lexicon, group_lexicon, muse_lexicon, word_translation_p_at_1
+from polyvse.alignment import (LEXICON_PARTS, filter_lexicon, group_lexicon, muse_lexicon, muse_paths,
+                               word_translation_p_at_1)
 from polyvse.evaluation.words import words_of
 from polyvse.paths import data_root
 
 
-def diagnose(pm, root, lang: str, pivot: str, part: str, generator: torch.Generator) -> dict | None:
-    enc, vocab = pm.model.text_encoder, pm.captions.vocab
-    src_ids, src_words = words_of(vocab, lang)
-    tgt_ids, tgt_words = words_of(vocab, pivot)
+def encode_words(pm, lang: str) -> tuple[dict[str, int], torch.Tensor, torch.Tensor]:
+    """({word: row}, word vectors, one-word-sentence embeddings) of the ``lang`` words of the vocabulary."""
+    ids, words = words_of(pm.captions.vocab, lang)
+    with torch.no_grad():
+        vectors = pm.model.text_encoder.word_vectors(torch.tensor(ids), lang).float()
+    return words, vectors, torch.as_tensor(pm.encode_text(list(words), lang))
+
+
+def diagnose(root, lang: str, pivot: str, part: str, source, target, generator: torch.Generator) -> dict | None:
+    (src_words, src, src_sent), (tgt_words, tgt, tgt_sent) = source, target
     pairs, _ = filter_lexicon(muse_lexicon(root, lang, pivot, part), src_words, tgt_words)
     gold = group_lexicon(pairs)
     if len(gold) < 10:
         return None
-    with torch.no_grad():
-        src = enc.word_vectors(torch.tensor(src_ids), lang).float()
-        tgt = enc.word_vectors(torch.tensor(tgt_ids), pivot).float()
-    src_sent = torch.as_tensor(pm.encode_text(list(src_words), lang))
-    tgt_sent = torch.as_tensor(pm.encode_text(list(tgt_words), pivot))
     k = min(10, len(src), len(tgt))
     rand = torch.randint(0, len(tgt), (len(pairs),), generator=generator)
     s, t = F.normalize(src, dim=1), F.normalize(tgt, dim=1)
@@ -68,12 +70,17 @@ def main(argv=None) -> int:
         pivot = "en" if "en" in pm.languages else pm.languages[0]
         print(f"\n{ck}\n| lang | part | words | p1 | chance | cos_pair | cos_rand | sanity | p1_sentence |\n"
               "|---|---|---:|---:|---:|---:|---:|---:|---:|")
+        target = encode_words(pm, pivot)
         for lang in pm.languages:
-            for part in LEXICON_PARTS if lang != pivot else ():
-                r = diagnose(pm, root, lang, pivot, part, torch.Generator().manual_seed(0))
+            if lang == pivot or not muse_paths(root, lang, pivot, check=False).is_file():
+                continue
+            source = encode_words(pm, lang)
+            for part in LEXICON_PARTS:
+                r = diagnose(root, lang, pivot, part, source, target, torch.Generator().manual_seed(0))
                 if r is not None:
                     print(f"| {lang}→{pivot} | {part} | {r['words']} | {r['p1']:.1f} | {r['chance']:.2f} | "
-                          f"{r['cos_pair']:+.3f} | {r['cos_rand']:+.3f} | {r['sanity']:.1f} | {r['p1_sentence']:.1f} |")
+                          f"{r['cos_pair']:+.3f} | {r['cos_rand']:+.3f} | {r['sanity']:.1f} | {r['p1_sentence']:.1f} |",
+                          flush=True)
     return 0
 
 
