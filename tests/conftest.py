@@ -104,6 +104,14 @@ def tiny_root(tmp_path) -> Path:
     return make_tiny_root(tmp_path / "data")
 
 
+def write_muse_full(root: Path, src: str, tgt: str, n_words: int = 6600) -> list[tuple[str, str]]:
+    """``<root>/muse/full/<src>-<tgt>.txt`` with source word ``s<i>`` -> target ``t<i>`` for i < n_words
+    (rank i = i; with the default size both lexicon parts are populated). Returns the pairs."""
+    pairs = [(f"s{i}", f"t{i}") for i in range(n_words)]
+    _txt(root / "muse" / "full" / f"{src}-{tgt}.txt", "".join(f"{s} {t}\n" for s, t in pairs))
+    return pairs
+
+
 # -- caches: never written into the read-only data mirror --------------------------------------------------
 @pytest.fixture(scope="session", autouse=True)
 def _feature_cache_outside_data(tmp_path_factory):

@@ -112,12 +112,13 @@ def test_muse_paths(tmp_path):
                  "splits_reconstructed/de-en.5000-6500.txt"]:
         (muse / name).write_text("der the\n", encoding="utf-8")
     assert muse_paths(muse, "de", "en", "full") == muse / "full" / "de-en.txt"
-    assert muse_paths(tmp_path, "de", "en", "train") == muse / "splits_reconstructed" / "de-en.0-5000.txt"
-    assert muse_paths(muse, "de", "en", "test") == muse / "splits_reconstructed" / "de-en.5000-6500.txt"
-    assert muse_paths(muse, "de", "en", ["full", "test"]) == [muse / "full" / "de-en.txt",
-                                                             muse / "splits_reconstructed" / "de-en.5000-6500.txt"]
-    with pytest.raises(ValueError):
-        muse_paths(muse, "de", "en", "dev")
+    assert muse_paths(tmp_path, "de", "en", "0-5000") == muse / "splits_reconstructed" / "de-en.0-5000.txt"
+    assert muse_paths(muse, "de", "en", "5000-6500") == muse / "splits_reconstructed" / "de-en.5000-6500.txt"
+    assert muse_paths(muse, "de", "en", ["full", "5000-6500"]) == [
+        muse / "full" / "de-en.txt", muse / "splits_reconstructed" / "de-en.5000-6500.txt"]
+    for wrong in ("dev", "train", "test"):  # the lexicon parts come from muse_lexicon, not from a file
+        with pytest.raises(ValueError):
+            muse_paths(muse, "de", "en", wrong)
     with pytest.raises(DataError):
         muse_paths(muse, "en", "de", "full")
     assert muse_paths(muse, "en", "de", "full", check=False) == muse / "full" / "en-de.txt"
@@ -126,11 +127,11 @@ def test_muse_paths(tmp_path):
 # (file, pairs, distinct source words) of the MUSE files at hand
 MUSE_COUNTS = {
     ("de", "en", "full"): (101997, 78200),
-    ("de", "en", "train"): (10866, 5000),
-    ("de", "en", "test"): (2827, 1500),
+    ("de", "en", "0-5000"): (10866, 5000),
+    ("de", "en", "5000-6500"): (2827, 1500),
     ("en", "de", "full"): (101931, 74655),
-    ("en", "de", "train"): (14677, 5000),
-    ("en", "de", "test"): (3660, 1500),
+    ("en", "de", "0-5000"): (14677, 5000),
+    ("en", "de", "5000-6500"): (3660, 1500),
 }
 
 
@@ -138,25 +139,25 @@ MUSE_COUNTS = {
 @pytest.mark.parametrize("src,tgt", [("de", "en"), ("en", "de")])
 def test_real_muse_de_en_files(shared_data, src, tgt):
     lex = {split: read_muse_dictionary(muse_paths(shared_data, src, tgt, split))
-           for split in ("full", "train", "test")}
+           for split in ("full", "0-5000", "5000-6500")}
     for split, pairs in lex.items():
         n_pairs, n_src = MUSE_COUNTS[(src, tgt, split)]
         assert len(pairs) == n_pairs, split
         assert len({s for s, _ in pairs}) == n_src, split
         assert len(set(pairs)) == len(pairs), f"duplicate pairs in {split}"
     full = set(lex["full"])
-    assert set(lex["train"]) <= full and set(lex["test"]) <= full
-    train_src = {s for s, _ in lex["train"]}
-    assert train_src.isdisjoint(s for s, _ in lex["test"])
+    assert set(lex["0-5000"]) <= full and set(lex["5000-6500"]) <= full
+    first_src = {s for s, _ in lex["0-5000"]}
+    assert first_src.isdisjoint(s for s, _ in lex["5000-6500"])
     # the reconstruction rule: the first 5000 / next 1500 distinct source words of full/, in file order
     order = list(dict.fromkeys(s for s, _ in lex["full"]))
-    assert train_src == set(order[:5000])
-    assert {s for s, _ in lex["test"]} == set(order[5000:6500])
+    assert first_src == set(order[:5000])
+    assert {s for s, _ in lex["5000-6500"]} == set(order[5000:6500])
     # filtering to a vocabulary keeps exactly the covered pairs, as index pairs
     src_vocab = {w: i for i, w in enumerate(order[:200])}
-    tgt_vocab = {w: i for i, w in enumerate(dict.fromkeys(t for _, t in lex["train"]))}
-    idx, kept = filter_lexicon(lex["train"], src_vocab, tgt_vocab)
-    assert kept == [p for p in lex["train"] if p[0] in src_vocab]
+    tgt_vocab = {w: i for i, w in enumerate(dict.fromkeys(t for _, t in lex["0-5000"]))}
+    idx, kept = filter_lexicon(lex["0-5000"], src_vocab, tgt_vocab)
+    assert kept == [p for p in lex["0-5000"] if p[0] in src_vocab]
     assert idx.shape == (len(kept), 2)
     assert [(order[i], list(tgt_vocab)[j]) for i, j in idx.tolist()[:50]] == kept[:50]
 

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 import torch
 
+from conftest import write_muse_full
 from polyvse.errors import DataError
 from polyvse_train.cli import main
 from polyvse_train.zoo import (ZooRun, ZooSpec, config_digest, effective_config, find_configs, load_spec,
@@ -148,7 +149,8 @@ def _fake_run_folder(out: Path, config: str, split: str, value: float, tasks: bo
         (d / "tasks.json").write_text(json.dumps({
             "crosslingual": {"f8k-ml-test": {"en-de": {**pair, "n_pairs": 117}}},
             "sts": {"sts12-msrvid": 50.0, "sts14-images": 60.0, "sts15-images": 70.0},
-            "words": {"de": {"p_at_1": 12.5, "n_words": 80, "n_vocab": 3000}}}))
+            "words": {"de": {"p_at_1": 12.5, "n_words": 80, "n_vocab": 3000, "train_p_at_1": 97.5,
+                             "n_train_words": 1200}}}))
 
 
 def test_report_is_generated_from_run_folders(tmp_path):
@@ -165,7 +167,7 @@ def test_report_is_generated_from_run_folders(tmp_path):
     assert "vsepp/fold4of5-s0" in text  # listed as not run
     assert "| vsepp | 50.0 | 60.0 | 70.0 |" in text  # STS from tasks.json
     assert "**fr**" not in text  # no per-language table for a language no run has
-    assert "12.5 (80)" in text  # word P@1
+    assert "12.5 (80)" in text and "97.5 (1200)" in text  # word P@1: held-out test part, train part
     row = next(line for line in text.splitlines() if "hardest negative" in line)
     assert "| 3 |" in row and "holds" in row
     assert "| en | `vsepp` | 25.6 ± 0.5 | 3 | vse 20.5 |" in text  # best per language (folds)
@@ -184,6 +186,23 @@ def test_report_is_generated_from_run_folders(tmp_path):
     text = write_report(out, docs, planned, ["vse", "vsepp"], "make zoo", ZooSpec()).read_text()
     assert "| vse | 3 | 2.00 | 2.5 | 20.5 ± 0.5 |" in text and "Folds still running (fold3of5: 1 runs)" in text
     assert "| en | `vsepp` | 25.6 ± 0.5 | 3 | vse 20.5 |" in text
+
+
+def test_words_section_is_rewritten_in_place(tmp_path):
+    out = tmp_path / "runs"
+    _fake_run_folder(out, "vse", "official", 20.0, tasks=True)
+    doc = tmp_path / "results.md"
+    doc.write_text("# R\n\n## 4. STS\n\nkeep 4\n\n## 5. Word translation\n\nOLD 100.0\n\n## 6. Next\n\nkeep 6\n")
+    section = zoo_report.words_section(zoo_report.collect(out)[0], ["vse"], ZooSpec(overrides={"epochs": 6}),
+                                       command="python scripts/word_translation.py --configs vse")
+    zoo_report.replace_section(doc, "## 5. ", section)
+    text = doc.read_text()
+    assert "OLD" not in text and "keep 4" in text and text.endswith("## 6. Next\n\nkeep 6\n")
+    assert "| vse | 12.5 (80) |" in text and "| vse | 97.5 (1200) |" in text
+    assert "`python scripts/word_translation.py --configs vse`" in text and "`epochs: 6`" in text
+    assert "5000–6499" in text  # how the held-out part is made
+    with pytest.raises(ValueError, match="## 9. "):
+        zoo_report.replace_section(doc, "## 9. ", section)
 
 
 def test_cli_status_lists_planned_runs(tmp_path, capsys):
@@ -219,19 +238,13 @@ def test_crosslingual_excludes_training_photos(shared_data):
 
 
 def test_word_translation_of_a_model_whose_words_are_aligned(tmp_path):
-    from polyvse.alignment import muse_paths, read_muse_dictionary
     from polyvse.api import PolyvseModel
     from polyvse.checkpoint import Checkpoint
     from polyvse.evaluation.words import word_translation_by_language
     from polyvse.models import JointEmbeddingModel, ModelConfig
     from polyvse.models.text_input import CaptionEncoder
 
-    pairs = [(f"w{i}", f"e{i}") for i in range(20)]
-    for split in ("full", "test"):
-        p = muse_paths(tmp_path, "de", "en", split, check=False)
-        p.parent.mkdir(parents=True, exist_ok=True)
-        p.write_text("".join(f"{s} {t}\n" for s, t in pairs))
-    assert len(read_muse_dictionary(muse_paths(tmp_path, "de", "en", "test"))) == 20  # found via <root>/muse
+    pairs = write_muse_full(tmp_path, "de", "en")[5000:5020]  # 20 words of the test part, found via <root>/muse
     enc = CaptionEncoder.build({"en": [" ".join(t for _, t in pairs)], "de": [" ".join(s for s, _ in pairs)]})
     model = JointEmbeddingModel(ModelConfig(vocab_size=len(enc.vocab), image_dim=4, embed_dim=4, word_dim=6,
                                             hidden_dim=4))
@@ -243,6 +256,7 @@ def test_word_translation_of_a_model_whose_words_are_aligned(tmp_path):
                                  languages=["en", "de"]))
     assert word_translation_by_language(pm, tmp_path)["de"] == {"p_at_1": 100.0, "n_words": 20, "n_vocab": 20,
                                                                 "pivot": "en"}
+    assert word_translation_by_language(pm, tmp_path, part="train") == {}  # no train-part word in the vocabulary
     with torch.no_grad():  # shuffle the German rows: no longer translations
         w = model.text_encoder.embed.weight
         ids = [enc.vocab.token_to_id(f"de:{s}") for s, _ in pairs]

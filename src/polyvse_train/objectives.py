@@ -238,16 +238,18 @@ class Objective(nn.Module):
 class WordAligner(nn.Module):
     """AME's alignment model (Mohammadshahi et al. 2019, Sec. 3.2 and 4.1): an RCSLS loss between the
     word embeddings of each language and those of ``align_pivot`` (English), through a translator W_l per
-    language, on the MUSE lexicon ("full" + "test" sections, filtered to the training vocabulary); one
-    step every T = ``align_every`` iterations with plain SGD at ``align_lr``, updating W_l AND the word
-    embeddings (that is what keeps the fine-tuned embeddings aligned). Vectors are L2-normalised (Joulin et
-    al., as AME says). The alignment ratio (NN word translation P@1 on the MUSE "train" section filtered to
-    the vocabulary, RECONSTRUCTED split files) is reported per language after every epoch.
+    language, on the TRAIN part of the MUSE lexicon (:func:`polyvse.alignment.muse_lexicon`, filtered to the
+    training vocabulary); one step every T = ``align_every`` iterations with plain SGD at ``align_lr``,
+    updating W_l AND the word embeddings (that is what keeps the fine-tuned embeddings aligned). Vectors are
+    L2-normalised (Joulin et al., as AME says). The alignment ratio (NN word translation P@1) is reported per
+    language after every epoch on the TEST part filtered to the vocabulary: source words the aligner and the
+    lexicon initialisation never saw. (AME trains on MUSE "full" + "test" and evaluates on "train", a subset
+    of "full": that measures memorisation, so it is not followed here.)
     """
 
     def __init__(self, cfg, model, data, root: Path | None, smoke: bool):
         super().__init__()
-        from polyvse.alignment import filter_lexicon, muse_paths, read_muse_dictionary
+        from polyvse.alignment import filter_lexicon, muse_lexicon
 
         if root is None:
             raise DataError("the alignment loss needs the data root (MUSE dictionaries under <root>/muse)")
@@ -271,10 +273,8 @@ class WordAligner(nn.Module):
             if lang == pivot:
                 continue
             src_ids, src_words = words_of(lang)
-            pairs = [p for path in muse_paths(root, lang, pivot, ["full", "test"]) for p in read_muse_dictionary(path)]
-            train_idx, _ = filter_lexicon(pairs, src_words, tgt_words)
-            eval_idx, _ = filter_lexicon(read_muse_dictionary(muse_paths(root, lang, pivot, "train")),
-                                         src_words, tgt_words)
+            train_idx, _ = filter_lexicon(muse_lexicon(root, lang, pivot, "train"), src_words, tgt_words)
+            eval_idx, _ = filter_lexicon(muse_lexicon(root, lang, pivot, "test"), src_words, tgt_words)
             if len(train_idx) == 0 or min(len(src_ids), len(tgt_ids)) < 2:
                 log.warning("no MUSE %s-%s pairs in the training vocabulary; %s is not aligned", lang, pivot, lang)
                 continue

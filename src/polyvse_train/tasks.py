@@ -5,8 +5,9 @@
                   test photos and Multi30K test_2016, leaving out the pairs of the model's training photos
     sts           SemEval STS (2012 MSRvid, 2014 images, 2015 images): Pearson r x 100 of the cosine of the
                   English text embeddings, as Gella et al. and Calixto & Liu report
-    words         word-translation P@1 (CSLS) of the model's word vectors into English on the MUSE
-                  dictionaries (reconstructed test split), for models that have word embeddings
+    words         word-translation P@1 (CSLS) of the model's word vectors into English on the held-out test
+                  part of the MUSE dictionaries (polyvse.alignment.muse_lexicon), for models that have word
+                  embeddings
 """
 from __future__ import annotations
 
@@ -54,13 +55,24 @@ def sts_task(model: Any, root: Path) -> dict | None:
 
 
 def words_task(model: Any, root: Path) -> dict | None:
+    """``{lang: entry}``: P@1 on the held-out test part of the MUSE lexicon (``p_at_1``, ``n_words``) and, as
+    ``train_p_at_1`` / ``n_train_words``, on its train part -- the pairs lexicon-trained configs were given,
+    so for them a measure of what they kept, not of translation."""
     from polyvse.evaluation.words import has_word_vectors, word_translation_by_language
 
     if not has_word_vectors(model) or len(model.languages) < 2:
         return None
     # into English; a model without English (the Translator's de/fr) translates into its first language
     pivot = "en" if "en" in model.languages else model.languages[0]
-    return word_translation_by_language(model, root, pivot=pivot, skip_missing=True)
+    test = word_translation_by_language(model, root, pivot=pivot, skip_missing=True)
+    train = word_translation_by_language(model, root, pivot=pivot, part="train", skip_missing=True)
+    out = {}
+    for lang in dict.fromkeys([*test, *train]):
+        entry = dict(test.get(lang, {"pivot": pivot}))
+        if lang in train:
+            entry.update(train_p_at_1=train[lang]["p_at_1"], n_train_words=train[lang]["n_words"])
+        out[lang] = entry
+    return out
 
 
 def run_tasks(model: Any, root: Path, tasks=TASKS, exclude_photo_ids=None) -> dict:

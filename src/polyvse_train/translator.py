@@ -7,8 +7,9 @@
                    (``polyvse.models.language_mapping``), and M is trained with the rest unless frozen
 
 At the start of the target stage a ``lexicon`` map is initialised as the poster does: SVD (orthogonal
-Procrustes) on the MUSE <lang>-<source> lexicon ("full" dictionary, filtered to the training vocabularies),
-refined with RCSLS -- both from ``polyvse.alignment``. A ``random`` map keeps its random orthogonal start.
+Procrustes) on the MUSE <lang>-<source> lexicon (its train part, ``polyvse.alignment.muse_lexicon``,
+filtered to the training vocabularies, so the test part stays unseen for word-translation P@1), refined
+with RCSLS -- both from ``polyvse.alignment``. A ``random`` map keeps its random orthogonal start.
 """
 from __future__ import annotations
 
@@ -34,13 +35,13 @@ def vocabulary_rows(vocab, lang: str) -> dict[str, int]:
 
 def lexicon_rows(root: Path, vocab, src: str, tgt: str) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """(rows of ``src`` words, rows of ``tgt`` words, (n, 2) lexicon pairs as positions in those two lists):
-    the MUSE ``src``-``tgt`` "full" dictionary filtered to the training vocabulary."""
-    from polyvse.alignment import filter_lexicon, muse_paths, read_muse_dictionary
+    the train part of the MUSE ``src``-``tgt`` dictionary filtered to the training vocabulary."""
+    from polyvse.alignment import filter_lexicon, muse_lexicon
 
     src_words, tgt_words = vocabulary_rows(vocab, src), vocabulary_rows(vocab, tgt)
     src_pos = {w: j for j, w in enumerate(src_words)}
     tgt_pos = {w: j for j, w in enumerate(tgt_words)}
-    pairs, _ = filter_lexicon(read_muse_dictionary(muse_paths(root, src, tgt, "full")), src_pos, tgt_pos)
+    pairs, _ = filter_lexicon(muse_lexicon(root, src, tgt, "train"), src_pos, tgt_pos)
     return (torch.tensor(list(src_words.values()), dtype=torch.long),
             torch.tensor(list(tgt_words.values()), dtype=torch.long), pairs)
 

@@ -235,21 +235,89 @@ def sts_table(results: Sequence[RunResult], order: Sequence[str]) -> str:
     return _table(["config", "2012 MSRvid", "2014 images", "2015 images"], rows)
 
 
-def words_table(results: Sequence[RunResult], order: Sequence[str]) -> str:
+def words_table(results: Sequence[RunResult], order: Sequence[str], part: str = "test") -> str:
+    """P@1 (source words) per config and language on the MUSE lexicon's ``part`` ("test" or "train")."""
+    p1, n = ("p_at_1", "n_words") if part == "test" else ("train_p_at_1", "n_train_words")
     groups = {r.config: r for r in _official(results) if r.tasks and r.tasks.get("words")}
     langs = [lang for lang in LANGS if lang != "en"]
     rows = []
-    for n in order:
-        if n not in groups:
+    for name in order:
+        if name not in groups:
             continue
-        w = groups[n].tasks["words"]
-        cells = [n]
+        w = groups[name].tasks["words"]
+        cells = [name]
         for lang in langs:
-            e = w.get(lang)
-            into = "" if e is None or e.get("pivot", "en") == "en" else f", into {e['pivot']}"
-            cells.append("-" if e is None else f"{e['p_at_1']:.1f} ({e['n_words']}{into})")
+            e = w.get(lang) or {}
+            into = "" if e.get("pivot", "en") == "en" else f", into {e['pivot']}"
+            cells.append("-" if e.get(p1) is None else f"{e[p1]:.1f} ({e[n]}{into})")
         rows.append(cells)
     return _table(["config", *[f"{lang}→en P@1 (words)" for lang in langs]], rows)
+
+
+def words_section(official: Sequence[RunResult], order: Sequence[str], spec: Any, command: str | None = None) -> str:
+    """Section 5 of docs/results.md: word-translation P@1 on held-out MUSE pairs, the method and, with
+    ``command``, how its runs were made (when the section is regenerated alone, by scripts/word_translation.py)."""
+    from polyvse.alignment import HELD_OUT_RANKS
+
+    start, end = HELD_OUT_RANKS
+    lines = ["## 5. Word translation P@1 (CSLS, k = 10), held-out MUSE words", ""]
+    if command:
+        when = sorted(r.run["finished_utc"] for r in official)
+        lines += [f"Regenerated alone by `{command}` (then this section is rewritten in place). F8K-ML official "
+                  f"split (train 629 / test 125 photos), training seed 0, the zoo's budget "
+                  f"(`configs/zoo/cpu.yaml`: " + ", ".join(f"`{k}: {v}`" for k, v in spec.overrides.items())
+                  + "".join(f"; objective {o}: " + ", ".join(f"`{k}: {v}`" for k, v in extra.items())
+                            for o, extra in spec.by_objective.items())
+                  + f"). Machine: {_machine()}; runs finished {when[0] if when else '-'} to "
+                  f"{when[-1] if when else '-'}, mean {_minutes(official)} CPU minutes per run.", ""]
+    lines += [
+        "Split (`polyvse.alignment.muse_lexicon`, the one definition training and evaluation share): the source "
+        "words of each MUSE `full/<src>-<tgt>.txt` are ranked by their first line (MUSE lists them by "
+        f"frequency); the **test part** is every pair of the source words ranked {start}–{end - 1}, the **train "
+        "part** every pair of every other source word, so the two share no source word. The test parts equal "
+        "the `splits_reconstructed/*.5000-6500.txt` files at hand, which were rebuilt from `full/` by this rule "
+        "(they are not MUSE's released split files). AME's alignment loss and lexicon initialisation "
+        "(`word_init: muse`) and the Translator's Procrustes/RCSLS map use the train part only.",
+        "",
+        "P@1 of each model's word vectors (what its sentence encoder reads: the word embedding, after the "
+        "Translator's map or MULE's universal projection) on the test part, filtered to the model's training "
+        "vocabulary (source word and a translation both in it); in brackets the number of held-out source "
+        "words. CSLS neighbourhoods span the model's whole vocabulary of each language. Into English, except "
+        "the Translator (de/fr, no English): fr→de.",
+        "",
+        words_table(official, order, "test"),
+        "The same on the train part, the pairs the lexicon-trained configs were given: how much of that "
+        "alignment they keep, not a translation score. A config near 100 here and near 0 above has kept its "
+        "lexicon without learning anything that carries over to other words: with no pretrained word vectors "
+        "at hand, every train-part word starts at (or is mapped onto) its translation's vector, and nothing "
+        "moves a held-out word towards its translation.",
+        "",
+        words_table(official, order, "train"),
+        "Why configs without a lexicon score ~0: they tie languages together only through images and whole "
+        "sentences, so nothing pulls a word's vector towards its translation's; in the embedding table the two "
+        "stay as unrelated as their random starts, and P@1 is at chance level (one hit in as many tries as the "
+        "vocabulary has English words) on both parts. That is the models, not the measurement: the same "
+        "evaluator on the same vocabulary scores ~100 once the held-out words sit at their translations, and "
+        "chance for random vectors (`tests/test_word_translation_zero.py`); "
+        "`scripts/word_vectors_diagnostics.py RUN/checkpoint` prints, per language and part, the cosine of "
+        "translation pairs against random pairs, that sanity score, and P@1 of words encoded as one-word "
+        "sentences into the joint space.",
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def replace_section(path: Path, heading: str, text: str) -> None:
+    """Put ``text`` in place of the section of ``path`` whose heading line starts with ``heading`` (up to the
+    next ``## `` heading); a document without that heading is an error naming it."""
+    doc = path.read_text(encoding="utf-8").split("\n")
+    starts = [i for i, line in enumerate(doc) if line.startswith(heading)]
+    if not starts:
+        raise ValueError(f"{path} has no section starting with {heading!r}; run `polyvse zoo report` first")
+    i = starts[0]
+    j = next((k for k in range(i + 1, len(doc)) if doc[k].startswith("## ")), len(doc))
+    with atomic_path(path) as tmp:
+        Path(tmp).write_text("\n".join(doc[:i] + text.rstrip("\n").split("\n") + [""] + doc[j:]), encoding="utf-8")
 
 
 def official_table(results: Sequence[RunResult], order: Sequence[str]) -> str:
@@ -555,11 +623,7 @@ def write_report(out: Path, docs: Path, planned: Sequence[str], order: Sequence[
               crosslingual_tables(official, order) or "_No task results yet._\n",
               "## 4. Semantic textual similarity (English, Pearson r × 100)", "",
               sts_table(official, order),
-              "## 5. Word translation P@1 into English (CSLS, k = 10)", "",
-              "MUSE dictionaries, RECONSTRUCTED test split (`*.5000-6500.txt`) filtered to each model's "
-              "training vocabulary (number of source words in brackets). AME configs train their alignment on "
-              "the MUSE full+test sections, so they have seen these pairs.", "",
-              words_table(official, order)]
+              words_section(official, order, spec)]
     curves = curve_points(results)
     lines += ["## 6. Translator: recall against the number of target-language captions", ""]
     if curves:

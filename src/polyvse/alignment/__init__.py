@@ -5,16 +5,20 @@ Translator configuration (SVD/Procrustes + RCSLS initialisation of the language 
 assumes pretrained word vectors: every function takes embedding tensors given by the caller.
 
 Convention: rows are vectors and maps act on the right, ``mapped = X @ W``.
-The MUSE train/test split files at hand are RECONSTRUCTED (see ``lexicon``), not the official ones.
+Training and evaluation take their lexicon pairs from ``muse_lexicon`` (train / test parts, disjoint by
+source word); the MUSE split files at hand are RECONSTRUCTED (see ``lexicon``), not the official ones.
 """
 
 from .csls import csls_retrieve, csls_scores, knn_mean_similarity, nn_retrieve
 from .evaluate import alignment_ratio, group_lexicon, word_translation_p_at_1
-from .lexicon import MUSE_SPLITS, filter_lexicon, muse_paths, read_muse_dictionary
+from .lexicon import (HELD_OUT_RANKS, LEXICON_PARTS, MUSE_SPLITS, filter_lexicon, muse_lexicon, muse_paths,
+                      read_muse_dictionary, split_lexicon)
 from .procrustes import nearest_orthogonal, procrustes
 from .rcsls import RCSLSLoss, fit_rcsls, rcsls_loss, spectral_projection
 
 __all__ = [
+    "HELD_OUT_RANKS",
+    "LEXICON_PARTS",
     "MUSE_SPLITS",
     "RCSLSLoss",
     "alignment_ratio",
@@ -24,6 +28,7 @@ __all__ = [
     "fit_rcsls",
     "group_lexicon",
     "knn_mean_similarity",
+    "muse_lexicon",
     "muse_paths",
     "nearest_orthogonal",
     "nn_retrieve",
@@ -31,5 +36,6 @@ __all__ = [
     "rcsls_loss",
     "read_muse_dictionary",
     "spectral_projection",
+    "split_lexicon",
     "word_translation_p_at_1",
 ]

@@ -95,8 +95,10 @@ def alignment_ratio(src_emb: torch.Tensor, tgt_emb: torch.Tensor,
     without saying which direction (or mean) it is. AME's code maps each language by its own translator
     before the comparison (English rows by R_en->de, German rows by R_de->en); that is the caller's job.
     Note: under the AME protocol the training lexicon (full + test) contains the evaluation pairs (the
-    "train" split is a subset of "full"), so this measures how well the seed alignment is KEPT during
-    retrieval training, not generalisation to unseen words.
+    "train" split is a subset of "full"), so it measures how well the seed alignment is KEPT during
+    retrieval training, not generalisation to unseen words. polyvse's AME (``polyvse_train.objectives``)
+    therefore trains on the train part of :func:`polyvse.alignment.muse_lexicon` and reports this ratio on
+    its test part.
     """
     return word_translation_p_at_1(src_emb, tgt_emb, pairs, method="nn",
                                    num_source_words=num_source_words, chunk_size=chunk_size)

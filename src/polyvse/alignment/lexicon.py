@@ -5,14 +5,19 @@ whitespace-separated. A source word with several translations appears on several
 
 Layout expected under the MUSE folder (``<data root>/muse``, as in ``../shared/data/muse``)::
 
-    full/<src>-<tgt>.txt                              every pair of the dictionary
-    splits_reconstructed/<src>-<tgt>.0-5000.txt       "train": pairs of the first 5000 source words
-    splits_reconstructed/<src>-<tgt>.5000-6500.txt    "test": pairs of the next 1500 source words
+    full/<src>-<tgt>.txt                              every pair of the dictionary, by source-word frequency
+    splits_reconstructed/<src>-<tgt>.0-5000.txt       pairs of the first 5000 source words of full/
+    splits_reconstructed/<src>-<tgt>.5000-6500.txt    pairs of the next 1500 source words of full/
 
-The train/test split files at hand are RECONSTRUCTED, not the official MUSE ``*.0-5000.txt`` /
-``*.5000-6500.txt`` downloads: they were rebuilt from ``full/`` by taking the pairs of the first 5000
-(resp. the next 1500) distinct source words in file order. Numbers measured on them are therefore not
-directly comparable with numbers published on the official splits.
+The split files at hand are RECONSTRUCTED, not the official MUSE ``*.0-5000.txt`` / ``*.5000-6500.txt``
+downloads: they were rebuilt from ``full/`` by taking the pairs of the first 5000 (resp. the next 1500)
+distinct source words in file order. Numbers measured on them are therefore not directly comparable with
+numbers published on the official splits.
+
+Every use of a lexicon -- training (AME's alignment and lexicon initialisation, the Translator's
+Procrustes/RCSLS map) and evaluation (word-translation P@1, the alignment ratio) -- takes its pairs from
+:func:`muse_lexicon`, which defines the one train/test split (see :func:`split_lexicon`), so that no model is
+tested on a source word it was given a translation for.
 """
 
 from __future__ import annotations
@@ -25,14 +30,19 @@ import torch
 
 from ..errors import DataError
 
-__all__ = ["read_muse_dictionary", "filter_lexicon", "muse_paths", "MUSE_SPLITS"]
+__all__ = ["read_muse_dictionary", "filter_lexicon", "muse_paths", "muse_lexicon", "split_lexicon",
+           "MUSE_SPLITS", "HELD_OUT_RANKS", "LEXICON_PARTS"]
 
-#: split name -> (sub-folder, file-name suffix). "train"/"test" point at the RECONSTRUCTED split files.
+#: file section -> (sub-folder, file-name suffix). "0-5000"/"5000-6500" are the RECONSTRUCTED split files;
+#: training and evaluation do not read them but take their pairs from :func:`muse_lexicon`.
 MUSE_SPLITS: dict[str, tuple[str, str]] = {
     "full": ("full", ""),
-    "train": ("splits_reconstructed", ".0-5000"),
-    "test": ("splits_reconstructed", ".5000-6500"),
+    "0-5000": ("splits_reconstructed", ".0-5000"),
+    "5000-6500": ("splits_reconstructed", ".5000-6500"),
 }
+#: frequency ranks [start, end) of the held-out (test) source words: MUSE's own test band
+HELD_OUT_RANKS: tuple[int, int] = (5000, 6500)
+LEXICON_PARTS = ("train", "test")
 
 
 def read_muse_dictionary(path: str | os.PathLike) -> list[tuple[str, str]]:
@@ -119,13 +129,12 @@ def filter_lexicon(pairs: Iterable[tuple[str, str]], src_vocab: Any,
 
 def muse_paths(root: str | os.PathLike, src: str, tgt: str, split: str | Sequence[str] = "full",
                *, check: bool = True) -> Path | list[Path]:
-    """Path of the MUSE ``src``-``tgt`` dictionary for ``split`` ("full", "train" or "test").
+    """Path of the MUSE ``src``-``tgt`` dictionary file ``split`` ("full", "0-5000" or "5000-6500").
 
     ``root`` is the MUSE folder (holding ``full/`` and ``splits_reconstructed/``) or a data root that has a
-    ``muse/`` folder. "train" = ``*.0-5000.txt`` and "test" = ``*.5000-6500.txt`` are the RECONSTRUCTED
-    splits (see the module docstring), not the official MUSE files. A list of split names gives a list of
-    paths (e.g. AME trains on ``["full", "test"]`` combined and evaluates on ``"train"``, AME Sec. 4.1).
-    With ``check`` a missing file raises :class:`~polyvse.errors.DataError`.
+    ``muse/`` folder. "0-5000" and "5000-6500" are the RECONSTRUCTED split files (see the module docstring),
+    not the official MUSE files. A list of names gives a list of paths. With ``check`` a missing file raises
+    :class:`~polyvse.errors.DataError`. For training or evaluation pairs use :func:`muse_lexicon`.
     """
     if not isinstance(split, str):
         return [muse_paths(root, src, tgt, s, check=check) for s in split]  # type: ignore[misc]
@@ -140,3 +149,35 @@ def muse_paths(root: str | os.PathLike, src: str, tgt: str, split: str | Sequenc
         raise DataError(f"MUSE {split!r} dictionary for {src}-{tgt} not found; expected the MUSE folder "
                         f"(full/, splits_reconstructed/) at {base}", path)
     return path
+
+
+def split_lexicon(pairs: Sequence[tuple[str, str]], held_out: tuple[int, int] = HELD_OUT_RANKS
+                  ) -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
+    """``(train pairs, test pairs)``: the one train/test split of a MUSE dictionary, disjoint by source word.
+
+    Source words are ranked by their first line in ``pairs`` (MUSE's ``full`` files list them by
+    frequency). The test part is every pair of the source words ranked ``held_out[0]`` to ``held_out[1] - 1``
+    (default 5000-6499: MUSE's own test band, and exactly the pairs of the reconstructed
+    ``*.5000-6500.txt`` files); the train part is every pair of every OTHER source word (the first 5000 and
+    the rarer ones after 6500). So no test source word has a pair in the train part, whatever its
+    translations; a target word may be in both parts (as in MUSE's split). Pair order is kept.
+    """
+    start, end = held_out
+    if not 0 <= start < end:
+        raise ValueError(f"held_out must be ranks (start, end) with 0 <= start < end, got {held_out}")
+    rank: dict[str, int] = {}
+    for s, _ in pairs:
+        rank.setdefault(s, len(rank))
+    train = [p for p in pairs if not start <= rank[p[0]] < end]
+    test = [p for p in pairs if start <= rank[p[0]] < end]
+    return train, test
+
+
+def muse_lexicon(root: str | os.PathLike, src: str, tgt: str, part: str) -> list[tuple[str, str]]:
+    """The ``part`` ("train" or "test") of the MUSE ``src``-``tgt`` dictionary: :func:`split_lexicon` of
+    ``full/<src>-<tgt>.txt``. Models train on "train" only and are evaluated on "test". Works for every
+    pair that has a ``full`` file (e.g. fr-de, which has no split files)."""
+    if part not in LEXICON_PARTS:
+        raise ValueError(f"unknown lexicon part {part!r}; use one of {', '.join(LEXICON_PARTS)}")
+    train, test = split_lexicon(read_muse_dictionary(muse_paths(root, src, tgt, "full")))
+    return train if part == "train" else test

@@ -93,7 +93,8 @@ def run_task(args, root: Path) -> int:
     elif args.task == "sts":
         print(markdown_table({"Pearson r x 100": result}, keys=list(result), row_label="SemEval STS"))
     else:
-        print(markdown_table(result, keys=["p_at_1", "n_words", "n_vocab"], row_label="language -> en"))
+        print(markdown_table(result, keys=["p_at_1", "n_words", "train_p_at_1", "n_train_words", "n_vocab"],
+                             row_label="language -> en"))
     if args.json:
         write_json_atomic(Path(args.json), {"task": args.task, "checkpoint": str(Path(args.checkpoint)),
                                             "result": result})
