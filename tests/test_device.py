@@ -269,7 +269,7 @@ def test_torch_exact_search_matches_faiss_across_chunks():
 
 
 def test_extractor_precision_changes_its_cache_key(two_fake_gpus):
-    from polyvse.features.extractor import get_extractor
+    from polyvse.features.backbones import get_extractor
 
     ext = get_extractor("efficientnet-lite0")
     fp32_key = ext.key

@@ -6,7 +6,7 @@ from collections import Counter
 import numpy as np
 import pytest
 
-from polyvse.group_balanced_sampling import GroupBalancedBatchSampler
+from polyvse.sampling import GroupBalancedBatchSampler
 from polyvse.sampling import PhotoTupleBatchSampler
 
 

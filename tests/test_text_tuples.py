@@ -22,7 +22,7 @@ from polyvse.data.types import Caption, Corpus, Photo
 from polyvse.errors import DataError
 from polyvse.models import JointEmbeddingModel, ModelConfig
 from polyvse.models.text_input import CaptionEncoder
-from polyvse.text_tuple_sampler import (
+from polyvse.sampling.text_tuples import (
     InterleavedTextTupleSampler,
     TextTupleBatchSampler,
     spread,

@@ -12,7 +12,7 @@ import torch
 
 from polyvse.alignment import rcsls_loss
 from polyvse.data.caption_limit import limit_captions
-from polyvse.epoch_schedule import CaptionSubsetSampler, RepeatedPassSampler, StagedSampler
+from polyvse.sampling import CaptionSubsetSampler, RepeatedPassSampler, StagedSampler
 from polyvse.errors import DataError
 from polyvse.models import JointEmbeddingModel, ModelConfig, TextEncoder
 from polyvse.models.language_mapping import LanguageMapping, fit_language_map

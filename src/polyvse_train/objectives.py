@@ -29,10 +29,8 @@ from polyvse.errors import DataError
 from polyvse.losses import (GroupedHingeLoss, HingeRankingLoss, LanguageAdversarialLoss, LanguageClassifier,
                             MlmmeLoss, NeighbourhoodConstraintLoss, ParallelLoss, PivotLoss, every_negative)
 from polyvse.losses.adversarial import masked_mean
-from polyvse.epoch_schedule import RepeatedPassSampler, StagedSampler
-from polyvse.group_balanced_sampling import GroupBalancedBatchSampler
-from polyvse.sampling import DistinctPhotoBatchSampler, PhotoTupleBatchSampler
-from polyvse.text_tuple_sampler import InterleavedTextTupleSampler, TextTupleBatchSampler
+from polyvse.sampling import (DistinctPhotoBatchSampler, GroupBalancedBatchSampler, InterleavedTextTupleSampler,
+                              PhotoTupleBatchSampler, RepeatedPassSampler, StagedSampler, TextTupleBatchSampler)
 
 from .distributed import gather_with_grad, shard
 from .text_corpus import text_tuple_loss

@@ -32,7 +32,7 @@ from polyvse.progress import Progress
 
 from .config import TrainConfig
 from .distributed import DistInfo, barrier, init_distributed, shutdown
-from .objectives import Objective, batch_scores  # noqa: F401  (batch_scores: re-exported)
+from .objectives import Objective
 from .pretrained_tower import pretrained_caption_encoder, uses_pretrained_tower
 from .text_corpus import TextTupleSet, build_caption_encoder, load_text_corpus
 
@@ -102,7 +102,7 @@ def resolve_split(corpus: Corpus, cfg: TrainConfig) -> tuple[set[str], set[str]]
 def prepare_data(cfg: TrainConfig, root: Path, smoke: bool = False, progress: bool = True) -> PreparedData:
     from polyvse.data.registry import load_dataset
     from polyvse.features.cache import extract_features
-    from polyvse.features.extractor import get_extractor
+    from polyvse.features.backbones import get_extractor
 
     corpus = load_dataset(cfg.dataset, root).filter(langs=cfg.languages)
     train_ids, eval_ids = resolve_split(corpus, cfg)

@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from polyvse.epoch_schedule import CaptionSubsetSampler, StagedSampler
+from polyvse.sampling import CaptionSubsetSampler, StagedSampler
 from polyvse.errors import DataError
 from polyvse.models.language_mapping import fit_language_map
 
