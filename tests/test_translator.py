@@ -19,7 +19,7 @@ from polyvse.models.language_mapping import LanguageMapping, fit_language_map
 from polyvse.sampling import DistinctPhotoBatchSampler
 from polyvse_train.config import TrainConfig
 from polyvse_train.train import STATE, train
-from polyvse_train.translator import TranslatorSchedule
+from polyvse_train.objectives.translator import TranslatorSchedule
 
 CONFIGS = Path(__file__).resolve().parents[1] / "configs"
 

@@ -32,7 +32,7 @@ from polyvse.progress import Progress
 
 from .config import TrainConfig
 from .distributed import DistInfo, barrier, init_distributed, shutdown
-from .objectives import Objective
+from .objectives import build_objective
 from .pretrained_tower import pretrained_caption_encoder, uses_pretrained_tower
 from .text_corpus import TextTupleSet, build_caption_encoder, load_text_corpus
 
@@ -292,7 +292,7 @@ def _train(cfg: TrainConfig, out_dir: Path, root: Path, dist_info: DistInfo, *, 
     seed_everything(cfg.seed)
     data.features = data.features.to(device)  # once: batches index it where the model is
     model = build_model(cfg, data).to(device)  # initialised on the CPU, so every device starts from the same weights
-    objective = Objective(cfg, model, data, root, smoke=smoke).to(device)  # its own parameters (MULE, AME)
+    objective = build_objective(cfg, model, data, root, smoke=smoke).to(device)  # its own parameters (MULE, AME)
     if cfg.word_init == "muse":
         log.info("lexicon initialisation: %d words start at their English translation",
                  objective.aligner.lexicon_init())
