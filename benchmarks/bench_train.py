@@ -73,12 +73,13 @@ def bound_captions_per_s(cfg, data, batches, repeats: int = 1, device=None, prec
 
 def mule_bound_captions_per_s(cfg, data, root, batches, epoch: int) -> float:
     """MULE's matching-phase step (the objective's own loss code) on random word ids of the real shapes."""
-    from polyvse_train.objectives import Objective
+    from polyvse_train.objectives import build_objective
+    from polyvse_train.objectives.tuples import EncodedSlots
     from polyvse_train.train import build_model, build_optimiser, seed_everything
 
     seed_everything(cfg.seed)
     model = build_model(cfg, data).train()
-    objective = Objective(cfg, model, data, root)
+    objective = build_objective(cfg, model, data, root)
     optimiser = build_optimiser(cfg, model, list(objective.parameters()))
     gen = torch.Generator().manual_seed(0)
     vocab = len(data.captions.vocab)
@@ -95,7 +96,7 @@ def mule_bound_captions_per_s(cfg, data, root, batches, epoch: int) -> float:
         if i == 1:  # the first step is a warm-up, not timed
             n, start = 0, time.perf_counter()
         text, words = model.text_features(ids, lengths, langs)
-        loss, _ = objective._mule(model, photo_rows, valid, text, words, lengths, langs, epoch)
+        loss, _ = objective.tuple_loss(photo_rows, EncodedSlots(valid, text, words, lengths, langs), epoch)
         optimise(cfg, model, optimiser, loss)
         n += len(lengths)
     return n / (time.perf_counter() - start)
@@ -103,7 +104,7 @@ def mule_bound_captions_per_s(cfg, data, root, batches, epoch: int) -> float:
 
 def measure_mule(config_path: str, root, epochs: int, quick: bool) -> dict:
     from polyvse_train.config import TrainConfig
-    from polyvse_train.objectives import Objective
+    from polyvse_train.objectives import build_objective
     from polyvse_train.train import build_model, prepare_data, train
 
     cfg = TrainConfig.load(config_path)
@@ -113,7 +114,7 @@ def measure_mule(config_path: str, root, epochs: int, quick: bool) -> dict:
         cfg.smoke_photos, cfg.smoke_epochs, cfg.batch_size = 48, 2, 16
     torch.set_num_threads(cfg.threads)
     data = prepare_data(cfg, root, smoke=quick, progress=False)
-    batches = Objective(cfg, build_model(cfg, data), data, root).sampler().epoch_batches(1)
+    batches = build_objective(cfg, build_model(cfg, data), data, root).sampler().epoch_batches(1)
     before = mule_bound_captions_per_s(cfg, data, root, batches, epoch=epochs - 1)
     with tempfile.TemporaryDirectory() as tmp:
         train(cfg, tmp, root, smoke=quick, progress=False, device="cpu")  # its bound runs on the CPU

@@ -165,7 +165,7 @@ def test_vse_loss_runs_on_fake_cuda():
     from polyvse.text.vocab import Vocabulary
     from polyvse_train.config import TrainConfig
     from polyvse_train.distributed import DistInfo
-    from polyvse_train.objectives import Objective
+    from polyvse_train.objectives import build_objective
 
     class CpuPadding(CaptionEncoder):
         """Pads on real CPU tensors, as in training (fake tensors cannot size a padded batch)."""
@@ -184,7 +184,7 @@ def test_vse_loss_runs_on_fake_cuda():
     with mode, torch.device("cuda"):
         model = tiny_model(vocab_size=len(vocab))
         data = SimpleNamespace(features=torch.zeros(3, 8), train=train, captions=CpuPadding(vocab))
-        objective = Objective(cfg, model, data)
+        objective = build_objective(cfg, model, data)
     with mode:
         loss, _ = objective(model, [0, 2, 4], DistInfo(), epoch=0)
     assert loss.device.type == "cuda"
@@ -269,7 +269,7 @@ def test_torch_exact_search_matches_faiss_across_chunks():
 
 
 def test_extractor_precision_changes_its_cache_key(two_fake_gpus):
-    from polyvse.features.extractor import get_extractor
+    from polyvse.features.backbones import get_extractor
 
     ext = get_extractor("efficientnet-lite0")
     fp32_key = ext.key

@@ -10,13 +10,8 @@ import torch
 from torchvision.models import ResNet152_Weights
 
 from polyvse.errors import PolyvseError
-from polyvse.features.extractor import (
-    FeatureExtractor,
-    UnknownBackboneError,
-    WeightsUnavailableError,
-    available_backbones,
-    get_extractor,
-)
+from polyvse.features.backbones import available_backbones, get_extractor
+from polyvse.features.extractor import FeatureExtractor, UnknownBackboneError, WeightsUnavailableError
 from polyvse.features.images import load_image
 
 CATEGORIES = ResNet152_Weights.IMAGENET1K_V1.meta["categories"]  # no download needed

@@ -21,7 +21,7 @@ import pytest
 
 from polyvse.errors import DataError
 from polyvse.features.cache import FeatureCache, extract_features
-from polyvse.features.extractor import get_extractor
+from polyvse.features.backbones import get_extractor
 from polyvse.features.images import load_image
 
 

@@ -6,7 +6,7 @@ from collections import Counter
 import numpy as np
 import pytest
 
-from polyvse.group_balanced_sampling import GroupBalancedBatchSampler
+from polyvse.sampling import GroupBalancedBatchSampler
 from polyvse.sampling import PhotoTupleBatchSampler
 
 
@@ -103,9 +103,9 @@ def test_batch_smaller_than_number_of_groups_is_an_error():
 def test_trainer_rejects_group_balanced_with_caption_batches():
     from polyvse.errors import DataError
     from polyvse_train.config import TrainConfig
-    from polyvse_train.objectives import Objective
+    from polyvse_train.objectives import build_objective
 
     with pytest.raises(DataError, match="sampler group_balanced .* objective pivot"):
-        Objective(TrainConfig(objective="vse", sampler="group_balanced"), model=None, data=None)
+        build_objective(TrainConfig(objective="vse", sampler="group_balanced"), model=None, data=None)
     with pytest.raises(DataError, match="sampler 'balanced': use one of distinct, group_balanced"):
-        Objective(TrainConfig(objective="pivot", sampler="balanced"), model=None, data=None)
+        build_objective(TrainConfig(objective="pivot", sampler="balanced"), model=None, data=None)

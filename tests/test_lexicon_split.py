@@ -67,7 +67,7 @@ def _source_words(vocab, lang: str, rows) -> set[str]:
 
 
 def test_ame_aligner_and_lexicon_init_never_use_a_test_source_word(tmp_path):
-    from polyvse_train.objectives import WordAligner
+    from polyvse_train.objectives.word_alignment import WordAligner
 
     write_muse_full(tmp_path, "de", "en")
     model, data, vocab = _model_and_data("de", "en")

@@ -12,7 +12,7 @@ import select
 
 from polyvse.data import fetch as fetch_mod
 from polyvse.features.cache import extract_features
-from polyvse.features.extractor import get_extractor
+from polyvse.features.backbones import get_extractor
 from polyvse.models.pretrained import encode_cached
 from polyvse.progress import Progress, track
 from polyvse_train.config import TrainConfig

@@ -250,7 +250,8 @@ def _tiny_setup(tmp_path):
     from PIL import Image
 
     from polyvse.checkpoint import Checkpoint, save_checkpoint
-    from polyvse.features.extractor import FeatureExtractor, Preprocess, register_backbone
+    from polyvse.features.backbones import register_backbone
+    from polyvse.features.extractor import FeatureExtractor, Preprocess
     from polyvse.models import JointEmbeddingModel, ModelConfig
     from polyvse.models.text_input import CaptionEncoder
 

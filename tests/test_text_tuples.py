@@ -22,18 +22,17 @@ from polyvse.data.types import Caption, Corpus, Photo
 from polyvse.errors import DataError
 from polyvse.models import JointEmbeddingModel, ModelConfig
 from polyvse.models.text_input import CaptionEncoder
-from polyvse.text_tuple_sampler import (
+from polyvse.sampling.text_tuples import (
     InterleavedTextTupleSampler,
     TextTupleBatchSampler,
     spread,
 )
 from polyvse_train.config import TrainConfig
-from polyvse_train.objectives import Objective
+from polyvse_train.objectives import build_objective
 from polyvse_train.text_corpus import (
     build_caption_encoder,
     check_text_corpus_config,
     load_text_corpus,
-    text_tuple_loss,
 )
 from polyvse_train.train import CaptionSet, PreparedData, resolve_split, train
 
@@ -220,13 +219,13 @@ def test_text_only_tuples_give_gradient_to_the_text_branch_only(over):
         vocab_size=len(data.captions.vocab), image_dim=12, embed_dim=16, word_dim=8, hidden_dim=16,
         text_sharing=cfg.text_sharing, universal_dim=cfg.universal_dim,
         languages=languages if per_language else []))
-    objective = Objective(cfg, model, data)
+    objective = build_objective(cfg, model, data)
     batches = objective.sampler().epoch_batches(0)
     assert all(len(b) == 3 for b in batches) and sum(len(b[2]) for b in batches) == 2  # 8 tuples / batch 4
     text_batches = [t for b in batches for t in b[2]]
     for epoch in ((0, 1) if cfg.objective == "mule" else (0,)):  # mule: LP epoch, then NC
         model.zero_grad(set_to_none=True)
-        loss = text_tuple_loss(objective, model, text_batches, epoch)
+        loss = objective.text_batch_loss(text_batches, epoch)
         assert loss is not None and loss.item() > 0
         loss.backward()
         assert all(p.grad is None for p in model.image_head.parameters())  # no image in a text-only tuple
@@ -235,8 +234,8 @@ def test_text_only_tuples_give_gradient_to_the_text_branch_only(over):
     # a training step = the image batch's loss + the text terms of its text batches
     with_text = next(b for b in batches if b[2])
     total, parts = objective(model, with_text, _NoDist(), 1)
-    alone, _ = objective._batch_loss(model, with_text[:2], _NoDist(), 1)
-    text = text_tuple_loss(objective, model, with_text[2], 1)
+    alone, _ = objective.image_batch_loss(model, with_text[:2], _NoDist(), 1)
+    text = objective.text_batch_loss(with_text[2], 1)
     assert torch.allclose(total, alone + text) and parts["text_tuples"] == pytest.approx(text.item())
 
 
@@ -260,7 +259,7 @@ def test_hard_negative_warmup_sums_every_negative_then_mines(kind):
         model = JointEmbeddingModel(ModelConfig(
             vocab_size=len(data.captions.vocab), image_dim=12, embed_dim=16, word_dim=8, hidden_dim=16,
             universal_dim=cfg.universal_dim, languages=languages if cfg.universal_dim else []))
-        return Objective(cfg, model, data)
+        return build_objective(cfg, model, data)
 
     warm, summed, mined = (objective_with(top_k=1, hard_negative_warmup_epochs=2), objective_with(top_k=0),
                            objective_with(top_k=1))

@@ -1,6 +1,8 @@
 """polyvse: multilingual image-text retrieval in one embedding space."""
 
-__version__ = "0.1.0"
+from ._version import __version__
+
+__all__ = ["__version__", "load"]
 
 
 def load(path, device="auto"):

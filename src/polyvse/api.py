@@ -42,7 +42,7 @@ class PolyvseModel:
     def extractor(self):
         """The image backbone the model was trained on; a mismatch is an error, never silent garbage."""
         if self._extractor is None:
-            from .features.extractor import get_extractor
+            from .features.backbones import get_extractor
 
             ext = get_extractor(self.checkpoint.backbone, ten_crop=self.checkpoint.ten_crop)
             # a model trained on bf16 features (their key says so) reads bf16 features

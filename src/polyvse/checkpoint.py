@@ -20,8 +20,8 @@ from pathlib import Path
 import torch
 from safetensors.torch import load_file, save_file
 
-from . import __version__
-from .atomic import atomic_open, write_json_atomic  # noqa: F401  (write_json_atomic re-exported)
+from ._version import __version__
+from .atomic import atomic_open, write_json_atomic
 from .errors import CheckpointError, DataError
 from .models.joint import JointEmbeddingModel, ModelConfig
 from .models.pretrained.captions import KIND as PRETRAINED_CAPTIONS, PretrainedCaptionEncoder

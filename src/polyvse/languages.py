@@ -15,6 +15,11 @@ SUPPORTED_LANGUAGES: dict[str, str] = {
 }
 
 
+#: languages written without spaces between words: their own word tokenisers (jieba, MeCab), and BLEU on
+#: characters or their own tokenisation
+CJK_LANGUAGES = frozenset({"zh", "ja"})
+
+
 def check_language(code: str, where: str = "") -> str:
     """Return `code` normalised to lower case, or raise naming the supported codes."""
     norm = (code or "").strip().lower()

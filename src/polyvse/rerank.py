@@ -44,7 +44,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from .errors import DataError
-from .languages import check_language
+from .languages import CJK_LANGUAGES, check_language
 
 __all__ = [
     "Hypothesis",
@@ -318,7 +318,7 @@ def _ref_streams(references: Sequence[str] | Sequence[Sequence[str]], n: int) ->
 
 
 def _asian(lang: str | None) -> bool:
-    return lang in ("zh", "ja")
+    return lang in CJK_LANGUAGES
 
 
 def _bleu_options(lang: str | None, tokenize: str | None) -> dict[str, Any]:

@@ -1,5 +1,5 @@
 """Text-side data at scale in a training run (TrainConfig.text_corpus): load the caption tuples of photos
-without an image in the run, build the vocabulary with them, and compute their caption–caption terms.
+without an image in the run, and build the vocabulary with them (their caption–caption terms are the objectives' ``text_batch_loss``).
 
 How the papers use such data, and what this does with it:
 - Gella et al. (PARALLEL) and Calixto & Liu (MLMME) train on Multi30K (29k photos, task2's independent en/de
@@ -10,7 +10,7 @@ How the papers use such data, and what this does with it:
   MLMME's R_ML (weight 1 - beta), MULE's neighbourhood constraints on u and s (weight nc_weight; u only
   during the LP epochs). The image terms, and MULE's language classifier, see the image batches only.
 - Interleaved, not extra steps: every image batch carries the epoch's text batches spread evenly over the
-  steps (``polyvse.text_tuple_sampler``), so one optimiser step sums the image batch's loss and the text
+  steps (``polyvse.sampling.text_tuples``), so one optimiser step sums the image batch's loss and the text
   terms -- the papers' per-batch objective over photo tuples -- and the number of steps is unchanged.
   Text batches have ``batch_size`` tuples (same negatives, same hinge scale as the image batches) and the
   same per-language caption quotas; ``text_tuples_per_epoch`` caps the tuples of an epoch.
@@ -29,7 +29,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-import torch
 
 from polyvse.data.types import Corpus
 from polyvse.errors import DataError
@@ -72,6 +71,8 @@ def check_text_corpus_config(cfg) -> None:
     """Clear errors for text_corpus settings that cannot work (before any data is read)."""
     from polyvse.data.text_tuples import TEXT_CORPORA
 
+    from .objectives import objective_class
+
     if cfg.text_corpus not in TEXT_CORPORA:
         raise DataError(f"text_corpus {cfg.text_corpus!r}: use one of {', '.join(TEXT_CORPORA)}")
     if cfg.text_tuples_per_epoch < 0 or cfg.text_vocab_min_count < 0:
@@ -81,20 +82,10 @@ def check_text_corpus_config(cfg) -> None:
     if cfg.text_tuples_per_epoch == 0:
         raise DataError("text_tuples_per_epoch is 0: the text corpus would be loaded and never used; "
                         "set text_corpus: none or a positive text_tuples_per_epoch")
-    if not has_caption_caption_term(cfg):
+    if not objective_class(cfg).has_caption_caption_term(cfg):
         raise DataError(f"text_corpus {cfg.text_corpus!r} feeds only caption-caption terms (objective parallel, "
                         "mlmme with beta < 1, mule with nc_weight > 0 or lp_epochs > 0); objective "
                         f"{cfg.objective!r} with these weights has none: set text_corpus: none")
-
-
-def has_caption_caption_term(cfg) -> bool:
-    if cfg.objective == "parallel":
-        return True
-    if cfg.objective == "mlmme":
-        return cfg.beta < 1
-    if cfg.objective == "mule":
-        return cfg.nc_weight > 0 or cfg.lp_epochs > 0
-    return False
 
 
 def load_text_corpus(cfg, root: Path, corpus: Corpus, eval_ids: set[str], smoke: bool = False) -> Corpus | None:
@@ -187,47 +178,3 @@ def build_caption_encoder(cfg, texts_by_lang: dict[str, list[str]], text: Corpus
         langs=[c.lang for c in text.captions], flat=lookup[tok.flat] if len(tok.flat) else tok.flat,
         offsets=tok.offsets, max_len=cfg.max_len)
     return encoder, tuples
-
-
-def text_tuple_loss(objective, model, text_batches, epoch: int) -> torch.Tensor | None:
-    """The caption–caption terms of the objective on text-only tuple batches (summed), or None when the
-    objective has no such term in this epoch. Only the text branch is used: the batches have no image."""
-    from polyvse.losses.adversarial import masked_mean
-
-    cfg, data = objective.cfg, objective.data.text_tuples
-    kind = objective.kind
-    if kind == "mule" and epoch >= objective.lp_epochs and cfg.nc_weight <= 0:
-        return None
-    if kind == "mlmme" and objective.multi.beta >= 1:
-        return None
-    slot_langs = objective.sampler_slot_langs()
-    terms = []
-    for slots in text_batches:
-        valid = slots >= 0
-        flat = slots[valid]  # row-major: tuple by tuple, slot by slot
-        if len(flat) < 2:
-            continue
-        ids, lengths = CaptionEncoder.pad([data.ids(c) for c in flat])
-        langs = [data.langs[c] for c in flat]
-        text, words = model.text_features(ids, lengths, langs)
-        if kind == "mule":
-            labels = torch.as_tensor(np.nonzero(valid)[0], dtype=torch.long)
-            u = masked_mean(words, torch.arange(words.shape[1])[None, :] < lengths[:, None])
-            if epoch < objective.lp_epochs:
-                terms.append(objective.neighbourhood([u], labels))
-            else:
-                terms.append(cfg.nc_weight * objective.neighbourhood([u, text], labels))
-            continue
-        n, s = slots.shape
-        where = torch.as_tensor(np.flatnonzero(valid.reshape(-1)), device=text.device)
-        full = text.new_zeros((n * s, text.shape[1])).index_copy(0, where, text).view(n, s, -1)
-        present = [j for j in range(s) if valid[:, j].any()]  # a language the corpus lacks (e.g. zh) is skipped
-        captions = {slot_langs[j]: full[:, j] for j in present}
-        masks = {slot_langs[j]: torch.as_tensor(valid[:, j]) for j in present}
-        if kind == "parallel":
-            terms.append(objective.multi[1](None, captions, masks))
-        elif kind == "mlmme":
-            terms.append((1 - objective.multi.beta) * objective.multi.multilingual(None, captions, masks))
-        else:
-            raise DataError(f"objective {kind!r} has no caption-caption term for text_corpus; set text_corpus: none")
-    return torch.stack(terms).sum() if terms else None

@@ -32,7 +32,7 @@ from polyvse.progress import Progress
 
 from .config import TrainConfig
 from .distributed import DistInfo, barrier, init_distributed, shutdown
-from .objectives import Objective, batch_scores  # noqa: F401  (batch_scores: re-exported)
+from .objectives import build_objective
 from .pretrained_tower import pretrained_caption_encoder, uses_pretrained_tower
 from .text_corpus import TextTupleSet, build_caption_encoder, load_text_corpus
 
@@ -102,7 +102,7 @@ def resolve_split(corpus: Corpus, cfg: TrainConfig) -> tuple[set[str], set[str]]
 def prepare_data(cfg: TrainConfig, root: Path, smoke: bool = False, progress: bool = True) -> PreparedData:
     from polyvse.data.registry import load_dataset
     from polyvse.features.cache import extract_features
-    from polyvse.features.extractor import get_extractor
+    from polyvse.features.backbones import get_extractor
 
     corpus = load_dataset(cfg.dataset, root).filter(langs=cfg.languages)
     train_ids, eval_ids = resolve_split(corpus, cfg)
@@ -275,12 +275,58 @@ def set_rng_state(state: dict, device: torch.device) -> None:
         torch.cuda.set_rng_state(state["cuda"], device)
 
 
+@dataclass
+class TrainingRun:
+    """What the loop carries from setup to finish: the run's parts and its position (epoch, batch, step)."""
+
+    cfg: TrainConfig
+    out_dir: Path
+    dist_info: DistInfo
+    smoke: bool
+    progress: bool
+    t0: float
+    data: PreparedData
+    model: JointEmbeddingModel
+    forward: torch.nn.Module  # the model, or its DDP wrapper
+    objective: torch.nn.Module
+    optimiser: torch.optim.Optimizer
+    sampler: object
+    epochs: int  # pre-epochs (MULE's LP, the Translator's source stage) + the schedule's epochs
+    run_key: dict
+    device: torch.device
+    precision: str  # fp32 | bf16 (autocast, CUDA only)
+    epoch: int = 0
+    batch_pos: int = 0
+    step: int = 0
+
+    @property
+    def state_path(self) -> Path:
+        return self.out_dir / STATE
+
+
 def _train(cfg: TrainConfig, out_dir: Path, root: Path, dist_info: DistInfo, *, resume: bool, smoke: bool,
            save_every: int, progress: bool, max_steps: int | None, device: torch.device, precision: str) -> dict:
     out_dir.mkdir(parents=True, exist_ok=True)
     # Under torchrun the cores are shared between ranks.
     torch.set_num_threads(max(1, cfg.threads // dist_info.world_size))
-    progress = progress and dist_info.is_main
+    run = setup_run(cfg, out_dir, root, dist_info, smoke=smoke, progress=progress and dist_info.is_main,
+                    device=device, precision=precision)
+    if resume:
+        resume_run(run)
+    stopped = False
+    while run.epoch < run.epochs and not stopped:
+        stopped = train_one_epoch(run, save_every=save_every, max_steps=max_steps)
+    barrier(dist_info)
+    if stopped and run.epoch < run.epochs:
+        return {"stopped_at_step": run.step}
+    if not dist_info.is_main:
+        return {"rank": dist_info.rank}
+    return finish_run(run)
+
+
+def setup_run(cfg: TrainConfig, out_dir: Path, root: Path, dist_info: DistInfo, *, smoke: bool,
+              progress: bool, device: torch.device, precision: str) -> TrainingRun:
+    """Data, model, objective, optimiser and sampler of a run, at epoch 0."""
     t0 = time.time()
     if dist_info.enabled and not dist_info.is_main:
         barrier(dist_info)  # rank 0 fills the feature cache first; the others then read it
@@ -292,7 +338,7 @@ def _train(cfg: TrainConfig, out_dir: Path, root: Path, dist_info: DistInfo, *, 
     seed_everything(cfg.seed)
     data.features = data.features.to(device)  # once: batches index it where the model is
     model = build_model(cfg, data).to(device)  # initialised on the CPU, so every device starts from the same weights
-    objective = Objective(cfg, model, data, root, smoke=smoke).to(device)  # its own parameters (MULE, AME)
+    objective = build_objective(cfg, model, data, root, smoke=smoke).to(device)  # its own parameters (MULE, AME)
     if cfg.word_init == "muse":
         log.info("lexicon initialisation: %d words start at their English translation",
                  objective.aligner.lexicon_init())
@@ -304,117 +350,126 @@ def _train(cfg: TrainConfig, out_dir: Path, root: Path, dist_info: DistInfo, *, 
             model, device_ids=[device.index] if device.type == "cuda" else None,
             find_unused_parameters=model.needs_language)
     aux = [p for n, p in objective.named_parameters() if not n.startswith("aligner.")]
-    optimiser = build_optimiser(cfg, model, aux)
-    sampler = objective.sampler()
-    lp_epochs = objective.pre_epochs  # MULE's LP epochs / the Translator's source stage, before the schedule
-    epochs = (cfg.smoke_epochs if smoke else cfg.epochs) + lp_epochs
     run_key = {"config": cfg.to_dict(), "smoke": smoke, "vocab": data.captions.fingerprint(),
                "features": data.feature_key}
+    return TrainingRun(cfg=cfg, out_dir=out_dir, dist_info=dist_info, smoke=smoke, progress=progress, t0=t0,
+                       data=data, model=model, forward=forward, objective=objective,
+                       optimiser=build_optimiser(cfg, model, aux), sampler=objective.sampler(),
+                       epochs=(cfg.smoke_epochs if smoke else cfg.epochs) + objective.pre_epochs, run_key=run_key,
+                       device=device, precision=precision)
 
-    state_path = out_dir / STATE
-    epoch, batch_pos, step = 0, 0, 0
-    if resume and state_path.exists():
-        state = load_training_state(state_path)
-        if state["run_key"] != run_key:
-            raise TrainingStateMismatch("the saved training state belongs to a different config, data or "
-                                        "vocabulary; start without --resume or use another --out", state_path)
-        model.load_state_dict(state["model"])
-        optimiser.load_state_dict(state["optimiser"])
-        if "objective" in state:
-            objective.load_state_dict(state["objective"])
-        epoch, batch_pos, step = state["epoch"], state["batch"], state["step"]
-        set_rng_state(state["rng"], device)
-        log.info("resuming at epoch %d batch %d (step %d)", epoch, batch_pos, step)
-    elif resume:
-        log.info("no training state in %s; starting from scratch", out_dir)
 
-    def save_state() -> None:
-        if not dist_info.is_main:
-            return
-        save_training_state({
-            "run_key": run_key, "model": model.state_dict(), "optimiser": optimiser.state_dict(),
-            "objective": objective.state_dict(),
-            "epoch": epoch, "batch": batch_pos, "step": step,
-            "rng": rng_state(device),
-        }, state_path)
+def resume_run(run: TrainingRun) -> None:
+    """Continue from the training state in the output folder, if there is one."""
+    if not run.state_path.exists():
+        log.info("no training state in %s; starting from scratch", run.out_dir)
+        return
+    state = load_training_state(run.state_path)
+    if state["run_key"] != run.run_key:
+        raise TrainingStateMismatch("the saved training state belongs to a different config, data or "
+                                    "vocabulary; start without --resume or use another --out", run.state_path)
+    run.model.load_state_dict(state["model"])
+    run.optimiser.load_state_dict(state["optimiser"])
+    if "objective" in state:
+        run.objective.load_state_dict(state["objective"])
+    run.epoch, run.batch_pos, run.step = state["epoch"], state["batch"], state["step"]
+    set_rng_state(state["rng"], run.device)
+    log.info("resuming at epoch %d batch %d (step %d)", run.epoch, run.batch_pos, run.step)
 
-    history_path = out_dir / "train_log.jsonl"
-    stopped = False
-    while epoch < epochs and not stopped:
-        lr = cfg.lr * (0.1 if epoch - lp_epochs >= cfg.lr_decay_epoch else 1.0)
-        for group in optimiser.param_groups:
-            group["lr"] = lr
-        if batch_pos == 0:
-            objective.start_epoch(epoch)  # e.g. the Translator's map initialisation at the target stage
-        batches = sampler.epoch_batches(epoch)
-        if smoke and cfg.smoke_max_batches > 0:
-            batches = batches[: cfg.smoke_max_batches]
-        model.train()
-        losses = []
-        n_items, t_epoch = 0, time.perf_counter()
-        # a bar on a terminal, and one line per epoch ("epoch 3/15: loss 0.123, 15 s") in any case
-        with Progress(range(batch_pos, len(batches)), desc=f"epoch {epoch + 1}/{epochs}", unit="batch",
-                      enabled=progress) as bar:
-            for b in bar:
-                with autocast(device, precision):
-                    loss, _parts = objective(forward, batches[b], dist_info, epoch)
-                optimiser.zero_grad(set_to_none=True)
-                loss.backward()
-                if cfg.grad_clip > 0:
-                    torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
-                optimiser.step()
-                losses.append(loss.item())
-                n_items += batch_items(batches[b])
-                step += 1
-                objective.after_step(step)
-                batch_pos = b + 1
-                if save_every and step % save_every == 0:
-                    save_state()
-                if max_steps is not None and step >= max_steps:
-                    stopped = True
-                    break
-            if stopped and batch_pos < len(batches):
-                save_state()
-                bar.close(f"stopped at step {step} (batch {batch_pos} of {len(batches)})")
+
+def save_run_state(run: TrainingRun) -> None:
+    if not run.dist_info.is_main:
+        return
+    save_training_state({
+        "run_key": run.run_key, "model": run.model.state_dict(), "optimiser": run.optimiser.state_dict(),
+        "objective": run.objective.state_dict(),
+        "epoch": run.epoch, "batch": run.batch_pos, "step": run.step,
+        "rng": rng_state(run.device),
+    }, run.state_path)
+
+
+def train_one_epoch(run: TrainingRun, *, save_every: int = 0, max_steps: int | None = None) -> bool:
+    """Train from the run's position to the end of its epoch (state saved after it); True when ``max_steps``
+    stopped it first."""
+    cfg, objective, optimiser = run.cfg, run.objective, run.optimiser
+    lr = cfg.lr * (0.1 if run.epoch - objective.pre_epochs >= cfg.lr_decay_epoch else 1.0)
+    for group in optimiser.param_groups:
+        group["lr"] = lr
+    if run.batch_pos == 0:
+        objective.start_epoch(run.epoch)  # e.g. the Translator's map initialisation at the target stage
+    batches = run.sampler.epoch_batches(run.epoch)
+    if run.smoke and cfg.smoke_max_batches > 0:
+        batches = batches[: cfg.smoke_max_batches]
+    run.model.train()
+    losses = []
+    n_items, t_epoch, stopped = 0, time.perf_counter(), False
+    # a bar on a terminal, and one line per epoch ("epoch 3/15: loss 0.123, 15 s") in any case
+    with Progress(range(run.batch_pos, len(batches)), desc=f"epoch {run.epoch + 1}/{run.epochs}", unit="batch",
+                  enabled=run.progress) as bar:
+        for b in bar:
+            losses.append(train_step(run, batches[b]))
+            n_items += batch_items(batches[b])
+            run.batch_pos = b + 1
+            if save_every and run.step % save_every == 0:
+                save_run_state(run)
+            if max_steps is not None and run.step >= max_steps:
+                stopped = True
                 break
-            epoch, batch_pos = epoch + 1, 0
-            save_state()
-            record = {"epoch": epoch, "step": step, "lr": lr, "loss": float(np.mean(losses)) if losses else None,
-                      "seconds": round(time.time() - t0, 1),
-                      # throughput of the training loop alone (sampling, padding, forward, backward, step)
-                      "loop_seconds": round(time.perf_counter() - t_epoch, 3), "items": n_items,
-                      **objective.epoch_log()}
-            if dist_info.is_main:
-                with open(history_path, "a", encoding="utf-8") as f:
-                    f.write(json.dumps(record) + "\n")
-            # no losses: resumed from a state saved after the epoch's last batch
-            bar.close(f"loss {record['loss']:.3f}" if losses else "no batches left")
-    barrier(dist_info)
-    if stopped and epoch < epochs:
-        return {"stopped_at_step": step}
-    if not dist_info.is_main:
-        return {"rank": dist_info.rank}
+        if stopped and run.batch_pos < len(batches):
+            save_run_state(run)
+            bar.close(f"stopped at step {run.step} (batch {run.batch_pos} of {len(batches)})")
+            return True
+        run.epoch, run.batch_pos = run.epoch + 1, 0
+        save_run_state(run)
+        record = {"epoch": run.epoch, "step": run.step, "lr": lr,
+                  "loss": float(np.mean(losses)) if losses else None, "seconds": round(time.time() - run.t0, 1),
+                  # throughput of the training loop alone (sampling, padding, forward, backward, step)
+                  "loop_seconds": round(time.perf_counter() - t_epoch, 3), "items": n_items,
+                  **objective.epoch_log()}
+        if run.dist_info.is_main:
+            with open(run.out_dir / "train_log.jsonl", "a", encoding="utf-8") as f:
+                f.write(json.dumps(record) + "\n")
+        # no losses: resumed from a state saved after the epoch's last batch
+        bar.close(f"loss {record['loss']:.3f}" if losses else "no batches left")
+    return stopped
 
+
+def train_step(run: TrainingRun, batch) -> float:
+    """One optimisation step on one batch (and the objective's after-step hook); returns the loss."""
+    with autocast(run.device, run.precision):
+        loss, _parts = run.objective(run.forward, batch, run.dist_info, run.epoch)
+    run.optimiser.zero_grad(set_to_none=True)
+    loss.backward()
+    if run.cfg.grad_clip > 0:
+        torch.nn.utils.clip_grad_norm_(run.model.parameters(), run.cfg.grad_clip)
+    run.optimiser.step()
+    run.step += 1
+    run.objective.after_step(run.step)
+    return loss.item()
+
+
+def finish_run(run: TrainingRun) -> dict:
+    """Evaluate on the evaluation split, write the checkpoint and metrics.json; returns the metrics."""
+    cfg, data, model = run.cfg, run.data, run.model
     model.eval()
     ckpt = Checkpoint(model=model, captions=data.captions, backbone=cfg.backbone, feature_key=data.feature_key,
                       ten_crop=cfg.ten_crop, languages=list(cfg.languages))
-    wrapped = PolyvseModel(ckpt)
-    per_lang = evaluate_split(wrapped, data, data.eval, data.eval_rows, cfg.languages)
+    per_lang = evaluate_split(PolyvseModel(ckpt), data, data.eval, data.eval_rows, cfg.languages)
     metrics = {
         "dataset": cfg.dataset, "split": f"{cfg.split}/{cfg.eval_split}" if cfg.split == "official" else cfg.split,
-        "seed": cfg.seed, "smoke": smoke, "languages": per_lang,
+        "seed": cfg.seed, "smoke": run.smoke, "languages": per_lang,
         "n_train_photos": int(len(data.train_rows)), "n_train_captions": int(len(data.train.ids)),
         "n_train_captions_by_language": {lang: data.train.langs.count(lang) for lang in cfg.languages},
         "n_failed_photos": data.n_failed_photos, "vocab_size": vocab_size(data.captions),
         "parameters": int(sum(p.numel() for p in model.parameters())),
-        "wall_time_s": round(time.time() - t0, 1), "config": cfg.to_dict(),
-        "device": str(device), "precision": precision,
+        "wall_time_s": round(time.time() - run.t0, 1), "config": cfg.to_dict(),
+        "device": str(run.device), "precision": run.precision,
     }
-    metrics.update(objective.epoch_log())
+    metrics.update(run.objective.epoch_log())
     if data.text_tuples is not None:
         metrics["text_corpus"] = data.text_tuples.summary()
     ckpt.training = {"data": cfg.dataset, "split": metrics["split"], "seed": cfg.seed, "commit": git_commit(),
                      "config": cfg.to_dict(), "metrics": per_lang}
-    save_checkpoint(ckpt, out_dir / "checkpoint")
-    write_json_atomic(out_dir / "metrics.json", metrics)
+    save_checkpoint(ckpt, run.out_dir / "checkpoint")
+    write_json_atomic(run.out_dir / "metrics.json", metrics)
     return metrics

@@ -15,7 +15,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from polyvse.atomic import atomic_path, write_json_atomic  # noqa: F401  (write_json_atomic: re-exported)
+from polyvse.atomic import atomic_path
 
 from .zoo import OFFICIAL, RUN_FILE, TASKS_FILE, ERROR_FILE
 

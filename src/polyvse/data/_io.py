@@ -13,7 +13,6 @@ from pathlib import Path
 from collections import OrderedDict
 from typing import Callable, Hashable, Iterable, Iterator
 
-from ..atomic import atomic_open  # noqa: F401  (re-exported: readers and fetch write through it)
 from ..errors import DataError
 
 _FLICKR_NAME = re.compile(r"^(\d+)_[0-9A-Za-z]+$")

@@ -50,7 +50,7 @@ from ..errors import DataError
 from ..progress import Progress, track
 from . import flickr8kcn as _cn
 from . import multi30k as _m30k
-from ._io import atomic_open
+from ..atomic import atomic_open
 
 CORPORA = ("multi30k", "flickr8kcn", "flickr8k", "flickr8k-224", "muse", "sts")  # "all" fetches them in this order
 

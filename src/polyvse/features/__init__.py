@@ -26,8 +26,8 @@ __all__ = [
 
 _LAZY = {
     "FeatureExtractor": "extractor",
-    "available_backbones": "extractor",
-    "get_extractor": "extractor",
+    "available_backbones": "backbones",
+    "get_extractor": "backbones",
     "FeatureCache": "cache",
     "FeatureResult": "cache",
     "extract_features": "cache",

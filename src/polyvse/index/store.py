@@ -43,7 +43,7 @@ from typing import Callable, Iterator
 import numpy as np
 
 from ..atomic import atomic_path, fsync_dir
-from .. import __version__
+from .._version import __version__
 from ..errors import CheckpointError, DataError
 from .fingerprint import model_fingerprint, short, similarity_name
 

@@ -54,7 +54,18 @@ class MlmmeLoss(nn.Module):
         """(R_MM, R_ML), unweighted; ``masks`` as in PivotLoss / ParallelLoss."""
         return self.multimodal(images, captions, masks), self.multilingual(images, captions, masks)
 
+    def forward_with_parts(self, images: torch.Tensor, captions: Mapping[str, torch.Tensor],
+                           masks: Mapping[str, torch.Tensor] | None = None
+                           ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+        """(the loss, {"r_mm": R_MM, "r_ml": R_ML}) for logging the two terms."""
+        r_mm, r_ml = self.parts(images, captions, masks)
+        return self.beta * r_mm + (1.0 - self.beta) * r_ml, {"r_mm": r_mm, "r_ml": r_ml}
+
     def forward(self, images: torch.Tensor, captions: Mapping[str, torch.Tensor],
                 masks: Mapping[str, torch.Tensor] | None = None) -> torch.Tensor:
-        r_mm, r_ml = self.parts(images, captions, masks)
-        return self.beta * r_mm + (1.0 - self.beta) * r_ml
+        return self.forward_with_parts(images, captions, masks)[0]
+
+    def caption_caption(self, captions: Mapping[str, torch.Tensor],
+                        masks: Mapping[str, torch.Tensor] | None = None) -> torch.Tensor:
+        """(1 - beta) * R_ML alone: the term of caption tuples that have no image (text-only corpora)."""
+        return (1.0 - self.beta) * self.multilingual(None, captions, masks)

@@ -18,12 +18,12 @@ import functools
 import logging
 import threading
 
-from ..languages import SUPPORTED_LANGUAGES, check_language
+from ..languages import CJK_LANGUAGES, SUPPORTED_LANGUAGES, check_language
 
 __all__ = ["tokenize", "MOSES_LANGUAGES", "tokenizer_name"]
 
-#: Languages tokenized with Moses rules (sacremoses).
-MOSES_LANGUAGES = frozenset({"en", "de", "fr", "cs"})
+#: Languages tokenized with Moses rules (sacremoses): every supported language but the CJK ones.
+MOSES_LANGUAGES = frozenset(SUPPORTED_LANGUAGES) - CJK_LANGUAGES
 
 _lock = threading.Lock()
 

@@ -34,7 +34,7 @@ def register(sub) -> None:
 
 def run(args) -> int:
     import polyvse
-    from polyvse.checkpoint import write_json_atomic
+    from polyvse.atomic import write_json_atomic
     from polyvse.data.registry import load_dataset
     from polyvse.evaluation.report import markdown_table
 
@@ -74,7 +74,7 @@ def run(args) -> int:
 
 def run_task(args, root: Path) -> int:
     import polyvse
-    from polyvse.checkpoint import write_json_atomic
+    from polyvse.atomic import write_json_atomic
     from polyvse.errors import DataError
     from polyvse.evaluation.crosslingual import crosslingual_table
     from polyvse.evaluation.report import markdown_table

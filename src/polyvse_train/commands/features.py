@@ -116,7 +116,7 @@ def _extract(args, role, device) -> int:
     """
     from polyvse.errors import DataError
     from polyvse.features.cache import extract_features
-    from polyvse.features.extractor import available_backbones, get_extractor
+    from polyvse.features.backbones import available_backbones, get_extractor
     from polyvse_train.shard_role import run_shard
 
     workers = workers_of(args, device)
@@ -168,7 +168,7 @@ def _extract(args, role, device) -> int:
 
 
 def run_backbones(args) -> int:
-    from polyvse.features.extractor import available_backbones
+    from polyvse.features.backbones import available_backbones
 
     notes = {
         "efficientnet-lite0": "1280-d, ImageNet weights included, works offline (default)",

@@ -42,8 +42,7 @@ def run(args) -> int:
     import numpy as np
 
     import polyvse
-    from polyvse.checkpoint import write_json_atomic
-    from polyvse.data._io import atomic_open
+    from polyvse.atomic import atomic_open, write_json_atomic
     from polyvse.errors import DataError
     from polyvse.features.cache import extract_features
     from polyvse.languages import check_language

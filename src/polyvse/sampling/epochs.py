@@ -1,4 +1,4 @@
-"""How an epoch is made from a batch sampler (``polyvse.sampling``): on a subset of the captions, in stages,
+"""How an epoch is made from a batch sampler: on a subset of the captions, in stages,
 or as several passes. Like the samplers, every wrapper's batches depend only on (seed, epoch), so resumed
 runs stay identical to uninterrupted ones.
 

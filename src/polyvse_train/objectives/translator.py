@@ -1,4 +1,5 @@
-"""The Translator's training schedule (poster "Grounding multilingual concepts with vision", Sec. 2-3).
+"""translator: the Translator's training schedule (poster "Grounding multilingual concepts with vision",
+Sec. 2-3), objective vse in two stages.
 
     source stage   ``source_epochs`` epochs on the ``source_language`` captions only (the poster's de model:
                    its text encoder and image head are what "initialized with de weights" means here)
@@ -19,9 +20,11 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from polyvse.epoch_schedule import CaptionSubsetSampler, StagedSampler
+from polyvse.sampling import CaptionSubsetSampler, StagedSampler
 from polyvse.errors import DataError
 from polyvse.models.language_mapping import fit_language_map
+
+from .vse import VseObjective
 
 log = logging.getLogger("polyvse.train")
 MAP_INITS = ("random", "lexicon")
@@ -118,3 +121,28 @@ class TranslatorSchedule:
 
     def log(self) -> dict:
         return {"language_map_fit": dict(self.fits)} if self.fits else {}
+
+
+class TranslatorObjective(VseObjective):
+    """Objective vse with the Translator's stages: chosen for objective vse when ``source_language`` or
+    ``language_map`` is set (``polyvse_train.objectives.objective_name``)."""
+
+    name = "translator"
+
+    def __init__(self, cfg, model, data, root=None, smoke: bool = False):
+        super().__init__(cfg, model, data, root, smoke)
+        self.translator = TranslatorSchedule(cfg, model, data, root, smoke)
+
+    @property
+    def pre_epochs(self) -> int:
+        return self.translator.source_epochs
+
+    def batch_sampler(self):
+        train = self.data.train
+        return self.translator.wrap_sampler(self.make_sampler, train.photo_row, train.langs)
+
+    def start_epoch(self, epoch: int) -> None:
+        self.translator.start_epoch(epoch)  # the map's lexicon initialisation at the target stage
+
+    def epoch_log(self) -> dict:
+        return {**self.translator.log(), **super().epoch_log()}

@@ -24,7 +24,7 @@ import math
 
 import numpy as np
 
-from .sampling import PhotoTupleBatchSampler
+from .photo_tuples import PhotoTupleBatchSampler
 
 __all__ = ["GroupBalancedBatchSampler"]
 
@@ -38,7 +38,7 @@ class GroupBalancedBatchSampler(PhotoTupleBatchSampler):
         super().__init__(caption_photo, caption_lang, quotas, batch_size, seed=seed, drop_last=drop_last)
         langs = list(self.quotas)
         by_group: dict[tuple[str, ...], list[int]] = {}
-        for i, caps in enumerate(self._caps):  # i: index into self.photos
+        for i, caps in enumerate(self.slots.captions):  # i: index into self.photos
             key = tuple(lang for lang in langs if caps.get(lang))
             by_group.setdefault(key, []).append(i)
         #: group label ("en+zh") -> indices into ``self.photos``, groups in order of their language sets

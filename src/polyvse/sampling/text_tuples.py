@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from .slots import CaptionSlots
+
 #: mixed into the RNG seeds so the text streams never coincide with the image sampler's (seed, epoch) stream
 _ORDER_STREAM, _CAPTION_STREAM = 7001, 7002
 
@@ -30,17 +32,10 @@ class TextTupleBatchSampler:
             raise ValueError("batch_size must be >= 2: the ranking losses need in-batch negatives")
         if per_epoch < 0:
             raise ValueError(f"per_epoch must be >= 0, got {per_epoch}")
-        if not quotas or any(int(q) < 1 for q in quotas.values()):
-            raise ValueError(f"quotas must map languages to positive counts, got {quotas!r}")
-        self.quotas = {lang: int(q) for lang, q in quotas.items()}
-        self.slot_langs = [lang for lang, q in self.quotas.items() for _ in range(q)]
+        self.slots = CaptionSlots(caption_tuple, caption_lang, quotas)
+        self.quotas, self.slot_langs = self.slots.quotas, self.slots.slot_langs
         self.batch_size, self.per_epoch, self.seed = batch_size, per_epoch, seed
-        by_tuple: dict[int, dict[str, list[int]]] = {}
-        for idx, (t, lang) in enumerate(zip(np.asarray(caption_tuple).tolist(), caption_lang)):
-            if lang in self.quotas:
-                by_tuple.setdefault(int(t), {}).setdefault(lang, []).append(idx)
-        self.tuples = np.array(sorted(by_tuple), dtype=np.int64)
-        self._caps = [by_tuple[int(t)] for t in self.tuples]
+        self.tuples = self.slots.owners
 
     @property
     def tuples_per_epoch(self) -> int:
@@ -59,15 +54,7 @@ class TextTupleBatchSampler:
     def epoch_batches(self, epoch: int) -> list[np.ndarray]:
         chosen = self.epoch_tuples(epoch)
         rng = np.random.default_rng([self.seed, epoch, _CAPTION_STREAM])
-        slots = np.full((len(chosen), len(self.slot_langs)), -1, dtype=np.int64)
-        for row, p in enumerate(chosen):
-            col = 0
-            for lang, q in self.quotas.items():
-                caps = self._caps[p].get(lang, [])
-                if caps:
-                    for j, c in enumerate(rng.permutation(len(caps))[:q]):
-                        slots[row, col + j] = caps[c]
-                col += q
+        slots = self.slots.draw(rng, chosen)
         return [slots[s:s + self.batch_size] for s in range(0, len(chosen), self.batch_size)
                 if len(chosen) - s >= 2]
 

@@ -1,0 +1,51 @@
+"""The backbone registry: ``get_extractor(name)`` builds a ready extractor; built-in backbones register on
+first use, so importing this module loads no network code."""
+
+from __future__ import annotations
+
+from typing import Callable
+
+from .extractor import FeatureExtractor, UnknownBackboneError
+
+__all__ = ["available_backbones", "get_extractor", "register_backbone"]
+
+_REGISTRY: dict[str, Callable[..., FeatureExtractor]] = {}
+
+
+def register_backbone(name: str, factory: Callable[..., FeatureExtractor]) -> None:
+    """Make ``get_extractor(name, ...)`` call ``factory(ten_crop=..., **kwargs)``."""
+    _REGISTRY[name] = factory
+
+
+def _ensure_builtin() -> None:
+    if "efficientnet-lite0" not in _REGISTRY:
+        from .efficientnet import EfficientNetLite0Extractor, EfficientNetLite1Extractor, EfficientNetLite2Extractor
+        from .resnet import ResNet152Extractor
+
+        for cls in (EfficientNetLite0Extractor, EfficientNetLite1Extractor, EfficientNetLite2Extractor):
+            register_backbone(cls.name, cls)
+        register_backbone("resnet152", ResNet152Extractor)
+
+
+def available_backbones() -> list[str]:
+    """Names :func:`get_extractor` accepts; the first is the default."""
+    _ensure_builtin()
+    return list(_REGISTRY)
+
+
+def get_extractor(name: str = "efficientnet-lite0", ten_crop: bool = False, **kwargs) -> FeatureExtractor:
+    """Build a ready-to-use (eval mode, frozen) extractor.
+
+    ``efficientnet-lite0`` / ``-lite1`` / ``-lite2`` (1280-d) ship their ImageNet weights in pip packages and
+    work offline;
+    ``resnet152`` (2048-d) needs torchvision's ImageNet weights in the torch hub cache or a
+    network connection (otherwise :class:`WeightsUnavailableError` says what to do).
+    """
+    _ensure_builtin()
+    try:
+        factory = _REGISTRY[name]
+    except KeyError:
+        raise UnknownBackboneError(
+            f"unknown image backbone {name!r}; choose one of: {', '.join(_REGISTRY)}"
+        ) from None
+    return factory(ten_crop=ten_crop, **kwargs)

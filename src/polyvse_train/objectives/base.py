@@ -1,0 +1,129 @@
+"""The interface every training objective implements, and what they share.
+
+An objective turns a batch of its sampler into a loss:
+
+    sampler()                           the batches of an epoch (``polyvse.sampling``), wrapped here for
+                                        ``min_batches_per_epoch`` and for text-only tuples (``text_corpus``)
+    image_batch_loss(forward, batch, dist_info, epoch) -> (loss, {part: float})
+    text_batch_loss(text_batches, epoch) -> loss | None     optional: the caption-caption terms of text-only
+                                        tuple batches (objectives with such a term override it)
+
+``forward`` (``objective(forward, batch, dist_info, epoch)``) adds the two and applies the hard-negative
+warm-up. An objective also owns the parameters that are not part of the retrieval model (MULE's language
+classifier, AME's translators, in its state_dict) and hooks that run around the loop (``start_epoch``,
+``after_step``, ``epoch_log``). Photos lacking a language keep their place in tuple batches; the losses mask
+their empty slots.
+"""
+from __future__ import annotations
+
+from contextlib import nullcontext
+from pathlib import Path
+from typing import ClassVar
+
+import torch
+from torch import nn
+
+from polyvse.errors import DataError
+from polyvse.losses import every_negative
+from polyvse.sampling import (InterleavedTextTupleSampler, RepeatedPassSampler, StagedSampler,
+                              TextTupleBatchSampler, slot_languages)
+
+from .word_alignment import WordAligner
+
+SAMPLERS = ("distinct", "group_balanced")  # TrainConfig.sampler
+
+
+class Objective(nn.Module):
+    """Base class of the objectives (module docstring). Subclasses set ``name`` and implement
+    ``batch_sampler`` and ``image_batch_loss``."""
+
+    name: ClassVar[str] = ""
+
+    def __init__(self, cfg, model, data, root: Path | None = None, smoke: bool = False):
+        super().__init__()
+        if cfg.sampler not in SAMPLERS:
+            raise DataError(f"sampler {cfg.sampler!r}: use one of {', '.join(SAMPLERS)}")
+        if cfg.lp_epochs > 0 and self.name != "mule":
+            raise DataError(f"lp_epochs is MULE's LP stage: use it with objective mule, not {cfg.objective!r}")
+        self.cfg = cfg
+        self.model = [model]  # a list: the model is not a submodule (its weights live in the checkpoint)
+        self.data = data
+        top_k = cfg.top_k or None
+        if cfg.max_violation and top_k not in (None, 1):
+            raise DataError("max_violation means top_k 1; set one of them")
+        if cfg.hard_negative_warmup_epochs < 0:
+            raise DataError(f"hard_negative_warmup_epochs must be 0 or more, got {cfg.hard_negative_warmup_epochs}")
+        #: the negatives of every ranking loss: all, the hardest (max violation) or the K hardest
+        self.rank = dict(max_violation=cfg.max_violation and top_k is None, top_k=top_k)
+        #: captions per photo per language (tuple objectives and text-only tuples); {} = 1 each
+        self.quotas = cfg.quotas or {lang: 1 for lang in cfg.languages}
+        self.slot_langs = slot_languages(self.quotas)
+        self.root, self.smoke = root, smoke
+        if cfg.word_init not in ("random", "muse"):
+            raise DataError(f"word_init {cfg.word_init!r}: use random or muse")
+        # AME: the lexicons serve the alignment loss, the lexicon initialisation and the alignment ratio.
+        self.aligner = WordAligner(cfg, model, data, root, smoke) if cfg.align or cfg.word_init == "muse" else None
+
+    # -- the interface -------------------------------------------------------------------------------
+    def batch_sampler(self):
+        """The sampler of the image batches."""
+        raise NotImplementedError
+
+    def image_batch_loss(self, forward, batch, dist_info, epoch: int) -> tuple[torch.Tensor, dict]:
+        raise NotImplementedError
+
+    def text_batch_loss(self, text_batches, epoch: int) -> torch.Tensor | None:
+        """The caption-caption terms on text-only tuple batches, or None when there is none this epoch."""
+        raise DataError(f"objective {self.cfg.objective!r} has no caption-caption term for text_corpus; "
+                        "set text_corpus: none")
+
+    @classmethod
+    def has_caption_caption_term(cls, cfg) -> bool:
+        """Whether ``cfg`` gives this objective a term that text-only tuples can feed."""
+        return False
+
+    @property
+    def pre_epochs(self) -> int:
+        """Epochs before the main schedule (its lr decay counts from here): MULE's LP, the Translator's source."""
+        return 0
+
+    # -- shared machinery ----------------------------------------------------------------------------
+    def sampler(self):
+        sampler = self.batch_sampler()
+        min_batches = self.cfg.min_batches_per_epoch
+        if min_batches > 0:
+            sampler = (StagedSampler(RepeatedPassSampler(sampler.first, min_batches),
+                                     RepeatedPassSampler(sampler.second, min_batches), sampler.switch_epoch)
+                       if isinstance(sampler, StagedSampler) else RepeatedPassSampler(sampler, min_batches))
+        text = getattr(self.data, "text_tuples", None)
+        if text is not None:  # cfg.text_corpus: text-only tuple batches ride along with the image batches
+            cfg = self.cfg
+            sampler = InterleavedTextTupleSampler(sampler, TextTupleBatchSampler(
+                text.tuple_index, text.langs, self.quotas, cfg.batch_size, cfg.text_tuples_per_epoch, seed=cfg.seed))
+        return sampler
+
+    def forward(self, forward, batch, dist_info, epoch: int) -> tuple[torch.Tensor, dict]:
+        with every_negative(self) if self.warming_up(epoch) else nullcontext():
+            loss, parts = self.image_batch_loss(forward, batch, dist_info, epoch)
+            if isinstance(batch, tuple) and len(batch) == 3 and batch[2]:  # + text-only tuples (cfg.text_corpus)
+                text = self.text_batch_loss(batch[2], epoch)
+                if text is not None:
+                    loss = loss + text
+                    parts["text_tuples"] = text.item()
+        return loss, parts
+
+    def warming_up(self, epoch: int) -> bool:
+        """True in the first ``hard_negative_warmup_epochs`` epochs of the main schedule."""
+        return 0 <= epoch - self.pre_epochs < self.cfg.hard_negative_warmup_epochs
+
+    # -- hooks ---------------------------------------------------------------------------------------
+    def start_epoch(self, epoch: int) -> None:
+        pass
+
+    def after_step(self, step: int) -> dict:
+        if self.cfg.align and step % self.aligner.every == 0:
+            return {"align_loss": self.aligner.step()}
+        return {}
+
+    def epoch_log(self) -> dict:
+        return {} if self.aligner is None else {"alignment_ratio": self.aligner.ratios()}

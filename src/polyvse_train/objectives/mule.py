@@ -1,0 +1,65 @@
+"""mule: batches of distinct photos with several captions per language (MULE's quotas); top-K
+image-sentence hinge (lambda_3 = 1) + neighbourhood constraints on the universal and the sentence layer
+(lambda_1 = nc_weight) + adversarial language classifier through gradient reversal (lambda_2 = lc_weight);
+the first ``lp_epochs`` epochs are MULE's "LP" pretraining on caption pairs. Text-only tuples feed the
+neighbourhood constraints (u only during LP)."""
+from __future__ import annotations
+
+import torch
+
+from polyvse.losses import GroupedHingeLoss, LanguageAdversarialLoss, LanguageClassifier, NeighbourhoodConstraintLoss
+
+from .tuples import TupleObjective
+
+
+class MuleObjective(TupleObjective):
+    name = "mule"
+
+    def __init__(self, cfg, model, data, root=None, smoke: bool = False):
+        super().__init__(cfg, model, data, root, smoke)
+        self.matching = GroupedHingeLoss(cfg.margin, **self.rank)
+        self.neighbourhood = NeighbourhoodConstraintLoss(cfg.nc_margin, top_k=self.rank["top_k"])
+        if cfg.lc_weight > 0:
+            u_dim = model.config.universal_dim or model.config.pretrained_dim or model.config.word_dim
+            self.language_loss = LanguageAdversarialLoss(LanguageClassifier(u_dim, len(cfg.languages)))
+        self.lp_epochs = min(cfg.lp_epochs, 1) if smoke else cfg.lp_epochs  # a smoke run keeps one LP epoch
+
+    @property
+    def pre_epochs(self) -> int:
+        return self.lp_epochs
+
+    @classmethod
+    def has_caption_caption_term(cls, cfg) -> bool:
+        return cfg.nc_weight > 0 or cfg.lp_epochs > 0
+
+    def has_text_term(self, epoch: int) -> bool:
+        return epoch < self.lp_epochs or self.cfg.nc_weight > 0
+
+    def tuple_loss(self, photo_rows, encoded, epoch):
+        cfg, model = self.cfg, self.model[0]
+        caption_image, u = encoded.caption_image(), encoded.sentence_u()
+        parts = {}
+        if epoch < self.lp_epochs:  # LP: align the universal embedding on caption pairs before everything else
+            loss = self.neighbourhood([u], caption_image)
+            parts["lp"] = loss.item()
+        else:
+            loss = self.matching(model.scores(self.images(photo_rows), encoded.text), caption_image)
+            parts["matching"] = loss.item()
+            if cfg.nc_weight > 0:
+                nc = self.neighbourhood([u, encoded.text], caption_image)
+                loss = loss + cfg.nc_weight * nc
+                parts["nc"] = nc.item()
+            if cfg.lc_weight > 0:
+                index = {lang: i for i, lang in enumerate(cfg.languages)}
+                lc = self.language_loss(u, torch.tensor([index[lang] for lang in encoded.langs]))
+                loss = loss + cfg.lc_weight * lc
+                parts["lc"] = lc.item()
+        if cfg.word_l2 > 0:
+            loss = loss + cfg.word_l2 * model.text_encoder.embed.weight.pow(2).sum()
+        return loss, parts
+
+    def text_tuple_loss(self, encoded, epoch):
+        labels, u = encoded.caption_image(), encoded.sentence_u()
+        if epoch < self.lp_epochs:
+            return self.neighbourhood([u], labels)
+        return self.cfg.nc_weight * self.neighbourhood([u, encoded.text], labels)
