@@ -90,7 +90,7 @@ def test_ame_aligner_and_lexicon_init_never_use_a_test_source_word(tmp_path):
 
 
 def test_translator_lexicon_map_is_fitted_on_train_source_words_only(tmp_path):
-    from polyvse_train.translator import lexicon_rows
+    from polyvse_train.objectives.translator import lexicon_rows
 
     write_muse_full(tmp_path, "fr", "de")
     _, data, vocab = _model_and_data("fr", "de")

@@ -16,7 +16,7 @@ from polyvse.models import JointEmbeddingModel, ModelConfig
 from polyvse.models.text_input import CaptionEncoder
 from polyvse_train.config import TrainConfig
 from polyvse_train.train import resolve_split
-from polyvse_train.translator import vocabulary_rows
+from polyvse_train.objectives.translator import vocabulary_rows
 
 LANGS = ["en", "de", "fr", "cs", "zh"]
 
