@@ -42,8 +42,8 @@ runs/model/index/manifest.json: runs/model/metrics.json
 	$(BIN)/polyvse index build --checkpoint runs/model/checkpoint --images $(POLYVSE_DATA)/flickr8k-224/images \
 		--out runs/model/index --force --quiet
 
-# docs/service.md: index, search and serve the demo checkpoint (runs/demo/checkpoint, from `make demo`) for real
-walkthrough: setup data
+# docs/service.md: index, search and serve the product model (runs/model/checkpoint, from `make model`) for real
+walkthrough: setup data model
 	$(BIN)/python scripts/service_walkthrough.py
 
 # Headless Chromium for tests/test_browser.py: installed once with apt-get, a no-op afterwards. Where it cannot

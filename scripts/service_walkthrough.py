@@ -341,8 +341,9 @@ def _startup_lines(log_text: str) -> list[str]:
 def parse_args(argv: list[str] | None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--checkpoint", default="runs/demo/checkpoint", metavar="DIR",
-                   help="trained checkpoint (default: %(default)s, from `make demo`)")
+    p.add_argument("--checkpoint", default="runs/model/checkpoint", metavar="DIR",
+                   help="trained checkpoint (default: %(default)s, from `make model`; runs/demo/checkpoint from "
+                   "`make demo` works too)")
     p.add_argument("--data-root", metavar="DIR",
                    help="data root holding flickr8k/images and the caption corpora (default: $POLYVSE_DATA)")
     p.add_argument("--work", default="runs/walkthrough", metavar="DIR",
@@ -372,7 +373,7 @@ def main(argv: list[str] | None = None) -> int:
     places = Places(repo=REPO, data_root=_resolve(data_root), work=_resolve(args.work),
                     checkpoint=_resolve(args.checkpoint), out=out)
     images = places.data_root / "flickr8k" / "images"
-    for need, what in ((places.checkpoint / "training.json", "checkpoint (run `make demo`)"),
+    for need, what in ((places.checkpoint / "training.json", "checkpoint (run `make model`, or pass --checkpoint runs/demo/checkpoint after `make demo`)"),
                        (images, "photo folder flickr8k/images of the data root (run `make data`)")):
         if not need.exists():
             print(f"service_walkthrough: no {what}: {need}", file=sys.stderr)
@@ -434,12 +435,12 @@ def _header(places: Places, command: str, started, load_before: float, load_afte
     dirty = bool(_git("status", "--porcelain", "--untracked-files=no"))
     repo_state = f"commit `{head}`" + (" with uncommitted changes" if dirty else "") if head else "(no git)"
     data_line = ("export POLYVSE_DATA=$PWD/.data     # as the Makefile does: reuse the data and feature cache of "
-                 "`make demo`" if places.data_root == (places.repo / ".data").resolve()
+                 "`make model`" if places.data_root == (places.repo / ".data").resolve()
                  else "export POLYVSE_DATA=/path/to/data   # the data root that holds flickr8k/images")
     return textwrap.dedent(f"""\
         # Putting a trained model to work: index, search, service
 
-        After `make demo` there is a trained model in `runs/demo/checkpoint`. This page turns it into a photo search
+        After `make model` there is a trained model in `{places.arg(places.checkpoint)}`. This page turns it into a photo search
         engine: a FAISS index of the photos, a command-line search in any of the model's languages, and an HTTP service
         with a web page. Every command and request below was run as shown, and the output under it is what it printed.
 
