@@ -188,11 +188,11 @@ def run_merge(args) -> int:
     return 0
 
 
-def load_model_for(index, checkpoint: str | None, device="auto"):
+def load_model_for(index, checkpoint: str | None, device="auto", *, text_only: bool = False):
     """The model for an index: --checkpoint if given, else the checkpoint recorded in the index."""
     from polyvse.index import model_for_index
 
-    return model_for_index(index, checkpoint, device=device)
+    return model_for_index(index, checkpoint, device=device, text_only=text_only)
 
 
 def run_add(args) -> int:

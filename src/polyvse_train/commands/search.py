@@ -58,7 +58,8 @@ def run(args) -> int:
     if args.query is None and args.lang:
         raise DataError("--lang is for text queries only")
     index = PhotoIndex.open(args.index)
-    model, _ = load_model_for(index, args.checkpoint, args.device)
+    # a text query of a word-level model runs in numpy: no torch to import (seconds of start-up)
+    model, _ = load_model_for(index, args.checkpoint, args.device, text_only=args.query is not None)
     searcher = Searcher(model, index)
 
     if args.query is not None:
