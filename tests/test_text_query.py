@@ -115,19 +115,23 @@ SEARCH_WITHOUT_TORCH = """
 import json, sys
 from polyvse_train.cli import main
 code = main(sys.argv[1:])
-print(json.dumps({"code": code, "torch": "torch" in sys.modules}), file=sys.stderr)
+print(json.dumps({"code": code, "torch": "torch" in sys.modules,
+                  "faiss_threads": sys.modules["faiss"].omp_get_max_threads()}), file=sys.stderr)
 """
+THREAD_SETTINGS = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
 
 
 def test_cli_text_search_of_a_word_level_checkpoint_does_not_import_torch(tmp_path):
+    """...and runs on one math thread (no thread pools to start for one query)."""
     checkpoint = trained_checkpoint(tmp_path / "c")
     index = _scratch_index(tmp_path, checkpoint)
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO / "src"), os.environ.get("PYTHONPATH", "")])}
+    env = {k: v for k, v in os.environ.items() if k not in THREAD_SETTINGS}
+    env["PYTHONPATH"] = os.pathsep.join([str(REPO / "src"), os.environ.get("PYTHONPATH", "")])
     proc = subprocess.run([sys.executable, "-c", SEARCH_WITHOUT_TORCH, "search", "--index", str(index),
                            "zwei Hunde spielen im Schnee", "--lang", "de", "-k", "30", "--json"],
                           capture_output=True, text=True, env=env, timeout=120)
     status = json.loads(proc.stderr.strip().splitlines()[-1])
-    assert status == {"code": 0, "torch": False}, proc.stderr
+    assert status == {"code": 0, "torch": False, "faiss_threads": 1}, proc.stderr
     got = json.loads(proc.stdout)["results"]
     want = Searcher(polyvse.load(checkpoint), PhotoIndex.open(index)).text("zwei Hunde spielen im Schnee", "de", k=30)
     assert [h["id"] for h in got] == [h.id for h in want.hits]

@@ -37,7 +37,7 @@ def _add_photo_source(p) -> None:
 
 
 def register(sub) -> None:
-    from polyvse.index import DEFAULT_EXACT_THRESHOLD, DEFAULT_RECALL_TARGET
+    from polyvse.index.defaults import DEFAULT_EXACT_THRESHOLD, DEFAULT_RECALL_TARGET
 
     p = sub.add_parser("index", help="build a searchable photo index with a trained model")
     actions = p.add_subparsers(dest="index_command", required=True)
