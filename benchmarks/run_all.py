@@ -321,7 +321,7 @@ def markdown(r: dict) -> str:
     if c:
         lines += ["", "## Command-line search start-up (bench_cli_startup.py)", "",
                   f"`{c['command']}` ({c['index_photos']} photos), fresh process: median **{c['cli_search_s']:.2f} s** "
-                  f"over {c['repeats']} runs (python alone {c['python_startup_s']:.2f} s). The same search stage by "
+                  f"over {c['repeats']} runs, CPU {c['cli_search_cpu_s']:.2f} s (python alone {c['python_startup_s']:.2f} s). The same search stage by "
                   f"stage, median s (numpy text path / torch model, same ranking: {c['same_ranking']}):", "",
                   "| stage | numpy path | torch path |", "| --- | --- | --- |"]
         fast, slow = c["numpy_text_path"]["stages_s_median"], c["torch_path"]["stages_s_median"]
