@@ -12,6 +12,8 @@ other's timings if run together), with a timeout that keeps the whole run inside
                                                                           ann_p50_ms, ann_recall_at_10
     bench_gpu.py      on a CUDA GPU only (else skipped, saying so): extraction photos/s, training vs the
                       bare-kernel bound on the GPU, exact and IVF search over 10M vectors -> gpu_* keys
+    bench_cli_startup.py  one `polyvse search` text query, fresh process -> cli_search_s (needs the demo
+                          index runs/demo/index; without it the key stays null with a note)
 
 A benchmark that is missing, fails or times out leaves its keys null with a note saying why; the
 others still run and the results are still written (atomically: temp file + rename), and the exit
@@ -47,8 +49,10 @@ HEADLINE = {  # key -> (target as text, predicate on the value or None)
     "gpu_train_throughput_ratio": ("(measured, GPU)", None),
     "gpu_exact_10m_p50_ms": ("(measured, GPU)", None),
     "gpu_ivf_10m_p50_ms": ("(measured, GPU, recall@10 >= 0.95)", None),
+    "cli_search_s": ("about 1 s", lambda v: v <= 1.5),
 }
 GPU_KEYS = [k for k in HEADLINE if k.startswith("gpu_")]
+DEMO_INDEX = REPO / "runs" / "demo" / "index"
 
 
 def log(msg: str) -> None:
@@ -313,6 +317,18 @@ def markdown(r: dict) -> str:
                   f"retrieval_metrics on {ev['n_images']} images × {ev['n_captions']} captions: median "
                   f"{ev['median_s']:.2f} s (numpy input), torch input "
                   f"{sorted(ev['retrieval_metrics_torch_s'])[len(ev['retrieval_metrics_torch_s']) // 2]:.2f} s."]
+    c = d.get("cli")
+    if c:
+        lines += ["", "## Command-line search start-up (bench_cli_startup.py)", "",
+                  f"`{c['command']}` ({c['index_photos']} photos), fresh process: median **{c['cli_search_s']:.2f} s** "
+                  f"over {c['repeats']} runs, CPU {c['cli_search_cpu_s']:.2f} s (python alone {c['python_startup_s']:.2f} s). The same search stage by "
+                  f"stage, median s (numpy text path / torch model, same ranking: {c['same_ranking']}):", "",
+                  "| stage | numpy path | torch path |", "| --- | --- | --- |"]
+        fast, slow = c["numpy_text_path"]["stages_s_median"], c["torch_path"]["stages_s_median"]
+        for stage in slow:
+            lines.append(f"| {stage} | {_fmt(fast.get(stage))} | {_fmt(slow[stage])} |")
+        lines.append(f"| whole process | {_fmt(c['numpy_text_path']['wall_s_median'])} | "
+                     f"{_fmt(c['torch_path']['wall_s_median'])} |")
     tr = d.get("train")
     if tr:
         lines += ["", "## Training (bench_train.py)", ""]
@@ -367,7 +383,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--budget-s", type=float, default=None,
                     help="time budget for the whole run (default 1200 s, 2400 s where a GPU adds bench_gpu.py)")
     ap.add_argument("--quick", action="store_true", help="tiny sizes for every benchmark (smoke test)")
-    ap.add_argument("--only", default="", help="comma-separated subset of: train,eval,extract,search,gpu")
+    ap.add_argument("--only", default="", help="comma-separated subset of: train,eval,extract,search,gpu,cli")
     args = ap.parse_args(argv)
     t_start = time.perf_counter()
     machine = machine_info()
@@ -385,6 +401,7 @@ def main(argv: list[str] | None = None) -> int:
         ("search", [str(HERE / "bench_search.py")] + q, 720),
         ("train", [str(train_script)] + (q if args.quick and _supports_quick(train_script) else []), 600),
         ("gpu", [str(HERE / "bench_gpu.py")] + q, 1200),  # writes only a "skipped" line without a GPU
+        ("cli", [str(HERE / "bench_cli_startup.py"), "--index", str(DEMO_INDEX)] + q, 240),
     ]
     only = {s for s in args.only.split(",") if s}
     results: dict = {k: None for k in HEADLINE}
@@ -403,15 +420,21 @@ def main(argv: list[str] | None = None) -> int:
             if args.quick and not _supports_quick(train_script):
                 notes["train_throughput_ratio"] = "bench_train.py has no --quick mode: skipped in quick runs"
                 continue
+        if name == "cli" and not args.quick and not (DEMO_INDEX / "manifest.json").is_file():
+            notes["cli_search_s"] = (f"no demo index at {DEMO_INDEX.relative_to(REPO)}: not measured (make demo, then "
+                                     "polyvse index build --checkpoint runs/demo/checkpoint --images "
+                                     "$POLYVSE_DATA/flickr8k/images --out runs/demo/index)")
+            log(notes["cli_search_s"])
+            continue
         data, err, dt = run_step(name, argv_, min(cap, deadline - time.perf_counter()))
         step_seconds[name] = dt
         if err:
             failed = True
             keys = {"eval": ["eval_5k_seconds"], "extract": ["extract_photos_per_s"], "train": ["train_throughput_ratio"],
                     "search": ["exact_scan_bandwidth_fraction", "ann_p50_ms", "ann_recall_at_10"],
-                    "gpu": GPU_KEYS}[name]
+                    "gpu": GPU_KEYS, "cli": ["cli_search_s"]}[name]
             for k in keys:
-                notes[k] = f"bench_{name}.py {err}"
+                notes[k] = f"{Path(argv_[0]).name} {err}"
             log(f"{name}: {err}")
             continue
         details[name] = data
@@ -421,6 +444,8 @@ def main(argv: list[str] | None = None) -> int:
                 notes["eval_5k_seconds"] = f"quick run: {data.get('n_images')} images, not 5k"
         elif name == "extract":
             results["extract_photos_per_s"] = data.get("extract_photos_per_s")
+        elif name == "cli":
+            results["cli_search_s"] = data.get("cli_search_s")
         elif name == "search":
             for k in ("exact_scan_bandwidth_fraction", "ann_p50_ms", "ann_recall_at_10"):
                 results[k] = data.get(k)

@@ -124,3 +124,15 @@ def test_bench_gpu_code_runs_on_cpu_at_tiny_sizes(tmp_path, shared_data):
     assert r["train"]["fp32"]["train_device"] == "cpu"
     assert r["search"]["ivf"]["cheapest_at_target"]["recall_at_10"] >= 0.95
     assert finite_positive(r["search"]["exact_torch_single"]["p50_ms"])
+
+
+def test_bench_cli_startup_quick(tmp_path):
+    out = tmp_path / "cli.json"
+    run_script("bench_cli_startup.py", "--quick", "--out", str(out))
+    r = json.loads(out.read_text())
+    assert finite_positive(r["cli_search_s"]) and finite_positive(r["cli_search_cpu_s"])
+    assert r["quick"] is True and r["index_photos"] == 30
+    assert r["same_ranking"] is True  # the numpy text path ranks exactly as the torch model
+    assert r["numpy_text_path"]["torch_imported"] is False and r["torch_path"]["torch_imported"] is True
+    assert "import torch" in r["torch_path"]["stages_s_median"]
+    assert all(x >= 0 for x in r["numpy_text_path"]["stages_s_median"].values())

@@ -10,7 +10,7 @@ import torch
 
 from .checkpoint import Checkpoint, load_checkpoint
 from .errors import CheckpointError
-from .languages import check_language
+from .languages import model_language
 
 
 class PolyvseModel:
@@ -39,6 +39,21 @@ class PolyvseModel:
         return self.model.config.embed_dim
 
     @property
+    def config(self):
+        """The ModelConfig the checkpoint was built from."""
+        return self.model.config
+
+    @property
+    def similarity_name(self) -> str:
+        """"cosine", "order", ...: the similarity module's name, else the config's."""
+        return str(getattr(self.model.similarity, "name", None) or self.model.config.similarity)
+
+    def weight_arrays(self):
+        """The weights as numpy arrays, in state-dict order (what the index fingerprint hashes)."""
+        for tensor in self.model.state_dict().values():
+            yield tensor.detach().cpu().numpy()
+
+    @property
     def extractor(self):
         """The image backbone the model was trained on; a mismatch is an error, never silent garbage."""
         if self._extractor is None:
@@ -58,12 +73,7 @@ class PolyvseModel:
 
     @torch.no_grad()
     def encode_text(self, texts: str | Sequence[str], lang: str) -> np.ndarray:
-        lang = check_language(lang)
-        if lang not in self.languages:
-            raise CheckpointError(
-                f"this model was trained on {', '.join(self.languages)}, not on {lang!r}: "
-                f"query it in one of those languages or train a model that includes {lang!r}"
-            )
+        lang = model_language(lang, self.languages)
         if isinstance(texts, str):
             texts = [texts]
         return self.encode_ids(self.captions.ids_many(texts, lang), lang)

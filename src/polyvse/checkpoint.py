@@ -16,16 +16,17 @@ import shutil
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
-
-import torch
-from safetensors.torch import load_file, save_file
+from typing import TYPE_CHECKING
 
 from ._version import __version__
 from .atomic import atomic_open, write_json_atomic
 from .errors import CheckpointError, DataError
-from .models.joint import JointEmbeddingModel, ModelConfig
-from .models.pretrained.captions import KIND as PRETRAINED_CAPTIONS, PretrainedCaptionEncoder
+from .models.config import PRETRAINED_CAPTIONS, ModelConfig
 from .models.text_input import CaptionEncoder
+
+if TYPE_CHECKING:  # torch is imported where weights are read or written, not to read a config
+    from .models.joint import JointEmbeddingModel
+    from .models.pretrained.captions import PretrainedCaptionEncoder
 
 FORMAT_VERSION = 1
 WEIGHTS = "model.safetensors"
@@ -57,6 +58,8 @@ class Checkpoint:
 
 
 def save_checkpoint(ckpt: Checkpoint, path: str | os.PathLike) -> Path:
+    from safetensors.torch import save_file
+
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp"))
@@ -81,7 +84,28 @@ def save_checkpoint(ckpt: Checkpoint, path: str | os.PathLike) -> Path:
     return path
 
 
-def load_checkpoint(path: str | os.PathLike) -> Checkpoint:
+@dataclass
+class CheckpointConfig:
+    """A checkpoint folder's config.json, checked and read without torch (what the numpy text path needs)."""
+    path: Path
+    config: dict
+    model: ModelConfig
+    captions: CaptionEncoder | PretrainedCaptionEncoder
+    backbone: str
+    feature_key: str
+    ten_crop: bool
+    languages: list[str]
+
+    @property
+    def weights(self) -> Path:
+        return self.path / WEIGHTS
+
+    def training(self) -> dict:
+        return json.loads((self.path / TRAINING).read_text(encoding="utf-8")) if (self.path / TRAINING).is_file() else {}
+
+
+def read_checkpoint_config(path: str | os.PathLike) -> CheckpointConfig:
+    """Check a checkpoint folder and read its config; a pretrained sentence encoder's captions load its backend."""
     path = Path(path)
     if not path.is_dir():
         raise CheckpointError(f"{path}: no checkpoint folder here (expected {WEIGHTS}, {CONFIG}, {TRAINING})")
@@ -100,6 +124,8 @@ def load_checkpoint(path: str | os.PathLike) -> Checkpoint:
         )
     try:
         if config["captions"].get("kind") == PRETRAINED_CAPTIONS:  # frozen sentence encoder + learned head
+            from .models.pretrained.captions import PretrainedCaptionEncoder
+
             captions = PretrainedCaptionEncoder.from_dict(config["captions"], path)
         else:
             captions = CaptionEncoder.from_dict(config["captions"])
@@ -111,23 +137,42 @@ def load_checkpoint(path: str | os.PathLike) -> Checkpoint:
     if captions.vocab is not None and model_cfg.vocab_size != len(captions.vocab):
         raise CheckpointError(f"{path}: model has {model_cfg.vocab_size} word ids, vocabulary has "
                               f"{len(captions.vocab)}; the checkpoint is inconsistent")
-    model = JointEmbeddingModel(model_cfg)
+    feats = config["image_features"]
+    return CheckpointConfig(path=path, config=config, model=model_cfg, captions=captions,
+                            backbone=feats["backbone"], feature_key=feats["key"], ten_crop=bool(feats["ten_crop"]),
+                            languages=list(config["languages"]))
+
+
+def is_pretrained_text(path: str | os.PathLike) -> bool:
+    """Whether a checkpoint's text branch reads a frozen pretrained sentence encoder (from config.json alone)."""
     try:
-        state = load_file(str(path / WEIGHTS))
+        config = json.loads((Path(path) / CONFIG).read_text(encoding="utf-8"))
+        return config["captions"].get("kind") == PRETRAINED_CAPTIONS
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return False  # load_checkpoint / read_checkpoint_config say what is wrong with the folder
+
+
+def load_checkpoint(path: str | os.PathLike) -> Checkpoint:
+    from safetensors.torch import load_file
+
+    from .models.joint import JointEmbeddingModel
+
+    cfg = read_checkpoint_config(path)
+    model = JointEmbeddingModel(cfg.model)
+    try:
+        state = load_file(str(cfg.weights))
         model.load_state_dict(state, strict=True)
     except Exception as exc:  # safetensors raises several types for truncated/corrupt files
-        raise CheckpointError(f"{path / WEIGHTS}: cannot load weights ({exc})") from exc
+        raise CheckpointError(f"{cfg.weights}: cannot load weights ({exc})") from exc
     model.eval()
-    training = {}
-    if (path / TRAINING).is_file():
-        training = json.loads((path / TRAINING).read_text(encoding="utf-8"))
-    feats = config["image_features"]
-    return Checkpoint(model=model, captions=captions, backbone=feats["backbone"], feature_key=feats["key"],
-                      ten_crop=bool(feats["ten_crop"]), languages=list(config["languages"]), training=training)
+    return Checkpoint(model=model, captions=cfg.captions, backbone=cfg.backbone, feature_key=cfg.feature_key,
+                      ten_crop=cfg.ten_crop, languages=cfg.languages, training=cfg.training())
 
 
 def save_training_state(state: dict, path: str | os.PathLike) -> None:
     """Full resumable state (model, optimiser, sampler position, RNG) via temp file + rename."""
+    import torch
+
     with atomic_open(path, "wb", suffix=".tmp") as fh:
         torch.save(state, fh)
 
@@ -135,4 +180,6 @@ def save_training_state(state: dict, path: str | os.PathLike) -> None:
 def load_training_state(path: str | os.PathLike) -> dict:
     """The saved state with every tensor on the CPU, wherever it was saved (the trainer copies the weights and
     the optimiser state onto its own device)."""
+    import torch
+
     return torch.load(path, map_location="cpu", weights_only=False)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .errors import UnknownLanguageError
+from .errors import CheckpointError, UnknownLanguageError
 
 # code -> English name; every code here has a tokenizer in polyvse.text.tokenize.
 SUPPORTED_LANGUAGES: dict[str, str] = {
@@ -30,3 +30,14 @@ def check_language(code: str, where: str = "") -> str:
             f"{prefix}unknown language code {code!r}; supported: {supported} (ISO 639-1)"
         )
     return norm
+
+
+def model_language(code: str, languages: list[str]) -> str:
+    """`code` normalised, or a CheckpointError when the model (trained on `languages`) does not know it."""
+    lang = check_language(code)
+    if lang not in languages:
+        raise CheckpointError(
+            f"this model was trained on {', '.join(languages)}, not on {lang!r}: "
+            f"query it in one of those languages or train a model that includes {lang!r}"
+        )
+    return lang

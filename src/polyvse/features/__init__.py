@@ -10,6 +10,7 @@ for callers (e.g. an upload handler) that only need to validate photos.
 
 from __future__ import annotations
 
+from ..lazy import lazy_attributes
 from .images import DEFAULT_MAX_PIXELS, load_image, read_image_bytes
 
 __all__ = [
@@ -24,22 +25,8 @@ __all__ = [
     "read_image_bytes",
 ]
 
-_LAZY = {
-    "FeatureExtractor": "extractor",
-    "available_backbones": "backbones",
-    "get_extractor": "backbones",
-    "FeatureCache": "cache",
-    "FeatureResult": "cache",
-    "extract_features": "cache",
-}
-
-
-def __getattr__(name: str):
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    import importlib
-
-    value = getattr(importlib.import_module(f".{module}", __name__), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_attributes(__name__, {
+    "FeatureExtractor": ".extractor",
+    **dict.fromkeys(["available_backbones", "get_extractor"], ".backbones"),
+    **dict.fromkeys(["FeatureCache", "FeatureResult", "extract_features"], ".cache"),
+})

@@ -13,15 +13,10 @@ nprobe tuned to a recall@10 target above it (HNSW on request), exact scoring wit
 similarity for non-cosine models. The manifest records the model's fingerprint: an index refuses queries embedded by
 another model. Writes are atomic (generation files + manifest switch). See ``store`` for the layout, and
 ``shards`` for building one index from several processes or machines.
+
+Names are imported on first use: searching needs ``search`` and ``store`` only, not the builders.
 """
-from .ann import choose_kind
-from .build import IndexReport, add_to_index, build_index, embed_photo_files
-from .fingerprint import model_fingerprint, similarity_name
-from .search import (MAX_QUERY_CHARS, CaptionCollection, CaptionHit, Hit, Searcher, TextResult, check_k,
-                     check_query, model_for_index, read_caption_file)
-from .shards import IndexShardError, ShardReport, build_index_shard, merge_index_shards
-from .store import (DEFAULT_EXACT_THRESHOLD, DEFAULT_RECALL_TARGET, EXACT, EXACT_MODEL, HNSW, IVF, IndexFormatError,
-                    IndexMismatchError, PhotoEntry, PhotoIndex, is_index_dir)
+from ..lazy import lazy_attributes
 
 __all__ = [
     "DEFAULT_EXACT_THRESHOLD", "DEFAULT_RECALL_TARGET", "EXACT", "EXACT_MODEL", "HNSW", "IVF", "MAX_QUERY_CHARS",
@@ -31,3 +26,14 @@ __all__ = [
     "check_query", "choose_kind", "embed_photo_files", "is_index_dir", "model_fingerprint", "model_for_index",
     "read_caption_file", "similarity_name",
 ]
+
+__getattr__ = lazy_attributes(__name__, {
+    "choose_kind": ".ann",
+    **dict.fromkeys(["IndexReport", "add_to_index", "build_index", "embed_photo_files"], ".build"),
+    **dict.fromkeys(["model_fingerprint", "similarity_name"], ".fingerprint"),
+    **dict.fromkeys(["MAX_QUERY_CHARS", "CaptionCollection", "CaptionHit", "Hit", "Searcher", "TextResult", "check_k",
+                     "check_query", "model_for_index", "read_caption_file"], ".search"),
+    **dict.fromkeys(["IndexShardError", "ShardReport", "build_index_shard", "merge_index_shards"], ".shards"),
+    **dict.fromkeys(["DEFAULT_EXACT_THRESHOLD", "DEFAULT_RECALL_TARGET", "EXACT", "EXACT_MODEL", "HNSW", "IVF",
+                     "IndexFormatError", "IndexMismatchError", "PhotoEntry", "PhotoIndex", "is_index_dir"], ".store"),
+})

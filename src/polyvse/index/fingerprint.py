@@ -23,10 +23,8 @@ _CACHE: "weakref.WeakKeyDictionary[object, str]" = weakref.WeakKeyDictionary()
 
 
 def similarity_name(model) -> str:
-    """"cosine", "order", ... for a PolyvseModel (the similarity module's name, else the config's)."""
-    sim = getattr(model.model, "similarity", None)
-    name = getattr(sim, "name", None)
-    return str(name or model.model.config.similarity)
+    """"cosine", "order", ... for a PolyvseModel or a TextQueryModel."""
+    return model.similarity_name
 
 
 def _config_without_defaults(config) -> dict:
@@ -49,7 +47,10 @@ def _config_without_defaults(config) -> dict:
 
 
 def model_fingerprint(model) -> str:
-    """``sha256:<hex>`` identifying a PolyvseModel's embedding space (cached per model object).
+    """``sha256:<hex>`` identifying a model's embedding space (cached per model object).
+
+    ``model``: a PolyvseModel, or a TextQueryModel (the numpy text path), which gives the same value for the
+    same checkpoint: both hash the checkpoint's tensors (``weight_arrays()``) and its config.
 
     Computed once per model object: do not modify a model's weights in place after indexing with it.
     """
@@ -59,7 +60,7 @@ def model_fingerprint(model) -> str:
     ck = model.checkpoint
     captions = model.captions
     described = {
-        "model": _config_without_defaults(model.model.config),
+        "model": _config_without_defaults(model.config),
         "similarity": similarity_name(model),
         "vocabulary": captions.fingerprint(),
         # a pretrained sentence encoder has no tokenizer settings of ours: its name, options and version
@@ -69,8 +70,8 @@ def model_fingerprint(model) -> str:
         "languages": list(ck.languages),
     }
     tensor_digests = []
-    for tensor in model.model.state_dict().values():
-        arr = np.ascontiguousarray(tensor.detach().cpu().numpy())
+    for array in model.weight_arrays():
+        arr = np.ascontiguousarray(array)
         t = hashlib.sha256(f"{arr.dtype.str}{arr.shape}".encode())
         t.update(arr.view(np.uint8).reshape(-1).data)
         tensor_digests.append(t.hexdigest())

@@ -340,15 +340,16 @@ def read_caption_file(path: str | os.PathLike, default_lang: str | None = None) 
     return out
 
 
-def model_for_index(index: PhotoIndex, checkpoint: str | os.PathLike | None = None, device="auto"):
+def model_for_index(index: PhotoIndex, checkpoint: str | os.PathLike | None = None, device="auto", *,
+                    text_only: bool = False):
     """(model, checkpoint path) for an index: ``checkpoint`` if given, else the one the index records.
 
     Either way the model must be the one that built the index (IndexMismatchError otherwise). ``device``
-    as in ``polyvse.load``.
+    as in ``polyvse.load``. ``text_only``: the caller embeds text queries only, so on device auto or cpu a
+    word-level checkpoint loads as a numpy TextQueryModel (no torch, no CUDA start-up for one caption; the
+    same vectors); a pretrained sentence encoder's still loads with polyvse.load.
     """
     from pathlib import Path
-
-    from ..api import load
 
     path = checkpoint or index.checkpoint_path
     if not path:
@@ -356,6 +357,14 @@ def model_for_index(index: PhotoIndex, checkpoint: str | os.PathLike | None = No
     if not checkpoint and not Path(path).is_dir():
         raise CheckpointError(f"{index.root}: the index was built with checkpoint {path}, which is not there "
                               "any more; pass --checkpoint with the same model")
-    model = load(path, device=device)
+    model = None
+    if text_only and str(device) in ("auto", "cpu"):
+        from ..models.numpy_text import TextQueryModel
+
+        model = TextQueryModel.load(path)
+    if model is None:
+        from ..api import load
+
+        model = load(path, device=device)
     index.check_model(model)
     return model, str(path)

@@ -45,6 +45,7 @@ import numpy as np
 from ..atomic import atomic_path, fsync_dir
 from .._version import __version__
 from ..errors import CheckpointError, DataError
+from .defaults import DEFAULT_EXACT_THRESHOLD, DEFAULT_RECALL_TARGET  # noqa: F401  (re-exported)
 from .fingerprint import model_fingerprint, short, similarity_name
 
 FORMAT = "polyvse-index"
@@ -59,8 +60,6 @@ EXACT_MODEL = "exact-model"
 KINDS = (EXACT, IVF, HNSW, EXACT_MODEL)
 APPROXIMATE = (IVF, HNSW)
 
-DEFAULT_EXACT_THRESHOLD = 20_000
-DEFAULT_RECALL_TARGET = 0.95
 RECALL_K = 10
 HNSW_M = 32
 HNSW_EF_CONSTRUCTION = 64

@@ -1,7 +1,13 @@
-"""Encoders and the joint embedding model."""
-from .image_head import LinearImageHead, MlpImageHead
-from .text_encoder import GruTextEncoder, TextEncoder
-from .joint import JointEmbeddingModel, ModelConfig
+"""Encoders and the joint embedding model.
+
+Names are imported on first use, so that ``polyvse.models.config`` and ``polyvse.models.numpy_text`` load
+without torch: a text query from the command line never needs it.
+"""
+from ..lazy import lazy_attributes
 
 __all__ = ["GruTextEncoder", "LinearImageHead", "MlpImageHead", "JointEmbeddingModel", "ModelConfig",
            "TextEncoder"]
+
+__getattr__ = lazy_attributes(__name__, {
+    "LinearImageHead": ".image_head", "MlpImageHead": ".image_head", "GruTextEncoder": ".text_encoder",
+    "TextEncoder": ".text_encoder", "JointEmbeddingModel": ".joint", "ModelConfig": ".config"})

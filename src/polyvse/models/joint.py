@@ -6,44 +6,17 @@ that reproduce that version (shared GRU, linear head, cosine), so older checkpoi
 """
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
-
 import torch
 from torch import nn
 
 from ..device import module_device, to_device
 from ..similarity import CosineSimilarity, OrderSimilarity
+from .config import ModelConfig
 from .image_head import LinearImageHead, MlpImageHead
 from .pretrained.text_branch import PretrainedTextEncoder
 from .text_encoder import ENCODERS, TextEncoder
 
-
-@dataclass
-class ModelConfig:
-    vocab_size: int
-    image_dim: int
-    embed_dim: int = 1024
-    word_dim: int = 300
-    hidden_dim: int = 1024
-    num_layers: int = 1
-    bidirectional: bool = False
-    dropout: float = 0.0
-    text_encoder: str = "gru"  # gru | lstm | mean (mean-pooled word embeddings) | pretrained (frozen vectors)
-    image_head: str = "linear"  # linear | mlp (MULE: Linear-BN-ReLU-Linear)
-    similarity: str = "cosine"  # cosine | order
-    text_sharing: str = "shared"  # shared | per_language (one pooler + projection per language)
-    languages: list[str] = field(default_factory=list)  # order = language index used by `langs` tensors
-    universal_dim: int = 0  # > 0: MULE's per-language word projection into a universal embedding
-    image_hidden_dim: int = 2048  # hidden width of the mlp image head
-    pretrained_dim: int = 0  # text_encoder pretrained: size of the frozen sentence vectors the head reads
-    text_head: str = "linear"  # text_encoder pretrained: linear | mlp (hidden_dim units)
-    pretrained_towers: list[int] = field(default_factory=list)  # fused towers: the size of each one's slice
-    tower_dropout: float = 0.0  # fused towers: drop a tower's slice with this probability in training
-    language_map: list[str] = field(default_factory=list)  # Translator: languages whose words pass a d x d map
-
-    def to_dict(self) -> dict:
-        return asdict(self)
-
+__all__ = ["JointEmbeddingModel", "ModelConfig"]
 
 SIMILARITIES = {"cosine": CosineSimilarity, "order": OrderSimilarity}
 IMAGE_HEADS = ("linear", "mlp")

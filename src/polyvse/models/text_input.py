@@ -1,13 +1,14 @@
 """From raw captions to padded word-id tensors: per-language tokenisation + one language-tagged vocabulary."""
 from __future__ import annotations
 
-from typing import Iterable, Sequence
-
-import torch
+from typing import TYPE_CHECKING, Iterable, Sequence
 
 from ..languages import check_language
 from ..text.tokenize import tokenize
 from ..text.vocab import UNK, Vocabulary
+
+if TYPE_CHECKING:
+    import torch
 
 
 def tag_tokens(tokens: Iterable[str], lang: str) -> list[str]:
@@ -41,6 +42,8 @@ class CaptionEncoder:
 
     @staticmethod
     def pad(id_lists: Sequence[Sequence[int]]) -> tuple[torch.Tensor, torch.Tensor]:
+        import torch  # here, not at the top: the numpy text-query path reads ids without torch
+
         lengths = torch.tensor([len(x) for x in id_lists], dtype=torch.long)
         out = torch.zeros(len(id_lists), int(lengths.max()) if len(id_lists) else 0, dtype=torch.long)
         for i, x in enumerate(id_lists):

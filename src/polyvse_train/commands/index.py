@@ -37,7 +37,7 @@ def _add_photo_source(p) -> None:
 
 
 def register(sub) -> None:
-    from polyvse.index import DEFAULT_EXACT_THRESHOLD, DEFAULT_RECALL_TARGET
+    from polyvse.index.defaults import DEFAULT_EXACT_THRESHOLD, DEFAULT_RECALL_TARGET
 
     p = sub.add_parser("index", help="build a searchable photo index with a trained model")
     actions = p.add_subparsers(dest="index_command", required=True)
@@ -188,11 +188,11 @@ def run_merge(args) -> int:
     return 0
 
 
-def load_model_for(index, checkpoint: str | None, device="auto"):
+def load_model_for(index, checkpoint: str | None, device="auto", *, text_only: bool = False):
     """The model for an index: --checkpoint if given, else the checkpoint recorded in the index."""
     from polyvse.index import model_for_index
 
-    return model_for_index(index, checkpoint, device=device)
+    return model_for_index(index, checkpoint, device=device, text_only=text_only)
 
 
 def run_add(args) -> int:

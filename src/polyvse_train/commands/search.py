@@ -6,6 +6,10 @@ model's languages, or refuses (exit code 2) with a message saying why.
 from __future__ import annotations
 
 import json
+import os
+import sys
+
+_THREAD_SETTINGS = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
 
 from polyvse.paths import DEFAULT_INDEX
 
@@ -42,7 +46,20 @@ def _print_hits(hits, header: str) -> None:
         print(f"{h.rank:>4}  {h.score:7.4f}  {h.id:>6}  {h.name:<{width}}  {h.path}")
 
 
+def one_math_thread() -> None:
+    """Search by text or by id with one BLAS / OpenMP thread: the work is a few small matrix-vector products
+    and one query's scan, which thread pools only slow down (their start-up, and contention on a busy machine:
+    ~0.15 s of a 1.3 s search on 2 cores). Only a fresh process, before numpy and faiss load, can still set
+    it; settings already in the environment are kept. Not for --image: the photo backbone uses the threads."""
+    if "numpy" in sys.modules:  # a caller inside Python (tests, scripts) keeps its own threads
+        return
+    for name in _THREAD_SETTINGS:
+        os.environ.setdefault(name, "1")
+
+
 def run(args) -> int:
+    if args.image is None:
+        one_math_thread()
     from polyvse.errors import DataError
     from polyvse.index import PhotoIndex, Searcher
 
@@ -58,7 +75,8 @@ def run(args) -> int:
     if args.query is None and args.lang:
         raise DataError("--lang is for text queries only")
     index = PhotoIndex.open(args.index)
-    model, _ = load_model_for(index, args.checkpoint, args.device)
+    # a text query of a word-level model runs in numpy: no torch to import (seconds of start-up)
+    model, _ = load_model_for(index, args.checkpoint, args.device, text_only=args.query is not None)
     searcher = Searcher(model, index)
 
     if args.query is not None:

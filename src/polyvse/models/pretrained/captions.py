@@ -29,12 +29,11 @@ import numpy as np
 import torch
 
 from ...errors import CheckpointError
+from ..config import PRETRAINED_CAPTIONS as KIND
 from .base import PretrainedModelError, PretrainedSentenceEncoder, get_pretrained_encoder, package_version
 from .cache import encode_cached
 
 __all__ = ["PretrainedCaptionEncoder", "KIND"]
-
-KIND = "pretrained-sentence-encoder"
 
 
 class PretrainedCaptionEncoder:

@@ -1,0 +1,171 @@
+"""A word-level checkpoint's text branch run in numpy: text queries without torch.
+
+A text search embeds one short caption. Importing torch and building the whole model (image head included)
+takes seconds on a small CPU, far longer than the query itself; ``TextQueryModel`` reads the checkpoint's
+config and its safetensors weights with ``safetensors.numpy`` and runs the same arithmetic as
+``polyvse.models.text_encoder.TextEncoder`` in eval mode:
+
+    word ids -> embedding rows -> [Translator map (x @ M)] -> [MULE universal projection]
+             -> GRU / LSTM last hidden state (layers, both directions) or the mean of the word vectors
+             -> Linear into the joint space -> [L2-normalised for order similarity]
+
+shared or per language, as the config says. tests/test_text_query.py checks its vectors against the torch
+model's for every kind of word-level text branch. It has the same index fingerprint as ``polyvse.load`` of
+the same checkpoint, so an index accepts it exactly when it accepts the torch model.
+
+A frozen pretrained sentence encoder (e5, USE) needs its own backend; ``TextQueryModel.load`` returns None
+for such checkpoints and callers keep ``polyvse.load``.
+"""
+from __future__ import annotations
+
+import os
+from typing import Sequence
+
+import numpy as np
+
+from ..checkpoint import CheckpointConfig, is_pretrained_text, read_checkpoint_config
+from ..errors import CheckpointError
+from ..languages import model_language
+from .config import ModelConfig
+
+_PREFIX = "text_encoder."
+
+
+def _sigmoid(x: np.ndarray) -> np.ndarray:
+    return 1.0 / (1.0 + np.exp(-x))
+
+
+def _rnn_direction(cell: str, x: np.ndarray, w_ih, w_hh, b_ih, b_hh) -> np.ndarray:
+    """One direction of one layer of torch's GRU / LSTM (gate order r,z,n / i,f,g,o): all hidden states."""
+    hidden = w_hh.shape[1]
+    inputs = x @ w_ih.T + b_ih  # every step's input part at once
+    h = np.zeros(hidden, dtype=np.float32)
+    c = np.zeros(hidden, dtype=np.float32)
+    out = np.empty((x.shape[0], hidden), dtype=np.float32)
+    for t in range(x.shape[0]):
+        gi, gh = inputs[t], w_hh @ h + b_hh
+        if cell == "gru":
+            r = _sigmoid(gi[:hidden] + gh[:hidden])
+            z = _sigmoid(gi[hidden:2 * hidden] + gh[hidden:2 * hidden])
+            n = np.tanh(gi[2 * hidden:] + r * gh[2 * hidden:])
+            h = (1.0 - z) * n + z * h
+        else:
+            g = gi + gh
+            i, f = _sigmoid(g[:hidden]), _sigmoid(g[hidden:2 * hidden])
+            c = f * c + i * np.tanh(g[2 * hidden:3 * hidden])
+            h = _sigmoid(g[3 * hidden:]) * np.tanh(c)
+        out[t] = h
+    return out
+
+
+class _Branch:
+    """A pooler (recurrent or mean) + the projection into the joint space, from weights under ``prefix``."""
+
+    def __init__(self, config: ModelConfig, weights: dict[str, np.ndarray], prefix: str):
+        self.cell = config.text_encoder
+        self.layers = config.num_layers
+        self.directions = ("", "_reverse") if config.bidirectional else ("",)
+        self.rnn = {name[len(prefix) + 4:]: w for name, w in weights.items() if name.startswith(prefix + "rnn.")}
+        self.proj_w, self.proj_b = weights[prefix + "proj.weight"], weights[prefix + "proj.bias"]
+
+    def __call__(self, x: np.ndarray) -> np.ndarray:
+        if self.cell == "mean":
+            pooled = x.mean(axis=0)
+        else:
+            finals = []
+            for layer in range(self.layers):
+                outs = []
+                for suffix in self.directions:
+                    w = [self.rnn[f"{kind}_l{layer}{suffix}"] for kind in ("weight_ih", "weight_hh", "bias_ih", "bias_hh")]
+                    steps = x[::-1] if suffix else x
+                    hs = _rnn_direction(self.cell, steps, *w)
+                    finals.append(hs[-1])
+                    outs.append(hs[::-1] if suffix else hs)
+                x = np.concatenate(outs, axis=1)
+            # torch's h[-2], h[-1]: the last layer's final state of each direction
+            pooled = np.concatenate(finals[-len(self.directions):])
+        return pooled @ self.proj_w.T + self.proj_b
+
+
+class TextQueryModel:
+    """The text side of a checkpoint (module docstring): ``encode_text``, ``similarity`` and what an index checks
+    (``config``, ``checkpoint``, ``captions``, ``weight_arrays``), without torch."""
+
+    def __init__(self, checkpoint: CheckpointConfig, weights: dict[str, np.ndarray]):
+        config = checkpoint.model
+        if config.text_encoder not in ("gru", "lstm", "mean"):
+            raise CheckpointError(f"{checkpoint.path}: text_encoder {config.text_encoder!r} has no numpy path; "
+                                  "load it with polyvse.load")
+        self.checkpoint = checkpoint
+        self.captions = checkpoint.captions
+        self.config = config
+        self._weights = weights
+        w = {name[len(_PREFIX):]: a for name, a in weights.items() if name.startswith(_PREFIX)}
+        self._embed = w["embed.weight"]
+        self._maps = {lang: w[f"language_map.maps.{lang}"] for lang in config.language_map}
+        self._universal = ({lang: (w[f"universal.{lang}.weight"], w[f"universal.{lang}.bias"])
+                            for lang in config.languages} if config.universal_dim else {})
+        if config.text_sharing == "shared":
+            self._branches = {None: _Branch(config, w, "")}
+        else:
+            self._branches = {lang: _Branch(config, w, f"branches.{lang}.") for lang in config.languages}
+
+    @classmethod
+    def load(cls, path: str | os.PathLike) -> "TextQueryModel | None":
+        """The numpy text model of a checkpoint folder, or None when its text branch is a pretrained encoder."""
+        from safetensors.numpy import load_file
+
+        if is_pretrained_text(path):
+            return None
+        checkpoint = read_checkpoint_config(path)
+        try:
+            weights = load_file(str(checkpoint.weights))
+        except Exception as exc:  # safetensors raises several types for truncated/corrupt files
+            raise CheckpointError(f"{checkpoint.weights}: cannot load weights ({exc})") from exc
+        return cls(checkpoint, weights)
+
+    @property
+    def languages(self) -> list[str]:
+        return list(self.checkpoint.languages)
+
+    @property
+    def embed_dim(self) -> int:
+        return self.config.embed_dim
+
+    @property
+    def similarity_name(self) -> str:
+        return self.config.similarity
+
+    def weight_arrays(self):
+        return iter(self._weights.values())
+
+    def encode_text(self, texts: str | Sequence[str], lang: str) -> np.ndarray:
+        lang = model_language(lang, self.languages)
+        if isinstance(texts, str):
+            texts = [texts]
+        rows = [self._encode_ids(ids, lang) for ids in self.captions.ids_many(texts, lang)]
+        return np.stack(rows).astype(np.float32, copy=False) if rows else np.zeros((0, self.embed_dim), np.float32)
+
+    def _encode_ids(self, ids: Sequence[int], lang: str) -> np.ndarray:
+        x = self._embed[np.asarray(ids, dtype=np.int64)]
+        if lang in self._maps:
+            x = x @ self._maps[lang]
+        if self._universal:
+            weight, bias = self._universal[lang]
+            x = x @ weight.T + bias
+        out = self._branches[lang if self.config.text_sharing != "shared" else None](x)
+        if self.config.similarity == "order":  # JointEmbeddingModel._joint: order embeddings are unit vectors
+            out = out / max(float(np.linalg.norm(out)), 1e-12)
+        return out
+
+    def similarity(self, images: np.ndarray, texts: np.ndarray) -> np.ndarray:
+        """Score matrix (len(images), len(texts)), as ``PolyvseModel.similarity``."""
+        a = np.asarray(images, dtype=np.float32)
+        b = np.asarray(texts, dtype=np.float32)
+        if self.config.similarity == "cosine":
+            def unit(x):
+                return x / np.maximum(np.linalg.norm(x, axis=1, keepdims=True), 1e-12)
+            return unit(a) @ unit(b).T
+        # OrderSimilarity: -||max(0, |b| - |a|)||^2, a row of images at a time (no (n, m, d) array)
+        a, b = np.abs(a), np.abs(b)
+        return -np.stack([np.square(np.maximum(b - row, 0.0)).sum(axis=1) for row in a]).reshape(len(a), len(b))
