@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
 import subprocess
 import sys
@@ -26,7 +25,6 @@ BASELINE = "configs/f8k-full/e5-frozen.yaml"
 BEST = "configs/f8k-full/polyvse-best.yaml"
 SEEDS = (0, 1, 2)
 RECALLS = ("i2t_r1", "i2t_r5", "i2t_r10", "t2i_r1", "t2i_r5", "t2i_r10")
-BEGIN, END = "<!-- f8k-full:begin -->", "<!-- f8k-full:end -->"
 
 
 def config_name(config: str) -> str:
@@ -102,18 +100,6 @@ def report(runs: Path, seeds) -> str:
     ])
 
 
-def rewrite_readme(text: str) -> None:
-    path = REPO / "README.md"
-    readme = path.read_text(encoding="utf-8")
-    if BEGIN not in readme or END not in readme:
-        raise SystemExit(f"README.md has no {BEGIN} ... {END} block")
-    head, rest = readme.split(BEGIN, 1)
-    _, tail = rest.split(END, 1)
-    tmp = path.with_suffix(".md.tmp")
-    tmp.write_text(f"{head}{BEGIN}\n{text}\n{END}{tail}", encoding="utf-8")
-    os.replace(tmp, path)
-
-
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--runs", type=Path, default=REPO / "runs" / "f8k-full", help="run folder (default: %(default)s)")
@@ -130,7 +116,10 @@ def main(argv: list[str] | None = None) -> int:
     text = report(args.runs, args.seeds)
     print(text)
     if args.readme:
-        rewrite_readme(text)
+        from polyvse_train.zoo_report import update_readme_block  # the zoo's README block writer (atomic)
+
+        if not update_readme_block(REPO / "README.md", text + "\n", tag="f8k-full"):
+            raise SystemExit("README.md has no <!-- f8k-full:start --> ... <!-- f8k-full:end --> block")
     return 0
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from polyvse.errors import DataError
-from polyvse.models.pretrained import available_pretrained_encoders
+from polyvse.models.pretrained import available_pretrained_encoders, tower_names
 from polyvse.models.pretrained.captions import PretrainedCaptionEncoder
 from polyvse.models.pretrained.text_branch import TEXT_HEADS
 from polyvse.paths import cache_root
@@ -30,7 +30,7 @@ def uses_pretrained_tower(cfg) -> bool:
 
 def check_pretrained_config(cfg) -> None:
     """Errors naming the field for settings a frozen sentence encoder cannot honour."""
-    towers = cfg.pretrained_encoder.split("+")
+    towers = tower_names(cfg.pretrained_encoder)
     if not all(t in available_pretrained_encoders() for t in towers) or len(set(towers)) != len(towers):
         raise DataError(f"text_encoder pretrained needs pretrained_encoder: one of "
                         f"{', '.join(available_pretrained_encoders())}, or several joined by + to fuse them "

@@ -182,7 +182,7 @@ def run_backbones(args) -> int:
 def run_embed_text(args) -> int:
     from polyvse.data.registry import load_dataset
     from polyvse.languages import check_language
-    from polyvse.models.pretrained import get_pretrained_encoder
+    from polyvse.models.pretrained import get_pretrained_encoder, tower_names
     from polyvse.models.pretrained.precompute import precompute_embeddings
     from polyvse.paths import data_root
     from polyvse_train.pretrained_tower import SENTENCE_CACHE
@@ -190,7 +190,7 @@ def run_embed_text(args) -> int:
     root = data_root(args.data_root)
     langs = [check_language(x.strip()) for x in args.langs.split(",") if x.strip()]
     corpus = load_dataset(args.dataset, root).filter(langs=langs)
-    encoders = [get_pretrained_encoder(name) for name in args.encoder.split("+")]  # unknown names fail first
+    encoders = [get_pretrained_encoder(name) for name in tower_names(args.encoder)]  # unknown names fail first
     for encoder in encoders:
         done = precompute_embeddings(encoder, corpus.captions, cache_root(root) / SENTENCE_CACHE, languages=langs,
                                      report=lambda line: print(line, flush=True))

@@ -16,6 +16,7 @@ from .base import (
     available_pretrained_encoders,
     get_pretrained_encoder,
     register_pretrained_encoder,
+    tower_names,
 )
 from .cache import SentenceEmbeddingCache, encode_cached, text_digests
 from .e5 import E5SmallEncoder
@@ -34,4 +35,5 @@ __all__ = [
     "get_pretrained_encoder",
     "register_pretrained_encoder",
     "text_digests",
+    "tower_names",
 ]

@@ -38,6 +38,7 @@ __all__ = [
     "available_pretrained_encoders",
     "get_pretrained_encoder",
     "register_pretrained_encoder",
+    "tower_names",
 ]
 
 
@@ -205,6 +206,12 @@ def register_pretrained_encoder(cls: type[PretrainedSentenceEncoder]) -> type[Pr
         raise ValueError(f"{cls.__name__} has no name")
     _REGISTRY[cls.name] = cls
     return cls
+
+
+def tower_names(name: str) -> list[str]:
+    """The registry names of a text tower spec: ``"e5-small"`` -> one, ``"e5-small+use-multilingual"`` -> the fused
+    towers in order."""
+    return name.split("+")
 
 
 def available_pretrained_encoders() -> list[str]:

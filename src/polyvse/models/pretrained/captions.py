@@ -30,7 +30,8 @@ import torch
 
 from ...errors import CheckpointError
 from ..config import PRETRAINED_CAPTIONS as KIND
-from .base import PretrainedModelError, PretrainedSentenceEncoder, get_pretrained_encoder, package_version
+from .base import (PretrainedModelError, PretrainedSentenceEncoder, get_pretrained_encoder, package_version,
+                   tower_names)
 from .cache import encode_cached
 
 __all__ = ["PretrainedCaptionEncoder", "KIND"]
@@ -45,7 +46,7 @@ class PretrainedCaptionEncoder:
                  cache_dir: str | os.PathLike | None = None, progress: bool = False):
         self.name = name
         self.options = dict(options or {})
-        names = name.split("+")
+        names = tower_names(name)
         if len(names) > 1 and self.options:
             raise PretrainedModelError(f"{name}: options apply to a single sentence encoder, not to a fusion of "
                                        f"{len(names)}")
