@@ -313,3 +313,23 @@ def test_feature_cache_roundtrip_and_validation(tmp_path):
         cache.path("k1", "not-a-digest")
     with pytest.raises(ValueError):
         cache.path("../escape", h)
+
+
+def test_concatenated_backbones_join_their_parts_caches(lite, good, bad, tmp_path):
+    """``a+b``: each photo's vectors from both parts side by side, read from (and written to) each part's own cache;
+    a photo a part cannot read is dropped from the pair, and the API's extract() gives the same numbers."""
+    pair = get_extractor("efficientnet-lite0+efficientnet-lite1")
+    assert pair.dim == 2560 and pair.name == "efficientnet-lite0+efficientnet-lite1"
+    cache = tmp_path / "cache"
+    alone = extract_features(good[:2], lite, cache, progress=False)  # lite0's cache already holds two photos
+    paths = good + [bad["empty.jpg"]]
+    both = extract_features(paths, pair, cache, progress=False)
+    assert both.features.shape == (len(good), 2560) and list(both.index) == list(range(len(good)))
+    assert [p for p, _ in both.failures] == [str(bad["empty.jpg"])]
+    np.testing.assert_array_equal(both.features[:2, :1280], alone.features)
+    lite1 = extract_features(good, get_extractor("efficientnet-lite1"), cache, progress=False)
+    assert lite1.extracted == 0  # the pair filled lite1's own cache
+    np.testing.assert_array_equal(both.features[:, 1280:], lite1.features)
+    direct = pair.extract([load_image(p) for p in good[:2]])
+    np.testing.assert_allclose(direct, both.features[:2], atol=1e-4)
+    assert not (cache / pair.key).exists()  # no second copy on disk

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Callable
 
+from .concat import SEPARATOR, ConcatExtractor, split_backbone_name
 from .extractor import FeatureExtractor, UnknownBackboneError
 
 __all__ = ["available_backbones", "get_extractor", "register_backbone"]
@@ -33,15 +34,20 @@ def available_backbones() -> list[str]:
     return list(_REGISTRY)
 
 
-def get_extractor(name: str = "efficientnet-lite0", ten_crop: bool = False, **kwargs) -> FeatureExtractor:
+def get_extractor(name: str = "efficientnet-lite0", ten_crop: bool = False,
+                  **kwargs) -> FeatureExtractor | ConcatExtractor:
     """Build a ready-to-use (eval mode, frozen) extractor.
 
     ``efficientnet-lite0`` / ``-lite1`` / ``-lite2`` (1280-d) ship their ImageNet weights in pip packages and
     work offline;
+    ``a+b`` concatenates the features of backbones ``a`` and ``b`` (each from its own cache);
     ``resnet152`` (2048-d) needs torchvision's ImageNet weights in the torch hub cache or a
     network connection (otherwise :class:`WeightsUnavailableError` says what to do).
     """
     _ensure_builtin()
+    if SEPARATOR in name:  # several backbones side by side (polyvse.features.concat)
+        return ConcatExtractor([get_extractor(part, ten_crop=ten_crop, **kwargs)
+                                for part in split_backbone_name(name)])
     try:
         factory = _REGISTRY[name]
     except KeyError:

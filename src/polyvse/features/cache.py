@@ -31,6 +31,7 @@ from ..atomic import atomic_open
 from ..device import pin_memory
 from ..errors import DataError
 from ..progress import Progress
+from .concat import ConcatExtractor
 from .extractor import FeatureExtractor
 from .images import DEFAULT_MAX_PIXELS, load_image, read_image_bytes
 
@@ -192,6 +193,10 @@ def extract_features(
     bound: ``polyvse.device.loader_workers`` sizes the workers to the machine, and batches are pinned.
     """
     cache = cache_dir if isinstance(cache_dir, FeatureCache) else FeatureCache(cache_dir)
+    if isinstance(extractor, ConcatExtractor):
+        return _concat_results(paths, [
+            extract_features(paths, part, cache, strict=strict, batch_size=batch_size, num_workers=num_workers,
+                             progress=progress, max_pixels=max_pixels) for part in extractor.parts], extractor.key)
     key = extractor.key
     n = len(paths)
     out = np.zeros((n, extractor.dim), dtype=np.float32)  # filled row by row; failed rows dropped at the end
@@ -262,5 +267,23 @@ def extract_features(
         failures=[(str(paths[i]), errors[i]) for i in sorted(errors)],
         cached=from_cache,
         extracted=int(len(ok)) - from_cache,
+        key=key,
+    )
+
+
+def _concat_results(paths: Sequence, results: list[FeatureResult], key: str) -> FeatureResult:
+    """The rows every part could read, each part's vector side by side (a photo one part failed on is dropped)."""
+    ok = results[0].index
+    for r in results[1:]:
+        ok = np.intersect1d(ok, r.index)
+    rows = [np.searchsorted(r.index, ok) for r in results]
+    failures = sorted({f for r in results for f in r.failures})
+    return FeatureResult(
+        features=np.concatenate([r.features[i] for r, i in zip(results, rows)], axis=1),
+        paths=[paths[int(i)] for i in ok],
+        index=ok.astype(np.int64),
+        failures=failures,
+        cached=min(r.cached for r in results),
+        extracted=max(r.extracted for r in results),
         key=key,
     )
