@@ -464,3 +464,23 @@ def test_language_adversarial_gradcheck():
     reversed_grad = torch.autograd.grad(LanguageAdversarialLoss(clf, 0.5)(x, lang), x)[0]
     plain_grad = torch.autograd.grad(F.cross_entropy(clf(x), lang), x)[0]
     torch.testing.assert_close(reversed_grad, -0.5 * plain_grad)
+
+
+def test_infonce_hand_case_and_checks():
+    from polyvse.losses import InfoNceLoss
+
+    s = torch.tensor([[0.9, 0.1], [0.3, 0.5]])
+    t = 0.1
+    # rows: image i picks caption i; columns: caption j picks image j
+    rows = -(math.log(math.exp(9) / (math.exp(9) + math.exp(1))) + math.log(math.exp(5) / (math.exp(3) + math.exp(5))))
+    cols = -(math.log(math.exp(9) / (math.exp(9) + math.exp(3))) + math.log(math.exp(5) / (math.exp(1) + math.exp(5))))
+    assert InfoNceLoss(t)(s).item() == pytest.approx((rows / 2 + cols / 2) / 2, rel=1e-5)
+    # a batch that ranks its positives first costs less than the same scores shuffled
+    good = torch.eye(4) * 0.8 + 0.1
+    assert InfoNceLoss(0.05)(good) < InfoNceLoss(0.05)(good[[1, 0, 3, 2]])
+    x = torch.randn(3, 3, dtype=torch.double, requires_grad=True)
+    assert torch.autograd.gradcheck(InfoNceLoss(0.2), (x,))
+    with pytest.raises(ValueError, match="temperature"):
+        InfoNceLoss(0.0)
+    with pytest.raises(ValueError, match="square"):
+        InfoNceLoss()(torch.zeros(2, 3))

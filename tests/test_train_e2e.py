@@ -127,3 +127,19 @@ def test_evaluate_command_on_dataset_and_on_user_data(reference_run, shared_data
     own = json.loads((tmp_path / "own.json").read_text())
     assert own["languages"]["en"]["n_images"] == 6
     assert own["n_failed_photos"] == 1
+
+
+def test_infonce_ranking_loss_trains_and_bad_combinations_name_the_field(reference_run, shared_data, tmp_path):
+    """ranking_loss infonce: the same data and model as the hinge run, a different loss (so different numbers);
+    options it cannot honour are errors naming the field."""
+    from polyvse.errors import DataError
+
+    _, ref = reference_run
+    metrics = train(TrainConfig(**SMALL, ranking_loss="infonce", temperature=0.1), tmp_path / "nce", shared_data,
+                    smoke=True, progress=False)
+    assert set(metrics["languages"]) == {"en", "de", "zh"} and metrics["languages"] != ref["languages"]
+    for over, message in [(dict(max_violation=True), "max_violation"), (dict(objective="pivot"), "objective vse"),
+                          (dict(ranking_loss="triplet"), "hinge or infonce"), (dict(temperature=0.0), "temperature")]:
+        with pytest.raises(DataError, match=message):
+            train(TrainConfig(**{**SMALL, "ranking_loss": "infonce", **over}), tmp_path / "bad", shared_data,
+                  smoke=True, progress=False)

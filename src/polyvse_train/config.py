@@ -104,6 +104,10 @@ class TrainConfig:
     lr_decay_epoch: int = 10  # lr /= 10 from this epoch on (VSE++ schedule)
     margin: float = 0.2
     max_violation: bool = False
+    # objective vse: hinge (margin, max_violation, top_k above) | infonce (symmetric softmax cross-entropy over
+    # the batch at `temperature`, as CLIP)
+    ranking_loss: str = "hinge"
+    temperature: float = 0.05
     grad_clip: float = 2.0
     seed: int = 0
     threads: int = 2

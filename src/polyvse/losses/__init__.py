@@ -6,6 +6,7 @@ from .adversarial import (
     LanguageClassifier,
     grad_reverse,
 )
+from .contrastive import InfoNceLoss
 from .hinge import GroupedHingeLoss, HingeRankingLoss, every_negative
 from .mlmme import MlmmeLoss
 from .neighbourhood import NeighbourhoodConstraintLoss
@@ -17,6 +18,7 @@ __all__ = [
     "GradientReversalLayer",
     "GroupedHingeLoss",
     "HingeRankingLoss",
+    "InfoNceLoss",
     "LanguageAdversarialLoss",
     "LanguageClassifier",
     "MlmmeLoss",

@@ -45,6 +45,9 @@ class Objective(nn.Module):
             raise DataError(f"sampler {cfg.sampler!r}: use one of {', '.join(SAMPLERS)}")
         if cfg.lp_epochs > 0 and self.name != "mule":
             raise DataError(f"lp_epochs is MULE's LP stage: use it with objective mule, not {cfg.objective!r}")
+        if cfg.ranking_loss != "hinge" and self.name != "vse":
+            raise DataError(f"ranking_loss {cfg.ranking_loss!r} is objective vse's option; objective "
+                            f"{cfg.objective!r} uses its paper's hinge")
         self.cfg = cfg
         self.model = [model]  # a list: the model is not a submodule (its weights live in the checkpoint)
         self.data = data

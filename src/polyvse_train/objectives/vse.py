@@ -7,7 +7,7 @@ import numpy as np
 import torch
 
 from polyvse.errors import DataError
-from polyvse.losses import HingeRankingLoss
+from polyvse.losses import HingeRankingLoss, InfoNceLoss
 from polyvse.sampling import DistinctPhotoBatchSampler
 
 from ..distributed import gather_with_grad, shard
@@ -39,7 +39,17 @@ class VseObjective(Objective):
         if cfg.sampler == "group_balanced":
             raise DataError("sampler group_balanced draws photos with their captions per language: use it with "
                             "objective pivot, parallel, mlmme or mule (objective vse samples captions)")
-        self.ranking = HingeRankingLoss(cfg.margin, **self.rank)
+        if cfg.ranking_loss == "hinge":
+            self.ranking = HingeRankingLoss(cfg.margin, **self.rank)
+        elif cfg.ranking_loss == "infonce":
+            if self.rank["top_k"] or self.rank["max_violation"]:
+                raise DataError("ranking_loss infonce weighs every negative by its softmax: unset max_violation "
+                                "and top_k")
+            if not cfg.temperature > 0:
+                raise DataError(f"temperature must be positive, got {cfg.temperature}")
+            self.ranking = InfoNceLoss(cfg.temperature)
+        else:
+            raise DataError(f"ranking_loss {cfg.ranking_loss!r}: use hinge or infonce")
 
     def make_sampler(self, caption_photo):
         return DistinctPhotoBatchSampler(caption_photo, self.cfg.batch_size, seed=self.cfg.seed)
