@@ -3,7 +3,7 @@
     python benchmarks/bench_cli_startup.py --out runs/bench_cli.json [--index runs/demo/index] [--repeats 5] [--quick]
 
 The headline ``cli_search_s`` is the median wall time (``cli_search_cpu_s``: CPU time, user + system) of ``polyvse search --index INDEX "zwei Hunde spielen im
-Schnee" --lang de -k 5`` run as a fresh process (``python -m polyvse_train.cli``, what the ``polyvse`` script
+Schnee" --lang de -k 5`` run as a fresh process (``python -m polyvse_app.cli``, what the ``polyvse`` script
 runs), ``--repeats`` times. The index is the demo's (``make demo``, then ``polyvse index build --checkpoint
 runs/demo/checkpoint --images $POLYVSE_DATA/flickr8k/images --out runs/demo/index``).
 
@@ -39,9 +39,9 @@ def mark(name):
     marks.append((name, time.perf_counter()))
 index_dir, query, lang, k, path_kind = sys.argv[1:6]
 if path_kind == "numpy":  # what `polyvse search` does now; before, it used the default thread pools
-    from polyvse_train.commands.search import one_math_thread
+    from polyvse_app.commands.search import one_math_thread
     one_math_thread()
-from polyvse_train.cli import build_parser
+from polyvse_app.cli import build_parser
 build_parser()
 mark("import polyvse + argument parser")
 from polyvse.index import PhotoIndex, Searcher
@@ -113,7 +113,7 @@ def scratch_index(work: Path) -> Path:
 
 
 def measure(index: Path, repeats: int) -> dict:
-    cli = [sys.executable, "-m", "polyvse_train.cli", "search", "--index", str(index), QUERY, "--lang", LANG, "-k",
+    cli = [sys.executable, "-m", "polyvse_app.cli", "search", "--index", str(index), QUERY, "--lang", LANG, "-k",
            str(K)]
     stage_cmd = [sys.executable, "-c", STAGES, str(index), QUERY, LANG, str(K)]
     cli_s, cli_cpu_s, startup_s, runs = [], [], [], {"numpy": [], "torch": []}

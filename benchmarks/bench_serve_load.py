@@ -79,7 +79,7 @@ def free_port() -> int:
 
 def start_server(args) -> tuple[subprocess.Popen, str]:
     port = free_port()
-    cmd = [sys.executable, "-m", "polyvse_train.cli", "serve", "--index", str(args.index), "--host", "127.0.0.1",
+    cmd = [sys.executable, "-m", "polyvse_app.cli", "serve", "--index", str(args.index), "--host", "127.0.0.1",
            "--port", str(port), "--log-level", "warning"]
     if args.checkpoint:
         cmd += ["--checkpoint", str(args.checkpoint)]

@@ -3,7 +3,7 @@
     python scripts/service_walkthrough.py                     # = make walkthrough
     python scripts/service_walkthrough.py --checkpoint C --data-root D --work DIR --out docs/service.md
 
-Every `polyvse` command of the page runs in this process through polyvse_train.cli.main (the code path of the
+Every `polyvse` command of the page runs in this process through polyvse_app.cli.main (the code path of the
 `polyvse` executable); its standard output and error are captured. `polyvse serve` runs as a real subprocess on
 a free loopback port and the HTTP requests of the page are sent to it with httpx. Absolute paths in the captured
 text are shown relative to the repository (`<repo>`) and the data root (`$POLYVSE_DATA`). The work folder
@@ -153,8 +153,8 @@ def progress(message: str) -> None:
 
 
 def polyvse_cli(places: Places, *args, expect: int = 0) -> Ran:
-    """Run `polyvse ARGS` in this process (polyvse_train.cli.main), capturing stdout and stderr together."""
-    from polyvse_train.cli import main
+    """Run `polyvse ARGS` in this process (polyvse_app.cli.main), capturing stdout and stderr together."""
+    from polyvse_app.cli import main
 
     real = [str(a.resolve()) if isinstance(a, Path) else str(a) for a in args]
     shown_cmd = "$ polyvse " + " ".join(_shell_word(places.arg(a)) if isinstance(a, Path) else shlex.quote(str(a))
@@ -295,7 +295,7 @@ def _multipart_shown(method: str, path: str, name: str, ctype: str, size: int, *
 def running_server(places: Places, argv_real: list[str], log_path: Path, port: int, env: dict):
     """`polyvse serve` as a subprocess (its output to log_path) until the block ends; yields (process, base URL)."""
     with open(log_path, "w", encoding="utf-8") as log:
-        proc = subprocess.Popen([sys.executable, "-m", "polyvse_train.cli", *argv_real], cwd=REPO, env=env,
+        proc = subprocess.Popen([sys.executable, "-m", "polyvse_app.cli", *argv_real], cwd=REPO, env=env,
                                 stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
         try:
             yield proc, _wait_until_up(proc, log_path, f"http://127.0.0.1:{port}")
@@ -682,7 +682,7 @@ def walkthrough(places: Places, images: Path, args) -> Page:
 def _http_section(page: Page, places: Places, http: Http, base: str, port: int, probe: Path, work: Path,
                   images: Path) -> None:
     from polyvse.index import PhotoIndex
-    from polyvse_train.serve.app import THUMB_SIZES
+    from polyvse_app.service.app import THUMB_SIZES
 
     page.text(f"""
         Start-up loads the image backbone and the language detector's models ("warm up"), so that the first requests

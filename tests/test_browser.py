@@ -50,7 +50,7 @@ def server(shared_data, tmp_path_factory):
     """uvicorn on 127.0.0.1:<free port> in a thread, serving the tiny model's index."""
     import uvicorn
 
-    from polyvse_train.serve import build_app
+    from polyvse_app.service import build_app
 
     assets = serving_assets(shared_data, tmp_path_factory)
     app, _, _ = build_app(assets.index)

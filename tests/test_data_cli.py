@@ -18,7 +18,7 @@ from polyvse.data.f8kml import load_f8kml
 from polyvse.data.fetch import FetchResult, fetch
 from polyvse.data.multi30k import Multi30kReader
 from polyvse.errors import DataError
-from polyvse_train.cli import main
+from polyvse_app.cli import main
 
 from conftest import make_tiny_root
 

@@ -91,7 +91,7 @@ def test_loader_settings_follow_the_device(monkeypatch):
 
 
 def test_cli_commands_refuse_cuda_without_it_in_one_line(no_cuda, capsys, tmp_path):
-    from polyvse_train.cli import main
+    from polyvse_app.cli import main
 
     config = tmp_path / "c.yaml"
     config.write_text("name: c\n")
@@ -104,7 +104,7 @@ def test_cli_commands_refuse_cuda_without_it_in_one_line(no_cuda, capsys, tmp_pa
 
 
 def test_train_refuses_bf16_on_cpu(no_cuda, capsys, tmp_path):
-    from polyvse_train.cli import main
+    from polyvse_app.cli import main
 
     config = tmp_path / "c.yaml"
     config.write_text("name: c\n")

@@ -44,9 +44,9 @@ def test_two_rank_run_matches_one_rank_run(shared_data, tmp_path):
                                                             "MASTER_PORT")}
     common = ["train", "--config", str(config), "--smoke", "--quiet", "--data-root", str(shared_data)]
     one, two = tmp_path / "one", tmp_path / "two"
-    run([sys.executable, "-m", "polyvse_train.cli", *common, "--out", str(one)], env)
+    run([sys.executable, "-m", "polyvse_app.cli", *common, "--out", str(one)], env)
     run([sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2", "--master-addr", "127.0.0.1",
-         "--master-port", str(free_port()), "-m", "polyvse_train.cli", *common, "--out", str(two)], env)
+         "--master-port", str(free_port()), "-m", "polyvse_app.cli", *common, "--out", str(two)], env)
     a = load_file(str(one / "checkpoint" / "model.safetensors"))
     b = load_file(str(two / "checkpoint" / "model.safetensors"))
     assert a.keys() == b.keys()

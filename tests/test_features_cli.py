@@ -9,11 +9,11 @@ from pathlib import Path
 import pytest
 
 from polyvse.errors import PolyvseError
-from polyvse_train.commands import features as features_cmd
+from polyvse_app.commands import features as features_cmd
 
 
 def run_cli(argv: list[str]) -> int:
-    """What `polyvse` does with this command (polyvse_train.cli.main), limited to the features command."""
+    """What `polyvse` does with this command (polyvse_app.cli.main), limited to the features command."""
     parser = argparse.ArgumentParser(prog="polyvse")
     sub = parser.add_subparsers(dest="command", required=True)
     features_cmd.register(sub)
@@ -125,8 +125,8 @@ def test_backbones_listing(capsys):
 
 
 def test_registered_in_the_real_cli():
-    pytest.importorskip("polyvse_train.commands.data", reason="the data command is not in this tree yet")
-    from polyvse_train.cli import build_parser
+    pytest.importorskip("polyvse_app.commands.data", reason="the data command is not in this tree yet")
+    from polyvse_app.cli import build_parser
 
     args = build_parser().parse_args(["features", "extract", "--images", "x"])
     assert args.func is features_cmd.run_extract and args.device == "auto"

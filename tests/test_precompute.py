@@ -63,7 +63,7 @@ def test_embed_text_cli_fills_each_fused_tower(tiny_root, monkeypatch, capsys):
     """`polyvse features embed-text --encoder a+b` fills the cache of every tower of a fused text tower, and a
     second run computes nothing."""
     from polyvse.models.pretrained import base
-    from polyvse_train.cli import main
+    from polyvse_app.cli import main
     from test_f8kfull import _with_224_photos
 
     _with_224_photos(tiny_root)

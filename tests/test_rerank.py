@@ -289,7 +289,7 @@ def _tiny_setup(tmp_path):
 
 
 def _cli(tmp_path, *extra):
-    from polyvse_train.cli import main
+    from polyvse_app.cli import main
 
     return main(["rerank", "--checkpoint", str(tmp_path / "ckpt"), "--nbest", str(tmp_path / "test.nbest"),
                  "--images-list", str(tmp_path / "images.txt"), "--references", str(tmp_path / "refs.de"),

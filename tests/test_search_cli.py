@@ -6,7 +6,7 @@ import shutil
 
 import pytest
 
-from polyvse_train.cli import main
+from polyvse_app.cli import main
 
 from test_index import N_FIRST, serving_assets
 

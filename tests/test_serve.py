@@ -14,7 +14,7 @@ from PIL import Image
 
 import polyvse
 from polyvse.index import CaptionCollection, PhotoIndex, Searcher, read_caption_file
-from polyvse_train.serve import ServeSettings, create_app
+from polyvse_app.service import ServeSettings, create_app
 
 from test_index import N_FIRST, serving_assets
 
@@ -248,7 +248,7 @@ def test_body_cap_stops_reading_at_the_cap():
     """At the ASGI level: the middleware stops pulling body chunks once the cap is passed."""
     import asyncio
 
-    from polyvse_train.serve.app import BodySizeLimit
+    from polyvse_app.service.app import BodySizeLimit
 
     inner = FastAPI()
 

@@ -21,7 +21,7 @@ import torch
 from polyvse.errors import DataError
 from polyvse.index import PhotoIndex
 from polyvse.sharding import parse_shard_spec, shard_bounds
-from polyvse_train.cli import main as cli_main
+from polyvse_app.cli import main as cli_main
 from polyvse_train.distributed import DistInfo, shard
 
 N_PHOTOS = 7  # odd: the two shards differ in size
@@ -40,7 +40,7 @@ def torchrun(args: list[str], nproc: int = 2) -> str:
            if k not in ("WORLD_SIZE", "RANK", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT")}
     env.update(OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
     cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", str(nproc), "--master-addr",
-           "127.0.0.1", "--master-port", str(free_port()), "-m", "polyvse_train.cli", *args]
+           "127.0.0.1", "--master-port", str(free_port()), "-m", "polyvse_app.cli", *args]
     proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, f"{' '.join(cmd)} failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
     return proc.stdout

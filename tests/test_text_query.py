@@ -113,7 +113,7 @@ def _scratch_index(tmp_path: Path, checkpoint: Path) -> Path:
 
 SEARCH_WITHOUT_TORCH = """
 import json, sys
-from polyvse_train.cli import main
+from polyvse_app.cli import main
 code = main(sys.argv[1:])
 print(json.dumps({"code": code, "torch": "torch" in sys.modules,
                   "faiss_threads": sys.modules["faiss"].omp_get_max_threads()}), file=sys.stderr)

@@ -13,7 +13,7 @@ import pytest
 import torch
 
 import polyvse
-from polyvse_train.cli import main
+from polyvse_app.cli import main
 from polyvse_train.config import TrainConfig
 from polyvse_train.train import STATE, train
 
@@ -67,7 +67,7 @@ def test_resume_after_kill_9_reaches_identical_metrics(reference_run, shared_dat
     _, ref = reference_run
     config = small_config(tmp_path)
     out = tmp_path / "run"
-    cmd = [sys.executable, "-m", "polyvse_train.cli", "train", "--config", str(config), "--out", str(out),
+    cmd = [sys.executable, "-m", "polyvse_app.cli", "train", "--config", str(config), "--out", str(out),
            "--smoke", "--quiet", "--save-every", "1", "--data-root", str(shared_data)]
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=os.environ.copy())
     state = out / STATE

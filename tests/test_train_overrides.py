@@ -6,7 +6,7 @@ import argparse
 import pytest
 
 from polyvse.errors import DataError
-from polyvse_train.commands.train import add_common, apply_overrides
+from polyvse_app.commands.train import add_common, apply_overrides
 from polyvse_train.config import TrainConfig
 
 

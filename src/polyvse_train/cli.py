@@ -1,31 +1,8 @@
-"""Command line: `polyvse <command> ...`. Each command lives in polyvse_train.commands.<name>."""
-from __future__ import annotations
-
-import argparse
+"""`python -m polyvse_train.cli` and console scripts installed before the command line moved to polyvse_app
+(the README's torchrun lines use this path): the same `polyvse` command line."""
 import sys
 
-
-def build_parser() -> argparse.ArgumentParser:
-    from .commands import COMMANDS
-
-    parser = argparse.ArgumentParser(prog="polyvse", description=__doc__)
-    sub = parser.add_subparsers(dest="command", required=True)
-    for module in COMMANDS:
-        module.register(sub)
-    return parser
-
-
-def main(argv: list[str] | None = None) -> int:
-    from polyvse.errors import PolyvseError
-
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    try:
-        return int(args.func(args) or 0)
-    except PolyvseError as exc:
-        print(f"polyvse: error: {exc}", file=sys.stderr)
-        return 2
-
+from polyvse_app.cli import main
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -16,7 +16,7 @@ from typing import Callable, TypeVar
 from polyvse.errors import DataError, PolyvseError
 from polyvse.sharding import parse_shard_spec, shard_bounds
 
-from .distributed import DistInfo, all_gather_objects, init_distributed
+from polyvse_train.distributed import DistInfo, all_gather_objects, init_distributed
 
 T = TypeVar("T")
 
@@ -61,7 +61,7 @@ def shard_role(spec: str | None, device=None) -> ShardRole:
 
 def run_with_shard_role(spec: str | None, command: Callable[[ShardRole], int], device=None) -> int:
     """A command's entry under --shard / torchrun: its role, then the process group shut down however it ends."""
-    from .distributed import shutdown
+    from polyvse_train.distributed import shutdown
 
     role = shard_role(spec, device)
     try:

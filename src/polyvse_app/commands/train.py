@@ -51,8 +51,7 @@ def set_fields(cfg, assignments: list[str]):
 
 
 def run_training(cfg, args, out: Path) -> int:
-    from ..report import print_metrics
-    from ..train import train
+    from polyvse_train.train import train
 
     metrics = train(cfg, out, data_root(args.data_root), resume=args.resume, smoke=args.smoke,
                     save_every=args.save_every, progress=not args.quiet, max_steps=args.max_steps,
@@ -64,6 +63,15 @@ def run_training(cfg, args, out: Path) -> int:
     return 0
 
 
+def print_metrics(metrics: dict, out: Path) -> None:
+    from polyvse.evaluation.report import markdown_table
+
+    print(f"\n{metrics['dataset']} · split {metrics['split']} · seed {metrics['seed']}"
+          f" · {metrics['wall_time_s']} s\n")
+    print(markdown_table(metrics["languages"]))
+    print(f"\ncheckpoint: {out / 'checkpoint'}\nmetrics:    {out / 'metrics.json'}")
+
+
 def register(sub) -> None:
     p = sub.add_parser("train", help="train a model from a config file")
     p.add_argument("--config", required=True, help="YAML/JSON config (see configs/)")
@@ -73,7 +81,7 @@ def register(sub) -> None:
 
 
 def run(args) -> int:
-    from ..config import TrainConfig
+    from polyvse_train.config import TrainConfig
 
     cfg = apply_overrides(TrainConfig.load(args.config), args)
     out = Path(args.out or f"runs/{cfg.name}")

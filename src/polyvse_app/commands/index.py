@@ -132,7 +132,7 @@ def _report(report, verb: str) -> None:
 
 
 def run_build(args) -> int:
-    from polyvse_train.shard_role import run_with_shard_role
+    from ..shard_role import run_with_shard_role
 
     device = device_of(args)  # before the process group: a GPU rank's group is NCCL on its own GPU
     return run_with_shard_role(getattr(args, "shard", None), lambda role: _build(args, role, device), device)
@@ -144,7 +144,7 @@ def _build(args, role, device) -> int:
 
     import polyvse
     from polyvse.index import build_index, build_index_shard, merge_index_shards
-    from polyvse_train.shard_role import run_shard
+    from ..shard_role import run_shard
 
     t0 = time.time()
     model = polyvse.load(args.checkpoint, device=device)

@@ -14,6 +14,6 @@ def register(sub) -> None:
 
 
 def run(args) -> int:
-    from ..config import TrainConfig
+    from polyvse_train.config import TrainConfig
 
     return run_training(apply_overrides(TrainConfig(name="demo"), args), args, Path(args.out))

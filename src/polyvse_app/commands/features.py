@@ -102,7 +102,7 @@ def _photos_in_list(list_file: Path) -> list[Path]:
 
 
 def run_extract(args) -> int:
-    from polyvse_train.shard_role import run_with_shard_role
+    from ..shard_role import run_with_shard_role
 
     device = device_of(args)  # before the process group: a GPU rank's group is NCCL on its own GPU
     return run_with_shard_role(getattr(args, "shard", None), lambda role: _extract(args, role, device), device)
@@ -117,7 +117,7 @@ def _extract(args, role, device) -> int:
     from polyvse.errors import DataError
     from polyvse.features.cache import extract_features
     from polyvse.features.backbones import available_backbones, get_extractor
-    from polyvse_train.shard_role import run_shard
+    from ..shard_role import run_shard
 
     workers = workers_of(args, device)
     if args.batch_size < 1:

@@ -66,7 +66,7 @@ def run(args) -> int:
 
     from polyvse.errors import DataError
 
-    from ..serve import ServeSettings, build_app
+    from ..service import ServeSettings, build_app
 
     if not 0 < args.port < 65536:
         raise DataError(f"--port must be 1..65535, not {args.port}")

@@ -35,7 +35,7 @@ def register(sub) -> None:
 
 
 def _plan(args):
-    from ..zoo import find_configs, load_spec, plan_runs
+    from polyvse_train.zoo import find_configs, load_spec, plan_runs
 
     spec = load_spec(args.spec)
     names = args.configs.split(",") if args.configs else (spec.configs or None)
@@ -44,7 +44,7 @@ def _plan(args):
 
 
 def run(args) -> int:
-    from ..zoo import run_zoo, status
+    from polyvse_train.zoo import run_zoo, status
 
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     spec, configs, runs = _plan(args)
@@ -62,7 +62,7 @@ def run(args) -> int:
                          retry_failed=args.retry_failed, progress=args.progress)
         print(", ".join(f"{k}: {v}" for k, v in sorted(counts.items())))
         return 1 if counts.get("failed") else 0
-    from ..zoo_report import write_report
+    from polyvse_train.zoo_report import write_report
 
     readme = Path(args.readme) if args.readme else None
     path = write_report(out, Path(args.docs), [r.run_id for r in runs], [n for n, _ in configs], COMMAND,

@@ -38,7 +38,7 @@ def run(args) -> int:
     from polyvse.data.registry import load_dataset
     from polyvse.evaluation.report import markdown_table
 
-    from ..evaluate import evaluate_corpus
+    from polyvse_train.evaluate import evaluate_corpus
 
     root = data_root(args.data_root)
     if args.task != "retrieval":
@@ -79,7 +79,7 @@ def run_task(args, root: Path) -> int:
     from polyvse.evaluation.crosslingual import crosslingual_table
     from polyvse.evaluation.report import markdown_table
 
-    from ..tasks import run_tasks
+    from polyvse_train.tasks import run_tasks
 
     if args.dataset or args.images:
         raise DataError(f"--task {args.task} uses its own data (see --help); drop --dataset/--images")
