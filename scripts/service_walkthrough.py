@@ -682,7 +682,7 @@ def walkthrough(places: Places, images: Path, args) -> Page:
 def _http_section(page: Page, places: Places, http: Http, base: str, port: int, probe: Path, work: Path,
                   images: Path) -> None:
     from polyvse.index import PhotoIndex
-    from polyvse_app.service.app import THUMB_SIZES
+    from polyvse_app.service.settings import THUMB_SIZES
 
     page.text(f"""
         Start-up loads the image backbone and the language detector's models ("warm up"), so that the first requests

@@ -248,7 +248,7 @@ def test_body_cap_stops_reading_at_the_cap():
     """At the ASGI level: the middleware stops pulling body chunks once the cap is passed."""
     import asyncio
 
-    from polyvse_app.service.app import BodySizeLimit
+    from polyvse_app.service.errors import BodySizeLimit
 
     inner = FastAPI()
 
