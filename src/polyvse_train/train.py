@@ -141,7 +141,7 @@ def prepare_data(cfg: TrainConfig, root: Path, smoke: bool = False, progress: bo
         encoder, text_tuples = build_caption_encoder(cfg, texts_by_lang, text_corpus)
 
     def encode(caps) -> CaptionSet:
-        from .evaluate import caption_inputs  # one call per language: a sentence encoder embeds in batches
+        from polyvse.models.text_input import caption_inputs  # a sentence encoder embeds in batches
 
         return CaptionSet(np.array([row_of[c.photo_id] for c in caps], dtype=np.int64),
                           [c.lang for c in caps], caption_inputs(encoder, caps))
@@ -203,7 +203,7 @@ def vocab_size(captions) -> int:
 
 def evaluate_split(model: PolyvseModel, data: PreparedData, caps: CaptionSet, rows: np.ndarray,
                    languages: list[str]) -> dict:
-    from .evaluate import evaluate_embeddings
+    from polyvse.evaluation.corpus import evaluate_embeddings
 
     local = {r: i for i, r in enumerate(rows)}
     keep = [i for i, r in enumerate(caps.photo_row) if r in local]

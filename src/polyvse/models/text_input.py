@@ -61,3 +61,16 @@ class CaptionEncoder:
     @classmethod
     def from_dict(cls, d: dict) -> "CaptionEncoder":
         return cls(Vocabulary.from_dict(d["vocab"]), max_len=d["max_len"], lowercase=d["lowercase"])
+
+
+def caption_inputs(encoder, caps) -> list:
+    """Each caption's model input (word ids, or a sentence vector) from ``encoder.ids_many``, called once per
+    language so that a pretrained sentence encoder embeds in batches. ``caps``: records with .text and .lang."""
+    out: list = [None] * len(caps)
+    by_lang: dict[str, list[int]] = {}
+    for i, c in enumerate(caps):
+        by_lang.setdefault(c.lang, []).append(i)
+    for lang, idx in by_lang.items():
+        for i, x in zip(idx, encoder.ids_many([caps[i].text for i in idx], lang)):
+            out[i] = x
+    return out

@@ -38,7 +38,7 @@ def run(args) -> int:
     from polyvse.data.registry import load_dataset
     from polyvse.evaluation.report import markdown_table
 
-    from polyvse_train.evaluate import evaluate_corpus
+    from polyvse.evaluation.corpus import evaluate_corpus
 
     root = data_root(args.data_root)
     if args.task != "retrieval":

@@ -1,42 +1,36 @@
-"""Evaluate a model on a corpus: one path for the trainer's final evaluation and `polyvse evaluate`."""
+"""Per-language image-sentence retrieval of a model: on embedded features and caption inputs
+(:func:`evaluate_embeddings`, the trainer's evaluation of its split) or on a corpus's photos and captions
+(:func:`evaluate_corpus`, `polyvse evaluate`)."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
-from polyvse.api import PolyvseModel
-from polyvse.data.types import Corpus
-from polyvse.errors import DataError
+from ..data.types import Corpus
+from ..errors import DataError
+from ..models.text_input import caption_inputs
+from .retrieval import evaluate_by_language
+
+if TYPE_CHECKING:
+    from ..api import PolyvseModel
 
 
 def evaluate_embeddings(model: PolyvseModel, image_feats, caption_ids: list[list[int]],
                         caption_image: np.ndarray, caption_lang: list[str], languages: list[str] | None) -> dict:
-    from polyvse.evaluation.retrieval import evaluate_by_language
-
+    """Per-language metrics of ``model`` on image features and the captions' model inputs (``caption_image``:
+    each caption's row of ``image_feats``)."""
     image_emb = model.encode_image_features(image_feats)
     caption_emb = model.encode_ids(caption_ids, list(caption_lang))  # models with per-language parts need it
     return evaluate_by_language(image_emb, caption_emb, np.asarray(caption_image), caption_lang,
                                 score_fn=model.similarity, languages=languages)
 
 
-def caption_inputs(captions, caps) -> list:
-    """Each caption's model input (word ids, or a sentence vector), one ``ids_many`` call per language so
-    that a pretrained sentence encoder embeds in batches."""
-    out: list = [None] * len(caps)
-    by_lang: dict[str, list[int]] = {}
-    for i, c in enumerate(caps):
-        by_lang.setdefault(c.lang, []).append(i)
-    for lang, idx in by_lang.items():
-        for i, x in zip(idx, captions.ids_many([caps[i].text for i in idx], lang)):
-            out[i] = x
-    return out
-
-
 def evaluate_corpus(model: PolyvseModel, corpus: Corpus, cache_dir: Path, split: str | None = None,
                     progress: bool = True) -> dict:
     """Per-language retrieval metrics of `model` on the captions of `corpus` (optionally one split)."""
-    from polyvse.features.cache import extract_features
+    from ..features.cache import extract_features
 
     caps = [c for c in corpus.captions if (split is None or c.split == split) and c.lang in model.languages]
     skipped = sorted({c.lang for c in corpus.captions} - set(model.languages))
