@@ -197,78 +197,104 @@ def extract_features(
         return _concat_results(paths, [
             extract_features(paths, part, cache, strict=strict, batch_size=batch_size, num_workers=num_workers,
                              progress=progress, max_pixels=max_pixels) for part in extractor.parts], extractor.key)
-    key = extractor.key
-    n = len(paths)
-    out = np.zeros((n, extractor.dim), dtype=np.float32)  # filled row by row; failed rows dropped at the end
-    done = np.zeros(n, dtype=bool)
-    errors: dict[int, str] = {}
+    rows = _Rows(paths, extractor.dim, strict)
+    todo, from_cache = _take_cached(rows, cache, extractor, progress)
+    _compute_missing(rows, todo, cache, extractor, batch_size=batch_size, num_workers=num_workers,
+                     max_pixels=max_pixels, progress=progress)
+    return rows.result(from_cache, extractor.key)
+
+
+class _Rows:
+    """The result being filled: one feature row per path (failed rows dropped at the end), and why rows failed."""
+
+    def __init__(self, paths: Sequence, dim: int, strict: bool):
+        self.paths = paths
+        self.strict = strict
+        self.out = np.zeros((len(paths), dim), dtype=np.float32)
+        self.done = np.zeros(len(paths), dtype=bool)
+        self.errors: dict[int, str] = {}
+
+    def fail(self, row: int, reason: str) -> None:
+        if self.strict:
+            raise DataError(reason, str(self.paths[row]))
+        self.errors[row] = reason
+        log.warning("skipping photo %s: %s", self.paths[row], reason)
+
+    def fill(self, rows, vec) -> None:
+        self.out[rows] = vec
+        self.done[rows] = True
+
+    def result(self, from_cache: int, key: str) -> FeatureResult:
+        ok = np.flatnonzero(self.done).astype(np.int64)
+        return FeatureResult(
+            features=self.out if len(ok) == len(self.paths) else self.out[ok],
+            paths=[self.paths[int(i)] for i in ok],
+            index=ok,
+            failures=[(str(self.paths[i]), self.errors[i]) for i in sorted(self.errors)],
+            cached=from_cache,
+            extracted=int(len(ok)) - from_cache,
+            key=key,
+        )
+
+
+def _take_cached(rows: _Rows, cache: FeatureCache, extractor: FeatureExtractor,
+                 progress: bool) -> tuple[dict[str, list[int]], int]:
+    """Pass 1 (this process): hash every file, take what the cache already has.
+
+    Returns ({digest: rows with those bytes} still to compute (duplicates computed once), rows from the cache).
+    """
+    paths, n = rows.paths, len(rows.paths)
+    todo: dict[str, list[int]] = {}
     from_cache = 0
-
-    def fail(row: int, reason: str) -> None:
-        if strict:
-            raise DataError(reason, str(paths[row]))
-        errors[row] = reason
-        log.warning("skipping photo %s: %s", paths[row], reason)
-
-    # Pass 1 (this process): hash every file, take what the cache already has.
-    todo: dict[str, list[int]] = {}  # digest -> rows with those bytes (duplicates computed once)
     with Progress(total=n, desc="checking feature cache", unit="photo", enabled=progress and n > 0) as bar:
         for row, p in enumerate(paths):
             bar.update(1)
             try:
                 digest = file_sha256(p)
             except DataError as exc:
-                fail(row, exc.reason)
+                rows.fail(row, exc.reason)
                 continue
             if digest in todo:
                 todo[digest].append(row)
                 continue
-            vec = cache.get(key, digest, extractor.dim)
+            vec = cache.get(extractor.key, digest, extractor.dim)
             if vec is not None:
-                out[row] = vec
-                done[row] = True
+                rows.fill(row, vec)
                 from_cache += 1
             else:
                 todo[digest] = [row]
         bar.close(f"{n:,} photos, {from_cache:,} in the cache")
+    return todo, from_cache
 
-    # Pass 2: decode + preprocess in the DataLoader, run the backbone, write each vector.
-    items = [(rows[0], str(paths[rows[0]]), digest) for digest, rows in todo.items()]
-    if items:
-        cache.write_meta(extractor)
-        rows_of = {rows[0]: rows for rows in todo.values()}
-        loader = DataLoader(
-            _PhotoDataset(items, extractor.preprocess, max_pixels),
-            batch_size=max(1, int(batch_size)),
-            shuffle=False,
-            num_workers=max(0, int(num_workers)),
-            collate_fn=_collate,
-            pin_memory=pin_memory(extractor.device),  # GPU: the copy to the device overlaps decoding
-        )
-        with Progress(total=len(items), desc=f"extracting {extractor.name} features", unit="photo",
-                      enabled=progress) as bar:
-            for rows, digests, x, bad in loader:
-                for row, reason in bad:
-                    for r in rows_of[row]:
-                        fail(r, reason)
-                if x is not None:
-                    feats = extractor.forward_batch(x).numpy().astype(np.float32, copy=False)
-                    for row, digest, vec in zip(rows, digests, feats):
-                        cache.put(key, digest, vec)
-                        out[rows_of[row]] = vec
-                        done[rows_of[row]] = True
-                bar.update(len(rows) + len(bad))
 
-    ok = np.flatnonzero(done).astype(np.int64)
-    return FeatureResult(
-        features=out if len(ok) == n else out[ok],
-        paths=[paths[int(i)] for i in ok],
-        index=ok,
-        failures=[(str(paths[i]), errors[i]) for i in sorted(errors)],
-        cached=from_cache,
-        extracted=int(len(ok)) - from_cache,
-        key=key,
+def _compute_missing(rows: _Rows, todo: dict[str, list[int]], cache: FeatureCache, extractor: FeatureExtractor,
+                     *, batch_size: int, num_workers: int, max_pixels: int | None, progress: bool) -> None:
+    """Pass 2: decode + preprocess in the DataLoader, run the backbone, write each vector to the cache."""
+    items = [(same[0], str(rows.paths[same[0]]), digest) for digest, same in todo.items()]
+    if not items:
+        return
+    cache.write_meta(extractor)
+    rows_of = {same[0]: same for same in todo.values()}
+    loader = DataLoader(
+        _PhotoDataset(items, extractor.preprocess, max_pixels),
+        batch_size=max(1, int(batch_size)),
+        shuffle=False,
+        num_workers=max(0, int(num_workers)),
+        collate_fn=_collate,
+        pin_memory=pin_memory(extractor.device),  # GPU: the copy to the device overlaps decoding
     )
+    with Progress(total=len(items), desc=f"extracting {extractor.name} features", unit="photo",
+                  enabled=progress) as bar:
+        for firsts, digests, x, bad in loader:
+            for row, reason in bad:
+                for r in rows_of[row]:
+                    rows.fail(r, reason)
+            if x is not None:
+                feats = extractor.forward_batch(x).numpy().astype(np.float32, copy=False)
+                for row, digest, vec in zip(firsts, digests, feats):
+                    cache.put(extractor.key, digest, vec)
+                    rows.fill(rows_of[row], vec)
+            bar.update(len(firsts) + len(bad))
 
 
 def _concat_results(paths: Sequence, results: list[FeatureResult], key: str) -> FeatureResult:
