@@ -106,6 +106,73 @@ def _decode_reason(fmt: str, exc: BaseException, header: bool = False) -> str:
     return f"corrupt {fmt} {part} ({_describe(exc)})"
 
 
+def _from_pil(image: Image.Image, max_pixels: int | None, label: str | None) -> Image.Image:
+    _check_pixels(image.size, max_pixels, label)
+    try:
+        image.load()
+        return _to_rgb(_exif_transpose(image))
+    except DataError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - Pillow raises many types for bad data
+        raise DataError(f"cannot decode the image ({_describe(exc)})", label) from exc
+
+
+def _read_source(source, name) -> tuple[bytes, str | None]:
+    """(the photo's bytes, what messages call it) from a path, bytes or a binary file object."""
+    if isinstance(source, (bytes, bytearray, memoryview)):
+        return bytes(source), None if name is None else str(name)
+    if isinstance(source, (str, os.PathLike)):
+        return read_image_bytes(Path(source)), str(name if name is not None else source)
+    if hasattr(source, "read"):  # binary file object, e.g. an upload's stream
+        label = str(name if name is not None else getattr(source, "name", "<upload>"))
+        try:
+            data = source.read()
+        except OSError as exc:
+            raise DataError(f"cannot read the upload ({exc})", label) from None
+        if not isinstance(data, (bytes, bytearray)):
+            raise TypeError("load_image() wants a binary file object (opened with 'rb')")
+        return bytes(data), label
+    raise TypeError(
+        f"load_image() wants a path, bytes, a binary file object or a PIL image, not {type(source).__name__}"
+    )
+
+
+def _not_an_image(data: bytes) -> str:
+    head = data[:16]
+    looks_text = all(32 <= b < 127 or b in (9, 10, 13) for b in head)
+    what = "looks like a text file" if looks_text else f"starts with bytes {head[:8].hex(' ')}"
+    return (f"not an image Pillow can read ({len(data)} bytes, {what}); "
+            "expected a JPEG, PNG, WebP, GIF, BMP or TIFF photo")
+
+
+def _decode(data: bytes, max_pixels: int | None, label: str | None) -> Image.Image:
+    """The decoded image; the pixel limit is checked from the header, before any decoding."""
+    # Pillow warns (DecompressionBombWarning) above MAX_IMAGE_PIXELS and raises above twice that. With a
+    # stricter max_pixels of our own, the warning is ignored so that _check_pixels (header only, before any
+    # decoding) gives the message with the actual limit; otherwise the warning becomes an error.
+    # Note: warnings filters are process-global in Python 3.11.
+    ours_first = max_pixels is not None and max_pixels <= Image.MAX_IMAGE_PIXELS
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore" if ours_first else "error", Image.DecompressionBombWarning)
+        try:
+            img = Image.open(io.BytesIO(data))
+        except (Image.DecompressionBombError, Image.DecompressionBombWarning) as exc:
+            raise DataError(_bomb_reason(exc), label) from None
+        except UnidentifiedImageError:
+            raise DataError(_not_an_image(data), label) from None
+        except Exception as exc:  # noqa: BLE001 - broken headers raise SyntaxError, ValueError, ...
+            raise DataError(_decode_reason("image", exc, header=True), label) from None
+
+        _check_pixels(img.size, max_pixels, label)
+        try:
+            img.load()
+        except (Image.DecompressionBombError, Image.DecompressionBombWarning) as exc:
+            raise DataError(_bomb_reason(exc), label) from None
+        except Exception as exc:  # noqa: BLE001
+            raise DataError(_decode_reason(img.format or "image", exc), label) from None
+    return img
+
+
 def load_image(
     source: ImageSource,
     max_pixels: int | None = DEFAULT_MAX_PIXELS,
@@ -123,71 +190,12 @@ def load_image(
     corrupt or truncated file and for images larger than ``max_pixels``.
     """
     if isinstance(source, Image.Image):
-        label = None if name is None else str(name)
-        _check_pixels(source.size, max_pixels, label)
-        try:
-            source.load()
-            return _to_rgb(_exif_transpose(source))
-        except DataError:
-            raise
-        except Exception as exc:  # noqa: BLE001 - Pillow raises many types for bad data
-            raise DataError(f"cannot decode the image ({_describe(exc)})", label) from exc
-
-    if isinstance(source, (bytes, bytearray, memoryview)):
-        data = bytes(source)
-        label = None if name is None else str(name)
-    elif isinstance(source, (str, os.PathLike)):
-        label = str(name if name is not None else source)
-        data = read_image_bytes(Path(source))
-    elif hasattr(source, "read"):  # binary file object, e.g. an upload's stream
-        label = str(name if name is not None else getattr(source, "name", "<upload>"))
-        try:
-            data = source.read()
-        except OSError as exc:
-            raise DataError(f"cannot read the upload ({exc})", label) from None
-        if not isinstance(data, (bytes, bytearray)):
-            raise TypeError("load_image() wants a binary file object (opened with 'rb')")
-        data = bytes(data)
-    else:
-        raise TypeError(
-            f"load_image() wants a path, bytes, a binary file object or a PIL image, not {type(source).__name__}"
-        )
-
+        return _from_pil(source, max_pixels, None if name is None else str(name))
+    data, label = _read_source(source, name)
     if not data:
         raise DataError("file is empty (0 bytes)", label)
-
-    # Pillow warns (DecompressionBombWarning) above MAX_IMAGE_PIXELS and raises above twice that. With a
-    # stricter max_pixels of our own, the warning is ignored so that _check_pixels (header only, before any
-    # decoding) gives the message with the actual limit; otherwise the warning becomes an error.
-    # Note: warnings filters are process-global in Python 3.11.
-    ours_first = max_pixels is not None and max_pixels <= Image.MAX_IMAGE_PIXELS
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore" if ours_first else "error", Image.DecompressionBombWarning)
-        try:
-            img = Image.open(io.BytesIO(data))
-        except (Image.DecompressionBombError, Image.DecompressionBombWarning) as exc:
-            raise DataError(_bomb_reason(exc), label) from None
-        except UnidentifiedImageError:
-            head = data[:16]
-            looks_text = all(32 <= b < 127 or b in (9, 10, 13) for b in head)
-            what = "looks like a text file" if looks_text else f"starts with bytes {head[:8].hex(' ')}"
-            raise DataError(
-                f"not an image Pillow can read ({len(data)} bytes, {what}); "
-                "expected a JPEG, PNG, WebP, GIF, BMP or TIFF photo",
-                label,
-            ) from None
-        except Exception as exc:  # noqa: BLE001 - broken headers raise SyntaxError, ValueError, ...
-            raise DataError(_decode_reason("image", exc, header=True), label) from None
-
-        _check_pixels(img.size, max_pixels, label)
-        fmt = img.format or "image"
-        try:
-            img.load()
-        except (Image.DecompressionBombError, Image.DecompressionBombWarning) as exc:
-            raise DataError(_bomb_reason(exc), label) from None
-        except Exception as exc:  # noqa: BLE001
-            raise DataError(_decode_reason(fmt, exc), label) from None
-
+    img = _decode(data, max_pixels, label)
+    fmt = img.format or "image"
     try:
         return _to_rgb(_exif_transpose(img))
     except Exception as exc:  # noqa: BLE001
