@@ -156,9 +156,36 @@ def fit_rcsls(X: torch.Tensor, Y: torch.Tensor, src_all: torch.Tensor | None = N
     if epochs < 0 or lr <= 0:
         raise ValueError(f"need epochs >= 0 and lr > 0, got epochs={epochs}, lr={lr}")
     X, Y = X.detach(), Y.detach()
-    Zs = X if src_all is None else src_all.detach()
-    Zt = Y if tgt_all is None else tgt_all.detach()
+    objective = _RcslsObjective(X, Y, X if src_all is None else src_all.detach(),
+                                Y if tgt_all is None else tgt_all.detach(), k, normalize, chunk_size)
+    W = _project(_initial_map(X, Y, init), constraint)
+    f, g = objective(W)
+    if history is not None:
+        history.append(f)
+    n = X.shape[0]
+    sgd = batch_size is not None and 0 < batch_size < n
+    for _ in range(int(epochs)):
+        if lr < min_lr:
+            break
+        if sgd:
+            perm = torch.randperm(n, generator=generator).to(X.device)
+            for start in range(0, n, batch_size):
+                _, gb = objective(W, perm[start:start + batch_size])
+                W = _project(W * (1.0 - lr * reg) - lr * gb, constraint)
+            f, g = objective(W)
+        else:
+            W_try = _project(W * (1.0 - lr * reg) - lr * g, constraint)
+            f_try, g_try = objective(W_try)
+            if f_try > f:
+                lr /= 2.0
+            else:
+                W, f, g = W_try, f_try, g_try
+        if history is not None:
+            history.append(f)
+    return W.detach()
 
+
+def _initial_map(X: torch.Tensor, Y: torch.Tensor, init) -> torch.Tensor:
     if isinstance(init, torch.Tensor):
         W = init.detach().to(dtype=X.dtype, device=X.device).clone()
     elif init == "procrustes":
@@ -171,44 +198,29 @@ def fit_rcsls(X: torch.Tensor, Y: torch.Tensor, src_all: torch.Tensor | None = N
         raise ValueError(f"init must be 'procrustes', 'identity' or a tensor, got {init!r}")
     if W.shape != (X.shape[1], Y.shape[1]):
         raise ValueError(f"init matrix must have shape {(X.shape[1], Y.shape[1])}, got {tuple(W.shape)}")
+    return W
 
-    def project(M: torch.Tensor) -> torch.Tensor:
-        if constraint == "spectral":
-            return spectral_projection(M)
-        if constraint == "orthogonal":
-            return nearest_orthogonal(M)
-        return M
 
-    def loss_and_grad(M: torch.Tensor, rows: torch.Tensor | None = None) -> tuple[float, torch.Tensor]:
+def _project(M: torch.Tensor, constraint: str | None) -> torch.Tensor:
+    if constraint == "spectral":
+        return spectral_projection(M)
+    if constraint == "orthogonal":
+        return nearest_orthogonal(M)
+    return M
+
+
+class _RcslsObjective:
+    """(RCSLS loss, its gradient) at a map ``M``, on all training pairs or on the pairs ``rows``."""
+
+    def __init__(self, X, Y, src_all, tgt_all, k: int, normalize: bool, chunk_size: int):
+        self.X, self.Y, self.src_all, self.tgt_all = X, Y, src_all, tgt_all
+        self.k, self.normalize, self.chunk_size = k, normalize, chunk_size
+
+    def __call__(self, M: torch.Tensor, rows: torch.Tensor | None = None) -> tuple[float, torch.Tensor]:
         M = M.detach().requires_grad_(True)
-        xs, ys = (X, Y) if rows is None else (X[rows], Y[rows])
+        xs, ys = (self.X, self.Y) if rows is None else (self.X[rows], self.Y[rows])
         with torch.enable_grad():
-            loss = rcsls_loss(xs @ M, ys, Zs @ M, Zt, k, normalize=normalize, chunk_size=chunk_size)
+            loss = rcsls_loss(xs @ M, ys, self.src_all @ M, self.tgt_all, self.k, normalize=self.normalize,
+                              chunk_size=self.chunk_size)
             (grad,) = torch.autograd.grad(loss, M)
         return float(loss.detach()), grad
-
-    W = project(W)
-    f, g = loss_and_grad(W)
-    if history is not None:
-        history.append(f)
-    n = X.shape[0]
-    sgd = batch_size is not None and 0 < batch_size < n
-    for _ in range(int(epochs)):
-        if lr < min_lr:
-            break
-        if sgd:
-            perm = torch.randperm(n, generator=generator).to(X.device)
-            for start in range(0, n, batch_size):
-                _, gb = loss_and_grad(W, perm[start:start + batch_size])
-                W = project(W * (1.0 - lr * reg) - lr * gb)
-            f, g = loss_and_grad(W)
-        else:
-            W_try = project(W * (1.0 - lr * reg) - lr * g)
-            f_try, g_try = loss_and_grad(W_try)
-            if f_try > f:
-                lr /= 2.0
-            else:
-                W, f, g = W_try, f_try, g_try
-        if history is not None:
-            history.append(f)
-    return W.detach()
