@@ -170,9 +170,24 @@ def text_only_corpus(root: str | os.PathLike, exclude_photo_ids: Iterable[str],
 
     f8k = Flickr8kReader(root, captions="all")
     cn = Flickr8kCnReader(root, variants=zh_variants or ("zhc",))
+    streams = _caption_streams(root, f8k, cn, lang_set, zh_variants)
+    if sources is not None:
+        keep = frozenset(sources)
+        streams = [s for s in streams if s[3] in keep]
+    if drop_excluded_texts and drop:
+        bad_texts = bad_texts | _texts_of_photos(root, f8k, cn, drop, zh_variants)
+    return _text_only_captions(name, streams, drop, bad_texts, dedupe)
+
+
+#: (photo_id, text) pairs, their caption keys, language, source
+_Stream = tuple[Iterable[tuple[str, str]], tuple[str, ...], str, str]
+
+
+def _caption_streams(root: Path, f8k: Flickr8kReader, cn: Flickr8kCnReader, lang_set: set[str] | None,
+                     zh_variants: Sequence[str]) -> list[_Stream]:
+    """The text-only sources' captions, source by source in de-duplication priority order."""
     m30k_langs = None if lang_set is None else sorted(lang_set & {"en", "de", "fr", "cs"})
-    # (photo_id, text) pairs with their caption keys, source by source in priority order
-    streams: list[tuple[Iterable[tuple[str, str]], tuple[str, ...], str, str]] = []
+    streams: list[_Stream] = []
     if lang_set is None or "en" in lang_set:
         rows = f8k.rows()
         streams.append((((r.photo_id, r.text) for r in rows), f8k.caption_keys(), "en", FLICKR8K_SOURCE))
@@ -184,27 +199,29 @@ def text_only_corpus(root: str | os.PathLike, exclude_photo_ids: Iterable[str],
             _file, lang, source = CN_VARIANTS[v]
             recs = cn.records(v)
             streams.append((((r.photo_id, r.text) for r in recs), cn.caption_keys(v), lang, source))
+    return streams
 
-    if sources is not None:
-        keep = frozenset(sources)
-        streams = [s for s in streams if s[3] in keep]
 
-    if drop_excluded_texts and drop:
-        # every sentence any source gives to an excluded photo, whatever the language filter
-        bad_texts = set(bad_texts)
-        for r, key in zip(f8k.rows(), f8k.caption_keys()):
-            if r.photo_id in drop:
-                bad_texts.add(key)
-        for f in Multi30kReader(root).files():
-            for (pid, _), key in zip(f.pairs, f.keys()):
-                if pid in drop:
-                    bad_texts.add(key)
-        for v in ("zhc", "zhb", "zhg", "zhm"):
-            if v in zh_variants or (flickr8kcn_dir(root) / CN_VARIANTS[v][0]).is_file():
-                for r, key in zip(cn.records(v), cn.caption_keys(v)):
-                    if r.photo_id in drop:
-                        bad_texts.add(key)
+def _texts_of_photos(root: Path, f8k: Flickr8kReader, cn: Flickr8kCnReader, photo_ids: frozenset,
+                     zh_variants: Sequence[str]) -> set:
+    """Caption keys of every sentence any source gives to ``photo_ids``, whatever the language filter."""
+    keys = set()
+    for r, key in zip(f8k.rows(), f8k.caption_keys()):
+        if r.photo_id in photo_ids:
+            keys.add(key)
+    for f in Multi30kReader(root).files():
+        for (pid, _), key in zip(f.pairs, f.keys()):
+            if pid in photo_ids:
+                keys.add(key)
+    for v in ("zhc", "zhb", "zhg", "zhm"):
+        if v in zh_variants or (flickr8kcn_dir(root) / CN_VARIANTS[v][0]).is_file():
+            for r, key in zip(cn.records(v), cn.caption_keys(v)):
+                if r.photo_id in photo_ids:
+                    keys.add(key)
+    return keys
 
+
+def _text_only_captions(name: str, streams: list[_Stream], drop: frozenset, bad_texts: set, dedupe: bool) -> Corpus:
     seen: set = set()
     captions: list[Caption] = []
     append, seen_add, make = captions.append, seen.add, Caption
