@@ -96,3 +96,12 @@ def test_src_has_no_import_cycle():
     graph = import_graph()
     assert "polyvse.sampling.slots" in graph["polyvse.sampling.photo_tuples"]  # the walk sees relative imports
     assert cycles(graph) == []
+
+
+def test_layers_import_downwards_only():
+    """polyvse (library) <- polyvse_train (trainer) <- polyvse_app (command line + HTTP service): no module
+    imports a layer above its own. polyvse_train.cli only forwards `python -m polyvse_train.cli` to the app."""
+    rank = {"polyvse": 0, "polyvse_train": 1, "polyvse_app": 2}
+    upward = [f"{mod} -> {dep}" for mod, deps in import_graph().items() for dep in deps
+              if rank[dep.split(".")[0]] > rank[mod.split(".")[0]] and mod != "polyvse_train.cli"]
+    assert upward == []
