@@ -273,15 +273,10 @@ def read_caption_file(path: str | os.PathLike, default_lang: str | None = None) 
     import json
     from pathlib import Path
 
+    from ..user_files import read_text
+
     path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise DataError("captions file not found", path) from None
-    except UnicodeDecodeError as exc:
-        raise DataError(f"captions file is not UTF-8 text ({exc.reason} at byte {exc.start})", path) from None
-    except OSError as exc:
-        raise DataError(f"cannot read the captions file ({exc.strerror or exc})", path) from None
+    text = read_text(path, "captions file")
     default = check_language(default_lang, "--captions-lang") if default_lang else None
     out: list[tuple[str, str, str | None]] = []
 

@@ -9,10 +9,10 @@ from __future__ import annotations
 from pathlib import Path
 
 from polyvse.paths import cache_root
+from polyvse.user_files import IMAGE_SUFFIXES
 
 from .device_args import add_device_args, device_of, workers_of
 
-IMAGE_SUFFIXES = {".jpg", ".jpeg", ".png", ".webp", ".bmp", ".gif", ".tif", ".tiff"}
 _MAX_LISTED_FAILURES = 20
 
 
@@ -66,39 +66,15 @@ def register(sub) -> None:
     b.set_defaults(func=run_backbones)
 
 
-def _photos_in_dir(folder: Path) -> list[Path]:
-    from polyvse.errors import DataError
-
-    if not folder.is_dir():
-        raise DataError("no such folder (--images wants a folder of photos)", folder)
-    photos = [
-        p for p in folder.rglob("*")
-        if p.suffix.lower() in IMAGE_SUFFIXES and not any(part.startswith(".") for part in p.relative_to(folder).parts)
-        and not p.is_dir()
-    ]
-    return sorted(photos)
-
-
-def _photos_in_list(list_file: Path) -> list[Path]:
-    from polyvse.errors import DataError
-
-    try:
-        text = list_file.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise DataError("list file not found", list_file) from None
-    except UnicodeDecodeError as exc:
-        raise DataError(f"list file is not UTF-8 text ({exc.reason} at byte {exc.start})", list_file) from None
-    except OSError as exc:
-        raise DataError(f"cannot read the list file ({exc.strerror or exc})", list_file) from None
-    base = list_file.parent
-    photos = []
-    for line in text.splitlines():
-        entry = line.strip()
-        if not entry or entry.startswith("#"):
-            continue
-        p = Path(entry).expanduser()
-        photos.append(p if p.is_absolute() else base / p)
-    return photos
+def print_failures(failures: list, heading: str) -> None:
+    """The first unreadable photos and why, for people (the rest counted)."""
+    if not failures:
+        return
+    print(heading)
+    for path, reason in failures[:_MAX_LISTED_FAILURES]:
+        print(f"  {path}: {reason}")
+    if len(failures) > _MAX_LISTED_FAILURES:
+        print(f"  ... and {len(failures) - _MAX_LISTED_FAILURES} more")
 
 
 def run_extract(args) -> int:
@@ -117,16 +93,13 @@ def _extract(args, role, device) -> int:
     from polyvse.errors import DataError
     from polyvse.features.cache import extract_features
     from polyvse.features.backbones import available_backbones, get_extractor
+    from polyvse.user_files import photo_source
     from ..shard_role import run_shard
 
     workers = workers_of(args, device)
     if args.batch_size < 1:
         raise DataError(f"--batch-size must be at least 1, not {args.batch_size}")
-    source = Path(args.images).expanduser() if args.images else Path(args.list).expanduser()
-    photos = _photos_in_dir(source) if args.images else _photos_in_list(source)
-    if not photos:
-        what = "image files" if args.images else "photo paths"
-        raise DataError(f"no {what} found", source)
+    photos, _ = photo_source(args.images, args.list)
 
     cache_dir = Path(args.cache_dir).expanduser() if args.cache_dir else cache_root(args.data_root) / "features"
     extractor = get_extractor(args.backbone or available_backbones()[0], ten_crop=args.ten_crop)
@@ -158,12 +131,7 @@ def _extract(args, role, device) -> int:
     )
     print(f"features: {extractor.name} ({extractor.dim}-d{', ten-crop' if extractor.ten_crop else ''}) "
           f"in {cache_dir / extractor.key}")
-    if failures:
-        print("failed photos (skipped):")
-        for path, reason in failures[:_MAX_LISTED_FAILURES]:
-            print(f"  {path}: {reason}")
-        if len(failures) > _MAX_LISTED_FAILURES:
-            print(f"  ... and {len(failures) - _MAX_LISTED_FAILURES} more")
+    print_failures(failures, "failed photos (skipped):")
     return 0
 
 

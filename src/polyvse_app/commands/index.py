@@ -15,9 +15,7 @@ from pathlib import Path
 from polyvse.paths import cache_root
 
 from .device_args import add_device_args, device_of, workers_of
-
-_MAX_LISTED_FAILURES = 20
-
+from .features import print_failures
 
 def _add_photo_source(p) -> None:
     src = p.add_mutually_exclusive_group(required=True)
@@ -91,16 +89,11 @@ def register(sub) -> None:
 def _photos(args) -> tuple[list[Path], list[str]]:
     """(photo paths, shown names) from --images or --list."""
     from polyvse.errors import DataError
-
-    from .features import _photos_in_dir, _photos_in_list
+    from polyvse.user_files import photo_source
 
     if args.batch_size < 1:
         raise DataError(f"--batch-size must be at least 1, not {args.batch_size}")
-    source = Path(args.images if args.images else args.list).expanduser()
-    photos = _photos_in_dir(source) if args.images else _photos_in_list(source)
-    if not photos:
-        raise DataError(f"no {'image files' if args.images else 'photo paths'} found", source)
-    base = source if args.images else source.parent
+    photos, base = photo_source(args.images, args.list)
     names = []
     for p in photos:
         try:
@@ -123,12 +116,7 @@ def _report(report, verb: str) -> None:
     print(", ".join(parts) + f" ({report.extracted} features computed, {report.cached} from the cache, "
           f"{report.seconds:.1f} s)")
     print(f"index: {index.root}  ({index.describe()})")
-    if report.failures:
-        print("unreadable photos (skipped):")
-        for path, reason in report.failures[:_MAX_LISTED_FAILURES]:
-            print(f"  {path}: {reason}")
-        if len(report.failures) > _MAX_LISTED_FAILURES:
-            print(f"  ... and {len(report.failures) - _MAX_LISTED_FAILURES} more")
+    print_failures(report.failures, "unreadable photos (skipped):")
 
 
 def run_build(args) -> int:
