@@ -1,37 +1,109 @@
+"""TrainConfig: sections that check themselves, flat names and paths, base: chains, the smoke overlay."""
 import pytest
 
 from polyvse.errors import DataError
-from polyvse_train.config import TrainConfig
+from polyvse_train.config import FLAT_FIELDS, TrainConfig
+
+
+def write(path, text):
+    path.write_text(text, encoding="utf-8")
+    return path
 
 
 def test_yaml_round_trip(tmp_path):
-    p = tmp_path / "c.yaml"
-    p.write_text("name: x\nepochs: 3\nlr: 1\nlanguages: [en, de]\nmax_violation: true\n")
+    p = write(tmp_path / "c.yaml", "name: x\nepochs: 3\nlr: 1\nlanguages: [en, de]\nmax_violation: true\n")
     cfg = TrainConfig.load(p)
-    assert (cfg.name, cfg.epochs, cfg.lr, cfg.languages, cfg.max_violation) == ("x", 3, 1, ["en", "de"], True)
+    assert (cfg.name, cfg.schedule.epochs, cfg.schedule.lr, cfg.data.languages, cfg.objective.max_violation) == (
+        "x", 3, 1, ["en", "de"], True)
+    assert TrainConfig.from_dict(cfg.to_nested()) == cfg == TrainConfig.from_dict(cfg.to_dict())
+
+
+def test_sections_flat_names_and_paths_are_the_same_fields(tmp_path):
+    nested = TrainConfig.load(write(tmp_path / "a.yaml", "objective: {name: mule, top_k: 10}\n"
+                                    "align: {loss: true, every: 20}\nmodel: {embed_dim: 64}\n"))
+    flat = TrainConfig.from_dict({"name": "a", "objective": "mule", "top_k": 10, "align": True, "align_every": 20,
+                                  "embed_dim": 64}, source="x")
+    dotted = TrainConfig.from_dict({"name": "a", "objective.name": "mule", "objective.top_k": 10, "align.loss": True,
+                                    "align.every": 20, "model.embed_dim": 64}, source="x")
+    assert nested.to_dict() == flat.to_dict() == dotted.to_dict()
+    assert nested.name == "a"  # a file's name defaults to its file name
+    assert flat.get("align_every") == flat.get("align.every") == flat.align.every == 20
+    assert len(FLAT_FIELDS) == len(TrainConfig().to_dict()) - 1  # every field has one flat name (+ name)
 
 
 def test_unknown_field_is_named_with_the_file(tmp_path):
-    p = tmp_path / "c.yaml"
-    p.write_text("epoch: 3\n")
-    with pytest.raises(DataError, match=r"c\.yaml.*unknown field\(s\) epoch"):
+    p = write(tmp_path / "c.yaml", "epoch: 3\n")
+    with pytest.raises(DataError, match=r"c\.yaml.*unknown field\(s\) epoch \(did you mean epochs"):
+        TrainConfig.load(p)
+    write(p, "model: {embed: 3}\n")
+    with pytest.raises(DataError, match=r"c\.yaml.*unknown field\(s\) model\.embed .*fields of model"):
         TrainConfig.load(p)
 
 
-def test_wrong_type_is_named(tmp_path):
-    p = tmp_path / "c.yaml"
-    p.write_text("epochs: three\n")
-    with pytest.raises(DataError, match="'epochs' must be int"):
+def test_wrong_type_and_bad_value_name_the_field_path(tmp_path):
+    p = write(tmp_path / "c.yaml", "epochs: three\n")
+    with pytest.raises(DataError, match=r"c\.yaml: field schedule\.epochs \('epochs'\) must be int"):
         TrainConfig.load(p)
-    p.write_text("epochs: true\n")
-    with pytest.raises(DataError, match="'epochs' must be int"):
+    write(p, "schedule: {epochs: true}\n")
+    with pytest.raises(DataError, match=r"schedule\.epochs \('epochs'\) must be int"):
         TrainConfig.load(p)
+    for text, message in (("model: {embed_dim: 0}", r"model\.embed_dim: must be 1 or more"),
+                          ("similarity: dot", r"model\.similarity: 'dot': use one of cosine, order"),
+                          ("split: fold5of5", r"data\.split: 'fold5of5': fold index must be in 0..4"),
+                          ("top_k: 3\nmax_violation: true", r"objective\.max_violation: max_violation means top_k 1"),
+                          ("lp_epochs: 2", r"objective\.lp_epochs: MULE's LP stage"),
+                          ("quotas: {it: 1}", r"objective\.quotas: languages \['it'\]"),
+                          ("align: {word_init: fasttext}", r"align\.word_init: 'fasttext'"),
+                          ("optimizer: lbfgs", r"schedule\.optimizer: 'lbfgs'"),
+                          ("text_head: deep", r"model\.text_head: 'deep': use one of linear, mlp"),
+                          ("tower_dropout: 1.0", r"model\.tower_dropout: 1\.0: a probability")):
+        write(p, text + "\n")
+        with pytest.raises(DataError, match=r"c\.yaml: " + message):
+            TrainConfig.load(p)
 
 
 def test_invalid_yaml_and_missing_file(tmp_path):
-    p = tmp_path / "c.yaml"
-    p.write_text("epochs: [1\n")
+    p = write(tmp_path / "c.yaml", "epochs: [1\n")
     with pytest.raises(DataError, match="not valid YAML"):
         TrainConfig.load(p)
     with pytest.raises(DataError, match="cannot read config"):
         TrainConfig.load(tmp_path / "missing.yaml")
+
+
+def test_base_chain_overrides_field_by_field(tmp_path):
+    (tmp_path / "sub").mkdir()
+    write(tmp_path / "root.yaml", "name: root\nobjective: {name: mule, top_k: 10, nc_weight: 1.0}\nepochs: 20\n")
+    write(tmp_path / "sub" / "mid.yaml", "base: ../root.yaml\nobjective: {nc_weight: 0.5}\n")
+    leaf = TrainConfig.load(write(tmp_path / "leaf.yaml", "base: sub/mid.yaml\nschedule: {epochs: 3}\n"))
+    assert leaf.name == "leaf"  # never inherited
+    assert (leaf.objective.name, leaf.objective.top_k, leaf.objective.nc_weight, leaf.schedule.epochs) == (
+        "mule", 10, 0.5, 3)
+
+
+def test_base_cycle_and_missing_base_are_named(tmp_path):
+    write(tmp_path / "a.yaml", "base: b.yaml\n")
+    write(tmp_path / "b.yaml", "base: a.yaml\n")
+    with pytest.raises(DataError, match=r"cycle: .*a\.yaml -> .*b\.yaml -> .*a\.yaml"):
+        TrainConfig.load(tmp_path / "a.yaml")
+    with pytest.raises(DataError, match=r"missing\.yaml: cannot read config"):
+        TrainConfig.load(write(tmp_path / "c.yaml", "base: missing.yaml\n"))
+
+
+def test_smoke_overlay_lies_under_the_config(tmp_path):
+    (tmp_path / "overlays").mkdir()
+    write(tmp_path / "overlays" / "smoke.yaml", "smoke: {photos: 32, max_batches: 6}\n")
+    (tmp_path / "deeper").mkdir()
+    plain = write(tmp_path / "deeper" / "plain.yaml", "epochs: 3\n")
+    own = write(tmp_path / "own.yaml", "smoke: {max_batches: 3}\n")
+    assert TrainConfig.load(plain).smoke == TrainConfig().smoke  # no --smoke: the overlay is not read
+    assert (TrainConfig.load(plain, smoke=True).smoke.photos, TrainConfig.load(plain, smoke=True).smoke.max_batches) \
+        == (32, 6)
+    assert TrainConfig.load(own, smoke=True).smoke.max_batches == 3  # the config's own smoke settings win
+
+
+def test_old_flat_config_dicts_load():
+    """A checkpoint or metrics.json written before the sections stores the flat form; it loads unchanged."""
+    flat = TrainConfig(objective="mule", top_k=10, align=True, smoke_max_batches=6).to_dict()
+    assert "embed_dim" in flat and "align_every" in flat and "model" not in flat
+    cfg = TrainConfig.from_dict(flat)
+    assert cfg.to_dict() == flat and cfg.align.loss and cfg.smoke.max_batches == 6

@@ -68,10 +68,10 @@ def test_config_checks_for_fusion():
     cfg = TrainConfig(text_encoder="pretrained", pretrained_encoder="e5-small+use-multilingual", tower_dropout=0.3,
                       languages=["en", "cs"])
     check_pretrained_config(cfg)  # cs: e5 covers it
-    cfg.pretrained_encoder = "e5-small+bert"
+    cfg.model.pretrained_encoder = "e5-small+bert"
     with pytest.raises(DataError, match="joined by \\+"):
         check_pretrained_config(cfg)
-    cfg.pretrained_encoder = "e5-small"
+    cfg.model.pretrained_encoder = "e5-small"
     with pytest.raises(DataError, match="tower_dropout"):
         check_pretrained_config(cfg)
 

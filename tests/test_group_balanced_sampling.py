@@ -107,5 +107,5 @@ def test_trainer_rejects_group_balanced_with_caption_batches():
 
     with pytest.raises(DataError, match="sampler group_balanced .* objective pivot"):
         build_objective(TrainConfig(objective="vse", sampler="group_balanced"), model=None, data=None)
-    with pytest.raises(DataError, match="sampler 'balanced': use one of distinct, group_balanced"):
-        build_objective(TrainConfig(objective="pivot", sampler="balanced"), model=None, data=None)
+    with pytest.raises(DataError, match="objective.sampler: 'balanced': use one of distinct, group_balanced"):
+        TrainConfig.from_dict(dict(objective="pivot", sampler="balanced"))

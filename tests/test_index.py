@@ -53,9 +53,9 @@ def _smoke_photo_paths(cfg, root: Path) -> list[Path]:
     from polyvse.data.registry import load_dataset
     from polyvse_train.train import resolve_split
 
-    corpus = load_dataset(cfg.dataset, root).filter(langs=cfg.languages)
+    corpus = load_dataset(cfg.data.dataset, root).filter(langs=cfg.data.languages)
     train_ids, eval_ids = resolve_split(corpus, cfg)
-    ids = set(sorted(train_ids)[: cfg.smoke_photos]) | set(sorted(eval_ids)[: max(cfg.smoke_photos // 2, 8)])
+    ids = set(sorted(train_ids)[: cfg.smoke.photos]) | set(sorted(eval_ids)[: max(cfg.smoke.photos // 2, 8)])
     return [Path(corpus.photos[p].path) for p in sorted(ids)]
 
 

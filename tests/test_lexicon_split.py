@@ -67,12 +67,12 @@ def _source_words(vocab, lang: str, rows) -> set[str]:
 
 
 def test_ame_aligner_and_lexicon_init_never_use_a_test_source_word(tmp_path):
-    from polyvse_train.objectives.word_alignment import WordAligner
+    from polyvse_train.objectives.word_alignment import build_aligner
 
     write_muse_full(tmp_path, "de", "en")
     model, data, vocab = _model_and_data("de", "en")
     cfg = TrainConfig(languages=["en", "de"], align=True, word_init="muse", word_dim=8)
-    aligner = WordAligner(cfg, model, data, tmp_path, smoke=False)
+    aligner = build_aligner(cfg, model, data, tmp_path)
     src_ids = aligner.src_ids["de"]
     trained = _source_words(vocab, "de", src_ids[aligner.train_pairs["de"][:, 0]])
     assert trained == {f"s{i}" for i in TRAIN_RANKS}

@@ -51,14 +51,13 @@ def test_joint_model_with_pretrained_branch():
     ({"word_l2": 1e-6}, "word_l2 acts on word embeddings"),
     ({"align": True}, "align acts on word embeddings"),
     ({"text_sharing": "per_language"}, "text_sharing: shared"),
-    ({"text_head": "deep"}, "text_head 'deep'"),
     ({"objective": "mule", "lc_weight": 1e-6}, "lc_weight .* set universal_dim"),
     ({"text_corpus": "multi30k"}, "set text_corpus: none"),
 ])
 def test_config_errors_name_the_field(change, message):
     cfg = TrainConfig(text_encoder="pretrained", pretrained_encoder="e5-small")
     for k, v in change.items():
-        setattr(cfg, k, v)
+        cfg.set(k, v)
     with pytest.raises(DataError, match=message):
         check_pretrained_config(cfg)
 

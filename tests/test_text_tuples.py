@@ -143,8 +143,9 @@ def test_config_errors_name_the_field():
     check_text_corpus_config(TrainConfig())
     check_text_corpus_config(TrainConfig(objective="parallel", text_corpus="multi30k"))
     check_text_corpus_config(TrainConfig(objective="mule", text_corpus="all", lp_epochs=1))
-    for bad, match in ((dict(text_corpus="coco"), "text_corpus 'coco'"),
-                       (dict(objective="pivot", text_corpus="multi30k"), "objective 'pivot'"),
+    with pytest.raises(DataError, match="data.text_corpus: 'coco': use one of none, multi30k, all"):
+        TrainConfig.from_dict(dict(text_corpus="coco"))
+    for bad, match in ((dict(objective="pivot", text_corpus="multi30k"), "objective 'pivot'"),
                        (dict(objective="mlmme", beta=1.0, text_corpus="multi30k"), "text_corpus"),
                        (dict(objective="vse", text_corpus="all"), "text_corpus"),
                        (dict(objective="parallel", text_corpus="all", text_tuples_per_epoch=0),
@@ -172,7 +173,7 @@ def test_vocabulary_takes_frequent_corpus_words_only():
     assert tuples.photo_ids == ["1", "2", "3"] and tuples.tuple_index.tolist() == [0, 0, 1, 1, 2]
     for i, c in enumerate(text.captions):
         assert tuples.ids(i) == enc.ids(c.text, c.lang)  # same ids as the caption encoder (truncated, never empty)
-    cfg.text_vocab_min_count = 0
+    cfg.data.text_vocab_min_count = 0
     assert build_caption_encoder(cfg, train_texts, text)[0].vocab == plain.vocab
 
 
@@ -214,16 +215,16 @@ def test_text_only_tuples_give_gradient_to_the_text_branch_only(over):
     cfg = TrainConfig(languages=languages, text_corpus="multi30k", batch_size=4, seed=0, **over)
     data = fake_data(languages)
     torch.manual_seed(0)
-    per_language = cfg.text_sharing != "shared" or cfg.universal_dim > 0
+    per_language = cfg.model.text_sharing != "shared" or cfg.model.universal_dim > 0
     model = JointEmbeddingModel(ModelConfig(
         vocab_size=len(data.captions.vocab), image_dim=12, embed_dim=16, word_dim=8, hidden_dim=16,
-        text_sharing=cfg.text_sharing, universal_dim=cfg.universal_dim,
+        text_sharing=cfg.model.text_sharing, universal_dim=cfg.model.universal_dim,
         languages=languages if per_language else []))
     objective = build_objective(cfg, model, data)
     batches = objective.sampler().epoch_batches(0)
     assert all(len(b) == 3 for b in batches) and sum(len(b[2]) for b in batches) == 2  # 8 tuples / batch 4
     text_batches = [t for b in batches for t in b[2]]
-    for epoch in ((0, 1) if cfg.objective == "mule" else (0,)):  # mule: LP epoch, then NC
+    for epoch in ((0, 1) if cfg.objective.name == "mule" else (0,)):  # mule: LP epoch, then NC
         model.zero_grad(set_to_none=True)
         loss = objective.text_batch_loss(text_batches, epoch)
         assert loss is not None and loss.item() > 0
@@ -258,7 +259,7 @@ def test_hard_negative_warmup_sums_every_negative_then_mines(kind):
         torch.manual_seed(0)
         model = JointEmbeddingModel(ModelConfig(
             vocab_size=len(data.captions.vocab), image_dim=12, embed_dim=16, word_dim=8, hidden_dim=16,
-            universal_dim=cfg.universal_dim, languages=languages if cfg.universal_dim else []))
+            universal_dim=cfg.model.universal_dim, languages=languages if cfg.model.universal_dim else []))
         return build_objective(cfg, model, data)
 
     warm, summed, mined = (objective_with(top_k=1, hard_negative_warmup_epochs=2), objective_with(top_k=0),
@@ -271,8 +272,8 @@ def test_hard_negative_warmup_sums_every_negative_then_mines(kind):
     assert loss["warm"] == pytest.approx([loss["summed"][0], loss["mined"][1]])
     assert loss["summed"][0] > loss["mined"][0]  # the two modes differ on this batch
     assert all(m._k == 1 for m in warm.modules() if hasattr(m, "_k"))  # restored after the warm-up call
-    with pytest.raises(DataError, match="hard_negative_warmup_epochs must be 0 or more"):
-        objective_with(hard_negative_warmup_epochs=-1)
+    with pytest.raises(DataError, match="objective.hard_negative_warmup_epochs: must be 0 or more"):
+        TrainConfig.from_dict(dict(hard_negative_warmup_epochs=-1))
 
 
 # -- real data: hygiene of the corpus each run uses, and exact resumption ------------------------------------
@@ -312,7 +313,7 @@ def test_no_evaluation_photo_or_caption_reaches_the_text_corpus_of_its_run(share
     m30k_test = multi30k_test_photo_ids(shared_data)
     for split in ("official", "fold0of5", "fold1of5", "fold2of5", "fold3of5", "fold4of5"):
         cfg = TrainConfig(objective="parallel", text_corpus="all", split=split)
-        corpus = f8kml.filter(langs=cfg.languages)
+        corpus = f8kml.filter(langs=cfg.data.languages)
         _, eval_ids = resolve_split(corpus, cfg)
         text = load_text_corpus(cfg, shared_data, corpus, eval_ids)
         ids = set(text.photos) | {c.photo_id for c in text.captions}

@@ -100,19 +100,13 @@ def test_gradient_reaches_the_map_from_fr_rows_only_and_never_when_frozen():
 
 
 def test_translator_fields_are_checked():
-    model, _ = _model()
-    with pytest.raises(DataError, match="source_language"):
-        TranslatorSchedule(TrainConfig(languages=["de", "fr"], language_map=["fr"], language_map_init="lexicon"),
-                           model, None, None, False)
-    with pytest.raises(DataError, match="INTO"):
-        TranslatorSchedule(TrainConfig(languages=["de", "fr"], source_language="de", language_map=["de"]),
-                           model, None, None, False)
-    with pytest.raises(DataError, match="language_map_init"):
-        TranslatorSchedule(TrainConfig(languages=["de", "fr"], source_language="de", language_map_init="svd"),
-                           model, None, None, False)
-    with pytest.raises(DataError, match="objective vse"):
-        TranslatorSchedule(TrainConfig(languages=["de", "fr"], source_language="de", objective="pivot"),
-                           model, None, None, False)
+    for bad, match in ((dict(language_map=["fr"], language_map_init="lexicon"), "objective.source_language: "),
+                       (dict(source_language="de", language_map=["de"]), "model.language_map .* INTO"),
+                       (dict(source_language="de", language_map_init="svd"), "objective.language_map_init: 'svd'"),
+                       (dict(source_language="it"), "objective.source_language 'it' is not among"),
+                       (dict(source_language="de", objective="pivot"), "objective vse")):
+        with pytest.raises(DataError, match=match):
+            TrainConfig.from_dict(dict(languages=["de", "fr"], **bad))
 
 
 # -- SVD/Procrustes + RCSLS initialisation -------------------------------------------------------------
@@ -221,14 +215,15 @@ def test_caption_limit_on_f8kml_touches_training_captions_only(shared_data):
 # -- the configs and a two-stage run ------------------------------------------------------------------------
 def test_translator_configs_say_what_the_poster_says():
     fs, t1, t2 = (TrainConfig.load(CONFIGS / f"translator-{n}.yaml") for n in ("fs", "t1", "t2"))
-    assert fs.languages == ["fr"] and not fs.language_map and not fs.source_language  # all from scratch
+    assert fs.data.languages == ["fr"] and not fs.model.language_map and not fs.objective.source_language
     for t in (t1, t2):  # de-trained encoder + a trainable map for fr
-        assert (t.source_language, t.language_map, t.freeze_language_map) == ("de", ["fr"], False)
-        assert t.source_epochs > 0
-    assert (t1.language_map_init, t2.language_map_init) == ("random", "lexicon")
+        assert (t.objective.source_language, t.model.language_map, t.objective.freeze_language_map) == (
+            "de", ["fr"], False)
+        assert t.objective.source_epochs > 0
+    assert (t1.objective.language_map_init, t2.objective.language_map_init) == ("random", "lexicon")
     # the same target-language budget, so the three are comparable at every point of the learning curve
     for key in ("epochs", "lr", "batch_size", "min_batches_per_epoch", "embed_dim", "hidden_dim", "word_dim"):
-        assert getattr(fs, key) == getattr(t1, key) == getattr(t2, key), key
+        assert fs.get(key) == t1.get(key) == t2.get(key), key
 
 
 TINY_T2 = dict(name="tiny-t2", languages=["de", "fr"], source_language="de", source_epochs=2,

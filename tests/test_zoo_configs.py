@@ -19,22 +19,22 @@ def test_config_smoke_trains_and_loads(path, shared_data, tmp_path):
     assert cfg.name == path.stem
     # a small slice, a few batches and narrower layers (same parts, objective and similarity): the whole
     # file stays within a few minutes on 2 shared cores. `polyvse train --smoke` runs the full widths.
-    cfg.smoke_photos, cfg.smoke_epochs, cfg.smoke_max_batches = 24, 1, 2
-    cfg.embed_dim, cfg.hidden_dim, cfg.word_dim, cfg.image_hidden_dim = 64, 64, 32, 64
-    cfg.universal_dim = min(cfg.universal_dim, 32)
+    cfg.smoke.photos, cfg.smoke.epochs, cfg.smoke.max_batches = 24, 1, 2
+    cfg.model.embed_dim, cfg.model.hidden_dim, cfg.model.word_dim, cfg.model.image_hidden_dim = 64, 64, 32, 64
+    cfg.model.universal_dim = min(cfg.model.universal_dim, 32)
     metrics = train(cfg, tmp_path, shared_data, smoke=True, progress=False)
     saved = json.loads((tmp_path / "metrics.json").read_text())
-    assert set(saved["languages"]) == set(cfg.languages)
+    assert set(saved["languages"]) == set(cfg.data.languages)
     for m in saved["languages"].values():
         assert m["n_images"] > 0 and 0 <= m["t2i_r1"] <= m["t2i_r10"] <= 100
     log = [json.loads(line) for line in (tmp_path / "train_log.jsonl").read_text().splitlines()]
     assert log and all(r["loss"] is not None and r["loss"] == r["loss"] for r in log)  # trained, no NaN
-    if cfg.align or cfg.word_init == "muse":
-        assert set(metrics["alignment_ratio"]) == set(cfg.languages) - {cfg.align_pivot}
+    if cfg.align.uses_lexicon:
+        assert set(metrics["alignment_ratio"]) == set(cfg.data.languages) - {cfg.align.pivot}
         assert "alignment_ratio" in log[-1]
     model = polyvse.load(tmp_path / "checkpoint")
-    assert model.languages == list(cfg.languages)
-    assert model.model.config.similarity == cfg.similarity
-    for lang in cfg.languages:
+    assert model.languages == list(cfg.data.languages)
+    assert model.model.config.similarity == cfg.model.similarity
+    for lang in cfg.data.languages:
         emb = model.encode_text(["a dog runs on the grass", "two people"], lang)
         assert emb.shape == (2, model.embed_dim) and (emb == emb).all()

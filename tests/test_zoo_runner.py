@@ -57,9 +57,10 @@ def test_plan_official_then_curve_then_folds_and_effective_config_applies_overri
     assert [r.run_id for r in runs] == ["a/official-s0", "b/official-s0", "a/official-s0-cs10", "a/official-s0-cs20",
                                         "a/fold0of2-s0", "b/fold0of2-s0", "a/fold1of2-s0", "b/fold1of2-s0"]
     cfg_b = effective_config(runs[1], spec)
-    assert (cfg_b.epochs, cfg_b.embed_dim, cfg_b.batch_size, cfg_b.split) == (3, 16, 32, "official")
-    assert effective_config(runs[0], spec).batch_size == 128  # by_objective only touches its objective
-    assert effective_config(runs[4], spec).split == "fold0of2"
+    assert (cfg_b.schedule.epochs, cfg_b.model.embed_dim, cfg_b.schedule.batch_size, cfg_b.data.split) == (
+        3, 16, 32, "official")
+    assert effective_config(runs[0], spec).schedule.batch_size == 128  # by_objective only touches its objective
+    assert effective_config(runs[4], spec).data.split == "fold0of2"
     assert runs[3].overrides == {"caption_limit": {"cs": 20}}
     with pytest.raises(DataError, match="unknown config"):
         find_configs(tmp_path, ["zzz"])

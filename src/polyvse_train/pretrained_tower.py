@@ -13,7 +13,6 @@ from pathlib import Path
 from polyvse.errors import DataError
 from polyvse.models.pretrained import available_pretrained_encoders, tower_names
 from polyvse.models.pretrained.captions import PretrainedCaptionEncoder
-from polyvse.models.pretrained.text_branch import TEXT_HEADS
 from polyvse.paths import cache_root
 
 #: where the sentence vectors of training and evaluation captions are cached, under the cache root
@@ -25,55 +24,52 @@ WORD_LEVEL_OPTIONS = (("word_init", "random"), ("freeze_word_embeddings", False)
 
 
 def uses_pretrained_tower(cfg) -> bool:
-    return cfg.text_encoder == "pretrained"
+    return cfg.model.text_encoder == "pretrained"
 
 
 def check_pretrained_config(cfg) -> None:
     """Errors naming the field for settings a frozen sentence encoder cannot honour."""
-    towers = tower_names(cfg.pretrained_encoder)
+    towers = tower_names(cfg.model.pretrained_encoder)
     if not all(t in available_pretrained_encoders() for t in towers) or len(set(towers)) != len(towers):
         raise DataError(f"text_encoder pretrained needs pretrained_encoder: one of "
                         f"{', '.join(available_pretrained_encoders())}, or several joined by + to fuse them "
-                        f"(got {cfg.pretrained_encoder!r})")
-    if not 0.0 <= cfg.tower_dropout < 1.0 or (cfg.tower_dropout and len(towers) < 2):
-        raise DataError(f"tower_dropout {cfg.tower_dropout}: a probability in [0, 1), and only with fused towers "
-                        "(pretrained_encoder: a+b)")
-    if cfg.text_head not in TEXT_HEADS:
-        raise DataError(f"text_head {cfg.text_head!r}: use one of {', '.join(TEXT_HEADS)}")
-    if cfg.text_sharing != "shared":
+                        f"(got {cfg.model.pretrained_encoder!r})")
+    if cfg.model.tower_dropout and len(towers) < 2:
+        raise DataError(f"tower_dropout {cfg.model.tower_dropout}: only with fused towers (pretrained_encoder: a+b)")
+    if cfg.model.text_sharing != "shared":
         raise DataError("text_encoder pretrained has one head for all languages: set text_sharing: shared "
                         "(universal_dim > 0 adds MULE's per-language projection before it)")
     for name, off in WORD_LEVEL_OPTIONS:
-        if getattr(cfg, name) != off:
+        if cfg.get(name) != off:
             raise DataError(f"{name} acts on word embeddings, which text_encoder pretrained does not have; "
                             f"set {name}: {off!r} or use a word-level text_encoder (gru, lstm, mean)")
     for name in ("language_map", "source_language"):  # the Translator's word-level map, if this build has it
-        if getattr(cfg, name, None):
+        if cfg.get(name):
             raise DataError(f"{name} maps word embeddings, which text_encoder pretrained does not have; "
                             f"remove it or use a word-level text_encoder")
-    if getattr(cfg, "text_corpus", "none") != "none":
+    if cfg.data.text_corpus != "none":
         raise DataError("text_corpus feeds word ids of text-only captions, which text_encoder pretrained does not "
                         "read: set text_corpus: none (embedding a text corpus with the frozen encoder is not "
                         "supported yet)")
     # MULE's sentence-level terms read u, the head's input: without a universal projection that is the frozen
     # vector itself, which no loss can move.
-    if not cfg.universal_dim and cfg.objective == "mule" and (cfg.lc_weight > 0 or cfg.lp_epochs > 0):
-        which = "lc_weight (the adversarial language classifier)" if cfg.lc_weight > 0 else "lp_epochs (LP)"
+    if not cfg.model.universal_dim and cfg.objective.name == "mule" and (cfg.objective.lc_weight > 0 or cfg.objective.lp_epochs > 0):
+        which = "lc_weight (the adversarial language classifier)" if cfg.objective.lc_weight > 0 else "lp_epochs (LP)"
         raise DataError(f"{which} acts on the universal embedding u, which for text_encoder pretrained is the "
                         "frozen sentence vector unless universal_dim > 0 adds MULE's learned per-language "
                         "projection: set universal_dim (e.g. 512)")
     from polyvse.models.pretrained import get_pretrained_encoder
 
     covered = frozenset().union(*(get_pretrained_encoder(t).languages for t in towers))
-    missing = [lang for lang in cfg.languages if lang not in covered]
+    missing = [lang for lang in cfg.data.languages if lang not in covered]
     if missing:
-        raise DataError(f"pretrained_encoder {cfg.pretrained_encoder} was not trained on {', '.join(missing)}; "
+        raise DataError(f"pretrained_encoder {cfg.model.pretrained_encoder} was not trained on {', '.join(missing)}; "
                         f"remove {'it' if len(missing) == 1 else 'them'} from languages (it covers "
                         f"{', '.join(sorted(covered))})")
 
 
 def pretrained_caption_encoder(cfg, root: Path, progress: bool = True) -> PretrainedCaptionEncoder:
-    """The caption encoder of a pretrained-tower run: cached sentence vectors of cfg.pretrained_encoder."""
+    """The caption encoder of a pretrained-tower run: cached sentence vectors of cfg.model.pretrained_encoder."""
     check_pretrained_config(cfg)
-    return PretrainedCaptionEncoder(cfg.pretrained_encoder, cache_dir=cache_root(root) / SENTENCE_CACHE,
+    return PretrainedCaptionEncoder(cfg.model.pretrained_encoder, cache_dir=cache_root(root) / SENTENCE_CACHE,
                                     progress=progress)

@@ -24,15 +24,15 @@ def training_photo_ids(model: Any, root: Path) -> set[str] | None:
     checkpoint carries no such metadata, e.g. one written by other code)."""
     from polyvse.data.registry import load_dataset
 
-    from .config import TrainConfig
+    from .config import FLAT_FIELDS, TrainConfig
     from .train import resolve_split
 
     saved = (getattr(getattr(model, "checkpoint", None), "training", None) or {}).get("config")
     if not saved:
         return None
-    known = TrainConfig.__dataclass_fields__
+    known = {"name", *FLAT_FIELDS}  # a checkpoint's config is flat; fields since removed are left out
     cfg = TrainConfig.from_dict({k: v for k, v in saved.items() if k in known})
-    train, _ = resolve_split(load_dataset(cfg.dataset, root), cfg)
+    train, _ = resolve_split(load_dataset(cfg.data.dataset, root), cfg)
     return train
 
 

@@ -69,23 +69,17 @@ class TextTupleSet:
 
 def check_text_corpus_config(cfg) -> None:
     """Clear errors for text_corpus settings that cannot work (before any data is read)."""
-    from polyvse.data.text_tuples import TEXT_CORPORA
-
     from .objectives import objective_class
 
-    if cfg.text_corpus not in TEXT_CORPORA:
-        raise DataError(f"text_corpus {cfg.text_corpus!r}: use one of {', '.join(TEXT_CORPORA)}")
-    if cfg.text_tuples_per_epoch < 0 or cfg.text_vocab_min_count < 0:
-        raise DataError("text_tuples_per_epoch and text_vocab_min_count must be >= 0")
-    if cfg.text_corpus == "none":
+    if cfg.data.text_corpus == "none":
         return
-    if cfg.text_tuples_per_epoch == 0:
+    if cfg.data.text_tuples_per_epoch == 0:
         raise DataError("text_tuples_per_epoch is 0: the text corpus would be loaded and never used; "
                         "set text_corpus: none or a positive text_tuples_per_epoch")
     if not objective_class(cfg).has_caption_caption_term(cfg):
-        raise DataError(f"text_corpus {cfg.text_corpus!r} feeds only caption-caption terms (objective parallel, "
+        raise DataError(f"text_corpus {cfg.data.text_corpus!r} feeds only caption-caption terms (objective parallel, "
                         "mlmme with beta < 1, mule with nc_weight > 0 or lp_epochs > 0); objective "
-                        f"{cfg.objective!r} with these weights has none: set text_corpus: none")
+                        f"{cfg.objective.name!r} with these weights has none: set text_corpus: none")
 
 
 def load_text_corpus(cfg, root: Path, corpus: Corpus, eval_ids: set[str], smoke: bool = False) -> Corpus | None:
@@ -97,20 +91,20 @@ def load_text_corpus(cfg, root: Path, corpus: Corpus, eval_ids: set[str], smoke:
     photo of the dataset (its training photos train with their images).
     """
     check_text_corpus_config(cfg)
-    if cfg.text_corpus == "none":
+    if cfg.data.text_corpus == "none":
         return None
     from polyvse.data.flickr8kcn import official_split
     from polyvse.data.text_tuples import text_tuple_corpus
 
     official_eval = {pid for pid, split in official_split(root).items() if split in ("val", "test")}
     eval_texts = [c.text for c in corpus.captions if c.photo_id in eval_ids]
-    text = text_tuple_corpus(root, cfg.text_corpus, exclude_photo_ids=set(eval_ids) | official_eval,
-                             exclude_texts=eval_texts, skip_photo_ids=set(corpus.photos), langs=cfg.languages)
+    text = text_tuple_corpus(root, cfg.data.text_corpus, exclude_photo_ids=set(eval_ids) | official_eval,
+                             exclude_texts=eval_texts, skip_photo_ids=set(corpus.photos), langs=cfg.data.languages)
     if smoke:
-        text = text.filter(photo_ids=sorted(text.photos)[: SMOKE_TUPLES_PER_PHOTO * cfg.smoke_photos])
+        text = text.filter(photo_ids=sorted(text.photos)[: SMOKE_TUPLES_PER_PHOTO * cfg.smoke.photos])
     if not text.captions:
-        raise DataError(f"text_corpus {cfg.text_corpus!r}: no caption tuples left for languages "
-                        f"{cfg.languages} after excluding the evaluation photos; set text_corpus: none")
+        raise DataError(f"text_corpus {cfg.data.text_corpus!r}: no caption tuples left for languages "
+                        f"{cfg.data.languages} after excluding the evaluation photos; set text_corpus: none")
     log.info("text corpus %s: %d tuples, %d captions", text.name, len(text.photos), len(text.captions))
     return text
 
@@ -149,7 +143,7 @@ def build_caption_encoder(cfg, texts_by_lang: dict[str, list[str]], text: Corpus
     corpus (by count, then token).
     """
     if text is None:
-        return CaptionEncoder.build(texts_by_lang, min_count=cfg.min_count, max_len=cfg.max_len,
+        return CaptionEncoder.build(texts_by_lang, min_count=cfg.data.min_count, max_len=cfg.data.max_len,
                                     lowercase=lowercase), None
     train_counts: Counter[str] = Counter()
     for lang, texts in texts_by_lang.items():
@@ -159,14 +153,14 @@ def build_caption_encoder(cfg, texts_by_lang: dict[str, list[str]], text: Corpus
     corpus_counts = dict(zip(tok.index, tok.counts().tolist()))
     # the image-training words first, in CaptionEncoder.build's order (so their ids are those of a run
     # without text corpus), then the corpus-only words by corpus count
-    train_words = sorted((t for t, n in train_counts.items() if n >= cfg.min_count),
+    train_words = sorted((t for t, n in train_counts.items() if n >= cfg.data.min_count),
                          key=lambda t: (-train_counts[t], t))
     known = set(train_words)
-    extra = [] if cfg.text_vocab_min_count <= 0 else sorted(
-        (t for t, n in corpus_counts.items() if n >= cfg.text_vocab_min_count and t not in known),
+    extra = [] if cfg.data.text_vocab_min_count <= 0 else sorted(
+        (t for t, n in corpus_counts.items() if n >= cfg.data.text_vocab_min_count and t not in known),
         key=lambda t: (-corpus_counts[t], t))
     vocab = Vocabulary(train_words + extra)
-    encoder = CaptionEncoder(vocab, max_len=cfg.max_len, lowercase=lowercase)
+    encoder = CaptionEncoder(vocab, max_len=cfg.data.max_len, lowercase=lowercase)
     log.info("vocabulary: %d words from the image-training captions + %d from the text corpus",
              len(train_words), len(extra))
     lookup = np.array([vocab.token_to_id(t) for t in tok.index], dtype=np.int32)
@@ -176,5 +170,5 @@ def build_caption_encoder(cfg, texts_by_lang: dict[str, list[str]], text: Corpus
         name=text.name, photo_ids=photo_ids,
         tuple_index=np.array([row[c.photo_id] for c in text.captions], dtype=np.int64),
         langs=[c.lang for c in text.captions], flat=lookup[tok.flat] if len(tok.flat) else tok.flat,
-        offsets=tok.offsets, max_len=cfg.max_len)
+        offsets=tok.offsets, max_len=cfg.data.max_len)
     return encoder, tuples

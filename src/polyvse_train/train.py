@@ -33,6 +33,7 @@ from polyvse.progress import Progress
 from .config import TrainConfig
 from .distributed import DistInfo, barrier, init_distributed, shutdown
 from .objectives import build_objective
+from .objectives.word_alignment import prepare_word_embeddings
 from .pretrained_tower import pretrained_caption_encoder, uses_pretrained_tower
 from .text_corpus import TextTupleSet, build_caption_encoder, load_text_corpus
 
@@ -62,7 +63,7 @@ class PreparedData:
     captions: CaptionEncoder
     feature_key: str
     n_failed_photos: int
-    text_tuples: TextTupleSet | None = None  # text-only caption tuples (cfg.text_corpus), None = none
+    text_tuples: TextTupleSet | None = None  # text-only caption tuples (cfg.data.text_corpus), None = none
 
 
 def seed_everything(seed: int) -> None:
@@ -72,29 +73,29 @@ def seed_everything(seed: int) -> None:
 
 
 def resolve_split(corpus: Corpus, cfg: TrainConfig) -> tuple[set[str], set[str]]:
-    """(train photo ids, evaluation photo ids) for cfg.split."""
-    if cfg.split == "official":
+    """(train photo ids, evaluation photo ids) for cfg.data.split."""
+    if cfg.data.split == "official":
         split_of = {c.photo_id: c.split for c in corpus.captions}
         train = {p for p, s in split_of.items() if s == "train"}
-        evaluation = {p for p, s in split_of.items() if s == cfg.eval_split}
-    elif cfg.split.startswith("fold"):
+        evaluation = {p for p, s in split_of.items() if s == cfg.data.eval_split}
+    elif cfg.data.split.startswith("fold"):
         from polyvse.data.f8kml import kfold_photo_splits
 
         try:
-            fold, k = (int(x) for x in cfg.split[4:].split("of"))
+            fold, k = (int(x) for x in cfg.data.split[4:].split("of"))
         except ValueError:
-            raise DataError(f"split {cfg.split!r}: use 'official' or 'fold<i>of<k>', e.g. fold0of5") from None
+            raise DataError(f"split {cfg.data.split!r}: use 'official' or 'fold<i>of<k>', e.g. fold0of5") from None
         if not 0 <= fold < k:
-            raise DataError(f"split {cfg.split!r}: fold index must be in 0..{k - 1}")
+            raise DataError(f"split {cfg.data.split!r}: fold index must be in 0..{k - 1}")
         # Folds use a fixed seed so that training seeds vary the model, not the test set.
         tr, te = kfold_photo_splits(sorted({c.photo_id for c in corpus.captions}), k=k, seed=0)[fold]
         train, evaluation = set(tr), set(te)
     else:
-        raise DataError(f"split {cfg.split!r}: use 'official' or 'fold<i>of<k>', e.g. fold0of5")
+        raise DataError(f"split {cfg.data.split!r}: use 'official' or 'fold<i>of<k>', e.g. fold0of5")
     if train & evaluation:
-        raise DataError(f"split {cfg.split!r}: {len(train & evaluation)} photos are in both train and evaluation")
+        raise DataError(f"split {cfg.data.split!r}: {len(train & evaluation)} photos are in both train and evaluation")
     if not train or not evaluation:
-        raise DataError(f"split {cfg.split!r} of {corpus.name}: {len(train)} training and {len(evaluation)} "
+        raise DataError(f"split {cfg.data.split!r} of {corpus.name}: {len(train)} training and {len(evaluation)} "
                         "evaluation photos; both must be non-empty")
     return train, evaluation
 
@@ -104,18 +105,18 @@ def prepare_data(cfg: TrainConfig, root: Path, smoke: bool = False, progress: bo
     from polyvse.features.cache import extract_features
     from polyvse.features.backbones import get_extractor
 
-    corpus = load_dataset(cfg.dataset, root).filter(langs=cfg.languages)
+    corpus = load_dataset(cfg.data.dataset, root).filter(langs=cfg.data.languages)
     train_ids, eval_ids = resolve_split(corpus, cfg)
     text_corpus = load_text_corpus(cfg, root, corpus, eval_ids, smoke)  # all evaluation photos, before slicing
     if smoke:  # a slice of the data: first photos by id, so smoke runs are reproducible and fast
-        train_ids = set(sorted(train_ids)[: cfg.smoke_photos])
-        eval_ids = set(sorted(eval_ids)[: max(cfg.smoke_photos // 2, 8)])
+        train_ids = set(sorted(train_ids)[: cfg.smoke.photos])
+        eval_ids = set(sorted(eval_ids)[: max(cfg.smoke.photos // 2, 8)])
     photo_ids = sorted(train_ids | eval_ids)
     missing = [p for p in photo_ids if corpus.photos[p].path is None]
     if missing:
-        raise DataError(f"{cfg.dataset}: {len(missing)} photos have no image file (e.g. {missing[0]}); "
+        raise DataError(f"{cfg.data.dataset}: {len(missing)} photos have no image file (e.g. {missing[0]}); "
                         "image-text training needs the photos")
-    extractor = get_extractor(cfg.backbone, ten_crop=cfg.ten_crop)
+    extractor = get_extractor(cfg.data.backbone, ten_crop=cfg.data.ten_crop)
     result = extract_features([corpus.photos[p].path for p in photo_ids], extractor,
                               cache_root(root) / "features", progress=progress)
     for path, reason in result.failures:
@@ -125,8 +126,8 @@ def prepare_data(cfg: TrainConfig, root: Path, smoke: bool = False, progress: bo
 
     train_caps = [c for c in corpus.captions if c.photo_id in train_ids and c.photo_id in row_of]
     train_caps += translation_captions(cfg, root, {p for p in train_ids if p in row_of})
-    train_caps = first_captions_per_photo(train_caps, cfg.captions_per_photo)  # 0 keeps all
-    train_caps = limit_captions(train_caps, cfg.caption_limit, cfg.seed)  # learning curves; {} keeps all
+    train_caps = first_captions_per_photo(train_caps, cfg.data.captions_per_photo)  # 0 keeps all
+    train_caps = limit_captions(train_caps, cfg.data.caption_limit, cfg.schedule.seed)  # learning curves; {} keeps all
     eval_caps = [c for c in corpus.captions if c.photo_id in eval_ids and c.photo_id in row_of]
     texts_by_lang: dict[str, list[str]] = {}
     for c in train_caps:
@@ -162,33 +163,33 @@ def translation_captions(cfg: TrainConfig, root: Path, train_photos: set[str]) -
     Flickr8K English captions. (Multi30K task1's de/fr/cs lines are human translations of the task1 English
     line and are already F8K-ML captions.)
     """
-    if not cfg.augment_translations:
+    if not cfg.data.augment_translations:
         return []
     from polyvse.data.flickr8kcn import VARIANTS, Flickr8kCnReader
     from polyvse.data.types import Caption
 
-    bad = [v for v in cfg.augment_translations if v not in ("zhb", "zhg")]
-    if bad or "zh" not in cfg.languages:
-        raise DataError(f"augment_translations {cfg.augment_translations}: use zhb and/or zhg, with zh among "
+    bad = [v for v in cfg.data.augment_translations if v not in ("zhb", "zhg")]
+    if bad or "zh" not in cfg.data.languages:
+        raise DataError(f"augment_translations {cfg.data.augment_translations}: use zhb and/or zhg, with zh among "
                         "the languages")
-    reader = Flickr8kCnReader(root, variants=tuple(cfg.augment_translations))
+    reader = Flickr8kCnReader(root, variants=tuple(cfg.data.augment_translations))
     out = []
-    for v in cfg.augment_translations:
+    for v in cfg.data.augment_translations:
         out += [Caption(r.photo_id, r.lang, r.text, VARIANTS[v][2], "train") for r in reader.records(v)
                 if r.photo_id in train_photos]
     return out
 
 
 def build_model(cfg: TrainConfig, data: PreparedData) -> JointEmbeddingModel:
-    per_language = cfg.text_sharing != "shared" or cfg.universal_dim > 0 or bool(cfg.language_map)
+    per_language = cfg.model.text_sharing != "shared" or cfg.model.universal_dim > 0 or bool(cfg.model.language_map)
     return JointEmbeddingModel(ModelConfig(
-        vocab_size=vocab_size(data.captions), image_dim=int(data.features.shape[1]), embed_dim=cfg.embed_dim,
+        vocab_size=vocab_size(data.captions), image_dim=int(data.features.shape[1]), embed_dim=cfg.model.embed_dim,
         pretrained_dim=data.captions.dim if uses_pretrained_tower(cfg) else 0,
         pretrained_towers=data.captions.tower_dims if uses_pretrained_tower(cfg) else [],
-        tower_dropout=cfg.tower_dropout,
-        word_dim=cfg.word_dim, hidden_dim=cfg.hidden_dim, dropout=cfg.dropout, similarity=cfg.similarity,
-        languages=list(cfg.languages) if per_language else [],
-        **{k: getattr(cfg, k) for k in MODEL_FIELDS}))
+        tower_dropout=cfg.model.tower_dropout,
+        word_dim=cfg.model.word_dim, hidden_dim=cfg.model.hidden_dim, dropout=cfg.model.dropout, similarity=cfg.model.similarity,
+        languages=list(cfg.data.languages) if per_language else [],
+        **{k: getattr(cfg.model, k) for k in MODEL_FIELDS}))
 
 
 #: TrainConfig fields that are ModelConfig fields of the same name
@@ -214,11 +215,8 @@ def evaluate_split(model: PolyvseModel, data: PreparedData, caps: CaptionSet, ro
 
 def build_optimiser(cfg: TrainConfig, model: torch.nn.Module, extra=()) -> torch.optim.Optimizer:
     params = [p for p in model.parameters() if p.requires_grad] + list(extra)
-    if cfg.optimizer == "adam":
-        return torch.optim.Adam(params, lr=cfg.lr)
-    if cfg.optimizer == "sgd":
-        return torch.optim.SGD(params, lr=cfg.lr)
-    raise DataError(f"optimizer {cfg.optimizer!r}: use adam or sgd")
+    optimiser = {"adam": torch.optim.Adam, "sgd": torch.optim.SGD}[cfg.schedule.optimizer]  # config.OPTIMIZERS
+    return optimiser(params, lr=cfg.schedule.lr)
 
 
 def batch_items(batch) -> int:
@@ -250,6 +248,7 @@ def train(cfg: TrainConfig, out_dir: str | Path, root: Path, *, resume: bool = F
     """
     from polyvse.device import check_precision, resolve_device
 
+    cfg.validate()
     run_on = resolve_device(device)
     check_precision(precision, run_on)
     dist_info = init_distributed(run_on)
@@ -308,7 +307,7 @@ def _train(cfg: TrainConfig, out_dir: Path, root: Path, dist_info: DistInfo, *, 
            save_every: int, progress: bool, max_steps: int | None, device: torch.device, precision: str) -> dict:
     out_dir.mkdir(parents=True, exist_ok=True)
     # Under torchrun the cores are shared between ranks.
-    torch.set_num_threads(max(1, cfg.threads // dist_info.world_size))
+    torch.set_num_threads(max(1, cfg.schedule.threads // dist_info.world_size))
     run = setup_run(cfg, out_dir, root, dist_info, smoke=smoke, progress=progress and dist_info.is_main,
                     device=device, precision=precision)
     if resume:
@@ -335,15 +334,11 @@ def setup_run(cfg: TrainConfig, out_dir: Path, root: Path, dist_info: DistInfo, 
         barrier(dist_info)
     # Seed after data preparation: feature extraction may or may not run (cache hits), and a DataLoader
     # draws from the global RNG, so seeding earlier would make initialisation depend on the cache.
-    seed_everything(cfg.seed)
+    seed_everything(cfg.schedule.seed)
     data.features = data.features.to(device)  # once: batches index it where the model is
     model = build_model(cfg, data).to(device)  # initialised on the CPU, so every device starts from the same weights
     objective = build_objective(cfg, model, data, root, smoke=smoke).to(device)  # its own parameters (MULE, AME)
-    if cfg.word_init == "muse":
-        log.info("lexicon initialisation: %d words start at their English translation",
-                 objective.aligner.lexicon_init())
-    if cfg.freeze_word_embeddings:
-        model.text_encoder.embed.weight.requires_grad_(False)
+    prepare_word_embeddings(cfg, model, objective.aligner)  # AME: lexicon initialisation, frozen words
     forward = model
     if dist_info.enabled:
         forward = torch.nn.parallel.DistributedDataParallel(
@@ -355,7 +350,7 @@ def setup_run(cfg: TrainConfig, out_dir: Path, root: Path, dist_info: DistInfo, 
     return TrainingRun(cfg=cfg, out_dir=out_dir, dist_info=dist_info, smoke=smoke, progress=progress, t0=t0,
                        data=data, model=model, forward=forward, objective=objective,
                        optimiser=build_optimiser(cfg, model, aux), sampler=objective.sampler(),
-                       epochs=(cfg.smoke_epochs if smoke else cfg.epochs) + objective.pre_epochs, run_key=run_key,
+                       epochs=(cfg.smoke.epochs if smoke else cfg.schedule.epochs) + objective.pre_epochs, run_key=run_key,
                        device=device, precision=precision)
 
 
@@ -392,14 +387,14 @@ def train_one_epoch(run: TrainingRun, *, save_every: int = 0, max_steps: int | N
     """Train from the run's position to the end of its epoch (state saved after it); True when ``max_steps``
     stopped it first."""
     cfg, objective, optimiser = run.cfg, run.objective, run.optimiser
-    lr = cfg.lr * (0.1 if run.epoch - objective.pre_epochs >= cfg.lr_decay_epoch else 1.0)
+    lr = cfg.schedule.lr * (0.1 if run.epoch - objective.pre_epochs >= cfg.schedule.lr_decay_epoch else 1.0)
     for group in optimiser.param_groups:
         group["lr"] = lr
     if run.batch_pos == 0:
         objective.start_epoch(run.epoch)  # e.g. the Translator's map initialisation at the target stage
     batches = run.sampler.epoch_batches(run.epoch)
-    if run.smoke and cfg.smoke_max_batches > 0:
-        batches = batches[: cfg.smoke_max_batches]
+    if run.smoke and cfg.smoke.max_batches > 0:
+        batches = batches[: cfg.smoke.max_batches]
     run.model.train()
     losses = []
     n_items, t_epoch, stopped = 0, time.perf_counter(), False
@@ -440,8 +435,8 @@ def train_step(run: TrainingRun, batch) -> float:
         loss, _parts = run.objective(run.forward, batch, run.dist_info, run.epoch)
     run.optimiser.zero_grad(set_to_none=True)
     loss.backward()
-    if run.cfg.grad_clip > 0:
-        torch.nn.utils.clip_grad_norm_(run.model.parameters(), run.cfg.grad_clip)
+    if run.cfg.schedule.grad_clip > 0:
+        torch.nn.utils.clip_grad_norm_(run.model.parameters(), run.cfg.schedule.grad_clip)
     run.optimiser.step()
     run.step += 1
     run.objective.after_step(run.step)
@@ -452,14 +447,14 @@ def finish_run(run: TrainingRun) -> dict:
     """Evaluate on the evaluation split, write the checkpoint and metrics.json; returns the metrics."""
     cfg, data, model = run.cfg, run.data, run.model
     model.eval()
-    ckpt = Checkpoint(model=model, captions=data.captions, backbone=cfg.backbone, feature_key=data.feature_key,
-                      ten_crop=cfg.ten_crop, languages=list(cfg.languages))
-    per_lang = evaluate_split(PolyvseModel(ckpt), data, data.eval, data.eval_rows, cfg.languages)
+    ckpt = Checkpoint(model=model, captions=data.captions, backbone=cfg.data.backbone, feature_key=data.feature_key,
+                      ten_crop=cfg.data.ten_crop, languages=list(cfg.data.languages))
+    per_lang = evaluate_split(PolyvseModel(ckpt), data, data.eval, data.eval_rows, cfg.data.languages)
     metrics = {
-        "dataset": cfg.dataset, "split": f"{cfg.split}/{cfg.eval_split}" if cfg.split == "official" else cfg.split,
-        "seed": cfg.seed, "smoke": run.smoke, "languages": per_lang,
+        "dataset": cfg.data.dataset, "split": f"{cfg.data.split}/{cfg.data.eval_split}" if cfg.data.split == "official" else cfg.data.split,
+        "seed": cfg.schedule.seed, "smoke": run.smoke, "languages": per_lang,
         "n_train_photos": int(len(data.train_rows)), "n_train_captions": int(len(data.train.ids)),
-        "n_train_captions_by_language": {lang: data.train.langs.count(lang) for lang in cfg.languages},
+        "n_train_captions_by_language": {lang: data.train.langs.count(lang) for lang in cfg.data.languages},
         "n_failed_photos": data.n_failed_photos, "vocab_size": vocab_size(data.captions),
         "parameters": int(sum(p.numel() for p in model.parameters())),
         "wall_time_s": round(time.time() - run.t0, 1), "config": cfg.to_dict(),
@@ -468,7 +463,7 @@ def finish_run(run: TrainingRun) -> dict:
     metrics.update(run.objective.epoch_log())
     if data.text_tuples is not None:
         metrics["text_corpus"] = data.text_tuples.summary()
-    ckpt.training = {"data": cfg.dataset, "split": metrics["split"], "seed": cfg.seed, "commit": git_commit(),
+    ckpt.training = {"data": cfg.data.dataset, "split": metrics["split"], "seed": cfg.schedule.seed, "commit": git_commit(),
                      "config": cfg.to_dict(), "metrics": per_lang}
     save_checkpoint(ckpt, run.out_dir / "checkpoint")
     write_json_atomic(run.out_dir / "metrics.json", metrics)

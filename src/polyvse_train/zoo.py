@@ -102,7 +102,7 @@ def load_spec(path: str | Path | None) -> ZooSpec:
 
 def effective_config(run: ZooRun, spec: ZooSpec) -> TrainConfig:
     cfg = TrainConfig.load(run.path)
-    data = {**cfg.to_dict(), **spec.profile_for(cfg.objective), **run.overrides, "split": run.split, "seed": run.seed}
+    data = {**cfg.to_dict(), **spec.profile_for(cfg.objective.name), **run.overrides, "split": run.split, "seed": run.seed}
     if run.split == OFFICIAL:
         data["eval_split"] = "test"
     return TrainConfig.from_dict(data, source=str(run.path))
@@ -268,7 +268,7 @@ def _execute(run: ZooRun, out: Path, root: Path, spec: ZooSpec, *, retry_failed:
                 raise RuntimeError(f"training stopped early: {metrics}")
             write_json_atomic(d / RUN_FILE, {
                 "run_id": run.run_id, "config_name": run.config, "config_file": str(run.path),
-                "config_digest": digest, "config": cfg.to_dict(), "profile": spec.profile_for(cfg.objective),
+                "config_digest": digest, "config": cfg.to_dict(), "profile": spec.profile_for(cfg.objective.name),
                 "overrides": run.overrides,
                 "wall_seconds": round(time.time() - t0, 1), "cpu_seconds": round(_cpu_seconds() - c0, 1),
                 "finished_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),

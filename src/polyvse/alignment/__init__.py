@@ -1,6 +1,6 @@
 """Word-level cross-lingual alignment: MUSE lexicons, Procrustes, CSLS, RCSLS and their evaluation.
 
-Used by the AME configuration (RCSLS alignment loss kept during retrieval training, alignment ratio) and the
+Used by AME (``LexiconAligner``: the RCSLS alignment loss kept during retrieval training, alignment ratio) and the
 Translator configuration (SVD/Procrustes + RCSLS initialisation of the language map). Nothing here loads or
 assumes pretrained word vectors: every function takes embedding tensors given by the caller.
 
@@ -9,6 +9,7 @@ Training and evaluation take their lexicon pairs from ``muse_lexicon`` (train / 
 source word); the MUSE split files at hand are RECONSTRUCTED (see ``lexicon``), not the official ones.
 """
 
+from .ame import LexiconAligner, vocabulary_words
 from .csls import csls_retrieve, csls_scores, knn_mean_similarity, nn_retrieve
 from .word_translation import alignment_ratio, group_lexicon, word_translation_p_at_1
 from .lexicon import (HELD_OUT_RANKS, LEXICON_PARTS, MUSE_SPLITS, filter_lexicon, muse_lexicon, muse_paths,
@@ -19,6 +20,7 @@ from .rcsls import RCSLSLoss, fit_rcsls, rcsls_loss, spectral_projection
 __all__ = [
     "HELD_OUT_RANKS",
     "LEXICON_PARTS",
+    "LexiconAligner",
     "MUSE_SPLITS",
     "RCSLSLoss",
     "alignment_ratio",
@@ -37,5 +39,6 @@ __all__ = [
     "read_muse_dictionary",
     "spectral_projection",
     "split_lexicon",
+    "vocabulary_words",
     "word_translation_p_at_1",
 ]

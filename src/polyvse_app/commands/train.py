@@ -12,13 +12,15 @@ from .device_args import add_device_args
 def add_common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--data-root", help="data root (default: $POLYVSE_DATA, else ~/.cache/polyvse)")
     p.add_argument("--resume", action="store_true", help="continue from the training state in --out")
-    p.add_argument("--smoke", action="store_true", help="a few steps on a slice of the data (tests)")
+    p.add_argument("--smoke", action="store_true",
+                   help="a few steps on a slice of the data (tests); configs/overlays/smoke.yaml sets how few")
     p.add_argument("--seed", type=int, help="override the config's seed")
     p.add_argument("--split", help="override the config's split: official or fold<i>of<k>")
     p.add_argument("--epochs", type=int, help="override the config's number of epochs")
     p.add_argument("--eval-split", dest="eval_split", help="override the config's eval_split: val or test")
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="FIELD=VALUE",
-                   help="override any config field (VALUE is YAML: 10, true, [en, de], {en: 2}); repeatable")
+                   help="override any config field, by flat name (embed_dim) or path (model.embed_dim); VALUE is "
+                        "YAML: 10, true, [en, de], {en: 2}; repeatable")
     p.add_argument("--save-every", type=int, default=0, help="also save the training state every N steps")
     p.add_argument("--max-steps", type=int, help="stop after N steps, keeping the state (for tests)")
     p.add_argument("--quiet", action="store_true", help="no progress bars")
@@ -26,28 +28,19 @@ def add_common(p: argparse.ArgumentParser) -> None:
 
 
 def apply_overrides(cfg, args):
-    for name in ("seed", "split", "epochs", "eval_split"):
-        value = getattr(args, name, None)
-        if value is not None:
-            setattr(cfg, name, value)
-    return set_fields(cfg, getattr(args, "overrides", None) or [])
-
-
-def set_fields(cfg, assignments: list[str]):
-    """cfg with FIELD=VALUE assignments applied (VALUE parsed as YAML, checked like a config file's fields)."""
+    """cfg with the --seed/--split/--epochs/--eval-split options and the --set assignments applied, checked."""
     import yaml
 
     from polyvse.errors import DataError
 
-    if not assignments:
-        return cfg
-    data = cfg.to_dict()
-    for item in assignments:
+    changes = {name: getattr(args, name) for name in ("seed", "split", "epochs", "eval_split")
+               if getattr(args, name, None) is not None}
+    for item in getattr(args, "overrides", None) or []:
         field, sep, value = item.partition("=")
         if not sep or not field.strip():
             raise DataError(f"--set {item!r}: write FIELD=VALUE, e.g. --set top_k=10")
-        data[field.strip()] = yaml.safe_load(value)
-    return type(cfg).from_dict(data, source="--set")
+        changes[field.strip()] = yaml.safe_load(value)
+    return cfg.with_overrides(changes, source="--set") if changes else cfg
 
 
 def run_training(cfg, args, out: Path) -> int:
@@ -83,6 +76,6 @@ def register(sub) -> None:
 def run(args) -> int:
     from polyvse_train.config import TrainConfig
 
-    cfg = apply_overrides(TrainConfig.load(args.config), args)
+    cfg = apply_overrides(TrainConfig.load(args.config, smoke=args.smoke), args)
     out = Path(args.out or f"runs/{cfg.name}")
     return run_training(cfg, args, out)

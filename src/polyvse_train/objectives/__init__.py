@@ -35,14 +35,14 @@ __all__ = ["OBJECTIVES", "Objective", "batch_scores", "build_objective", "object
 def objective_name(cfg) -> str:
     """The registry key of ``cfg``: its objective, or ``translator`` for objective vse with the Translator's
     fields."""
-    if cfg.source_language or cfg.language_map:
-        if cfg.objective in ("vse", "translator"):
+    if cfg.objective.source_language or cfg.model.language_map:
+        if cfg.objective.name in ("vse", "translator"):
             return "translator"
         raise DataError(f"the Translator's stages and language map (source_language, language_map) run with "
-                        f"objective vse, not {cfg.objective!r}")
-    if cfg.objective not in OBJECTIVES:
-        raise DataError(f"objective {cfg.objective!r}: use one of {', '.join(OBJECTIVES)}")
-    return cfg.objective
+                        f"objective vse, not {cfg.objective.name!r}")
+    if cfg.objective.name not in OBJECTIVES:
+        raise DataError(f"objective {cfg.objective.name!r}: use one of {', '.join(OBJECTIVES)}")
+    return cfg.objective.name
 
 
 def objective_class(cfg) -> type[Objective]:

@@ -28,9 +28,7 @@ from polyvse.losses import every_negative
 from polyvse.sampling import (InterleavedTextTupleSampler, RepeatedPassSampler, StagedSampler,
                               TextTupleBatchSampler, slot_languages)
 
-from .word_alignment import WordAligner
-
-SAMPLERS = ("distinct", "group_balanced")  # TrainConfig.sampler
+from .word_alignment import alignment_every, build_aligner
 
 
 class Objective(nn.Module):
@@ -41,31 +39,19 @@ class Objective(nn.Module):
 
     def __init__(self, cfg, model, data, root: Path | None = None, smoke: bool = False):
         super().__init__()
-        if cfg.sampler not in SAMPLERS:
-            raise DataError(f"sampler {cfg.sampler!r}: use one of {', '.join(SAMPLERS)}")
-        if cfg.lp_epochs > 0 and self.name != "mule":
-            raise DataError(f"lp_epochs is MULE's LP stage: use it with objective mule, not {cfg.objective!r}")
-        if cfg.ranking_loss != "hinge" and self.name != "vse":
-            raise DataError(f"ranking_loss {cfg.ranking_loss!r} is objective vse's option; objective "
-                            f"{cfg.objective!r} uses its paper's hinge")
         self.cfg = cfg
         self.model = [model]  # a list: the model is not a submodule (its weights live in the checkpoint)
         self.data = data
-        top_k = cfg.top_k or None
-        if cfg.max_violation and top_k not in (None, 1):
-            raise DataError("max_violation means top_k 1; set one of them")
-        if cfg.hard_negative_warmup_epochs < 0:
-            raise DataError(f"hard_negative_warmup_epochs must be 0 or more, got {cfg.hard_negative_warmup_epochs}")
+        top_k = cfg.objective.top_k or None
         #: the negatives of every ranking loss: all, the hardest (max violation) or the K hardest
-        self.rank = dict(max_violation=cfg.max_violation and top_k is None, top_k=top_k)
+        self.rank = dict(max_violation=cfg.objective.max_violation and top_k is None, top_k=top_k)
         #: captions per photo per language (tuple objectives and text-only tuples); {} = 1 each
-        self.quotas = cfg.quotas or {lang: 1 for lang in cfg.languages}
+        self.quotas = cfg.objective.quotas or {lang: 1 for lang in cfg.data.languages}
         self.slot_langs = slot_languages(self.quotas)
         self.root, self.smoke = root, smoke
-        if cfg.word_init not in ("random", "muse"):
-            raise DataError(f"word_init {cfg.word_init!r}: use random or muse")
         # AME: the lexicons serve the alignment loss, the lexicon initialisation and the alignment ratio.
-        self.aligner = WordAligner(cfg, model, data, root, smoke) if cfg.align or cfg.word_init == "muse" else None
+        self.aligner = build_aligner(cfg, model, data, root)
+        self.align_every = alignment_every(cfg, smoke)
 
     # -- the interface -------------------------------------------------------------------------------
     def batch_sampler(self):
@@ -77,7 +63,7 @@ class Objective(nn.Module):
 
     def text_batch_loss(self, text_batches, epoch: int) -> torch.Tensor | None:
         """The caption-caption terms on text-only tuple batches, or None when there is none this epoch."""
-        raise DataError(f"objective {self.cfg.objective!r} has no caption-caption term for text_corpus; "
+        raise DataError(f"objective {self.cfg.objective.name!r} has no caption-caption term for text_corpus; "
                         "set text_corpus: none")
 
     @classmethod
@@ -93,22 +79,22 @@ class Objective(nn.Module):
     # -- shared machinery ----------------------------------------------------------------------------
     def sampler(self):
         sampler = self.batch_sampler()
-        min_batches = self.cfg.min_batches_per_epoch
+        min_batches = self.cfg.schedule.min_batches_per_epoch
         if min_batches > 0:
             sampler = (StagedSampler(RepeatedPassSampler(sampler.first, min_batches),
                                      RepeatedPassSampler(sampler.second, min_batches), sampler.switch_epoch)
                        if isinstance(sampler, StagedSampler) else RepeatedPassSampler(sampler, min_batches))
         text = getattr(self.data, "text_tuples", None)
-        if text is not None:  # cfg.text_corpus: text-only tuple batches ride along with the image batches
+        if text is not None:  # cfg.data.text_corpus: text-only tuple batches ride along with the image batches
             cfg = self.cfg
             sampler = InterleavedTextTupleSampler(sampler, TextTupleBatchSampler(
-                text.tuple_index, text.langs, self.quotas, cfg.batch_size, cfg.text_tuples_per_epoch, seed=cfg.seed))
+                text.tuple_index, text.langs, self.quotas, cfg.schedule.batch_size, cfg.data.text_tuples_per_epoch, seed=cfg.schedule.seed))
         return sampler
 
     def forward(self, forward, batch, dist_info, epoch: int) -> tuple[torch.Tensor, dict]:
         with every_negative(self) if self.warming_up(epoch) else nullcontext():
             loss, parts = self.image_batch_loss(forward, batch, dist_info, epoch)
-            if isinstance(batch, tuple) and len(batch) == 3 and batch[2]:  # + text-only tuples (cfg.text_corpus)
+            if isinstance(batch, tuple) and len(batch) == 3 and batch[2]:  # + text-only tuples (cfg.data.text_corpus)
                 text = self.text_batch_loss(batch[2], epoch)
                 if text is not None:
                     loss = loss + text
@@ -117,14 +103,14 @@ class Objective(nn.Module):
 
     def warming_up(self, epoch: int) -> bool:
         """True in the first ``hard_negative_warmup_epochs`` epochs of the main schedule."""
-        return 0 <= epoch - self.pre_epochs < self.cfg.hard_negative_warmup_epochs
+        return 0 <= epoch - self.pre_epochs < self.cfg.objective.hard_negative_warmup_epochs
 
     # -- hooks ---------------------------------------------------------------------------------------
     def start_epoch(self, epoch: int) -> None:
         pass
 
     def after_step(self, step: int) -> dict:
-        if self.cfg.align and step % self.aligner.every == 0:
+        if self.cfg.align.loss and step % self.align_every == 0:
             return {"align_loss": self.aligner.step()}
         return {}
 

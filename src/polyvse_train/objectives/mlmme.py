@@ -12,11 +12,11 @@ class MlmmeObjective(OneCaptionPerLanguage):
 
     def __init__(self, cfg, model, data, root=None, smoke: bool = False):
         super().__init__(cfg, model, data, root, smoke)
-        self.loss = MlmmeLoss(cfg.beta, cfg.margin, similarity=model.similarity, **self.rank)
+        self.loss = MlmmeLoss(cfg.objective.beta, cfg.objective.margin, similarity=model.similarity, **self.rank)
 
     @classmethod
     def has_caption_caption_term(cls, cfg) -> bool:
-        return cfg.beta < 1
+        return cfg.objective.beta < 1
 
     def tuple_loss(self, photo_rows, encoded, epoch):
         captions, masks = encoded.by_language(self.slot_langs)

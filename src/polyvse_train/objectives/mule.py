@@ -17,12 +17,12 @@ class MuleObjective(TupleObjective):
 
     def __init__(self, cfg, model, data, root=None, smoke: bool = False):
         super().__init__(cfg, model, data, root, smoke)
-        self.matching = GroupedHingeLoss(cfg.margin, **self.rank)
-        self.neighbourhood = NeighbourhoodConstraintLoss(cfg.nc_margin, top_k=self.rank["top_k"])
-        if cfg.lc_weight > 0:
+        self.matching = GroupedHingeLoss(cfg.objective.margin, **self.rank)
+        self.neighbourhood = NeighbourhoodConstraintLoss(cfg.objective.nc_margin, top_k=self.rank["top_k"])
+        if cfg.objective.lc_weight > 0:
             u_dim = model.config.universal_dim or model.config.pretrained_dim or model.config.word_dim
-            self.language_loss = LanguageAdversarialLoss(LanguageClassifier(u_dim, len(cfg.languages)))
-        self.lp_epochs = min(cfg.lp_epochs, 1) if smoke else cfg.lp_epochs  # a smoke run keeps one LP epoch
+            self.language_loss = LanguageAdversarialLoss(LanguageClassifier(u_dim, len(cfg.data.languages)))
+        self.lp_epochs = min(cfg.objective.lp_epochs, 1) if smoke else cfg.objective.lp_epochs  # a smoke run keeps one LP epoch
 
     @property
     def pre_epochs(self) -> int:
@@ -30,10 +30,10 @@ class MuleObjective(TupleObjective):
 
     @classmethod
     def has_caption_caption_term(cls, cfg) -> bool:
-        return cfg.nc_weight > 0 or cfg.lp_epochs > 0
+        return cfg.objective.nc_weight > 0 or cfg.objective.lp_epochs > 0
 
     def has_text_term(self, epoch: int) -> bool:
-        return epoch < self.lp_epochs or self.cfg.nc_weight > 0
+        return epoch < self.lp_epochs or self.cfg.objective.nc_weight > 0
 
     def tuple_loss(self, photo_rows, encoded, epoch):
         cfg, model = self.cfg, self.model[0]
@@ -45,21 +45,21 @@ class MuleObjective(TupleObjective):
         else:
             loss = self.matching(model.scores(self.images(photo_rows), encoded.text), caption_image)
             parts["matching"] = loss.item()
-            if cfg.nc_weight > 0:
+            if cfg.objective.nc_weight > 0:
                 nc = self.neighbourhood([u, encoded.text], caption_image)
-                loss = loss + cfg.nc_weight * nc
+                loss = loss + cfg.objective.nc_weight * nc
                 parts["nc"] = nc.item()
-            if cfg.lc_weight > 0:
-                index = {lang: i for i, lang in enumerate(cfg.languages)}
+            if cfg.objective.lc_weight > 0:
+                index = {lang: i for i, lang in enumerate(cfg.data.languages)}
                 lc = self.language_loss(u, torch.tensor([index[lang] for lang in encoded.langs]))
-                loss = loss + cfg.lc_weight * lc
+                loss = loss + cfg.objective.lc_weight * lc
                 parts["lc"] = lc.item()
-        if cfg.word_l2 > 0:
-            loss = loss + cfg.word_l2 * model.text_encoder.embed.weight.pow(2).sum()
+        if cfg.objective.word_l2 > 0:
+            loss = loss + cfg.objective.word_l2 * model.text_encoder.embed.weight.pow(2).sum()
         return loss, parts
 
     def text_tuple_loss(self, encoded, epoch):
         labels, u = encoded.caption_image(), encoded.sentence_u()
         if epoch < self.lp_epochs:
             return self.neighbourhood([u], labels)
-        return self.cfg.nc_weight * self.neighbourhood([u, encoded.text], labels)
+        return self.cfg.objective.nc_weight * self.neighbourhood([u, encoded.text], labels)

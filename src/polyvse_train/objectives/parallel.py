@@ -12,8 +12,8 @@ class ParallelObjective(OneCaptionPerLanguage):
 
     def __init__(self, cfg, model, data, root=None, smoke: bool = False):
         super().__init__(cfg, model, data, root, smoke)
-        self.pivot = PivotLoss(model.similarity, cfg.margin, **self.rank)
-        self.parallel = ParallelLoss(model.similarity, cfg.margin, **self.rank)
+        self.pivot = PivotLoss(model.similarity, cfg.objective.margin, **self.rank)
+        self.parallel = ParallelLoss(model.similarity, cfg.objective.margin, **self.rank)
 
     @classmethod
     def has_caption_caption_term(cls, cfg) -> bool:

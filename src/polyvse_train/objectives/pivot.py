@@ -11,7 +11,7 @@ class PivotObjective(OneCaptionPerLanguage):
 
     def __init__(self, cfg, model, data, root=None, smoke: bool = False):
         super().__init__(cfg, model, data, root, smoke)
-        self.loss = PivotLoss(model.similarity, cfg.margin, **self.rank)
+        self.loss = PivotLoss(model.similarity, cfg.objective.margin, **self.rank)
 
     def tuple_loss(self, photo_rows, encoded, epoch):
         captions, masks = encoded.by_language(self.slot_langs)

@@ -27,7 +27,6 @@ from polyvse.models.language_mapping import fit_language_map
 from .vse import VseObjective
 
 log = logging.getLogger("polyvse.train")
-MAP_INITS = ("random", "lexicon")
 
 
 def vocabulary_rows(vocab, lang: str) -> dict[str, int]:
@@ -39,14 +38,12 @@ def vocabulary_rows(vocab, lang: str) -> dict[str, int]:
 def lexicon_rows(root: Path, vocab, src: str, tgt: str) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """(rows of ``src`` words, rows of ``tgt`` words, (n, 2) lexicon pairs as positions in those two lists):
     the train part of the MUSE ``src``-``tgt`` dictionary filtered to the training vocabulary."""
-    from polyvse.alignment import filter_lexicon, muse_lexicon
+    from polyvse.alignment import filter_lexicon, muse_lexicon, vocabulary_words
 
-    src_words, tgt_words = vocabulary_rows(vocab, src), vocabulary_rows(vocab, tgt)
-    src_pos = {w: j for j, w in enumerate(src_words)}
-    tgt_pos = {w: j for j, w in enumerate(tgt_words)}
+    tokens = vocab.tokens
+    (src_rows, src_pos), (tgt_rows, tgt_pos) = vocabulary_words(tokens, src), vocabulary_words(tokens, tgt)
     pairs, _ = filter_lexicon(muse_lexicon(root, src, tgt, "train"), src_pos, tgt_pos)
-    return (torch.tensor(list(src_words.values()), dtype=torch.long),
-            torch.tensor(list(tgt_words.values()), dtype=torch.long), pairs)
+    return src_rows, tgt_rows, pairs
 
 
 class TranslatorSchedule:
@@ -54,25 +51,12 @@ class TranslatorSchedule:
 
     def __init__(self, cfg, model, data, root: Path | None, smoke: bool):
         self.cfg, self.model, self.data, self.root = cfg, model, data, root
-        source = cfg.source_language
-        if cfg.language_map_init not in MAP_INITS:
-            raise DataError(f"language_map_init {cfg.language_map_init!r}: use one of {', '.join(MAP_INITS)}")
-        if source and source not in cfg.languages:
-            raise DataError(f"source_language {source!r} is not among languages {cfg.languages}; add it")
-        if source in cfg.language_map:
-            raise DataError(f"language_map {cfg.language_map} maps INTO source_language {source!r}; "
-                            "remove the source language from language_map")
-        if (cfg.language_map_init == "lexicon" or cfg.source_epochs > 0) and not source:
-            raise DataError("language_map_init lexicon and source_epochs need source_language (the language "
-                            "the map goes into and the source stage trains on)")
-        if source and cfg.objective != "vse":
-            raise DataError(f"the Translator's stages (source_language) run with objective vse, "
-                            f"not {cfg.objective!r}")
-        if cfg.language_map_init == "lexicon" and root is None:
+        source = cfg.objective.source_language
+        if cfg.objective.language_map_init == "lexicon" and root is None:
             raise DataError("language_map_init lexicon needs the data root (MUSE dictionaries under <root>/muse)")
-        self.source_epochs = min(cfg.source_epochs, 1) if smoke else cfg.source_epochs
-        self.targets = [lang for lang in cfg.languages if lang != source]
-        if cfg.freeze_language_map and model.text_encoder.language_map is not None:
+        self.source_epochs = min(cfg.objective.source_epochs, 1) if smoke else cfg.objective.source_epochs
+        self.targets = [lang for lang in cfg.data.languages if lang != source]
+        if cfg.objective.freeze_language_map and model.text_encoder.language_map is not None:
             for p in model.text_encoder.language_map.parameters():
                 p.requires_grad_(False)
         self.fits: dict[str, dict] = {}
@@ -80,44 +64,44 @@ class TranslatorSchedule:
     def wrap_sampler(self, make, caption_photo, caption_lang):
         """``make(caption_photo)`` -> a sampler; with a source language, the source stage samples its captions
         and the target stage those of the other languages."""
-        if not self.cfg.source_language:
+        if not self.cfg.objective.source_language:
             return make(caption_photo)
         langs = np.asarray(caption_lang)
-        source_rows = np.flatnonzero(langs == self.cfg.source_language)
-        target_rows = np.flatnonzero(langs != self.cfg.source_language)
+        source_rows = np.flatnonzero(langs == self.cfg.objective.source_language)
+        target_rows = np.flatnonzero(langs != self.cfg.objective.source_language)
         if len(target_rows) == 0:
-            raise DataError(f"no training caption outside source_language {self.cfg.source_language!r}: the "
+            raise DataError(f"no training caption outside source_language {self.cfg.objective.source_language!r}: the "
                             "target stage has nothing to train on")
         target = CaptionSubsetSampler(caption_photo, target_rows, make)
         if self.source_epochs == 0:
             return target
         if len(source_rows) == 0:
-            raise DataError(f"source_epochs {self.cfg.source_epochs} but no training caption in "
-                            f"source_language {self.cfg.source_language!r}")
+            raise DataError(f"source_epochs {self.cfg.objective.source_epochs} but no training caption in "
+                            f"source_language {self.cfg.objective.source_language!r}")
         return StagedSampler(CaptionSubsetSampler(caption_photo, source_rows, make), target, self.source_epochs)
 
     def start_epoch(self, epoch: int) -> None:
         """At the first target-stage epoch, fit the lexicon maps (the source stage has shaped the source
         language's word vectors by then)."""
-        if epoch != self.source_epochs or self.cfg.language_map_init != "lexicon":
+        if epoch != self.source_epochs or self.cfg.objective.language_map_init != "lexicon":
             return
         embed = self.model.text_encoder.embed.weight
         mapping = self.model.text_encoder.language_map
         for lang in mapping.mapped:
             src_rows, tgt_rows, pairs = lexicon_rows(self.root, self.data.captions.vocab, lang,
-                                                     self.cfg.source_language)
+                                                     self.cfg.objective.source_language)
             if len(pairs) == 0:
                 log.warning("no MUSE %s-%s pair in the training vocabulary; the %s map keeps its random start",
-                            lang, self.cfg.source_language, lang)
+                            lang, self.cfg.objective.source_language, lang)
                 self.fits[lang] = {"pairs": 0}
                 continue
             fit = fit_language_map(embed[src_rows], embed[tgt_rows], pairs,
-                                   rcsls_epochs=self.cfg.language_map_rcsls_epochs, k=self.cfg.language_map_k)
+                                   rcsls_epochs=self.cfg.objective.language_map_rcsls_epochs, k=self.cfg.objective.language_map_k)
             mapping.set_map(lang, fit.weight)
             self.fits[lang] = {"pairs": fit.pairs, "procrustes_rcsls_loss": round(fit.procrustes_loss, 4),
                                "rcsls_loss": round(fit.rcsls_loss, 4)}
             log.info("language map %s -> %s: %d lexicon pairs, RCSLS loss %.4f (Procrustes) -> %.4f",
-                     lang, self.cfg.source_language, fit.pairs, fit.procrustes_loss, fit.rcsls_loss)
+                     lang, self.cfg.objective.source_language, fit.pairs, fit.procrustes_loss, fit.rcsls_loss)
 
     def log(self) -> dict:
         return {"language_map_fit": dict(self.fits)} if self.fits else {}

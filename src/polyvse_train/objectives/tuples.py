@@ -59,19 +59,16 @@ class TupleObjective(Objective):
 
     def __init__(self, cfg, model, data, root=None, smoke: bool = False):
         super().__init__(cfg, model, data, root, smoke)
-        unknown = sorted(set(self.quotas) - set(cfg.languages))
-        if unknown:
-            raise DataError(f"quotas name languages {unknown} that are not in languages {cfg.languages}")
 
     def batch_sampler(self):
         cfg, train = self.cfg, self.data.train
-        if cfg.sampler == "group_balanced":  # MULE: equal shares of the photo groups in every batch
-            return GroupBalancedBatchSampler(train.photo_row, train.langs, self.quotas, cfg.batch_size, seed=cfg.seed)
-        return PhotoTupleBatchSampler(train.photo_row, train.langs, self.quotas, cfg.batch_size, seed=cfg.seed)
+        if cfg.objective.sampler == "group_balanced":  # MULE: equal shares of the photo groups in every batch
+            return GroupBalancedBatchSampler(train.photo_row, train.langs, self.quotas, cfg.schedule.batch_size, seed=cfg.schedule.seed)
+        return PhotoTupleBatchSampler(train.photo_row, train.langs, self.quotas, cfg.schedule.batch_size, seed=cfg.schedule.seed)
 
     def image_batch_loss(self, forward, batch, dist_info, epoch: int) -> tuple[torch.Tensor, dict]:
         if dist_info.enabled:
-            raise DataError(f"objective {self.cfg.objective!r} runs in one process; DDP is supported for "
+            raise DataError(f"objective {self.cfg.objective.name!r} runs in one process; DDP is supported for "
                             "objective vse")
         train = self.data.train
         encoded = encode_slots(self.model[0], batch[1], train.ids.__getitem__, train.langs, self.data.captions.pad)

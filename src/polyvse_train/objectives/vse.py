@@ -36,23 +36,15 @@ class VseObjective(Objective):
 
     def __init__(self, cfg, model, data, root=None, smoke: bool = False):
         super().__init__(cfg, model, data, root, smoke)
-        if cfg.sampler == "group_balanced":
+        if cfg.objective.sampler == "group_balanced":
             raise DataError("sampler group_balanced draws photos with their captions per language: use it with "
                             "objective pivot, parallel, mlmme or mule (objective vse samples captions)")
-        if cfg.ranking_loss == "hinge":
-            self.ranking = HingeRankingLoss(cfg.margin, **self.rank)
-        elif cfg.ranking_loss == "infonce":
-            if self.rank["top_k"] or self.rank["max_violation"]:
-                raise DataError("ranking_loss infonce weighs every negative by its softmax: unset max_violation "
-                                "and top_k")
-            if not cfg.temperature > 0:
-                raise DataError(f"temperature must be positive, got {cfg.temperature}")
-            self.ranking = InfoNceLoss(cfg.temperature)
-        else:
-            raise DataError(f"ranking_loss {cfg.ranking_loss!r}: use hinge or infonce")
+        obj = cfg.objective  # ranking_loss and temperature are checked by config.ObjectiveSection
+        self.ranking = (HingeRankingLoss(obj.margin, **self.rank) if obj.ranking_loss == "hinge"
+                        else InfoNceLoss(obj.temperature))
 
     def make_sampler(self, caption_photo):
-        return DistinctPhotoBatchSampler(caption_photo, self.cfg.batch_size, seed=self.cfg.seed)
+        return DistinctPhotoBatchSampler(caption_photo, self.cfg.schedule.batch_size, seed=self.cfg.schedule.seed)
 
     def batch_sampler(self):
         return self.make_sampler(self.data.train.photo_row)
