@@ -95,10 +95,9 @@ def test_smoke_overlay_lies_under_the_config(tmp_path):
     (tmp_path / "deeper").mkdir()
     plain = write(tmp_path / "deeper" / "plain.yaml", "epochs: 3\n")
     own = write(tmp_path / "own.yaml", "smoke: {max_batches: 3}\n")
-    assert TrainConfig.load(plain).smoke == TrainConfig().smoke  # no --smoke: the overlay is not read
-    assert (TrainConfig.load(plain, smoke=True).smoke.photos, TrainConfig.load(plain, smoke=True).smoke.max_batches) \
-        == (32, 6)
-    assert TrainConfig.load(own, smoke=True).smoke.max_batches == 3  # the config's own smoke settings win
+    assert (TrainConfig.load(plain).smoke.photos, TrainConfig.load(plain).smoke.max_batches) == (32, 6)
+    assert TrainConfig.load(own).smoke.max_batches == 3  # the config's own smoke settings win
+    assert TrainConfig.load(write(tmp_path.parent / "alone.yaml", "epochs: 3\n")).smoke == TrainConfig().smoke
 
 
 def test_old_flat_config_dicts_load():

@@ -4,8 +4,9 @@ YAML/JSON. Each section is a dataclass that checks its own fields; errors name t
 
 A config file may name a ``base:`` file (a path relative to itself) whose settings it overrides, section by
 section; chains are allowed, cycles are an error. A file's ``name`` defaults to its file name (it is never
-inherited). ``--smoke`` puts the smoke overlay (``configs/overlays/smoke.yaml``) under the chain: what it sets
-holds unless the config names its own ``smoke:`` settings.
+inherited). The smoke settings (how few steps ``--smoke`` runs) of every config of a folder live in one overlay,
+``overlays/smoke.yaml`` in that folder or one above it (``configs/overlays/smoke.yaml``), put under the chain:
+what it sets holds unless the config names its own ``smoke:`` settings.
 
 Every field also has a flat name, unique across sections (``embed_dim``, ``align_every``, ``objective``): the
 names of the flat configs before the sections. ``from_dict``, ``--set`` and ``TrainConfig(**fields)`` accept
@@ -282,7 +283,7 @@ class ScheduleSection(Section):
 
 @dataclass
 class SmokeSection(Section):
-    """``--smoke``: a few steps on a slice of the data, for tests (defaults of configs/overlays/smoke.yaml)."""
+    """``--smoke``: a few steps on a slice of the data, for tests (the configs' values: configs/overlays/smoke.yaml)."""
 
     key: ClassVar[str] = "smoke"
     flat_names: ClassVar[dict[str, str]] = {"photos": "smoke_photos", "epochs": "smoke_epochs",
@@ -338,15 +339,14 @@ class TrainConfig:
         return cfg
 
     @classmethod
-    def load(cls, path: str | Path, smoke: bool = False) -> "TrainConfig":
-        """The config of a file and its ``base:`` chain (and the smoke overlay under it when ``smoke``)."""
+    def load(cls, path: str | Path) -> "TrainConfig":
+        """The config of a file and its ``base:`` chain, on top of the smoke overlay if there is one."""
         path = Path(path)
         nested = load_chain(path)
         nested.setdefault("name", path.stem)
-        if smoke:
-            overlay = find_smoke_overlay(path)
-            if overlay is not None:
-                nested = merge(normalise(read_mapping(overlay), str(overlay)), nested)
+        overlay = find_smoke_overlay(path)
+        if overlay is not None:
+            nested = merge(normalise(read_mapping(overlay), str(overlay)), nested)
         return cls.from_dict(nested, source=str(path))
 
     def with_overrides(self, assignments: dict[str, Any], source: str) -> "TrainConfig":

@@ -13,7 +13,7 @@ def add_common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--data-root", help="data root (default: $POLYVSE_DATA, else ~/.cache/polyvse)")
     p.add_argument("--resume", action="store_true", help="continue from the training state in --out")
     p.add_argument("--smoke", action="store_true",
-                   help="a few steps on a slice of the data (tests); configs/overlays/smoke.yaml sets how few")
+                   help="a few steps on a slice of the data (tests); configs/overlays/smoke.yaml says how few")
     p.add_argument("--seed", type=int, help="override the config's seed")
     p.add_argument("--split", help="override the config's split: official or fold<i>of<k>")
     p.add_argument("--epochs", type=int, help="override the config's number of epochs")
@@ -76,6 +76,6 @@ def register(sub) -> None:
 def run(args) -> int:
     from polyvse_train.config import TrainConfig
 
-    cfg = apply_overrides(TrainConfig.load(args.config, smoke=args.smoke), args)
+    cfg = apply_overrides(TrainConfig.load(args.config), args)
     out = Path(args.out or f"runs/{cfg.name}")
     return run_training(cfg, args, out)
