@@ -10,13 +10,17 @@ import polyvse
 from polyvse_train.config import TrainConfig
 from polyvse_train.train import train
 
-CONFIGS = sorted((Path(__file__).resolve().parents[1] / "configs").glob("*.yaml"))
+CONFIG_DIR = Path(__file__).resolve().parents[1] / "configs"
+#: the zoo's configs and the f8k-full ones (configs/overlays and configs/zoo hold no training config)
+CONFIGS = sorted(CONFIG_DIR.glob("*.yaml")) + sorted((CONFIG_DIR / "f8k-full").glob("*.yaml"))
+IDS = [str(p.relative_to(CONFIG_DIR).with_suffix("")) for p in CONFIGS]
 
 
-@pytest.mark.parametrize("path", CONFIGS, ids=[p.stem for p in CONFIGS])
+@pytest.mark.parametrize("path", CONFIGS, ids=IDS)
 def test_config_smoke_trains_and_loads(path, shared_data, tmp_path):
     cfg = TrainConfig.load(path)
-    assert cfg.name == path.stem
+    # a config is named by its file (f8k-full/x.yaml: f8k-full-x)
+    assert cfg.name == (path.stem if path.parent == CONFIG_DIR else f"{path.parent.name}-{path.stem}")
     # a small slice, a few batches and narrower layers (same parts, objective and similarity): the whole
     # file stays within a few minutes on 2 shared cores. `polyvse train --smoke` runs the full widths.
     cfg.smoke.photos, cfg.smoke.epochs, cfg.smoke.max_batches = 24, 1, 2
