@@ -25,8 +25,10 @@ def test_set_and_eval_split_override_fields():
     assert apply_overrides(TrainConfig(), parse()) == TrainConfig()
 
 
-@pytest.mark.parametrize("item, message", [("top_k", "FIELD=VALUE"), ("topk=3", "unknown field"), ("model.topk=3", "fields of model"),
-                                           ("top_k=ten", "objective.top_k .* must be int"), ("top_k=-1", "objective.top_k: must be 0")])
+@pytest.mark.parametrize("item, message", [("top_k", "FIELD=VALUE"), ("topk=3", "unknown field"),
+                                           ("model.topk=3", "fields of model"),
+                                           ("top_k=ten", "objective.top_k .* must be int"),
+                                           ("top_k=-1", "objective.top_k: must be 0")])
 def test_bad_overrides_name_the_problem(item, message):
     with pytest.raises(DataError, match=message):
         apply_overrides(TrainConfig(), parse("--set", item))

@@ -53,8 +53,9 @@ def check_pretrained_config(cfg) -> None:
                         "supported yet)")
     # MULE's sentence-level terms read u, the head's input: without a universal projection that is the frozen
     # vector itself, which no loss can move.
-    if not cfg.model.universal_dim and cfg.objective.name == "mule" and (cfg.objective.lc_weight > 0 or cfg.objective.lp_epochs > 0):
-        which = "lc_weight (the adversarial language classifier)" if cfg.objective.lc_weight > 0 else "lp_epochs (LP)"
+    obj = cfg.objective
+    if not cfg.model.universal_dim and obj.name == "mule" and (obj.lc_weight > 0 or obj.lp_epochs > 0):
+        which = "lc_weight (the adversarial language classifier)" if obj.lc_weight > 0 else "lp_epochs (LP)"
         raise DataError(f"{which} acts on the universal embedding u, which for text_encoder pretrained is the "
                         "frozen sentence vector unless universal_dim > 0 adds MULE's learned per-language "
                         "projection: set universal_dim (e.g. 512)")

@@ -187,7 +187,8 @@ def build_model(cfg: TrainConfig, data: PreparedData) -> JointEmbeddingModel:
         pretrained_dim=data.captions.dim if uses_pretrained_tower(cfg) else 0,
         pretrained_towers=data.captions.tower_dims if uses_pretrained_tower(cfg) else [],
         tower_dropout=cfg.model.tower_dropout,
-        word_dim=cfg.model.word_dim, hidden_dim=cfg.model.hidden_dim, dropout=cfg.model.dropout, similarity=cfg.model.similarity,
+        word_dim=cfg.model.word_dim, hidden_dim=cfg.model.hidden_dim, dropout=cfg.model.dropout,
+        similarity=cfg.model.similarity,
         languages=list(cfg.data.languages) if per_language else [],
         **{k: getattr(cfg.model, k) for k in MODEL_FIELDS}))
 
@@ -350,8 +351,8 @@ def setup_run(cfg: TrainConfig, out_dir: Path, root: Path, dist_info: DistInfo, 
     return TrainingRun(cfg=cfg, out_dir=out_dir, dist_info=dist_info, smoke=smoke, progress=progress, t0=t0,
                        data=data, model=model, forward=forward, objective=objective,
                        optimiser=build_optimiser(cfg, model, aux), sampler=objective.sampler(),
-                       epochs=(cfg.smoke.epochs if smoke else cfg.schedule.epochs) + objective.pre_epochs, run_key=run_key,
-                       device=device, precision=precision)
+                       epochs=(cfg.smoke.epochs if smoke else cfg.schedule.epochs) + objective.pre_epochs,
+                       run_key=run_key, device=device, precision=precision)
 
 
 def resume_run(run: TrainingRun) -> None:
@@ -451,7 +452,8 @@ def finish_run(run: TrainingRun) -> dict:
                       ten_crop=cfg.data.ten_crop, languages=list(cfg.data.languages))
     per_lang = evaluate_split(PolyvseModel(ckpt), data, data.eval, data.eval_rows, cfg.data.languages)
     metrics = {
-        "dataset": cfg.data.dataset, "split": f"{cfg.data.split}/{cfg.data.eval_split}" if cfg.data.split == "official" else cfg.data.split,
+        "dataset": cfg.data.dataset,
+        "split": f"{cfg.data.split}/{cfg.data.eval_split}" if cfg.data.split == "official" else cfg.data.split,
         "seed": cfg.schedule.seed, "smoke": run.smoke, "languages": per_lang,
         "n_train_photos": int(len(data.train_rows)), "n_train_captions": int(len(data.train.ids)),
         "n_train_captions_by_language": {lang: data.train.langs.count(lang) for lang in cfg.data.languages},
@@ -463,8 +465,8 @@ def finish_run(run: TrainingRun) -> dict:
     metrics.update(run.objective.epoch_log())
     if data.text_tuples is not None:
         metrics["text_corpus"] = data.text_tuples.summary()
-    ckpt.training = {"data": cfg.data.dataset, "split": metrics["split"], "seed": cfg.schedule.seed, "commit": git_commit(),
-                     "config": cfg.to_dict(), "metrics": per_lang}
+    ckpt.training = {"data": cfg.data.dataset, "split": metrics["split"], "seed": cfg.schedule.seed,
+                     "commit": git_commit(), "config": cfg.to_dict(), "metrics": per_lang}
     save_checkpoint(ckpt, run.out_dir / "checkpoint")
     write_json_atomic(run.out_dir / "metrics.json", metrics)
     return metrics

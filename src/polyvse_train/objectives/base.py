@@ -88,7 +88,8 @@ class Objective(nn.Module):
         if text is not None:  # cfg.data.text_corpus: text-only tuple batches ride along with the image batches
             cfg = self.cfg
             sampler = InterleavedTextTupleSampler(sampler, TextTupleBatchSampler(
-                text.tuple_index, text.langs, self.quotas, cfg.schedule.batch_size, cfg.data.text_tuples_per_epoch, seed=cfg.schedule.seed))
+                text.tuple_index, text.langs, self.quotas, cfg.schedule.batch_size, cfg.data.text_tuples_per_epoch,
+                seed=cfg.schedule.seed))
         return sampler
 
     def forward(self, forward, batch, dist_info, epoch: int) -> tuple[torch.Tensor, dict]:

@@ -22,7 +22,8 @@ class MuleObjective(TupleObjective):
         if cfg.objective.lc_weight > 0:
             u_dim = model.config.universal_dim or model.config.pretrained_dim or model.config.word_dim
             self.language_loss = LanguageAdversarialLoss(LanguageClassifier(u_dim, len(cfg.data.languages)))
-        self.lp_epochs = min(cfg.objective.lp_epochs, 1) if smoke else cfg.objective.lp_epochs  # a smoke run keeps one LP epoch
+        lp_epochs = cfg.objective.lp_epochs
+        self.lp_epochs = min(lp_epochs, 1) if smoke else lp_epochs  # a smoke run keeps one LP epoch
 
     @property
     def pre_epochs(self) -> int:

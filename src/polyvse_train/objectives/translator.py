@@ -96,7 +96,8 @@ class TranslatorSchedule:
                 self.fits[lang] = {"pairs": 0}
                 continue
             fit = fit_language_map(embed[src_rows], embed[tgt_rows], pairs,
-                                   rcsls_epochs=self.cfg.objective.language_map_rcsls_epochs, k=self.cfg.objective.language_map_k)
+                                   rcsls_epochs=self.cfg.objective.language_map_rcsls_epochs,
+                                   k=self.cfg.objective.language_map_k)
             mapping.set_map(lang, fit.weight)
             self.fits[lang] = {"pairs": fit.pairs, "procrustes_rcsls_loss": round(fit.procrustes_loss, 4),
                                "rcsls_loss": round(fit.rcsls_loss, 4)}

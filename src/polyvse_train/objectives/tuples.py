@@ -63,8 +63,10 @@ class TupleObjective(Objective):
     def batch_sampler(self):
         cfg, train = self.cfg, self.data.train
         if cfg.objective.sampler == "group_balanced":  # MULE: equal shares of the photo groups in every batch
-            return GroupBalancedBatchSampler(train.photo_row, train.langs, self.quotas, cfg.schedule.batch_size, seed=cfg.schedule.seed)
-        return PhotoTupleBatchSampler(train.photo_row, train.langs, self.quotas, cfg.schedule.batch_size, seed=cfg.schedule.seed)
+            return GroupBalancedBatchSampler(train.photo_row, train.langs, self.quotas, cfg.schedule.batch_size,
+                                             seed=cfg.schedule.seed)
+        return PhotoTupleBatchSampler(train.photo_row, train.langs, self.quotas, cfg.schedule.batch_size,
+                                      seed=cfg.schedule.seed)
 
     def image_batch_loss(self, forward, batch, dist_info, epoch: int) -> tuple[torch.Tensor, dict]:
         if dist_info.enabled:
