@@ -85,7 +85,7 @@ def check_text_corpus_config(cfg) -> None:
 def load_text_corpus(cfg, root: Path, corpus: Corpus, eval_ids: set[str], smoke: bool = False) -> Corpus | None:
     """The run's text corpus, or None for text_corpus none.
 
-    ``corpus`` is the run's dataset and ``eval_ids`` ALL its evaluation photos under cfg.split (for a
+    ``corpus`` is the run's dataset and ``eval_ids`` ALL its evaluation photos under cfg.data.split (for a
     k-fold split the fold's test photos; pass them before any smoke slicing). Excluded by id and by text:
     those photos, Flickr8K's official val/test photos and Multi30K's test photos; skipped by id: every
     photo of the dataset (its training photos train with their images).

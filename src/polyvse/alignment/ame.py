@@ -9,7 +9,7 @@ from typing import Sequence
 import torch
 from torch import nn
 
-from .evaluate import alignment_ratio
+from .word_translation import alignment_ratio
 from .lexicon import filter_lexicon, muse_lexicon
 from .rcsls import rcsls_loss
 
