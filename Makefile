@@ -35,7 +35,10 @@ demo: setup data
 MODEL_CONFIG := configs/f8k-full/polyvse-best.yaml
 model: setup data runs/model/metrics.json runs/model/index/manifest.json
 
+# a finished model of an older config is moved aside (kept), never mixed into the new run; an interrupted one resumes
 runs/model/metrics.json: $(MODEL_CONFIG)
+	@if [ -e runs/model/metrics.json ]; then d=runs/model.stale-$$(date +%Y%m%d-%H%M%S); mv runs/model $$d; \
+		echo "make model: $(MODEL_CONFIG) changed; the previous model is kept in $$d"; fi
 	$(BIN)/polyvse train --config $(MODEL_CONFIG) --out runs/model --resume
 
 runs/model/index/manifest.json: runs/model/metrics.json
