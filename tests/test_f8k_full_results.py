@@ -1,0 +1,48 @@
+"""scripts/f8k_full_results.py: the README's f8k-full tables from run folders (fake metrics, no training)."""
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+
+import pytest
+
+SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "f8k_full_results.py"
+
+
+@pytest.fixture(scope="module")
+def script():
+    spec = importlib.util.spec_from_file_location("f8k_full_results", SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def lang_metrics(mr: float, n: int) -> dict:
+    keys = ("i2t_r1", "i2t_r5", "i2t_r10", "t2i_r1", "t2i_r5", "t2i_r10")
+    return {**{k: mr for k in keys}, "i2t_medr": 5.0, "t2i_medr": 6.0, "mr": mr, "n_images": n}
+
+
+def write_run(script, runs: Path, config: str, seed: int, mrs: dict) -> None:
+    out = script.run_dir(runs, config, seed)
+    out.mkdir(parents=True)
+    metrics = {"n_train_photos": 5867, "n_train_captions": 27919,
+               "languages": {lang: lang_metrics(v, 1000 if lang == "en" else 929) for lang, v in mrs.items()}}
+    (out / "metrics.json").write_text(json.dumps(metrics))
+
+
+def test_report_means_spreads_and_differences(script, tmp_path, capsys):
+    for seed, (b_en, b_cs, x_en, x_cs) in enumerate([(30.0, 20.0, 40.0, 24.0), (32.0, 22.0, 42.0, 26.0),
+                                                      (34.0, 24.0, 44.0, 22.0)]):
+        write_run(script, tmp_path, script.BASELINE, seed, {"en": b_en, "cs": b_cs})
+        write_run(script, tmp_path, script.BEST, seed, {"en": x_en, "cs": x_cs})
+    text = script.report(tmp_path, [0, 1, 2])
+    assert "5,867 training photos, 27,919 training captions" in text and "seeds 0, 1, 2" in text
+    assert "| baseline mR | 32.0 ± 2.0 | 22.0 ± 2.0 |" in text
+    assert "| best mR | 42.0 ± 2.0 | 24.0 ± 2.0 |" in text
+    assert "| difference | +10.0 | +2.0 |" in text
+    assert "| cs | 929 | 24.0 ± 2.0 |" in text  # the best model's table: gallery size, then mean ± sd of R@1
+    assert script.main(["--runs", str(tmp_path), "--no-train"]) == 0
+    assert capsys.readouterr().out.strip() == text
+    with pytest.raises(FileNotFoundError):  # a missing seed is an error, never a silently smaller mean
+        script.report(tmp_path, [0, 1, 2, 3])
