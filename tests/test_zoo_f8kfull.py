@@ -155,3 +155,20 @@ def test_cli_status_of_the_f8k_full_spec_plans_official_runs_only(tmp_path, caps
     assert main(["zoo", "status", "--spec", str(SPEC), "--out", str(tmp_path / "runs")]) == 0
     lines = capsys.readouterr().out.splitlines()
     assert all("/official-s" in line for line in lines[:-1]) and lines[-1].startswith("todo: ")
+
+
+def test_cli_report_of_a_titled_spec_writes_its_block_only(tmp_path, capsys):
+    cdir = tmp_path / "configs"
+    cdir.mkdir()
+    (cdir / "vse.yaml").write_text(json.dumps({"name": "vse", "objective": "vse"}))
+    spec = tmp_path / "spec.yaml"
+    spec.write_text("title: f8k-full\nfolds: 0\nout: " + str(tmp_path / "runs") + "\n")
+    _fake_run(tmp_path / "runs", "vse", 0, 20.0)
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "results.md").write_text(F8KML_DOC)
+    assert main(["zoo", "report", "--spec", str(spec), "--configs-dir", str(cdir), "--docs", str(docs),
+                 "--compare-out", str(tmp_path / "none")]) == 0
+    text = (docs / "results.md").read_text()
+    assert text.startswith(F8KML_DOC) and "1 of 1 planned runs finished." in text
+    assert f"`polyvse zoo run --spec {spec}`" in text and not (docs / "zoo_recall_by_language.png").exists()
