@@ -97,7 +97,8 @@ def claims_side_by_side(results: Sequence[RunResult], small: dict[str, tuple[str
         "1,000-photo test split, paired by training seed. With 2+ seeds in common: ± standard error over seeds "
         "and the paired Student-t verdict (as the folds at 850). With one seed each: judged against the seed "
         f"noise, *holds* when Δ > t·√2·σ, *reversed* when Δ < −t·√2·σ; {how}. The 850-photo columns "
-        f"(5-fold cross-validation on F8K-ML) come from {source}.", "",
+        f"(5-fold cross-validation on F8K-ML) come from {source}. The configs trained at their own settings "
+        "(above) enter a claim as they are: there, one side is not at the common budget.", "",
         md_table(["paper", "claim", "comparison", "Δ at 850 (5 folds)", "verdict at 850", "seeds at 8k",
                   "Δ at 8k", "Δ per language at 8k", "verdict at 8k"], _claim_rows(results, small, claims)),
     ]
