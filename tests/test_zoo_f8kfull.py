@@ -172,3 +172,23 @@ def test_cli_report_of_a_titled_spec_writes_its_block_only(tmp_path, capsys):
     text = (docs / "results.md").read_text()
     assert text.startswith(F8KML_DOC) and "1 of 1 planned runs finished." in text
     assert f"`polyvse zoo run --spec {spec}`" in text and not (docs / "zoo_recall_by_language.png").exists()
+
+
+def test_estimate_times_each_stage_of_a_run(shared_data, tmp_path):
+    """`polyvse zoo estimate`: a few timed steps per stage (the Translator has two) extrapolate to the run."""
+    from polyvse_train.zoo.estimate import estimate_run
+
+    cdir = tmp_path / "configs"
+    cdir.mkdir()
+    (cdir / "t.yaml").write_text(json.dumps({
+        "name": "t", "objective": "vse", "languages": ["de", "fr"], "source_language": "de", "source_epochs": 2,
+        "language_map": ["fr"], "text_sharing": "shared", "threads": 1, "batch_size": 64}))
+    spec = ZooSpec(overrides={"epochs": 3, "embed_dim": 16, "hidden_dim": 16, "word_dim": 16}, folds=0)
+    est = estimate_run(ZooRun("t", cdir / "t.yaml", "official"), spec, shared_data, steps=2)
+    assert [s.epochs for s in est.stages] == [2, 3]  # source stage, then the target stage
+    for s in est.stages:
+        assert s.batches_per_epoch > 2 and s.step_s > 0 and s.first_step_s > 0
+        assert s.seconds() == pytest.approx(s.first_step_s + s.step_s * (s.epochs * s.batches_per_epoch - 1))
+    assert est.seconds() == pytest.approx(est.setup_s + est.eval_s + sum(s.seconds() for s in est.stages))
+    assert est.to_dict()["minutes"] == round(est.seconds() / 60, 1)
+    assert not list(tmp_path.glob("runs*"))  # nothing written beside the configs
