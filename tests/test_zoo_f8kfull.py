@@ -192,3 +192,16 @@ def test_estimate_times_each_stage_of_a_run(shared_data, tmp_path):
     assert est.seconds() == pytest.approx(est.setup_s + est.eval_s + sum(s.seconds() for s in est.stages))
     assert est.to_dict()["minutes"] == round(est.seconds() / 60, 1)
     assert not list(tmp_path.glob("runs*"))  # nothing written beside the configs
+
+
+def test_the_f8kml_report_keeps_the_blocks_of_other_zoos(tmp_path):
+    from polyvse_train.zoo.report import write_report
+
+    out, docs = tmp_path / "runs", tmp_path / "docs"
+    _fake_run(out, "vse", 0, 20.0)
+    plain = write_report(out, tmp_path / "plain", ["vse/official-s0"], ["vse"], "make zoo", ZooSpec()).read_text()
+    docs.mkdir()
+    block = "<!-- zoo-f8k-full:start -->\nBLOCK\n<!-- zoo-f8k-full:end -->"
+    (docs / "results.md").write_text("OLD F8K-ML TEXT\n\n" + block + "\n")
+    text = write_report(out, docs, ["vse/official-s0"], ["vse"], "make zoo", ZooSpec()).read_text()
+    assert text == plain.rstrip("\n") + "\n\n" + block + "\n" and "OLD" not in text

@@ -9,6 +9,7 @@ F8K-ML claims table of the document itself.
 """
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -24,6 +25,11 @@ F8KML_CLAIMS_HEADING = "## 8. Which of the papers' conclusions hold"
 
 def _block_tags(title: str) -> tuple[str, str]:
     return f"<!-- zoo-{title}:start -->", f"<!-- zoo-{title}:end -->"
+
+
+def blocks_in(text: str) -> list[str]:
+    """Every zoo block of a document, markers included, in order (what the F8K-ML report keeps)."""
+    return [m.group(0) for m in re.finditer(r"<!-- zoo-(\S+):start -->.*?<!-- zoo-\1:end -->", text, re.S)]
 
 
 def write_block(doc: Path, title: str, text: str) -> None:

@@ -4,9 +4,10 @@ Nothing in the document is typed by hand: every figure is read from metrics.json
 zoo_run.json / train_log.jsonl of the runs, and the verdicts on the papers' claims are computed from the
 same numbers (paired differences over the folds both configs finished, or over the seeds).
 
-The F8K-ML zoo (a spec without ``title``) writes the whole document; another zoo (f8k-full) writes its own
-marked block of it (``<!-- zoo-<name>:start -->`` ... ``end``, appended when absent), leaving every other line
-as it is, so the F8K-ML sections survive on a machine that does not hold their runs.
+The F8K-ML zoo (a spec without ``title``) writes the whole document, keeping the blocks of other zoos at its
+end; another zoo (f8k-full) writes its own marked block of it (``<!-- zoo-<title>:start -->`` ... ``end``,
+appended when absent; :mod:`.block`), leaving every other line as it is, so the F8K-ML sections survive on a
+machine that does not hold their runs.
 """
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from typing import Any, Sequence
 
 from polyvse.atomic import atomic_path
 
+from .block import blocks_in
 from .claims import claims_table
 from .plots import make_plots
 from .results import (LANGS, RunResult, collect, complete_fold_runs, curve_points, fold_runs, machine,
@@ -183,8 +185,12 @@ def write_report(out: Path, docs: Path, planned: Sequence[str], order: Sequence[
              + _official_and_tasks_sections(official, order, spec) + _curve_and_claims_sections(results, plots)
              + _missing_section(missing, failed))
     path = docs / "results.md"
+    text = "\n".join(lines)
+    kept = blocks_in(path.read_text(encoding="utf-8")) if path.exists() else []  # other zoos' sections
+    if kept:
+        text = text.rstrip("\n") + "\n\n" + "\n\n".join(kept) + "\n"
     with atomic_path(path) as tmp:
-        Path(tmp).write_text("\n".join(lines), encoding="utf-8")
+        Path(tmp).write_text(text, encoding="utf-8")
     if readme is not None and results:
         kind = "5-fold cross-validation" if folds else "official split only"
         done = f"{len(planned) - len(missing)} of {len(planned)} planned runs"
