@@ -21,8 +21,8 @@ from .claims import claims_table
 from .plots import make_plots
 from .results import (LANGS, RunResult, collect, complete_fold_runs, curve_points, fold_runs, machine,
                       official_runs)
-from .tables import (best_table, budget_text, crosslingual_tables, fmt, language_table, md_table,
-                     official_table, sts_table, summary_table, words_section)
+from .tables import (CROSSLINGUAL_NOTE, best_table, budget_text, crosslingual_tables, fmt, language_table,
+                     md_table, official_table, sts_table, summary_table, words_section)
 
 
 def replace_section(path: Path, heading: str, text: str) -> None:
@@ -49,11 +49,6 @@ def update_readme_block(readme: Path, text: str, tag: str = "zoo-best") -> bool:
     with atomic_path(readme) as tmp:
         Path(tmp).write_text(f"{head}{start}\n{text}{end}{tail}", encoding="utf-8")
     return True
-
-
-CROSSLINGUAL_NOTE = ("Each caption queries the captions of the other language; one gold item per query (its "
-                     "translation). Pairs of the model's training photos are left out (31 Multi30K test_2016 "
-                     "photos are Flickr8K photos). en-zh pairs: Flickr8K caption #0 and its human translation.")
 
 
 def _header(results: Sequence[RunResult], failed: Sequence[dict], planned: Sequence[str],

@@ -94,7 +94,8 @@ def effective_config(run: ZooRun, spec: ZooSpec) -> TrainConfig:
     """The run's config: its file, the spec's budget (unless the config runs at its own settings), the run's
     overrides, split and seed; the official split is evaluated on its test photos."""
     cfg = TrainConfig.load(run.path)
-    data = {**cfg.to_dict(), **spec.profile_of(run.config, cfg.objective.name), **run.overrides, "split": run.split, "seed": run.seed}
+    data = {**cfg.to_dict(), **spec.profile_of(run.config, cfg.objective.name), **run.overrides,
+            "split": run.split, "seed": run.seed}
     if run.split == OFFICIAL:
         data["eval_split"] = "test"
     return TrainConfig.from_dict(data, source=str(run.path))

@@ -8,6 +8,10 @@ import numpy as np
 
 from .results import (LANGS, RECALLS, RunResult, by_config, complete_fold_runs, machine, official_runs)
 
+CROSSLINGUAL_NOTE = ("Each caption queries the captions of the other language; one gold item per query (its "
+                     "translation). Pairs of the model's training photos are left out (31 Multi30K test_2016 "
+                     "photos are Flickr8K photos). en-zh pairs: Flickr8K caption #0 and its human translation.")
+
 
 def fmt(x: float | None, d: int = 1) -> str:
     return "-" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{x:.{d}f}"
