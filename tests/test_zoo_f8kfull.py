@@ -30,10 +30,11 @@ def test_f8k_full_spec_covers_every_config_once_on_the_official_split():
     three = {n for n in names if {r.seed for r in runs if r.config == n} == {0, 1, 2}}
     assert {"e5-frozen", "polyvse-best"} <= three and len(three) == len(spec.extra_seeds)
     for run in runs:
-        cfg = effective_config(run, spec)
-        assert (cfg.dataset, cfg.captions_per_photo, cfg.eval_split, cfg.threads) == ("f8k-full", 1, "test", 1)
+        cfg = effective_config(run, spec).to_dict()
+        assert (cfg["dataset"], cfg["captions_per_photo"], cfg["eval_split"]) == ("f8k-full", 1, "test")
+        assert cfg["threads"] == 1
         if run.config not in spec.own_settings:
-            assert cfg.backbone == "efficientnet-lite0"
+            assert cfg["backbone"] == "efficientnet-lite0" and cfg["epochs"] == 15
     # the configs at their own settings are exactly their files (the baseline and best model)
     for name, file in spec.own_settings.items():
         own = TrainConfig.load(REPO / file).to_dict()
@@ -55,10 +56,13 @@ def test_own_settings_skip_the_budget_and_extra_seeds_come_after_the_seed0_pass(
     runs = plan_runs(configs, spec)
     assert [r.run_id for r in runs] == ["a/official-s0", "b/official-s0", "a/official-s1", "a/official-s2",
                                         "b/official-s2"]
-    assert (effective_config(runs[0], spec).epochs, effective_config(runs[0], spec).embed_dim) == (3, 64)
-    assert (effective_config(runs[1], spec).epochs, effective_config(runs[1], spec).embed_dim) == (15, 1024)
+    a, b = (effective_config(r, spec).to_dict() for r in runs[:2])
+    assert (a["epochs"], a["embed_dim"]) == (3, 64)
+    assert (b["epochs"], b["embed_dim"]) == (15, 1024)
     with pytest.raises(Exception, match="extra_seeds"):
         plan_runs(configs, ZooSpec(folds=0, extra_seeds={"zzz": [1]}))
+    only_b = plan_runs(configs[1:], spec, known=["a", "b"])  # --configs b: a's extra seeds are not planned
+    assert [r.run_id for r in only_b] == ["b/official-s0", "b/official-s2"]
     # without tasks, a trained official run is done with no tasks.json
     d = tmp_path / "runs" / "a" / "official-s0"
     d.mkdir(parents=True)

@@ -50,7 +50,8 @@ def _plan(args):
     spec = load_spec(args.spec)
     names = args.configs.split(",") if args.configs else (spec.configs or None)
     configs = find_configs(Path(args.configs_dir), names, spec.own_settings)
-    return spec, configs, plan_runs(configs, spec)
+    known = [n for n, _ in find_configs(Path(args.configs_dir), None, spec.own_settings)]
+    return spec, configs, plan_runs(configs, spec, known)
 
 
 def _status(runs, out, spec) -> int:

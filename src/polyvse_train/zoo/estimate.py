@@ -74,7 +74,8 @@ def estimate_run(run: ZooRun, spec: ZooSpec, root: Path, steps: int = 20) -> Run
     from ..train import finish_run, setup_run
 
     cfg = effective_config(run, spec)
-    torch.set_num_threads(max(1, cfg.threads))
+    flat = cfg.to_dict()
+    torch.set_num_threads(max(1, flat["threads"]))
     with tempfile.TemporaryDirectory(prefix="zoo-estimate-") as tmp:
         c0 = _cpu()
         tr = setup_run(cfg, Path(tmp), root, DistInfo(), smoke=False, progress=False, device=torch.device("cpu"),
@@ -82,7 +83,7 @@ def estimate_run(run: ZooRun, spec: ZooSpec, root: Path, steps: int = 20) -> Run
         setup = _cpu() - c0
         pre = tr.objective.pre_epochs
         stages = [_time_stage(tr, 0, pre, steps)] if pre else []
-        stages.append(_time_stage(tr, pre, cfg.epochs, steps))
+        stages.append(_time_stage(tr, pre, flat["epochs"], steps))
         tr.epoch = tr.epochs
         c0 = _cpu()
         finish_run(tr)

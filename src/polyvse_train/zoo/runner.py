@@ -149,7 +149,8 @@ def _execute(run: ZooRun, out: Path, root: Path, spec: ZooSpec, *, retry_failed:
                 raise RuntimeError(f"training stopped early: {metrics}")
             write_json_atomic(d / RUN_FILE, {
                 "run_id": run.run_id, "config_name": run.config, "config_file": str(run.path),
-                "config_digest": digest, "config": cfg.to_dict(), "profile": spec.profile_of(run.config, cfg.objective.name),
+                "config_digest": digest, "config": cfg.to_dict(),
+                "profile": spec.profile_of(run.config, cfg.objective.name),
                 "overrides": run.overrides,
                 "wall_seconds": round(time.time() - t0, 1), "cpu_seconds": round(_cpu_seconds() - c0, 1),
                 "finished_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),

@@ -142,12 +142,14 @@ def _curve_runs(paths: dict[str, Path], spec: ZooSpec) -> list[ZooRun]:
     return curve
 
 
-def plan_runs(configs: Sequence[tuple[str, Path]], spec: ZooSpec) -> list[ZooRun]:
+def plan_runs(configs: Sequence[tuple[str, Path]], spec: ZooSpec, known: Iterable[str] | None = None) -> list[ZooRun]:
     """The official split first, then the extra seeds of named configs (official split), then the
     learning-curve points, then the folds split-major (fold0, fold1, ...): a partial zoo fills every table and
-    plot of the report first, and has every config on the same folds."""
+    plot of the report first, and has every config on the same folds. ``known``: every config name there is
+    (default: those of ``configs``), against which ``extra_seeds`` is checked; a plan of some configs only
+    (--configs) takes the extra seeds of those."""
     paths = dict(configs)
-    unknown = sorted(set(spec.extra_seeds) - set(paths))
+    unknown = sorted(set(spec.extra_seeds) - set(known if known is not None else paths))
     if unknown:
         raise DataError(f"extra_seeds names config(s) that are not among the zoo configs: {', '.join(unknown)}")
 
