@@ -116,7 +116,7 @@ def main(argv: list[str] | None = None) -> int:
     text = report(args.runs, args.seeds)
     print(text)
     if args.readme:
-        from polyvse_train.zoo_report import update_readme_block  # the zoo's README block writer (atomic)
+        from polyvse_train.zoo.report import update_readme_block  # the zoo's README block writer (atomic)
 
         if not update_readme_block(REPO / "README.md", text + "\n", tag="f8k-full"):
             raise SystemExit("README.md has no <!-- f8k-full:start --> ... <!-- f8k-full:end --> block")

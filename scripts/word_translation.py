@@ -3,7 +3,7 @@
 Trains the given configs on F8K-ML's official split (seed 0) under the zoo's CPU budget (the spec
 ``configs/zoo/cpu.yaml``, applied as `polyvse zoo run` applies it), one run after the other, with the zoo's
 folder layout and evaluation (``<out>/<config>/official-s0/tasks.json``); finished runs are reused. Then
-rewrites section 5 of ``--doc`` in place from those runs (:func:`polyvse_train.zoo_report.words_section`).
+rewrites section 5 of ``--doc`` in place from those runs (:func:`polyvse_train.zoo.tables.words_section`).
 
     PYTHONPATH=src POLYVSE_DATA=<data root> python scripts/word_translation.py \
         [--configs ame-sym,ame-fme,translator-t2,vse,pivot-sym] [--out runs/words] [--doc docs/results.md]
@@ -17,7 +17,9 @@ from pathlib import Path
 
 from polyvse.paths import data_root
 from polyvse_train.zoo import find_configs, load_spec, plan_runs, run_zoo
-from polyvse_train.zoo_report import collect, replace_section, words_section
+from polyvse_train.zoo.report import replace_section
+from polyvse_train.zoo.results import collect
+from polyvse_train.zoo.tables import words_section
 
 REPO = Path(__file__).resolve().parents[1]
 DEFAULT_CONFIGS = "ame-sym,ame-fme,translator-t2,vse,pivot-sym"

@@ -111,3 +111,30 @@ def test_no_evaluation_caption_reaches_training(shared_data, full, raw):
     assert shared <= other_keys  # only generic sentences that a training photo also has
     # every evaluation photo keeps all its captions for evaluation
     assert {x.photo_id for x in full if x.split in ("val", "test")} == eval_ids & set(full.photos)
+
+
+def test_text_corpus_of_an_f8k_full_run_holds_no_evaluation_caption(shared_data, full, raw):
+    """A zoo config with `text_corpus` trained on f8k-full (load_text_corpus, as prepare_data calls it): no
+    photo of Flickr8K's val/test lists and no sentence any source gives one of them is in its text tuples,
+    and no f8k-full photo enters as text (its training photos train with their images)."""
+    from polyvse.data._io import caption_key
+    from polyvse_train.config import TrainConfig
+    from polyvse_train.text_corpus import load_text_corpus
+    from polyvse_train.train import resolve_split
+
+    eval_ids = {p for p, s in raw["splits"].items() if s in ("val", "test")}
+    key = raw["key"]
+    eval_keys = {key[t] for p, _, t, _ in raw["caps"] if p in eval_ids}
+    for kind in ("multi30k", "all"):
+        cfg = TrainConfig(dataset="f8k-full", objective="parallel", text_corpus=kind, split="official",
+                          eval_split="test")
+        corpus = full.filter(langs=cfg.languages)
+        _, run_eval_ids = resolve_split(corpus, cfg)
+        assert len(run_eval_ids) == 1000
+        text = load_text_corpus(cfg, shared_data, corpus, run_eval_ids)
+        ids = set(text.photos) | {c.photo_id for c in text.captions}
+        assert len(ids) > 20_000, kind
+        assert not ids & eval_ids, kind  # val photos too, though the run evaluates on test
+        assert not ids & set(full.photos), kind
+        leaked = [c.text for c in text.captions if caption_key(c.text) in eval_keys]
+        assert not leaked, (kind, leaked[:3])

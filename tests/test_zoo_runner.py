@@ -13,9 +13,13 @@ from polyvse.errors import DataError
 from polyvse_train.cli import main
 from polyvse_train.zoo import (ZooRun, ZooSpec, config_digest, effective_config, find_configs, load_spec,
                                plan_runs, run_dir, status)
-from polyvse_train import zoo_report
-from polyvse_train.zoo_report import (Claim, RunResult, best_per_language, best_table, claim_check,
-                                      write_report)
+from polyvse_train.zoo import report as zoo_report
+from polyvse_train.zoo import results as zoo_results
+from polyvse_train.zoo import tables as zoo_tables
+from polyvse_train.zoo.claims import Claim, claim_check
+from polyvse_train.zoo.report import write_report
+from polyvse_train.zoo.results import RunResult
+from polyvse_train.zoo.tables import best_per_language, best_table
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -95,7 +99,7 @@ def test_status_done_stale_failed_and_tasks(tmp_path):
 
 
 def fake_result(config: str, split: str, recalls: dict[str, float], params=1000) -> RunResult:
-    langs = {lang: {k: v for k in zoo_report.RECALLS} for lang, v in recalls.items()}
+    langs = {lang: {k: v for k in zoo_results.RECALLS} for lang, v in recalls.items()}
     return RunResult(config, split, 0, "", Path("x"), {"languages": langs, "parameters": params},
                      {"wall_seconds": 60.0, "cpu_seconds": 100.0, "finished_utc": "2026-01-01T00:00:00Z"})
 
@@ -139,7 +143,7 @@ def test_best_per_language_merges_configs_with_identical_results():
 def _fake_run_folder(out: Path, config: str, split: str, value: float, tasks: bool) -> None:
     d = out / config / f"{split}-s0"
     d.mkdir(parents=True)
-    m = {k: value for k in zoo_report.RECALLS}
+    m = {k: value for k in zoo_results.RECALLS}
     (d / "metrics.json").write_text(json.dumps({"languages": {"en": m, "de": m}, "parameters": 2_000_000}))
     (d / "zoo_run.json").write_text(json.dumps({
         "config_name": config, "config": {"split": split, "seed": 0}, "overrides": {}, "wall_seconds": 90,
@@ -194,7 +198,7 @@ def test_words_section_is_rewritten_in_place(tmp_path):
     _fake_run_folder(out, "vse", "official", 20.0, tasks=True)
     doc = tmp_path / "results.md"
     doc.write_text("# R\n\n## 4. STS\n\nkeep 4\n\n## 5. Word translation\n\nOLD 100.0\n\n## 6. Next\n\nkeep 6\n")
-    section = zoo_report.words_section(zoo_report.collect(out)[0], ["vse"], ZooSpec(overrides={"epochs": 6}),
+    section = zoo_tables.words_section(zoo_results.collect(out)[0], ["vse"], ZooSpec(overrides={"epochs": 6}),
                                        command="python scripts/word_translation.py --configs vse")
     zoo_report.replace_section(doc, "## 5. ", section)
     text = doc.read_text()

@@ -1,13 +1,14 @@
-"""`polyvse zoo run|status|report`: train every config of the method zoo and write docs/results.md."""
+"""`polyvse zoo run|status|report|estimate`: train every config of the method zoo and write docs/results.md."""
 from __future__ import annotations
 
+import json
 import logging
 from pathlib import Path
 
 from polyvse.paths import data_root
 
 DEFAULT_SPEC = "configs/zoo/cpu.yaml"
-COMMAND = "make zoo"
+COMMANDS = {"configs/zoo/cpu.yaml": "make zoo", "configs/zoo/f8k-full.yaml": "make zoo-f8k-full"}
 
 
 def register(sub) -> None:
@@ -15,12 +16,14 @@ def register(sub) -> None:
     zsub = p.add_subparsers(dest="zoo_command", required=True)
     for name, helptext in [("run", "train + evaluate the planned runs (resumable; finished runs are skipped)"),
                            ("status", "list the planned runs and their state"),
-                           ("report", "write docs/results.md and its plots from the finished runs")]:
+                           ("report", "write docs/results.md (or the spec's block of it) and its plots from the "
+                                      "finished runs"),
+                           ("estimate", "CPU minutes per run of each config, from a few timed training steps")]:
         q = zsub.add_parser(name, help=helptext)
         q.add_argument("--spec", default=DEFAULT_SPEC, help="zoo spec: budget overrides and runs (default: %(default)s)")
         q.add_argument("--configs-dir", default="configs", help="folder of the configs (default: %(default)s)")
         q.add_argument("--configs", help="comma-separated config names (default: the spec's list, else all)")
-        q.add_argument("--out", default="runs/zoo", help="run folders (default: %(default)s)")
+        q.add_argument("--out", help="run folders (default: the spec's `out`, runs/zoo for the F8K-ML zoo)")
         q.add_argument("--data-root", help="data root (default: $POLYVSE_DATA, else ~/.cache/polyvse)")
         q.set_defaults(func=run)
         if name == "run":
@@ -31,7 +34,14 @@ def register(sub) -> None:
             q.add_argument("--docs", default="docs", help="where results.md and the PNGs go (default: %(default)s)")
             q.add_argument("--readme", default="README.md",
                            help="README whose <!-- zoo-best --> block gets the best config per language "
-                                "(default: %(default)s; '' = leave it)")
+                                "(F8K-ML zoo only; default: %(default)s; '' = leave it)")
+            q.add_argument("--compare-out", default="runs/zoo",
+                           help="runs of the F8K-ML zoo, for the side-by-side claims of another zoo's block; "
+                                "when absent, they are read from the F8K-ML section of results.md "
+                                "(default: %(default)s)")
+        if name == "estimate":
+            q.add_argument("--steps", type=int, default=40, help="timed steps per stage (default: %(default)s)")
+            q.add_argument("--json", help="also write the estimates to this JSON file")
 
 
 def _plan(args):
@@ -39,33 +49,67 @@ def _plan(args):
 
     spec = load_spec(args.spec)
     names = args.configs.split(",") if args.configs else (spec.configs or None)
-    configs = find_configs(Path(args.configs_dir), names)
-    return spec, configs, plan_runs(configs, spec)
+    configs = find_configs(Path(args.configs_dir), names, spec.own_settings)
+    known = [n for n, _ in find_configs(Path(args.configs_dir), None, spec.own_settings)]
+    return spec, configs, plan_runs(configs, spec, known)
+
+
+def _status(runs, out, spec) -> int:
+    from polyvse_train.zoo import status
+
+    counts: dict[str, int] = {}
+    for r in runs:
+        st = status(out, r, spec)
+        counts[st] = counts.get(st, 0) + 1
+        print(f"{st:8s} {r.run_id}")
+    print(", ".join(f"{k}: {v}" for k, v in sorted(counts.items())))
+    return 0
+
+
+def _estimate(args, runs, spec) -> int:
+    from polyvse_train.zoo.estimate import estimate_plan
+
+    estimates = estimate_plan(runs, spec, data_root(args.data_root), steps=args.steps)
+    per_config = {name: est.seconds() / 60 for name, est in estimates.items()}
+    total = sum(per_config[r.config] for r in runs if r.config in per_config)
+    print(f"plan: {len(runs)} runs, {total / 60:.1f} CPU-hours "
+          f"(~{total / 120:.1f} h wall with two one-thread workers on 2 free cores)")
+    if args.json:
+        Path(args.json).write_text(json.dumps({n: e.to_dict() for n, e in estimates.items()}, indent=1) + "\n",
+                                   encoding="utf-8")
+    return 0
+
+
+def _report(args, spec, configs, runs, out) -> int:
+    from polyvse_train.zoo.block import write_block_report
+    from polyvse_train.zoo.report import write_report
+
+    order, planned = [n for n, _ in configs], [r.run_id for r in runs]
+    command = COMMANDS.get(args.spec, f"polyvse zoo run --spec {args.spec}")
+    if spec.title:
+        path = write_block_report(out, Path(args.docs) / "results.md", planned, order, command, spec,
+                                  compare_out=Path(args.compare_out))
+    else:
+        readme = Path(args.readme) if args.readme else None
+        path = write_report(out, Path(args.docs), planned, order, command, spec,
+                            readme=readme if readme and readme.exists() else None)
+    print(f"wrote {path}")
+    return 0
 
 
 def run(args) -> int:
-    from polyvse_train.zoo import run_zoo, status
+    from polyvse_train.zoo import run_zoo
 
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     spec, configs, runs = _plan(args)
-    out = Path(args.out)
+    out = Path(args.out or spec.out)
     if args.zoo_command == "status":
-        counts: dict[str, int] = {}
-        for r in runs:
-            st = status(out, r, spec)
-            counts[st] = counts.get(st, 0) + 1
-            print(f"{st:8s} {r.run_id}")
-        print(", ".join(f"{k}: {v}" for k, v in sorted(counts.items())))
-        return 0
+        return _status(runs, out, spec)
+    if args.zoo_command == "estimate":
+        return _estimate(args, runs, spec)
     if args.zoo_command == "run":
         counts = run_zoo(runs, out, data_root(args.data_root), spec, max_hours=args.max_hours,
                          retry_failed=args.retry_failed, progress=args.progress)
         print(", ".join(f"{k}: {v}" for k, v in sorted(counts.items())))
         return 1 if counts.get("failed") else 0
-    from polyvse_train.zoo_report import write_report
-
-    readme = Path(args.readme) if args.readme else None
-    path = write_report(out, Path(args.docs), [r.run_id for r in runs], [n for n, _ in configs], COMMAND,
-                        spec, readme=readme if readme and readme.exists() else None)
-    print(f"wrote {path}")
-    return 0
+    return _report(args, spec, configs, runs, out)
