@@ -170,6 +170,14 @@ class ObjectiveSection(Section):
     # the batch at `temperature`, as CLIP)
     ranking_loss: str = "hinge"
     temperature: float = 0.05
+    # teacher learning (polyvse_train.teacher, Multilingual-CLIP): each step also pulls the embeddings of a batch
+    # of Multi30K task1 lines in these languages onto the model's own (detached) embedding of the same photo's
+    # teacher_language line, InfoNCE at `temperature`; the lines come from the dataset's text-only corpus
+    teacher_students: list[str] = field(default_factory=list)  # [] = off
+    teacher_language: str = "en"
+    teacher_weight: float = 1.0
+    teacher_batch_size: int = 256
+    teacher_photos: str = "all"  # all: every Multi30K photo outside evaluation | train: the run's training photos
     # the first N epochs of the main schedule (after MULE's LP / the Translator's source stage) sum every
     # negative before top_k / max_violation take over: hard-negative mining from random init can collapse
     hard_negative_warmup_epochs: int = 0
@@ -205,6 +213,7 @@ class ObjectiveSection(Section):
         if self.max_violation and self.top_k not in (0, 1):
             fail("max_violation", "max_violation means top_k 1; set one of them")
         self._check_ranking_loss(fail)
+        self._check_teacher(fail)
         if self.lp_epochs > 0 and self.name != "mule":
             fail("lp_epochs", f"MULE's LP stage: use it with objective mule, not {self.name!r}")
         if (self.language_map_init == "lexicon" or self.source_epochs > 0) and not self.source_language:
@@ -215,6 +224,19 @@ class ObjectiveSection(Section):
         if not 0 <= self.beta <= 1:
             fail("beta", f"{self.beta}: the weight of R_MM, in [0, 1]")
 
+
+    def _check_teacher(self, fail) -> None:
+        if not self.teacher_students:
+            return
+        if self.name != "vse":
+            fail("teacher_students", f"teacher learning runs with objective vse, not {self.name!r}")
+        if self.teacher_language in self.teacher_students:
+            fail("teacher_students", f"{self.teacher_language} is the teacher_language; a language cannot teach "
+                 "itself")
+        _at_least(fail, self, "teacher_batch_size", 2)
+        _one_of(fail, self, "teacher_photos", ("all", "train"))
+        if not self.teacher_weight > 0:
+            fail("teacher_weight", f"must be positive, got {self.teacher_weight}")
 
     def _check_ranking_loss(self, fail) -> None:
         if self.ranking_loss not in RANKING_LOSSES:

@@ -35,6 +35,7 @@ from .distributed import DistInfo, barrier, init_distributed, shutdown
 from .objectives import build_objective
 from .objectives.word_alignment import prepare_word_embeddings
 from .pretrained_tower import pretrained_caption_encoder, uses_pretrained_tower
+from .teacher import TeacherPairs, load_teacher_pairs
 from .text_corpus import TextTupleSet, build_caption_encoder, load_text_corpus
 
 log = logging.getLogger("polyvse.train")
@@ -64,6 +65,7 @@ class PreparedData:
     feature_key: str
     n_failed_photos: int
     text_tuples: TextTupleSet | None = None  # text-only caption tuples (cfg.data.text_corpus), None = none
+    teacher: TeacherPairs | None = None  # parallel lines for teacher learning (cfg.objective.teacher_students)
 
 
 def seed_everything(seed: int) -> None:
@@ -105,9 +107,13 @@ def prepare_data(cfg: TrainConfig, root: Path, smoke: bool = False, progress: bo
     from polyvse.features.cache import extract_features
     from polyvse.features.backbones import get_extractor
 
+    if cfg.objective.teacher_students and not uses_pretrained_tower(cfg):
+        raise DataError("objective.teacher_students: teacher learning needs a frozen pretrained text tower "
+                        "(model.text_encoder: pretrained)")
     corpus = load_dataset(cfg.data.dataset, root).filter(langs=cfg.data.languages)
     train_ids, eval_ids = resolve_split(corpus, cfg)
     text_corpus = load_text_corpus(cfg, root, corpus, eval_ids, smoke)  # all evaluation photos, before slicing
+    all_eval_ids = set(eval_ids)
     if smoke:  # a slice of the data: first photos by id, so smoke runs are reproducible and fast
         train_ids = set(sorted(train_ids)[: cfg.smoke.photos])
         eval_ids = set(sorted(eval_ids)[: max(cfg.smoke.photos // 2, 8)])
@@ -132,12 +138,13 @@ def prepare_data(cfg: TrainConfig, root: Path, smoke: bool = False, progress: bo
     texts_by_lang: dict[str, list[str]] = {}
     for c in train_caps:
         texts_by_lang.setdefault(c.lang, []).append(c.text)
-    text_tuples = None
+    text_tuples = teacher = None
     if uses_pretrained_tower(cfg):  # frozen sentence vectors from the embedding cache; no vocabulary
         if text_corpus is not None:
             raise DataError("text_corpus needs a word-level text encoder, not a frozen pretrained tower; "
                             "set text_corpus: none")
         encoder = pretrained_caption_encoder(cfg, root, progress=progress)
+        teacher = load_teacher_pairs(cfg, root, encoder, all_eval_ids, train_ids, smoke)
     else:  # without a text corpus: CaptionEncoder.build over the training captions, as always
         encoder, text_tuples = build_caption_encoder(cfg, texts_by_lang, text_corpus)
 
@@ -153,7 +160,8 @@ def prepare_data(cfg: TrainConfig, root: Path, smoke: bool = False, progress: bo
         train_rows=np.array(sorted(row_of[p] for p in train_ids if p in row_of), dtype=np.int64),
         eval_rows=np.array(sorted(row_of[p] for p in eval_ids if p in row_of), dtype=np.int64),
         train=encode(train_caps), eval=encode(eval_caps), captions=encoder,
-        feature_key=extractor.key, n_failed_photos=len(result.failures), text_tuples=text_tuples)
+        feature_key=extractor.key, n_failed_photos=len(result.failures), text_tuples=text_tuples,
+        teacher=teacher)
 
 
 def translation_captions(cfg: TrainConfig, root: Path, train_photos: set[str]) -> list:

@@ -59,6 +59,8 @@ def register(sub) -> None:
     t.add_argument("--encoder", default="e5-small", help="frozen sentence encoder (e5-small, use-multilingual), or "
                    "fused towers joined by + (e5-small+use-multilingual: each tower in turn)")
     t.add_argument("--langs", default="en,de,fr,cs,zh", help="comma-separated languages (default: %(default)s)")
+    t.add_argument("--source", default="", help="only captions of this source (e.g. multi30k-task1: the parallel "
+                   "lines a teacher term reads from a -text corpus); default: every caption")
     t.add_argument("--data-root", metavar="DIR", help="data root (default: $POLYVSE_DATA, else ~/.cache/polyvse)")
     t.set_defaults(func=run_embed_text)
 
@@ -158,6 +160,10 @@ def run_embed_text(args) -> int:
     root = data_root(args.data_root)
     langs = [check_language(x.strip()) for x in args.langs.split(",") if x.strip()]
     corpus = load_dataset(args.dataset, root).filter(langs=langs)
+    if args.source:
+        corpus.captions = [c for c in corpus.captions if c.source == args.source]
+        if not corpus.captions:
+            raise SystemExit(f"polyvse: error: {args.dataset} has no caption of source {args.source!r}")
     encoders = [get_pretrained_encoder(name) for name in tower_names(args.encoder)]  # unknown names fail first
     for encoder in encoders:
         done = precompute_embeddings(encoder, corpus.captions, cache_root(root) / SENTENCE_CACHE, languages=langs,

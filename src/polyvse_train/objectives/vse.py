@@ -11,6 +11,7 @@ from polyvse.losses import HingeRankingLoss, InfoNceLoss
 from polyvse.sampling import DistinctPhotoBatchSampler
 
 from ..distributed import gather_with_grad, shard
+from ..teacher import TeacherLoss
 from .base import Objective
 
 
@@ -42,6 +43,8 @@ class VseObjective(Objective):
         obj = cfg.objective  # ranking_loss and temperature are checked by config.ObjectiveSection
         self.ranking = (HingeRankingLoss(obj.margin, **self.rank) if obj.ranking_loss == "hinge"
                         else InfoNceLoss(obj.temperature))
+        self.teacher = None if getattr(data, "teacher", None) is None else TeacherLoss(
+            data.teacher, obj.teacher_batch_size, obj.temperature, cfg.schedule.seed, obj.teacher_language)
 
     def make_sampler(self, caption_photo):
         return DistinctPhotoBatchSampler(caption_photo, self.cfg.schedule.batch_size, seed=self.cfg.schedule.seed)
@@ -50,4 +53,8 @@ class VseObjective(Objective):
         return self.make_sampler(self.data.train.photo_row)
 
     def image_batch_loss(self, forward, batch, dist_info, epoch: int) -> tuple[torch.Tensor, dict]:
-        return self.ranking(batch_scores(self.model[0], forward, self.data, batch, dist_info)), {}
+        loss = self.ranking(batch_scores(self.model[0], forward, self.data, batch, dist_info))
+        if self.teacher is None:
+            return loss, {}
+        taught = self.teacher(self.model[0], self.data.captions, epoch, batch)
+        return loss + self.cfg.objective.teacher_weight * taught, {"teacher": float(taught.detach())}

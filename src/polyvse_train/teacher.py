@@ -1,0 +1,104 @@
+"""Teacher learning on parallel text (Multilingual-CLIP, Carlsson et al. 2022) for a frozen-tower run.
+
+Multi30K's task1 lines are translations of one English caption into de, fr and cs, for ~29k Flickr30K photos of
+which only a quarter are among the photos at hand. Their text still teaches: each training step also takes a batch
+of (student line, English line) pairs and pulls the model's embedding of the student line onto its own embedding of
+the English line, held fixed (detached), with InfoNCE over the batch. The teacher is the model itself, in the
+language it reads best (for the fused e5 + USE tower, cs has e5's part only; en has both).
+
+Pairs come from the dataset's text-only corpus (``<dataset>-text``: no caption of a Flickr8K val or test photo,
+nor any sentence identical to one), restricted to Multi30K task1, and exclude the run's evaluation photos by id.
+Their sentence vectors come from the same cache as the captions' (``polyvse features embed-text --dataset
+f8k-full-text --source multi30k-task1 --langs cs,en`` fills it ahead of time).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from polyvse.errors import DataError
+from polyvse.losses import InfoNceLoss
+
+#: the parallel lines: Multi30K task1 (one English caption and its de/fr/cs translations per photo)
+TEACHER_SOURCE = "multi30k-task1"
+SMOKE_PAIRS = 64
+
+
+@dataclass
+class TeacherPairs:
+    """Model inputs of the student lines and of their teacher-language lines, row by row."""
+
+    student: list
+    teacher: list
+    langs: list[str]  # the student language of each pair
+
+    def __len__(self) -> int:
+        return len(self.student)
+
+
+def load_teacher_pairs(cfg, root: Path, encoder, eval_ids: set[str], train_ids: set[str],
+                       smoke: bool = False) -> TeacherPairs | None:
+    """The (student, teacher) pairs of ``cfg.objective.teacher_students``, or None when teacher learning is off;
+    ``teacher_photos: train`` keeps only the lines of the run's training photos (the ablation without extra text)."""
+    obj = cfg.objective
+    if not obj.teacher_students:
+        return None
+    if cfg.model.text_encoder != "pretrained" or obj.name != "vse":
+        raise DataError("objective.teacher_students: teacher learning runs with objective vse and a frozen "
+                        "pretrained text tower (model.text_encoder: pretrained)")
+    from polyvse.data.registry import load_dataset
+    from polyvse.models.text_input import caption_inputs
+
+    name = f"{cfg.data.dataset}-text"
+    try:
+        corpus = load_dataset(name, root)
+    except KeyError as exc:
+        raise DataError(f"objective.teacher_students: dataset {cfg.data.dataset} has no text-only corpus "
+                        f"{name!r} to take parallel lines from") from exc
+    teacher_of: dict[str, object] = {}
+    students: dict[tuple[str, str], object] = {}
+    for c in corpus.captions:
+        if c.source != TEACHER_SOURCE or c.photo_id in eval_ids:
+            continue
+        if obj.teacher_photos == "train" and c.photo_id not in train_ids:
+            continue
+        if c.lang == obj.teacher_language:
+            teacher_of.setdefault(c.photo_id, c)
+        elif c.lang in obj.teacher_students:
+            students.setdefault((c.photo_id, c.lang), c)
+    pairs = [(s, teacher_of[pid]) for (pid, _), s in sorted(students.items()) if pid in teacher_of]
+    if smoke:
+        pairs = pairs[:SMOKE_PAIRS]
+    if not pairs:
+        raise DataError(f"objective.teacher_students: {name} holds no {TEACHER_SOURCE} lines in "
+                        f"{', '.join(obj.teacher_students)} with a {obj.teacher_language} line of the same photo")
+    inputs = caption_inputs(encoder, [s for s, _ in pairs] + [t for _, t in pairs])
+    return TeacherPairs(inputs[: len(pairs)], inputs[len(pairs):], [s.lang for s, _ in pairs])
+
+
+class TeacherLoss:
+    """InfoNCE between the students' embeddings and the (detached) teacher embeddings of a random batch of pairs;
+    the batch is drawn from (seed, epoch, the image batch), so a resumed run draws the same pairs."""
+
+    def __init__(self, pairs: TeacherPairs, batch_size: int, temperature: float, seed: int, teacher_language: str):
+        self.pairs, self.batch_size, self.seed = pairs, min(batch_size, len(pairs)), seed
+        self.teacher_language = teacher_language
+        self.loss = InfoNceLoss(temperature)
+
+    def __call__(self, model, captions, epoch: int, image_batch) -> torch.Tensor:
+        batch = np.asarray(image_batch)
+        rng = np.random.default_rng([self.seed, epoch, int(batch[0]), int(batch[-1]), len(batch)])
+        rows = rng.choice(len(self.pairs), size=self.batch_size, replace=False)
+        langs = [self.pairs.langs[i] for i in rows]
+        ids, lengths = captions.pad([self.pairs.student[i] for i in rows])
+        student = F.normalize(model.encode_text_ids(ids, lengths, langs if model.needs_language else None), dim=-1)
+        with torch.no_grad():
+            ids, lengths = captions.pad([self.pairs.teacher[i] for i in rows])
+            teacher_langs = [self.teacher_language] * len(rows) if model.needs_language else None
+            teacher = F.normalize(model.encode_text_ids(ids, lengths, teacher_langs), dim=-1)
+        return self.loss(student @ teacher.T)
+
