@@ -30,8 +30,8 @@ def optimise(cfg, model, optimiser, loss) -> None:
     """One optimiser step as the training loop takes it (zero, backward, clip, step)."""
     optimiser.zero_grad(set_to_none=True)
     loss.backward()
-    if cfg.grad_clip > 0:
-        torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
+    if cfg.get("grad_clip") > 0:
+        torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.get("grad_clip"))
     optimiser.step()
 
 
@@ -43,10 +43,10 @@ def bound_captions_per_s(cfg, data, batches, repeats: int = 1, device=None, prec
     from polyvse_train.train import build_model, seed_everything
 
     device = device or torch.device("cpu")
-    seed_everything(cfg.seed)
+    seed_everything(cfg.get("seed"))
     model = build_model(cfg, data).to(device).train()
-    optimiser = torch.optim.Adam(model.parameters(), lr=cfg.lr)
-    loss_fn = HingeRankingLoss(margin=cfg.margin, max_violation=cfg.max_violation)
+    optimiser = torch.optim.Adam(model.parameters(), lr=cfg.get("lr"))
+    loss_fn = HingeRankingLoss(margin=cfg.get("margin"), max_violation=cfg.get("max_violation"))
     gen = torch.Generator().manual_seed(0)
     vocab = len(data.captions.vocab)
     steps = []
@@ -77,7 +77,7 @@ def mule_bound_captions_per_s(cfg, data, root, batches, epoch: int) -> float:
     from polyvse_train.objectives.tuples import EncodedSlots
     from polyvse_train.train import build_model, build_optimiser, seed_everything
 
-    seed_everything(cfg.seed)
+    seed_everything(cfg.get("seed"))
     model = build_model(cfg, data).train()
     objective = build_objective(cfg, model, data, root)
     optimiser = build_optimiser(cfg, model, list(objective.parameters()))
@@ -108,11 +108,14 @@ def measure_mule(config_path: str, root, epochs: int, quick: bool) -> dict:
     from polyvse_train.train import build_model, prepare_data, train
 
     cfg = TrainConfig.load(config_path)
-    cfg.epochs, cfg.lp_epochs = epochs, 0  # the matching phase is what a MULE run spends its time in
+    over = dict(epochs=epochs, lp_epochs=0)  # the matching phase is what a MULE run spends its time in
     if quick:
-        cfg.embed_dim, cfg.hidden_dim, cfg.word_dim, cfg.universal_dim, cfg.image_hidden_dim = 64, 64, 32, 32, 64
-        cfg.smoke_photos, cfg.smoke_epochs, cfg.batch_size = 48, 2, 16
-    torch.set_num_threads(cfg.threads)
+        over.update(embed_dim=64, hidden_dim=64, word_dim=32, universal_dim=32, image_hidden_dim=64, smoke_photos=48,
+                    smoke_epochs=2, batch_size=16)
+    for name, value in over.items():
+        cfg.set(name, value)
+    cfg.validate(config_path)
+    torch.set_num_threads(cfg.get("threads"))
     data = prepare_data(cfg, root, smoke=quick, progress=False)
     batches = build_objective(cfg, build_model(cfg, data), data, root).sampler().epoch_batches(1)
     before = mule_bound_captions_per_s(cfg, data, root, batches, epoch=epochs - 1)
@@ -124,7 +127,8 @@ def measure_mule(config_path: str, root, epochs: int, quick: bool) -> dict:
     bound = (before + after) / 2
     return {"mule_throughput_ratio": real / bound, "mule_real_captions_per_s": real,
             "mule_bound_captions_per_s": bound, "mule_bound_before_after": [before, after],
-            "mule_config": f"{config_path}" + (" quick/tiny" if quick else ""), "mule_batch_photos": cfg.batch_size,
+            "mule_config": f"{config_path}" + (" quick/tiny" if quick else ""),
+            "mule_batch_photos": cfg.get("batch_size"),
             "mule_items": last["items"]}
 
 
@@ -139,9 +143,10 @@ def measure_demo(root, epochs: int, quick: bool, device=None, precision: str = "
     if quick:
         cfg = TrainConfig(name="bench-train", embed_dim=64, word_dim=32, hidden_dim=64, smoke_photos=48,
                           smoke_epochs=2, batch_size=32)
-    torch.set_num_threads(cfg.threads)
+    torch.set_num_threads(cfg.get("threads"))
     data = prepare_data(cfg, root, smoke=quick, progress=False)
-    batches = DistinctPhotoBatchSampler(data.train.photo_row, cfg.batch_size, seed=cfg.seed).epoch_batches(1)
+    batches = DistinctPhotoBatchSampler(data.train.photo_row, cfg.get("batch_size"),
+                                        seed=cfg.get("seed")).epoch_batches(1)
 
     bound_before = bound_captions_per_s(cfg, data, batches, device=device, precision=precision)
     with tempfile.TemporaryDirectory() as tmp:
@@ -157,7 +162,7 @@ def measure_demo(root, epochs: int, quick: bool, device=None, precision: str = "
         "train_bound_captions_per_s": bound,
         "train_bound_before_after": [bound_before, bound_after],
         "train_model": "demo (shared GRU, cosine, hinge)" + (" quick/tiny" if quick else ""),
-        "train_batch_size": cfg.batch_size, "train_threads": cfg.threads,
+        "train_batch_size": cfg.get("batch_size"), "train_threads": cfg.get("threads"),
         "train_epoch_measured": last["epoch"], "train_items": last["items"],
         "train_device": str(device), "train_precision": precision,
     }

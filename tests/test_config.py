@@ -106,3 +106,12 @@ def test_old_flat_config_dicts_load():
     assert "embed_dim" in flat and "align_every" in flat and "model" not in flat
     cfg = TrainConfig.from_dict(flat)
     assert cfg.to_dict() == flat and cfg.align.loss and cfg.smoke.max_batches == 6
+
+
+def test_setting_a_flat_name_as_an_attribute_is_an_error():
+    """cfg.epochs = 3 would land beside the sections and change nothing: refused, pointing at cfg.set."""
+    cfg = TrainConfig.from_dict({"epochs": 5})
+    with pytest.raises(AttributeError, match=r"cfg.set\('epochs'"):
+        cfg.epochs = 3
+    cfg.set("epochs", 3)
+    assert cfg.schedule.epochs == 3 and cfg.get("epochs") == 3

@@ -128,7 +128,7 @@ def test_text_corpus_of_an_f8k_full_run_holds_no_evaluation_caption(shared_data,
     for kind in ("multi30k", "all"):
         cfg = TrainConfig(dataset="f8k-full", objective="parallel", text_corpus=kind, split="official",
                           eval_split="test")
-        corpus = full.filter(langs=cfg.languages)
+        corpus = full.filter(langs=cfg.data.languages)
         _, run_eval_ids = resolve_split(corpus, cfg)
         assert len(run_eval_ids) == 1000
         text = load_text_corpus(cfg, shared_data, corpus, run_eval_ids)

@@ -343,6 +343,13 @@ class TrainConfig:
     schedule: ScheduleSection
     smoke: SmokeSection
 
+    def __setattr__(self, name: str, value: Any) -> None:
+        # a flat name set as an attribute (cfg.epochs = 3) would be silently ignored by the sections
+        if name not in self.__dataclass_fields__:
+            raise AttributeError(f"TrainConfig has no attribute {name!r}: fields live in sections; use "
+                                 f"cfg.set({name!r}, value) or cfg.<section>.<field>")
+        super().__setattr__(name, value)
+
     def __init__(self, **values: Any):
         nested = normalise(values, "<TrainConfig>")
         self.name = nested.pop("name", "demo")
