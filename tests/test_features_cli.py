@@ -3,12 +3,11 @@ from __future__ import annotations
 
 import argparse
 import shutil
-import sys
 from pathlib import Path
 
 import pytest
 
-from polyvse.errors import PolyvseError
+from polyvse_app.cli import run
 from polyvse_app.commands import features as features_cmd
 
 
@@ -17,12 +16,7 @@ def run_cli(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="polyvse")
     sub = parser.add_subparsers(dest="command", required=True)
     features_cmd.register(sub)
-    args = parser.parse_args(argv)
-    try:
-        return int(args.func(args) or 0)
-    except PolyvseError as exc:
-        print(f"polyvse: error: {exc}", file=sys.stderr)
-        return 2
+    return run(parser, argv)
 
 
 @pytest.fixture

@@ -102,3 +102,9 @@ def test_smoke_run_with_a_teacher_trains(shared_data, tmp_path):
     without = train(cfg, tmp_path / "n", shared_data, smoke=True, progress=False)
     assert set(with_teacher["languages"]) == set(without["languages"])
     assert with_teacher["languages"] != without["languages"]  # the extra term changed the model
+
+
+def test_a_dataset_without_a_text_corpus_is_named(shared_data):
+    cfg = teacher_config(dataset="flickr8k")
+    with pytest.raises(DataError, match="has no text-only corpus 'flickr8k-text'"):
+        load_teacher_pairs(cfg, shared_data, FakeEncoder(), set(), set())

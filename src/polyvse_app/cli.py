@@ -16,9 +16,13 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    return run(build_parser(), argv)
+
+
+def run(parser, argv: list[str] | None = None) -> int:
+    """Parse ``argv`` with ``parser`` and run the chosen command; a PolyvseError becomes one line and exit 2."""
     from polyvse.errors import PolyvseError
 
-    parser = build_parser()
     args = parser.parse_args(argv)
     try:
         return int(args.func(args) or 0)

@@ -50,15 +50,14 @@ def load_teacher_pairs(cfg, root: Path, encoder, eval_ids: set[str], train_ids: 
     if cfg.model.text_encoder != "pretrained" or obj.name != "vse":
         raise DataError("objective.teacher_students: teacher learning runs with objective vse and a frozen "
                         "pretrained text tower (model.text_encoder: pretrained)")
-    from polyvse.data.registry import load_dataset
+    from polyvse.data.registry import list_datasets, load_dataset
     from polyvse.models.text_input import caption_inputs
 
     name = f"{cfg.data.dataset}-text"
-    try:
-        corpus = load_dataset(name, root)
-    except KeyError as exc:
+    if name not in dict(list_datasets()):
         raise DataError(f"objective.teacher_students: dataset {cfg.data.dataset} has no text-only corpus "
-                        f"{name!r} to take parallel lines from") from exc
+                        f"{name!r} to take parallel lines from")
+    corpus = load_dataset(name, root)
     teacher_of: dict[str, object] = {}
     students: dict[tuple[str, str], object] = {}
     for c in corpus.captions:
