@@ -143,3 +143,18 @@ def test_infonce_ranking_loss_trains_and_bad_combinations_name_the_field(referen
         with pytest.raises(DataError, match=message):
             train(TrainConfig(**{**SMALL, "ranking_loss": "infonce", **over}), tmp_path / "bad", shared_data,
                   smoke=True, progress=False)
+
+
+def test_a_state_saved_before_a_field_was_added_still_resumes():
+    """A field added to TrainConfig later (its default keeps the old behaviour) must not turn a saved training
+    state stale; any real change of the config, vocabulary or features must."""
+    from polyvse_train.train import same_run
+
+    cfg = TrainConfig(**SMALL).to_dict()
+    key = {"config": cfg, "smoke": True, "vocab": "v1", "features": "f1"}
+    older = {**key, "config": {k: v for k, v in cfg.items() if not k.startswith("teacher_")}}
+    assert same_run(older, key)
+    assert not same_run({**key, "config": {**cfg, "lr": cfg["lr"] * 2}}, key)
+    assert not same_run({**key, "config": {**cfg, "teacher_students": ["cs"]}}, key)
+    assert not same_run({**key, "vocab": "v2"}, key)
+    assert not same_run({**key, "features": "f2"}, key)

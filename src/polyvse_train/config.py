@@ -432,6 +432,14 @@ class TrainConfig:
             raise DataError(f"align.pivot {self.align.pivot!r} is not among data.languages {langs}", source)
 
 
+def changed_fields(flat: dict[str, Any]) -> dict[str, Any]:
+    """The fields of a flat config that differ from TrainConfig's defaults. What identifies a run: a field added
+    to TrainConfig later, with a default that keeps the old behaviour, changes neither a finished run's digest
+    nor a saved training state's key, so neither turns stale."""
+    defaults = TrainConfig().to_dict()
+    return {k: v for k, v in flat.items() if k not in defaults or defaults[k] != v}
+
+
 # -- dict forms: flat names, dotted paths, sections -------------------------------------------------------
 def _unknown(name: str, source: str, where: str = "") -> DataError:
     known = sorted(FLAT_FIELDS) if not where else [f.name for f in fields(SECTION_BY_KEY[where])]

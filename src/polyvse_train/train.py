@@ -30,7 +30,7 @@ from polyvse.models.text_input import CaptionEncoder
 from polyvse.paths import cache_root
 from polyvse.progress import Progress
 
-from .config import TrainConfig
+from .config import TrainConfig, changed_fields
 from .distributed import DistInfo, barrier, init_distributed, shutdown
 from .objectives import build_objective
 from .objectives.word_alignment import prepare_word_embeddings
@@ -363,13 +363,22 @@ def setup_run(cfg: TrainConfig, out_dir: Path, root: Path, dist_info: DistInfo, 
                        run_key=run_key, device=device, precision=precision)
 
 
+def same_run(saved: dict, current: dict) -> bool:
+    """Whether a saved training state belongs to this run: same data, vocabulary and features, and the same
+    config up to fields added since with their defaults (see :func:`.config.changed_fields`)."""
+    def key(k: dict) -> dict:
+        return {**k, "config": changed_fields(k["config"])}
+
+    return key(saved) == key(current)
+
+
 def resume_run(run: TrainingRun) -> None:
     """Continue from the training state in the output folder, if there is one."""
     if not run.state_path.exists():
         log.info("no training state in %s; starting from scratch", run.out_dir)
         return
     state = load_training_state(run.state_path)
-    if state["run_key"] != run.run_key:
+    if not same_run(state["run_key"], run.run_key):
         raise TrainingStateMismatch("the saved training state belongs to a different config, data or "
                                     "vocabulary; start without --resume or use another --out", run.state_path)
     run.model.load_state_dict(state["model"])

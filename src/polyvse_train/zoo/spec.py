@@ -17,7 +17,7 @@ import yaml
 
 from polyvse.errors import DataError
 
-from ..config import TrainConfig
+from ..config import TrainConfig, changed_fields
 
 OFFICIAL = "official"
 
@@ -105,9 +105,7 @@ def config_digest(cfg: TrainConfig | dict) -> str:
     """Digest of the fields that differ from TrainConfig's defaults: a field added to TrainConfig later (with a
     default that keeps the old behaviour) does not turn finished runs stale. Runs recorded before that are
     compared the same way, from the config saved beside them."""
-    data = cfg.to_dict() if isinstance(cfg, TrainConfig) else cfg
-    defaults = TrainConfig().to_dict()
-    changed = {k: v for k, v in data.items() if k not in defaults or defaults[k] != v}
+    changed = changed_fields(cfg.to_dict() if isinstance(cfg, TrainConfig) else cfg)
     return hashlib.sha256(json.dumps(changed, sort_keys=True).encode()).hexdigest()[:16]
 
 
