@@ -138,10 +138,15 @@ class ModelSection(Section):
     image_hidden_dim: int = 2048
     # Translator: languages whose word vectors pass a d x d map into the source language's word space
     language_map: list[str] = field(default_factory=list)
+    # partial fine-tuning of the image backbone (polyvse.features.tail): the last N MBConv blocks of an
+    # EfficientNet-Lite and its head conv train (at schedule.finetune_lr_scale x lr) on the cached map entering
+    # them; 0 = a frozen backbone's pooled features
+    finetune_blocks: int = 0
 
     def check(self, fail) -> None:
         for name in ("embed_dim", "word_dim", "hidden_dim", "image_hidden_dim"):
             _at_least(fail, self, name, 1)
+        _at_least(fail, self, "finetune_blocks", 0)
         _at_least(fail, self, "universal_dim", 0)
         _one_of(fail, self, "similarity", SIMILARITIES)
         _one_of(fail, self, "text_encoder", TEXT_ENCODERS)
@@ -292,9 +297,12 @@ class ScheduleSection(Section):
     min_batches_per_epoch: int = 0  # > 0: an epoch repeats passes over the captions up to this many batches
     seed: int = 0
     threads: int = 2
+    finetune_lr_scale: float = 0.1  # model.finetune_blocks: the backbone tail learns at this fraction of lr
 
     def check(self, fail) -> None:
         _one_of(fail, self, "optimizer", OPTIMIZERS)
+        if self.finetune_lr_scale <= 0:
+            fail("finetune_lr_scale", f"must be > 0, got {self.finetune_lr_scale}")
         for name in ("epochs", "lr_decay_epoch", "min_batches_per_epoch", "grad_clip"):
             _at_least(fail, self, name, 0)
         for name in ("batch_size", "threads"):
@@ -428,6 +436,12 @@ class TrainConfig:
         if obj.source_language and obj.source_language in model.language_map:
             raise DataError(f"model.language_map {model.language_map} maps INTO objective.source_language "
                             f"{obj.source_language!r}; leave it out", source)
+        if model.finetune_blocks and not re.fullmatch(r"efficientnet-lite[0-9]", self.data.backbone):
+            raise DataError(f"model.finetune_blocks: only an EfficientNet-Lite backbone can be cut and fine-tuned, "
+                            f"not data.backbone {self.data.backbone!r}; use efficientnet-lite0/1/2", source)
+        if model.finetune_blocks and self.data.ten_crop:
+            raise DataError("model.finetune_blocks: the tail trains on one crop's map; set data.ten_crop: false",
+                            source)
         if self.align.uses_lexicon and self.align.pivot not in langs:
             raise DataError(f"align.pivot {self.align.pivot!r} is not among data.languages {langs}", source)
 

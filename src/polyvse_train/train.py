@@ -66,6 +66,7 @@ class PreparedData:
     n_failed_photos: int
     text_tuples: TextTupleSet | None = None  # text-only caption tuples (cfg.data.text_corpus), None = none
     teacher: TeacherPairs | None = None  # parallel lines for teacher learning (cfg.objective.teacher_students)
+    feature_shape: tuple = ()  # (C, h, w) of a cut backbone's maps (model.finetune_blocks); () for pooled features
 
 
 def seed_everything(seed: int) -> None:
@@ -122,7 +123,7 @@ def prepare_data(cfg: TrainConfig, root: Path, smoke: bool = False, progress: bo
     if missing:
         raise DataError(f"{cfg.data.dataset}: {len(missing)} photos have no image file (e.g. {missing[0]}); "
                         "image-text training needs the photos")
-    extractor = get_extractor(cfg.data.backbone, ten_crop=cfg.data.ten_crop)
+    extractor = get_extractor(feature_backbone(cfg), ten_crop=cfg.data.ten_crop)
     result = extract_features([corpus.photos[p].path for p in photo_ids], extractor,
                               cache_root(root) / "features", progress=progress)
     for path, reason in result.failures:
@@ -160,7 +161,8 @@ def prepare_data(cfg: TrainConfig, root: Path, smoke: bool = False, progress: bo
         train_rows=np.array(sorted(row_of[p] for p in train_ids if p in row_of), dtype=np.int64),
         eval_rows=np.array(sorted(row_of[p] for p in eval_ids if p in row_of), dtype=np.int64),
         train=encode(train_caps), eval=encode(eval_caps), captions=encoder,
-        feature_key=extractor.key, n_failed_photos=len(result.failures), text_tuples=text_tuples,
+        feature_key=extractor.key, feature_shape=tuple(getattr(extractor, "map_shape", ())),
+        n_failed_photos=len(result.failures), text_tuples=text_tuples,
         teacher=teacher)
 
 
@@ -188,9 +190,27 @@ def translation_captions(cfg: TrainConfig, root: Path, train_photos: set[str]) -
     return out
 
 
+def feature_backbone(cfg: TrainConfig) -> str:
+    """The image features' backbone name: data.backbone, cut before its last blocks when they fine-tune."""
+    from polyvse.features.tail import tail_name
+
+    return tail_name(cfg.data.backbone, cfg.model.finetune_blocks) if cfg.model.finetune_blocks else cfg.data.backbone
+
+
 def build_model(cfg: TrainConfig, data: PreparedData) -> JointEmbeddingModel:
+    model = _joint_model(cfg, data)
+    if model.image_tail is not None:  # starts from the ImageNet weights
+        from polyvse.features.backbones import get_extractor
+
+        model.image_tail.load_state_dict(get_extractor(feature_backbone(cfg)).tail_module().state_dict())
+    return model
+
+
+def _joint_model(cfg: TrainConfig, data: PreparedData) -> JointEmbeddingModel:
     per_language = cfg.model.text_sharing != "shared" or cfg.model.universal_dim > 0 or bool(cfg.model.language_map)
     return JointEmbeddingModel(ModelConfig(
+        image_tail=feature_backbone(cfg) if cfg.model.finetune_blocks else "",
+        image_tail_shape=list(data.feature_shape),
         vocab_size=vocab_size(data.captions), image_dim=int(data.features.shape[1]), embed_dim=cfg.model.embed_dim,
         pretrained_dim=data.captions.dim if uses_pretrained_tower(cfg) else 0,
         pretrained_towers=data.captions.tower_dims if uses_pretrained_tower(cfg) else [],
@@ -223,9 +243,16 @@ def evaluate_split(model: PolyvseModel, data: PreparedData, caps: CaptionSet, ro
 
 
 def build_optimiser(cfg: TrainConfig, model: torch.nn.Module, extra=()) -> torch.optim.Optimizer:
-    params = [p for p in model.parameters() if p.requires_grad] + list(extra)
+    """One parameter group at lr; a backbone tail's parameters in a second one at finetune_lr_scale x lr (each
+    group's ``lr_scale`` is kept so the schedule can set lr without losing it)."""
+    tail = {id(p) for n, p in model.named_parameters() if n.startswith("image_tail.")}
+    params = [p for p in model.parameters() if p.requires_grad and id(p) not in tail] + list(extra)
+    groups = [{"params": params, "lr_scale": 1.0}]
+    if tail:
+        groups.append({"params": [p for p in model.parameters() if id(p) in tail],
+                       "lr_scale": cfg.schedule.finetune_lr_scale})
     optimiser = {"adam": torch.optim.Adam, "sgd": torch.optim.SGD}[cfg.schedule.optimizer]  # config.OPTIMIZERS
-    return optimiser(params, lr=cfg.schedule.lr)
+    return optimiser([{**g, "lr": cfg.schedule.lr * g["lr_scale"]} for g in groups], lr=cfg.schedule.lr)
 
 
 def batch_items(batch) -> int:
@@ -407,7 +434,7 @@ def train_one_epoch(run: TrainingRun, *, save_every: int = 0, max_steps: int | N
     cfg, objective, optimiser = run.cfg, run.objective, run.optimiser
     lr = cfg.schedule.lr * (0.1 if run.epoch - objective.pre_epochs >= cfg.schedule.lr_decay_epoch else 1.0)
     for group in optimiser.param_groups:
-        group["lr"] = lr
+        group["lr"] = lr * group.get("lr_scale", 1.0)
     if run.batch_pos == 0:
         objective.start_epoch(run.epoch)  # e.g. the Translator's map initialisation at the target stage
     batches = run.sampler.epoch_batches(run.epoch)
@@ -465,7 +492,7 @@ def finish_run(run: TrainingRun) -> dict:
     """Evaluate on the evaluation split, write the checkpoint and metrics.json; returns the metrics."""
     cfg, data, model = run.cfg, run.data, run.model
     model.eval()
-    ckpt = Checkpoint(model=model, captions=data.captions, backbone=cfg.data.backbone, feature_key=data.feature_key,
+    ckpt = Checkpoint(model=model, captions=data.captions, backbone=feature_backbone(cfg), feature_key=data.feature_key,
                       ten_crop=cfg.data.ten_crop, languages=list(cfg.data.languages))
     per_lang = evaluate_split(PolyvseModel(ckpt), data, data.eval, data.eval_rows, cfg.data.languages)
     metrics = {

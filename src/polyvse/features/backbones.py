@@ -7,8 +7,9 @@ from typing import Callable
 
 from .concat import SEPARATOR, ConcatExtractor, split_backbone_name
 from .extractor import FeatureExtractor, UnknownBackboneError
+from .tail import TAIL_MARK, BackboneCutExtractor, BackboneTail, parse_tail_name, tail_of
 
-__all__ = ["available_backbones", "get_extractor", "register_backbone"]
+__all__ = ["available_backbones", "backbone_tail", "get_extractor", "register_backbone"]
 
 _REGISTRY: dict[str, Callable[..., FeatureExtractor]] = {}
 
@@ -35,12 +36,14 @@ def available_backbones() -> list[str]:
 
 
 def get_extractor(name: str = "efficientnet-lite0", ten_crop: bool = False,
-                  **kwargs) -> FeatureExtractor | ConcatExtractor:
+                  **kwargs) -> FeatureExtractor | ConcatExtractor | BackboneCutExtractor:
     """Build a ready-to-use (eval mode, frozen) extractor.
 
     ``efficientnet-lite0`` / ``-lite1`` / ``-lite2`` (1280-d) ship their ImageNet weights in pip packages and
     work offline;
     ``a+b`` concatenates the features of backbones ``a`` and ``b`` (each from its own cache);
+    ``efficientnet-lite2:tail1`` is that backbone cut before its last block (the flattened map entering it:
+    the input of a trainable tail, polyvse.features.tail);
     ``resnet152`` (2048-d) needs torchvision's ImageNet weights in the torch hub cache or a
     network connection (otherwise :class:`WeightsUnavailableError` says what to do).
     """
@@ -48,6 +51,9 @@ def get_extractor(name: str = "efficientnet-lite0", ten_crop: bool = False,
     if SEPARATOR in name:  # several backbones side by side (polyvse.features.concat)
         return ConcatExtractor([get_extractor(part, ten_crop=ten_crop, **kwargs)
                                 for part in split_backbone_name(name)])
+    if TAIL_MARK in name:  # the map entering the last blocks, for a trainable tail (polyvse.features.tail)
+        base, blocks = parse_tail_name(name)
+        return BackboneCutExtractor(get_extractor(base, ten_crop=ten_crop, **kwargs), blocks)
     try:
         factory = _REGISTRY[name]
     except KeyError:
@@ -55,3 +61,10 @@ def get_extractor(name: str = "efficientnet-lite0", ten_crop: bool = False,
             f"unknown image backbone {name!r}; choose one of: {', '.join(_REGISTRY)}"
         ) from None
     return factory(ten_crop=ten_crop, **kwargs)
+
+
+def backbone_tail(name: str, in_shape) -> BackboneTail:
+    """The trainable tail's architecture for ``<backbone>:tail<K>``, with untrained weights (a checkpoint's
+    state, or :meth:`~polyvse.features.tail.BackboneCutExtractor.tail_module`, fills them)."""
+    base, blocks = parse_tail_name(name)
+    return tail_of(get_extractor(base, _random_init=True).model, blocks, in_shape)

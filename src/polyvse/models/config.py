@@ -30,6 +30,10 @@ class ModelConfig:
     pretrained_towers: list[int] = field(default_factory=list)  # fused towers: the size of each one's slice
     tower_dropout: float = 0.0  # fused towers: drop a tower's slice with this probability in training
     language_map: list[str] = field(default_factory=list)  # Translator: languages whose words pass a d x d map
+    # a trainable backbone tail (polyvse.features.tail): "<backbone>:tail<K>" names the image features, which are
+    # the flattened (C, h, w) map entering the backbone's last K blocks; "" = pooled features of a frozen backbone
+    image_tail: str = ""
+    image_tail_shape: list[int] = field(default_factory=list)  # (C, h, w) of that map
 
     def to_dict(self) -> dict:
         return asdict(self)

@@ -10,6 +10,7 @@ import torch
 from torch import nn
 
 from ..device import module_device, to_device
+from ..features.backbones import backbone_tail
 from ..similarity import CosineSimilarity, OrderSimilarity
 from .config import ModelConfig
 from .image_head import LinearImageHead, MlpImageHead
@@ -44,10 +45,14 @@ class JointEmbeddingModel(nn.Module):
                                             config.dropout, cell=config.text_encoder, sharing=config.text_sharing,
                                             languages=config.languages, universal_dim=config.universal_dim,
                                             language_map=config.language_map)
+        # a backbone tail first (its weights come from the checkpoint, or from ImageNet when training starts)
+        self.image_tail = backbone_tail(config.image_tail, config.image_tail_shape) if config.image_tail \
+            else None
+        head_in = self.image_tail.out_dim if self.image_tail is not None else config.image_dim
         if config.image_head == "linear":
-            self.image_head = LinearImageHead(config.image_dim, config.embed_dim)
+            self.image_head = LinearImageHead(head_in, config.embed_dim)
         else:
-            self.image_head = MlpImageHead(config.image_dim, config.embed_dim, config.image_hidden_dim)
+            self.image_head = MlpImageHead(head_in, config.embed_dim, config.image_hidden_dim)
         self.similarity = SIMILARITIES[config.similarity]()
 
     @property
@@ -91,7 +96,10 @@ class JointEmbeddingModel(nn.Module):
         return self._joint(text), words
 
     def encode_image_features(self, feats: torch.Tensor) -> torch.Tensor:
-        return self._joint(self.image_head(to_device(torch.as_tensor(feats), self.device)))
+        x = to_device(torch.as_tensor(feats), self.device)
+        if self.image_tail is not None:
+            x = self.image_tail(x)
+        return self._joint(self.image_head(x))
 
     def forward(self, feats: torch.Tensor, ids: torch.Tensor, lengths: torch.Tensor, langs=None):
         """(image embeddings, text embeddings) of a batch; the entry point DDP wraps."""
