@@ -1,20 +1,19 @@
 """Partial fine-tuning of the image backbone (polyvse.features.tail, model.finetune_blocks)."""
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
 import pytest
 import torch
 
 import polyvse
+from polyvse.checkpoint import load_training_state
 from polyvse.errors import DataError
 from polyvse.features.backbones import backbone_tail, get_extractor
 from polyvse.features.images import load_image
 from polyvse.features.tail import BackboneCutExtractor, split_tail_name, tail_name
 from polyvse.models.joint import JointEmbeddingModel, ModelConfig
 from polyvse_train.config import TrainConfig
-from polyvse_train.train import build_optimiser, train
+from polyvse_train.train import STATE, build_optimiser, train
 
 SMALL = dict(name="tail", languages=["en", "de"], embed_dim=64, word_dim=32, hidden_dim=64, batch_size=32,
              smoke_photos=32, smoke_epochs=2, lr=5e-4, finetune_blocks=1)
@@ -109,4 +108,6 @@ def test_fine_tuned_model_trains_saves_and_embeds_raw_photos(shared_data, tmp_pa
     direct = model.encode_image(photos[:2])
     via_maps = model.encode_image_features(cut.extract(photos[:2]))
     np.testing.assert_allclose(direct, via_maps, atol=1e-5)
-    assert Path(out / "checkpoint").is_dir()
+    # the schedule set each epoch's lr and kept the tail's fraction of it
+    groups = load_training_state(out / STATE)["optimiser"]["param_groups"]
+    assert [g["lr"] for g in groups] == [pytest.approx(5e-4), pytest.approx(5e-5)]

@@ -25,6 +25,7 @@ from polyvse.data.caption_limit import first_captions_per_photo, limit_captions
 from polyvse.data.types import Corpus
 from polyvse.device import autocast
 from polyvse.errors import DataError
+from polyvse.features.tail import BackboneTail
 from polyvse.models import JointEmbeddingModel, ModelConfig
 from polyvse.models.text_input import CaptionEncoder
 from polyvse.paths import cache_root
@@ -66,7 +67,9 @@ class PreparedData:
     n_failed_photos: int
     text_tuples: TextTupleSet | None = None  # text-only caption tuples (cfg.data.text_corpus), None = none
     teacher: TeacherPairs | None = None  # parallel lines for teacher learning (cfg.objective.teacher_students)
-    feature_shape: tuple = ()  # (C, h, w) of a cut backbone's maps (model.finetune_blocks); () for pooled features
+    # model.finetune_blocks: the backbone tail after the cut, with the ImageNet weights (its in_shape is the maps'
+    # (C, h, w)); None for pooled features of a frozen backbone
+    image_tail: BackboneTail | None = None
 
 
 def seed_everything(seed: int) -> None:
@@ -161,7 +164,7 @@ def prepare_data(cfg: TrainConfig, root: Path, smoke: bool = False, progress: bo
         train_rows=np.array(sorted(row_of[p] for p in train_ids if p in row_of), dtype=np.int64),
         eval_rows=np.array(sorted(row_of[p] for p in eval_ids if p in row_of), dtype=np.int64),
         train=encode(train_caps), eval=encode(eval_caps), captions=encoder,
-        feature_key=extractor.key, feature_shape=tuple(getattr(extractor, "map_shape", ())),
+        feature_key=extractor.key, image_tail=extractor.tail_module() if cfg.model.finetune_blocks else None,
         n_failed_photos=len(result.failures), text_tuples=text_tuples,
         teacher=teacher)
 
@@ -199,18 +202,16 @@ def feature_backbone(cfg: TrainConfig) -> str:
 
 def build_model(cfg: TrainConfig, data: PreparedData) -> JointEmbeddingModel:
     model = _joint_model(cfg, data)
-    if model.image_tail is not None:  # starts from the ImageNet weights
-        from polyvse.features.backbones import get_extractor
-
-        model.image_tail.load_state_dict(get_extractor(feature_backbone(cfg)).tail_module().state_dict())
+    if data.image_tail is not None:  # the tail starts from the ImageNet weights
+        model.image_tail.load_state_dict(data.image_tail.state_dict())
     return model
 
 
 def _joint_model(cfg: TrainConfig, data: PreparedData) -> JointEmbeddingModel:
     per_language = cfg.model.text_sharing != "shared" or cfg.model.universal_dim > 0 or bool(cfg.model.language_map)
     return JointEmbeddingModel(ModelConfig(
-        image_tail=feature_backbone(cfg) if cfg.model.finetune_blocks else "",
-        image_tail_shape=list(data.feature_shape),
+        image_tail=feature_backbone(cfg) if data.image_tail is not None else "",
+        image_tail_shape=list(data.image_tail.in_shape) if data.image_tail is not None else [],
         vocab_size=vocab_size(data.captions), image_dim=int(data.features.shape[1]), embed_dim=cfg.model.embed_dim,
         pretrained_dim=data.captions.dim if uses_pretrained_tower(cfg) else 0,
         pretrained_towers=data.captions.tower_dims if uses_pretrained_tower(cfg) else [],
@@ -245,12 +246,12 @@ def evaluate_split(model: PolyvseModel, data: PreparedData, caps: CaptionSet, ro
 def build_optimiser(cfg: TrainConfig, model: torch.nn.Module, extra=()) -> torch.optim.Optimizer:
     """One parameter group at lr; a backbone tail's parameters in a second one at finetune_lr_scale x lr (each
     group's ``lr_scale`` is kept so the schedule can set lr without losing it)."""
-    tail = {id(p) for n, p in model.named_parameters() if n.startswith("image_tail.")}
-    params = [p for p in model.parameters() if p.requires_grad and id(p) not in tail] + list(extra)
+    tail = [p for n, p in model.named_parameters() if n.startswith("image_tail.")]
+    in_tail = {id(p) for p in tail}
+    params = [p for p in model.parameters() if p.requires_grad and id(p) not in in_tail] + list(extra)
     groups = [{"params": params, "lr_scale": 1.0}]
     if tail:
-        groups.append({"params": [p for p in model.parameters() if id(p) in tail],
-                       "lr_scale": cfg.schedule.finetune_lr_scale})
+        groups.append({"params": tail, "lr_scale": cfg.schedule.finetune_lr_scale})
     optimiser = {"adam": torch.optim.Adam, "sgd": torch.optim.SGD}[cfg.schedule.optimizer]  # config.OPTIMIZERS
     return optimiser([{**g, "lr": cfg.schedule.lr * g["lr_scale"]} for g in groups], lr=cfg.schedule.lr)
 
