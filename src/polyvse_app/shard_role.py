@@ -61,11 +61,16 @@ def shard_role(spec: str | None, device=None) -> ShardRole:
 
 def run_with_shard_role(spec: str | None, command: Callable[[ShardRole], int], device=None) -> int:
     """A command's entry under --shard / torchrun: its role, then the process group shut down however it ends."""
-    from polyvse_train.distributed import shutdown
+    from polyvse_train.distributed import barrier, shutdown
 
     role = shard_role(spec, device)
     try:
-        return command(role)
+        code = command(role)
+        # leave together: a rank that tears its gloo group down while rank 0 still merges can abort (SIGABRT,
+        # "terminate called without an active exception", seen once in CI); a rank that raised instead has
+        # already torn its group down in `finally`, which fails this barrier on the others rather than hang it
+        barrier(role.dist)
+        return code
     finally:
         shutdown(role.dist)
 
