@@ -5,50 +5,68 @@ each, on the 1,000-photo Flickr8K test gallery per language, and the README tabl
     python scripts/f8k_full_results.py --readme        # ... and rewrite README's `f8k-full` block
     python scripts/f8k_full_results.py --jobs 2        # two trainings at a time (each uses one thread)
 
-Runs go to runs/f8k-full/<config name>-s<seed>/ (metrics.json, checkpoint); a finished run is never retrained,
-a stopped one resumes from its training state. Numbers are the standard protocol of the Flickr8K literature
-(1k test photos; R@1/5/10 both ways, median rank) plus mR (the mean of the six recalls), as mean ± standard
-deviation over the seeds. de/fr/cs galleries hold the test photos that have Multi30K captions (929).
+The runs are the f8k-full zoo's own (configs/zoo/f8k-full.yaml trains e5-frozen and polyvse-best from these
+same config files with seeds 0, 1, 2): training goes through `polyvse zoo run --configs e5-frozen,polyvse-best`
+into runs/zoo-f8k-full/<name>/official-s<seed>/ (metrics.json, checkpoint, tasks.json), so one training serves the
+README and docs/results.md. A finished run is never retrained, a stopped one resumes from its training state; a
+run of an older config file is moved aside and trained again. Numbers are the standard protocol of the Flickr8K
+literature (1k test photos; R@1/5/10 both ways, median rank) plus mR (the mean of the six recalls), as mean ±
+standard deviation over the seeds. de/fr/cs galleries hold the test photos that have Multi30K captions (929).
 """
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import subprocess
 import sys
-from concurrent.futures import ThreadPoolExecutor
+import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-BASELINE = "configs/f8k-full/e5-frozen.yaml"
-BEST = "configs/f8k-full/polyvse-best.yaml"
+SPEC = "configs/zoo/f8k-full.yaml"
+BASELINE = "e5-frozen"  # names in the zoo spec; their config files are the spec's own_settings
+BEST = "polyvse-best"
 SEEDS = (0, 1, 2)
 RECALLS = ("i2t_r1", "i2t_r5", "i2t_r10", "t2i_r1", "t2i_r5", "t2i_r10")
 
 
-def config_name(config: str) -> str:
+def config_file(name: str) -> str:
+    """The config file the zoo spec trains ``name`` from (configs/f8k-full/<...>.yaml)."""
     import yaml
 
-    return yaml.safe_load((REPO / config).read_text(encoding="utf-8"))["name"]
+    return yaml.safe_load((REPO / SPEC).read_text(encoding="utf-8"))["own_settings"][name]
 
 
-def run_dir(runs: Path, config: str, seed: int) -> Path:
-    return runs / f"{config_name(config)}-s{seed}"
+def run_dir(runs: Path, name: str, seed: int) -> Path:
+    return runs / name / f"official-s{seed}"
 
 
-def train(config: str, seed: int, runs: Path, polyvse: str) -> Path:
-    out = run_dir(runs, config, seed)
-    if not (out / "metrics.json").exists():
-        cmd = [polyvse, "train", "--config", str(REPO / config), "--seed", str(seed), "--out", str(out),
-               "--resume", "--quiet"]
-        print("running:", " ".join(cmd), flush=True)
-        subprocess.run(cmd, check=True)
-    return out
+def data_root(given: str | None) -> str | None:
+    """--data-root, else $POLYVSE_DATA, else the repo's .data (what `make data` fills), else polyvse's default."""
+    if given or os.environ.get("POLYVSE_DATA"):
+        return given or os.environ["POLYVSE_DATA"]
+    return str(REPO / ".data") if (REPO / ".data").is_dir() else None
 
 
-def load(runs: Path, config: str, seeds) -> list[dict]:
-    return [json.loads((run_dir(runs, config, s) / "metrics.json").read_text(encoding="utf-8")) for s in seeds]
+def train(runs: Path, jobs: int, polyvse: str, root: str | None = None) -> None:
+    """`polyvse zoo run` on the two configs, ``jobs`` processes sharing the plan (each claims the next run);
+    a run that failed before is tried again."""
+    cmd = [polyvse, "zoo", "run", "--spec", str(REPO / SPEC), "--configs", f"{BASELINE},{BEST}", "--out", str(runs),
+           "--retry-failed", *(["--data-root", root] if root else [])]
+    print("running:", " ".join(cmd), f"(x{jobs})", flush=True)
+    procs = []
+    for i in range(max(1, jobs)):
+        procs.append(subprocess.Popen(cmd, cwd=REPO))
+        if i + 1 < jobs:
+            time.sleep(10)  # the first process claims its run before the next looks (as scripts/run-zoo.sh)
+    if any(p.wait() != 0 for p in procs):
+        raise SystemExit("a training failed: see runs/zoo-f8k-full/<name>/official-s<seed>/error.json")
+
+
+def load(runs: Path, name: str, seeds) -> list[dict]:
+    return [json.loads((run_dir(runs, name, s) / "metrics.json").read_text(encoding="utf-8")) for s in seeds]
 
 
 def _ms(values: list[float], digits: int = 1) -> str:
@@ -94,25 +112,25 @@ def report(runs: Path, seeds) -> str:
         f"f8k-full, official split: {m0['n_train_photos']:,} training photos, {m0['n_train_captions']:,} training "
         f"captions; 1k test photos (the gallery of each language); seeds {', '.join(map(str, seeds))}; "
         "mean ± sd over seeds.",
-        "", f"**Best model** (`{BEST}`):", "", language_table(best),
-        "", f"**Baseline** (`{BASELINE}`, e5-frozen's recipe):", "", language_table(base),
+        "", f"**Best model** (`{config_file(BEST)}`):", "", language_table(best),
+        "", f"**Baseline** (`{config_file(BASELINE)}`, e5-frozen's recipe):", "", language_table(base),
         "", "**mR per language** (mean of the six recalls):", "", difference_table(base, best),
     ])
 
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--runs", type=Path, default=REPO / "runs" / "f8k-full", help="run folder (default: %(default)s)")
+    p.add_argument("--runs", type=Path, default=REPO / "runs" / "zoo-f8k-full",
+                   help="the f8k-full zoo's run folder (default: %(default)s)")
     p.add_argument("--seeds", type=int, nargs="+", default=list(SEEDS))
     p.add_argument("--jobs", type=int, default=1, help="trainings at a time (default: %(default)s)")
+    p.add_argument("--data-root", help="data root (default: $POLYVSE_DATA, else the repo's .data if present)")
     p.add_argument("--no-train", action="store_true", help="only report runs that exist")
     p.add_argument("--readme", action="store_true", help="rewrite README's f8k-full block")
     args = p.parse_args(argv)
     polyvse = str(Path(sys.executable).with_name("polyvse"))
     if not args.no_train:
-        jobs = [(c, s) for s in args.seeds for c in (BASELINE, BEST)]
-        with ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
-            list(pool.map(lambda job: train(*job, args.runs, polyvse), jobs))
+        train(args.runs, args.jobs, polyvse, data_root(args.data_root))
     text = report(args.runs, args.seeds)
     print(text)
     if args.readme:

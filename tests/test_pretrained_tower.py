@@ -123,3 +123,21 @@ def test_index_and_search_with_a_pretrained_tower(use_checkpoint, shared_data, t
     build_index(model, photos, tmp_path / "index", cache_dir=cache_root() / "features", progress=False)
     result = Searcher(model, PhotoIndex.open(tmp_path / "index")).text("zwei Hunde spielen im Schnee", "de", k=3)
     assert len(result.hits) == 3 and result.unknown_words == []  # no word vocabulary: no unknown words
+
+
+def test_text_tasks_of_a_loaded_model_embed_each_sentence_once(use_checkpoint, tmp_path, monkeypatch):
+    """The zoo's and `polyvse evaluate --task`'s text tasks go through the sentence cache: a second checkpoint of
+    the same frozen encoder (another seed) computes no sentence vector again, and gets the same vectors."""
+    from polyvse.models.pretrained import SentenceEmbeddingCache
+    from polyvse_train.pretrained_tower import SENTENCE_CACHE, use_sentence_cache
+
+    monkeypatch.setenv("POLYVSE_CACHE", str(tmp_path / "cache"))
+    sentences = ["zwei Hunde spielen im Schnee", "ein Kind auf einer Schaukel"]
+    first = use_sentence_cache(polyvse.load(use_checkpoint), tmp_path)
+    emb = first.encode_text(sentences, "de")
+    tower = first.captions.towers[0]
+    cache = SentenceEmbeddingCache.for_encoder(tmp_path / "cache" / SENTENCE_CACHE, tower)
+    assert len(cache) == 2
+    second = use_sentence_cache(polyvse.load(use_checkpoint), tmp_path)
+    monkeypatch.setattr(type(tower), "encode", lambda *a, **k: pytest.fail("a cached sentence was embedded again"))
+    assert np.allclose(second.encode_text(sentences, "de"), emb, atol=1e-6)

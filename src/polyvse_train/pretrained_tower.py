@@ -74,3 +74,12 @@ def pretrained_caption_encoder(cfg, root: Path, progress: bool = True) -> Pretra
     check_pretrained_config(cfg)
     return PretrainedCaptionEncoder(cfg.model.pretrained_encoder, cache_dir=cache_root(root) / SENTENCE_CACHE,
                                     progress=progress)
+
+
+def use_sentence_cache(model, root: Path):
+    """``model`` (a loaded PolyvseModel) with its frozen sentence encoder reading and filling the sentence cache
+    under ``root``'s cache root, so text-only tasks (STS, cross-lingual retrieval) embed each sentence once per
+    encoder, not once per checkpoint; a model with a trained text encoder is returned unchanged."""
+    if isinstance(model.captions, PretrainedCaptionEncoder) and model.captions.cache_dir is None:
+        model.captions.cache_dir = cache_root(root) / SENTENCE_CACHE
+    return model

@@ -79,11 +79,12 @@ def run_task(args, root: Path) -> int:
     from polyvse.evaluation.crosslingual import crosslingual_table
     from polyvse.evaluation.report import markdown_table
 
+    from polyvse_train.pretrained_tower import use_sentence_cache
     from polyvse_train.tasks import run_tasks
 
     if args.dataset or args.images:
         raise DataError(f"--task {args.task} uses its own data (see --help); drop --dataset/--images")
-    model = polyvse.load(args.checkpoint, device=args.device)
+    model = use_sentence_cache(polyvse.load(args.checkpoint, device=args.device), root)
     result = run_tasks(model, root, [args.task])[args.task]
     if result is None:
         raise DataError(f"--task {args.task} does not apply to this model (languages: "

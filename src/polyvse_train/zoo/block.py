@@ -154,8 +154,9 @@ def block_text(results: Sequence[RunResult], failed: Sequence[dict], planned: Se
         lines += ["", "### Text-only tasks of the seed-0 models", "",
                   "As sections 3–5 at 850 photos: pairs of the model's training photos are left out (hence "
                   "fewer than 1,000 Multi30K test_2016 pairs: the others are f8k-full training photos). Wall time "
-                  f"of the tasks per model {min(seconds):.0f}–{max(seconds):.0f} s (a frozen tower embeds the "
-                  "~7k sentences anew).", "",
+                  f"of the tasks per model {min(seconds):.0f}–{max(seconds):.0f} s (a frozen tower's sentence "
+                  "vectors come from the sentence cache: the first model of each encoder embeds the ~7k "
+                  "sentences).", "",
                   crosslingual_tables(seed0, order) or "_No task results yet._\n",
                   "STS (English, Pearson r × 100):", "", sts_table(seed0, order),
                   "Word translation P@1 (CSLS) on the held-out part of the MUSE lexicons, as section 5:", "",

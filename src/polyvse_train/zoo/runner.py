@@ -158,10 +158,11 @@ def _execute(run: ZooRun, out: Path, root: Path, spec: ZooSpec, *, retry_failed:
         if needs_tasks(run, spec):
             import polyvse
 
+            from ..pretrained_tower import use_sentence_cache
             from ..tasks import run_tasks
 
             t0 = time.time()
-            tasks = run_tasks(polyvse.load(d / "checkpoint"), root)
+            tasks = run_tasks(use_sentence_cache(polyvse.load(d / "checkpoint"), root), root)
             write_json_atomic(d / TASKS_FILE, {"seconds": round(time.time() - t0, 1), **tasks})
     except Exception as exc:  # one broken config must not stop the zoo: record it and go on
         log.error("%s failed: %s", run.run_id, exc)
