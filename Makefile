@@ -31,8 +31,8 @@ demo: setup data
 # photos), then an index of all 7,941 photos for `polyvse search` / `polyvse serve`. Resumable: after a stop, run it
 # again. Sentence vectors of the frozen towers are cached (<data root>/cache/sentences): the first run embeds the
 # ~45k captions it needs (test split + first caption of every training photo) with e5 (~30 min on 2 idle cores)
-# and USE (~5 min), and extracts the EfficientNet-Lite2 maps entering its fine-tuned last block (~7 min); the
-# training itself is 15 epochs of ~4.5 min on one core (the tail's forward and backward: README states the time).
+# and USE (~5 min), and extracts the EfficientNet-Lite2 maps entering its fine-tuned last block (6 min measured for
+# 6,850 photos); the training itself is 15 epochs of 250-330 s on one core (mostly the tail: see README).
 MODEL_CONFIG := configs/f8k-full/polyvse-best.yaml
 model: setup data runs/model/metrics.json runs/model/index/manifest.json
 
