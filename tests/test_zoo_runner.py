@@ -319,3 +319,20 @@ def test_partial_run_of_another_config_version_is_moved_aside_and_restarted(tmp_
     assert len(calls) == 2 and status(out, run, spec) == "done"
     assert (d.parent / f"{d.name}.stale-1" / "state.pt").read_text() == "old state"  # kept, not deleted
     assert not list(d.parent.glob(".*.lock"))  # the lock is released
+
+
+def test_missing_data_stops_the_zoo_without_marking_runs_failed(tmp_path, capsys):
+    """A wrong data root fails every run alike: the zoo must stop at the first with the fetch hint, leaving no
+    error.json (else every run would need --retry-failed once the data is there)."""
+    cdir = tmp_path / "configs"
+    write_config(cdir, "vse", objective="vse", languages=["en", "de"], threads=1)
+    write_config(cdir, "vsepp", objective="vse", languages=["en", "de"], max_violation=True, threads=1)
+    spec = tmp_path / "spec.yaml"
+    spec.write_text("folds: 2\noverrides: {epochs: 1}\n")
+    out = tmp_path / "runs"
+    rc = main(["zoo", "run", "--spec", str(spec), "--configs-dir", str(cdir), "--out", str(out),
+               "--data-root", str(tmp_path / "empty")])
+    err = capsys.readouterr().err
+    assert rc != 0 and "not found" in err and "polyvse data fetch" in err
+    assert not list(out.rglob("error.json"))
+    assert not list(out.rglob("zoo_run.json"))

@@ -21,6 +21,11 @@ class DataError(PolyvseError):
         super().__init__(where + message)
 
 
+class MissingDataError(DataError):
+    """A data file or folder that is not there at all (not fetched, or the wrong data root): every run that reads
+    it would fail the same way, so batch commands (the zoo) stop at it instead of recording one failure per run."""
+
+
 class UnknownLanguageError(PolyvseError, ValueError):
     """A language code polyvse has no tokenizer for."""
 

@@ -13,7 +13,7 @@ from pathlib import Path
 from collections import OrderedDict
 from typing import Callable, Hashable, Iterable, Iterator
 
-from ..errors import DataError
+from ..errors import DataError, MissingDataError
 
 _FLICKR_NAME = re.compile(r"^(\d+)_[0-9A-Za-z]+$")
 
@@ -80,7 +80,7 @@ def read_lines(path: str | os.PathLike) -> tuple[str, ...]:
     try:
         key = stat_key(p)
     except FileNotFoundError:
-        raise DataError("file not found", p) from None
+        raise MissingDataError("file not found", p) from None
     return _lines_cached(key)
 
 
@@ -88,7 +88,7 @@ def require_file(path: Path, what: str, fetch_name: str | None) -> Path:
     if not path.is_file():
         hint = (f"run `polyvse data fetch {fetch_name}` (or `--from DIR` for a local mirror) "
                 "or point --data-root at the folder that holds it") if fetch_name else "check the path"
-        raise DataError(f"{what} not found; {hint}", path)
+        raise MissingDataError(f"{what} not found; {hint}", path)
     return path
 
 
@@ -96,7 +96,7 @@ def require_dir(path: Path, what: str, fetch_name: str | None) -> Path:
     if not path.is_dir():
         hint = (f"run `polyvse data fetch {fetch_name}` (or `--from DIR` for a local mirror) "
                 "or point --data-root at the folder that holds it") if fetch_name else "check the path"
-        raise DataError(f"{what} not found; {hint}", path)
+        raise MissingDataError(f"{what} not found; {hint}", path)
     return path
 
 

@@ -8,7 +8,7 @@ translation: see :mod:`polyvse_train.tasks`).
 Resumable at two levels: a finished run (its zoo_run.json matches the effective config) is skipped, and an
 interrupted one continues from its training state. A run whose folder holds results of a different config
 is moved aside to ``<folder>.stale-<n>``, never deleted. A failing run is recorded in ``error.json`` and the
-zoo goes on.
+zoo goes on, except for missing data (:class:`polyvse.errors.MissingDataError`), which stops the zoo unrecorded.
 """
 from __future__ import annotations
 
@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Sequence
 
 from polyvse.atomic import write_json_atomic
+from polyvse.errors import MissingDataError
 
 from .spec import OFFICIAL, ZooRun, ZooSpec, config_digest, effective_config, run_dir
 
@@ -164,6 +165,11 @@ def _execute(run: ZooRun, out: Path, root: Path, spec: ZooSpec, *, retry_failed:
             t0 = time.time()
             tasks = run_tasks(use_sentence_cache(polyvse.load(d / "checkpoint"), root), root)
             write_json_atomic(d / TASKS_FILE, {"seconds": round(time.time() - t0, 1), **tasks})
+    except MissingDataError:
+        # data not fetched / wrong data root: every later run would fail alike, and marking them all failed would
+        # make the user pass --retry-failed after fetching; stop here with nothing recorded instead
+        log.error("%s: data missing, the zoo stops here (no run is marked failed)", run.run_id)
+        raise
     except Exception as exc:  # one broken config must not stop the zoo: record it and go on
         log.error("%s failed: %s", run.run_id, exc)
         write_json_atomic(d / ERROR_FILE, {"run_id": run.run_id, "config_digest": digest, "config": cfg.to_dict(),
