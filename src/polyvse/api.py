@@ -59,13 +59,16 @@ class PolyvseModel:
         if self._extractor is None:
             from .features.backbones import get_extractor
 
-            ext = get_extractor(self.checkpoint.backbone, ten_crop=self.checkpoint.ten_crop)
+            # a model trained on squashed photos (f8k-full) sees every other photo squashed the same way: on
+            # photos at their own aspect ratio that measured +2 mR (benchmarks/bench_photo_aspect.py)
+            ext = get_extractor(self.checkpoint.backbone, ten_crop=self.checkpoint.ten_crop,
+                                squash=self.checkpoint.squash_photos)
             # a model trained on bf16 features (their key says so) reads bf16 features
             ext.to(self.device, "bf16" if self.checkpoint.feature_key.endswith(".bf16") else "fp32")
-            if ext.key != self.checkpoint.feature_key:
+            if ext.square_key != self.checkpoint.feature_key:  # its training photos were square when squashed
                 raise CheckpointError(
                     f"the checkpoint was trained on image features {self.checkpoint.feature_key!r} but this "
-                    f"installation's {self.checkpoint.backbone!r} extractor produces {ext.key!r}; "
+                    f"installation's {self.checkpoint.backbone!r} extractor produces {ext.square_key!r}; "
                     "use the same backbone, weights and crop setting"
                 )
             self._extractor = ext

@@ -3,7 +3,7 @@
 Layout of a checkpoint folder:
     model.safetensors   the weights
     config.json         format version, polyvse version, model config, caption encoder (tokenizer + vocabulary),
-                        image features (backbone key, crop setting), languages
+                        image features (backbone key, crop setting, whether its photos were squashed), languages
     training.json       data, split, seed, commit, metrics
 A save goes to a sibling temporary folder that is renamed into place only when complete, so a killed save
 never leaves a folder that loads.
@@ -43,6 +43,8 @@ class Checkpoint:
     ten_crop: bool
     languages: list[str]
     training: dict = field(default_factory=dict)
+    # trained on photos squashed to a square (f8k-full): other photos are squashed alike before the backbone
+    squash_photos: bool = False
 
     @property
     def config_dict(self) -> dict:
@@ -52,7 +54,8 @@ class Checkpoint:
             "model": self.model.config.to_dict(),
             "captions": self.captions.to_dict(),
             "vocab_fingerprint": self.captions.fingerprint(),
-            "image_features": {"backbone": self.backbone, "key": self.feature_key, "ten_crop": self.ten_crop},
+            "image_features": {"backbone": self.backbone, "key": self.feature_key, "ten_crop": self.ten_crop,
+                               "squash": self.squash_photos},
             "languages": list(self.languages),
         }
 
@@ -95,6 +98,7 @@ class CheckpointConfig:
     feature_key: str
     ten_crop: bool
     languages: list[str]
+    squash_photos: bool = False
 
     @property
     def weights(self) -> Path:
@@ -138,9 +142,18 @@ def read_checkpoint_config(path: str | os.PathLike) -> CheckpointConfig:
         raise CheckpointError(f"{path}: model has {model_cfg.vocab_size} word ids, vocabulary has "
                               f"{len(captions.vocab)}; the checkpoint is inconsistent")
     feats = config["image_features"]
+    squash = feats.get("squash")
+    if squash is None:  # written before the field existed: the dataset it trained on says
+        from .data.registry import trained_on_squashed_photos
+
+        try:
+            dataset = json.loads((path / TRAINING).read_text(encoding="utf-8")).get("data")
+        except (OSError, ValueError, AttributeError):
+            dataset = None
+        squash = trained_on_squashed_photos(dataset if isinstance(dataset, str) else None)
     return CheckpointConfig(path=path, config=config, model=model_cfg, captions=captions,
                             backbone=feats["backbone"], feature_key=feats["key"], ten_crop=bool(feats["ten_crop"]),
-                            languages=list(config["languages"]))
+                            languages=list(config["languages"]), squash_photos=bool(squash))
 
 
 def is_pretrained_text(path: str | os.PathLike) -> bool:
@@ -166,7 +179,8 @@ def load_checkpoint(path: str | os.PathLike) -> Checkpoint:
         raise CheckpointError(f"{cfg.weights}: cannot load weights ({exc})") from exc
     model.eval()
     return Checkpoint(model=model, captions=cfg.captions, backbone=cfg.backbone, feature_key=cfg.feature_key,
-                      ten_crop=cfg.ten_crop, languages=cfg.languages, training=cfg.training())
+                      ten_crop=cfg.ten_crop, languages=cfg.languages, training=cfg.training(),
+                      squash_photos=cfg.squash_photos)
 
 
 def save_training_state(state: dict, path: str | os.PathLike) -> None:

@@ -22,6 +22,7 @@ from polyvse.api import PolyvseModel
 from polyvse.checkpoint import (Checkpoint, load_training_state, save_checkpoint, save_training_state,
                                 write_json_atomic)
 from polyvse.data.caption_limit import first_captions_per_photo, limit_captions
+from polyvse.data.registry import trained_on_squashed_photos
 from polyvse.data.types import Corpus
 from polyvse.device import autocast
 from polyvse.errors import DataError
@@ -494,7 +495,8 @@ def finish_run(run: TrainingRun) -> dict:
     cfg, data, model = run.cfg, run.data, run.model
     model.eval()
     ckpt = Checkpoint(model=model, captions=data.captions, backbone=feature_backbone(cfg), feature_key=data.feature_key,
-                      ten_crop=cfg.data.ten_crop, languages=list(cfg.data.languages))
+                      ten_crop=cfg.data.ten_crop, languages=list(cfg.data.languages),
+                      squash_photos=trained_on_squashed_photos(cfg.data.dataset))
     per_lang = evaluate_split(PolyvseModel(ckpt), data, data.eval, data.eval_rows, cfg.data.languages)
     metrics = {
         "dataset": cfg.data.dataset,

@@ -27,6 +27,9 @@ class DatasetSpec:
     options: Mapping[str, str] = field(default_factory=dict)  # option -> kind: str|bool|list|path|paths
     required: tuple[str, ...] = ()
     text_only: bool = False
+    # its photos were resized to a square without keeping the aspect ratio: models trained on them see other
+    # photos squashed the same way (polyvse.features.extractor.Preprocess squash)
+    squashed_photos: bool = False
 
 
 _REGISTRY: dict[str, DatasetSpec] = {}
@@ -48,6 +51,12 @@ def dataset_spec(name: str) -> DatasetSpec:
     except KeyError:
         raise DataError(f"unknown dataset {name!r}; known: {', '.join(sorted(_REGISTRY))} "
                         "(see `polyvse data list`)") from None
+
+
+def trained_on_squashed_photos(name: str | None) -> bool:
+    """Whether dataset ``name`` holds squashed photos (False for unknown names: a user's own data)."""
+    spec = _REGISTRY.get(name or "")
+    return bool(spec and spec.squashed_photos)
 
 
 def load_dataset(name: str, root: str | os.PathLike, **opts: Any) -> Corpus:
@@ -159,7 +168,7 @@ for _spec in (
     DatasetSpec("f8k-full", "The whole Flickr8K photo set at hand (7,941 photos, 224x224 squashed; "
                 "`polyvse data fetch flickr8k-224`) with en, de, fr, cs, zh captions as f8k-ml; official split "
                 "5,867 train / 983 val / 1,000 test (unlisted_split=train keeps the 91 photos in no split)",
-                _f8kfull, {"dedupe": "bool", "langs": "list", "unlisted_split": "str"}),
+                _f8kfull, {"dedupe": "bool", "langs": "list", "unlisted_split": "str"}, squashed_photos=True),
     DatasetSpec("f8k-full-text", "Text-only training corpus for f8k-full: all Multi30K, Flickr8K and Flickr8K-CN "
                 "(zhc/zhb/zhg) captions EXCEPT those of Flickr8K's val+test photos and sentences identical to them",
                 _f8kfull_text, {"langs": "list", "drop_eval_texts": "bool", "zh_variants": "list"}, text_only=True),

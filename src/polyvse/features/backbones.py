@@ -35,7 +35,7 @@ def available_backbones() -> list[str]:
     return list(_REGISTRY)
 
 
-def get_extractor(name: str = "efficientnet-lite0", ten_crop: bool = False,
+def get_extractor(name: str = "efficientnet-lite0", ten_crop: bool = False, squash: bool = False,
                   **kwargs) -> FeatureExtractor | ConcatExtractor | BackboneCutExtractor:
     """Build a ready-to-use (eval mode, frozen) extractor.
 
@@ -46,21 +46,26 @@ def get_extractor(name: str = "efficientnet-lite0", ten_crop: bool = False,
     the input of a trainable tail, polyvse.features.tail);
     ``resnet152`` (2048-d) needs torchvision's ImageNet weights in the torch hub cache or a
     network connection (otherwise :class:`WeightsUnavailableError` says what to do).
+    ``squash``: resize photos to a square ignoring their aspect ratio (:class:`~.extractor.Preprocess`), for
+    models trained on squashed photos.
     """
     _ensure_builtin()
     if SEPARATOR in name:  # several backbones side by side (polyvse.features.concat)
-        return ConcatExtractor([get_extractor(part, ten_crop=ten_crop, **kwargs)
+        return ConcatExtractor([get_extractor(part, ten_crop=ten_crop, squash=squash, **kwargs)
                                 for part in split_backbone_name(name)])
     if TAIL_MARK in name:  # the map entering the last blocks, for a trainable tail (polyvse.features.tail)
         base, blocks = parse_tail_name(name)
-        return BackboneCutExtractor(get_extractor(base, ten_crop=ten_crop, **kwargs), blocks)
+        return BackboneCutExtractor(get_extractor(base, ten_crop=ten_crop, squash=squash, **kwargs), blocks)
     try:
         factory = _REGISTRY[name]
     except KeyError:
         raise UnknownBackboneError(
             f"unknown image backbone {name!r}; choose one of: {', '.join(_REGISTRY)}"
         ) from None
-    return factory(ten_crop=ten_crop, **kwargs)
+    ext = factory(ten_crop=ten_crop, **kwargs)
+    if squash:
+        ext.preprocess = ext.preprocess.squashed()
+    return ext
 
 
 def backbone_tail(name: str, in_shape) -> BackboneTail:

@@ -25,6 +25,7 @@ from typing import Sequence
 
 import numpy as np
 import torch
+from PIL import Image
 from torch.utils.data import DataLoader, Dataset
 
 from ..atomic import atomic_open
@@ -258,6 +259,8 @@ def _take_cached(rows: _Rows, cache: FeatureCache, extractor: FeatureExtractor,
                 todo[digest].append(row)
                 continue
             vec = cache.get(extractor.key, digest, extractor.dim)
+            if vec is None and extractor.preprocess.squash and _is_square(p):
+                vec = cache.get(extractor.square_key, digest, extractor.dim)  # squash is a no-op on a square photo
             if vec is not None:
                 rows.fill(row, vec)
                 from_cache += 1
@@ -265,6 +268,15 @@ def _take_cached(rows: _Rows, cache: FeatureCache, extractor: FeatureExtractor,
                 todo[digest] = [row]
         bar.close(f"{n:,} photos, {from_cache:,} in the cache")
     return todo, from_cache
+
+
+def _is_square(path) -> bool:
+    """Whether a photo file is square, from its header alone; False when it cannot be read (pass 2 says why)."""
+    try:
+        with Image.open(path) as img:
+            return img.width == img.height
+    except Exception:  # noqa: BLE001 - unreadable files are reported by the extraction pass
+        return False
 
 
 def _compute_missing(rows: _Rows, todo: dict[str, list[int]], cache: FeatureCache, extractor: FeatureExtractor,

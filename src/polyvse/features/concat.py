@@ -45,6 +45,10 @@ class ConcatExtractor:
         return "__".join(p.key for p in self.parts)
 
     @property
+    def square_key(self) -> str:
+        return "__".join(p.square_key for p in self.parts)
+
+    @property
     def precision(self) -> str:
         return self.parts[0].precision
 

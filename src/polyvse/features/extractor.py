@@ -49,8 +49,9 @@ class WeightsUnavailableError(PolyvseError):
 class Preprocess:
     """Photo -> normalised tensor, picklable so DataLoader workers can run it.
 
-    Resize the shorter side to ``resize``, then either centre-crop ``crop`` (output ``3 x crop x
-    crop``) or take ten crops (output ``10 x 3 x crop x crop``).
+    Resize the shorter side to ``resize`` (with ``squash``: both sides, ignoring the aspect ratio, for models
+    trained on photos that were squashed to a square), then either centre-crop ``crop`` (output ``3 x crop x
+    crop``) or take ten crops (output ``10 x 3 x crop x crop``). On a square photo ``squash`` changes nothing.
     """
 
     def __init__(
@@ -61,7 +62,9 @@ class Preprocess:
         std: Sequence[float],
         interpolation: str = "bilinear",
         ten_crop: bool = False,
+        squash: bool = False,
     ):
+        self.squash = bool(squash)
         self.resize = int(resize)
         self.crop = int(crop)
         self.mean = tuple(float(m) for m in mean)
@@ -72,7 +75,8 @@ class Preprocess:
         from torchvision.transforms import v2 as T
 
         mode = T.InterpolationMode(interpolation)
-        self._resize = T.Resize(self.resize, interpolation=mode, antialias=True)
+        size = (self.resize, self.resize) if self.squash else self.resize
+        self._resize = T.Resize(size, interpolation=mode, antialias=True)
         # (pixel / 255 - mean) / std as one multiply-add, in numpy: single-threaded on purpose, since
         # torch's multi-threaded elementwise ops cost ~4x more CPU on these small images
         std = np.asarray(self.std, dtype=np.float32)
@@ -105,10 +109,17 @@ class Preprocess:
         norm = arr.astype(np.float32) * self._scale - self._shift  # once: the ten crops overlap
         return torch.from_numpy(np.ascontiguousarray(np.stack([c.transpose(2, 0, 1) for c in self._crops(norm)])))
 
-    def describe(self) -> str:
-        """Short, filesystem-safe description of everything that changes the output numbers."""
+    def squashed(self) -> "Preprocess":
+        """The same preprocessing with ``squash`` on."""
+        return Preprocess(self.resize, self.crop, self.mean, self.std, self.interpolation, self.ten_crop, squash=True)
+
+    def describe(self, squash: bool | None = None) -> str:
+        """Short, filesystem-safe description of everything that changes the output numbers (``squash=False``:
+        as if squash were off, which is the same numbers for square photos)."""
         norm = "-".join(f"{v:.4g}" for v in self.mean + self.std)
         crops = "10crop" if self.ten_crop else "center"
+        if self.squash if squash is None else squash:
+            crops += ".squash"
         return f"r{self.resize}c{self.crop}.{self.interpolation}.norm{norm}.{crops}.p{PREPROCESS_VERSION}"
 
     def __repr__(self) -> str:
@@ -139,7 +150,16 @@ class FeatureExtractor(abc.ABC):
     @property
     def key(self) -> str:
         """Identifies backbone + weights + crops + preprocessing; safe as a directory name."""
-        raw = f"{self.name}.{self.weights_tag}.{self.preprocess.describe()}"
+        return self._key(self.preprocess.describe())
+
+    @property
+    def square_key(self) -> str:
+        """The key without squash: its vectors of square photos are this extractor's too (squash changes nothing
+        there), which lets a squashing extractor read the features its model was trained on."""
+        return self._key(self.preprocess.describe(squash=False))
+
+    def _key(self, preprocessing: str) -> str:
+        raw = f"{self.name}.{self.weights_tag}.{preprocessing}"
         if self.precision != "fp32":  # other numbers: never mixed into the fp32 cache
             raw += f".{self.precision}"
         return re.sub(r"[^A-Za-z0-9._-]+", "_", raw)

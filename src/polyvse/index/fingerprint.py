@@ -66,7 +66,9 @@ def model_fingerprint(model) -> str:
         # a pretrained sentence encoder has no tokenizer settings of ours: its name, options and version
         "tokenizer": ({"max_len": captions.max_len, "lowercase": captions.lowercase} if captions.vocab is not None
                       else captions.to_dict()),
-        "image_features": {"backbone": ck.backbone, "key": ck.feature_key, "ten_crop": bool(ck.ten_crop)},
+        "image_features": {"backbone": ck.backbone, "key": ck.feature_key, "ten_crop": bool(ck.ten_crop),
+                           # only when on, so the fingerprints of every other model stay as they were
+                           **({"squash": True} if ck.squash_photos else {})},
         "languages": list(ck.languages),
     }
     tensor_digests = []

@@ -455,6 +455,7 @@ def model_section(model, checkpoint_path: str | os.PathLike | None) -> dict:
         "backbone": ck.backbone,
         "feature_key": ck.feature_key,
         "ten_crop": bool(ck.ten_crop),
+        "squash_photos": bool(ck.squash_photos),
     }
 
 

@@ -1,0 +1,76 @@
+"""How a model trained on squashed photos (f8k-full) retrieves photos at their own aspect ratio.
+
+    python benchmarks/bench_photo_aspect.py --checkpoint runs/model/checkpoint --split val \
+        --out benchmarks/results/photo_aspect.json [--data-root DIR]
+
+f8k-full's photos are 224x224 squashes of the full frame; a user's photos keep their aspect ratio. The photos of
+`flickr8k/images/` (850, original size) are also in f8k-full, so the same photos and captions can be scored three
+ways: the squashed files the model trained on (its training form), the originals with the aspect kept and a
+centre crop (squash off), and the originals squashed to a square before the crop (squash on: what `polyvse.load`
+does for a model trained on squashed photos). Galleries: the photos of the chosen split of the official Flickr8K
+split (f8k-ml's val 96 / test 125 photos), every caption of each language. Not a test; small galleries, so
+read differences of ~1 mR as noise.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import time
+from pathlib import Path
+
+import polyvse
+from polyvse.atomic import write_json_atomic
+from polyvse.data.registry import load_dataset
+from polyvse.evaluation.corpus import evaluate_corpus
+from polyvse.features.backbones import get_extractor
+from polyvse.paths import cache_root, data_root
+
+
+def _mean(values) -> float:
+    values = list(values)
+    return round(sum(values) / len(values), 2)
+
+
+def main(argv: list[str] | None = None) -> dict:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--checkpoint", required=True, type=Path)
+    ap.add_argument("--split", default="val", choices=["val", "test"])
+    ap.add_argument("--out", required=True, type=Path, help="JSON file to write the results to")
+    ap.add_argument("--data-root", default=None)
+    args = ap.parse_args(argv)
+
+    root = data_root(args.data_root)
+    cache = cache_root() / "features"
+    model = polyvse.load(args.checkpoint, device="cpu")
+    originals = load_dataset("f8k-ml", root)
+    ids = {c.photo_id for c in originals.captions if c.split == args.split}
+    squashed_files = load_dataset("f8k-full", root).filter(photo_ids=ids)
+    ck = model.checkpoint
+
+    def run(corpus, squash: bool) -> dict:
+        model._extractor = get_extractor(ck.backbone, ten_crop=ck.ten_crop, squash=squash)
+        t = time.time()
+        res = evaluate_corpus(model, corpus, cache, split=args.split, progress=False)
+        per = {lang: round(m["mr"], 2) for lang, m in res["languages"].items()}
+        return {"mr": per, "mean_mr": _mean(per.values()), "photos": {lang: m["n_images"] for lang, m in
+                                                                      res["languages"].items()},
+                "seconds": round(time.time() - t, 1)}
+
+    variants = {
+        "training form (the squashed 224x224 files)": run(squashed_files, squash=False),
+        "original photo, aspect kept, centre crop (squash off)": run(originals, squash=False),
+        "original photo squashed to a square (squash on)": run(originals, squash=True),
+    }
+    out = {"checkpoint": str(args.checkpoint), "trained_on_squashed_photos": ck.squash_photos,
+           "split": args.split, "backbone": ck.backbone, "variants": variants,
+           "machine": f"{platform.processor() or platform.machine()}, {platform.system()}",
+           "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+    for name, v in variants.items():
+        print(f"{name:56s} mean mR {v['mean_mr']:5.1f}  " + "  ".join(f"{k} {x:.1f}" for k, x in v["mr"].items()))
+    write_json_atomic(args.out, out)
+    return out
+
+
+if __name__ == "__main__":
+    main()
