@@ -32,7 +32,8 @@ demo: setup data
 # again. Sentence vectors of the frozen towers are cached (<data root>/cache/sentences): the first run embeds the
 # ~45k captions it needs (test split + first caption of every training photo) with e5 (~30 min on 2 idle cores)
 # and USE (~5 min), and extracts the EfficientNet-Lite2 maps entering its fine-tuned last block (6 min measured for
-# 6,850 photos); the training itself is 15 epochs of 250-330 s on one core (mostly the tail: see README).
+# 6,850 photos); the training itself is 15 epochs of 250-330 s on one core (mostly the tail): 70 min measured
+# for the whole target with warm caches (README).
 MODEL_CONFIG := configs/f8k-full/polyvse-best.yaml
 model: setup data runs/model/metrics.json runs/model/index/manifest.json
 
