@@ -158,3 +158,22 @@ def test_a_state_saved_before_a_field_was_added_still_resumes():
     assert not same_run({**key, "config": {**cfg, "teacher_students": ["cs"]}}, key)
     assert not same_run({**key, "vocab": "v2"}, key)
     assert not same_run({**key, "features": "f2"}, key)
+
+
+def test_checkpoint_names_the_commit_the_run_started_on(shared_data, tmp_path, monkeypatch):
+    """HEAD may move while a long run trains (make model: 70 min): the checkpoint must name the code that ran."""
+    import polyvse_train.train as train_mod
+
+    head = {"now": "started-on"}
+    monkeypatch.setattr(train_mod, "git_commit", lambda: head["now"])
+    finish = train_mod.finish_run
+
+    def commit_lands_while_training(run):
+        head["now"] = "committed-later"
+        return finish(run)
+
+    monkeypatch.setattr(train_mod, "finish_run", commit_lands_while_training)
+    train(TrainConfig(**{**SMALL, "smoke_epochs": 1}), tmp_path, shared_data, smoke=True, progress=False)
+    assert json.loads((tmp_path / "checkpoint" / "training.json").read_text())["commit"] == "started-on"
+    # f8k-ml's photos keep their aspect ratio: nothing to squash at inference
+    assert json.loads((tmp_path / "checkpoint" / "config.json").read_text())["image_features"]["squash"] is False

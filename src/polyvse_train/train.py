@@ -12,7 +12,7 @@ import logging
 import random
 import subprocess
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -335,6 +335,8 @@ class TrainingRun:
     epoch: int = 0
     batch_pos: int = 0
     step: int = 0
+    # the code this process runs, read when it starts: HEAD may move while a long run trains
+    commit: str | None = field(default_factory=lambda: git_commit())
 
     @property
     def state_path(self) -> Path:
@@ -513,7 +515,7 @@ def finish_run(run: TrainingRun) -> dict:
     if data.text_tuples is not None:
         metrics["text_corpus"] = data.text_tuples.summary()
     ckpt.training = {"data": cfg.data.dataset, "split": metrics["split"], "seed": cfg.schedule.seed,
-                     "commit": git_commit(), "config": cfg.to_dict(), "metrics": per_lang}
+                     "commit": run.commit, "config": cfg.to_dict(), "metrics": per_lang}
     save_checkpoint(ckpt, run.out_dir / "checkpoint")
     write_json_atomic(run.out_dir / "metrics.json", metrics)
     return metrics
