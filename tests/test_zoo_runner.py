@@ -79,6 +79,8 @@ def test_status_done_stale_failed_and_tasks(tmp_path):
     assert status(out, run, spec) == "todo"
     d = run_dir(out, run)
     d.mkdir(parents=True)
+    assert status(out, run, spec) == "todo"  # nothing trained yet (e.g. it stopped at missing data)
+    (d / "state.pt").write_text("training state")
     assert status(out, run, spec) == "partial"
     digest = config_digest(effective_config(run, spec))
     (d / "zoo_run.json").write_text(json.dumps({"config_digest": digest}))

@@ -58,7 +58,7 @@ def _move_aside(folder: Path) -> Path:
 def status(out: Path, run: ZooRun, spec: ZooSpec) -> str:
     """done | tasks (trained, tasks missing) | partial (state to resume) | stale | failed | todo."""
     d = run_dir(out, run)
-    if not d.exists():
+    if not d.exists() or not any(d.iterdir()):  # an empty folder: a run stopped before it wrote anything
         return "todo"
     digest = config_digest(effective_config(run, spec))
     rec = d / RUN_FILE
