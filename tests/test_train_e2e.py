@@ -62,6 +62,15 @@ def test_resume_after_stop_reaches_identical_metrics(reference_run, shared_data,
     assert resumed["languages"] == ref["languages"]
 
 
+def test_a_run_resumes_at_another_thread_count(shared_data, tmp_path):
+    """threads sets speed, not what is learned: `make model` stopped at one thread may go on at two."""
+    stopped = train(TrainConfig(**SMALL, threads=1), tmp_path, shared_data, smoke=True, progress=False,
+                    max_steps=3)
+    assert stopped == {"stopped_at_step": 3}
+    resumed = train(TrainConfig(**SMALL, threads=2), tmp_path, shared_data, smoke=True, progress=False, resume=True)
+    assert set(resumed["languages"]) == {"en", "de", "zh"}  # no TrainingStateMismatch
+
+
 def test_resume_after_kill_9_reaches_identical_metrics(reference_run, shared_data, tmp_path):
     """A real `kill -9` in the middle of training, then `polyvse train --resume`."""
     _, ref = reference_run

@@ -394,11 +394,17 @@ def setup_run(cfg: TrainConfig, out_dir: Path, root: Path, dist_info: DistInfo, 
                        run_key=run_key, device=device, precision=precision)
 
 
+# fields that set how fast a run goes, not what it learns: a run stopped at one thread count may resume at another
+SPEED_ONLY_FIELDS = ("threads",)
+
+
 def same_run(saved: dict, current: dict) -> bool:
     """Whether a saved training state belongs to this run: same data, vocabulary and features, and the same
-    config up to fields added since with their defaults (see :func:`.config.changed_fields`)."""
+    config up to fields added since with their defaults (see :func:`.config.changed_fields`) and the speed-only
+    fields."""
     def key(k: dict) -> dict:
-        return {**k, "config": changed_fields(k["config"])}
+        cfg = {f: v for f, v in changed_fields(k["config"]).items() if f not in SPEED_ONLY_FIELDS}
+        return {**k, "config": cfg}
 
     return key(saved) == key(current)
 
