@@ -36,7 +36,8 @@ demo: setup data
 # for the whole target with warm caches (README).
 MODEL_CONFIG := configs/f8k-full/polyvse-best.yaml
 # `make model MODEL_THREADS=2`: train on both cores instead of the config's one thread (a stopped run may resume at
-# another thread count); not yet timed end to end (README's 70 min are at one thread)
+# another thread count); its tail step is 1.7x faster (benchmarks/bench_tail_threads.py); the whole target is not
+# timed at two threads yet
 MODEL_THREADS ?=
 model: setup data runs/model/metrics.json runs/model/index/manifest.json
 

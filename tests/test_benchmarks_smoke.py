@@ -136,3 +136,11 @@ def test_bench_cli_startup_quick(tmp_path):
     assert r["numpy_text_path"]["torch_imported"] is False and r["torch_path"]["torch_imported"] is True
     assert "import torch" in r["torch_path"]["stages_s_median"]
     assert all(x >= 0 for x in r["numpy_text_path"]["stages_s_median"].values())
+
+
+def test_bench_tail_threads_tiny(tmp_path):
+    out = tmp_path / "tail.json"
+    run_script("bench_tail_threads.py", "--out", str(out), "--batch", "2", "--steps", "1", "--threads", "1,2")
+    r = json.loads(out.read_text())
+    assert set(r["seconds_per_step"]) == {"1", "2"} and all(map(finite_positive, r["seconds_per_step"].values()))
+    assert r["speedup_vs_1_thread"]["1"] == 1.0
