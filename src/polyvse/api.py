@@ -60,7 +60,7 @@ class PolyvseModel:
             from .features.backbones import get_extractor
 
             # a model trained on squashed photos (f8k-full) sees every other photo squashed the same way: on
-            # photos at their own aspect ratio that measured +2 mR (benchmarks/bench_photo_aspect.py)
+            # val photos at their own aspect ratio that measured +1.8 mean mR (benchmarks/bench_photo_aspect.py)
             ext = get_extractor(self.checkpoint.backbone, ten_crop=self.checkpoint.ten_crop,
                                 squash=self.checkpoint.squash_photos)
             # a model trained on bf16 features (their key says so) reads bf16 features

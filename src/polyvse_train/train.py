@@ -12,7 +12,7 @@ import logging
 import random
 import subprocess
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -332,11 +332,10 @@ class TrainingRun:
     run_key: dict
     device: torch.device
     precision: str  # fp32 | bf16 (autocast, CUDA only)
+    commit: str | None  # the code this process runs, read when it starts: HEAD may move while a long run trains
     epoch: int = 0
     batch_pos: int = 0
     step: int = 0
-    # the code this process runs, read when it starts: HEAD may move while a long run trains
-    commit: str | None = field(default_factory=lambda: git_commit())
 
     @property
     def state_path(self) -> Path:
@@ -366,7 +365,7 @@ def _train(cfg: TrainConfig, out_dir: Path, root: Path, dist_info: DistInfo, *, 
 def setup_run(cfg: TrainConfig, out_dir: Path, root: Path, dist_info: DistInfo, *, smoke: bool,
               progress: bool, device: torch.device, precision: str) -> TrainingRun:
     """Data, model, objective, optimiser and sampler of a run, at epoch 0."""
-    t0 = time.time()
+    t0, commit = time.time(), git_commit()
     if dist_info.enabled and not dist_info.is_main:
         barrier(dist_info)  # rank 0 fills the feature cache first; the others then read it
     data = prepare_data(cfg, root, smoke=smoke, progress=progress)
@@ -391,7 +390,7 @@ def setup_run(cfg: TrainConfig, out_dir: Path, root: Path, dist_info: DistInfo, 
                        data=data, model=model, forward=forward, objective=objective,
                        optimiser=build_optimiser(cfg, model, aux), sampler=objective.sampler(),
                        epochs=(cfg.smoke.epochs if smoke else cfg.schedule.epochs) + objective.pre_epochs,
-                       run_key=run_key, device=device, precision=precision)
+                       run_key=run_key, device=device, precision=precision, commit=commit)
 
 
 # fields that set how fast a run goes, not what it learns: a run stopped at one thread count may resume at another

@@ -12,6 +12,7 @@ the ten pooled vectors into one.
 from __future__ import annotations
 
 import abc
+import copy
 import re
 from typing import Sequence
 
@@ -71,12 +72,7 @@ class Preprocess:
         self.std = tuple(float(s) for s in std)
         self.interpolation = interpolation
         self.ten_crop = bool(ten_crop)
-        # imported here: torchvision costs seconds to import, and training on cached features never needs it
-        from torchvision.transforms import v2 as T
-
-        mode = T.InterpolationMode(interpolation)
-        size = (self.resize, self.resize) if self.squash else self.resize
-        self._resize = T.Resize(size, interpolation=mode, antialias=True)
+        self._resize = self._resize_transform()
         # (pixel / 255 - mean) / std as one multiply-add, in numpy: single-threaded on purpose, since
         # torch's multi-threaded elementwise ops cost ~4x more CPU on these small images
         std = np.asarray(self.std, dtype=np.float32)
@@ -109,9 +105,19 @@ class Preprocess:
         norm = arr.astype(np.float32) * self._scale - self._shift  # once: the ten crops overlap
         return torch.from_numpy(np.ascontiguousarray(np.stack([c.transpose(2, 0, 1) for c in self._crops(norm)])))
 
+    def _resize_transform(self):
+        # imported here: torchvision costs seconds to import, and training on cached features never needs it
+        from torchvision.transforms import v2 as T
+
+        size = (self.resize, self.resize) if self.squash else self.resize
+        return T.Resize(size, interpolation=T.InterpolationMode(self.interpolation), antialias=True)
+
     def squashed(self) -> "Preprocess":
         """The same preprocessing with ``squash`` on."""
-        return Preprocess(self.resize, self.crop, self.mean, self.std, self.interpolation, self.ten_crop, squash=True)
+        other = copy.copy(self)
+        other.squash = True
+        other._resize = other._resize_transform()
+        return other
 
     def describe(self, squash: bool | None = None) -> str:
         """Short, filesystem-safe description of everything that changes the output numbers (``squash=False``:
