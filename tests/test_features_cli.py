@@ -90,6 +90,27 @@ def test_two_workers_and_ten_crop(photo_dir, tmp_path, capsys):
     assert "1 photos: 1 extracted" in out and "ten-crop" in out and "10crop" in out
 
 
+def test_squash_extracts_into_the_squashing_extractors_cache(photo_dir, tmp_path, capsys):
+    """--squash fills the cache a model trained on squashed photos reads (its key has .squash), with other numbers
+    than the aspect-keeping centre crop for a photo that is not square."""
+    import numpy as np
+    from PIL import Image
+
+    photo = photo_dir / "more"
+    (name,) = [p for p in photo.iterdir()]
+    assert Image.open(name).size[0] != Image.open(name).size[1]
+    cache = tmp_path / "c"
+    for extra in ([], ["--squash"]):
+        assert run_cli(["features", "extract", "--images", str(photo), "--cache-dir", str(cache), "--workers", "0",
+                        "--quiet", *extra]) == 0
+    out = capsys.readouterr().out
+    assert out.count("1 photos: 1 extracted") == 2 and "squashed" in out
+    plain, squashed = sorted(cache.iterdir(), key=lambda d: ".squash" in d.name)
+    assert squashed.name == plain.name.replace(".center.", ".center.squash.")
+    (a,), (b,) = list(plain.rglob("*.npy")), list(squashed.rglob("*.npy"))
+    assert not np.allclose(np.load(a), np.load(b), atol=1e-3)
+
+
 @pytest.mark.parametrize(
     "extra, message",
     [

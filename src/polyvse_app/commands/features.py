@@ -1,4 +1,4 @@
-"""`polyvse features extract (--images DIR | --list FILE) [--backbone B] [--ten-crop] [--strict] ...`.
+"""`polyvse features extract (--images DIR | --list FILE) [--backbone B] [--ten-crop] [--squash] [--strict] ...`.
 
 Computes image features into the content-addressed cache (default ``<data root>/cache/features``)
 that training and evaluation read, so a later run repeats no work. Under ``torchrun`` every rank extracts
@@ -33,6 +33,9 @@ def register(sub) -> None:
     e.add_argument("--backbone", default=None, help="image backbone (default: efficientnet-lite0; "
                    "see `polyvse features backbones`)")
     e.add_argument("--ten-crop", action="store_true", help="average features over 10 crops (10x slower)")
+    e.add_argument("--squash", action="store_true",
+                   help="resize photos to a square ignoring their aspect ratio, as models trained on squashed "
+                        "photos (f8k-full) see them; their index build and search read these features")
     e.add_argument("--strict", action="store_true", help="stop at the first unreadable photo instead of skipping it")
     e.add_argument("--cache-dir", metavar="DIR",
                    help="feature cache folder (default: $POLYVSE_CACHE/features, else <data root>/cache/features)")
@@ -104,7 +107,8 @@ def _extract(args, role, device) -> int:
     photos, _ = photo_source(args.images, args.list)
 
     cache_dir = Path(args.cache_dir).expanduser() if args.cache_dir else cache_root(args.data_root) / "features"
-    extractor = get_extractor(args.backbone or available_backbones()[0], ten_crop=args.ten_crop)
+    extractor = get_extractor(args.backbone or available_backbones()[0], ten_crop=args.ten_crop,
+                              squash=args.squash)
     extractor.to(device, args.precision)
     start, stop = role.bounds(len(photos))
 
@@ -131,7 +135,8 @@ def _extract(args, role, device) -> int:
         f"{where}{stop - start if role.independent else len(photos)} photos: {extracted} extracted, "
         f"{cached} already cached, {len(failures)} failed"
     )
-    print(f"features: {extractor.name} ({extractor.dim}-d{', ten-crop' if extractor.ten_crop else ''}) "
+    print(f"features: {extractor.name} ({extractor.dim}-d{', ten-crop' if extractor.ten_crop else ''}"
+          f"{', squashed' if args.squash else ''}) "
           f"in {cache_dir / extractor.key}")
     print_failures(failures, "failed photos (skipped):")
     return 0
