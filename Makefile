@@ -64,13 +64,15 @@ test: setup
 bench: setup data
 	$(BIN)/python benchmarks/run_all.py
 
-# the method zoo: every config of configs/ on F8K-ML (5 folds + official split), then docs/results.md
+# the method zoo: every config of configs/ on F8K-ML (5 folds + official split), then docs/results.md;
+# JOBS worker processes of one thread each (default 2, one per core of the 2-core machine)
+JOBS ?= 2
 zoo: setup data
-	BIN=$(BIN) bash scripts/run-zoo.sh
+	BIN=$(BIN) JOBS=$(JOBS) bash scripts/run-zoo.sh
 
 # the same zoo on f8k-full's official split (configs/zoo/f8k-full.yaml), then its block of docs/results.md
 zoo-f8k-full: setup data
-	BIN=$(BIN) SPEC=configs/zoo/f8k-full.yaml bash scripts/run-zoo.sh
+	BIN=$(BIN) JOBS=$(JOBS) SPEC=configs/zoo/f8k-full.yaml bash scripts/run-zoo.sh
 
 clean:
 	rm -rf runs .pytest_cache

@@ -21,7 +21,6 @@ import os
 import statistics
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -51,17 +50,12 @@ def data_root(given: str | None) -> str | None:
 
 
 def train(runs: Path, jobs: int, polyvse: str, root: str | None = None) -> None:
-    """`polyvse zoo run` on the two configs, ``jobs`` processes sharing the plan (each claims the next run);
+    """`polyvse zoo run --jobs N` on the two configs (N workers share the plan, each claims the next run);
     a run that failed before is tried again."""
     cmd = [polyvse, "zoo", "run", "--spec", str(REPO / SPEC), "--configs", f"{BASELINE},{BEST}", "--out", str(runs),
-           "--retry-failed", *(["--data-root", root] if root else [])]
-    print("running:", " ".join(cmd), f"(x{jobs})", flush=True)
-    procs = []
-    for i in range(max(1, jobs)):
-        procs.append(subprocess.Popen(cmd, cwd=REPO))
-        if i + 1 < jobs:
-            time.sleep(10)  # the first process claims its run before the next looks (as scripts/run-zoo.sh)
-    if any(p.wait() != 0 for p in procs):
+           "--retry-failed", "--jobs", str(max(1, jobs)), *(["--data-root", root] if root else [])]
+    print("running:", " ".join(cmd), flush=True)
+    if subprocess.run(cmd, cwd=REPO).returncode != 0:
         raise SystemExit("a training failed: see runs/zoo-f8k-full/<name>/official-s<seed>/error.json")
 
 

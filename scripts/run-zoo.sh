@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# The method zoo (`make zoo`, `make zoo-f8k-full`): two `polyvse zoo run` processes share the plan of the spec
-# $SPEC (default configs/zoo/cpu.yaml; each claims the next unclaimed run; one core each), then `polyvse zoo
-# report` writes docs/results.md + plots (for a spec with a title, its block of docs/results.md).
+# The method zoo (`make zoo`, `make zoo-f8k-full`): `polyvse zoo run --jobs $JOBS` (default 2: one worker per core
+# of a 2-core machine, each training on one thread and claiming the next unclaimed run of the spec $SPEC, default
+# configs/zoo/cpu.yaml), then `polyvse zoo report` writes docs/results.md + plots (for a spec with a title, its
+# block of docs/results.md).
 # Resumable: run it again after an interruption and only unfinished runs train. Extra arguments go to
 # `polyvse zoo run` (e.g. --max-hours 2, --configs vse,vsepp).
 set -uo pipefail
@@ -9,9 +10,6 @@ cd "$(dirname "$0")/.."
 BIN=${BIN:-.venv/bin}
 SPEC=${SPEC:-configs/zoo/cpu.yaml}
 status=0
-"$BIN/polyvse" zoo run --spec "$SPEC" "$@" & first=$!
-sleep 10  # the first process claims its run before the second looks
-"$BIN/polyvse" zoo run --spec "$SPEC" "$@" || status=$?
-wait "$first" || status=$?
+"$BIN/polyvse" zoo run --spec "$SPEC" --jobs "${JOBS:-2}" "$@" || status=$?
 "$BIN/polyvse" zoo report --spec "$SPEC" || status=$?
 exit "$status"

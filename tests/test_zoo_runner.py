@@ -11,7 +11,7 @@ import torch
 from conftest import write_muse_full
 from polyvse.errors import DataError
 from polyvse_train.cli import main
-from polyvse_train.zoo import (ZooRun, ZooSpec, config_digest, effective_config, find_configs, load_spec,
+from polyvse_train.zoo import (RunLock, ZooRun, ZooSpec, config_digest, effective_config, find_configs, load_spec,
                                plan_runs, run_dir, status)
 from polyvse_train.zoo import report as zoo_report
 from polyvse_train.zoo import results as zoo_results
@@ -273,7 +273,8 @@ def test_word_translation_of_a_model_whose_words_are_aligned(tmp_path):
 
 @pytest.mark.slow
 def test_zoo_end_to_end_on_real_data(shared_data, tmp_path, capsys):
-    """Two configs, a 2-fold plan + official split at toy widths: train, tasks, resume (nothing re-run), report."""
+    """Two configs, a 2-fold plan + official split at toy widths, by two worker processes (--jobs 2): train,
+    tasks, resume (nothing re-run), report."""
     cdir = tmp_path / "configs"
     write_config(cdir, "vse", objective="vse", languages=["en", "de"], threads=1)
     write_config(cdir, "vsepp", objective="vse", languages=["en", "de"], max_violation=True, threads=1)
@@ -281,8 +282,9 @@ def test_zoo_end_to_end_on_real_data(shared_data, tmp_path, capsys):
     spec.write_text("folds: 2\noverrides: {epochs: 1, embed_dim: 16, hidden_dim: 16, word_dim: 16}\n")
     args = ["--spec", str(spec), "--configs-dir", str(cdir), "--out", str(tmp_path / "runs"),
             "--data-root", str(shared_data)]
-    assert main(["zoo", "run", *args]) == 0
-    assert "done: 6" in capsys.readouterr().out
+    assert main(["zoo", "run", *args, "--jobs", "2"]) == 0
+    out = capsys.readouterr().out
+    assert "2 workers:" in out and "done: 6" in out
     tasks = json.loads((tmp_path / "runs" / "vse" / "official-s0" / "tasks.json").read_text())
     assert set(tasks["crosslingual"]["f8k-ml-test"]) == {"en-de"}
     assert tasks["crosslingual"]["multi30k-test_2016"]["en-de"]["n_pairs"] < 1000  # training photos left out
@@ -320,7 +322,46 @@ def test_partial_run_of_another_config_version_is_moved_aside_and_restarted(tmp_
     assert execute(run, out, tmp_path, spec) == "done"
     assert len(calls) == 2 and status(out, run, spec) == "done"
     assert (d.parent / f"{d.name}.stale-1" / "state.pt").read_text() == "old state"  # kept, not deleted
-    assert not list(d.parent.glob(".*.lock"))  # the lock is released
+    assert RunLock(d).acquire()  # the lock is released
+
+
+def test_run_lock_is_exclusive_and_freed_when_its_process_dies(tmp_path, capsys):
+    """A run claimed by a live process is busy for every other; a killed worker frees it at once (no stale pid
+    to judge); `zoo status` shows a held run as running."""
+    import subprocess
+    import sys
+
+    write_config(tmp_path / "c", "a", objective="vse")
+    folder = tmp_path / "runs" / "a" / "official-s0"
+    mine = RunLock(folder)
+    assert mine.acquire() and mine.held
+    assert not RunLock(folder).acquire()
+    assert RunLock(folder).taken_elsewhere()
+    mine.release()
+    assert not RunLock(folder).taken_elsewhere()
+
+    holder = subprocess.Popen([sys.executable, "-c", "import sys, time; from polyvse_train.zoo import RunLock; "
+                               f"lock = RunLock({str(folder)!r}); assert lock.acquire(); print('held', flush=True); "
+                               "time.sleep(60)"], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        assert not RunLock(folder).acquire()
+        spec = tmp_path / "spec.yaml"
+        spec.write_text("folds: 0\n")
+        assert main(["zoo", "status", "--spec", str(spec), "--configs-dir", str(tmp_path / "c"),
+                     "--out", str(tmp_path / "runs")]) == 0
+        assert "running  a/official-s0" in capsys.readouterr().out
+    finally:
+        holder.kill()
+        holder.wait()
+    assert RunLock(folder).acquire()  # the kernel dropped the dead process's lock
+
+
+def test_jobs_must_be_positive(tmp_path, capsys):
+    write_config(tmp_path / "c", "a", objective="vse")
+    assert main(["zoo", "run", "--configs-dir", str(tmp_path / "c"), "--out", str(tmp_path / "r"),
+                 "--jobs", "0"]) == 2
+    assert "--jobs must be at least 1" in capsys.readouterr().err
 
 
 def test_missing_data_stops_the_zoo_without_marking_runs_failed(tmp_path, capsys):

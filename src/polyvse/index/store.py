@@ -114,19 +114,19 @@ def _write_atomic(path: Path, write: Callable[[str], None]) -> int:
 @contextlib.contextmanager
 def index_lock(root: Path) -> Iterator[None]:
     """Exclusive writer lock on an index folder; a second writer gets a clear error, not a corrupt index."""
-    import fcntl
+    from filelock import FileLock, Timeout
 
     root.mkdir(parents=True, exist_ok=True)
-    fh = open(root / LOCK, "a+")
+    lock = FileLock(root / LOCK, timeout=0)
     try:
-        try:
-            fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            raise DataError("another `polyvse index` process is writing this index right now; "
-                            "wait for it to finish", root) from None
+        lock.acquire()
+    except Timeout:
+        raise DataError("another `polyvse index` process is writing this index right now; "
+                        "wait for it to finish", root) from None
+    try:
         yield
     finally:
-        fh.close()  # closing releases the lock
+        lock.release()
 
 
 # -- the index ------------------------------------------------------------------------------------------

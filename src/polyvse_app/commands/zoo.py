@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 import logging
+import sys
 from pathlib import Path
 
 from polyvse.paths import data_root
@@ -30,6 +31,9 @@ def register(sub) -> None:
             q.add_argument("--max-hours", type=float, help="start no new run after this many hours")
             q.add_argument("--retry-failed", action="store_true", help="run again the runs that failed before")
             q.add_argument("--progress", action="store_true", help="progress bars of each training")
+            q.add_argument("--jobs", type=int, default=1, metavar="N",
+                           help="N worker processes share the plan, each taking the next unclaimed run "
+                                "(one per free core: trainings use one thread each; default: %(default)s)")
         if name == "report":
             q.add_argument("--docs", default="docs", help="where results.md and the PNGs go (default: %(default)s)")
             q.add_argument("--readme", default="README.md",
@@ -54,16 +58,21 @@ def _plan(args):
     return spec, configs, plan_runs(configs, spec, known)
 
 
-def _status(runs, out, spec) -> int:
-    from polyvse_train.zoo import status
+def _states(runs, out, spec, listing: bool) -> dict[str, int]:
+    """How many runs of the plan are in each state (``listing``: print each run's); a run a worker holds now
+    shows as running."""
+    from polyvse_train.zoo import RunLock, run_dir, status
 
     counts: dict[str, int] = {}
     for r in runs:
         st = status(out, r, spec)
+        if st in ("todo", "partial", "tasks") and RunLock(run_dir(out, r)).taken_elsewhere():
+            st = "running"
         counts[st] = counts.get(st, 0) + 1
-        print(f"{st:8s} {r.run_id}")
+        if listing:
+            print(f"{st:8s} {r.run_id}")
     print(", ".join(f"{k}: {v}" for k, v in sorted(counts.items())))
-    return 0
+    return counts
 
 
 def _estimate(args, runs, spec) -> int:
@@ -97,16 +106,57 @@ def _report(args, spec, configs, runs, out) -> int:
     return 0
 
 
+def _worker_command(args) -> list[str]:
+    """This `polyvse zoo run` as one worker process (--jobs 1)."""
+    cmd = [sys.executable, "-m", "polyvse_app.cli", "zoo", "run", "--jobs", "1"]
+    for flag, value in [("--spec", args.spec), ("--configs-dir", args.configs_dir), ("--configs", args.configs),
+                        ("--out", args.out), ("--data-root", args.data_root), ("--max-hours", args.max_hours)]:
+        if value is not None:
+            cmd += [flag, str(value)]
+    return cmd + ["--retry-failed"] * args.retry_failed + ["--progress"] * args.progress
+
+
+def _run_workers(args, runs, out, spec) -> int:
+    """--jobs N: N worker processes share the plan (each run is claimed by a file lock, polyvse_train.zoo.RunLock),
+    then one summary of the whole plan. Stopping this process (Ctrl-C, SIGTERM) stops the workers; every run
+    resumes where it was on the next `polyvse zoo run`."""
+    import signal
+    import subprocess
+
+    cmd = _worker_command(args)
+    print(f"{args.jobs} workers: {' '.join(cmd)}", flush=True)
+    previous = signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # so the finally below stops the workers
+    procs: list[subprocess.Popen] = []
+    try:
+        procs = [subprocess.Popen(cmd) for _ in range(args.jobs)]
+        codes = [p.wait() for p in procs]
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+        for p in procs:
+            if p.poll() is None:
+                p.terminate()
+        for p in procs:
+            p.wait()
+    counts = _states(runs, out, spec, listing=False)
+    return 1 if any(codes) or counts.get("failed") else 0
+
+
 def run(args) -> int:
+    from polyvse.errors import PolyvseError
     from polyvse_train.zoo import run_zoo
 
+    if args.zoo_command == "run" and args.jobs < 1:
+        raise PolyvseError(f"--jobs must be at least 1, not {args.jobs}")
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     spec, configs, runs = _plan(args)
     out = Path(args.out or spec.out)
     if args.zoo_command == "status":
-        return _status(runs, out, spec)
+        _states(runs, out, spec, listing=True)
+        return 0
     if args.zoo_command == "estimate":
         return _estimate(args, runs, spec)
+    if args.zoo_command == "run" and args.jobs > 1:
+        return _run_workers(args, runs, out, spec)
     if args.zoo_command == "run":
         counts = run_zoo(runs, out, data_root(args.data_root), spec, max_hours=args.max_hours,
                          retry_failed=args.retry_failed, progress=args.progress)

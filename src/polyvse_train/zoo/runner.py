@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import resource
 import time
 import traceback
@@ -76,37 +75,43 @@ def status(out: Path, run: ZooRun, spec: ZooSpec) -> str:
 
 class RunLock:
     """Claims a run folder for one zoo process, so several `polyvse zoo run` processes can share a plan (each
-    takes the next unclaimed run). The lock file holds the owner's pid; a lock of a dead process is taken over."""
+    takes the next unclaimed run). An OS file lock (``filelock``): the kernel drops it when its process dies, so a
+    killed worker's run is free again at once and no stale lock needs judging (pids get reused). The lock file
+    itself stays beside the run folder: unlinking a lock file lets two processes lock two different files."""
 
     def __init__(self, folder: Path):
         self.path = Path(folder).parent / f".{Path(folder).name}.lock"
-        self.held = False
+        self._lock = None
+
+    @property
+    def held(self) -> bool:
+        return self._lock is not None
 
     def acquire(self) -> bool:
+        from filelock import FileLock, Timeout
+
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        for _ in range(2):
-            try:
-                fd = os.open(self.path, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
-            except FileExistsError:
-                try:
-                    pid = int(self.path.read_text() or 0)
-                    os.kill(pid, 0)
-                    return False  # alive: another process runs it
-                except (ValueError, ProcessLookupError, FileNotFoundError):
-                    self.path.unlink(missing_ok=True)  # its owner died: take over
-                    continue
-                except PermissionError:
-                    return False
-            with os.fdopen(fd, "w") as f:
-                f.write(str(os.getpid()))
-            self.held = True
-            return True
-        return False
+        lock = FileLock(self.path, timeout=0)
+        try:
+            lock.acquire()
+        except Timeout:
+            return False  # another process runs it
+        self._lock = lock
+        return True
 
     def release(self) -> None:
-        if self.held:
-            self.path.unlink(missing_ok=True)
-            self.held = False
+        if self._lock is not None:
+            self._lock.release()
+            self._lock = None
+
+    def taken_elsewhere(self) -> bool:
+        """Whether another process holds the run now (a zoo worker is training it)."""
+        if self.held or not self.path.exists():
+            return False
+        if not self.acquire():
+            return True
+        self.release()
+        return False
 
 
 def execute(run: ZooRun, out: Path, root: Path, spec: ZooSpec, *, retry_failed: bool = False,
