@@ -110,7 +110,7 @@ F8KML_DOC = """# Method zoo: results on F8K-ML
 def _fake_run(out: Path, config: str, seed: int, value: float) -> None:
     d = out / config / f"official-s{seed}"
     d.mkdir(parents=True)
-    m = {k: value for k in RECALLS}
+    m = {**{k: value for k in RECALLS}, "i2t_medr": 100 - value, "t2i_medr": 110 - value}
     (d / "metrics.json").write_text(json.dumps({"languages": {"en": m, "de": m}, "parameters": 2_000_000}))
     (d / "zoo_run.json").write_text(json.dumps({
         "config_name": config, "config": {"split": "official", "seed": seed}, "overrides": {}, "wall_seconds": 90,
@@ -134,6 +134,10 @@ def test_block_report_is_partial_and_leaves_the_f8kml_sections_untouched(tmp_pat
     assert "**Partial report: the zoo is still running.** 4 of 5 planned runs finished." in block
     assert "Missing: `vsepp/official-s1`." in block
     assert "| vse | 3 | 2.00 | 2.5 | 21.0 ± 1.0 | 21.0 ± 1.0 |" in block  # mean ± std over seeds
+    # per language the Flickr8K protocol's columns: R@1/5/10 and the median rank, both ways
+    assert "| config | runs | i2t R@1 | i2t R@5 | i2t R@10 | i2t medR | t2i R@1 | t2i R@5 | t2i R@10 | t2i medR |" in block
+    assert "| vse | 3 | 21.0 ± 1.0 | 21.0 ± 1.0 | 21.0 ± 1.0 | 79.0 ± 1.0 | 21.0 ± 1.0 | 21.0 ± 1.0 | 21.0 ± 1.0 | " \
+        "89.0 ± 1.0 |" in block
     row = next(line for line in block.splitlines() if "| vsepp vs vse |" in line)
     # 850: read from the F8K-ML table above; 8k: one seed each, +10 against t(2 df)·√2·σ = 4.303·1.414·1.0
     assert "| -8.19 ± 0.32 | does not hold (reversed) | 1 | 10.00 (noise ±6.09) |" in row and row.endswith("| holds |")

@@ -145,7 +145,8 @@ def block_text(results: Sequence[RunResult], failed: Sequence[dict], planned: Se
               summary_table(official, order) if official else "_No run finished yet._\n"]
     for lang in LANGS:
         if any(lang in r.languages for r in official):
-            lines += [f"**{lang}** (R@K in percent)", "", language_table(official, order, lang)]
+            lines += [f"**{lang}** (R@K in percent; medR: median rank of the first right answer)", "",
+                      language_table(official, order, lang, medr=True)]
     lines += ["### Which conclusions hold at 8k photos, beside 850", ""]
     lines += claims_side_by_side(results, *small)
     seed0 = [r for r in official if r.seed == 0 and r.tasks]

@@ -58,15 +58,18 @@ def summary_table(results: Sequence[RunResult], order: Sequence[str]) -> str:
     return md_table(["config", "runs", "params (M)", "CPU min/run", *[f"{lang} mR" for lang in LANGS], "mean"], rows)
 
 
-def language_table(results: Sequence[RunResult], order: Sequence[str], lang: str) -> str:
+def language_table(results: Sequence[RunResult], order: Sequence[str], lang: str, medr: bool = False) -> str:
+    """R@K both ways per config (``medr``: and the median ranks, as the Flickr8K literature reports them)."""
     groups = by_config(results)
+    keys = [*RECALLS[:3], *(["i2t_medr"] if medr else []), *RECALLS[3:], *(["t2i_medr"] if medr else [])]
     rows = []
     for name in order:
         runs = [r for r in groups.get(name, []) if lang in r.languages]
         if not runs:
             continue
-        rows.append([name, str(len(runs))] + [pm([r.languages[lang][k] for r in runs]) for k in RECALLS])
-    return md_table(["config", "runs", "i2t R@1", "i2t R@5", "i2t R@10", "t2i R@1", "t2i R@5", "t2i R@10"], rows)
+        rows.append([name, str(len(runs))] + [pm([r.languages[lang][k] for r in runs]) for k in keys])
+    header = [k.replace("_medr", " medR").replace("_r", " R@") for k in keys]  # i2t_r1 -> i2t R@1
+    return md_table(["config", "runs", *header], rows)
 
 
 def official_table(results: Sequence[RunResult], order: Sequence[str]) -> str:
