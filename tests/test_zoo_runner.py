@@ -327,7 +327,7 @@ def test_partial_run_of_another_config_version_is_moved_aside_and_restarted(tmp_
 
 def test_run_lock_is_exclusive_and_freed_when_its_process_dies(tmp_path, capsys):
     """A run claimed by a live process is busy for every other; a killed worker frees it at once (no stale pid
-    to judge); `zoo status` shows a held run as running."""
+    to judge); `zoo status` shows a held run as running, with how far its log got."""
     import subprocess
     import sys
 
@@ -348,9 +348,11 @@ def test_run_lock_is_exclusive_and_freed_when_its_process_dies(tmp_path, capsys)
         assert not RunLock(folder).acquire()
         spec = tmp_path / "spec.yaml"
         spec.write_text("folds: 0\n")
+        folder.mkdir()
+        (folder / "train_log.jsonl").write_text('{"epoch": 1, "seconds": 61.0}\n{"epoch": 2, "seconds": 180.2}\n')
         assert main(["zoo", "status", "--spec", str(spec), "--configs-dir", str(tmp_path / "c"),
                      "--out", str(tmp_path / "runs")]) == 0
-        assert "running  a/official-s0" in capsys.readouterr().out
+        assert "running  a/official-s0  (epoch 2 done, 3 min)" in capsys.readouterr().out
     finally:
         holder.kill()
         holder.wait()

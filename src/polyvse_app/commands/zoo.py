@@ -70,9 +70,20 @@ def _states(runs, out, spec, listing: bool) -> dict[str, int]:
             st = "running"
         counts[st] = counts.get(st, 0) + 1
         if listing:
-            print(f"{st:8s} {r.run_id}")
+            print(f"{st:8s} {r.run_id}" + (_progress(run_dir(out, r)) if st in ("running", "partial") else ""))
     print(", ".join(f"{k}: {v}" for k, v in sorted(counts.items())))
     return counts
+
+
+def _progress(folder: Path) -> str:
+    """How far a started run got, from its training log's last line (all stages count: a Translator's source
+    epochs come before the target's, MULE's LP pretraining before its main epochs)."""
+    log = folder / "train_log.jsonl"
+    try:
+        last = json.loads(log.read_text(encoding="utf-8").strip().splitlines()[-1])
+        return f"  (epoch {last['epoch']} done, {last['seconds'] / 60:.0f} min)"
+    except (OSError, IndexError, ValueError, KeyError, TypeError):
+        return ""  # nothing logged yet (or a line being written)
 
 
 def _estimate(args, runs, spec) -> int:
