@@ -4,6 +4,8 @@ from __future__ import annotations
 import csv
 import gzip
 import os
+import struct
+import zlib
 from pathlib import Path
 
 import pytest
@@ -102,6 +104,20 @@ def make_tiny_root(root: Path) -> Path:
 @pytest.fixture()
 def tiny_root(tmp_path) -> Path:
     return make_tiny_root(tmp_path / "data")
+
+
+def png_bytes(width: int, height: int) -> bytes:
+    """A valid 1-bit greyscale PNG of any size; all-zero rows compress ~1000:1, so huge ones stay small
+    (decompression-bomb tests)."""
+
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data) & 0xFFFFFFFF)
+
+    comp = zlib.compressobj(9)
+    row = b"\x00" * (1 + (width + 7) // 8)
+    idat = b"".join(comp.compress(row) for _ in range(height)) + comp.flush()
+    ihdr = struct.pack(">IIBBBBB", width, height, 1, 0, 0, 0, 0)
+    return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", ihdr) + chunk(b"IDAT", idat) + chunk(b"IEND", b"")
 
 
 def write_muse_full(root: Path, src: str, tgt: str, n_words: int = 6600) -> list[tuple[str, str]]:

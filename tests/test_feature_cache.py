@@ -8,32 +8,20 @@ import logging
 import random
 import shutil
 import signal
-import struct
 import subprocess
 import sys
 import textwrap
 import time
-import zlib
 from pathlib import Path
 
 import numpy as np
 import pytest
 
+from conftest import png_bytes
 from polyvse.errors import DataError
 from polyvse.features.cache import FeatureCache, extract_features
 from polyvse.features.backbones import get_extractor
 from polyvse.features.images import load_image
-
-
-def png_bytes(width: int, height: int) -> bytes:
-    def chunk(kind: bytes, data: bytes) -> bytes:
-        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data) & 0xFFFFFFFF)
-
-    comp = zlib.compressobj(9)
-    row = b"\x00" * (1 + (width + 7) // 8)
-    idat = b"".join(comp.compress(row) for _ in range(height)) + comp.flush()
-    ihdr = struct.pack(">IIBBBBB", width, height, 1, 0, 0, 0, 0)
-    return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", ihdr) + chunk(b"IDAT", idat) + chunk(b"IEND", b"")
 
 
 @pytest.fixture(scope="module")

@@ -2,28 +2,14 @@
 from __future__ import annotations
 
 import io
-import struct
-import zlib
 from pathlib import Path
 
 import pytest
 from PIL import Image, ImageFile
 
+from conftest import png_bytes
 from polyvse.errors import DataError, PolyvseError
 from polyvse.features.images import DEFAULT_MAX_PIXELS, load_image
-
-
-def png_bytes(width: int, height: int) -> bytes:
-    """A valid 1-bit greyscale PNG of any size; all-zero rows compress ~1000:1, so huge ones stay small."""
-
-    def chunk(kind: bytes, data: bytes) -> bytes:
-        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data) & 0xFFFFFFFF)
-
-    comp = zlib.compressobj(9)
-    row = b"\x00" * (1 + (width + 7) // 8)
-    idat = b"".join(comp.compress(row) for _ in range(height)) + comp.flush()
-    ihdr = struct.pack(">IIBBBBB", width, height, 1, 0, 0, 0, 0)
-    return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", ihdr) + chunk(b"IDAT", idat) + chunk(b"IEND", b"")
 
 
 @pytest.fixture(scope="module")
