@@ -14,6 +14,7 @@ import torch
 
 import polyvse
 from polyvse_app.cli import main
+from polyvse.checkpoint import load_training_state, save_training_state
 from polyvse_train.config import TrainConfig
 from polyvse_train.train import STATE, train
 
@@ -58,8 +59,15 @@ def test_resume_after_stop_reaches_identical_metrics(reference_run, shared_data,
     stopped = train(cfg, tmp_path, shared_data, smoke=True, progress=False, max_steps=5)
     assert stopped == {"stopped_at_step": 5}
     assert (tmp_path / STATE).exists() and not (tmp_path / "metrics.json").exists()
+    first = load_training_state(tmp_path / STATE)["spent"]
+    assert first["processes"] == 1 and first["cpu_s"] > 0 and first["wall_s"] > 0
     resumed = train(cfg, tmp_path, shared_data, smoke=True, progress=False, resume=True)
     assert resumed["languages"] == ref["languages"]
+    # the run's time counts both processes: more than the first spent, and the log's clock never goes back
+    assert resumed["processes"] == 2 and resumed["time_complete"]
+    assert resumed["cpu_time_s"] > first["cpu_s"] and resumed["wall_time_s"] > first["wall_s"]
+    log = [json.loads(line) for line in (tmp_path / "train_log.jsonl").read_text().splitlines()]
+    assert all(e["seconds"] > first["wall_s"] and e["cpu_seconds"] > first["cpu_s"] for e in log)
 
 
 def test_a_run_resumes_at_another_thread_count(shared_data, tmp_path):
@@ -67,12 +75,17 @@ def test_a_run_resumes_at_another_thread_count(shared_data, tmp_path):
     stopped = train(TrainConfig(**SMALL, threads=1), tmp_path, shared_data, smoke=True, progress=False,
                     max_steps=3)
     assert stopped == {"stopped_at_step": 3}
+    state = load_training_state(tmp_path / STATE)
+    del state["spent"]  # as states saved before the time was kept: the first process's time is unknown
+    save_training_state(state, tmp_path / STATE)
     resumed = train(TrainConfig(**SMALL, threads=2), tmp_path, shared_data, smoke=True, progress=False, resume=True)
     assert set(resumed["languages"]) == {"en", "de", "zh"}  # no TrainingStateMismatch
+    assert resumed["processes"] == 2 and not resumed["time_complete"]
 
 
-def test_resume_after_kill_9_reaches_identical_metrics(reference_run, shared_data, tmp_path):
-    """A real `kill -9` in the middle of training, then `polyvse train --resume`."""
+def test_resume_after_kill_9_reaches_identical_metrics(reference_run, shared_data, tmp_path, capsys):
+    """A real `kill -9` in the middle of training, then `polyvse train --resume`; the run's time counts the
+    killed process too (what it spent up to its last saved state)."""
     _, ref = reference_run
     config = small_config(tmp_path)
     out = tmp_path / "run"
@@ -99,6 +112,8 @@ def test_resume_after_kill_9_reaches_identical_metrics(reference_run, shared_dat
                  "--data-root", str(shared_data)]) == 0
     resumed = json.loads((out / "metrics.json").read_text())
     assert resumed["languages"] == ref["languages"]
+    assert resumed["processes"] == 2 and resumed["time_complete"]
+    assert " s CPU over 2 processes" in capsys.readouterr().out
 
 
 def test_resume_refuses_a_different_config(reference_run, shared_data, tmp_path):

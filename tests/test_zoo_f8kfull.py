@@ -149,6 +149,37 @@ def test_block_report_is_partial_and_leaves_the_f8kml_sections_untouched(tmp_pat
     assert "5 of 5 planned runs finished." in again and "Partial report" not in again
 
 
+def test_cpu_time_of_runs_resumed_before_it_was_kept_is_marked_a_lower_bound(tmp_path):
+    """Runs recorded before the time of a resumed run's earlier processes was kept count only the last process:
+    their training log gives them away (its clock went back, or its loops outlast the recorded wall time), and
+    the report marks their CPU time with ≥ instead of passing it off as the whole run's."""
+    def result(run: dict, log: list[dict]) -> RunResult:
+        return RunResult("vse", "official", 0, "", tmp_path, {}, {"wall_seconds": 100.0, "cpu_seconds": 90.0, **run},
+                         log=log)
+
+    one = [{"epoch": 1, "seconds": 40.0, "loop_seconds": 35.0}, {"epoch": 2, "seconds": 95.0, "loop_seconds": 50.0}]
+    assert result({}, one).time_complete
+    assert not result({}, [one[0], {"epoch": 2, "seconds": 30.0, "loop_seconds": 25.0}]).time_complete  # went back
+    assert not result({}, [{"epoch": 1, "seconds": 40.0, "loop_seconds": 300.0}]).time_complete  # loops > wall
+    assert result({"time_complete": True}, [{"epoch": 1, "seconds": 40.0, "loop_seconds": 300.0}]).time_complete
+    assert not result({"time_complete": False}, one).time_complete
+
+    doc = tmp_path / "results.md"
+    doc.write_text(F8KML_DOC)
+    out = tmp_path / "runs"
+    _fake_run(out, "vse", 0, 20.0)
+    _fake_run(out, "vsepp", 0, 30.0)
+    (out / "vsepp" / "official-s0" / "train_log.jsonl").write_text(
+        '{"epoch": 1, "seconds": 80.0, "loop_seconds": 70.0}\n{"epoch": 2, "seconds": 20.0, "loop_seconds": 15.0}\n')
+    spec = ZooSpec(overrides={"dataset": "f8k-full"}, folds=0, title="f8k-full")
+    write_block_report(out, doc, ["vse/official-s0", "vsepp/official-s0"], ["vse", "vsepp"], "make zoo-f8k-full",
+                       spec, compare_out=None)
+    block = doc.read_text()[len(F8KML_DOC):]
+    assert "| vse | 1 | 2.00 | 2.5 |" in block and "| vsepp | 1 | 2.00 | ≥ 2.5 |" in block
+    assert "at least 0.1 CPU-hours so far (runs resumed before the time of a run's earlier processes was " \
+        "kept: 1;" in block
+
+
 def test_write_block_between_markers_and_f8kml_claims_parse(tmp_path):
     doc = tmp_path / "r.md"
     doc.write_text("head\n<!-- zoo-x:start -->\nOLD\n<!-- zoo-x:end -->\ntail\n")

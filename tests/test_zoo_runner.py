@@ -285,6 +285,9 @@ def test_zoo_end_to_end_on_real_data(shared_data, tmp_path, capsys):
     assert main(["zoo", "run", *args, "--jobs", "2"]) == 0
     out = capsys.readouterr().out
     assert "2 workers:" in out and "done: 6" in out
+    record = json.loads((tmp_path / "runs" / "vse" / "official-s0" / "zoo_run.json").read_text())
+    metrics = json.loads((tmp_path / "runs" / "vse" / "official-s0" / "metrics.json").read_text())
+    assert (record["cpu_seconds"], record["processes"], record["time_complete"]) == (metrics["cpu_time_s"], 1, True)
     tasks = json.loads((tmp_path / "runs" / "vse" / "official-s0" / "tasks.json").read_text())
     assert set(tasks["crosslingual"]["f8k-ml-test"]) == {"en-de"}
     assert tasks["crosslingual"]["multi30k-test_2016"]["en-de"]["n_pairs"] < 1000  # training photos left out

@@ -12,7 +12,7 @@ import logging
 import random
 import subprocess
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -336,10 +336,21 @@ class TrainingRun:
     epoch: int = 0
     batch_pos: int = 0
     step: int = 0
+    # time spent by the earlier processes of a resumed run (from the training state), so that the log and
+    # metrics.json count the whole run, not only its last process
+    spent: dict = field(default_factory=lambda: {"wall_s": 0.0, "cpu_s": 0.0, "processes": 0, "complete": True})
+    cpu0: float = 0.0  # this process's CPU time (time.process_time) when the run started in it
 
     @property
     def state_path(self) -> Path:
         return self.out_dir / STATE
+
+    def time_spent(self) -> dict:
+        """Wall and CPU seconds of the whole run so far, over every process that trained it (``complete``: false
+        when a state of older code did not say what its processes spent)."""
+        return {"wall_s": round(self.spent["wall_s"] + time.time() - self.t0, 1),
+                "cpu_s": round(self.spent["cpu_s"] + time.process_time() - self.cpu0, 1),
+                "processes": self.spent["processes"] + 1, "complete": self.spent["complete"]}
 
 
 def _train(cfg: TrainConfig, out_dir: Path, root: Path, dist_info: DistInfo, *, resume: bool, smoke: bool,
@@ -365,7 +376,7 @@ def _train(cfg: TrainConfig, out_dir: Path, root: Path, dist_info: DistInfo, *, 
 def setup_run(cfg: TrainConfig, out_dir: Path, root: Path, dist_info: DistInfo, *, smoke: bool,
               progress: bool, device: torch.device, precision: str) -> TrainingRun:
     """Data, model, objective, optimiser and sampler of a run, at epoch 0."""
-    t0, commit = time.time(), git_commit()
+    t0, cpu0, commit = time.time(), time.process_time(), git_commit()
     if dist_info.enabled and not dist_info.is_main:
         barrier(dist_info)  # rank 0 fills the feature cache first; the others then read it
     data = prepare_data(cfg, root, smoke=smoke, progress=progress)
@@ -390,7 +401,7 @@ def setup_run(cfg: TrainConfig, out_dir: Path, root: Path, dist_info: DistInfo, 
                        data=data, model=model, forward=forward, objective=objective,
                        optimiser=build_optimiser(cfg, model, aux), sampler=objective.sampler(),
                        epochs=(cfg.smoke.epochs if smoke else cfg.schedule.epochs) + objective.pre_epochs,
-                       run_key=run_key, device=device, precision=precision, commit=commit)
+                       run_key=run_key, device=device, precision=precision, commit=commit, cpu0=cpu0)
 
 
 # fields that set how fast a run goes, not what it learns: a run stopped at one thread count may resume at another
@@ -422,6 +433,8 @@ def resume_run(run: TrainingRun) -> None:
     if "objective" in state:
         run.objective.load_state_dict(state["objective"])
     run.epoch, run.batch_pos, run.step = state["epoch"], state["batch"], state["step"]
+    # states written before the time was kept: what their processes spent is unknown
+    run.spent = state.get("spent", {"wall_s": 0.0, "cpu_s": 0.0, "processes": 1, "complete": False})
     set_rng_state(state["rng"], run.device)
     log.info("resuming at epoch %d batch %d (step %d)", run.epoch, run.batch_pos, run.step)
 
@@ -433,7 +446,7 @@ def save_run_state(run: TrainingRun) -> None:
         "run_key": run.run_key, "model": run.model.state_dict(), "optimiser": run.optimiser.state_dict(),
         "objective": run.objective.state_dict(),
         "epoch": run.epoch, "batch": run.batch_pos, "step": run.step,
-        "rng": rng_state(run.device),
+        "rng": rng_state(run.device), "spent": run.time_spent(),
     }, run.state_path)
 
 
@@ -470,8 +483,10 @@ def train_one_epoch(run: TrainingRun, *, save_every: int = 0, max_steps: int | N
             return True
         run.epoch, run.batch_pos = run.epoch + 1, 0
         save_run_state(run)
+        spent = run.time_spent()
         record = {"epoch": run.epoch, "step": run.step, "lr": lr,
-                  "loss": float(np.mean(losses)) if losses else None, "seconds": round(time.time() - run.t0, 1),
+                  "loss": float(np.mean(losses)) if losses else None,
+                  "seconds": spent["wall_s"], "cpu_seconds": spent["cpu_s"],  # of the whole run so far
                   # throughput of the training loop alone (sampling, padding, forward, backward, step)
                   "loop_seconds": round(time.perf_counter() - t_epoch, 3), "items": n_items,
                   **objective.epoch_log()}
@@ -497,6 +512,13 @@ def train_step(run: TrainingRun, batch) -> float:
     return loss.item()
 
 
+def _time_fields(spent: dict) -> dict:
+    """metrics.json's account of the run's time: wall and CPU seconds over all its processes (a resumed run has
+    several), and whether the count is complete."""
+    return {"wall_time_s": spent["wall_s"], "cpu_time_s": spent["cpu_s"], "processes": spent["processes"],
+            "time_complete": spent["complete"]}
+
+
 def finish_run(run: TrainingRun) -> dict:
     """Evaluate on the evaluation split, write the checkpoint and metrics.json; returns the metrics."""
     cfg, data, model = run.cfg, run.data, run.model
@@ -513,7 +535,7 @@ def finish_run(run: TrainingRun) -> dict:
         "n_train_captions_by_language": {lang: data.train.langs.count(lang) for lang in cfg.data.languages},
         "n_failed_photos": data.n_failed_photos, "vocab_size": vocab_size(data.captions),
         "parameters": int(sum(p.numel() for p in model.parameters())),
-        "wall_time_s": round(time.time() - run.t0, 1), "config": cfg.to_dict(),
+        **_time_fields(run.time_spent()), "config": cfg.to_dict(),
         "device": str(run.device), "precision": run.precision,
     }
     metrics.update(run.objective.epoch_log())

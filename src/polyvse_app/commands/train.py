@@ -59,8 +59,13 @@ def run_training(cfg, args, out: Path) -> int:
 def print_metrics(metrics: dict, out: Path) -> None:
     from polyvse.evaluation.report import markdown_table
 
-    print(f"\n{metrics['dataset']} · split {metrics['split']} · seed {metrics['seed']}"
-          f" · {metrics['wall_time_s']} s\n")
+    took = f"{metrics['wall_time_s']} s"
+    if "cpu_time_s" in metrics:
+        took += f" wall, {metrics['cpu_time_s']} s CPU"
+        if metrics["processes"] > 1:  # a resumed run
+            took += f" over {metrics['processes']} processes" + ("" if metrics["time_complete"] else
+                                                                   " (the earlier ones' time not recorded)")
+    print(f"\n{metrics['dataset']} · split {metrics['split']} · seed {metrics['seed']} · {took}\n")
     print(markdown_table(metrics["languages"]))
     print(f"\ncheckpoint: {out / 'checkpoint'}\nmetrics:    {out / 'metrics.json'}")
 

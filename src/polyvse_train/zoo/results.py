@@ -33,6 +33,17 @@ class RunResult:
     def languages(self) -> dict[str, dict]:
         return self.metrics.get("languages", {})
 
+    @property
+    def time_complete(self) -> bool:
+        """Whether the recorded wall/CPU time covers the whole training. Recorded since polyvse keeps the time
+        over a resumed run's processes; for runs recorded before, the training log tells whether one process
+        trained it (its clock never went back, and its epochs' loops fit in the recorded wall time)."""
+        if "time_complete" in self.run:
+            return bool(self.run["time_complete"])
+        seconds = [e["seconds"] for e in self.log if "seconds" in e]
+        loops = sum(e.get("loop_seconds", 0.0) for e in self.log)
+        return all(b >= a for a, b in zip(seconds, seconds[1:])) and loops <= self.run["wall_seconds"] * 1.02 + 5
+
     def mean_recall(self, lang: str) -> float | None:
         m = self.languages.get(lang)
         return None if m is None else float(np.mean([m[k] for k in RECALLS]))

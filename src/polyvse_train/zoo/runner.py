@@ -45,6 +45,15 @@ def _cpu_seconds() -> float:
     return r.ru_utime + r.ru_stime
 
 
+def _time_spent(metrics: dict, wall: float, cpu: float) -> dict:
+    """The run's wall and CPU seconds: over all the processes that trained it when the training says so (a
+    resumed run), else what this process measured; ``time_complete`` false when earlier processes are unknown."""
+    if "cpu_time_s" in metrics:
+        return {"wall_seconds": metrics["wall_time_s"], "cpu_seconds": metrics["cpu_time_s"],
+                "processes": metrics["processes"], "time_complete": metrics["time_complete"]}
+    return {"wall_seconds": round(wall, 1), "cpu_seconds": round(cpu, 1)}
+
+
 def _move_aside(folder: Path) -> Path:
     n = 1
     while folder.with_name(f"{folder.name}.stale-{n}").exists():
@@ -158,7 +167,7 @@ def _execute(run: ZooRun, out: Path, root: Path, spec: ZooSpec, *, retry_failed:
                 "config_digest": digest, "config": cfg.to_dict(),
                 "profile": spec.profile_of(run.config, cfg.objective.name),
                 "overrides": run.overrides,
-                "wall_seconds": round(time.time() - t0, 1), "cpu_seconds": round(_cpu_seconds() - c0, 1),
+                **_time_spent(metrics, time.time() - t0, _cpu_seconds() - c0),
                 "finished_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
             })
         if needs_tasks(run, spec):

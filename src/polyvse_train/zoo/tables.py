@@ -33,8 +33,12 @@ def md_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
 
 def cpu_minutes(runs: Sequence[RunResult]) -> str:
     """CPU minutes per run: on a shared (or paused) machine wall time says more about the neighbours than the
-    method; with threads: 1 a run's CPU time is its wall time on a quiet core."""
-    return fmt(float(np.mean([r.run["cpu_seconds"] for r in runs])) / 60) if runs else "-"
+    method; with threads: 1 a run's CPU time is its wall time on a quiet core. "≥": some run was resumed before
+    the time of its earlier processes was kept, so only its last process counts."""
+    if not runs:
+        return "-"
+    return ("" if all(r.time_complete for r in runs) else "≥ ") + \
+        fmt(float(np.mean([r.run["cpu_seconds"] for r in runs])) / 60)
 
 
 def summary_table(results: Sequence[RunResult], order: Sequence[str]) -> str:
