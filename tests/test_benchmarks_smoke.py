@@ -144,3 +144,24 @@ def test_bench_tail_threads_tiny(tmp_path):
     r = json.loads(out.read_text())
     assert set(r["seconds_per_step"]) == {"1", "2"} and all(map(finite_positive, r["seconds_per_step"].values()))
     assert r["speedup_vs_1_thread"]["1"] == 1.0
+
+
+def test_bench_photo_aspect_on_a_smoke_checkpoint(tmp_path, shared_data):
+    """Three photo forms scored on all val photos and on the full-size ones alone (a tiny model: the figures mean
+    nothing, the photo counts do)."""
+    from polyvse_train.config import TrainConfig
+    from polyvse_train.train import train
+
+    cfg = TrainConfig(name="tiny", languages=["en", "de"], embed_dim=32, word_dim=16, hidden_dim=32, batch_size=32,
+                      smoke_photos=48, smoke_epochs=1)
+    train(cfg, tmp_path / "run", shared_data, smoke=True, progress=False)
+    out = tmp_path / "aspect.json"
+    proc = run_script("bench_photo_aspect.py", "--checkpoint", str(tmp_path / "run" / "checkpoint"), "--split", "val",
+                      "--data-root", str(shared_data), "--out", str(out))
+    r = json.loads(out.read_text())
+    full = next(v for k, v in r.items() if k.startswith("variants_full_size_photos"))
+    assert set(full) == set(r["variants"]) and len(full) == 3
+    for every, few in zip(r["variants"].values(), full.values()):
+        assert every["photos"]["en"] == 96 and few["photos"]["en"] == 31  # f8k-ml's val; those at 500 px
+        assert all(0 <= x <= 100 for x in [*every["mr"].values(), *few["mr"].values()])
+    assert "31 full-size photos" in proc.stdout

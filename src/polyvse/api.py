@@ -60,7 +60,8 @@ class PolyvseModel:
             from .features.backbones import get_extractor
 
             # a model trained on squashed photos (f8k-full) sees every other photo squashed the same way: on
-            # val photos at their own aspect ratio that measured +1.8 mean mR (benchmarks/bench_photo_aspect.py)
+            # val photos at their own aspect ratio that measured +1.8 mean mR, though -1.9 on the full-size ones
+            # alone (31 photos; benchmarks/bench_photo_aspect.py, README)
             ext = get_extractor(self.checkpoint.backbone, ten_crop=self.checkpoint.ten_crop,
                                 squash=self.checkpoint.squash_photos)
             # a model trained on bf16 features (their key says so) reads bf16 features
