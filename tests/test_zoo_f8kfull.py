@@ -244,3 +244,13 @@ def test_the_f8kml_report_keeps_the_blocks_of_other_zoos(tmp_path):
     (docs / "results.md").write_text("OLD F8K-ML TEXT\n\n" + block + "\n")
     text = write_report(out, docs, ["vse/official-s0"], ["vse"], "make zoo", ZooSpec()).read_text()
     assert text == plain.rstrip("\n") + "\n\n" + block + "\n" and "OLD" not in text
+
+
+def test_a_difference_at_the_noise_bound_prints_with_enough_digits():
+    """A one-seed verdict of 'holds' beside '0.85 (noise ±0.85)' reads as a contradiction: print the digits that
+    tell the two apart."""
+    from polyvse_train.zoo.block import _distinguishing_digits
+
+    assert _distinguishing_digits(0.853, 0.848) == 3
+    assert _distinguishing_digits(-0.8531, 0.8529) == 4
+    assert _distinguishing_digits(2.5, 0.85) == 2

@@ -76,6 +76,14 @@ def f8kml_claims(compare_out: Path | None, doc: Path) -> tuple[dict[str, tuple[s
     return f8kml_claims_from_doc(doc), "the F8K-ML claims table above (section 8)"
 
 
+def _distinguishing_digits(delta: float, bound: float) -> int:
+    """Decimals enough that |Δ| and the noise bound it was judged against do not print alike (2 at least)."""
+    d = 2
+    while d < 6 and f"{abs(delta):.{d}f}" == f"{bound:.{d}f}":
+        d += 1
+    return d
+
+
 def _claim_rows(results: Sequence[RunResult], small: dict[str, tuple[str, str]],
                 claims: Sequence[Claim]) -> list[list[str]]:
     noise = seed_noise(results)
@@ -83,9 +91,13 @@ def _claim_rows(results: Sequence[RunResult], small: dict[str, tuple[str, str]],
     for c in claims:
         chk = claim_check_seeds(results, c, noise)
         key = f"{c.better} vs {c.worse}"
-        delta = "-" if chk["n"] == 0 else fmt(chk["delta"], 2) + (
-            f" ± {chk['se']:.2f}" if "se" in chk else f" (noise ±{chk['noise_bound']:.2f})" if "noise_bound" in chk
-            else "")
+        if chk["n"] == 0:
+            delta = "-"
+        elif "noise_bound" in chk:
+            d = _distinguishing_digits(chk["delta"], chk["noise_bound"])
+            delta = f"{fmt(chk['delta'], d)} (noise ±{chk['noise_bound']:.{d}f})"
+        else:
+            delta = fmt(chk["delta"], 2) + (f" ± {chk['se']:.2f}" if "se" in chk else "")
         d850, v850 = small.get(key, ("-", "-"))
         rows.append([c.source, c.statement, key, d850, v850, str(chk["n"]), delta, per_language(chk),
                      chk["verdict"]])
