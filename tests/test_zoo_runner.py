@@ -362,6 +362,43 @@ def test_run_lock_is_exclusive_and_freed_when_its_process_dies(tmp_path, capsys)
     assert RunLock(folder).acquire()  # the kernel dropped the dead process's lock
 
 
+@pytest.mark.slow
+def test_stopping_the_parent_of_jobs_stops_its_workers(shared_data, tmp_path):
+    """SIGTERM to `polyvse zoo run --jobs 2` (a session or a scheduler ending it) must not leave workers training
+    on: their run locks are free again soon after."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    cdir = tmp_path / "configs"
+    write_config(cdir, "vse", objective="vse", languages=["en", "de"], threads=1)
+    write_config(cdir, "vsepp", objective="vse", languages=["en", "de"], max_violation=True, threads=1)
+    spec = tmp_path / "spec.yaml"
+    spec.write_text("folds: 0\ntasks: false\noverrides: {epochs: 500, embed_dim: 16, hidden_dim: 16, word_dim: 16}\n")
+    out = tmp_path / "runs"
+    parent = subprocess.Popen([sys.executable, "-m", "polyvse_app.cli", "zoo", "run", "--spec", str(spec),
+                               "--configs-dir", str(cdir), "--out", str(out), "--data-root", str(shared_data),
+                               "--jobs", "2"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    folders = [out / "vse" / "official-s0", out / "vsepp" / "official-s0"]
+    try:
+        deadline = time.time() + 120
+        while not all(RunLock(f).taken_elsewhere() for f in folders):  # each worker has claimed its run
+            assert parent.poll() is None and time.time() < deadline, "the workers did not claim their runs"
+            time.sleep(0.2)
+        parent.send_signal(signal.SIGTERM)
+        assert parent.wait(timeout=60) != 0
+    finally:
+        parent.kill()
+    deadline = time.time() + 30
+    for f in folders:
+        lock = RunLock(f)
+        while not lock.acquire():
+            assert time.time() < deadline, f"a worker still holds {f}"
+            time.sleep(0.5)
+        lock.release()
+
+
 def test_jobs_must_be_positive(tmp_path, capsys):
     write_config(tmp_path / "c", "a", objective="vse")
     assert main(["zoo", "run", "--configs-dir", str(tmp_path / "c"), "--out", str(tmp_path / "r"),

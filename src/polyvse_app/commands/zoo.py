@@ -141,6 +141,9 @@ def _run_workers(args, runs, out, spec) -> int:
     try:
         procs = [subprocess.Popen(cmd) for _ in range(args.jobs)]
         codes = [p.wait() for p in procs]
+    except KeyboardInterrupt:  # Ctrl-C reached the workers too; each run resumes where its state was saved
+        print("stopped; run the same command again to continue", file=sys.stderr)
+        return 130
     finally:
         signal.signal(signal.SIGTERM, previous)
         for p in procs:
