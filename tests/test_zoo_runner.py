@@ -31,6 +31,13 @@ def write_config(folder: Path, name: str, **fields) -> Path:
     return path
 
 
+def two_configs(folder: Path) -> Path:
+    """vse and vsepp on en + de at one thread: the smallest real zoo."""
+    write_config(folder, "vse", objective="vse", languages=["en", "de"], threads=1)
+    write_config(folder, "vsepp", objective="vse", languages=["en", "de"], max_violation=True, threads=1)
+    return folder
+
+
 def test_spec_file_in_repo_loads_and_names_existing_configs():
     spec = load_spec(REPO / "configs" / "zoo" / "cpu.yaml")
     names = {n for n, _ in find_configs(REPO / "configs")}
@@ -275,9 +282,7 @@ def test_word_translation_of_a_model_whose_words_are_aligned(tmp_path):
 def test_zoo_end_to_end_on_real_data(shared_data, tmp_path, capsys):
     """Two configs, a 2-fold plan + official split at toy widths, by two worker processes (--jobs 2): train,
     tasks, resume (nothing re-run), report."""
-    cdir = tmp_path / "configs"
-    write_config(cdir, "vse", objective="vse", languages=["en", "de"], threads=1)
-    write_config(cdir, "vsepp", objective="vse", languages=["en", "de"], max_violation=True, threads=1)
+    cdir = two_configs(tmp_path / "configs")
     spec = tmp_path / "spec.yaml"
     spec.write_text("folds: 2\noverrides: {epochs: 1, embed_dim: 16, hidden_dim: 16, word_dim: 16}\n")
     args = ["--spec", str(spec), "--configs-dir", str(cdir), "--out", str(tmp_path / "runs"),
@@ -371,9 +376,7 @@ def test_stopping_the_parent_of_jobs_stops_its_workers(shared_data, tmp_path):
     import sys
     import time
 
-    cdir = tmp_path / "configs"
-    write_config(cdir, "vse", objective="vse", languages=["en", "de"], threads=1)
-    write_config(cdir, "vsepp", objective="vse", languages=["en", "de"], max_violation=True, threads=1)
+    cdir = two_configs(tmp_path / "configs")
     spec = tmp_path / "spec.yaml"
     spec.write_text("folds: 0\ntasks: false\noverrides: {epochs: 500, embed_dim: 16, hidden_dim: 16, word_dim: 16}\n")
     out = tmp_path / "runs"
@@ -409,9 +412,7 @@ def test_jobs_must_be_positive(tmp_path, capsys):
 def test_missing_data_stops_the_zoo_without_marking_runs_failed(tmp_path, capsys):
     """A wrong data root fails every run alike: the zoo must stop at the first with the fetch hint, leaving no
     error.json (else every run would need --retry-failed once the data is there)."""
-    cdir = tmp_path / "configs"
-    write_config(cdir, "vse", objective="vse", languages=["en", "de"], threads=1)
-    write_config(cdir, "vsepp", objective="vse", languages=["en", "de"], max_violation=True, threads=1)
+    cdir = two_configs(tmp_path / "configs")
     spec = tmp_path / "spec.yaml"
     spec.write_text("folds: 2\noverrides: {epochs: 1}\n")
     out = tmp_path / "runs"
