@@ -151,7 +151,13 @@ def _numpy(x: torch.Tensor) -> np.ndarray:
     return x.float().cpu().numpy().astype(np.float32, copy=False)
 
 
-def load(path: str | os.PathLike, device: str | torch.device = "auto") -> PolyvseModel:
+def load(path: str | os.PathLike, device: str | torch.device = "auto",
+         squash_photos: bool | None = None) -> PolyvseModel:
     """A checkpoint folder as a PolyvseModel on ``device``: auto (CUDA when available, else CPU), cpu, cuda or
-    cuda:N. Weights load on the CPU first, so a checkpoint written on a GPU loads on a CPU-only machine."""
-    return PolyvseModel(load_checkpoint(Path(path)), device=device)
+    cuda:N. Weights load on the CPU first, so a checkpoint written on a GPU loads on a CPU-only machine.
+    ``squash_photos``: how photos that are not square meet the backbone, squashed to a square (True) or resized
+    with their aspect ratio kept and centre-cropped (False); None: as the model trained (its checkpoint says)."""
+    ck = load_checkpoint(Path(path))
+    if squash_photos is not None:
+        ck.squash_photos = bool(squash_photos)
+    return PolyvseModel(ck, device=device)

@@ -361,5 +361,9 @@ def model_for_index(index: PhotoIndex, checkpoint: str | os.PathLike | None = No
         from ..api import load
 
         model = load(path, device=device)
+    # photos added or queried later must be fitted as the index's were (polyvse index build --photo-fit)
+    recorded = index.manifest["model"].get("squash_photos")
+    if recorded is not None:
+        model.checkpoint.squash_photos = bool(recorded)
     index.check_model(model)
     return model, str(path)

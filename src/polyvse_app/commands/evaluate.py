@@ -8,6 +8,7 @@ from polyvse.errors import DataError
 from polyvse.paths import cache_root, data_root
 
 from .device_args import add_device_args
+from .index import add_photo_fit_arg, squash_of
 
 
 def register(sub) -> None:
@@ -28,6 +29,7 @@ def register(sub) -> None:
     p.add_argument("--data-root", help="data root (default: $POLYVSE_DATA, else ~/.cache/polyvse)")
     p.add_argument("--json", help="also write the metrics to this JSON file")
     p.add_argument("--quiet", action="store_true", help="no progress bars")
+    add_photo_fit_arg(p)
     add_device_args(p)
     p.set_defaults(func=run)
 
@@ -58,7 +60,7 @@ def run(args) -> int:
         corpus = load_dataset(args.dataset, root)
         split = args.split or "test"
         name = args.dataset
-    model = polyvse.load(args.checkpoint, device=args.device)
+    model = polyvse.load(args.checkpoint, device=args.device, squash_photos=squash_of(args))
     result = evaluate_corpus(model, corpus, cache_root(root) / "features", split=split, progress=not args.quiet)
     result = {"dataset": name, "split": split or "all", "checkpoint": str(Path(args.checkpoint)), **result}
     print(f"\n{name} · split {result['split']}\n")

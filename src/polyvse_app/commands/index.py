@@ -34,6 +34,23 @@ def _add_photo_source(p) -> None:
     add_device_args(p)
 
 
+PHOTO_FITS = {"squash": True, "crop": False}
+
+
+def add_photo_fit_arg(p) -> None:
+    p.add_argument("--photo-fit", choices=sorted(PHOTO_FITS), default=None,
+                   help="how photos that are not square meet the backbone: squash (resize to a square, ignoring "
+                        "the aspect ratio) or crop (keep it, centre crop); default: as the model trained (squash "
+                        "for models trained on f8k-full's squashed photos, else crop). README, 'Photos of any "
+                        "shape', has both measured")
+
+
+def squash_of(args) -> bool | None:
+    """--photo-fit as polyvse.load's squash_photos (None: the checkpoint's own)."""
+    fit = getattr(args, "photo_fit", None)
+    return None if fit is None else PHOTO_FITS[fit]
+
+
 def register(sub) -> None:
     from polyvse.index.defaults import DEFAULT_EXACT_THRESHOLD, DEFAULT_RECALL_TARGET
 
@@ -55,6 +72,7 @@ def register(sub) -> None:
     b.add_argument("--recall-target", type=float, default=DEFAULT_RECALL_TARGET, metavar="R",
                    help="recall@10 against exact search that IVF/HNSW is tuned to (default: %(default)s)")
     b.add_argument("--force", action="store_true", help="replace an existing index at --out")
+    add_photo_fit_arg(b)
     b.add_argument("--shard", metavar="K/N", help="embed only shard K of N of the sorted photos into "
                    "INDEX/.shards, as an independent job; merge with `polyvse index merge` once all N are written "
                    "(under torchrun every rank takes its own shard and rank 0 merges, without this)")
@@ -135,7 +153,7 @@ def _build(args, role, device) -> int:
     from ..shard_role import run_shard
 
     t0 = time.time()
-    model = polyvse.load(args.checkpoint, device=device)
+    model = polyvse.load(args.checkpoint, device=device, squash_photos=squash_of(args))
     photos, names = _photos(args)
     options = dict(cache_dir=_cache_dir(args), names=names, checkpoint_path=args.checkpoint, kind=args.kind,
                    exact_threshold=args.exact_threshold, recall_target=args.recall_target,
