@@ -19,7 +19,7 @@ size only (longest side >= 450 px: val 31, test 37 photos), which is closer to w
 from __future__ import annotations
 
 import argparse
-import json
+from collections import Counter
 import platform
 import time
 from pathlib import Path
@@ -42,23 +42,37 @@ def _mean(values) -> float:
     return round(sum(values) / len(values), 2)
 
 
+def longest_sides(corpus) -> dict[str, int]:
+    """Longest side in pixels of every photo (read from the file headers)."""
+    return {pid: max(Image.open(p.path).size) for pid, p in corpus.photos.items()}
+
+
 def main(argv: list[str] | None = None) -> dict:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--checkpoint", required=True, type=Path)
+    ap.add_argument("--checkpoint", type=Path, help="checkpoint folder (required unless --sizes-only)")
     ap.add_argument("--split", default="val", choices=["val", "test"])
-    ap.add_argument("--out", required=True, type=Path, help="JSON file to write the results to")
+    ap.add_argument("--out", type=Path, help="JSON file to write the results to (required unless --sizes-only)")
     ap.add_argument("--data-root", default=None)
+    ap.add_argument("--sizes-only", action="store_true",
+                    help="only count the 850 originals by longest side (no checkpoint needed)")
     args = ap.parse_args(argv)
 
     root = data_root(args.data_root)
+    originals = load_dataset("f8k-ml", root)
+    longest = longest_sides(originals)
+    sizes = dict(sorted(Counter(longest.values()).items()))
+    print(f"{len(longest)} originals by longest side (px: photos): {sizes}")
+    if args.sizes_only:
+        return {"originals_by_longest_side": sizes}
+    if args.checkpoint is None or args.out is None:
+        ap.error("--checkpoint and --out are required unless --sizes-only")
     cache = cache_root() / "features"
     model = polyvse.load(args.checkpoint, device="cpu")
-    originals = load_dataset("f8k-ml", root)
     ids = {c.photo_id for c in originals.captions if c.split == args.split}
     squashed_files = load_dataset("f8k-full", root).filter(photo_ids=ids)
     ck = model.checkpoint
 
-    full_size = {pid for pid in ids if max(Image.open(originals.photos[pid].path).size) >= FULL_SIZE}
+    full_size = {pid for pid in ids if longest[pid] >= FULL_SIZE}
 
     def run(corpus, squash: bool) -> dict:
         model._extractor = get_extractor(ck.backbone, ten_crop=ck.ten_crop, squash=squash)
@@ -79,7 +93,7 @@ def main(argv: list[str] | None = None) -> dict:
 
     every, full = variants(ids), variants(full_size)
     out = {"checkpoint": str(args.checkpoint), "trained_on_squashed_photos": ck.squash_photos,
-           "split": args.split, "backbone": ck.backbone, "variants": every,
+           "split": args.split, "backbone": ck.backbone, "originals_by_longest_side": sizes, "variants": every,
            f"variants_full_size_photos (longest side >= {FULL_SIZE} px)": full,
            "machine": f"{platform.processor() or platform.machine()}, {platform.system()}",
            "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}

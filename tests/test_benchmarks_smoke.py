@@ -165,3 +165,4 @@ def test_bench_photo_aspect_on_a_smoke_checkpoint(tmp_path, shared_data):
         assert every["photos"]["en"] == 96 and few["photos"]["en"] == 31  # f8k-ml's val; those at 500 px
         assert all(0 <= x <= 100 for x in [*every["mr"].values(), *few["mr"].values()])
     assert "31 full-size photos" in proc.stdout
+    assert r["originals_by_longest_side"]["200"] == 562 and r["originals_by_longest_side"]["500"] == 279

@@ -324,7 +324,7 @@ def test_partial_run_of_another_config_version_is_moved_aside_and_restarted(tmp_
         if (Path(folder) / "state.pt").exists():
             raise train_mod.TrainingStateMismatch("another run key", Path(folder) / "state.pt")
         (Path(folder) / "metrics.json").write_text("{}")
-        return {"languages": {}}
+        return {"languages": {}, "wall_time_s": 1.0, "cpu_time_s": 1.0, "processes": 1, "time_complete": True}
 
     monkeypatch.setattr(train_mod, "train", fake_train)
     assert execute(run, out, tmp_path, spec) == "done"

@@ -126,7 +126,7 @@ def _how_made(results: Sequence[RunResult], failed: Sequence[dict], planned: Seq
               missing: Sequence[str], command: str, spec: Any, budget: str) -> list[str]:
     when = sorted(r.run["finished_utc"] for r in results)
     cpu_hours = sum(r.run["cpu_seconds"] for r in results) / 3600
-    partial_time = [f"{r.config}/{r.folder.name}" for r in results if not r.time_complete]
+    partial_time = sum(not r.time_complete for r in results)  # runs whose CPU time counts only their last process
     own = ", ".join(f"`{n}` (`{p}`)" for n, p in spec.own_settings.items())
     seeds = ", ".join(f"`{n}` {sorted({0, *s})}" for n, s in spec.extra_seeds.items())
     done = len(planned) - len(missing)
@@ -143,7 +143,7 @@ def _how_made(results: Sequence[RunResult], failed: Sequence[dict], planned: Seq
         f"{own or '-'}. Seeds: 0 for every config, and {seeds or 'none other'}.",
         f"- Machine: {machine()}; runs finished between {when[0] if when else '-'} and {when[-1] if when else '-'}; "
         f"{'at least ' if partial_time else ''}{cpu_hours:.1f} CPU-hours so far"
-        + (f" (runs resumed before the time of a run's earlier processes was kept: {len(partial_time)}; their "
+        + (f" (runs resumed before the time of a run's earlier processes was kept: {partial_time}; their "
            "CPU time, marked ≥, counts only the last process)" if partial_time else "")
         + ". mR = mean of R@1, R@5, R@10 both ways, in percent.",
     ] + [f"- failed `{f['run_id']}`: {f['error']}" for f in failed] + [""]

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import json
 import logging
-import resource
 import time
 import traceback
 from pathlib import Path
@@ -40,18 +39,11 @@ def _recorded_digest(record: dict) -> str | None:
     return config_digest(record["config"]) if "config" in record else record.get("config_digest")
 
 
-def _cpu_seconds() -> float:
-    r = resource.getrusage(resource.RUSAGE_SELF)
-    return r.ru_utime + r.ru_stime
-
-
-def _time_spent(metrics: dict, wall: float, cpu: float) -> dict:
-    """The run's wall and CPU seconds: over all the processes that trained it when the training says so (a
-    resumed run), else what this process measured; ``time_complete`` false when earlier processes are unknown."""
-    if "cpu_time_s" in metrics:
-        return {"wall_seconds": metrics["wall_time_s"], "cpu_seconds": metrics["cpu_time_s"],
-                "processes": metrics["processes"], "time_complete": metrics["time_complete"]}
-    return {"wall_seconds": round(wall, 1), "cpu_seconds": round(cpu, 1)}
+def _time_spent(metrics: dict) -> dict:
+    """The run's wall and CPU seconds over all the processes that trained it, as the training counted them
+    (``time_complete`` false when a state of older code did not say what earlier processes spent)."""
+    return {"wall_seconds": metrics["wall_time_s"], "cpu_seconds": metrics["cpu_time_s"],
+            "processes": metrics["processes"], "time_complete": metrics["time_complete"]}
 
 
 def _move_aside(folder: Path) -> Path:
@@ -151,14 +143,12 @@ def _execute(run: ZooRun, out: Path, root: Path, spec: ZooSpec, *, retry_failed:
     (d / ERROR_FILE).unlink(missing_ok=True)
     try:
         if st != "tasks":
-            t0, c0 = time.time(), _cpu_seconds()
             try:
                 metrics = train(cfg, d, root, resume=True, progress=progress)
             except TrainingStateMismatch:  # a partial run of an older config/code version: keep it, start over
                 log.warning("%s: its training state is from another config or vocabulary; moved to %s",
                             run.run_id, _move_aside(d))
                 d.mkdir(parents=True)
-                t0, c0 = time.time(), _cpu_seconds()
                 metrics = train(cfg, d, root, resume=True, progress=progress)
             if "languages" not in metrics:
                 raise RuntimeError(f"training stopped early: {metrics}")
@@ -167,7 +157,7 @@ def _execute(run: ZooRun, out: Path, root: Path, spec: ZooSpec, *, retry_failed:
                 "config_digest": digest, "config": cfg.to_dict(),
                 "profile": spec.profile_of(run.config, cfg.objective.name),
                 "overrides": run.overrides,
-                **_time_spent(metrics, time.time() - t0, _cpu_seconds() - c0),
+                **_time_spent(metrics),
                 "finished_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
             })
         if needs_tasks(run, spec):
