@@ -135,9 +135,7 @@ def prepare_data(cfg: TrainConfig, root: Path, smoke: bool = False, progress: bo
     ok_ids = [photo_ids[i] for i in result.index]
     row_of = {p: r for r, p in enumerate(ok_ids)}
 
-    train_caps = [c for c in corpus.captions if c.photo_id in train_ids and c.photo_id in row_of]
-    train_caps += translation_captions(cfg, root, {p for p in train_ids if p in row_of})
-    train_caps = first_captions_per_photo(train_caps, cfg.data.captions_per_photo)  # 0 keeps all
+    train_caps = training_captions(cfg, root, corpus, {p for p in train_ids if p in row_of})
     train_caps = limit_captions(train_caps, cfg.data.caption_limit, cfg.schedule.seed)  # learning curves; {} keeps all
     eval_caps = [c for c in corpus.captions if c.photo_id in eval_ids and c.photo_id in row_of]
     texts_by_lang: dict[str, list[str]] = {}
@@ -170,8 +168,21 @@ def prepare_data(cfg: TrainConfig, root: Path, smoke: bool = False, progress: bo
         teacher=teacher)
 
 
+def training_captions(cfg: TrainConfig, root: Path, corpus: Corpus, train_photos: set[str]) -> list:
+    """The corpus captions of the training photos, the first ``captions_per_photo`` of each photo and language
+    (0 keeps all), then the translation augmentation's captions, limited per variant the same way.
+
+    The limit applies to each before they are joined: the translations are extra zh captions by design, and a
+    limit over the joined list kept the native zh caption and dropped every translation (mule-full-mt then
+    trained exactly mule-full at ``captions_per_photo: 1``).
+    """
+    own = [c for c in corpus.captions if c.photo_id in train_photos]
+    return first_captions_per_photo(own, cfg.data.captions_per_photo) + translation_captions(cfg, root, train_photos)
+
+
 def translation_captions(cfg: TrainConfig, root: Path, train_photos: set[str]) -> list:
-    """Translation augmentation (MULE): machine-translated captions of TRAINING photos only.
+    """Translation augmentation (MULE): machine-translated captions of TRAINING photos only; with
+    ``captions_per_photo: k``, the first k of each photo per variant (translations of its first English captions).
 
     The translations at hand: Flickr8K-CN's Baidu (zhb) and Google (zhg) Chinese translations of the
     Flickr8K English captions. (Multi30K task1's de/fr/cs lines are human translations of the task1 English
@@ -189,8 +200,10 @@ def translation_captions(cfg: TrainConfig, root: Path, train_photos: set[str]) -
     reader = Flickr8kCnReader(root, variants=tuple(cfg.data.augment_translations))
     out = []
     for v in cfg.data.augment_translations:
-        out += [Caption(r.photo_id, r.lang, r.text, VARIANTS[v][2], "train") for r in reader.records(v)
+        caps = [Caption(r.photo_id, r.lang, r.text, VARIANTS[v][2], "train") for r in reader.records(v)
                 if r.photo_id in train_photos]
+        out += first_captions_per_photo(caps, cfg.data.captions_per_photo)
+    log.info("translation augmentation: %d training captions (%s)", len(out), ", ".join(cfg.data.augment_translations))
     return out
 
 

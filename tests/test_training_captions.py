@@ -1,0 +1,51 @@
+"""polyvse_train.train.training_captions: which captions a run trains on (corpus limit, translation augmentation)."""
+from __future__ import annotations
+
+from collections import Counter
+
+import pytest
+
+from polyvse.data.f8kml import load_f8kml
+from polyvse.errors import DataError
+from polyvse_train.config import TrainConfig
+from polyvse_train.train import training_captions
+
+TRAIN = {"100", "700"}
+
+
+def _captions(tiny_root, **data):
+    cfg = TrainConfig.from_dict({"data": {"languages": ["en", "de", "zh"], **data}})
+    return training_captions(cfg, tiny_root, load_f8kml(tiny_root), TRAIN)
+
+
+def _count(caps):
+    return Counter((c.photo_id, c.lang, c.source) for c in caps)
+
+
+def test_translations_survive_the_caption_budget(tiny_root):
+    # the f8k-full zoo's budget keeps the first caption of each photo and language; the translations are
+    # extra captions by design and must not be dropped in favour of the photo's native zh caption
+    one = _count(_captions(tiny_root, captions_per_photo=1, augment_translations=["zhb", "zhg"]))
+    assert one[("100", "zh", "flickr8kcn-zhc")] == 1
+    assert one[("100", "zh", "flickr8kcn-zhb")] == 1 and one[("100", "zh", "flickr8kcn-zhg")] == 1
+    assert all(n == 1 for n in one.values())
+    zhb = [c.text for c in _captions(tiny_root, captions_per_photo=1, augment_translations=["zhb"])
+           if c.source == "flickr8kcn-zhb"]
+    assert zhb == ["百度100号0。", "百度700号0。"]  # the translation of each photo's first English caption
+    assert not any(c.photo_id not in TRAIN for c in _captions(tiny_root, augment_translations=["zhb", "zhg"]))
+
+
+def test_without_augmentation_the_budget_is_per_photo_and_language(tiny_root):
+    all_caps = _captions(tiny_root)
+    one = _captions(tiny_root, captions_per_photo=1)
+    assert not any(c.source.startswith("flickr8kcn-zh") and c.source != "flickr8kcn-zhc" for c in all_caps)
+    assert Counter((c.photo_id, c.lang) for c in one) == {k: 1 for k in {(c.photo_id, c.lang) for c in all_caps}}
+    assert one == [c for c in all_caps if c in one]  # the first ones, in corpus order
+    full = _count(_captions(tiny_root, augment_translations=["zhb"]))
+    assert full[("100", "zh", "flickr8kcn-zhb")] == 5
+
+
+def test_translations_need_zh(tiny_root):
+    cfg = TrainConfig.from_dict({"data": {"languages": ["en", "de"], "augment_translations": ["zhb"]}})
+    with pytest.raises(DataError, match="augment_translations"):
+        training_captions(cfg, tiny_root, load_f8kml(tiny_root), TRAIN)
