@@ -254,3 +254,54 @@ def test_a_difference_at_the_noise_bound_prints_with_enough_digits():
     assert _distinguishing_digits(0.853, 0.848) == 3
     assert _distinguishing_digits(-0.8531, 0.8529) == 4
     assert _distinguishing_digits(2.5, 0.85) == 2
+
+
+def test_records_are_the_report_files_and_reproduce_the_block(tmp_path, capsys):
+    """`polyvse zoo records`: the small files the report reads, copied to a committable folder; the report from
+    them equals the report from the run folders; a run being trained again loses its old records."""
+    cdir = tmp_path / "configs"
+    cdir.mkdir()
+    for name in ("vse", "vsepp"):
+        (cdir / f"{name}.yaml").write_text(json.dumps({"name": name, "objective": "vse"}))
+    out = tmp_path / "runs" / "zoo-x"
+    spec_file = tmp_path / "spec.yaml"
+    spec_file.write_text(f"title: f8k-full\nfolds: 0\ntasks: false\nout: {out}\n")
+    spec = load_spec(spec_file)
+    runs = plan_runs(find_configs(cdir, None, spec.own_settings), spec, ["vse", "vsepp"])
+    for run, value in zip(runs, (20.0, 30.0)):
+        _fake_run(out, run.config, run.seed, value)
+        d = out / run.run_id
+        rec = json.loads((d / "zoo_run.json").read_text())
+        rec["config"] = effective_config(run, spec).to_dict()  # a record of this very config: status "done"
+        (d / "zoo_run.json").write_text(json.dumps(rec))
+        (d / "train_log.jsonl").write_text('{"epoch": 1, "seconds": 9.0}\n')
+        (d / "state.pt").write_bytes(b"big")
+        (d / "checkpoint").mkdir()
+    assert [status(out, r, spec) for r in runs] == ["done", "done"]
+    to = tmp_path / "results" / "zoo-x"
+    args = ["--spec", str(spec_file), "--configs-dir", str(cdir)]
+    assert main(["zoo", "records", *args, "--to", str(to)]) == 0
+    assert "copied 2" in capsys.readouterr().out
+    assert sorted(p.name for p in (to / "vse" / "official-s0").iterdir()) == ["metrics.json", "train_log.jsonl",
+                                                                              "zoo_run.json"]
+    docs = {}
+    for source in (out, to):
+        docs[source] = tmp_path / f"docs-{source.parent.name}"
+        docs[source].mkdir()
+        (docs[source] / "results.md").write_text(F8KML_DOC)
+        assert main(["zoo", "report", *args, "--out", str(source), "--docs", str(docs[source]),
+                     "--compare-out", str(tmp_path / "none")]) == 0
+    assert (docs[out] / "results.md").read_text() == (docs[to] / "results.md").read_text()
+    assert "2 of 2 planned runs finished." in (docs[to] / "results.md").read_text()
+    # vsepp is trained again (its folder moved aside, a new one started): its records go; vse's stay
+    (out / "vsepp" / "official-s0").rename(out / "vsepp" / "official-s0.stale-1")
+    (out / "vsepp" / "official-s0").mkdir()
+    (out / "vsepp" / "official-s0" / "train_log.jsonl").write_text('{"epoch": 1, "seconds": 9.0}\n')
+    assert main(["zoo", "records", *args, "--to", str(to)]) == 0
+    assert "copied 1, removed 1" in capsys.readouterr().out
+    assert not (to / "vsepp").joinpath("official-s0").exists() and (to / "vse" / "official-s0").is_dir()
+    # another machine without the run folders keeps the records it was given
+    assert main(["zoo", "records", *args, "--out", str(tmp_path / "empty"), "--to", str(to)]) == 0
+    assert "kept 1, absent 1" in capsys.readouterr().out
+    assert main(["zoo", "records", *args, "--to", str(out)]) != 0
+    assert "is the runs folder itself" in capsys.readouterr().err

@@ -1,4 +1,4 @@
-"""`polyvse zoo run|status|report|estimate`: train every config of the method zoo and write docs/results.md."""
+"""`polyvse zoo run|status|report|records|estimate`: train every config of the method zoo and write docs/results.md."""
 from __future__ import annotations
 
 import json
@@ -19,6 +19,8 @@ def register(sub) -> None:
                            ("status", "list the planned runs and their state"),
                            ("report", "write docs/results.md (or the spec's block of it) and its plots from the "
                                       "finished runs"),
+                           ("records", "copy the finished runs' small record files (what the report reads) to a "
+                                       "folder that can be committed; `zoo report --out FOLDER` reads them"),
                            ("estimate", "CPU minutes per run of each config, from a few timed training steps")]:
         q = zsub.add_parser(name, help=helptext)
         q.add_argument("--spec", default=DEFAULT_SPEC, help="zoo spec: budget overrides and runs (default: %(default)s)")
@@ -43,6 +45,9 @@ def register(sub) -> None:
                            help="runs of the F8K-ML zoo, for the side-by-side claims of another zoo's block; "
                                 "when absent, they are read from the F8K-ML section of results.md "
                                 "(default: %(default)s)")
+        if name == "records":
+            q.add_argument("--to", help="where the records go (default: results/<name of the runs folder>, "
+                                        "e.g. results/zoo-f8k-full)")
         if name == "estimate":
             q.add_argument("--steps", type=int, default=40, help="timed steps per stage (default: %(default)s)")
             q.add_argument("--json", help="also write the estimates to this JSON file")
@@ -97,6 +102,19 @@ def _estimate(args, runs, spec) -> int:
     if args.json:
         Path(args.json).write_text(json.dumps({n: e.to_dict() for n, e in estimates.items()}, indent=1) + "\n",
                                    encoding="utf-8")
+    return 0
+
+
+def _records(args, runs, out, spec) -> int:
+    from polyvse_train.zoo.records import copy_records
+
+    to = Path(args.to or Path("results") / out.name)
+    if to.resolve() == out.resolve():
+        from polyvse.errors import PolyvseError
+
+        raise PolyvseError(f"--to {to} is the runs folder itself; give another folder")
+    counts = copy_records(runs, out, to, spec)
+    print(f"records of {out} in {to}: " + ", ".join(f"{k} {v}" for k, v in counts.items()))
     return 0
 
 
@@ -169,6 +187,8 @@ def run(args) -> int:
         return 0
     if args.zoo_command == "estimate":
         return _estimate(args, runs, spec)
+    if args.zoo_command == "records":
+        return _records(args, runs, out, spec)
     if args.zoo_command == "run" and args.jobs > 1:
         return _run_workers(args, runs, out, spec)
     if args.zoo_command == "run":

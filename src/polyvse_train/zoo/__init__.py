@@ -11,6 +11,7 @@ more `polyvse zoo run` processes, and written up by `polyvse zoo report`.
     claims   the papers' conclusions and their check on the runs
     plots    the report's figures
     report   docs/results.md: the F8K-ML document and the marked blocks of other zoos (f8k-full)
+    records  the small files the report reads, copied out of the run folders to be committed (results/)
     estimate CPU time of a plan, from a few timed training steps per config
 
 On F8K-ML the fold runs are the primary protocol (5-fold cross-validation over all photos); the official
