@@ -141,6 +141,8 @@ def test_block_report_is_partial_and_leaves_the_f8kml_sections_untouched(tmp_pat
     row = next(line for line in block.splitlines() if "| vsepp vs vse |" in line)
     # 850: read from the F8K-ML table above; 8k: one seed each, +10 against t(2 df)·√2·σ = 4.303·1.414·1.0
     assert "| -8.19 ± 0.32 | does not hold (reversed) | 1 | 10.00 (noise ±6.09) |" in row and row.endswith("| holds |")
+    assert "\n0 of the 1 claims with a verdict at both scales keep it at 8k photos; 1 change: vsepp vs vse " \
+        "(does not hold (reversed) → holds).\n" in block  # claims without a run at 8k do not count
     # written again: the block is replaced in place, nothing else changes
     _fake_run(out, "vsepp", 1, 30.0)
     write_block_report(out, doc, planned, ["vse", "vsepp"], "make zoo-f8k-full", spec, compare_out=None)
@@ -305,3 +307,17 @@ def test_records_are_the_report_files_and_reproduce_the_block(tmp_path, capsys):
     assert "kept 1, absent 1" in capsys.readouterr().out
     assert main(["zoo", "records", *args, "--to", str(out)]) != 0
     assert "is the runs folder itself" in capsys.readouterr().err
+
+
+def test_verdict_changes_counts_claims_with_a_verdict_at_both_scales():
+    from polyvse_train.zoo.block import verdict_changes
+
+    def row(v850, v8k, name="a vs b"):
+        return ["paper", "claim", name, "1.0", v850, "1", "2.0", "en +2.0", v8k]
+
+    assert verdict_changes([]) == "No claim has a verdict at both scales yet."
+    rows = [row("holds", "holds"), row("does not hold (reversed)", "not distinguishable from noise", "c vs d"),
+            row("holds", "not run yet", "e vs f"), row("-", "holds", "g vs h")]
+    assert verdict_changes(rows) == ("1 of the 2 claims with a verdict at both scales keep it at 8k photos; 1 change: "
+                                     "c vs d (does not hold (reversed) → not distinguishable from noise).")
+    assert verdict_changes(rows[:1]) == "1 of the 1 claims with a verdict at both scales keep it at 8k photos."

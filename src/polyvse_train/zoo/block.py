@@ -104,9 +104,23 @@ def _claim_rows(results: Sequence[RunResult], small: dict[str, tuple[str, str]],
     return rows
 
 
+VERDICTS = ("holds", "does not hold (reversed)", "not distinguishable from noise")
+
+
+def verdict_changes(rows: Sequence[Sequence[str]]) -> str:
+    """One line: how many claims keep their 850 verdict at 8k, and which change (rows of ``_claim_rows``)."""
+    both = [r for r in rows if r[4] in VERDICTS and r[8] in VERDICTS]
+    if not both:
+        return "No claim has a verdict at both scales yet."
+    changed = [f"{r[2]} ({r[4]} → {r[8]})" for r in both if r[4] != r[8]]
+    line = f"{len(both) - len(changed)} of the {len(both)} claims with a verdict at both scales keep it at 8k photos"
+    return line + (f"; {len(changed)} change: " + "; ".join(changed) + "." if changed else ".")
+
+
 def claims_side_by_side(results: Sequence[RunResult], small: dict[str, tuple[str, str]], source: str,
                         claims: Sequence[Claim] = CLAIMS) -> list[str]:
     noise = seed_noise(results)
+    rows = _claim_rows(results, small, claims)
     how = ("no config has two seeds yet, so single-seed differences get no verdict" if noise is None else
            f"pooled seed-to-seed s.d. of a run's mR (mean over its languages) σ = {noise[0]:.2f} "
            f"({noise[1]} degrees of freedom, from the configs with several seeds)")
@@ -118,7 +132,8 @@ def claims_side_by_side(results: Sequence[RunResult], small: dict[str, tuple[str
         f"(5-fold cross-validation on F8K-ML) come from {source}. The configs trained at their own settings "
         "(above) enter a claim as they are: there, one side is not at the common budget.", "",
         md_table(["paper", "claim", "comparison", "Δ at 850 (5 folds)", "verdict at 850", "seeds at 8k",
-                  "Δ at 8k", "Δ per language at 8k", "verdict at 8k"], _claim_rows(results, small, claims)),
+                  "Δ at 8k", "Δ per language at 8k", "verdict at 8k"], rows), "",
+        verdict_changes(rows),
     ]
 
 
