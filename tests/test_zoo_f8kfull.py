@@ -149,6 +149,8 @@ def test_block_report_is_partial_and_leaves_the_f8kml_sections_untouched(tmp_pat
     again = doc.read_text()
     assert again.startswith(F8KML_DOC) and again.count("zoo-f8k-full:start") == 1
     assert "5 of 5 planned runs finished." in again and "Partial report" not in again
+    assert "0.2 CPU-hours so far" in text  # 4 runs of 150 s, 1 missing
+    assert "CPU-hours so far" not in again
 
 
 def test_cpu_time_of_runs_resumed_before_it_was_kept_is_marked_a_lower_bound(tmp_path):
@@ -178,7 +180,7 @@ def test_cpu_time_of_runs_resumed_before_it_was_kept_is_marked_a_lower_bound(tmp
                        spec, compare_out=None)
     block = doc.read_text()[len(F8KML_DOC):]
     assert "| vse | 1 | 2.00 | 2.5 |" in block and "| vsepp | 1 | 2.00 | ≥ 2.5 |" in block
-    assert "at least 0.1 CPU-hours so far (runs resumed before the time of a run's earlier processes was " \
+    assert "at least 0.1 CPU-hours (runs resumed before the time of a run's earlier processes was " \
         "kept: 1;" in block
 
 

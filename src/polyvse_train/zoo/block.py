@@ -157,7 +157,7 @@ def _how_made(results: Sequence[RunResult], failed: Sequence[dict], planned: Seq
         f"- Budget for every config, on top of its own file: {budget}. Trained at their own settings instead: "
         f"{own or '-'}. Seeds: 0 for every config, and {seeds or 'none other'}.",
         f"- Machine: {machine()}; runs finished between {when[0] if when else '-'} and {when[-1] if when else '-'}; "
-        f"{'at least ' if partial_time else ''}{cpu_hours:.1f} CPU-hours so far"
+        f"{'at least ' if partial_time else ''}{cpu_hours:.1f} CPU-hours{' so far' if missing else ''}"
         + (f" (runs resumed before the time of a run's earlier processes was kept: {partial_time}; their "
            "CPU time, marked ≥, counts only the last process)" if partial_time else "")
         + ". mR = mean of R@1, R@5, R@10 both ways, in percent.",
