@@ -3,7 +3,7 @@
 # of a 2-core machine, each training on one thread and claiming the next unclaimed run of the spec $SPEC, default
 # configs/zoo/cpu.yaml), then `polyvse zoo report` writes docs/results.md + plots (for a spec with a title, its
 # block of docs/results.md), and `polyvse zoo records` copies the finished runs' record files (what the report
-# reads, ~13 kB a run) to results/<runs folder name>, to be committed.
+# reads, kilobytes a run) to results/<runs folder name>, to be committed.
 # Resumable: run it again after an interruption and only unfinished runs train. Extra arguments go to
 # `polyvse zoo run` (e.g. --max-hours 2, --configs vse,vsepp).
 set -uo pipefail

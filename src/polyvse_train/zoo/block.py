@@ -15,7 +15,7 @@ from typing import Any, Sequence
 
 from polyvse.atomic import atomic_path
 
-from .claims import CLAIMS, Claim, claim_check, claim_check_seeds, per_language, seed_noise
+from .claims import CLAIMS, VERDICTS, Claim, claim_check, claim_check_seeds, per_language, seed_noise
 from .results import LANGS, RunResult, collect, machine, official_runs
 from .tables import (budget_text, crosslingual_tables, fmt, language_table, md_table, sts_table, summary_table,
                      words_table)
@@ -102,9 +102,6 @@ def _claim_rows(results: Sequence[RunResult], small: dict[str, tuple[str, str]],
         rows.append([c.source, c.statement, key, d850, v850, str(chk["n"]), delta, per_language(chk),
                      chk["verdict"]])
     return rows
-
-
-VERDICTS = ("holds", "does not hold (reversed)", "not distinguishable from noise")
 
 
 def verdict_changes(rows: Sequence[Sequence[str]]) -> str:

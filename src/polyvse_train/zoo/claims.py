@@ -78,12 +78,16 @@ def _paired(a: dict[str, RunResult], b: dict[str, RunResult], claim: Claim) -> d
     return out
 
 
+HOLDS, REVERSED, NOISE = "holds", "does not hold (reversed)", "not distinguishable from noise"
+VERDICTS = (HOLDS, REVERSED, NOISE)  # the verdicts of a measured difference (the others say why there is none)
+
+
 def verdict(delta: float, bound: float) -> str:
     if delta > bound:
-        return "holds"
+        return HOLDS
     if delta < -bound:
-        return "does not hold (reversed)"
-    return "not distinguishable from noise"
+        return REVERSED
+    return NOISE
 
 
 def claim_check(results: Sequence[RunResult], claim: Claim) -> dict:

@@ -1,7 +1,7 @@
 """A zoo's run records: the small files the report reads, copied out of the run folders so they can be committed.
 
-A run folder (``runs/``, git-ignored) holds the checkpoint and the training state, ~170 MB a run; what the report
-reads of it is ~13 kB: ``zoo_run.json``, ``metrics.json``, ``tasks.json``, ``train_log.jsonl`` (and
+A run folder (``runs/``, git-ignored) holds the checkpoint and the training state, tens to hundreds of MB; what the
+report reads of it is a few kilobytes: ``zoo_run.json``, ``metrics.json``, ``tasks.json``, ``train_log.jsonl`` (and
 ``error.json`` of a failed run). `polyvse zoo records` copies those into ``results/<zoo>/`` with the same layout,
 so `polyvse zoo report --out results/<zoo>` writes the same section from the records as from the runs: the
 published tables can be checked without training, and they outlive the machine that trained them.
