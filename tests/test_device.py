@@ -51,12 +51,28 @@ def test_asking_for_cuda_without_it_is_a_one_line_error(no_cuda, spec):
 
 def test_auto_and_cuda_pick_this_ranks_gpu_under_torchrun(two_fake_gpus, monkeypatch):
     monkeypatch.delenv("LOCAL_RANK", raising=False)
+    monkeypatch.delenv("WORLD_SIZE", raising=False)
     assert resolve_device("auto") == torch.device("cuda", 0)
+    assert resolve_device("cuda:1") == torch.device("cuda", 1)  # one process: an explicit number wins
+    monkeypatch.setenv("WORLD_SIZE", "2")
     monkeypatch.setenv("LOCAL_RANK", "1")
     assert resolve_device("auto") == torch.device("cuda", 1)
     assert resolve_device("cuda") == torch.device("cuda", 1)
-    assert resolve_device("cuda:0") == torch.device("cuda", 0)  # an explicit number wins
+    assert resolve_device("cuda:1") == torch.device("cuda", 1)  # this rank's own GPU, named
     assert resolve_device("cuda", local_rank=0) == torch.device("cuda", 0)
+
+
+def test_a_fixed_gpu_under_a_multi_rank_torchrun_is_refused(two_fake_gpus, monkeypatch):
+    """Every rank gets the same command line: `--device cuda:0` would put both ranks on GPU 0 (NCCL fails)."""
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    monkeypatch.setenv("LOCAL_RANK", "1")
+    with pytest.raises(DeviceError) as err:
+        resolve_device("cuda:0")
+    message = str(err.value)
+    assert "\n" not in message and "LOCAL_RANK 1" in message and "--device cuda or auto" in message
+    monkeypatch.setenv("LOCAL_RANK", "2")  # a third rank on a 2-GPU machine
+    with pytest.raises(DeviceError, match="at most 2 ranks per machine"):
+        resolve_device("auto")
 
 
 @pytest.mark.parametrize("spec, words", [("cuda:2", "2 CUDA GPU(s), numbered 0..1"), ("gpu", "auto, cpu, cuda"),
@@ -81,6 +97,7 @@ def test_bf16_is_cuda_only_and_fp32_is_a_no_op(two_fake_gpus):
 
 def test_loader_settings_follow_the_device(monkeypatch):
     cpu, gpu = torch.device("cpu"), torch.device("cuda", 0)
+    monkeypatch.delenv("LOCAL_WORLD_SIZE", raising=False)
     monkeypatch.setattr(device_mod, "usable_cores", lambda: 8)
     assert (loader_workers(cpu), loader_workers(gpu)) == (2, 7)
     monkeypatch.setattr(device_mod, "usable_cores", lambda: 64)
@@ -88,6 +105,15 @@ def test_loader_settings_follow_the_device(monkeypatch):
     monkeypatch.setattr(device_mod, "usable_cores", lambda: 1)
     assert (loader_workers(cpu), loader_workers(gpu)) == (1, 1)
     assert (pin_memory(cpu), pin_memory(gpu)) == (False, True)
+
+
+def test_loader_workers_share_the_machine_between_torchrun_ranks(monkeypatch):
+    """8 ranks on a 32-core machine: 3 workers each (4 cores a rank, one for the rank itself), not 16 each."""
+    monkeypatch.setattr(device_mod, "usable_cores", lambda: 32)
+    monkeypatch.setenv("LOCAL_WORLD_SIZE", "8")
+    assert loader_workers(torch.device("cuda", 0)) == 3
+    monkeypatch.setenv("LOCAL_WORLD_SIZE", "64")  # more ranks than cores: still one worker
+    assert (loader_workers(torch.device("cuda", 0)), loader_workers(torch.device("cpu"))) == (1, 1)
 
 
 def test_cli_commands_refuse_cuda_without_it_in_one_line(no_cuda, capsys, tmp_path):

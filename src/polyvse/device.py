@@ -5,7 +5,8 @@
 
 Every command and the Python API (``polyvse.load(path, device=...)``) resolve the device here, so asking
 for CUDA where there is none fails the same way everywhere: one line naming the setting and what to do.
-Under ``torchrun`` ``auto`` and ``cuda`` mean this rank's own GPU, ``cuda:$LOCAL_RANK``.
+Under ``torchrun`` ``auto`` and ``cuda`` mean this rank's own GPU, ``cuda:$LOCAL_RANK``; with several ranks an
+explicit ``cuda:N`` other than that is an error, since ranks sharing one GPU make NCCL fail.
 
 bf16 is opt-in and CUDA-only. On CPU it moved EfficientNet features (min cosine 0.995 to fp32; README,
 Performance), and on GPU its effect on speed and retrieval metrics has not been measured yet (``make bench``
@@ -36,8 +37,10 @@ def cuda_available() -> bool:
 def resolve_device(spec: str | torch.device | None = "auto", *, local_rank: int | None = None) -> torch.device:
     """``auto`` | ``cpu`` | ``cuda`` | ``cuda:N`` (or a torch.device) -> torch.device, checked against this machine.
 
-    ``local_rank`` (default: $LOCAL_RANK, set by torchrun) picks the GPU for ``auto`` and ``cuda``. A
-    torch.device of another type (meta, mps, ...) is taken as it is: the Python API may ask for one.
+    ``local_rank`` (default: $LOCAL_RANK, set by torchrun) picks the GPU for ``auto`` and ``cuda``. Under a
+    torchrun run of several ranks (WORLD_SIZE > 1) ``cuda:N`` must be this rank's GPU: every rank launched with the
+    same ``cuda:N`` would land on one GPU. A torch.device of another type (meta, mps, ...) is taken as it is: the
+    Python API may ask for one.
     """
     if isinstance(spec, torch.device):
         if spec.type not in ("cpu", "cuda"):
@@ -57,20 +60,33 @@ def resolve_device(spec: str | torch.device | None = "auto", *, local_rank: int 
                               f"built for CUDA {torch.version.cuda or 'none'}); use --device cpu or auto")
         count = torch.cuda.device_count()
         if index >= count:
-            raise DeviceError(f"device {spec!r}: this machine has {count} CUDA GPU(s), numbered 0..{count - 1}")
+            ranks = (f" (LOCAL_RANK {index} of torchrun: start at most {count} ranks per machine, "
+                     "--nproc-per-node)" if text == "cuda" and torchrun_world_size() > 1 else "")
+            raise DeviceError(f"device {spec!r}: this machine has {count} CUDA GPU(s), numbered 0..{count - 1}{ranks}")
         return torch.device("cuda", index)
     raise DeviceError(f"device {spec!r}: use {DEVICE_CHOICES}")
 
 
+def torchrun_world_size() -> int:
+    """Processes of the torchrun run this one belongs to (1 outside torchrun)."""
+    return int(os.environ.get("WORLD_SIZE", "1"))
+
+
 def _cuda_index(text: str, local_rank: int | None) -> int:
+    rank = int(os.environ.get("LOCAL_RANK", "0")) if local_rank is None else int(local_rank)
     if text == "cuda":
-        return int(os.environ.get("LOCAL_RANK", "0")) if local_rank is None else int(local_rank)
+        return rank
     try:
         index = int(text.split(":", 1)[1])
     except ValueError:
         index = -1
     if index < 0:
         raise DeviceError(f"device {text!r}: write cuda:N with N a GPU number, e.g. cuda:0")
+    if torchrun_world_size() > 1 and index != rank:
+        # every rank gets the same command line, so a fixed number puts them all on one GPU and NCCL fails
+        raise DeviceError(f"device {text!r} under torchrun with {torchrun_world_size()} ranks: this rank "
+                          f"(LOCAL_RANK {rank}) would share GPU {index} with the others; use --device cuda or auto, "
+                          "which give each rank its own GPU (cuda:$LOCAL_RANK)")
     return index
 
 
@@ -103,13 +119,19 @@ def usable_cores() -> int:
         return os.cpu_count() or 1
 
 
+def ranks_on_this_machine() -> int:
+    """torchrun's processes on this machine ($LOCAL_WORLD_SIZE), 1 outside torchrun: they share its cores."""
+    return max(1, int(os.environ.get("LOCAL_WORLD_SIZE", "1")))
+
+
 def loader_workers(device: torch.device) -> int:
-    """Photo-decoding DataLoader workers for feature extraction on ``device``.
+    """Photo-decoding DataLoader workers for feature extraction on ``device``, out of this process's share of the
+    machine's cores (under torchrun every rank on a machine starts its own workers).
 
     CPU: at most 2 (the network already uses every core; on 2 cores 0 and 2 workers ran alike, ~37 photos/s).
-    CUDA: every usable core but one (the GPU outruns decoding, so decoding is the bound), at most 16.
+    CUDA: every core of the share but one (the GPU outruns decoding, so decoding is the bound), at most 16.
     """
-    cores = usable_cores()
+    cores = max(1, usable_cores() // ranks_on_this_machine())
     if device.type == "cuda":
         return max(1, min(16, cores - 1))
     return min(2, cores)
