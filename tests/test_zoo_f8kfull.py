@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from polyvse_train.cli import main
+from polyvse_app.cli import main
 from polyvse_train.config import TrainConfig
 from polyvse_train.zoo import ZooRun, ZooSpec, effective_config, find_configs, load_spec, plan_runs, status
 from polyvse_train.zoo.block import f8kml_claims_from_doc, write_block, write_block_report

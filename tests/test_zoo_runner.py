@@ -10,7 +10,7 @@ import torch
 
 from conftest import write_muse_full
 from polyvse.errors import DataError
-from polyvse_train.cli import main
+from polyvse_app.cli import main
 from polyvse_train.zoo import (RunLock, ZooRun, ZooSpec, config_digest, effective_config, find_configs, load_spec,
                                plan_runs, run_dir, status)
 from polyvse_train.zoo import report as zoo_report
