@@ -317,7 +317,7 @@ def test_a_cuda_rank_joins_with_nccl_on_its_own_gpu(monkeypatch):
     monkeypatch.setenv("LOCAL_RANK", "1")
     monkeypatch.setattr(torch.cuda, "set_device", lambda d: calls.append(("set_device", d)))
     monkeypatch.setattr(dist, "is_initialized", lambda: False)
-    monkeypatch.setattr(dist, "init_process_group", lambda backend: calls.append(("backend", backend)))
+    monkeypatch.setattr(dist, "init_process_group", lambda backend, timeout: calls.append(("backend", backend)))
     monkeypatch.setattr(dist, "get_rank", lambda: 1)
     monkeypatch.setattr(dist, "get_world_size", lambda: 2)
     info = distributed.init_distributed(torch.device("cuda", 1))
@@ -327,3 +327,35 @@ def test_a_cuda_rank_joins_with_nccl_on_its_own_gpu(monkeypatch):
     distributed.init_distributed(torch.device("cpu"))
     distributed.init_distributed()
     assert calls == [("backend", "gloo"), ("backend", "gloo")]
+
+
+def test_gpu_feature_extraction_computes_in_full_fp32(monkeypatch):
+    """cuDNN runs fp32 convolutions in TF32 by default, which would put GPU features that differ from the CPU's
+    under one cache key: the backbone runs with TF32 off on CUDA (fake CUDA: the device is only reported) and the
+    settings come back afterwards."""
+    import polyvse.features.extractor as extractor_mod
+    from polyvse.features.extractor import FeatureExtractor, Preprocess
+
+    seen = []
+
+    class OnFakeGpu(FeatureExtractor):
+        name, dim, ten_crop, weights_tag = "probe", 4, False, "none"
+        preprocess = Preprocess(8, 8, (0.5,) * 3, (0.5,) * 3)
+        model = torch.nn.Identity()
+
+        @property
+        def device(self):
+            return torch.device("cuda", 0)
+
+        def _pooled(self, x):
+            seen.append((torch.backends.cudnn.conv.fp32_precision, torch.backends.cuda.matmul.fp32_precision))
+            return x.flatten(1)[:, :4]
+
+        def _head(self, features):
+            return features
+
+    monkeypatch.setattr(extractor_mod, "to_device", lambda x, device: x)  # the batch stays a CPU tensor
+    before = (torch.backends.cudnn.conv.fp32_precision, torch.backends.cuda.matmul.fp32_precision)
+    assert OnFakeGpu().forward_batch(torch.zeros(2, 3, 8, 8)).shape == (2, 4)
+    assert seen == [("ieee", "ieee")]
+    assert (torch.backends.cudnn.conv.fp32_precision, torch.backends.cuda.matmul.fp32_precision) == before

@@ -56,3 +56,46 @@ def test_two_rank_run_matches_one_rank_run(shared_data, tmp_path):
     steps = [l for l in (one / "train_log.jsonl").read_text().splitlines()]
     assert steps and '"step": 0' not in steps[-1]
     assert (two / "metrics.json").exists() and not (two / "state.pt.tmp").exists()
+
+
+def test_the_process_group_waits_an_hour_or_as_long_as_asked(monkeypatch):
+    """Rank 0 preparing data from empty caches outlasts torch's 10-minute NCCL default while the others wait at
+    a barrier: the group gets 60 minutes, $POLYVSE_DIST_TIMEOUT or --dist-timeout (mocked torchrun, no group)."""
+    from datetime import timedelta
+
+    import pytest
+    import torch.distributed as dist
+
+    from polyvse.errors import DataError
+    from polyvse_train import distributed
+
+    timeouts = []
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    monkeypatch.setenv("LOCAL_RANK", "0")
+    monkeypatch.delenv("POLYVSE_DIST_TIMEOUT", raising=False)
+    monkeypatch.setattr(dist, "is_initialized", lambda: False)
+    monkeypatch.setattr(dist, "init_process_group", lambda backend, timeout: timeouts.append(timeout))
+    monkeypatch.setattr(dist, "get_rank", lambda: 0)
+    monkeypatch.setattr(dist, "get_world_size", lambda: 2)
+    distributed.init_distributed()
+    monkeypatch.setenv("POLYVSE_DIST_TIMEOUT", "90")
+    distributed.init_distributed()
+    distributed.init_distributed(timeout_min=5)  # --dist-timeout wins over the environment
+    assert timeouts == [timedelta(minutes=60), timedelta(minutes=90), timedelta(minutes=5)]
+    for bad in ("0", "soon", "-3"):
+        monkeypatch.setenv("POLYVSE_DIST_TIMEOUT", bad)
+        with pytest.raises(DataError, match=r"\$POLYVSE_DIST_TIMEOUT .*positive number"):
+            distributed.init_distributed()
+    monkeypatch.delenv("WORLD_SIZE")  # a bad value is refused without torchrun too
+    with pytest.raises(DataError, match="positive number"):
+        distributed.init_distributed()
+
+
+def test_train_refuses_a_bad_dist_timeout_before_any_work(capsys, tmp_path):
+    from polyvse_app.cli import main
+
+    config = tmp_path / "c.yaml"
+    config.write_text("name: c\n")
+    assert main(["train", "--config", str(config), "--dist-timeout", "0", "--out", str(tmp_path / "o")]) == 2
+    assert "--dist-timeout 0.0: give the minutes" in capsys.readouterr().err
+    assert not (tmp_path / "o").exists()

@@ -107,6 +107,24 @@ def autocast(device: torch.device, precision: str = "fp32"):
     return torch.autocast(device_type="cuda", dtype=torch.bfloat16)
 
 
+@contextlib.contextmanager
+def ieee_fp32(device: torch.device):
+    """fp32 convolutions and matmuls computed in full fp32 on CUDA (a no-op elsewhere). cuDNN's default runs fp32
+    convolutions in TF32 (a 10-bit mantissa), so GPU features would differ from the CPU's cached under the same key."""
+    if device.type != "cuda":
+        yield
+        return
+    backends = (torch.backends.cudnn.conv, torch.backends.cuda.matmul)
+    saved = [b.fp32_precision for b in backends]
+    for b in backends:
+        b.fp32_precision = "ieee"
+    try:
+        yield
+    finally:
+        for b, value in zip(backends, saved):
+            b.fp32_precision = value
+
+
 def to_device(x: torch.Tensor, device: torch.device) -> torch.Tensor:
     """``x`` on ``device``; the host-to-GPU copy does not block when ``x`` is in pinned memory."""
     return x.to(device, non_blocking=x.device.type == "cpu" and device.type == "cuda")

@@ -289,20 +289,21 @@ def git_commit() -> str | None:
 
 def train(cfg: TrainConfig, out_dir: str | Path, root: Path, *, resume: bool = False, smoke: bool = False,
           save_every: int = 0, progress: bool = True, max_steps: int | None = None, device: str = "auto",
-          precision: str = "fp32") -> dict:
+          precision: str = "fp32", dist_timeout_min: float | None = None) -> dict:
     """Train, checkpoint and evaluate; returns the metrics dict also written to out_dir/metrics.json.
 
     max_steps stops after that many optimisation steps (state saved), for tests of resumption. Under torchrun
     every rank runs this; rank 0 alone writes state, checkpoint and metrics. ``device``: auto | cpu | cuda |
     cuda:N (under torchrun auto and cuda mean this rank's GPU, cuda:$LOCAL_RANK); ``precision``: fp32 | bf16
     (autocast, CUDA only). Neither is part of the run's identity: a state saved on a GPU resumes on a CPU.
+    ``dist_timeout_min``: under torchrun, how long a rank waits for the others (``distributed.init_distributed``).
     """
     from polyvse.device import check_precision, resolve_device
 
     cfg.validate()
     run_on = resolve_device(device)
     check_precision(precision, run_on)
-    dist_info = init_distributed(run_on)
+    dist_info = init_distributed(run_on, dist_timeout_min)
     try:
         return _train(cfg, Path(out_dir), root, dist_info, resume=resume, smoke=smoke, save_every=save_every,
                       progress=progress, max_steps=max_steps, device=run_on, precision=precision)

@@ -20,7 +20,7 @@ import numpy as np
 import torch
 from PIL import Image
 
-from ..device import autocast, check_precision, module_device, to_device
+from ..device import autocast, check_precision, ieee_fp32, module_device, to_device
 from ..errors import PolyvseError
 
 __all__ = [
@@ -220,7 +220,7 @@ class FeatureExtractor(abc.ABC):
         flat = flat.contiguous(memory_format=torch.channels_last)
         # on a GPU one pass takes the whole batch: the chunking is for CPU caches and ten-crop memory
         step = self.max_crops_per_pass if device.type == "cpu" else max(1, len(flat))
-        with autocast(device, self.precision):
+        with autocast(device, self.precision), ieee_fp32(device):  # no TF32: a GPU fills the CPU's cache
             parts = [self._pooled(chunk).float() for chunk in torch.split(flat, step)]
         feats = torch.cat(parts) if parts else flat.new_zeros((0, self.dim))
         return feats.reshape(n, crops, self.dim).mean(dim=1).cpu()

@@ -24,6 +24,10 @@ def add_common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--save-every", type=int, default=0, help="also save the training state every N steps")
     p.add_argument("--max-steps", type=int, help="stop after N steps, keeping the state (for tests)")
     p.add_argument("--quiet", action="store_true", help="no progress bars")
+    p.add_argument("--dist-timeout", type=float, metavar="MIN",
+                   help="under torchrun, minutes a rank waits for the others at a collective before the run fails "
+                        "(default: $POLYVSE_DIST_TIMEOUT, else 60; rank 0 preparing data from empty caches takes "
+                        "long)")
     add_device_args(p, precision=True)
 
 
@@ -48,7 +52,7 @@ def run_training(cfg, args, out: Path) -> int:
 
     metrics = train(cfg, out, data_root(args.data_root), resume=args.resume, smoke=args.smoke,
                     save_every=args.save_every, progress=not args.quiet, max_steps=args.max_steps,
-                    device=args.device, precision=args.precision)
+                    device=args.device, precision=args.precision, dist_timeout_min=args.dist_timeout)
     if "languages" in metrics:
         print_metrics(metrics, out)
     elif "stopped_at_step" in metrics:
