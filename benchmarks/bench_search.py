@@ -12,12 +12,18 @@ the cluster only by the noise (a hard, near-tie ranking for an ANN). Queries are
 from the same distribution. Everything is generated in chunks from a seeded torch generator.
 
 What is measured, per dimension (all latencies wall-clock, single queries and batches of 32/256):
-  * memory read bandwidth: best of several multi-threaded pure-read kernels (torch sum over float32,
-    over the same bytes viewed as int64, amax) over the very matrix the exact scans read;
+  * peak streaming read bandwidth (the bound): the best, over every pass, of several multi-threaded
+    kernels that read each byte of the very matrix the exact scans read once and do almost nothing else
+    (torch sum over float32 and over the same bytes viewed as int64, amax, and a bare GEMV with a constant
+    vector in both BLAS libraries: MKL through torch, OpenBLAS through numpy; 2 flops per 4 bytes, far
+    below the cores' compute peak, so they run at memory speed);
   * exact scan: numpy GEMV/GEMM (OpenBLAS), torch mv/mm (MKL), FAISS IndexFlatIP, top-10 included.
-    Single-query samples are interleaved round-robin with the bandwidth kernel, so machine noise hits
+    Single-query samples are interleaved round-robin with the read kernels, so machine noise hits
     both sides of ``exact_scan_bandwidth_fraction`` = (bytes of the matrix / best single-query scan
-    time of the fastest library) / best measured read bandwidth;
+    time of the fastest library) / the bound. Each scan is one of the bound's kernels plus a top-10 and
+    Python, so it cannot beat the bound except by timing noise: the raw ratio is kept
+    (``exact_scan_bandwidth_fraction_raw``) and the headline is clipped to 1, with a warning above
+    1 + ``BOUND_NOISE_TOLERANCE``;
   * FAISS IVF-Flat: nlist fixed (1024), trained on a random subsample, nprobe swept; recall@10 against
     the exact top-10 (torch GEMM) over every query, single-query p50/p99, batch p50/p99, memory, build;
   * FAISS HNSW-Flat: building 1M x 1024 on 2 cores takes far longer than this benchmark's budget
@@ -149,13 +155,32 @@ def faiss_search(index, Q: np.ndarray, k: int = K) -> np.ndarray:
     return index.search(Q, k)[1]
 
 
-def read_kernels(Xt: torch.Tensor) -> dict:
+def read_kernels(X: np.ndarray, Xt: torch.Tensor) -> dict:
+    """Streaming reads of the whole matrix, the bound's candidates: each reads every byte once.
+
+    The reductions are pure reads; the GEMVs with a constant vector are the exact scans' own kernels without
+    the top-10 (MKL's GEMV streamed memory 10-20% faster than torch's reductions here, so without them the
+    "bound" was not one: a scan measured 1.21 of it)."""
     as_i64 = Xt.view(-1).view(torch.int64) if Xt.numel() % 2 == 0 else Xt.view(-1)
+    ones_t = torch.ones(X.shape[1])
+    ones_n = np.ones(X.shape[1], dtype=np.float32)
     return {
         "torch_sum_f32": lambda: Xt.sum(),
         "torch_sum_int64_view": lambda: as_i64.sum(),
         "torch_amax_f32": lambda: Xt.amax(),
+        "gemv_ones_mkl": lambda: torch.mv(Xt, ones_t),
+        "gemv_ones_openblas": lambda: X @ ones_n,
     }
+
+
+BOUND_NOISE_TOLERANCE = 0.03  # a raw scan/bound ratio above 1 + this is reported as a warning, not hidden
+
+
+def bound_fraction(scan_gbs: float, bound_gbs: float) -> dict:
+    """The scan's fraction of the bound: clipped to 1 (a scan is a bound kernel plus more work, so a raw ratio
+    above 1 is timing noise), with the raw ratio and whether it exceeded 1 + BOUND_NOISE_TOLERANCE."""
+    raw = scan_gbs / bound_gbs
+    return {"fraction": min(1.0, raw), "raw": raw, "exceeds_bound": raw > 1.0 + BOUND_NOISE_TOLERANCE}
 
 
 # -- one dimension ------------------------------------------------------------------------------------------
@@ -184,16 +209,13 @@ def bench_dim(dim: int, cfg: argparse.Namespace) -> dict:
     res["flat_memory_bytes"] = nbytes
     log(f"dim {dim}: generated in {res['generate_s']:.1f}s ({nbytes / 2**30:.2f} GiB, RSS +{(rss_bytes() - rss0) / 2**30:.2f} GiB)")
 
-    # 1) bandwidth + single-query exact scans, interleaved round-robin
-    kernels = read_kernels(Xt)
+    # 1) read bandwidth (the bound) + single-query exact scans, interleaved round-robin
+    kernels = read_kernels(X, Xt)
     singles = {
         "numpy": lambda q: numpy_search_one(X, q),
         "torch": lambda q: torch_search_one(Xt, q),
         "faiss_flat": lambda q: faiss_search(flat, q[None])[0],
     }
-    ones = torch.ones(dim)
-    gemv_probe = lambda: torch.mv(Xt, ones)  # noqa: E731 - GEMV with a constant vector: a read probe, not pure
-    gemv_times: list[float] = []
     bw_times: dict[str, list[float]] = {k: [] for k in kernels}
     one_times: dict[str, list[float]] = {k: [] for k in singles}
     agree: dict[str, int] = {k: 0 for k in singles}
@@ -205,7 +227,6 @@ def bench_dim(dim: int, cfg: argparse.Namespace) -> dict:
         q = Q[r % nq]
         for k, fn in kernels.items():
             bw_times[k].append(timed(fn)[0])
-        gemv_times.append(timed(gemv_probe)[0])
         ref = None
         for k, fn in singles.items():
             if k == "faiss_flat" and r >= cfg.faiss_single_rounds_max:
@@ -215,11 +236,16 @@ def bench_dim(dim: int, cfg: argparse.Namespace) -> dict:
             ref = ids if ref is None else ref
             agree[k] += int(set(ids.tolist()) == set(ref.tolist()))
         r += 1
+    for _ in range(cfg.bound_extra_passes):  # more passes of the read kernels alone: a tighter bound
+        for k, fn in kernels.items():
+            bw_times[k].append(timed(fn)[0])
     bw = {k: nbytes / min(v) / 1e9 for k, v in bw_times.items()}
     best_bw_kernel = max(bw, key=bw.get)
     res["read_bandwidth_gbs"] = {"best": bw[best_bw_kernel], "best_kernel": best_bw_kernel, "per_kernel": bw,
                                  "median_best_kernel": nbytes / float(np.median(bw_times[best_bw_kernel])) / 1e9,
-                                 "samples": len(bw_times[best_bw_kernel])}
+                                 "samples": len(bw_times[best_bw_kernel]),
+                                 "what": "peak streaming read: best pass of the kernels in per_kernel over the "
+                                         "matrix the scans read (the bound of exact_scan_bandwidth_fraction)"}
     single = {}
     for k, v in one_times.items():
         single[k] = {**stats_ms(v), "scan_gbs_best": nbytes / min(v) / 1e9,
@@ -228,17 +254,18 @@ def bench_dim(dim: int, cfg: argparse.Namespace) -> dict:
     res["exact_single"] = single
     best_lib = max(single, key=lambda k: single[k]["scan_gbs_best"])
     res["exact_best_single_library"] = best_lib
-    res["exact_scan_bandwidth_fraction"] = single[best_lib]["scan_gbs_best"] / bw[best_bw_kernel]
-    res["exact_scan_bandwidth_fraction_median"] = (single[best_lib]["scan_gbs_median"]
-                                                   / res["read_bandwidth_gbs"]["median_best_kernel"])
-    # MKL's GEMV streams memory faster than torch's reductions, so the fraction above can exceed 1. GEMV with
-    # a constant vector (no top-k, no Python) is the tighter ceiling for a scan: how close the real scan is
-    res["gemv_ones_read_gbs"] = nbytes / min(gemv_times) / 1e9
-    res["exact_scan_fraction_of_gemv_probe"] = single[best_lib]["scan_gbs_best"] / res["gemv_ones_read_gbs"]
-    log(f"dim {dim}: read bandwidth {bw[best_bw_kernel]:.1f} GB/s ({best_bw_kernel}); single-query exact p50 "
+    frac = bound_fraction(single[best_lib]["scan_gbs_best"], bw[best_bw_kernel])
+    frac_median = bound_fraction(single[best_lib]["scan_gbs_median"], res["read_bandwidth_gbs"]["median_best_kernel"])
+    res["exact_scan_bandwidth_fraction"] = frac["fraction"]
+    res["exact_scan_bandwidth_fraction_raw"] = frac["raw"]
+    res["exact_scan_exceeds_bound"] = frac["exceeds_bound"]
+    res["exact_scan_bandwidth_fraction_median"] = frac_median["fraction"]
+    log(f"dim {dim}: read bandwidth bound {bw[best_bw_kernel]:.1f} GB/s ({best_bw_kernel}); single-query exact p50 "
         + ", ".join(f"{k} {v['p50_ms']:.0f} ms ({v['scan_gbs_best']:.1f} GB/s best)" for k, v in single.items())
-        + f"; fraction {res['exact_scan_bandwidth_fraction']:.2f} (GEMV-with-ones probe "
-        f"{res['gemv_ones_read_gbs']:.1f} GB/s, fraction of it {res['exact_scan_fraction_of_gemv_probe']:.2f})")
+        + f"; fraction {frac['fraction']:.2f} (raw {frac['raw']:.3f})")
+    if frac["exceeds_bound"]:
+        log(f"WARNING dim {dim}: the {best_lib} scan beat the read bound by {frac['raw'] - 1:.1%}: timing noise "
+            "(a scan is a bound kernel plus a top-10); the fraction is clipped to 1, the raw ratio kept")
 
     # 2) batched exact scans; torch's batch-256 runs over all queries double as the ground truth
     batched: dict = {}
@@ -435,6 +462,7 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     cfg.batch_sizes = [32, 256]
     cfg.single_rounds_min, cfg.single_rounds_max, cfg.faiss_single_rounds_max = 5, 12, 5
     cfg.single_budget_s = 15.0
+    cfg.bound_extra_passes = 3  # passes of the read kernels alone after the interleaved rounds
     cfg.batch_reps = 2  # samples per library at the smaller batch sizes
     cfg.big_batch_reps = 1  # numpy / FAISS samples at the largest batch (torch runs every query: ground truth)
     cfg.faiss_database_bs = 65536
@@ -455,6 +483,7 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
         cfg.single_rounds_min, cfg.single_rounds_max, cfg.faiss_single_rounds_max = 3, 3, 3
         cfg.single_time_cap_s = 0.5
         cfg.single_budget_s, cfg.batch_reps, cfg.ann_batch_reps = 1.0, 2, 2
+        cfg.bound_extra_passes = 20  # tiny, cache-resident matrices: many cheap passes steady the bound
         cfg.ivf_train_per_list, cfg.kmeans_iters = 40, 4
         cfg.single_queries, cfg.hnsw_queries, cfg.hnsw_cluster_fraction = 20, 32, 0.25
         cfg.nprobes, cfg.ef_searches = [1, 2, 4, 8, 32], [16, 64, 256]
@@ -472,6 +501,8 @@ def main(argv: list[str] | None = None) -> dict:
     kind, best = min(full_set, key=lambda kv: kv[1]["single"]["p50_ms"]) if full_set else (None, None)
     report = {
         "exact_scan_bandwidth_fraction": top["exact_scan_bandwidth_fraction"],
+        "exact_scan_bandwidth_fraction_raw": top["exact_scan_bandwidth_fraction_raw"],
+        "exact_scan_exceeds_bound": top["exact_scan_exceeds_bound"],
         "ann_p50_ms": best["single"]["p50_ms"] if best else None,
         "ann_p99_ms": best["single"]["p99_ms"] if best else None,
         "ann_recall_at_10": best["recall_at_10"] if best else None,

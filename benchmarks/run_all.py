@@ -19,6 +19,11 @@ A benchmark that is missing, fails or times out leaves its keys null with a note
 others still run and the results are still written (atomically: temp file + rename), and the exit
 status is then 1. ``--quick`` runs every benchmark at tiny sizes (seconds, for the smoke test) and
 should be pointed at another ``--results-dir``. Not a test.
+
+The results name the commit they measured (``git_commit``, full hash). A tree with uncommitted changes to
+tracked files measures code that no commit holds, so the run refuses to start on one (exit status 2, naming
+the files); ``--allow-dirty`` runs anyway and marks the results ``git_dirty: true`` at the top of both files.
+The tree is checked again at the end (a change during the run also marks them dirty).
 """
 from __future__ import annotations
 
@@ -79,6 +84,15 @@ def _git(*args: str) -> str | None:
         return None
 
 
+def tree_state() -> dict:
+    """The commit checked out and the tracked files with uncommitted changes (untracked files do not count)."""
+    commit = _git("rev-parse", "HEAD")
+    status = _git("diff", "--name-only", "HEAD", "--") if commit else None  # staged or not, against HEAD
+    changed = [line for line in status.splitlines() if line.strip()] if status is not None else None
+    return {"git_commit": commit or None, "git_dirty": bool(changed) if changed is not None else None,
+            "git_changed_files": changed}
+
+
 def _numpy_blas() -> str:
     import numpy as np
 
@@ -125,7 +139,6 @@ def machine_info() -> dict:
         affinity = len(os.sched_getaffinity(0))
     except AttributeError:  # pragma: no cover - not Linux
         affinity = None
-    dirty = _git("status", "--porcelain")
     return {
         "date_utc": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
         "cpu_model": cpu.group(1).strip() if cpu else platform.processor(),
@@ -153,8 +166,7 @@ def machine_info() -> dict:
             "env": {k: os.environ.get(k) for k in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")},
         },
         "gpu": torch.cuda.get_device_name(0) if torch.cuda.is_available() else None,
-        "git_commit": _git("rev-parse", "--short", "HEAD"),
-        "git_dirty": bool(dirty) if dirty is not None else None,
+        **tree_state(),
     }
 
 
@@ -242,10 +254,13 @@ def markdown(r: dict) -> str:
         f"OpenBLAS {m['threads']['numpy_openblas']}. Load average at start "
         f"{', '.join(f'{x:.1f}' for x in m['load_average_at_start'])}, at end "
         f"{', '.join(f'{x:.1f}' for x in r['load_average_at_end'])} (a shared, noisy machine: compare ratios "
-        f"measured in one run). Git {m['git_commit']}{' (dirty)' if m['git_dirty'] else ''}. "
+        f"measured in one run). Git {m['git_commit']}{' (dirty)' if r['git_dirty'] else ''}. "
         f"Wall time {r['wall_s']:.0f} s{' — QUICK mode (tiny sizes, numbers meaningless)' if r['quick'] else ''}.",
-        "", "| metric | value | target | met |", "| --- | --- | --- | --- |",
     ]
+    if r["git_dirty"]:
+        lines += ["", f"**DIRTY TREE (run with --allow-dirty): these figures measure code no commit holds: "
+                  f"{', '.join(r['git_dirty_files'])} on top of {m['git_commit']}.**"]
+    lines += ["", "| metric | value | target | met |", "| --- | --- | --- | --- |"]
     for key, (target, ok) in HEADLINE.items():
         v = r.get(key)
         met = "—" if v is None or ok is None else ("yes" if ok(v) else "**no**")
@@ -384,7 +399,21 @@ def main(argv: list[str] | None = None) -> int:
                     help="time budget for the whole run (default 1200 s, 2400 s where a GPU adds bench_gpu.py)")
     ap.add_argument("--quick", action="store_true", help="tiny sizes for every benchmark (smoke test)")
     ap.add_argument("--only", default="", help="comma-separated subset of: train,eval,extract,search,gpu,cli")
+    ap.add_argument("--allow-dirty", action="store_true",
+                    help="run on a tree with uncommitted changes to tracked files (the results say git_dirty: true)")
     args = ap.parse_args(argv)
+    tree = tree_state()
+    if tree["git_commit"] is None and not args.allow_dirty:
+        print(f"run_all: refusing to benchmark: {REPO} is not a git checkout (or git is missing), so no commit would "
+              "name the code measured; run in a clone, or pass --allow-dirty.", file=sys.stderr)
+        return 2
+    if tree["git_dirty"] and not args.allow_dirty:
+        print(f"run_all: refusing to benchmark a dirty tree: uncommitted changes to {', '.join(tree['git_changed_files'])} "
+              f"on top of {tree['git_commit']}; results must name a commit that reproduces them. Commit (or run in a "
+              "clean clone), or pass --allow-dirty to mark the results dirty.", file=sys.stderr)
+        return 2
+    if tree["git_dirty"]:
+        log(f"WARNING: dirty tree ({', '.join(tree['git_changed_files'])}): the results will say git_dirty: true")
     t_start = time.perf_counter()
     machine = machine_info()
     budget = args.budget_s or (2400.0 if machine["gpu"] else 1200.0)
@@ -466,14 +495,22 @@ def main(argv: list[str] | None = None) -> int:
             if results.get("train_throughput_ratio") is None:
                 notes.setdefault("train_throughput_ratio", "bench_train.py wrote no train_throughput_ratio")
 
-    report = {**results, "targets": {k: t for k, (t, _) in HEADLINE.items()}, "notes": notes,
+    end = tree_state()  # a change during the run (a commit, an edit) also makes the results dirty
+    dirty_files = sorted(set(machine["git_changed_files"] or []) | set(end["git_changed_files"] or []))
+    if end["git_commit"] != machine["git_commit"]:
+        dirty_files.append(f"(HEAD moved to {end['git_commit']} during the run)")
+    if machine["git_commit"] is None:
+        dirty_files.append("(not a git checkout: the code measured is unknown)")
+    git = {"git_commit": machine["git_commit"], "git_dirty": bool(dirty_files), "git_dirty_files": dirty_files}
+    report = {**git, **results, "targets": {k: t for k, (t, _) in HEADLINE.items()}, "notes": notes,
               "quick": bool(args.quick), "machine": machine, "load_average_at_end": list(os.getloadavg()),
               "wall_s": time.perf_counter() - t_start, "step_seconds": step_seconds, "details": details}
     out_json = args.results_dir / "latest.json"
     write_atomic(out_json, json.dumps(report, indent=2) + "\n")
     write_atomic(args.results_dir / "latest.md", markdown(report))
     log("results: " + ", ".join(f"{k}={_fmt(results.get(k))}" for k in HEADLINE))
-    log(f"wrote {out_json} and latest.md in {report['wall_s']:.0f}s{' (with failures)' if failed else ''}")
+    log(f"wrote {out_json} and latest.md in {report['wall_s']:.0f}s{' (with failures)' if failed else ''}"
+        + (f"; DIRTY TREE ({', '.join(dirty_files)}): git_dirty true" if git["git_dirty"] else f"; commit {git['git_commit']}"))
     return 1 if failed else 0
 
 
