@@ -234,6 +234,14 @@ def test_markdown_table_layout():
     assert short.split("\n")[0] == "| model | i2t R@1 | mR |"
 
 
+
+def test_one_table_writer_escapes_a_bar_in_a_cell_for_the_zoo_report_too():
+    from polyvse.evaluation.report import markdown_rows
+    from polyvse_train.zoo import tables
+
+    assert markdown_rows(["config", "mR"], [["a|b", "1.0"]]) == "| config | mR |\n|---|---:|\n| a\\|b | 1.0 |\n"
+    assert tables.markdown_rows is markdown_rows  # the zoo's tables are written by the same function
+
 def test_mean_std_and_table():
     runs = [{"i2t_r1": 10.0, "t2i_medr": 3.0, "n_images": 1000, "folds": [1]},
             {"i2t_r1": 20.0, "t2i_medr": 3.0, "n_images": 1000, "folds": [2]}]

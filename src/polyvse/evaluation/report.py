@@ -18,7 +18,8 @@ _DIRECTIONS = {"i2t": "i2t", "t2i": "t2i", "a2b": "a2b", "b2a": "b2a"}
 _STATS = {"r1": "R@1", "r5": "R@5", "r10": "R@10", "medr": "medR", "meanr": "meanR"}
 _PLAIN = {"rsum": "rsum", "mr": "mR", "n_images": "images", "n_captions": "captions"}
 
-__all__ = ["DEFAULT_KEYS", "column_label", "format_value", "markdown_table", "mean_std", "mean_std_table"]
+__all__ = ["DEFAULT_KEYS", "column_label", "format_value", "markdown_rows", "markdown_table", "mean_std",
+           "mean_std_table"]
 
 
 def column_label(key: str) -> str:
@@ -55,7 +56,9 @@ def _escape(text: str) -> str:
     return str(text).replace("|", "\\|")
 
 
-def _table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+def markdown_rows(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+    """A Markdown table of ready-made cells: the first column left-aligned, the others right-aligned; a ``|``
+    inside a cell is escaped so that it cannot split the cell."""
     lines = ["| " + " | ".join(_escape(h) for h in header) + " |",
              "|" + "|".join(["---"] + ["---:"] * (len(header) - 1)) + "|"]
     lines += ["| " + " | ".join(_escape(c) for c in row) + " |" for row in rows]
@@ -74,7 +77,7 @@ def markdown_table(
     """
     header = [row_label] + [column_label(k) for k in keys]
     rows = [[str(name)] + [format_value(k, m.get(k)) for k in keys] for name, m in results.items()]
-    return _table(header, rows)
+    return markdown_rows(header, rows)
 
 
 def mean_std(runs: Sequence[Mapping[str, Any]]) -> dict[str, tuple[float, float]]:
@@ -126,4 +129,4 @@ def mean_std_table(
     for name, value in summaries.items():
         summary = mean_std(value) if isinstance(value, (list, tuple)) else value
         rows.append([str(name)] + [_format_mean_std(k, summary.get(k)) for k in keys])
-    return _table(header, rows)
+    return markdown_rows(header, rows)

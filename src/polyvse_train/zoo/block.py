@@ -14,10 +14,11 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from polyvse.atomic import atomic_path
+from polyvse.evaluation.report import markdown_rows
 
 from .claims import CLAIMS, VERDICTS, Claim, claim_check, claim_check_seeds, per_language, seed_noise
 from .results import LANGS, RunResult, collect, machine, official_runs
-from .tables import (budget_text, crosslingual_tables, fmt, language_table, md_table, sts_table, summary_table,
+from .tables import (budget_text, crosslingual_tables, fmt, language_table, sts_table, summary_table,
                      words_table)
 
 F8KML_CLAIMS_HEADING = "## 8. Which of the papers' conclusions hold"
@@ -128,7 +129,7 @@ def claims_side_by_side(results: Sequence[RunResult], small: dict[str, tuple[str
         f"noise, *holds* when Δ > t·√2·σ, *reversed* when Δ < −t·√2·σ; {how}. The 850-photo columns "
         f"(5-fold cross-validation on F8K-ML) come from {source}. The configs trained at their own settings "
         "(above) enter a claim as they are: there, one side is not at the common budget.", "",
-        md_table(["paper", "claim", "comparison", "Δ at 850 (5 folds)", "verdict at 850", "seeds at 8k",
+        markdown_rows(["paper", "claim", "comparison", "Δ at 850 (5 folds)", "verdict at 850", "seeds at 8k",
                   "Δ at 8k", "Δ per language at 8k", "verdict at 8k"], rows), "",
         verdict_changes(rows),
     ]

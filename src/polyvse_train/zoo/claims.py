@@ -7,8 +7,10 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from polyvse.evaluation.report import markdown_rows
+
 from .results import LANGS, RunResult, fold_runs, official_runs
-from .tables import fmt, md_table
+from .tables import fmt
 
 
 @dataclass
@@ -153,7 +155,7 @@ def claims_table(results: Sequence[RunResult]) -> str:
             delta = fmt(chk["delta"], 2) + (f" ± {chk['se']:.2f}" if "se" in chk else "")
         rows.append([c.source, c.statement, f"{c.better} vs {c.worse}", str(chk["n"]), delta, per_language(chk),
                      f"{chk['official_delta']:+.1f}" if "official_delta" in chk else "-", chk["verdict"]])
-    return md_table(["paper", "claim", "comparison", "folds", "Δ mean recall (± s.e.)", "Δ per language",
+    return markdown_rows(["paper", "claim", "comparison", "folds", "Δ mean recall (± s.e.)", "Δ per language",
                      "Δ official split", "verdict on F8K-ML"], rows)
 
 

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from polyvse.atomic import atomic_path
+from polyvse.evaluation.report import markdown_rows
 
 from .block import blocks_in
 from .claims import claims_table
@@ -22,7 +23,7 @@ from .plots import make_plots
 from .results import (LANGS, RunResult, collect, complete_fold_runs, curve_points, fold_runs, machine,
                       official_runs)
 from .tables import (CROSSLINGUAL_NOTE, best_table, budget_text, crosslingual_tables, fmt, language_table,
-                     md_table, official_table, sts_table, summary_table, words_section)
+                     official_table, sts_table, summary_table, words_section)
 
 
 def replace_section(path: Path, heading: str, text: str) -> None:
@@ -134,7 +135,7 @@ def _curve_and_claims_sections(results: Sequence[RunResult], plots: Sequence[str
     lines += ["## 6. Translator: recall against the number of target-language captions", ""]
     if curves:
         rows = [[name, str(n), fmt(r10), fmt(mr)] for name, pts in curves.items() for n, r10, mr in pts]
-        lines += [md_table(["config (target)", "captions", "t2i R@10", "mR"], rows)]
+        lines += [markdown_rows(["config (target)", "captions", "t2i R@10", "mR"], rows)]
         if "zoo_translator_curve.png" in plots:
             lines += ["![Translator learning curve](zoo_translator_curve.png)", ""]
     else:

@@ -6,6 +6,8 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from polyvse.evaluation.report import markdown_rows
+
 from .results import (LANGS, RECALLS, RunResult, by_config, complete_fold_runs, machine, official_runs)
 
 CROSSLINGUAL_NOTE = ("Each caption queries the captions of the other language; one gold item per query (its "
@@ -23,12 +25,6 @@ def pm(vals: Sequence[float], d: int = 1) -> str:
     if len(vals) == 1:
         return fmt(vals[0], d)
     return f"{np.mean(vals):.{d}f} ± {np.std(vals, ddof=1):.{d}f}"
-
-
-def md_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
-    lines = ["| " + " | ".join(header) + " |", "|" + "|".join(["---"] + ["---:"] * (len(header) - 1)) + "|"]
-    lines += ["| " + " | ".join(r) + " |" for r in rows]
-    return "\n".join(lines) + "\n"
 
 
 def cpu_minutes(runs: Sequence[RunResult]) -> str:
@@ -59,7 +55,8 @@ def summary_table(results: Sequence[RunResult], order: Sequence[str]) -> str:
             per_run_mean.append(float(np.mean(langs)))
         cells.append(pm(per_run_mean))
         rows.append(cells)
-    return md_table(["config", "runs", "params (M)", "CPU min/run", *[f"{lang} mR" for lang in LANGS], "mean"], rows)
+    return markdown_rows(["config", "runs", "params (M)", "CPU min/run", *[f"{lang} mR" for lang in LANGS], "mean"],
+                         rows)
 
 
 def language_table(results: Sequence[RunResult], order: Sequence[str], lang: str, medr: bool = False) -> str:
@@ -73,7 +70,7 @@ def language_table(results: Sequence[RunResult], order: Sequence[str], lang: str
             continue
         rows.append([name, str(len(runs))] + [pm([r.languages[lang][k] for r in runs]) for k in keys])
     header = [k.replace("_medr", " medR").replace("_r", " R@") for k in keys]  # i2t_r1 -> i2t R@1
-    return md_table(["config", "runs", *header], rows)
+    return markdown_rows(["config", "runs", *header], rows)
 
 
 def official_table(results: Sequence[RunResult], order: Sequence[str]) -> str:
@@ -88,7 +85,7 @@ def official_table(results: Sequence[RunResult], order: Sequence[str]) -> str:
             m = r.languages.get(lang)
             cells.append("-" if m is None else f"{m['t2i_r1']:.1f} / {m['t2i_r10']:.1f} · {m['i2t_r1']:.1f}")
         rows.append(cells)
-    return md_table(["config", *[f"{lang} t2i R@1 / R@10 · i2t R@1" for lang in LANGS]], rows)
+    return markdown_rows(["config", *[f"{lang} t2i R@1 / R@10 · i2t R@1" for lang in LANGS]], rows)
 
 
 def crosslingual_tables(results: Sequence[RunResult], order: Sequence[str]) -> str:
@@ -120,7 +117,7 @@ def crosslingual_tables(results: Sequence[RunResult], order: Sequence[str]) -> s
                 cells += [f"{m['a2b_r1']:.1f} / {m['a2b_r10']:.1f}", f"{m['b2a_r1']:.1f} / {m['b2a_r10']:.1f}"]
             rows.append(cells)
         sizes = ", ".join(f"{p}: {n}" for p, n in n_pairs.items())
-        text.append(f"**{corpus}** (pairs per language pair: {sizes})\n\n" + md_table(header, rows))
+        text.append(f"**{corpus}** (pairs per language pair: {sizes})\n\n" + markdown_rows(header, rows))
     return "\n".join(text)
 
 
@@ -128,7 +125,7 @@ def sts_table(results: Sequence[RunResult], order: Sequence[str]) -> str:
     groups = {r.config: r for r in official_runs(results) if r.tasks and r.tasks.get("sts")}
     keys = ("sts12-msrvid", "sts14-images", "sts15-images")
     rows = [[n] + [fmt(groups[n].tasks["sts"].get(k)) for k in keys] for n in order if n in groups]
-    return md_table(["config", "2012 MSRvid", "2014 images", "2015 images"], rows)
+    return markdown_rows(["config", "2012 MSRvid", "2014 images", "2015 images"], rows)
 
 
 def words_table(results: Sequence[RunResult], order: Sequence[str], part: str = "test") -> str:
@@ -147,7 +144,7 @@ def words_table(results: Sequence[RunResult], order: Sequence[str], part: str = 
             into = "" if e.get("pivot", "en") == "en" else f", into {e['pivot']}"
             cells.append("-" if e.get(p1) is None else f"{e[p1]:.1f} ({e[n]}{into})")
         rows.append(cells)
-    return md_table(["config", *[f"{lang}→en P@1 (words)" for lang in langs]], rows)
+    return markdown_rows(["config", *[f"{lang}→en P@1 (words)" for lang in langs]], rows)
 
 
 def words_section(official: Sequence[RunResult], order: Sequence[str], spec: Any, command: str | None = None) -> str:
@@ -240,7 +237,7 @@ def best_table(results: Sequence[RunResult]) -> str:
              pm([mean]) if math.isnan(std) else f"{mean:.1f} ± {std:.1f}", str(n), second]
             for lang, name, mean, std, n, second in best_per_language(results)]
     split = "folds" if complete_fold_runs(results) else "runs (official split)"
-    return md_table(["language", "best config", "mR", split, "runner-up (mR)"], rows)
+    return markdown_rows(["language", "best config", "mR", split, "runner-up (mR)"], rows)
 
 
 def budget_text(spec: Any) -> str:
