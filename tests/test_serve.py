@@ -100,6 +100,19 @@ def test_health_model_and_openapi(client, assets):
     assert "TextSearchResponse" in schema["components"]["schemas"]
 
 
+
+def test_every_search_endpoint_defaults_to_the_settings_k(client):
+    """A request without k gets ServeSettings.default_k photos, which /api/model reports to the web page."""
+    schema = client.get("/openapi.json").json()
+    defaults = [p["schema"]["default"] for path in ("/api/search/text", "/api/photos/{photo_id}/similar")
+                for p in schema["paths"][path]["get"]["parameters"] if p["name"] == "k"]
+    defaults.append(schema["components"]["schemas"]["TextSearchRequest"]["properties"]["k"]["default"])
+    upload = schema["paths"]["/api/search/image"]["post"]["requestBody"]["content"]["multipart/form-data"]
+    upload_ref = upload["schema"]["$ref"].rsplit("/", 1)[-1]
+    defaults.append(schema["components"]["schemas"][upload_ref]["properties"]["k"]["default"])
+    assert defaults == [ServeSettings().default_k] * 4
+    assert client.get("/api/model").json()["limits"]["default_k"] == ServeSettings().default_k
+
 def test_web_page_and_static_files(client):
     page = client.get("/")
     assert page.status_code == 200 and "text/html" in page.headers["content-type"]

@@ -5,6 +5,8 @@ from typing import Optional
 
 from pydantic import BaseModel, Field
 
+from .settings import DEFAULT_K
+
 
 class PhotoHit(BaseModel):
     rank: int
@@ -24,7 +26,7 @@ class Detected(BaseModel):
 class TextSearchRequest(BaseModel):
     query: str = Field(description="what the photo shows, in one of the model's languages")
     lang: str = Field("auto", description="ISO 639-1 code of the query's language, or 'auto' to detect it")
-    k: int = Field(12, description="number of photos")
+    k: int = Field(DEFAULT_K, description="number of photos")
 
 
 class TextSearchResponse(BaseModel):

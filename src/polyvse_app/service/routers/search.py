@@ -7,6 +7,7 @@ from fastapi import APIRouter, File, Form, Query, UploadFile
 from fastapi import Path as PathParam
 
 from ..schemas import ERRORS, ImageSearchResponse, TextSearchRequest, TextSearchResponse
+from ..settings import DEFAULT_K
 from ..state import Service, ServiceState, hits_json, took_ms
 
 router = APIRouter(prefix="/api", tags=["search"], responses=ERRORS)
@@ -29,13 +30,13 @@ def search_text(body: TextSearchRequest, service: Service):
 
 @router.get("/search/text", response_model=TextSearchResponse)
 def search_text_get(service: Service, q: str = Query(..., description="the query"), lang: str = Query("auto"),
-                    k: int = Query(12)):
+                    k: int = Query(DEFAULT_K)):
     return text_search(service, q, lang, k)
 
 
 @router.post("/search/image", response_model=ImageSearchResponse)
 def search_image(service: Service, file: UploadFile = File(..., description="a photo (JPEG, PNG, WebP, ...)"),
-                 k: int = Form(12)):
+                 k: int = Form(DEFAULT_K)):
     """Photos like an uploaded photo."""
     t0 = time.perf_counter()
     service.check_k(k)
@@ -48,7 +49,7 @@ def search_image(service: Service, file: UploadFile = File(..., description="a p
 
 @router.get("/photos/{photo_id}/similar", response_model=ImageSearchResponse)
 def similar(service: Service, photo_id: int = PathParam(..., description="photo id in the index"),
-            k: int = Query(12)):
+            k: int = Query(DEFAULT_K)):
     t0 = time.perf_counter()
     service.check_k(k)
     e = service.photo(photo_id)
