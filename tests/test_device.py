@@ -359,3 +359,31 @@ def test_gpu_feature_extraction_computes_in_full_fp32(monkeypatch):
     assert OnFakeGpu().forward_batch(torch.zeros(2, 3, 8, 8)).shape == (2, 4)
     assert seen == [("ieee", "ieee")]
     assert (torch.backends.cudnn.conv.fp32_precision, torch.backends.cuda.matmul.fp32_precision) == before
+
+
+def test_features_extract_has_no_bf16_cache_that_training_never_reads(capsys, tmp_path):
+    """Training reads fp32 features only; `features extract --precision bf16` filled a cache under a .bf16 key."""
+    from polyvse_app.cli import main
+
+    with pytest.raises(SystemExit) as stop:
+        main(["features", "extract", "--images", str(tmp_path), "--precision", "bf16"])
+    assert stop.value.code == 2 and "unrecognized arguments: --precision bf16" in capsys.readouterr().err
+
+
+def test_a_checkpoint_keyed_bf16_loads_on_a_cpu(no_cuda):
+    """bf16 runs on CUDA only: on a CPU a model trained on bf16 features reads the fp32 features they approximate."""
+    from polyvse.api import PolyvseModel
+    from polyvse.checkpoint import Checkpoint
+    from polyvse.features.backbones import get_extractor
+    from polyvse.models.text_input import CaptionEncoder
+    from polyvse.text.vocab import Vocabulary
+
+    vocab = Vocabulary.build([["en:a"]])
+    fp32_key = get_extractor("efficientnet-lite0").key
+    ckpt = Checkpoint(model=tiny_model(vocab_size=len(vocab)), captions=CaptionEncoder(vocab),
+                      backbone="efficientnet-lite0", feature_key=fp32_key + ".bf16", ten_crop=False, languages=["en"])
+    ext = PolyvseModel(ckpt, device="cpu").extractor
+    assert ext.precision == "fp32" and ext.key == fp32_key
+    ckpt.feature_key = fp32_key.replace("lite0", "lite9") + ".bf16"  # another backbone's features stay refused
+    with pytest.raises(Exception, match="trained on image features"):
+        PolyvseModel(ckpt, device="cpu").extractor

@@ -64,9 +64,12 @@ class PolyvseModel:
             # alone (31 photos; benchmarks/bench_photo_aspect.py, README)
             ext = get_extractor(self.checkpoint.backbone, ten_crop=self.checkpoint.ten_crop,
                                 squash=self.checkpoint.squash_photos)
-            # a model trained on bf16 features (their key says so) reads bf16 features
-            ext.to(self.device, "bf16" if self.checkpoint.feature_key.endswith(".bf16") else "fp32")
-            if ext.square_key != self.checkpoint.feature_key:  # its training photos were square when squashed
+            # a model trained on bf16 features (their key says so) reads bf16 features on CUDA; bf16 runs on CUDA
+            # only, so elsewhere it reads the fp32 features they approximate
+            trained_on = self.checkpoint.feature_key
+            bf16 = trained_on.endswith(".bf16") and self.device.type == "cuda"
+            ext.to(self.device, "bf16" if bf16 else "fp32")
+            if ext.square_key != (trained_on if bf16 else trained_on.removesuffix(".bf16")):  # square when squashed
                 raise CheckpointError(
                     f"the checkpoint was trained on image features {self.checkpoint.feature_key!r} but this "
                     f"installation's {self.checkpoint.backbone!r} extractor produces {ext.square_key!r}; "

@@ -47,7 +47,7 @@ def register(sub) -> None:
                         "shared, or a GPU runs the network")
     e.add_argument("--batch-size", type=int, default=32, metavar="N", help="photos per batch (default: %(default)s)")
     e.add_argument("--quiet", action="store_true", help="no progress bars")
-    add_device_args(e, precision=True)
+    add_device_args(e)  # features are fp32 only: the cache training reads, on a CPU or a GPU alike
     e.add_argument("--shard", metavar="K/N", help="extract only shard K of N of the sorted photo list, as an "
                    "independent job (under torchrun every rank takes its own shard without this)")
     e.set_defaults(func=run_extract)
@@ -109,7 +109,7 @@ def _extract(args, role, device) -> int:
     cache_dir = Path(args.cache_dir).expanduser() if args.cache_dir else cache_root(args.data_root) / "features"
     extractor = get_extractor(args.backbone or available_backbones()[0], ten_crop=args.ten_crop,
                               squash=args.squash)
-    extractor.to(device, args.precision)
+    extractor.to(device)
     start, stop = role.bounds(len(photos))
 
     def work() -> dict:
