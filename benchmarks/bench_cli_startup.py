@@ -53,7 +53,7 @@ if path_kind == "torch":
     import polyvse
     model = polyvse.load(index.checkpoint_path)
 else:
-    from polyvse.models.numpy_text import TextQueryModel
+    from polyvse.text_query import TextQueryModel
     model = TextQueryModel.load(index.checkpoint_path)
 mark("load checkpoint (config, vocabulary, weights)")
 index.check_model(model)

@@ -1,4 +1,4 @@
-"""Text queries without torch: polyvse.models.numpy_text.TextQueryModel against the torch model it stands in
+"""Text queries without torch: polyvse.text_query.TextQueryModel against the torch model it stands in
 for, and `polyvse search` for a word-level checkpoint running without importing torch."""
 from __future__ import annotations
 
@@ -15,12 +15,13 @@ import torch
 
 import polyvse
 from polyvse.checkpoint import Checkpoint, save_checkpoint
+from polyvse.embedding_model import EmbeddingModel
 from polyvse.errors import CheckpointError
 from polyvse.index import PhotoEntry, PhotoIndex, Searcher, model_fingerprint, model_for_index
 from polyvse.index.build import stored_vectors, write_new_index
 from polyvse.index.store import model_section
 from polyvse.models import JointEmbeddingModel, ModelConfig
-from polyvse.models.numpy_text import TextQueryModel
+from polyvse.text_query import TextQueryModel
 from polyvse.models.text_input import CaptionEncoder
 
 REPO = Path(__file__).resolve().parents[1]
@@ -72,6 +73,9 @@ def trained_checkpoint(path: Path, seed: int = 0, **config) -> Path:
 def test_numpy_text_path_gives_the_torch_models_vectors_and_rankings(tmp_path, branch):
     path = trained_checkpoint(tmp_path / "c", **TEXT_BRANCHES[branch])
     reference, fast = polyvse.load(path), TextQueryModel.load(path)
+    assert isinstance(reference, EmbeddingModel) and isinstance(fast, EmbeddingModel)  # one interface
+    for shared in ("languages", "embed_dim", "similarity_name", "config"):
+        assert getattr(fast, shared) == getattr(reference, shared), shared
     assert model_fingerprint(fast) == model_fingerprint(reference)
     photos = reference.encode_image_features(np.random.default_rng(1).normal(size=(40, IMAGE_DIM)))
     for lang, text in QUERIES:

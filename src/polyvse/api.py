@@ -9,12 +9,14 @@ import numpy as np
 import torch
 
 from .checkpoint import Checkpoint, load_checkpoint
+from .embedding_model import EmbeddingModel
 from .errors import CheckpointError
 from .languages import model_language
 
 
-class PolyvseModel:
-    """A trained joint embedding model plus everything needed to feed it raw text and raw photos.
+class PolyvseModel(EmbeddingModel):
+    """A trained joint embedding model plus everything needed to feed it raw text and raw photos (the
+    EmbeddingModel interface, and photos: ``encode_image``).
 
     It computes on ``device`` (``auto``, ``cpu``, ``cuda``, ``cuda:N`` or a torch.device; default: where the
     checkpoint's weights already are) and always returns numpy arrays.
@@ -31,22 +33,9 @@ class PolyvseModel:
         self._extractor = None
 
     @property
-    def languages(self) -> list[str]:
-        return list(self.checkpoint.languages)
-
-    @property
-    def embed_dim(self) -> int:
-        return self.model.config.embed_dim
-
-    @property
     def config(self):
         """The ModelConfig the checkpoint was built from."""
         return self.model.config
-
-    @property
-    def similarity_name(self) -> str:
-        """"cosine", "order", ...: the similarity module's name, else the config's."""
-        return str(getattr(self.model.similarity, "name", None) or self.model.config.similarity)
 
     def weight_arrays(self):
         """The weights as numpy arrays, in state-dict order (what the index fingerprint hashes)."""
@@ -64,12 +53,9 @@ class PolyvseModel:
             # alone (31 photos; benchmarks/bench_photo_aspect.py, README)
             ext = get_extractor(self.checkpoint.backbone, ten_crop=self.checkpoint.ten_crop,
                                 squash=self.checkpoint.squash_photos)
-            # a model trained on bf16 features (their key says so) reads bf16 features on CUDA; bf16 runs on CUDA
-            # only, so elsewhere it reads the fp32 features they approximate
-            trained_on = self.checkpoint.feature_key
-            bf16 = trained_on.endswith(".bf16") and self.device.type == "cuda"
-            ext.to(self.device, "bf16" if bf16 else "fp32")
-            if ext.square_key != (trained_on if bf16 else trained_on.removesuffix(".bf16")):  # square when squashed
+            # a model trained on bf16 features (their key says so) reads bf16 features
+            ext.to(self.device, "bf16" if self.checkpoint.feature_key.endswith(".bf16") else "fp32")
+            if ext.square_key != self.checkpoint.feature_key:  # its training photos were square when squashed
                 raise CheckpointError(
                     f"the checkpoint was trained on image features {self.checkpoint.feature_key!r} but this "
                     f"installation's {self.checkpoint.backbone!r} extractor produces {ext.square_key!r}; "

@@ -354,7 +354,7 @@ def model_for_index(index: PhotoIndex, checkpoint: str | os.PathLike | None = No
                               "any more; pass --checkpoint with the same model")
     model = None
     if text_only and str(device) in ("auto", "cpu"):
-        from ..models.numpy_text import TextQueryModel
+        from ..text_query import TextQueryModel
 
         model = TextQueryModel.load(path)
     if model is None:

@@ -1,7 +1,7 @@
 """Encoders and the joint embedding model.
 
-Names are imported on first use, so that ``polyvse.models.config`` and ``polyvse.models.numpy_text`` load
-without torch: a text query from the command line never needs it.
+Names are imported on first use, so that ``polyvse.models.config`` loads without torch: the numpy text model
+(``polyvse.text_query``) reads it, and a text query from the command line never needs torch.
 """
 from ..lazy import lazy_attributes
 

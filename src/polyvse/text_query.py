@@ -3,7 +3,8 @@
 A text search embeds one short caption. Importing torch and building the whole model (image head included)
 takes seconds on a small CPU, far longer than the query itself; ``TextQueryModel`` reads the checkpoint's
 config and its safetensors weights with ``safetensors.numpy`` and runs the same arithmetic as
-``polyvse.models.text_encoder.TextEncoder`` in eval mode:
+``polyvse.models.text_encoder.TextEncoder`` in eval mode (the ``EmbeddingModel`` interface of
+``polyvse.api.PolyvseModel``, text only):
 
     word ids -> embedding rows -> [Translator map (x @ M)] -> [MULE universal projection]
              -> GRU / LSTM last hidden state (layers, both directions) or the mean of the word vectors
@@ -23,10 +24,11 @@ from typing import Sequence
 
 import numpy as np
 
-from ..checkpoint import CheckpointConfig, is_pretrained_text, read_checkpoint_config
-from ..errors import CheckpointError
-from ..languages import model_language
-from .config import ModelConfig
+from .checkpoint import CheckpointConfig, is_pretrained_text, read_checkpoint_config
+from .embedding_model import EmbeddingModel
+from .errors import CheckpointError
+from .languages import model_language
+from .models.config import ModelConfig
 
 _PREFIX = "text_encoder."
 
@@ -87,9 +89,9 @@ class _Branch:
         return pooled @ self.proj_w.T + self.proj_b
 
 
-class TextQueryModel:
-    """The text side of a checkpoint (module docstring): ``encode_text``, ``similarity`` and what an index checks
-    (``config``, ``checkpoint``, ``captions``, ``weight_arrays``), without torch."""
+class TextQueryModel(EmbeddingModel):
+    """The text side of a checkpoint (module docstring): the EmbeddingModel interface without torch (no
+    ``encode_image``)."""
 
     def __init__(self, checkpoint: CheckpointConfig, weights: dict[str, np.ndarray]):
         config = checkpoint.model
@@ -98,7 +100,6 @@ class TextQueryModel:
                                   "load it with polyvse.load")
         self.checkpoint = checkpoint
         self.captions = checkpoint.captions
-        self.config = config
         self._weights = weights
         w = {name[len(_PREFIX):]: a for name, a in weights.items() if name.startswith(_PREFIX)}
         self._embed = w["embed.weight"]
@@ -125,16 +126,8 @@ class TextQueryModel:
         return cls(checkpoint, weights)
 
     @property
-    def languages(self) -> list[str]:
-        return list(self.checkpoint.languages)
-
-    @property
-    def embed_dim(self) -> int:
-        return self.config.embed_dim
-
-    @property
-    def similarity_name(self) -> str:
-        return self.config.similarity
+    def config(self) -> ModelConfig:
+        return self.checkpoint.model
 
     def weight_arrays(self):
         return iter(self._weights.values())

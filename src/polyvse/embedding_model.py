@@ -1,0 +1,51 @@
+"""What every polyvse model offers an index and a searcher, torch or not: ``EmbeddingModel``.
+
+Two classes implement it: ``polyvse.api.PolyvseModel`` (the torch model: text and photos, any device) and
+``polyvse.text_query.TextQueryModel`` (a word-level checkpoint's text branch in numpy, for text queries
+without importing torch). An index fingerprints either through ``config``, ``checkpoint``, ``captions``,
+``similarity_name`` and ``weight_arrays()``, so it accepts one exactly when it accepts the other.
+This module imports no torch.
+"""
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from typing import Any, Iterator, Sequence
+
+import numpy as np
+
+
+class EmbeddingModel(ABC):
+    """A trained model's embedding space: captions (and, for the torch model, photos) -> vectors, and scores."""
+
+    checkpoint: Any  # the checkpoint it was loaded from: languages, backbone, feature key, training metadata
+    captions: Any  # polyvse.models.text_input.CaptionEncoder: vocabulary and tokenizers
+
+    @property
+    @abstractmethod
+    def config(self):
+        """The ModelConfig the checkpoint was built from."""
+
+    @property
+    def languages(self) -> list[str]:
+        return list(self.checkpoint.languages)
+
+    @property
+    def embed_dim(self) -> int:
+        return self.config.embed_dim
+
+    @property
+    def similarity_name(self) -> str:
+        """"cosine" or "order": how the model scores a photo against a caption."""
+        return self.config.similarity
+
+    @abstractmethod
+    def weight_arrays(self) -> Iterator[np.ndarray]:
+        """The weights as numpy arrays, in state-dict order (what the index fingerprint hashes)."""
+
+    @abstractmethod
+    def encode_text(self, texts: str | Sequence[str], lang: str) -> np.ndarray:
+        """Captions in language ``lang`` -> (n, embed_dim) float32 vectors."""
+
+    @abstractmethod
+    def similarity(self, images: np.ndarray, texts: np.ndarray) -> np.ndarray:
+        """Score matrix (len(images), len(texts)) under the model's similarity."""
