@@ -108,6 +108,17 @@ def autocast(device: torch.device, precision: str = "fp32"):
 
 
 @contextlib.contextmanager
+def autocast_off(device: torch.device):
+    """Ops inside run in their inputs' dtype even within bf16 autocast (the caller upcasts them): for the logits
+    of a softmax at a low temperature, where bf16's 3 significant digits would move each logit by ~0.05."""
+    if device.type not in ("cpu", "cuda"):  # autocast knows no other device types (meta)
+        yield
+        return
+    with torch.autocast(device_type=device.type, enabled=False):
+        yield
+
+
+@contextlib.contextmanager
 def ieee_fp32(device: torch.device):
     """fp32 convolutions and matmuls computed in full fp32 on CUDA (a no-op elsewhere). cuDNN's default runs fp32
     convolutions in TF32 (a 10-bit mantissa), so GPU features would differ from the CPU's cached under the same key."""

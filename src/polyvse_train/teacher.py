@@ -20,6 +20,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from polyvse.device import autocast_off
 from polyvse.errors import DataError
 from polyvse.losses import InfoNceLoss
 
@@ -99,5 +100,6 @@ class TeacherLoss:
             ids, lengths = captions.pad([self.pairs.teacher[i] for i in rows])
             teacher_langs = [self.teacher_language] * len(rows) if model.needs_language else None
             teacher = F.normalize(model.encode_text_ids(ids, lengths, teacher_langs), dim=-1)
-        return self.loss(student @ teacher.T)
+        with autocast_off(student.device):  # InfoNCE's logits in fp32 under bf16 autocast
+            return self.loss(student.float() @ teacher.float().T)
 

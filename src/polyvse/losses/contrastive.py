@@ -24,7 +24,8 @@ class InfoNceLoss(nn.Module):
     def forward(self, scores: torch.Tensor) -> torch.Tensor:
         if scores.dim() != 2 or scores.shape[0] != scores.shape[1]:
             raise ValueError(f"scores must be a square (batch, batch) matrix, got {tuple(scores.shape)}")
-        logits = scores / self.temperature
+        # at least fp32 logits, whatever autocast made of the scores
+        logits = scores.to(torch.promote_types(scores.dtype, torch.float32)) / self.temperature
         target = torch.arange(scores.shape[0], device=scores.device)
         return (F.cross_entropy(logits, target) + F.cross_entropy(logits.T, target)) / 2
 

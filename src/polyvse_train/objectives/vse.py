@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from polyvse.device import autocast_off
 from polyvse.errors import DataError
 from polyvse.losses import HingeRankingLoss, InfoNceLoss
 from polyvse.sampling import DistinctPhotoBatchSampler
@@ -29,7 +30,8 @@ def batch_scores(model, forward, data, idx, dist_info) -> torch.Tensor:
         sizes = [len(s) for s in np.array_split(np.asarray(idx), dist_info.world_size)]
         image_emb = gather_with_grad(image_emb, dist_info, sizes)
         text_emb = gather_with_grad(text_emb, dist_info, sizes)
-    return model.scores(image_emb, text_emb)
+    with autocast_off(image_emb.device):  # the scores (InfoNCE's logits x t) in fp32 under bf16 autocast
+        return model.scores(image_emb.float(), text_emb.float())
 
 
 class VseObjective(Objective):

@@ -1,0 +1,58 @@
+"""The training loop's GPU-only hazards, tested on the CPU: bf16 autocast (CPU autocast casts matmuls to bf16 as
+CUDA's does) and a mocked torchrun process group."""
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import numpy as np
+import torch
+
+from polyvse.models import JointEmbeddingModel, ModelConfig
+from polyvse.models.text_input import CaptionEncoder
+from polyvse.text.vocab import Vocabulary
+from polyvse_train.distributed import DistInfo
+
+
+def tiny_model(vocab_size: int) -> JointEmbeddingModel:
+    return JointEmbeddingModel(ModelConfig(vocab_size=vocab_size, image_dim=8, embed_dim=6, word_dim=4,
+                                           hidden_dim=5, text_encoder="mean"))
+
+
+def tiny_data():
+    vocab = Vocabulary.build([["en:a", "en:dog", "en:cat", "en:runs"]])
+    train = SimpleNamespace(photo_row=np.array([0, 1, 2]), langs=["en"] * 3, ids=[[1, 2], [3], [2, 4]])
+    return vocab, SimpleNamespace(features=torch.randn(3, 8), train=train, captions=CaptionEncoder(vocab))
+
+
+def bf16_autocast():
+    return torch.autocast(device_type="cpu", dtype=torch.bfloat16)
+
+
+def test_vse_scores_stay_fp32_under_bf16_autocast():
+    """InfoNCE divides the scores by t = 0.07: bf16 scores (3 significant digits) would move logits by ~0.05."""
+    from polyvse_train.objectives.vse import batch_scores
+
+    torch.manual_seed(0)
+    vocab, data = tiny_data()
+    model = tiny_model(len(vocab))
+    with bf16_autocast():
+        scores = batch_scores(model, model, data, [0, 1, 2], DistInfo())
+        image, text = model(data.features, *data.captions.pad(data.train.ids))
+    assert image.dtype == torch.bfloat16  # autocast is on: the embeddings are bf16
+    assert scores.dtype == torch.float32
+    torch.testing.assert_close(scores, model.scores(image.float(), text.float()))
+
+
+def test_teacher_logits_stay_fp32_under_bf16_autocast():
+    from polyvse_train.teacher import TeacherLoss, TeacherPairs
+
+    vocab, data = tiny_data()
+    model = tiny_model(len(vocab))
+    pairs = TeacherPairs(student=[[1, 2], [3], [2, 4]], teacher=[[1], [3, 4], [2]], langs=["en"] * 3)
+    teacher = TeacherLoss(pairs, batch_size=3, temperature=0.07, seed=0, teacher_language="en")
+    seen = []
+    inner = teacher.loss
+    teacher.loss = lambda scores: seen.append(scores.dtype) or inner(scores)
+    with bf16_autocast():
+        loss = teacher(model, data.captions, 0, [0, 1, 2])
+    assert seen == [torch.float32] and loss.dtype == torch.float32
