@@ -22,7 +22,10 @@ class PolyvseModel(EmbeddingModel):
     checkpoint's weights already are) and always returns numpy arrays.
     """
 
-    def __init__(self, checkpoint: Checkpoint, batch_size: int = 256, device: str | torch.device | None = None):
+    def __init__(self, checkpoint: Checkpoint, batch_size: int = 256, device: str | torch.device | None = None,
+                 zero_shot: str | None = None):
+        from .adaptation.adapted_checkpoint import trained_languages
+        from .adaptation.zero_shot import ZERO_SHOT_DEFAULT, check_zero_shot
         from .device import module_device, resolve_device
 
         self.checkpoint = checkpoint
@@ -31,6 +34,16 @@ class PolyvseModel(EmbeddingModel):
         self.captions = checkpoint.captions
         self.batch_size = batch_size
         self._extractor = None
+        # a language the towers read but the model has no part for borrows this part (polyvse.adaptation.zero_shot)
+        self.zero_shot = zero_shot or ZERO_SHOT_DEFAULT
+        if self.model.config.universal_dim:
+            self.zero_shot = check_zero_shot(self.zero_shot, trained_languages(checkpoint))
+        self._zero_shot_part = None
+
+    @property
+    def adapted_languages(self) -> dict:
+        """Languages taught after training by `polyvse adapt` -> how (also in ``languages``)."""
+        return dict(self.checkpoint.adapted_languages)
 
     @property
     def config(self):
@@ -38,9 +51,14 @@ class PolyvseModel(EmbeddingModel):
         return self.model.config
 
     def weight_arrays(self):
-        """The weights as numpy arrays, in state-dict order (what the index fingerprint hashes)."""
-        for tensor in self.model.state_dict().values():
-            yield tensor.detach().cpu().numpy()
+        """The weights as numpy arrays, in state-dict order (what the index fingerprint hashes), less the parts of
+        adapted languages: adding a language moves no photo and no other language's vector."""
+        from .adaptation.adapted_checkpoint import part_key
+
+        adapted = tuple(part_key(lang) for lang in self.checkpoint.adapted_languages)
+        for name, tensor in self.model.state_dict().items():
+            if not name.startswith(adapted):
+                yield tensor.detach().cpu().numpy()
 
     @property
     def extractor(self):
@@ -53,9 +71,12 @@ class PolyvseModel(EmbeddingModel):
             # alone (31 photos; benchmarks/bench_photo_aspect.py, README)
             ext = get_extractor(self.checkpoint.backbone, ten_crop=self.checkpoint.ten_crop,
                                 squash=self.checkpoint.squash_photos)
-            # a model trained on bf16 features (their key says so) reads bf16 features
-            ext.to(self.device, "bf16" if self.checkpoint.feature_key.endswith(".bf16") else "fp32")
-            if ext.square_key != self.checkpoint.feature_key:  # its training photos were square when squashed
+            # a model trained on bf16 features (their key says so) reads bf16 features on CUDA; bf16 runs on CUDA
+            # only, so elsewhere it reads the fp32 features they approximate
+            trained_on = self.checkpoint.feature_key
+            bf16 = trained_on.endswith(".bf16") and self.device.type == "cuda"
+            ext.to(self.device, "bf16" if bf16 else "fp32")
+            if ext.square_key != (trained_on if bf16 else trained_on.removesuffix(".bf16")):  # square when squashed
                 raise CheckpointError(
                     f"the checkpoint was trained on image features {self.checkpoint.feature_key!r} but this "
                     f"installation's {self.checkpoint.backbone!r} extractor produces {ext.square_key!r}; "
@@ -64,12 +85,41 @@ class PolyvseModel(EmbeddingModel):
             self._extractor = ext
         return self._extractor
 
+    def reads_zero_shot(self, lang: str) -> bool:
+        """Whether ``lang`` (canonical) is served zero-shot: not one of the model's languages, but one its frozen
+        towers document, and a fallback part is on (``zero_shot`` not "off")."""
+        from .adaptation.zero_shot import ZERO_SHOT_OFF
+
+        return (lang not in self.languages and self.zero_shot != ZERO_SHOT_OFF
+                and bool(getattr(self.captions, "towers", None)) and self.captions.reads(lang))
+
     @torch.no_grad()
     def encode_text(self, texts: str | Sequence[str], lang: str) -> np.ndarray:
-        lang = model_language(lang, self.languages)
+        from .languages import check_language
+
         if isinstance(texts, str):
             texts = [texts]
+        code = check_language(lang)
+        if self.reads_zero_shot(code):
+            return self._encode_zero_shot(list(texts), code)
+        if code in self.checkpoint.adapted_languages:  # read by the towers that read it, listed or not
+            return self.encode_ids(self.captions.ids_many(texts, code, unlisted=True), code)
+        lang = model_language(lang, self.languages)
         return self.encode_ids(self.captions.ids_many(texts, lang), lang)
+
+    def _encode_zero_shot(self, texts: list[str], lang: str) -> np.ndarray:
+        from .adaptation.adapted_checkpoint import trained_languages
+        from .adaptation.zero_shot import encode_through_part, fallback_part
+
+        rows = self.captions.ids_many(texts, lang)
+        if not self.model.needs_language:  # one shared head for every language
+            return self.encode_ids(rows)
+        if self._zero_shot_part is None:
+            self._zero_shot_part = fallback_part(self.model.text_encoder, self.zero_shot,
+                                                 trained_languages(self.checkpoint)).eval()
+        out = [encode_through_part(self.model, self.captions.pad(rows[i:i + self.batch_size])[0],
+                                   self._zero_shot_part) for i in range(0, len(rows), self.batch_size)]
+        return _numpy(torch.cat(out)) if out else np.zeros((0, self.embed_dim), dtype=np.float32)
 
     def infer_languages(self, id_lists: Sequence[Sequence[int]]) -> list[str]:
         """Each caption's language from its language-tagged word ids (``de:hund``); a caption of unknown
@@ -141,12 +191,15 @@ def _numpy(x: torch.Tensor) -> np.ndarray:
 
 
 def load(path: str | os.PathLike, device: str | torch.device = "auto",
-         squash_photos: bool | None = None) -> PolyvseModel:
+         squash_photos: bool | None = None, zero_shot: str | None = None) -> PolyvseModel:
     """A checkpoint folder as a PolyvseModel on ``device``: auto (CUDA when available, else CPU), cpu, cuda or
     cuda:N. Weights load on the CPU first, so a checkpoint written on a GPU loads on a CPU-only machine.
     ``squash_photos``: how photos that are not square meet the backbone, squashed to a square (True) or resized
-    with their aspect ratio kept and centre-cropped (False); None: as the model trained (its checkpoint says)."""
+    with their aspect ratio kept and centre-cropped (False); None: as the model trained (its checkpoint says).
+    ``zero_shot``: the part a language the towers read but the model did not train on borrows -- "mean" of the
+    trained languages' parts, one trained language's code, or "off" to refuse such languages; None:
+    ``polyvse.adaptation.ZERO_SHOT_DEFAULT``."""
     ck = load_checkpoint(Path(path))
     if squash_photos is not None:
         ck.squash_photos = bool(squash_photos)
-    return PolyvseModel(ck, device=device)
+    return PolyvseModel(ck, device=device, zero_shot=zero_shot)

@@ -45,6 +45,9 @@ class Checkpoint:
     training: dict = field(default_factory=dict)
     # trained on photos squashed to a square (f8k-full): other photos are squashed alike before the backbone
     squash_photos: bool = False
+    # languages taught after training by `polyvse adapt` (polyvse.adaptation), also in `languages`:
+    # {code: {"method", "pivot_lang", "lines", ...}}; their parts are outside the index fingerprint
+    adapted_languages: dict = field(default_factory=dict)
 
     @property
     def config_dict(self) -> dict:
@@ -57,6 +60,7 @@ class Checkpoint:
             "image_features": {"backbone": self.backbone, "key": self.feature_key, "ten_crop": self.ten_crop,
                                "squash": self.squash_photos},
             "languages": list(self.languages),
+            **({"adapted_languages": dict(self.adapted_languages)} if self.adapted_languages else {}),
         }
 
 
@@ -99,6 +103,7 @@ class CheckpointConfig:
     ten_crop: bool
     languages: list[str]
     squash_photos: bool = False
+    adapted_languages: dict = field(default_factory=dict)
 
     @property
     def weights(self) -> Path:
@@ -153,7 +158,8 @@ def read_checkpoint_config(path: str | os.PathLike) -> CheckpointConfig:
         squash = trained_on_squashed_photos(dataset if isinstance(dataset, str) else None)
     return CheckpointConfig(path=path, config=config, model=model_cfg, captions=captions,
                             backbone=feats["backbone"], feature_key=feats["key"], ten_crop=bool(feats["ten_crop"]),
-                            languages=list(config["languages"]), squash_photos=bool(squash))
+                            languages=list(config["languages"]), squash_photos=bool(squash),
+                            adapted_languages=dict(config.get("adapted_languages") or {}))
 
 
 def is_pretrained_text(path: str | os.PathLike) -> bool:
@@ -180,7 +186,7 @@ def load_checkpoint(path: str | os.PathLike) -> Checkpoint:
     model.eval()
     return Checkpoint(model=model, captions=cfg.captions, backbone=cfg.backbone, feature_key=cfg.feature_key,
                       ten_crop=cfg.ten_crop, languages=cfg.languages, training=cfg.training(),
-                      squash_photos=cfg.squash_photos)
+                      squash_photos=cfg.squash_photos, adapted_languages=cfg.adapted_languages)
 
 
 def save_training_state(state: dict, path: str | os.PathLike) -> None:

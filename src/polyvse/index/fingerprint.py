@@ -59,8 +59,14 @@ def model_fingerprint(model) -> str:
         return cached
     ck = model.checkpoint
     captions = model.captions
+    # languages taught after training (polyvse adapt) move no photo and no other language: an index built before
+    # serves the adapted model (their parts are also left out of weight_arrays)
+    adapted = set(getattr(ck, "adapted_languages", None) or ())
+    config = model.config
+    if adapted:
+        config = dataclasses.replace(config, languages=[x for x in config.languages if x not in adapted])
     described = {
-        "model": _config_without_defaults(model.config),
+        "model": _config_without_defaults(config),
         "similarity": similarity_name(model),
         "vocabulary": captions.fingerprint(),
         # a pretrained sentence encoder has no tokenizer settings of ours: its name, options and version
@@ -69,7 +75,7 @@ def model_fingerprint(model) -> str:
         "image_features": {"backbone": ck.backbone, "key": ck.feature_key, "ten_crop": bool(ck.ten_crop),
                            # only when on, so the fingerprints of every other model stay as they were
                            **({"squash": True} if ck.squash_photos else {})},
-        "languages": list(ck.languages),
+        "languages": [x for x in ck.languages if x not in adapted],
     }
     tensor_digests = []
     for array in model.weight_arrays():

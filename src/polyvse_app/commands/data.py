@@ -37,6 +37,18 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                     help="dataset option, repeatable (e.g. --opt images=DIR --opt captions=FILE for generic)")
     ex.set_defaults(func=_export)
 
+    pa = sub.add_parser("parallel", help="write a parallel file for `polyvse adapt` from MultiScript30k lines, "
+                                         "with every evaluation photo and sentence left out")
+    pa.add_argument("--lang", required=True, help="the new language: es, ar, zh, qu or gn")
+    pa.add_argument("--pivot", default="en", help="the counterpart's language: en, de, fr or cs (default en)")
+    pa.add_argument("--lines", type=int, help="write at most N pairs (a seeded shuffle: smaller files are nested "
+                                              "in larger ones)")
+    pa.add_argument("--splits", default="train", help="Multi30K task1 splits to take lines from (default train)")
+    pa.add_argument("--seed", type=int, default=0, help="shuffle seed (default 0)")
+    pa.add_argument("--out", required=True, metavar="FILE", help="output file: .tsv or .jsonl (optionally .gz)")
+    pa.add_argument("--data-root", metavar="DIR", help="data root (default $POLYVSE_DATA or ~/.cache/polyvse)")
+    pa.set_defaults(func=_parallel)
+
 
 def _list(args: argparse.Namespace) -> int:
     from polyvse.data.registry import list_datasets
@@ -77,4 +89,19 @@ def _export(args: argparse.Namespace) -> int:
         return 0
     if args.out != "-":
         print(f"wrote {n} captions of {name} ({args.split}) to {args.out}", file=sys.stderr)
+    return 0
+
+
+def _parallel(args: argparse.Namespace) -> int:
+    from polyvse.adaptation.multiscript_lines import write_multiscript_parallel
+    from polyvse.errors import DataError
+    from polyvse.paths import data_root
+
+    if args.lines is not None and args.lines < 1:
+        raise DataError(f"--lines must be at least 1, got {args.lines}")
+    splits = [s.strip() for s in args.splits.split(",") if s.strip()]
+    done = write_multiscript_parallel(data_root(args.data_root), args.lang, args.out, args.pivot, args.lines,
+                                      splits, args.seed)
+    print(f"wrote {done['written']} of {done['available']} {args.lang}-{args.pivot} pairs outside the evaluations "
+          f"to {done['file']}", file=sys.stderr)
     return 0

@@ -11,9 +11,9 @@ loaded the first time it is needed (``encode`` or ``load``), once per encoder ob
 Every encoder has
   * ``name``       the registry name ("e5-small", "use-multilingual")
   * ``dim``        the embedding size, known without loading the model
-  * ``languages``  the polyvse language codes it may be asked for: the languages the model was
-                   trained on that polyvse knows (``polyvse.languages.SUPPORTED_LANGUAGES``)
-  * ``model_languages``  every language the model was trained on (documentation)
+  * ``languages``  the canonical ISO 639 codes of ``model_languages`` (``polyvse.languages.check_language``)
+  * ``model_languages``  every language the model was trained on, as its authors document it (data the
+                   subclass declares)
   * ``cache_id``   name + backend package version + every option that changes the vectors; the
                    embedding cache keys entries on it, so a new package version is a cache miss
 and ``encode(texts, lang, batch_size=None) -> np.ndarray`` float32 (n, dim), L2-normalised rows.
@@ -22,6 +22,7 @@ Asking for a language the model does not cover raises :class:`UnknownLanguageErr
 
 from __future__ import annotations
 
+import functools
 import importlib.metadata
 import threading
 from abc import ABC, abstractmethod
@@ -30,7 +31,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from ...errors import PolyvseError, UnknownLanguageError
-from ...languages import SUPPORTED_LANGUAGES
+from ...languages import check_language, language_name, match_language
 
 __all__ = [
     "PretrainedSentenceEncoder",
@@ -68,6 +69,10 @@ class PretrainedSentenceEncoder(ABC):
     default_batch_size: int = 64
     #: distribution (pip) name of the backend package
     package: str = ""
+    #: the model reads text of languages outside ``model_languages`` too (one subword vocabulary over every
+    #: script, no language tag in its input): asked with ``unlisted=True`` it gives such a language a vector, the
+    #: input of zero-shot and adapted languages (``polyvse.adaptation``), however good or bad it turns out
+    reads_unlisted_languages: bool = False
 
     def __init__(self) -> None:
         self._model: Any = None
@@ -78,8 +83,8 @@ class PretrainedSentenceEncoder(ABC):
     # -- description -------------------------------------------------------------------------
     @property
     def languages(self) -> frozenset[str]:
-        """The polyvse language codes this encoder accepts."""
-        return frozenset(SUPPORTED_LANGUAGES) & self.model_languages
+        """The canonical ISO 639 codes of the documented languages (``tl`` is ``fil``, ``zh-TW`` is ``zh``)."""
+        return _canonical_set(self.model_languages)
 
     @property
     def version(self) -> str:
@@ -107,25 +112,31 @@ class PretrainedSentenceEncoder(ABC):
         return f"{type(self).__name__}(name={self.name!r}, dim={self.dim}, {state})"
 
     # -- languages ----------------------------------------------------------------------------
-    def check_language(self, lang: str) -> str:
-        """``lang`` normalised to lower case, or UnknownLanguageError saying what is supported."""
-        norm = (lang or "").strip().lower() if isinstance(lang, str) else ""
-        if norm in self.languages:
+    def check_language(self, lang: str, *, unlisted: bool = False) -> str:
+        """``lang`` as one of ``languages`` (canonical ISO 639; ``nb`` is read as a documented ``no``), or
+        UnknownLanguageError naming what the encoder reads and which encoders read ``lang``. ``unlisted``: also
+        accept any ISO 639 code when the model reads languages it was not trained on
+        (``reads_unlisted_languages``)."""
+        norm = check_language(lang, f"pretrained encoder {self.name!r}")
+        listed = match_language(norm, self.languages)
+        if listed is not None:
+            return listed
+        if unlisted and self.reads_unlisted_languages:
             return norm
-        ok = ", ".join(sorted(self.languages))
-        if norm in SUPPORTED_LANGUAGES:
-            others = [n for n, cls in sorted(_REGISTRY.items())
-                      if n != self.name and norm in cls.model_languages]
-            hint = f"; encoders that cover it: {', '.join(others)}" if others else ""
-            raise UnknownLanguageError(
-                f"pretrained encoder {self.name!r} was not trained on {SUPPORTED_LANGUAGES[norm]} ({norm!r}); "
-                f"it supports: {ok}{hint}")
-        if norm in self.model_languages:
-            raise UnknownLanguageError(
-                f"pretrained encoder {self.name!r}: language {lang!r} is not one polyvse handles "
-                f"(polyvse languages: {', '.join(sorted(SUPPORTED_LANGUAGES))}); it supports: {ok}")
+        others = [n for n, cls in sorted(_REGISTRY.items())
+                  if n != self.name and match_language(norm, _canonical_set(cls.model_languages)) is not None]
+        hint = f"; encoders that cover it: {', '.join(others)}" if others else ""
         raise UnknownLanguageError(
-            f"pretrained encoder {self.name!r}: unknown language code {lang!r}; it supports: {ok} (ISO 639-1)")
+            f"pretrained encoder {self.name!r} was not trained on {language_name(norm)} ({norm!r}); it reads "
+            f"{len(self.languages)} languages: {', '.join(sorted(self.languages))}{hint}")
+
+    def reads(self, lang: str, *, unlisted: bool = False) -> bool:
+        """Whether :meth:`check_language` accepts ``lang``."""
+        try:
+            self.check_language(lang, unlisted=unlisted)
+        except UnknownLanguageError:
+            return False
+        return True
 
     # -- loading -------------------------------------------------------------------------------
     @property
@@ -155,13 +166,14 @@ class PretrainedSentenceEncoder(ABC):
 
     # -- encoding ------------------------------------------------------------------------------
     def encode(self, texts: Sequence[str], lang: str, batch_size: int | None = None,
-               *, on_batch: Callable[[int], None] | None = None) -> np.ndarray:
+               *, on_batch: Callable[[int], None] | None = None, unlisted: bool = False) -> np.ndarray:
         """Embeddings of ``texts`` (all in language ``lang``): float32 (len(texts), dim), unit rows.
 
         ``batch_size`` texts go to the backend per call (default ``default_batch_size``);
-        ``on_batch(n)`` is called after each batch with its size (for progress bars).
+        ``on_batch(n)`` is called after each batch with its size (for progress bars); ``unlisted``: see
+        :meth:`check_language`.
         """
-        self.check_language(lang)
+        self.check_language(lang, unlisted=unlisted)
         if isinstance(texts, (str, bytes)):
             raise TypeError(f"{self.name}.encode expects a sequence of strings, not a single {type(texts).__name__}")
         texts = list(texts)
@@ -189,6 +201,11 @@ class PretrainedSentenceEncoder(ABC):
             if on_batch is not None:
                 on_batch(len(chunk))
         return out
+
+
+@functools.lru_cache(maxsize=None)
+def _canonical_set(codes: frozenset[str]) -> frozenset[str]:
+    return frozenset(check_language(c) for c in codes)
 
 
 def _clean(text: str) -> str:

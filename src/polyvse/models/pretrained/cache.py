@@ -274,12 +274,14 @@ class SentenceEmbeddingCache:
 
 def encode_cached(encoder: "PretrainedSentenceEncoder", texts: Sequence[str], lang: str,
                   cache_dir: str | os.PathLike | SentenceEmbeddingCache, progress: bool = True, *,
-                  batch_size: int | None = None, shard_size: int = DEFAULT_SHARD_SIZE) -> np.ndarray:
+                  batch_size: int | None = None, shard_size: int = DEFAULT_SHARD_SIZE,
+                  unlisted: bool = False) -> np.ndarray:
     """Embeddings of ``texts`` (language ``lang``) by ``encoder``: float32 (len(texts), dim), rows in
     input order, computing only what the cache lacks (each distinct text once) and writing it to the
     cache in shards of ``shard_size`` texts as it goes, so an interrupted run resumes where it stopped.
-    ``progress`` shows a bar over the texts to compute (on a terminal) and one line when they are done."""
-    lang = encoder.check_language(lang)
+    ``progress`` shows a bar over the texts to compute (on a terminal) and one line when they are done.
+    ``unlisted``: a language the encoder reads without having trained on it (``check_language``)."""
+    lang = encoder.check_language(lang, unlisted=unlisted)
     if isinstance(texts, (str, bytes)):
         raise TypeError("encode_cached expects a sequence of strings, not a single string")
     texts = list(texts)
@@ -314,7 +316,8 @@ def encode_cached(encoder: "PretrainedSentenceEncoder", texts: Sequence[str], la
                       dynamic_ncols=True) as bar:
             for start in range(0, len(missing), shard_size):
                 idx = missing[start:start + shard_size]
-                vecs = encoder.encode([texts[first[i]] for i in idx], lang, batch_size, on_batch=bar.update)
+                vecs = encoder.encode([texts[first[i]] for i in idx], lang, batch_size, on_batch=bar.update,
+                                      unlisted=unlisted)
                 cache.put(udigests[idx], vecs)
                 uvecs[idx] = vecs
     return uvecs[inverse.reshape(-1)]

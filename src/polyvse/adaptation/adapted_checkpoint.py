@@ -1,0 +1,74 @@
+"""A checkpoint with one more language: its new ``universal[lang]`` part added, nothing else touched.
+
+The new checkpoint lists the language in ``languages`` (and in the model config's, which orders the parts: old
+languages keep their index) and records how it was taught in ``adapted_languages`` (config.json):
+
+    "adapted_languages": {"qu": {"method": "teacher", "pivot_lang": "en", "lines": 29000, ...}}
+
+Every other weight is copied unchanged, so old languages' vectors and photo vectors are bit for bit the same
+and an index built with the old checkpoint serves the new one (the index fingerprint leaves adapted parts out,
+``polyvse.index.fingerprint``).
+"""
+from __future__ import annotations
+
+import dataclasses
+
+import torch
+from torch import nn
+
+from ..checkpoint import Checkpoint
+from ..errors import CheckpointError
+
+__all__ = ["adapted_languages", "trained_languages", "check_adaptable", "with_language_part", "part_key"]
+
+
+def adapted_languages(ck) -> dict:
+    """{code: record} of the languages taught after training (a Checkpoint or a loaded PolyvseModel)."""
+    ck = getattr(ck, "checkpoint", ck)
+    return dict(getattr(ck, "adapted_languages", None) or {})
+
+
+def trained_languages(ck) -> list[str]:
+    """The languages the model trained on (its languages less the adapted ones)."""
+    ck = getattr(ck, "checkpoint", ck)
+    adapted = adapted_languages(ck)
+    return [lang for lang in ck.languages if lang not in adapted]
+
+
+def part_key(lang: str) -> str:
+    """The state-dict prefix of a language's part."""
+    return f"text_encoder.universal.{lang}."
+
+
+def check_adaptable(ck: Checkpoint, lang: str) -> None:
+    """A CheckpointError saying why ``lang`` cannot be added to ``ck``, if it cannot."""
+    if ck.captions.vocab is not None:
+        raise CheckpointError(
+            "this is a word-level checkpoint (its text side learnt word vectors of its own vocabulary): a new "
+            "language's words have no vectors in it, so there is no part to teach from sentence pairs. Adapting "
+            "through a bilingual dictionary is not implemented; train a model that includes the language, or use "
+            "a frozen-tower model (configs/f8k-full/polyvse-best.yaml)")
+    if not ck.model.config.universal_dim:
+        raise CheckpointError(
+            "this model has no per-language parts (model.universal_dim 0): one shared head reads every language "
+            "its towers read, so a new language is served zero-shot already and there is no part to adapt")
+    if lang in trained_languages(ck):
+        raise CheckpointError(f"the model trained on {lang!r}: adapting would replace a trained part; choose a "
+                              f"language outside {', '.join(trained_languages(ck))}")
+
+
+def with_language_part(ck: Checkpoint, lang: str, part: nn.Linear, record: dict) -> Checkpoint:
+    """A new Checkpoint: ``ck`` plus ``part`` as ``universal[lang]`` (replacing an earlier adaptation of it)."""
+    from ..models.joint import JointEmbeddingModel
+
+    check_adaptable(ck, lang)
+    old = ck.model.config
+    languages = list(old.languages) + ([lang] if lang not in old.languages else [])
+    model = JointEmbeddingModel(dataclasses.replace(old, languages=languages))
+    state = {k: v for k, v in ck.model.state_dict().items() if not k.startswith(part_key(lang))}
+    state.update({part_key(lang) + name: t.detach().to(torch.float32).cpu() for name, t in part.state_dict().items()})
+    model.load_state_dict(state, strict=True)
+    model.eval()
+    return dataclasses.replace(
+        ck, model=model, languages=list(ck.languages) + ([lang] if lang not in ck.languages else []),
+        adapted_languages={**adapted_languages(ck), lang: dict(record)})

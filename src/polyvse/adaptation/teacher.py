@@ -1,0 +1,123 @@
+"""Teacher learning of one new language's part (Multilingual-CLIP, Carlsson et al. 2022; what polyvse-best does
+for Czech in training, ``polyvse_train.teacher``), after training, with everything else frozen.
+
+The student is a new ``universal[lang]`` Linear, initialised from the zero-shot fallback part. For a pair (new
+sentence, counterpart) the model's embedding of the counterpart in its own language, held fixed, is the target;
+the new sentence's tower vector goes through the student and then the frozen shared head. InfoNCE over a batch
+pulls each student embedding onto its own target and away from the others' (``mse_weight`` adds the squared
+distance to the target, Multilingual-CLIP's loss). Only the student learns, so every old language's vectors and
+every photo vector stay bit for bit what they were.
+
+Each epoch draws its batches from ``(seed, epoch)`` and ends with the student scored on held-out pairs (translation
+mR, ``held_out_mr``) and the whole state written atomically: a stopped run resumes after its last finished epoch
+with the same batches, and the epoch that scored best on the held-out pairs is the one kept.
+"""
+from __future__ import annotations
+
+import copy
+import math
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from ..checkpoint import load_training_state, save_training_state
+from ..errors import CheckpointError
+from ..losses import InfoNceLoss
+from ..progress import Progress
+from .zero_shot import encode_through_part
+
+__all__ = ["TeacherSettings", "fit_teacher", "held_out_mr", "auto_epochs"]
+
+TARGET_STEPS = 300  # auto epochs: at least this many optimiser steps, so 100 lines learn as much as 29k
+MIN_EPOCHS, MAX_EPOCHS = 5, 100
+
+
+@dataclass(frozen=True)
+class TeacherSettings:
+    epochs: int | None = None  # None: auto_epochs
+    batch_size: int = 256
+    lr: float = 5e-4
+    temperature: float = 0.05
+    mse_weight: float = 0.0
+    seed: int = 0
+
+
+def auto_epochs(n_train: int, batch_size: int) -> int:
+    steps = max(1, math.ceil(n_train / batch_size))
+    return int(min(MAX_EPOCHS, max(MIN_EPOCHS, math.ceil(TARGET_STEPS / steps))))
+
+
+@torch.no_grad()
+def held_out_mr(model, part: nn.Module, x: torch.Tensor, targets: torch.Tensor) -> float:
+    """Translation mR (R@1/5/10 both ways, percent) between the new sentences through ``part`` and their targets."""
+    from ..evaluation.retrieval import cross_lingual_retrieval
+
+    emb = F.normalize(encode_through_part(model, x, part), dim=-1)
+    return float(cross_lingual_retrieval(emb.cpu(), targets.cpu())["mr"])
+
+
+def fit_teacher(model, init: nn.Linear, x_train: torch.Tensor, t_train: torch.Tensor, x_val: torch.Tensor,
+                t_val: torch.Tensor, settings: TeacherSettings, *, state_path: Path, identity: dict,
+                resume: bool = False, progress: bool = True, desc: str = "teacher") -> tuple[nn.Linear, dict]:
+    """The student part learnt from ``init`` on (tower vectors ``x``, unit target embeddings ``t``); returns it and
+    a report {epochs, best_epoch, history: [{epoch, loss, val_mr}]}. ``identity`` (what is taught, from what) must
+    match a state being resumed."""
+    torch.manual_seed(settings.seed)
+    model.eval()
+    for p in model.parameters():
+        p.requires_grad_(False)
+    student = copy.deepcopy(init).train()
+    for p in student.parameters():
+        p.requires_grad_(True)
+    optimiser = torch.optim.Adam(student.parameters(), lr=settings.lr)
+    batch = min(settings.batch_size, len(x_train))
+    epochs = settings.epochs or auto_epochs(len(x_train), batch)
+    identity = {**identity, "settings": asdict(settings), "epochs": epochs}
+    best = {"epoch": 0, "val_mr": held_out_mr(model, student, x_val, t_val) if len(x_val) else None,
+            "student": copy.deepcopy(student.state_dict())}
+    history: list[dict] = []
+    start = 1
+    if resume and state_path.is_file():
+        state = load_training_state(state_path)
+        if state.get("identity") != identity:
+            raise CheckpointError(f"{state_path}: a state of another adaptation (other file, checkpoint, language "
+                                  "or settings); delete it, or run without --resume")
+        student.load_state_dict(state["student"])
+        optimiser.load_state_dict(state["optimizer"])
+        best, history, start = state["best"], state["history"], state["epoch"] + 1
+    loss_fn = InfoNceLoss(settings.temperature)
+    steps = math.ceil(len(x_train) / batch)
+    with Progress(total=(epochs - start + 1) * steps, desc=desc, unit="step", enabled=progress,
+                  dynamic_ncols=True) as bar:
+        for epoch in range(start, epochs + 1):
+            order = np.random.default_rng([settings.seed, epoch]).permutation(len(x_train))
+            total = 0.0
+            for i in range(steps):
+                rows = torch.from_numpy(order[i * batch:(i + 1) * batch])
+                if len(rows) < 2:  # InfoNCE needs a negative
+                    continue
+                out = encode_through_part(model, x_train[rows], student)
+                target = t_train[rows].to(out.device)
+                loss = loss_fn(F.normalize(out, dim=-1) @ target.T)
+                if settings.mse_weight:
+                    loss = loss + settings.mse_weight * F.mse_loss(F.normalize(out, dim=-1), target)
+                optimiser.zero_grad(set_to_none=True)
+                loss.backward()
+                optimiser.step()
+                total += float(loss.detach())
+                bar.update(1)
+            val = held_out_mr(model, student, x_val, t_val) if len(x_val) else None
+            history.append({"epoch": epoch, "loss": total / steps, "val_mr": val})
+            if val is None or best["val_mr"] is None or val > best["val_mr"]:
+                best = {"epoch": epoch, "val_mr": val, "student": copy.deepcopy(student.state_dict())}
+            save_training_state({"identity": identity, "epoch": epoch, "student": student.state_dict(),
+                                 "optimizer": optimiser.state_dict(), "best": best, "history": history}, state_path)
+    student.load_state_dict(best["student"])
+    student.eval()
+    for p in student.parameters():
+        p.requires_grad_(False)
+    return student, {"epochs": epochs, "best_epoch": best["epoch"], "history": history}

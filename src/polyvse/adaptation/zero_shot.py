@@ -1,0 +1,68 @@
+"""Zero-shot languages: a language the frozen towers read but the model has no per-language part for.
+
+A frozen-tower model with per-language parts (``universal[lang]``, ``PretrainedTextEncoder``) maps a caption's
+tower vector through its language's Linear part, then the shared head. A language without a part borrows a
+declared fallback part:
+
+    "mean"   the mean of every trained language's part (weights and biases): since the part is linear, the mean
+             of what each trained part would make of the sentence -- no language favoured
+    "<code>" a trained language's own part, e.g. "en" (the language the teacher side speaks)
+
+The fallback is a load option (``polyvse.load(path, zero_shot=...)``), ``ZERO_SHOT_DEFAULT`` when not given; "off"
+refuses every language the model has no part for, as models did before. A model without per-language parts
+(``universal_dim`` 0) reads every language its towers read through its one shared head: nothing to borrow.
+Adapted languages (``polyvse adapt``) have their own part and never take the fallback; they are also left out
+of the mean, which is over the languages the model trained on.
+"""
+from __future__ import annotations
+
+import copy
+from typing import Iterable
+
+import torch
+from torch import nn
+
+from ..errors import CheckpointError
+
+__all__ = ["ZERO_SHOT_DEFAULT", "ZERO_SHOT_OFF", "fallback_part", "encode_through_part", "check_zero_shot"]
+
+#: the fallback of ``polyvse.load`` when none is given (to be chosen on val: scripts/adapt_curves.py measures each)
+ZERO_SHOT_DEFAULT = "mean"
+ZERO_SHOT_OFF = "off"
+
+
+def check_zero_shot(how: str, trained: Iterable[str]) -> str:
+    """``how`` normalised, or a CheckpointError naming the choices."""
+    trained = list(trained)
+    norm = (how or "").strip().lower() if isinstance(how, str) else ""
+    if norm in ("mean", ZERO_SHOT_OFF) or norm in trained:
+        return norm
+    raise CheckpointError(f"zero-shot fallback {how!r}: choose 'mean' (the mean of the trained languages' parts), "
+                          f"a trained language ({', '.join(trained)}) or 'off'")
+
+
+def fallback_part(text_encoder, how: str, trained: Iterable[str]) -> nn.Linear:
+    """A new Linear holding the fallback part ``how`` ("mean" or a trained language) of a pretrained text branch
+    with per-language parts; ``trained``: the languages the mean runs over."""
+    trained = list(trained)
+    how = check_zero_shot(how, trained)
+    if how == ZERO_SHOT_OFF:
+        raise CheckpointError("zero-shot fallback 'off' has no part")
+    parts = text_encoder.universal
+    if how != "mean":
+        return copy.deepcopy(parts[how])
+    first = parts[trained[0]]
+    out = nn.Linear(first.in_features, first.out_features).to(first.weight.device)
+    with torch.no_grad():
+        out.weight.copy_(torch.stack([parts[lang].weight for lang in trained]).mean(0))
+        out.bias.copy_(torch.stack([parts[lang].bias for lang in trained]).mean(0))
+    return out
+
+
+def encode_through_part(model, vecs: torch.Tensor, part: nn.Module) -> torch.Tensor:
+    """Joint-space embeddings of tower vectors ``(n, pretrained_dim)`` through ``part`` and then the model's shared
+    head: what ``JointEmbeddingModel.encode_text_ids`` computes for a language whose part is ``part``."""
+    vecs = vecs.to(model.device).float()
+    if vecs.dim() == 3:
+        vecs = vecs[:, 0]
+    return model._joint(model.text_encoder.head(part(vecs)))

@@ -1,0 +1,68 @@
+"""`polyvse adapt --checkpoint C --lang qu --parallel FILE --out C2 [--method teacher|procrustes|rcsls] ...`: teach
+a frozen-tower model a new language from sentence pairs, no photos (``polyvse.adaptation``; README: Teach a new
+language). The parallel file's format is in ``polyvse.adaptation.parallel_file``."""
+from __future__ import annotations
+
+from pathlib import Path
+
+
+def register(sub) -> None:
+    from polyvse.adaptation import METHODS, ZERO_SHOT_DEFAULT, TeacherSettings
+
+    defaults = TeacherSettings()
+    p = sub.add_parser("adapt", help="teach a model a new language from a parallel file (no photos)",
+                       description="Teach a frozen-tower model a new language from sentence pairs: FILE holds "
+                                   "sentences in the new language with their counterpart in a language the model "
+                                   "knows, TSV (new<TAB>known, optional header such as 'qu<TAB>en') or JSONL "
+                                   '({"text", "pivot_text", "pivot_lang"}). Old languages\' vectors and photo '
+                                   "indexes stay valid.")
+    p.add_argument("--checkpoint", required=True, help="checkpoint folder to adapt")
+    p.add_argument("--lang", required=True, help="the new language (ISO 639 code, e.g. qu)")
+    p.add_argument("--parallel", required=True, metavar="FILE", help="the parallel file (.tsv/.txt or .jsonl, "
+                                                                      "optionally .gz)")
+    p.add_argument("--out", required=True, help="folder of the adapted checkpoint (not the input's)")
+    p.add_argument("--method", default="teacher", choices=METHODS,
+                   help="teacher (default): learn the new part against the model's own embedding of each "
+                        "counterpart; procrustes / rcsls: map the new language's tower vectors onto the pivot's "
+                        "and use the pivot's part (seconds, no training)")
+    p.add_argument("--pivot-lang", default="en", help="language of the counterparts in a TSV file, and of JSONL "
+                                                      "lines without pivot_lang (default en)")
+    p.add_argument("--lines", type=int, help="use the file's first N pairs only")
+    p.add_argument("--epochs", type=int, help="teacher epochs (default: enough for ~300 steps, 5 to 100)")
+    p.add_argument("--batch-size", type=int, default=defaults.batch_size, help="teacher batch (default %(default)s)")
+    p.add_argument("--lr", type=float, default=defaults.lr, help="teacher learning rate (default %(default)s)")
+    p.add_argument("--temperature", type=float, default=defaults.temperature,
+                   help="InfoNCE temperature (default %(default)s)")
+    p.add_argument("--mse-weight", type=float, default=defaults.mse_weight,
+                   help="add this times the squared distance to the target (default %(default)s: InfoNCE only)")
+    p.add_argument("--init", default=ZERO_SHOT_DEFAULT,
+                   help="the teacher's starting part: mean (of the trained languages' parts) or a trained "
+                        "language's code (default %(default)s)")
+    p.add_argument("--seed", type=int, default=defaults.seed, help="seed of batches and held-out pairs")
+    p.add_argument("--resume", action="store_true", help="continue a stopped run from <out>.adapt-state.pt")
+    p.add_argument("--skip-bad-lines", action="store_true",
+                   help="leave out unreadable lines (each is still reported with its line number)")
+    p.add_argument("--data-root", help="data root whose cache holds the sentence vectors (default $POLYVSE_DATA)")
+    p.add_argument("--quiet", action="store_true", help="no progress bars")
+    p.set_defaults(func=run)
+
+
+def run(args) -> int:
+    from polyvse.adaptation import AdaptRequest, TeacherSettings, adapt_language
+    from polyvse.adaptation.line_vectors import sentence_cache_dir
+    from polyvse.errors import DataError
+
+    if args.lines is not None and args.lines < 1:
+        raise DataError(f"--lines must be at least 1, got {args.lines}")
+    if args.epochs is not None and args.epochs < 1:
+        raise DataError(f"--epochs must be at least 1, got {args.epochs}")
+    if args.batch_size < 2:
+        raise DataError(f"--batch-size must be at least 2 (InfoNCE needs negatives), got {args.batch_size}")
+    teacher = TeacherSettings(epochs=args.epochs, batch_size=args.batch_size, lr=args.lr,
+                              temperature=args.temperature, mse_weight=args.mse_weight, seed=args.seed)
+    adapt_language(AdaptRequest(
+        checkpoint=Path(args.checkpoint), lang=args.lang, parallel=Path(args.parallel), out=Path(args.out),
+        method=args.method, pivot_lang=args.pivot_lang, lines=args.lines, zero_shot_init=args.init, teacher=teacher,
+        resume=args.resume, skip_bad_lines=args.skip_bad_lines, cache_dir=sentence_cache_dir(args.data_root),
+        progress=not args.quiet))
+    return 0
