@@ -20,13 +20,13 @@ import json
 import os
 import platform
 import random
-import signal
-import socket
 import subprocess
 import sys
 import time
 from pathlib import Path
 from urllib.parse import urlsplit
+
+from polyvse_train.harness import LOOPBACK, ServerError, free_port, start_serve, stop_serve, wait_until_up
 
 QUERIES = {
     "en": ["a dog runs through the snow", "two children are playing on the beach", "a man rides a bicycle",
@@ -71,48 +71,22 @@ def check_loopback(url: str) -> None:
     raise SystemExit(f"--url must point at this machine's loopback (127.0.0.0/8, ::1, localhost), not {host!r}")
 
 
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def start_server(args) -> tuple[subprocess.Popen, str]:
     port = free_port()
-    cmd = [sys.executable, "-m", "polyvse_app.cli", "serve", "--index", str(args.index), "--host", "127.0.0.1",
-           "--port", str(port), "--log-level", "warning"]
+    cmd = ["--index", args.index, "--host", LOOPBACK, "--port", port, "--log-level", "warning"]
     if args.checkpoint:
-        cmd += ["--checkpoint", str(args.checkpoint)]
+        cmd += ["--checkpoint", args.checkpoint]
     if args.captions:
-        cmd += ["--captions", str(args.captions)]
+        cmd += ["--captions", args.captions]
     log = open(args.server_log, "w") if args.server_log else subprocess.DEVNULL
-    proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-    return proc, f"http://127.0.0.1:{port}"
+    return start_serve(cmd, log), f"http://{LOOPBACK}:{port}"
 
 
-def stop_server(proc: subprocess.Popen) -> None:
-    if proc.poll() is None:
-        proc.send_signal(signal.SIGINT)  # uvicorn shuts down gracefully on SIGINT
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout=10)
-
-
-async def wait_healthy(client, url: str, proc, timeout: float) -> None:
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        if proc is not None and proc.poll() is not None:
-            raise SystemExit(f"the server exited with code {proc.returncode} before it was ready")
-        try:
-            r = await client.get(url + "/api/health", timeout=2)
-            if r.status_code == 200:
-                return
-        except Exception:  # noqa: BLE001 - not up yet
-            pass
-        await asyncio.sleep(0.5)
-    raise SystemExit(f"the server at {url} was not healthy within {timeout:.0f} s")
+async def wait_healthy(url: str, proc, timeout: float) -> None:
+    try:
+        await asyncio.to_thread(wait_until_up, proc, url, timeout)
+    except ServerError as exc:
+        raise SystemExit(f"the server at {url} was not ready: {exc}") from None
 
 
 async def plan(client, url: str, upload_photo: Path | None) -> dict:
@@ -156,7 +130,7 @@ async def run_load(args) -> dict:
     try:
         async with httpx.AsyncClient(timeout=args.timeout, limits=limits) as client:
             t_ready = time.time()
-            await wait_healthy(client, url, proc, args.startup_timeout)
+            await wait_healthy(url, proc, args.startup_timeout)
             ready_s = time.time() - t_ready
             setup = await plan(client, url, args.upload)
             mix = dict(MIX)
@@ -208,7 +182,7 @@ async def run_load(args) -> dict:
             load_after = os.getloadavg()
     finally:
         if proc is not None:
-            stop_server(proc)
+            stop_serve(proc, timeout=20)
 
     errors = [r for r in records if r[3]]
     per_kind = {}

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import base64
 import shutil
-import socket
 import threading
 import time
 from pathlib import Path
@@ -18,6 +17,7 @@ from urllib.parse import parse_qs, urlparse
 
 import pytest
 
+from polyvse_train.harness import free_port
 from test_index import serving_assets
 
 CHROMIUM = Path("/usr/bin/chromium")
@@ -39,12 +39,6 @@ def chromium() -> Path:
     return CHROMIUM if CHROMIUM.is_file() else Path(shutil.which("chromium"))
 
 
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
 def server(shared_data, tmp_path_factory):
     """uvicorn on 127.0.0.1:<free port> in a thread, serving the tiny model's index."""
@@ -54,7 +48,7 @@ def server(shared_data, tmp_path_factory):
 
     assets = serving_assets(shared_data, tmp_path_factory)
     app, _, _ = build_app(assets.index)
-    port = _free_port()
+    port = free_port()
     srv = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
     thread = threading.Thread(target=srv.run, name="uvicorn-test", daemon=True)
     thread.start()

@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import sys
 
@@ -11,17 +10,12 @@ import yaml
 from safetensors.torch import load_file
 
 from polyvse_train.distributed import DistInfo, gather_with_grad, shard
+from polyvse_train.harness import free_port
 
 # SGD without clipping: unlike Adam, its update is proportional to the gradient, so a 2-rank run whose
 # gradients were off by a factor (e.g. gathered without gradients) would not match.
 CONFIG = dict(name="ddp", languages=["en", "de"], embed_dim=32, word_dim=16, hidden_dim=32, batch_size=24,
               smoke_photos=24, smoke_epochs=1, lr=0.02, optimizer="sgd", grad_clip=0.0, threads=2)
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def run(cmd: list[str], env: dict) -> None:

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -23,15 +22,10 @@ from polyvse.index import PhotoIndex
 from polyvse.sharding import parse_shard_spec, shard_bounds
 from polyvse_app.cli import main as cli_main
 from polyvse_train.distributed import DistInfo, shard
+from polyvse_train.harness import free_port
 
 N_PHOTOS = 7  # odd: the two shards differ in size
 TIMING_FIELDS = ("created", "updated")
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def torchrun(args: list[str], nproc: int = 2) -> str:

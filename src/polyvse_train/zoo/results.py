@@ -3,13 +3,13 @@ from __future__ import annotations
 
 import json
 import os
-import platform
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
 
 import numpy as np
 
+from ..harness import cpu_model
 from .runner import ERROR_FILE, RUN_FILE, TASKS_FILE
 from .spec import OFFICIAL
 
@@ -123,12 +123,4 @@ def curve_points(results: Sequence[RunResult]) -> dict[str, list[tuple[int, floa
 
 
 def machine() -> str:
-    cpu = platform.processor() or platform.machine()
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    return f"{cpu}, {os.cpu_count()} cores, no GPU"
+    return f"{cpu_model()}, {os.cpu_count()} cores, no GPU"
