@@ -5,6 +5,7 @@ from __future__ import annotations
 from types import SimpleNamespace
 
 import numpy as np
+import pytest
 import torch
 
 from polyvse.models import JointEmbeddingModel, ModelConfig
@@ -56,3 +57,52 @@ def test_teacher_logits_stay_fp32_under_bf16_autocast():
     with bf16_autocast():
         loss = teacher(model, data.captions, 0, [0, 1, 2])
     assert seen == [torch.float32] and loss.dtype == torch.float32
+
+
+def test_an_epoch_reads_its_loss_once_not_every_step(monkeypatch, tmp_path):
+    """A loss read every step (.item()) makes the CPU wait for the GPU every step: the loop keeps the losses on the
+    device and reads their mean once, at the end of the epoch (the log's loss is still the mean of the steps')."""
+    import json
+
+    from polyvse_train import train as train_mod
+
+    torch.manual_seed(0)
+    model = torch.nn.Linear(3, 1)
+    data = torch.randn(12, 3)
+    step_losses = []
+
+    class SquaredOutput(torch.nn.Module):
+        pre_epochs = 0
+
+        def forward(self, forward, batch, dist_info, epoch):
+            loss = forward(data[batch]).pow(2).mean()
+            step_losses.append(float(loss.detach()))  # the test's own account, outside the count below
+            return loss, {}
+
+        def start_epoch(self, epoch):
+            pass
+
+        def after_step(self, step):
+            return {}
+
+        def epoch_log(self):
+            return {}
+
+    schedule = SimpleNamespace(lr=0.1, lr_decay_epoch=10, grad_clip=1.0)
+    run = SimpleNamespace(
+        cfg=SimpleNamespace(schedule=schedule), objective=SquaredOutput(), model=model, forward=model,
+        optimiser=torch.optim.SGD(model.parameters(), lr=0.1),
+        sampler=SimpleNamespace(epoch_batches=lambda epoch: [[i, i + 1] for i in range(0, 12, 2)]),
+        epoch=0, epochs=1, batch_pos=0, step=0, smoke=False, progress=False, device=torch.device("cpu"),
+        precision="fp32", dist_info=DistInfo(), out_dir=tmp_path, state_path=tmp_path / "state.pt", run_key={},
+        time_spent=lambda: {"wall_s": 0.0, "cpu_s": 0.0, "processes": 1, "complete": True})
+    reads = []
+    for name in ("item", "__float__"):
+        real = getattr(torch.Tensor, name)
+        monkeypatch.setattr(torch.Tensor, name, lambda self, real=real, name=name: reads.append(name) or real(self))
+    train_mod.train_one_epoch(run)
+    monkeypatch.undo()
+    assert len(step_losses) == 6 and run.step == 6
+    assert len(reads) - len(step_losses) == 1  # 6 steps, one read by the loop
+    logged = json.loads((tmp_path / "train_log.jsonl").read_text())
+    assert logged["loss"] == pytest.approx(np.mean(step_losses), rel=1e-6)

@@ -477,7 +477,7 @@ def train_one_epoch(run: TrainingRun, *, save_every: int = 0, max_steps: int | N
     if run.smoke and cfg.smoke.max_batches > 0:
         batches = batches[: cfg.smoke.max_batches]
     run.model.train()
-    losses = []
+    losses = []  # detached, on the run's device: reading each one (.item()) would wait for the GPU every step
     n_items, t_epoch, stopped = 0, time.perf_counter(), False
     # a bar on a terminal, and one line per epoch ("epoch 3/15: loss 0.123, 15 s") in any case
     with Progress(range(run.batch_pos, len(batches)), desc=f"epoch {run.epoch + 1}/{run.epochs}", unit="batch",
@@ -499,7 +499,7 @@ def train_one_epoch(run: TrainingRun, *, save_every: int = 0, max_steps: int | N
         save_run_state(run)
         spent = run.time_spent()
         record = {"epoch": run.epoch, "step": run.step, "lr": lr,
-                  "loss": float(np.mean(losses)) if losses else None,
+                  "loss": float(torch.stack(losses).double().mean()) if losses else None,  # one read an epoch
                   "seconds": spent["wall_s"], "cpu_seconds": spent["cpu_s"],  # of the whole run so far
                   # throughput of the training loop alone (sampling, padding, forward, backward, step)
                   "loop_seconds": round(time.perf_counter() - t_epoch, 3), "items": n_items,
@@ -512,8 +512,8 @@ def train_one_epoch(run: TrainingRun, *, save_every: int = 0, max_steps: int | N
     return stopped
 
 
-def train_step(run: TrainingRun, batch) -> float:
-    """One optimisation step on one batch (and the objective's after-step hook); returns the loss."""
+def train_step(run: TrainingRun, batch) -> torch.Tensor:
+    """One optimisation step on one batch (and the objective's after-step hook); returns the loss, detached."""
     with autocast(run.device, run.precision):
         loss, _parts = run.objective(run.forward, batch, run.dist_info, run.epoch)
     run.optimiser.zero_grad(set_to_none=True)
@@ -523,7 +523,7 @@ def train_step(run: TrainingRun, batch) -> float:
     run.optimiser.step()
     run.step += 1
     run.objective.after_step(run.step)
-    return loss.item()
+    return loss.detach()
 
 
 def _time_fields(spent: dict) -> dict:
