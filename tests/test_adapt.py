@@ -191,3 +191,20 @@ def test_data_parallel_command_writes_nested_files_without_evaluation_photos(sha
     eval_ids = evaluation_photo_ids(shared_data)
     pairs = multiscript_pairs(shared_data, "qu")
     assert pairs and not {pid for _, _, pid in pairs} & eval_ids
+
+
+def test_learning_curve_script_records_zero_shot_and_adapted_scores(base_checkpoint, shared_data, tmp_path):
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("adapt_curves", Path(__file__).parents[1] / "scripts" / "adapt_curves.py")
+    curves = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(curves)
+    out = tmp_path / "curves.json"
+    assert curves.main(["--checkpoint", str(base_checkpoint), "--langs", "es", "--sizes", "60", "--methods",
+                        "procrustes", "--reference", "en", "--work", str(tmp_path / "work"), "--out", str(out),
+                        "--data-root", str(shared_data), "--max-photos", "12", "--quiet"]) == 0
+    record = json.loads(out.read_text())
+    assert set(record["zero_shot"]["es"]) == {"mean", "en", "de"}
+    adapted = record["adapted"]["es"]["procrustes"]["60"]
+    assert adapted["adaptation"]["lines"] == 60 and 0 <= adapted["test"]["mr"] <= 100
+    assert record["reference"]["en"]["val"]["n_images"] == 12
