@@ -1,17 +1,21 @@
-"""scripts/service_walkthrough.py end to end: a tiny untrained model (the real image backbone, a vocabulary of the
-walkthrough's queries) over a handful of real F8K-ML test photos; `polyvse serve` runs as a real subprocess.
+"""scripts/service_walkthrough.py, the runner of the docs/service.md template (docs/templates/service.md).
 
-Checks that the page has every section, that every bad request got a 4xx, and that no absolute path of the
-machine (the temporary folders) leaks into it.
+End to end: a tiny untrained model (the real image backbone, a vocabulary of the walkthrough's queries) over a
+handful of real F8K-ML test photos; `polyvse serve` runs as a real subprocess. Checks that the page has every
+section, that every bad request got a 4xx, and that no absolute path of the machine (the temporary folders)
+leaks into it. And without running anything: the committed page is the template filled with what the run that
+wrote it recorded (docs/templates/service.outputs.json), so the template and the page cannot drift apart.
 """
 from __future__ import annotations
 
 import importlib.util
+import json
 import re
 import shutil
 import sys
 from pathlib import Path
 
+import pytest
 import torch
 
 REPO = Path(__file__).resolve().parents[1]
@@ -70,6 +74,26 @@ def _tiny_checkpoint(script, out: Path) -> Path:
                                training={"data": "f8k-ml", "split": "none (untrained test model)", "seed": 0,
                                          "commit": "test"}), out)
     return out
+
+
+def test_the_committed_page_is_its_template_filled_with_the_recorded_outputs():
+    script = _script()
+    page = REPO / "docs" / "service.md"
+    recorded = json.loads(script.outputs_path(page).read_text(encoding="utf-8"))
+    template = script.TEMPLATE.read_text(encoding="utf-8")
+    assert sorted(recorded["blocks"]) == sorted(set(script.RUN_MARKER.findall(template)))
+    assert script.render(template, recorded["blocks"], recorded["values"]) == page.read_text(encoding="utf-8")
+
+
+def test_every_run_marker_is_a_step_and_a_missing_value_is_an_error():
+    import jinja2
+
+    script = _script()
+    for name in script.RUN_MARKER.findall(script.TEMPLATE.read_text(encoding="utf-8")):
+        assert callable(getattr(script.Walkthrough, f"step_{name}", None)), name
+    assert script.render("a {{ x }}\n<!-- run: b -->\n", {"b": "```\nB\n```"}, {"x": 1}) == "a 1\n```\nB\n```\n"
+    with pytest.raises(jinja2.UndefinedError):
+        script.render("a {{ missing }}\n", {}, {})
 
 
 def test_walkthrough_writes_the_page_with_every_section(shared_data, tmp_path, capsys):
