@@ -1,10 +1,17 @@
-"""`--lang auto`: detect among the model's languages, refuse short, ambiguous and foreign queries."""
+"""`--lang auto`: a word-level model's detection refuses short, ambiguous and foreign queries; a model whose towers
+read the query without its language searches anyway and refuses only where the language changes the answer."""
 from __future__ import annotations
 
 import pytest
 
-from polyvse.errors import UnknownLanguageError
-from polyvse.langid import LanguageDetectionError, detect_language
+from types import SimpleNamespace
+
+import numpy as np
+
+from polyvse.errors import CheckpointError, UnknownLanguageError
+from polyvse.models.pretrained import get_pretrained_encoder
+from polyvse.index.search import Hit, Searcher
+from polyvse.langid import LanguageDetectionError, choose_language, detect_language, detectable_languages
 
 DEMO = ["en", "de", "fr", "cs", "zh"]
 
@@ -71,3 +78,123 @@ def test_messages_say_how_to_proceed_and_bad_codes_fail():
     with pytest.raises(UnknownLanguageError):
         detect_language("zwei Hunde spielen im Schnee", ["en", "xx"])
     assert issubclass(LanguageDetectionError, ValueError)
+
+
+# -- choose_language: a model whose towers read the query without being told its language ------------------------
+TRAINED = ["en", "de", "fr", "cs", "zh", "ja"]
+#: what the product model (e5-small + USE-multilingual) serves: its trained languages and its towers' ~100
+SERVED = TRAINED + sorted(set(get_pretrained_encoder("e5-small").languages
+                              | get_pretrained_encoder("use-multilingual").languages) - set(TRAINED))
+EXAMPLES = ["two dogs", "a red car", "un homme", "un chien court sur la plage"]  # refused by the old rule
+
+
+def same_answer(lang):  # a model without per-language parts: the language changes nothing
+    return list(range(10))
+
+
+def answer_per_language(lang):  # each language's part gives other photos
+    return [hash((lang, i)) for i in range(10)]
+
+
+@pytest.mark.parametrize("text", EXAMPLES)
+def test_plain_queries_are_searched_when_the_language_changes_nothing(text):
+    with pytest.raises(LanguageDetectionError):  # what a model that needs the language still does
+        detect_language(text, TRAINED)
+    guess = choose_language(text, SERVED, same_answer, trained=TRAINED)
+    assert guess.decided_by == "same answer" and guess.agreement == 1.0
+    assert guess.lang == {"two dogs": "en", "un homme": "fr", "un chien court sur la plage": "fr"}.get(text, guess.lang)
+    assert len(guess.candidates) >= 2 and guess.to_dict()["decided_by"] == "same answer"
+
+
+@pytest.mark.parametrize("text", EXAMPLES)
+def test_unclear_queries_are_refused_where_the_language_changes_the_answer(text):
+    with pytest.raises(LanguageDetectionError, match=r"cannot tell the language .*plausible: .*and it changes the "
+                                                     r"results: .*the top 10 photos share 0 \(need 80%\)"):
+        choose_language(text, SERVED, answer_per_language, trained=TRAINED)
+
+
+def test_agreement_threshold_is_the_share_of_the_top_k_every_candidate_has():
+    def nine_of_ten(lang):  # the best-guess part ranks one photo of its own
+        return [0, 1, 2, 3, 4, 5, 6, 7, 8, 100 if lang == "fr" else 200]
+
+    guess = choose_language("un homme", SERVED, nine_of_ten, trained=TRAINED)
+    assert guess.lang == "fr" and guess.agreement == pytest.approx(0.9)
+    with pytest.raises(LanguageDetectionError, match=r"share 9 \(need 100%\)"):
+        choose_language("un homme", SERVED, nine_of_ten, trained=TRAINED, min_agreement=1.0)
+
+
+def test_a_confident_detection_needs_no_comparison():
+    def must_not_search(lang):
+        raise AssertionError("searched although the detection was clear")
+
+    for text, lang in [("zwei Hunde spielen im Schnee", "de"), ("los perros juegan en la nieve", "es"),
+                       ("كلبان يلعبان في الثلج", "ar"), ("ein Hund läuft durch das Gras", "de")]:
+        guess = choose_language(text, SERVED, must_not_search, trained=TRAINED)
+        assert guess.lang == lang and guess.decided_by == "detection"  # 0.75, or 5 times the runner-up's
+        assert guess.confidence >= 0.75 or guess.confidence >= 5 * guess.candidates[1][1]
+
+
+def test_a_language_the_model_cannot_read_is_refused_with_how_to_teach_it():
+    with pytest.raises(LanguageDetectionError, match=r"looks like Shona \(sn, .*cannot read; .*polyvse adapt "
+                                                     r"--checkpoint C --lang sn --parallel FILE --out C2"):
+        choose_language("Imbwa mbiri dziri kutamba mujecha", SERVED, same_answer, trained=TRAINED)
+    # a served language lingua cannot tell (an adapted Quechua) is named, to be passed explicitly
+    with pytest.raises(LanguageDetectionError, match=r"auto cannot tell \d+ of them, .*Quechua \(qu\)"):
+        choose_language("Huk allqu pampapi phawachkan", TRAINED + ["qu"] + SERVED[6:], same_answer, trained=TRAINED)
+
+
+def test_text_without_words_compares_the_trained_languages():
+    seen = []
+    guess = choose_language("12345", SERVED, lambda lang: seen.append(lang) or same_answer(lang), trained=TRAINED)
+    assert guess.decided_by == "same answer" and seen == TRAINED[:5]
+
+
+def test_the_wide_detector_knows_every_language_lingua_knows():
+    import lingua
+
+    assert len(detectable_languages()) == len(list(lingua.Language.all())) >= 75
+    assert {"es", "ar", "sw", "yo", "fil", "nb", "mi"} <= detectable_languages()
+
+
+class _Product:  # what Searcher reads of a model with frozen towers and per-language parts
+    def __init__(self):
+        self.languages = TRAINED
+        self.captions = SimpleNamespace(towers=[get_pretrained_encoder("e5-small"),
+                                                get_pretrained_encoder("use-multilingual")])
+        self.checkpoint = SimpleNamespace(adapted_languages={})
+
+
+class _StubSearcher(Searcher):
+    """Searcher on the _Product model; a language's query vector comes from ``part_of`` (languages sharing a part
+    share a vector) and each distinct vector has its own photos."""
+
+    def __init__(self, part_of):
+        self.model, self.part_of, self.searches = _Product(), part_of, []
+
+    def embed_text(self, text, lang):
+        return np.full((1, 4), float(self.part_of(lang)), dtype=np.float32)
+
+    def search_vectors(self, queries, k, exclude=None):
+        self.searches.append(float(queries[0, 0]))
+        return [[Hit(r + 1, int(queries[0, 0]) * 100 + r, "p.jpg", "p.jpg", 1.0) for r in range(k)]]
+
+
+def test_searcher_searches_each_distinct_part_once_and_returns_the_chosen_languages_hits():
+    one_part = _StubSearcher(lambda lang: 1)  # no per-language parts
+    code, guess, hits = one_part.resolve_language("un homme", "auto", k=5)
+    assert code == "fr" and guess.decided_by == "same answer" and one_part.searches == [1.0]
+    assert [h.id for h in hits] == [100, 101, 102, 103, 104]
+    per_language = _StubSearcher(lambda lang: TRAINED.index(lang) + 1 if lang in TRAINED else 0)
+    with pytest.raises(LanguageDetectionError, match="changes the results"):
+        per_language.resolve_language("un homme", "auto", k=5)
+    assert per_language.resolve_language("zwei Hunde spielen im Schnee", "auto")[0] == "de"
+
+
+def test_searcher_accepts_every_served_language_and_refuses_others_with_how_to_teach():
+    searcher = _StubSearcher(lambda lang: 1)
+    assert searcher.resolve_language("un perro", "spa")[:2] == ("es", None)
+    assert searcher.served_languages["es"] == "zero-shot" and searcher.served_languages["de"] == "trained"
+    with pytest.raises(CheckpointError, match=r"cannot read Guarani \('gn'\).*polyvse adapt --checkpoint C --lang gn"):
+        searcher.resolve_language("mokõi jagua", "gn")
+    with pytest.raises(UnknownLanguageError, match="unknown language code 'xx'"):
+        searcher.resolve_language("a dog", "xx")

@@ -172,8 +172,9 @@ def test_unsupported_language_errors(e5, use):
         use.encode([DOG["cs"]], "cs")
     with pytest.raises(UnknownLanguageError, match="unknown language code 'xx'"):
         e5.encode(["text"], "xx")
-    with pytest.raises(UnknownLanguageError, match="not one polyvse handles"):
-        e5.encode(["texto"], "es")
+    assert e5.encode(["un perro"], "spa").shape == (1, 384)  # every documented language, any ISO 639 code
+    with pytest.raises(UnknownLanguageError, match=r"not trained on Quechua \('qu'\)"):
+        e5.encode(["allqu"], "qu")
     assert issubclass(UnknownLanguageError, PolyvseError)
     with pytest.raises(UnknownLanguageError):  # before anything is computed or cached
         encode_cached(use, [DOG["cs"]], "cs", "/nonexistent/never/created")

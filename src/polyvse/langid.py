@@ -1,49 +1,71 @@
-"""Language detection for ``--lang auto``: decide among a model's languages, or refuse.
+"""Language detection for ``--lang auto``: pick the language of a query among those a model serves, or refuse.
 
-Built on lingua (``lingua-language-detector`` on PyPI: offline, its n-gram models ship in the wheel,
-accurate on short text). A query gets a language only when all of these hold:
+Built on lingua (``lingua-language-detector`` on PyPI: offline, its n-gram models ship in the wheel, accurate on
+short text). The wide detector holds every language lingua knows (75), so a query is told against all of them,
+not forced into the nearest of the model's languages. Two rules, by what the model's text side needs:
 
-1. It is long enough to tell: at least ``min_words`` words and ``min_letters`` letters, or at least
-   ``min_cjk`` Chinese/Japanese/Korean characters. "Hund", "dog" or "狗" are refused: one word says
-   too little (and the same word exists in several languages).
-2. Among the model's languages, the best one has a confidence of at least ``min_confidence``
-   (default 0.75; lingua's confidences over the candidate languages add up to 1).
-3. No language outside the model's is a better explanation: the text is also run through a wider
-   detector (the model's languages plus every language polyvse has a tokenizer for, plus common
-   European and Asian languages). If that one's winner is not a model language, the query is refused
-   -- as "looks like Spanish" when that winner is clear (confidence >= 0.5), as ambiguous otherwise --
-   instead of being forced into the nearest model language.
+**A model that needs the language to read the query** (a word-level model: its vocabulary is per language):
+:func:`detect_language` gives a language only when all of these hold, and refuses otherwise:
 
-Refusals raise :class:`LanguageDetectionError` (a ``ValueError``) whose message says why and how to
-proceed (pass the language explicitly). Nothing is ever guessed.
+1. The query is long enough to tell: at least ``min_words`` words and ``min_letters`` letters, or at least
+   ``min_cjk`` Chinese/Japanese/Korean characters ("Hund", "dog" or "狗" exist in several languages).
+2. Among the model's languages, the best one has a confidence of at least ``min_confidence`` (0.75).
+3. No language outside the model's is a better explanation: if the wide detector's winner is not a model
+   language, the query is refused, as "looks like Spanish" when that winner is clear (confidence >= 0.5, or
+   5 times the runner-up's), as ambiguous otherwise.
+
+**A model whose towers read the query without being told its language** (frozen sentence encoders): the language
+only picks the per-language part (and, for fused towers, which towers read it). :func:`choose_language` searches
+anyway and refuses only where the choice changes the answer:
+
+1. A query in a language the model cannot read (the wide detector's clear winner, as above, is not a served
+   language) is refused with how to teach it (``polyvse adapt``). lingua knows 75 languages: a served language
+   it does not know (an adapted Quechua) is never detected, and the refusal says to pass it explicitly.
+2. Detection among the served languages (the wide confidences renormalised over them): when the best has a
+   confidence of at least ``min_confidence``, or 5 times the runner-up's, it is the query's language.
+3. Otherwise the plausible languages are the served ones with at least ``candidate_floor`` (0.05) of that
+   confidence, best first, at most ``max_candidates`` (5). The query is searched as each of them (a language whose
+   query vector is the same as another's is not searched twice). **The answer is unchanged when every candidate's
+   top k photos share at least ``min_agreement`` (0.8) of them** (k as asked, in any order); then the best
+   candidate's results are returned. Otherwise the query is refused, naming the candidates and the overlap.
+   No plausible language at all (no letters, or none served) picks among the model's trained languages alike.
+
+Refusals raise :class:`LanguageDetectionError` (a ``ValueError``) whose message says why and how to proceed (pass
+the language explicitly). Nothing is guessed where the guess would matter.
 """
 from __future__ import annotations
 
+import functools
 import re
 import threading
 import unicodedata
 from dataclasses import dataclass, field
-from typing import Iterable, Sequence
+from typing import Callable, Hashable, Iterable, Sequence
 
 from .errors import PolyvseError
-from .languages import SUPPORTED_LANGUAGES, check_language
+from .languages import check_language, language_name, match_language, teach_hint
 
-__all__ = ["DEFAULT_MIN_CONFIDENCE", "LanguageDetectionError", "LanguageGuess", "detect_language", "warm_up"]
+__all__ = ["DEFAULT_MIN_AGREEMENT", "DEFAULT_MIN_CONFIDENCE", "LanguageDetectionError", "LanguageGuess",
+           "choose_language", "detect_language", "detectable_languages", "language_name", "served_confidences",
+           "warm_up"]
 
 DEFAULT_MIN_CONFIDENCE = 0.75
 MIN_WORDS = 2
 MIN_LETTERS = 6
 MIN_CJK = 2
-#: a language outside the model's that wins the wide detection with this confidence is named as the
-#: query's language ("looks like Spanish"); below it, the query is just ambiguous
+#: a language outside the model's that wins the wide detection with this confidence, or with CLEAR_RATIO times
+#: the runner-up's (75 languages spread the confidence: a plain Spanish sentence gets 0.46, the next 0.05), is
+#: named as the query's language ("looks like Spanish"); otherwise the query is just ambiguous. choose_language
+#: takes a served language at CLEAR_RATIO times the runner-up's confidence as clear too
 FOREIGN_CONFIDENCE = 0.5
+CLEAR_RATIO = 5.0
+#: choose_language: a served language is a plausible reading of the query with at least this share of the best
+#: one's confidence; at most MAX_CANDIDATES of them are searched
+CANDIDATE_FLOOR = 0.05
+MAX_CANDIDATES = 5
+#: choose_language: the share of the top k photos every plausible language's answer must have in common
+DEFAULT_MIN_AGREEMENT = 0.8
 
-#: Languages a query may plausibly be written in although no polyvse model knows them: they are in the
-#: wider detector so that e.g. Spanish is recognised as Spanish rather than forced into English.
-DISTRACTORS = ("es", "it", "pt", "nl", "da", "sv", "pl", "tr", "ru", "ko")
-
-_NAMES = {**SUPPORTED_LANGUAGES, "es": "Spanish", "it": "Italian", "pt": "Portuguese", "nl": "Dutch",
-          "da": "Danish", "sv": "Swedish", "pl": "Polish", "tr": "Turkish", "ru": "Russian", "ko": "Korean"}
 _WORD = re.compile(r"[^\W\d_]+")
 
 
@@ -53,17 +75,20 @@ class LanguageDetectionError(PolyvseError, ValueError):
 
 @dataclass(frozen=True)
 class LanguageGuess:
-    lang: str  # ISO 639-1 code, one of the model's languages
+    lang: str  # canonical ISO 639 code, one of the model's languages
     confidence: float  # among the model's languages
     candidates: list[tuple[str, float]] = field(default_factory=list)  # model languages, best first
+    #: "detection" (confident), or "same answer" (unclear, but every plausible language gives the same photos)
+    decided_by: str = "detection"
+    agreement: float | None = None  # with "same answer": the share of the top k photos all candidates share
 
     def to_dict(self) -> dict:
-        return {"lang": self.lang, "confidence": round(self.confidence, 4),
-                "candidates": [{"lang": c, "confidence": round(v, 4)} for c, v in self.candidates]}
-
-
-def language_name(code: str) -> str:
-    return _NAMES.get(code, code)
+        d = {"lang": self.lang, "confidence": round(self.confidence, 4),
+             "candidates": [{"lang": c, "confidence": round(v, 4)} for c, v in self.candidates],
+             "decided_by": self.decided_by}
+        if self.agreement is not None:
+            d["agreement"] = round(self.agreement, 4)
+        return d
 
 
 def _is_cjk(ch: str) -> bool:
@@ -81,6 +106,17 @@ def _lingua():
     return lingua
 
 
+@functools.lru_cache(maxsize=None)
+def _lingua_languages() -> dict[str, object]:
+    """Canonical ISO 639 code -> lingua Language, for every language lingua knows."""
+    return {check_language(lang.iso_code_639_1.name.lower()): lang for lang in _lingua().Language.all()}
+
+
+def detectable_languages() -> frozenset[str]:
+    """Every language ``auto`` can tell (lingua's), as canonical ISO 639 codes."""
+    return frozenset(_lingua_languages())
+
+
 _DETECTORS: dict[tuple[str, ...], object] = {}
 _LOCK = threading.Lock()
 
@@ -90,13 +126,16 @@ def _detector(codes: Iterable[str], preload: bool = False):
     with _LOCK:
         det = _DETECTORS.get(key)
         if det is None:
-            lingua = _lingua()
-            langs = [lingua.Language.from_iso_code_639_1(getattr(lingua.IsoCode639_1, c.upper())) for c in key]
-            builder = lingua.LanguageDetectorBuilder.from_languages(*langs)
+            known = _lingua_languages()
+            builder = _lingua().LanguageDetectorBuilder.from_languages(*(known[c] for c in key))
             if preload:
                 builder = builder.with_preloaded_language_models()
             det = _DETECTORS[key] = builder.build()
     return det
+
+
+def _wide_detector(preload: bool = False):
+    return _detector(_lingua_languages(), preload)
 
 
 def _model_codes(languages: Sequence[str]) -> list[str]:
@@ -106,33 +145,45 @@ def _model_codes(languages: Sequence[str]) -> list[str]:
     return codes
 
 
-def _wide_codes(codes: Sequence[str]) -> list[str]:
-    return sorted(set(codes) | set(SUPPORTED_LANGUAGES) | set(DISTRACTORS))
-
-
 def warm_up(languages: Sequence[str]) -> None:
-    """Load the n-gram models now (a few seconds), so the first detection is not slow."""
-    codes = _model_codes(languages)
-    if len(codes) > 1:
+    """Load the n-gram models now (seconds), so the first detection is not slow."""
+    codes = [c for c in _model_codes(languages) if c in _lingua_languages()]
+    if 1 < len(codes) < len(_lingua_languages()):
         _detector(codes, preload=True)
-    _detector(_wide_codes(codes), preload=True)
+    _wide_detector(preload=True)
 
 
 def _confidences(detector, text: str) -> list[tuple[str, float]]:
-    return [(cv.language.iso_code_639_1.name.lower(), float(cv.value))
+    """(canonical code, confidence), best first."""
+    return [(check_language(cv.language.iso_code_639_1.name.lower()), float(cv.value))
             for cv in detector.compute_language_confidence_values(text)]
+
+
+def _clean(text: str) -> tuple[str, list[str], int]:
+    text = unicodedata.normalize("NFC", text or "").strip()
+    return text, _WORD.findall(text), sum(1 for ch in text if _is_cjk(ch))
+
+
+def _clear(ranked: list[tuple[str, float]], min_confidence: float = FOREIGN_CONFIDENCE) -> bool:
+    """Whether the winner of a ranking (best first) is clear: min_confidence, or CLEAR_RATIO times the runner-up's."""
+    return bool(ranked) and (ranked[0][1] >= min_confidence
+                             or (len(ranked) > 1 and ranked[0][1] >= CLEAR_RATIO * ranked[1][1]))
+
+
+def _how(codes: Sequence[str]) -> str:
+    shown = ", ".join(codes[:12]) + (f", ... ({len(codes)} in all)" if len(codes) > 12 else "")
+    return f"pass the language explicitly (one of: {shown})"
 
 
 def detect_language(text: str, languages: Sequence[str], *, min_confidence: float = DEFAULT_MIN_CONFIDENCE,
                     min_words: int = MIN_WORDS, min_letters: int = MIN_LETTERS, min_cjk: int = MIN_CJK,
                     ) -> LanguageGuess:
-    """The language of ``text`` among ``languages`` (ISO 639-1 codes), or LanguageDetectionError."""
+    """The language of ``text`` among ``languages`` (ISO 639 codes), or LanguageDetectionError (module docstring:
+    the rule for a model that needs the language)."""
     codes = _model_codes(languages)
     listed = ", ".join(codes)
-    how = f"pass the language explicitly (one of: {listed})"
-    text = unicodedata.normalize("NFC", text or "").strip()
-    cjk = sum(1 for ch in text if _is_cjk(ch))
-    words = _WORD.findall(text)
+    how = _how(codes)
+    text, words, cjk = _clean(text)
     letters = sum(len(w) for w in words)
     if letters == 0:
         raise LanguageDetectionError(f"cannot detect the language of {text[:40]!r}: it has no words; {how}")
@@ -142,15 +193,18 @@ def detect_language(text: str, languages: Sequence[str], *, min_confidence: floa
             f"{'s' if len(words) != 1 else ''}; need at least {min_words} words and {min_letters} letters, "
             f"or {min_cjk} Chinese/Japanese characters); {how}")
 
-    wide = _confidences(_detector(_wide_codes(codes)), text)
-    if len(codes) == 1:
-        narrow = [(codes[0], 1.0)]
+    detectable = [c for c in codes if c in _lingua_languages()]
+    if not detectable:
+        raise LanguageDetectionError(f"none of the model's languages ({listed}) can be detected; {how}")
+    wide = _confidences(_wide_detector(), text)
+    if len(detectable) == 1:
+        narrow = [(detectable[0], 1.0)]
     else:
-        narrow = _confidences(_detector(codes), text)
+        narrow = _confidences(_detector(detectable), text)
     best, conf = narrow[0]
     if wide and wide[0][1] > 0 and wide[0][0] not in codes:
         other, other_conf = wide[0]
-        if other_conf >= FOREIGN_CONFIDENCE:
+        if _clear(wide):
             raise LanguageDetectionError(
                 f"the query looks like {language_name(other)} ({other}, confidence {other_conf:.2f}), which this "
                 f"model was not trained on; it knows {listed}. Write the query in one of those, or {how}")
@@ -163,3 +217,62 @@ def detect_language(text: str, languages: Sequence[str], *, min_confidence: floa
             f"cannot tell the language of {text[:40]!r} with confidence: best guess {best} {conf:.2f}{runner} "
             f"(need {min_confidence:.2f}); {how}")
     return LanguageGuess(best, conf, narrow[:3])
+
+
+def served_confidences(text: str, languages: Sequence[str]) -> tuple[list[tuple[str, float]], tuple[str, float] | None]:
+    """(the wide detector's confidences renormalised over the served ``languages``, best first; the wide
+    detector's own confidences, best first: empty for text without letters)."""
+    text, words, cjk = _clean(text)
+    if not words and not cjk:
+        return [], []
+    wide = [(c, v) for c, v in _confidences(_wide_detector(), text) if v > 0]
+    served: dict[str, float] = {}
+    for code, value in wide:
+        listed = match_language(code, languages)
+        if listed is not None:
+            served[listed] = served.get(listed, 0.0) + value
+    total = sum(served.values())
+    ranked = sorted(((c, v / total) for c, v in served.items()), key=lambda cv: -cv[1]) if total else []
+    return ranked, wide
+
+
+def choose_language(text: str, languages: Sequence[str], answer: Callable[[str], Sequence[Hashable]], *,
+                    trained: Sequence[str] = (), min_confidence: float = DEFAULT_MIN_CONFIDENCE,
+                    min_agreement: float = DEFAULT_MIN_AGREEMENT, candidate_floor: float = CANDIDATE_FLOOR,
+                    max_candidates: int = MAX_CANDIDATES) -> LanguageGuess:
+    """The language to search ``text`` as, for a model whose towers read it without being told its language
+    (module docstring), or LanguageDetectionError. ``languages``: every language the model serves;
+    ``answer(lang)``: the ranked photo ids the query gets searched as ``lang`` (called only when detection is
+    unclear; a caller caches it to return the chosen language's results); ``trained``: the languages to compare
+    when no served language is plausible at all (default: ``languages``)."""
+    codes = _model_codes(languages)
+    ranked, wide = served_confidences(text, codes)
+    how = _how(codes)
+    if _clear(wide) and match_language(wide[0][0], codes) is None:
+        other, other_conf = wide[0]
+        in_order = dict.fromkeys(check_language(c) for c in languages)  # served_languages: trained, adapted, ...
+        hidden = [c for c in in_order if match_language(c, _lingua_languages()) is None]
+        named = ", ".join(f"{language_name(c)} ({c})" for c in hidden[:4]) + (", ..." if len(hidden) > 4 else "")
+        unseen = (f" (auto cannot tell {len(hidden)} of them, {named}: pass those explicitly)" if hidden else "")
+        raise LanguageDetectionError(
+            f"the query looks like {language_name(other)} ({other}, confidence {other_conf:.2f}), which this model "
+            f"cannot read; write it in a language the model serves, {how}{unseen}, or {teach_hint(other)}")
+    if _clear(ranked, min_confidence):
+        return LanguageGuess(ranked[0][0], ranked[0][1], ranked[:3])
+    if ranked:
+        floor = candidate_floor * ranked[0][1]
+        candidates = [(c, v) for c, v in ranked if v >= floor][:max_candidates]
+    else:  # nothing to detect: every trained language is as plausible as the next
+        pool = [check_language(c) for c in trained] or codes
+        candidates = [(c, 1.0 / len(pool)) for c in pool][:max_candidates]
+    answers = [list(answer(c)) for c, _ in candidates]
+    k = max(len(a) for a in answers)
+    shared = set(answers[0]).intersection(*answers[1:])
+    agreement = len(shared) / k if k else 1.0
+    best, conf = candidates[0]
+    if agreement + 1e-9 >= min_agreement:
+        return LanguageGuess(best, conf, candidates[:3], decided_by="same answer", agreement=agreement)
+    listed = ", ".join(f"{language_name(c)} ({c}) {v:.2f}" for c, v in candidates)
+    raise LanguageDetectionError(
+        f"cannot tell the language of {text[:40]!r} (plausible: {listed}), and it changes the results: searched "
+        f"as each of them, the top {k} photos share {len(shared)} (need {min_agreement:.0%}); {how}")

@@ -1,35 +1,102 @@
-"""Supported languages (ISO 639-1 codes) and their validation."""
+"""Languages as data: any ISO 639 code, normalised, named and given its script by ``langcodes`` + ``language-data``
+(the IANA subtag registry and Unicode CLDR, both maintained upstream), and which languages a loaded model serves.
+
+Codes
+    ``check_language("spa") == check_language("es-MX") == check_language("ES") == "es"``: ISO 639-1 where the
+    language has a two-letter code, else ISO 639-3 (``quy``); script, region and variant subtags (``zh-Hans``,
+    ``ar_arab``) and deprecated or individual codes of a macrolanguage (``iw`` -> ``he``, ``cmn`` -> ``zh``) are
+    folded into the one language code. ``language_name`` gives the English name, ``language_script`` the ISO 15924
+    script the language is usually written in (CLDR's likely subtags).
+
+What a model serves (``serving_status(model, lang)``)
+    ``"trained"``    the model trained on it (``model.languages``, the checkpoint's list, less the adapted ones)
+    ``"adapted"``    taught afterwards by ``polyvse adapt`` (the checkpoint's ``adapted_languages``, a dict or list)
+    ``"zero-shot"``  a frozen text tower reads it (its documented language list; the union for fused towers)
+                     although the model never trained on it
+    ``None``         the model cannot read it: refused, with :func:`teach_hint` saying how to teach it
+A word-level model reads only the languages it trained on: its vocabulary is theirs.
+"""
 
 from __future__ import annotations
 
+import functools
+from typing import Any, Iterable
+
+import langcodes
+
 from .errors import CheckpointError, UnknownLanguageError
 
-# code -> English name; every code here has a tokenizer in polyvse.text.tokenize.
-SUPPORTED_LANGUAGES: dict[str, str] = {
-    "en": "English",
-    "de": "German",
-    "fr": "French",
-    "cs": "Czech",
-    "zh": "Chinese",
-    "ja": "Japanese",
-}
+__all__ = ["CJK_LANGUAGES", "check_language", "language_name", "language_script", "model_language",
+           "readable_languages", "served_language", "served_languages", "serving_status", "teach_hint",
+           "adapted_languages", "match_language", "reads_without_language", "SERVING_STATUSES"]
 
-
-#: languages written without spaces between words: their own word tokenisers (jieba, MeCab), and BLEU on
-#: characters or their own tokenisation
+#: languages written without spaces between words that have their own word tokenisers (jieba, MeCab), and
+#: their own BLEU tokenisation
 CJK_LANGUAGES = frozenset({"zh", "ja"})
 
+#: valid registry codes that name no language: undetermined, multiple, no linguistic content, uncoded
+_NOT_A_LANGUAGE = frozenset({"und", "mul", "zxx", "mis"})
 
-def check_language(code: str, where: str = "") -> str:
-    """Return `code` normalised to lower case, or raise naming the supported codes."""
-    norm = (code or "").strip().lower()
-    if norm not in SUPPORTED_LANGUAGES:
-        supported = ", ".join(sorted(SUPPORTED_LANGUAGES))
-        prefix = f"{where}: " if where else ""
-        raise UnknownLanguageError(
-            f"{prefix}unknown language code {code!r}; supported: {supported} (ISO 639-1)"
-        )
-    return norm
+SERVING_STATUSES = ("trained", "adapted", "zero-shot")
+
+
+@functools.lru_cache(maxsize=4096)
+def _canonical(code: str) -> str | None:
+    try:
+        tag = langcodes.standardize_tag(code, macro=True)
+    except (langcodes.LanguageTagError, ValueError):
+        return None
+    lang = langcodes.Language.get(tag).language
+    if not lang or lang in _NOT_A_LANGUAGE or not langcodes.Language.get(lang).is_valid():
+        return None
+    return lang
+
+
+def check_language(code: Any, where: str = "") -> str:
+    """The canonical ISO 639 code of ``code`` (see the module docstring), or UnknownLanguageError saying why."""
+    prefix = f"{where}: " if where else ""
+    text = code.strip() if isinstance(code, str) else ""
+    canonical = _canonical(text) if text else None
+    if canonical is None:
+        hint = ""
+        if text.isalpha() and len(text) > 3:  # perhaps a language's name ("Spanish")
+            try:
+                named = langcodes.find(text).language
+                hint = f"; for {language_name(named)} use {named!r}"
+            except LookupError:
+                pass
+        raise UnknownLanguageError(f"{prefix}unknown language code {code!r}: expected an ISO 639 code such as en, "
+                                   f"es or quy (a BCP 47 tag such as zh-Hans also works){hint}")
+    return canonical
+
+
+def language_name(code: str) -> str:
+    """English name of a language code, e.g. ``es`` -> ``Spanish`` (the code itself when it is not one)."""
+    canonical = _canonical(code.strip()) if isinstance(code, str) and code.strip() else None
+    return langcodes.Language.get(canonical).display_name() if canonical else str(code)
+
+
+def language_script(code: str) -> str:
+    """ISO 15924 script a language tag is written in: its own script subtag, else the language's likely one
+    (``ja`` -> ``Jpan``, ``zh-Hant`` -> ``Hant``, ``ar`` -> ``Arab``; ``Zyyy`` when CLDR does not say)."""
+    check_language(code)
+    try:
+        tag = langcodes.standardize_tag(code.strip(), macro=True)
+    except (langcodes.LanguageTagError, ValueError):
+        tag = check_language(code)
+    return langcodes.Language.get(tag).maximize().script or "Zyyy"
+
+
+def match_language(code: str, languages: Iterable[str]) -> str | None:
+    """``code`` (canonical) if listed, else a listed code CLDR counts as the same language (``no`` for ``nb``: tag
+    distance 1 at most), else None."""
+    listed = frozenset(languages)
+    return code if code in listed else _close_match(code, listed)
+
+
+@functools.lru_cache(maxsize=4096)
+def _close_match(code: str, listed: frozenset[str]) -> str | None:
+    return next((c for c in sorted(listed) if langcodes.tag_distance(code, c) <= 1), None)
 
 
 def model_language(code: str, languages: list[str]) -> str:
@@ -41,3 +108,70 @@ def model_language(code: str, languages: list[str]) -> str:
             f"query it in one of those languages or train a model that includes {lang!r}"
         )
     return lang
+
+
+# -- what a loaded model serves (PolyvseModel, TextQueryModel: .languages, .captions, .checkpoint) ---------------
+def reads_without_language(model: Any) -> bool:
+    """Whether the model's text towers read a query without being told its language (frozen sentence encoders:
+    the language only picks per-language parts), unlike a word-level model, whose vocabulary is per language."""
+    return bool(getattr(model.captions, "towers", None))
+
+
+def readable_languages(model: Any) -> frozenset[str]:
+    """Languages the model's text towers read: every language a frozen tower documents (the union of fused
+    towers'), or, for a word-level model, the languages it trained on."""
+    towers = getattr(model.captions, "towers", None)
+    if towers:
+        return frozenset().union(*(t.languages for t in towers))
+    return frozenset(model.languages)
+
+
+def adapted_languages(model: Any) -> list[str]:
+    """Languages taught after training (``polyvse adapt``): the checkpoint's ``adapted_languages`` (default none)."""
+    checkpoint = model.checkpoint
+    codes = getattr(checkpoint, "adapted_languages", None)
+    if codes is None:  # a checkpoint read without torch keeps config.json
+        codes = (getattr(checkpoint, "config", None) or {}).get("adapted_languages") or []
+    return [check_language(c, "adapted_languages") for c in codes]
+
+
+def serving_status(model: Any, lang: str) -> str | None:
+    """``"trained"``, ``"adapted"``, ``"zero-shot"`` or None (cannot read it): see the module docstring."""
+    code = check_language(lang)
+    if code in adapted_languages(model):  # polyvse adapt lists them in `languages` too
+        return "adapted"
+    if code in model.languages:
+        return "trained"
+    if match_language(code, readable_languages(model)) is not None:
+        return "zero-shot"
+    return None
+
+
+def served_languages(model: Any) -> dict[str, str]:
+    """Every language the model serves -> its status: trained ones first (the model's order), then adapted, then
+    zero-shot ones by code."""
+    adapted = adapted_languages(model)
+    out = {code: "trained" for code in model.languages if code not in adapted}
+    out.update((code, "adapted") for code in adapted)
+    for code in sorted(readable_languages(model)):
+        out.setdefault(code, "zero-shot")
+    return out
+
+
+def teach_hint(code: str) -> str:
+    """How to teach a model a language it cannot read (``polyvse adapt``, README: Teach a new language)."""
+    return (f"teach it with `polyvse adapt --checkpoint C --lang {code} --parallel FILE --out C2` "
+            "(README: Teach a new language)")
+
+
+def served_language(model: Any, lang: str) -> str:
+    """``lang`` normalised when the model serves it, else a CheckpointError naming what it reads and how to teach it."""
+    code = check_language(lang)
+    if serving_status(model, code) is not None:
+        return code
+    if reads_without_language(model):
+        names = "+".join(t.name for t in model.captions.towers)
+        reads = f"its text towers ({names}) read {len(readable_languages(model))} languages, not {language_name(code)}"
+    else:
+        reads = f"it is a word-level model, not trained on {code!r} (it knows {', '.join(model.languages)})"
+    raise CheckpointError(f"this model cannot read {language_name(code)} ({code!r}): {reads}; {teach_hint(code)}")

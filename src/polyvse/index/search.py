@@ -21,7 +21,7 @@ import numpy as np
 
 from ..errors import CheckpointError, DataError
 from ..features.images import DEFAULT_MAX_PIXELS, load_image
-from ..languages import check_language
+from ..languages import check_language, reads_without_language, served_language, served_languages
 from .fingerprint import similarity_name
 from .store import EXACT_MODEL, PhotoIndex, normalize_rows
 
@@ -124,18 +124,35 @@ class Searcher:
         with self.text_slots:
             return self.model.similarity(photo_vectors, queries)
 
-    def resolve_language(self, text: str, lang: str):
-        """(language code, LanguageGuess or None). 'auto' detects among the model's languages or refuses."""
-        if (lang or "").strip().lower() == "auto":
-            from ..langid import detect_language
+    @property
+    def served_languages(self) -> dict[str, str]:
+        """Every language the model serves -> "trained", "adapted" or "zero-shot" (polyvse.languages)."""
+        return served_languages(self.model)
 
+    def resolve_language(self, text: str, lang: str, k: int = 10):
+        """(language code, LanguageGuess or None, the hits already searched or None). 'auto' detects the language
+        or refuses (polyvse.langid: a model that reads a query without its language is refused only where the
+        language changes the top k photos); an explicit code must be one the model serves."""
+        if (lang or "").strip().lower() != "auto":
+            return served_language(self.model, lang), None, None
+        from ..langid import choose_language, detect_language
+
+        if not reads_without_language(self.model):
             guess = detect_language(text, self.languages)
-            return guess.lang, guess
-        code = check_language(lang)
-        if code not in self.languages:
-            raise CheckpointError(f"this model knows {', '.join(self.languages)}; it was not trained on "
-                                  f"{code!r}. Pick one of those (or 'auto')")
-        return code, None
+            return guess.lang, guess, None
+        searched: dict[bytes, list[Hit]] = {}  # by query vector: languages that share a part are searched once
+        hits_of: dict[str, list[Hit]] = {}
+
+        def answer(code: str) -> list[int]:
+            vector = self.embed_text(text, code)
+            key = vector.tobytes()
+            if key not in searched:
+                searched[key] = self.search_vectors(vector, k)[0]
+            hits_of[code] = searched[key]
+            return [h.id for h in hits_of[code]]
+
+        guess = choose_language(text, list(self.served_languages), answer, trained=self.languages)
+        return guess.lang, guess, hits_of.get(guess.lang)
 
     def unknown_words(self, text: str, lang: str) -> tuple[list[str], int]:
         """(words of the query the model's vocabulary lacks, number of words)."""
@@ -184,13 +201,14 @@ class Searcher:
     def text(self, query: str, lang: str, k: int = 10, *, max_chars: int = MAX_QUERY_CHARS) -> TextResult:
         query = check_query(query, max_chars)
         k = check_k(k)
-        code, guess = self.resolve_language(query, lang)
+        code, guess, hits = self.resolve_language(query, lang, k)
         unknown, n_words = self.unknown_words(query, code)
         if n_words and len(unknown) == n_words:
             shown = ", ".join(unknown[:8]) + (" ..." if len(unknown) > 8 else "")
             raise DataError(f"none of the words of the query ({shown}) is in the model's {code} vocabulary, "
                             f"so it cannot be searched{'; is the language right?' if guess is None else ''}")
-        hits = self.search_vectors(self.embed_text(query, code), k)[0]
+        if hits is None:
+            hits = self.search_vectors(self.embed_text(query, code), k)[0]
         return TextResult(query, code, hits, guess, unknown)
 
     def image(self, photo, k: int = 10, *, max_pixels: int | None = DEFAULT_MAX_PIXELS,

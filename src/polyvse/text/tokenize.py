@@ -1,4 +1,13 @@
-"""Word tokenization per language: Moses rules (en/de/fr/cs), jieba (zh), MeCab/UniDic via fugashi (ja).
+"""Word tokenization per language: Moses rules (every language sacremoses has nonbreaking-prefix data for: en, de,
+fr, cs, es, hi, ...), jieba (zh), MeCab/UniDic via fugashi (ja), and for any other ISO 639 language a Unicode rule.
+
+The Unicode rule (``unicode_words``), for languages without a tokenizer of their own (qu, gn, ar, ...): a word is a
+run of letters, combining marks and digits (so Guarani's g̃ and Arabic's harakat stay inside their word), joined
+across an apostrophe, a hyphen or a zero-width (non-)joiner (Quechua p'unchay, Guarani ka'aguy, Persian
+ZWNJ compounds); a number keeps its decimal point or comma; every other non-space character is a token of its
+own. Scripts written without spaces between words (Han, kana, Thai, Lao, Khmer, Myanmar) have no word boundary
+this rule could find, so each character (with its combining marks) is a token: crude, but it never glues a
+sentence into one token, and no segmenter of their own is installed.
 
 `tokenize(text, lang)` is the one entry point. Tokenizer objects are built once per language and
 cached for the process. Nothing is printed or logged (jieba's dictionary-loading chatter is silenced).
@@ -18,12 +27,16 @@ import functools
 import logging
 import threading
 
-from ..languages import CJK_LANGUAGES, SUPPORTED_LANGUAGES, check_language
+import unicodedata
 
-__all__ = ["tokenize", "MOSES_LANGUAGES", "tokenizer_name"]
+import regex
 
-#: Languages tokenized with Moses rules (sacremoses): every supported language but the CJK ones.
-MOSES_LANGUAGES = frozenset(SUPPORTED_LANGUAGES) - CJK_LANGUAGES
+from ..languages import check_language
+
+__all__ = ["tokenize", "moses_languages", "tokenizer_name", "unicode_words"]
+
+#: languages with a word segmenter of their own (not Moses rules)
+_SEGMENTERS = {"zh": "jieba", "ja": "mecab-unidic-lite (fugashi)"}
 
 _lock = threading.Lock()
 
@@ -99,6 +112,30 @@ def _moses_class():
 
 
 @functools.lru_cache(maxsize=None)
+def moses_languages() -> frozenset[str]:
+    """Languages tokenized with Moses rules: those sacremoses ships nonbreaking prefixes for (its per-language
+    data), as canonical ISO 639 codes, minus the ones with a segmenter of their own (zh) or written in Han (yue)."""
+    from sacremoses.corpus import NonbreakingPrefixes
+
+    codes = {check_language(c) for c in NonbreakingPrefixes().available_langs.values()}
+    return frozenset(c for c in codes if c not in _SEGMENTERS and c != "yue")
+
+
+_SPACELESS = r"\p{Han}\p{Hiragana}\p{Katakana}\p{Thai}\p{Lao}\p{Khmer}\p{Myanmar}"
+_UNICODE_TOKEN = regex.compile(
+    rf"[{_SPACELESS}]\p{{M}}*"  # one character of a script without spaces
+    r"|\p{N}+(?:[.,]\p{N}+)+"  # 3.5, 5,300
+    rf"|[[\p{{L}}\p{{M}}\p{{N}}]--[{_SPACELESS}]]+(?:['’ʼ\-\u200c\u200d][[\p{{L}}\p{{M}}\p{{N}}]--[{_SPACELESS}]]+)*"
+    r"|[^\s\p{M}]\p{M}*",  # anything else: one token a character
+    regex.V1)
+
+
+def unicode_words(text: str) -> list[str]:
+    """The Unicode rule (module docstring) on NFC-normalised text."""
+    return _UNICODE_TOKEN.findall(unicodedata.normalize("NFC", text))
+
+
+@functools.lru_cache(maxsize=None)
 def _moses(lang: str):
     with _lock:
         return _moses_class()(lang)
@@ -143,20 +180,20 @@ def _ja(text: str) -> list[str]:
 def tokenizer_name(lang: str) -> str:
     """Human-readable name of the tokenizer used for `lang` (for logs and checkpoint metadata)."""
     lang = check_language(lang)
-    if lang in MOSES_LANGUAGES:
+    if lang in moses_languages():
         return f"moses-{lang} (sacremoses, escape=False)"
-    return {"zh": "jieba", "ja": "mecab-unidic-lite (fugashi)"}[lang]
+    return _SEGMENTERS.get(lang, "unicode-words (letters, marks and digits; characters in scripts without spaces)")
 
 
 def tokenize(text: str, lang: str, *, lowercase: bool = True) -> list[str]:
     """Split `text` into word tokens with the tokenizer for `lang`.
 
-    en/de/fr/cs: Moses rules (sacremoses, per language, no XML escaping); zh: jieba (accurate
-    mode); ja: MeCab with UniDic-lite (fugashi), surface forms. `lowercase=True` lower-cases the
-    tokens (Latin script; CJK characters are unaffected). Raises UnknownLanguageError for a code
-    without a tokenizer. Empty or blank text gives [].
+    Moses rules for the languages sacremoses has data for (per language, no XML escaping); zh: jieba
+    (accurate mode); ja: MeCab with UniDic-lite (fugashi), surface forms; any other language: the Unicode
+    rule (module docstring). `lowercase=True` lower-cases the tokens (scripts without case are unaffected).
+    Raises UnknownLanguageError for a code that is not an ISO 639 language. Empty or blank text gives [].
     """
-    code = lang if lang in SUPPORTED_LANGUAGES else check_language(lang)
+    code = check_language(lang)
     if not isinstance(text, str):
         raise TypeError(f"tokenize() needs a str, got {type(text).__name__}")
     return list(_tokens(text, code, lowercase))
@@ -165,14 +202,14 @@ def tokenize(text: str, lang: str, *, lowercase: bool = True) -> list[str]:
 @functools.lru_cache(maxsize=1 << 17)
 def _tokens(text: str, code: str, lowercase: bool) -> tuple[str, ...]:
     """Memoised: a training run tokenises each caption twice (vocabulary, then ids); ~131k entries."""
-    if code in MOSES_LANGUAGES:
-        tokens = _moses(code).fast_tokenize(text)
-    elif code == "zh":
+    if code == "zh":
         tokens = _zh(text)
     elif code == "ja":
         tokens = _ja(text)
-    else:  # a language added to SUPPORTED_LANGUAGES without a tokenizer here
-        raise AssertionError(f"no tokenizer wired for supported language {code!r}")
+    elif code in moses_languages():
+        tokens = _moses(code).fast_tokenize(text)
+    else:
+        tokens = unicode_words(text)
     if lowercase:
         return tuple(t.lower() for t in tokens)
     return tuple(tokens)
