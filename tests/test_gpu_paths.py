@@ -106,3 +106,41 @@ def test_an_epoch_reads_its_loss_once_not_every_step(monkeypatch, tmp_path):
     assert len(reads) - len(step_losses) == 1  # 6 steps, one read by the loop
     logged = json.loads((tmp_path / "train_log.jsonl").read_text())
     assert logged["loss"] == pytest.approx(np.mean(step_losses), rel=1e-6)
+
+
+def test_the_teacher_term_goes_through_the_ddp_wrapper(monkeypatch):
+    """Under DDP (mocked: 2 ranks, this one rank 0, the gather faked) the teacher pairs are embedded in the one pass
+    through the wrapper, this rank's half of them, never by the bare model beside it."""
+    from polyvse_train.config import TrainConfig
+    from polyvse_train.objectives import build_objective, vse
+    from polyvse_train.teacher import TeacherPairs
+
+    torch.manual_seed(0)
+    vocab, data = tiny_data()
+    model = tiny_model(len(vocab))
+    data.teacher = TeacherPairs(student=[[1, 2], [3], [2, 4], [4]], teacher=[[1], [3, 4], [2], [2, 3]],
+                                langs=["en"] * 4)
+    cfg = TrainConfig(objective="vse", languages=["en"], embed_dim=6, word_dim=4, hidden_dim=5,
+                      teacher_batch_size=4)
+    objective = build_objective(cfg, model, data)
+    passes, bare = [], []
+
+    class Wrapper(torch.nn.Module):  # stands in for DistributedDataParallel: counts the passes through it
+        def __init__(self):
+            super().__init__()
+            self.module = model
+
+        def forward(self, *args):
+            passes.append(len(args[1]))
+            return self.module(*args)
+
+    inner = model.encode_text_ids
+    monkeypatch.setattr(model, "encode_text_ids", lambda *a, **k: bare.append(1) or inner(*a, **k))
+    # what the other rank would send: its slice of the rows, here copies of this rank's first rows
+    monkeypatch.setattr(vse, "gather_with_grad",
+                        lambda x, info, sizes: torch.cat([x, x.detach()[: sizes[1]]]) if info.enabled else x)
+    loss, parts = objective(Wrapper(), [0, 1, 2], DistInfo(rank=0, world_size=2), epoch=0)
+    loss.backward()
+    assert passes == [2 + 2 + 2]  # this rank's 2 captions, 2 student lines and their 2 teacher lines
+    assert len(bare) == 1  # the wrapper's own pass, and none beside it
+    assert parts["teacher"] > 0 and model.text_encoder.embed.weight.grad is not None

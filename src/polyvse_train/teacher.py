@@ -89,17 +89,28 @@ class TeacherLoss:
         self.teacher_language = teacher_language
         self.loss = InfoNceLoss(temperature)
 
-    def __call__(self, model, captions, epoch: int, image_batch) -> torch.Tensor:
+    def rows(self, epoch: int, image_batch) -> np.ndarray:
+        """The pairs of this step, drawn from (seed, epoch, the image batch): the same on every rank."""
         batch = np.asarray(image_batch)
         rng = np.random.default_rng([self.seed, epoch, int(batch[0]), int(batch[-1]), len(batch)])
-        rows = rng.choice(len(self.pairs), size=self.batch_size, replace=False)
+        return rng.choice(len(self.pairs), size=self.batch_size, replace=False)
+
+    def loss_of(self, student: torch.Tensor, teacher: torch.Tensor) -> torch.Tensor:
+        """InfoNCE between student embeddings and the (detached) teacher embeddings of the same pairs."""
+        student, teacher = F.normalize(student, dim=-1), F.normalize(teacher.detach(), dim=-1)
+        with autocast_off(student.device):  # InfoNCE's logits in fp32 under bf16 autocast
+            return self.loss(student.float() @ teacher.float().T)
+
+    def __call__(self, model, captions, epoch: int, image_batch) -> torch.Tensor:
+        """One process: the model embeds the step's pairs itself (under DDP the objective's one pass through the
+        wrapper embeds them with the captions instead: ``objectives.vse``)."""
+        rows = self.rows(epoch, image_batch)
         langs = [self.pairs.langs[i] for i in rows]
         ids, lengths = captions.pad([self.pairs.student[i] for i in rows])
-        student = F.normalize(model.encode_text_ids(ids, lengths, langs if model.needs_language else None), dim=-1)
+        student = model.encode_text_ids(ids, lengths, langs if model.needs_language else None)
         with torch.no_grad():
             ids, lengths = captions.pad([self.pairs.teacher[i] for i in rows])
             teacher_langs = [self.teacher_language] * len(rows) if model.needs_language else None
-            teacher = F.normalize(model.encode_text_ids(ids, lengths, teacher_langs), dim=-1)
-        with autocast_off(student.device):  # InfoNCE's logits in fp32 under bf16 autocast
-            return self.loss(student.float() @ teacher.float().T)
+            teacher = model.encode_text_ids(ids, lengths, teacher_langs)
+        return self.loss_of(student, teacher)
 

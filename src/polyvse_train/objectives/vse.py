@@ -30,6 +30,10 @@ def batch_scores(model, forward, data, idx, dist_info) -> torch.Tensor:
         sizes = [len(s) for s in np.array_split(np.asarray(idx), dist_info.world_size)]
         image_emb = gather_with_grad(image_emb, dist_info, sizes)
         text_emb = gather_with_grad(text_emb, dist_info, sizes)
+    return fp32_scores(model, image_emb, text_emb)
+
+
+def fp32_scores(model, image_emb, text_emb) -> torch.Tensor:
     with autocast_off(image_emb.device):  # the scores (InfoNCE's logits x t) in fp32 under bf16 autocast
         return model.scores(image_emb.float(), text_emb.float())
 
@@ -55,8 +59,32 @@ class VseObjective(Objective):
         return self.make_sampler(self.data.train.photo_row)
 
     def image_batch_loss(self, forward, batch, dist_info, epoch: int) -> tuple[torch.Tensor, dict]:
-        loss = self.ranking(batch_scores(self.model[0], forward, self.data, batch, dist_info))
-        if self.teacher is None:
-            return loss, {}
-        taught = self.teacher(self.model[0], self.data.captions, epoch, batch)
-        return loss + self.cfg.objective.teacher_weight * taught, {"teacher": float(taught.detach())}
+        if self.teacher is not None and dist_info.enabled:
+            loss, taught = self.distributed_teacher_losses(forward, batch, dist_info, epoch)
+        else:
+            loss = self.ranking(batch_scores(self.model[0], forward, self.data, batch, dist_info))
+            if self.teacher is None:
+                return loss, {}
+            taught = self.teacher(self.model[0], self.data.captions, epoch, batch)
+        return loss + self.cfg.objective.teacher_weight * taught, {"teacher": taught.detach()}  # read never per step
+
+    def distributed_teacher_losses(self, forward, batch, dist_info, epoch: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """(ranking loss, teacher loss) under DDP. One pass through the DDP wrapper embeds this rank's captions and
+        its slice of the step's teacher pairs: outside it, DDP (find_unused_parameters) would take a language part
+        that only the teacher term used for unused, and its gradient would then fail the reducer; and every rank
+        would embed every pair. Both are gathered with gradients, as the captions are (``batch_scores``)."""
+        model, data, teacher = self.model[0], self.data, self.teacher
+        local, rows = shard(batch, dist_info), teacher.rows(epoch, batch)
+        mine = shard(rows, dist_info)
+        pairs, n, m = teacher.pairs, len(local), len(mine)
+        ids, lengths = data.captions.pad([data.train.ids[i] for i in local] + [pairs.student[i] for i in mine]
+                                         + [pairs.teacher[i] for i in mine])
+        langs = ([data.train.langs[i] for i in local] + [pairs.langs[i] for i in mine]
+                 + [teacher.teacher_language] * m) if model.needs_language else None
+        image_emb, text_emb = forward(data.features[data.train.photo_row[local]], ids, lengths, langs)
+        sizes = [len(s) for s in np.array_split(np.asarray(batch), dist_info.world_size)]
+        pair_sizes = [len(s) for s in np.array_split(rows, dist_info.world_size)]
+        image_emb, caption_emb = (gather_with_grad(x, dist_info, sizes) for x in (image_emb, text_emb[:n]))
+        student, taught_by = (gather_with_grad(x, dist_info, pair_sizes)
+                              for x in (text_emb[n: n + m], text_emb[n + m:].detach()))
+        return self.ranking(fp32_scores(model, image_emb, caption_emb)), teacher.loss_of(student, taught_by)
