@@ -76,6 +76,8 @@ def test_fused_towers_read_the_union_and_a_word_model_only_its_own():
         "trained", "zero-shot", "zero-shot", "zero-shot", None, None]
     served = served_languages(product)
     assert list(served)[:6] == ["en", "de", "fr", "cs", "zh", "ja"] and served["es"] == "zero-shot" and "qu" not in served
+    product.zero_shot = "off"  # polyvse.load(..., zero_shot="off"): no fallback part, no zero-shot language
+    assert serving_status(product, "es") is None and "es" not in served_languages(product)
     word = _model(["en", "de"])
     assert readable_languages(word) == {"en", "de"} and serving_status(word, "es") is None
     assert served_languages(word) == {"en": "trained", "de": "trained"}

@@ -67,6 +67,8 @@ def test_json_output_and_auto_language(assets, cli_index, capsys):
     assert [h["rank"] for h in result["results"]] == [1, 2, 3]
     code, out, _ = run(capsys, "search", "--index", str(cli_index), assets.english_query, "--lang", "auto")
     assert code == 0 and "(detected en, confidence" in out
+    code, out, _ = run(capsys, "search", "--index", str(cli_index), assets.english_query, "--lang", "eng")
+    assert code == 0 and "(en)" in out  # any ISO 639 code
 
 
 def test_search_by_photo_and_by_id(assets, cli_index, capsys):
@@ -84,6 +86,9 @@ def test_search_by_photo_and_by_id(assets, cli_index, capsys):
     (["los perros juegan en la nieve", "--lang", "auto"], "looks like Spanish"),
     (["a dog", "--lang", "xx"], "unknown language code 'xx'"),
     (["un chien", "--lang", "fr"], "not trained on 'fr'"),
+    # a word-level model reads only its own languages: how to teach it another
+    (["un perro", "--lang", "spa"], "polyvse adapt --checkpoint C --lang es --parallel FILE --out C2"),
+    (["a dog", "--lang", "Spanish"], "for Spanish use 'es'"),
     (["   ", "--lang", "en"], "the query is empty"),
     (["x" * 10_000, "--lang", "en"], "the limit is 1000"),
     (["a dog"], "needs --lang"),

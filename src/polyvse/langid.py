@@ -22,7 +22,8 @@ anyway and refuses only where the choice changes the answer:
    language) is refused with how to teach it (``polyvse adapt``). lingua knows 75 languages: a served language
    it does not know (an adapted Quechua) is never detected, and the refusal says to pass it explicitly.
 2. Detection among the served languages (the wide confidences renormalised over them): when the best has a
-   confidence of at least ``min_confidence``, or 5 times the runner-up's, it is the query's language.
+   confidence of at least ``min_confidence``, or 5 times the runner-up's, it is the query's language; so is
+   the language the strict rule above finds among the trained languages (it never refuses more than that rule).
 3. Otherwise the plausible languages are the served ones with at least ``candidate_floor`` (0.05) of that
    confidence, best first, at most ``max_candidates`` (5). The query is searched as each of them (a language whose
    query vector is the same as another's is not searched twice). **The answer is unchanged when every candidate's
@@ -259,6 +260,11 @@ def choose_language(text: str, languages: Sequence[str], answer: Callable[[str],
             f"cannot read; write it in a language the model serves, {how}{unseen}, or {teach_hint(other)}")
     if _clear(ranked, min_confidence):
         return LanguageGuess(ranked[0][0], ranked[0][1], ranked[:3])
+    if trained:  # what the strict rule accepts stays accepted: a confident trained language, nothing else likelier
+        try:
+            return detect_language(text, trained, min_confidence=min_confidence)
+        except LanguageDetectionError:
+            pass
     if ranked:
         floor = candidate_floor * ranked[0][1]
         candidates = [(c, v) for c, v in ranked if v >= floor][:max_candidates]

@@ -12,7 +12,7 @@ What a model serves (``serving_status(model, lang)``)
     ``"trained"``    the model trained on it (``model.languages``, the checkpoint's list, less the adapted ones)
     ``"adapted"``    taught afterwards by ``polyvse adapt`` (the checkpoint's ``adapted_languages``, a dict or list)
     ``"zero-shot"``  a frozen text tower reads it (its documented language list; the union for fused towers)
-                     although the model never trained on it
+                     although the model never trained on it (unless loaded with ``zero_shot="off"``)
     ``None``         the model cannot read it: refused, with :func:`teach_hint` saying how to teach it
 A word-level model reads only the languages it trained on: its vocabulary is theirs.
 """
@@ -142,9 +142,15 @@ def serving_status(model: Any, lang: str) -> str | None:
         return "adapted"
     if code in model.languages:
         return "trained"
-    if match_language(code, readable_languages(model)) is not None:
+    if _zero_shot_on(model) and match_language(code, readable_languages(model)) is not None:
         return "zero-shot"
     return None
+
+
+def _zero_shot_on(model: Any) -> bool:
+    """Whether the model serves zero-shot languages: a loaded model's ``zero_shot`` fallback part is not "off"
+    (``polyvse.load(..., zero_shot=)``, polyvse.adaptation.zero_shot)."""
+    return getattr(model, "zero_shot", None) != "off"
 
 
 def served_languages(model: Any) -> dict[str, str]:
@@ -153,7 +159,7 @@ def served_languages(model: Any) -> dict[str, str]:
     adapted = adapted_languages(model)
     out = {code: "trained" for code in model.languages if code not in adapted}
     out.update((code, "adapted") for code in adapted)
-    for code in sorted(readable_languages(model)):
+    for code in sorted(readable_languages(model)) if _zero_shot_on(model) else ():
         out.setdefault(code, "zero-shot")
     return out
 

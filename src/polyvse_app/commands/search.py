@@ -1,7 +1,8 @@
 """`polyvse search --index INDEX ("QUERY" --lang L | --image PHOTO | --similar-to ID) [-k N] [--json]`.
 
-Prints the ranked photos with their scores. ``--lang auto`` detects the query's language among the
-model's languages, or refuses (exit code 2) with a message saying why.
+Prints the ranked photos with their scores. ``--lang`` takes any ISO 639 code the model serves (trained, adapted,
+or read zero-shot by its frozen towers); another is refused with how to teach it (``polyvse adapt``). ``--lang auto``
+detects the query's language, or refuses (exit code 2) with a message saying why (polyvse.langid).
 """
 from __future__ import annotations
 
@@ -26,7 +27,8 @@ def register(sub) -> None:
     p.add_argument("--index", default=str(DEFAULT_INDEX), metavar="INDEX",
                    help="index folder (from `polyvse index build`; default: %(default)s, from `make model`)")
     p.add_argument("--checkpoint", metavar="DIR", help="checkpoint folder (default: the one recorded in the index)")
-    p.add_argument("--lang", help="language of the text query: an ISO 639-1 code the model knows, or auto")
+    p.add_argument("--lang", help="language of the text query: an ISO 639 code the model serves (e.g. en, es, spa, "
+                   "zh-Hans; trained, adapted or zero-shot), or auto")
     p.add_argument("--image", metavar="PHOTO", help="search by this photo instead of text")
     p.add_argument("--similar-to", type=int, metavar="ID", help="search by an indexed photo (its id)")
     p.add_argument("-k", type=int, default=10, help="number of results (default: %(default)s)")
@@ -71,7 +73,7 @@ def run(args) -> int:
         raise DataError("give exactly one of: a text query (with --lang), --image PHOTO or --similar-to ID"
                         + (f"; got {' and '.join(modes)}" if modes else ""))
     if args.query is not None and not args.lang:
-        raise DataError("a text query needs --lang (an ISO 639-1 code such as en or de, or auto to detect it)")
+        raise DataError("a text query needs --lang (an ISO 639 code such as en, de or es, or auto to detect it)")
     if args.query is None and args.lang:
         raise DataError("--lang is for text queries only")
     index = PhotoIndex.open(args.index)
@@ -88,8 +90,13 @@ def run(args) -> int:
                               "results": [h.to_dict(with_path=True) for h in result.hits]}, ensure_ascii=False,
                              indent=2))
             return 0
-        how = (f"detected {result.lang}, confidence {result.detected.confidence:.2f}" if result.detected
-               else result.lang)
+        status = searcher.served_languages.get(result.lang, "trained")
+        how = result.lang if status == "trained" else f"{result.lang}, {status}"
+        if result.detected and result.detected.decided_by == "same answer":
+            how = (f"{how}; language unclear, but every plausible one gives {result.detected.agreement:.0%} the "
+                   "same photos")
+        elif result.detected:
+            how = f"detected {how}, confidence {result.detected.confidence:.2f}"
         header = f"{result.query!r} ({how}): top {len(result.hits)} of {index.count} photos"
         if result.unknown_words:
             header += f"\n  words not in the model's vocabulary (ignored as unknown): {', '.join(result.unknown_words)}"
