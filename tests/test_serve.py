@@ -88,6 +88,9 @@ def test_health_model_and_openapi(client, assets):
     assert health["status"] == "ok" and health["photos"] == N_FIRST and health["captions"] > 50
     info = client.get("/api/model").json()
     assert info["languages"] == ["en", "de", "zh"] and info["language_names"]["de"] == "German"
+    # a word-level model serves only its trained languages: the page's picker lists them
+    assert info["served_languages"] == [{"code": c, "name": n, "status": "trained"}
+                                        for c, n in (("en", "English"), ("de", "German"), ("zh", "Chinese"))]
     assert info["similarity"] == "cosine" and info["index"]["photos"] == N_FIRST
     assert info["fingerprint"] == PhotoIndex.open(assets.index).fingerprint
     assert info["captions"]["languages"] == ["de", "en", "zh"]  # French captions dropped: the model lacks fr

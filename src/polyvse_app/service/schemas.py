@@ -21,11 +21,16 @@ class Detected(BaseModel):
     lang: str
     confidence: float
     candidates: list[dict]
+    decided_by: str = Field("detection", description="'detection' (confident), or 'same answer': the language is "
+                            "unclear but every plausible one gives the same top photos (polyvse.langid)")
+    agreement: Optional[float] = Field(None, description="with 'same answer': the share of the top k photos "
+                                       "every plausible language's search has in common")
 
 
 class TextSearchRequest(BaseModel):
     query: str = Field(description="what the photo shows, in one of the model's languages")
-    lang: str = Field("auto", description="ISO 639-1 code of the query's language, or 'auto' to detect it")
+    lang: str = Field("auto", description="ISO 639 code of the query's language, one the model serves "
+                      "(GET /api/model: served_languages), or 'auto' to detect it")
     k: int = Field(DEFAULT_K, description="number of photos")
 
 

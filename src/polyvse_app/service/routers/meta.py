@@ -23,14 +23,16 @@ async def health(service: Service):
 
 @router.get("/model")
 async def model_info(service: Service):
-    from polyvse.langid import language_name
+    from polyvse.languages import language_name
 
     index, model, captions = service.index, service.model, service.captions
+    served = service.searcher.served_languages  # trained, adapted, then zero-shot: every code the lang field takes
     m = index.manifest
     return {
         "polyvse_version": __version__,
         "languages": model.languages,
-        "language_names": {c: language_name(c) for c in model.languages},
+        "served_languages": [{"code": c, "name": language_name(c), "status": st} for c, st in served.items()],
+        "language_names": {c: language_name(c) for c in served},
         "similarity": service.searcher.similarity,
         "embed_dim": model.embed_dim,
         "backbone": model.checkpoint.backbone,

@@ -252,14 +252,26 @@ async function init() {
     const model = await api("/api/model");
     state.model = model;
     state.captions = Boolean(model.captions && model.captions.count);
+    // every language the model serves, in groups: trained, adapted (polyvse adapt), read zero-shot by its towers
     const select = $("lang");
-    for (const code of model.languages) {
-      const opt = document.createElement("option");
-      opt.value = code;
-      opt.textContent = (model.language_names[code] || code) + " (" + code + ")";
-      select.append(opt);
+    const groups = { trained: "trained on", adapted: "taught with polyvse adapt", "zero-shot": "read zero-shot" };
+    const served = model.served_languages || model.languages.map((code) => ({ code, status: "trained" }));
+    for (const [status, label] of Object.entries(groups)) {
+      const members = served.filter((l) => l.status === status);
+      if (!members.length) continue;
+      const group = document.createElement("optgroup");
+      group.label = label;
+      for (const lang of members) {
+        const opt = document.createElement("option");
+        opt.value = lang.code;
+        opt.textContent = (lang.name || model.language_names[lang.code] || lang.code) + " (" + lang.code + ")";
+        group.append(opt);
+      }
+      select.append(group);
     }
+    const others = served.length - model.languages.length;
     $("model-info").textContent = model.index.photos + " photos · languages " + model.languages.join(", ") +
+      (others > 0 ? " (+" + others + " more)" : "") +
       " · " + model.similarity + " similarity · " + model.index.kind + " search";
     document.body.dataset.ready = "1";
   } catch (err) {
