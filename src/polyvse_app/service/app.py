@@ -15,21 +15,29 @@ Endpoints (OpenAPI schema at /openapi.json, interactive docs at /docs), one rout
     page      GET  /                                 the web page (static files under /static); ?q=&lang=&k= or
                                                      ?similar=ID&k= opens it on that search
 
-Bad input gets a 4xx whose JSON ``detail`` says what is wrong (errors.py): 404 unknown photo id or route, 413
-body over the upload cap, 415 wrong content type, 422 anything else (empty / over-long / all-unknown-word
-query, unknown language, undetectable language, not an image, truncated image, too many pixels, bad k).
+Bad input gets a 4xx whose JSON ``detail`` says what is wrong (errors.py): 401 no or wrong token (a server
+started with --token: auth.py), 404 unknown photo id or route, 405 a method the path does not take, 413 body
+over the upload cap, 415 wrong content type, 422 anything else (empty / over-long / all-unknown-word query,
+unknown language, undetectable language, not an image, truncated image, too many pixels, bad k).
+
+The OpenAPI schema is the contract: every limit the server checks on a request's form (k, query length, thumbnail
+size, photo id, upload size, language codes) is declared in it, so a request it allows is refused only for its
+content (a query in no language the model knows, a file that is not a photo). tests/test_serve_schema.py runs
+schemathesis against it.
 """
 from __future__ import annotations
 
-from fastapi import FastAPI
+from fastapi import Depends, FastAPI
 from fastapi.staticfiles import StaticFiles
 
 from polyvse import __version__
 from polyvse.index import CaptionCollection, Searcher
 
+from .auth import token_dependency
 from .errors import add_error_handling
 from .routers import ROUTERS
 from .routers.page import STATIC
+from .schemas import UNAUTHORIZED
 from .settings import ServeSettings
 from .state import ServiceState
 
@@ -45,11 +53,59 @@ def create_app(searcher: Searcher, captions: CaptionCollection | None = None,
     )
     # loaded before the app exists (build_app), so that a bad index or model fails before the port opens
     app.state.service = ServiceState(searcher, captions, settings)
-    add_error_handling(app, settings.max_upload_bytes)
+    add_error_handling(app, settings)
+    guard = {"dependencies": [Depends(token_dependency(settings.token))], "responses": UNAUTHORIZED} \
+        if settings.token else {}
     for router in ROUTERS:
-        app.include_router(router)
+        app.include_router(router, **(guard if router.prefix.startswith("/api") else {}))
     app.mount("/static", StaticFiles(directory=STATIC), name="static")
+
+    def openapi() -> dict:
+        if app.openapi_schema is None:
+            app.openapi_schema = declare_app_limits(FastAPI.openapi(app), searcher, captions, settings)
+        return app.openapi_schema
+
+    app.openapi = openapi
     return app
+
+
+def declare_app_limits(schema: dict, searcher: Searcher, captions: CaptionCollection | None,
+                       settings: ServeSettings) -> dict:
+    """Complete FastAPI's schema with what depends on this app: the languages ``lang`` may name (those the model
+    serves, and "auto", for a text query; the collection's for captions) and an upload's size limits."""
+    query_langs = [*searcher.served_languages, "auto"]
+    caption_langs = captions.languages if captions else list(searcher.languages)
+    for path, operations in schema["paths"].items():
+        langs = caption_langs if "/captions" in path else query_langs
+        for operation in operations.values():
+            for param in operation.get("parameters", []):
+                if param["name"] == "lang":
+                    param["schema"] = _enum(param["schema"], langs)
+            for media_type, media in operation.get("requestBody", {}).get("content", {}).items():
+                name = media.get("schema", {}).get("$ref", "").rsplit("/", 1)[-1]
+                body = schema["components"]["schemas"].get(name, {})
+                props = body.get("properties", {})
+                if "lang" in props:
+                    props["lang"] = _enum(props["lang"], langs)
+                if "file" in props:  # the bytes of the photo: not empty, not above the upload limit
+                    props["file"].update(minLength=1, maxLength=settings.max_upload_bytes)
+                if media_type == "multipart/form-data":
+                    for field in set(props) - set(body.get("required", [])):
+                        props[field] = _or_empty(props[field])
+    return schema
+
+
+def _or_empty(prop: dict) -> dict:
+    """An optional form field may also come empty, as an HTML form sends it: FastAPI reads that as its default."""
+    meta = {k: v for k, v in prop.items() if k in ("title", "description", "default")}
+    rest = {k: v for k, v in prop.items() if k not in meta}
+    return {**meta, "anyOf": [rest, {"type": "string", "maxLength": 0}]}
+
+
+def _enum(prop: dict, values: list[str]) -> dict:
+    """A string property (or an optional one: anyOf string/null) narrowed to ``values``, keeping its metadata."""
+    keep = {k: v for k, v in prop.items() if k not in ("type", "anyOf") and not (k == "default" and v is None)}
+    return {**keep, "type": "string", "enum": list(values)}
 
 
 def build_app(index_path, checkpoint=None, captions_path=None, captions_lang=None, settings=None, device="auto"):

@@ -1,14 +1,18 @@
 """Bad input -> a 4xx whose JSON ``detail`` says what is wrong: the body-size cap (413) and the exception
-handlers for library errors and request validation."""
+handlers for library errors, request validation and methods a path does not take (405, with an Allow header
+that lists every method of the path)."""
 from __future__ import annotations
 
 from fastapi import FastAPI, HTTPException, Request
+from fastapi.exception_handlers import http_exception_handler
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.routing import Match, Mount
 
 from polyvse.errors import PolyvseError
 
-from .settings import mib
+from .settings import ServeSettings, mib
 
 
 class BodySizeLimit:
@@ -18,9 +22,10 @@ class BodySizeLimit:
     one (chunked), so an oversized upload is never spooled to disk or memory.
     """
 
-    def __init__(self, app, limit: int):
+    def __init__(self, app, limit: int, shown_limit: int | None = None):
         self.app = app
         self.limit = int(limit)
+        self.shown_limit = int(shown_limit or limit)  # the upload limit users know, without the form's slack
 
     async def __call__(self, scope, receive, send):
         if scope["type"] != "http":
@@ -32,7 +37,7 @@ class BodySizeLimit:
                     length = int(value)
                 except ValueError:
                     length = None
-        message = (f"the request body is larger than the limit of {mib(self.limit)}; "
+        message = (f"the request body is larger than the limit of {mib(self.shown_limit)}; "
                    "upload a smaller photo (a JPEG of a few MB at most)")
         if length is not None and length > self.limit:
             response = JSONResponse({"detail": message}, status_code=413, headers={"Connection": "close"})
@@ -62,6 +67,13 @@ def readable(errors) -> str:
             msg = "is required"
         elif where == "photo_id" and err.get("type", "").startswith("int"):
             msg = "must be a photo id (a whole number) from the index"
+        elif err.get("type") == "string_unicode":
+            msg = "contains characters that are not valid text (an unpaired surrogate?); send it as UTF-8"
+        elif where in ("query", "q") and err.get("type") in ("string_too_short", "string_pattern_mismatch"):
+            msg = "the query is empty; type a few words describing the photo you want"
+        elif where in ("query", "q") and err.get("type") == "string_too_long":
+            msg = (f"the query is {len(err.get('input', ''))} characters long; the limit is "
+                   f"{err.get('ctx', {}).get('max_length')}. Describe the photo in a sentence or two")
         parts.append(f"{where} {msg}" if msg == "is required" else f"{where}: {msg}")
     return "; ".join(parts) or "invalid request"
 
@@ -77,7 +89,32 @@ async def validation_error(request: Request, exc: RequestValidationError):
     return JSONResponse({"detail": readable(exc.errors())}, status_code=status)
 
 
-def add_error_handling(app: FastAPI, max_upload_bytes: int) -> None:
-    app.add_middleware(BodySizeLimit, limit=max_upload_bytes)
+HTTP_METHODS = ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE")
+
+
+def allowed_methods(request: Request) -> list[str]:
+    """The methods some route takes at the request's path, found by asking each route whether it would take the
+    request with that method (FastAPI nests included routers, so their routes are not listed flat)."""
+    routes = [route for route in request.app.router.routes if not isinstance(route, Mount)]  # static files: theirs
+    return [method for method in HTTP_METHODS
+            if any(route.matches({**request.scope, "method": method})[0] == Match.FULL for route in routes)]
+
+
+async def http_error(request: Request, exc: StarletteHTTPException):
+    """FastAPI's own answer, but a 405 names every method of the path (Starlette's names only those of the first
+    route it tried: GET and POST /api/search/text are two routes), and a 400 says what to send."""
+    methods = ", ".join(allowed_methods(request)) if exc.status_code == 405 else ""
+    if methods:
+        exc = StarletteHTTPException(405, f"{request.method} is not allowed here; this path takes {methods}",
+                                     headers={"Allow": methods})
+    elif exc.status_code == 400 and exc.detail == "There was an error parsing the body":
+        exc = StarletteHTTPException(400, "the request body cannot be parsed: send JSON or a multipart form as "
+                                          "/openapi.json describes for this endpoint")
+    return await http_exception_handler(request, exc)
+
+
+def add_error_handling(app: FastAPI, settings: ServeSettings) -> None:
+    app.add_middleware(BodySizeLimit, limit=settings.max_body_bytes, shown_limit=settings.max_upload_bytes)
     app.add_exception_handler(PolyvseError, polyvse_error)
     app.add_exception_handler(RequestValidationError, validation_error)
+    app.add_exception_handler(StarletteHTTPException, http_error)

@@ -1,8 +1,11 @@
-"""What the endpoints share: the model's searcher over its index, the caption collection, the limits and the
-thumbnail cache, held as ``app.state.service`` (made once by create_app) and handed to each endpoint by the
-``Service`` dependency. The checks every endpoint applies (k, photo id, upload) live here too."""
+"""What the endpoints share: the model's searcher over its index, the caption collection, the limits, the
+thumbnail cache and the bound on concurrent photo decodes, held as ``app.state.service`` (made once by
+create_app) and handed to each endpoint by the ``Service`` dependency, pinned to the index version in force when
+the request came (live.py). The checks the endpoints share (photo id, upload) live here too; k and the query are
+checked by the schema (schemas.py)."""
 from __future__ import annotations
 
+import copy
 import re
 import threading
 import time
@@ -14,6 +17,7 @@ from fastapi import Depends, HTTPException, Request, UploadFile
 
 from polyvse.index import CaptionCollection, Hit, Searcher
 
+from .live import LiveSearcher
 from .settings import ServeSettings, mib
 
 _SAFE_NAME = re.compile(r"[^\w.\- ]+")
@@ -42,17 +46,25 @@ class ThumbnailCache:
 
 class ServiceState:
     def __init__(self, searcher: Searcher, captions: CaptionCollection | None, settings: ServeSettings):
+        self.live = LiveSearcher(searcher, settings.reload_interval_s)
         self.searcher = searcher
-        self.index = searcher.index
         self.model = searcher.model
         self.captions = captions
         self.settings = settings
         self.thumbnails = ThumbnailCache(settings.thumbnail_cache)
+        # each decode may hold a max_pixels photo in memory (40 MP: 120 MB of RGB) until it is embedded
+        self.decode_slots = threading.BoundedSemaphore(settings.decode_concurrency)
 
-    def check_k(self, k: int) -> int:
-        if not 1 <= k <= self.settings.max_k:
-            raise HTTPException(422, f"k must be between 1 and {self.settings.max_k}, not {k}")
-        return k
+    @property
+    def index(self):
+        return self.searcher.index
+
+    def pinned(self) -> "ServiceState":
+        """This state over the index version in force now (a newer one picked up first): what a request keeps to
+        its end, so that its photo ids and its search refer to the same version."""
+        pinned = copy.copy(self)
+        pinned.searcher = self.live.current()
+        return pinned
 
     def photo(self, photo_id: int):
         """The index entry of ``photo_id`` (404 outside the index: photos are served by id, never by path)."""
@@ -82,8 +94,9 @@ class ServiceState:
         """(the photo's embedding, its (width, height)); decoding refuses more than max_pixels."""
         from polyvse.features.images import load_image
 
-        image = load_image(data, self.settings.max_pixels, name=name)
-        return self.searcher.embed_pil(image), image.size
+        with self.decode_slots:  # held until the embedding: the full-size photo is alive till then
+            image = load_image(data, self.settings.max_pixels, name=name)
+            return self.searcher.embed_pil(image), image.size
 
 
 def upload_name(upload: UploadFile) -> str:
@@ -102,9 +115,10 @@ def took_ms(t0: float) -> float:
     return round((time.perf_counter() - t0) * 1000, 2)
 
 
-async def service_state(request: Request) -> ServiceState:
-    return request.app.state.service
+def service_state(request: Request) -> ServiceState:
+    # a plain def: FastAPI runs it in the thread pool, so opening a new index version never blocks the event loop
+    return request.app.state.service.pinned()
 
 
-#: an endpoint parameter annotated ``Service`` receives the app's ServiceState
+#: an endpoint parameter annotated ``Service`` receives the app's ServiceState, pinned to one index version
 Service = Annotated[ServiceState, Depends(service_state)]

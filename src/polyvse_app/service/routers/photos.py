@@ -4,23 +4,26 @@ from __future__ import annotations
 import io
 import mimetypes
 from pathlib import Path
+from enum import IntEnum
 
 from fastapi import APIRouter, HTTPException, Query
 from fastapi.responses import FileResponse, Response
 
 from polyvse.errors import PolyvseError
 
-from ..schemas import IMAGE_ERRORS
+from ..schemas import ERRORS, JPEG, PHOTO_FILE, PhotoId
 from ..settings import THUMB_SIZES
 from ..state import Service
 
-router = APIRouter(prefix="/api/photos", tags=["photos"], responses=IMAGE_ERRORS,
+router = APIRouter(prefix="/api/photos", tags=["photos"], responses=ERRORS,
                    default_response_class=Response)
 CACHE_HEADERS = {"Cache-Control": "public, max-age=3600"}
+# the schema lists the sizes (an enum); an IntEnum, not a Literal, so that "?size=128" parses
+ThumbnailSize = IntEnum("ThumbnailSize", {f"px{size}": size for size in THUMB_SIZES})
 
 
-@router.get("/{photo_id}")
-def photo(service: Service, photo_id: int):
+@router.get("/{photo_id}", responses=PHOTO_FILE)
+def photo(service: Service, photo_id: PhotoId):
     e = service.photo(photo_id)
     path = Path(e.path)
     if not path.is_file():
@@ -29,22 +32,24 @@ def photo(service: Service, photo_id: int):
     return FileResponse(path, media_type=media, headers=CACHE_HEADERS)
 
 
-@router.get("/{photo_id}/thumbnail")
-def thumbnail(service: Service, photo_id: int, size: int = Query(256, description=f"one of {THUMB_SIZES}")):
+@router.get("/{photo_id}/thumbnail", responses=JPEG)
+def thumbnail(service: Service, photo_id: PhotoId,
+              size: ThumbnailSize = Query(ThumbnailSize.px256, description="longest side in pixels")):
     e = service.photo(photo_id)
-    if size not in THUMB_SIZES:
-        raise HTTPException(422, f"size must be one of {', '.join(map(str, THUMB_SIZES))}, not {size}")
+    side = int(size)
 
     def make() -> bytes:
         from polyvse.features.images import load_image
 
-        try:
-            img = load_image(e.path, service.settings.max_pixels)
-        except PolyvseError:
-            raise HTTPException(404, f"photo {photo_id} ({e.name}) can no longer be read") from None
-        img.thumbnail((size, size))
-        buf = io.BytesIO()
-        img.save(buf, format="JPEG", quality=85)
-        return buf.getvalue()
+        with service.decode_slots:
+            try:
+                img = load_image(e.path, service.settings.max_pixels)
+            except PolyvseError:
+                raise HTTPException(404, f"photo {photo_id} ({e.name}) can no longer be read") from None
+            img.thumbnail((side, side))
+            buf = io.BytesIO()
+            img.save(buf, format="JPEG", quality=85)
+            return buf.getvalue()
 
-    return Response(service.thumbnails.get((e.id, size), make), media_type="image/jpeg", headers=CACHE_HEADERS)
+    # by path, not id: a rebuilt index (index build --force) may give an id to another photo
+    return Response(service.thumbnails.get((e.path, side), make), media_type="image/jpeg", headers=CACHE_HEADERS)

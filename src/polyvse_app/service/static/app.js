@@ -14,7 +14,21 @@ function setStatus(text, isError = false) {
   el.classList.toggle("error", isError);
 }
 
-async function api(url, options = {}) {
+// A server started with --token wants it on /api: the page asks for it once and keeps it in a cookie for this
+// site, which fetch() and every <img> send. A link may carry it as #token=... (a fragment never reaches a server).
+function rememberToken(token) {
+  const secure = location.protocol === "https:" ? "; Secure" : "";
+  document.cookie = "polyvse_token=" + token + "; path=/; SameSite=Strict" + secure;
+}
+
+function tokenFromAddress() {
+  const match = /^#token=([^&]+)/.exec(location.hash);
+  if (!match) return;
+  rememberToken(decodeURIComponent(match[1]));
+  history.replaceState(null, "", location.pathname + location.search);
+}
+
+async function api(url, options = {}, askedForToken = false) {
   let response;
   try {
     response = await fetch(url, options);
@@ -26,6 +40,13 @@ async function api(url, options = {}) {
     body = await response.json();
   } catch (err) {
     body = null;
+  }
+  if (response.status === 401 && !askedForToken) {
+    const token = window.prompt("This server wants its token (the one polyvse serve was started with):");
+    if (token) {
+      rememberToken(token.trim());
+      return api(url, options, true);
+    }
   }
   if (!response.ok) {
     const detail = body && body.detail ? body.detail : response.status + " " + response.statusText;
@@ -246,6 +267,7 @@ function setUpDropZone() {
 }
 
 async function init() {
+  tokenFromAddress();
   $("search-form").addEventListener("submit", searchText);
   setUpDropZone();
   try {
