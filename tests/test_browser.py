@@ -9,6 +9,7 @@ Back and Forward). Needs /usr/bin/chromium: `make test` installs it
 from __future__ import annotations
 
 import base64
+import contextlib
 import shutil
 import threading
 import time
@@ -39,15 +40,11 @@ def chromium() -> Path:
     return CHROMIUM if CHROMIUM.is_file() else Path(shutil.which("chromium"))
 
 
-@pytest.fixture(scope="module")
-def server(shared_data, tmp_path_factory):
-    """uvicorn on 127.0.0.1:<free port> in a thread, serving the tiny model's index."""
+@contextlib.contextmanager
+def uvicorn_thread(app):
+    """uvicorn serving ``app`` on 127.0.0.1:<free port> in a thread; yields its base URL."""
     import uvicorn
 
-    from polyvse_app.service import build_app
-
-    assets = serving_assets(shared_data, tmp_path_factory)
-    app, _, _ = build_app(assets.index)
     port = free_port()
     srv = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
     thread = threading.Thread(target=srv.run, name="uvicorn-test", daemon=True)
@@ -56,9 +53,20 @@ def server(shared_data, tmp_path_factory):
     while not srv.started:
         assert thread.is_alive() and time.time() < deadline, "uvicorn did not start"
         time.sleep(0.05)
-    yield f"http://127.0.0.1:{port}", assets
+    yield f"http://127.0.0.1:{port}"
     srv.should_exit = True
     thread.join(timeout=15)
+
+
+@pytest.fixture(scope="module")
+def server(shared_data, tmp_path_factory):
+    """uvicorn on a free loopback port in a thread, serving the tiny model's index."""
+    from polyvse_app.service import build_app
+
+    assets = serving_assets(shared_data, tmp_path_factory)
+    app, _, _ = build_app(assets.index)
+    with uvicorn_thread(app) as url:
+        yield url, assets
 
 
 @pytest.fixture(scope="module")

@@ -2,13 +2,9 @@
 or takes it from a #token=... link, and then searches and shows thumbnails (which carry it as a cookie)."""
 from __future__ import annotations
 
-import threading
-import time
-
 import pytest
 
-from polyvse_train.harness import free_port
-from test_browser import FLAGS, TIMEOUT_MS, chromium  # noqa: F401 (fixture)
+from test_browser import FLAGS, TIMEOUT_MS, chromium, uvicorn_thread  # noqa: F401 (chromium: a fixture)
 from test_index import serving_assets
 
 TOKEN = "browser-token-0123456789"
@@ -16,24 +12,13 @@ TOKEN = "browser-token-0123456789"
 
 @pytest.fixture(scope="module")
 def guarded_server(shared_data, tmp_path_factory):
-    """uvicorn on 127.0.0.1:<free port> in a thread, serving the tiny model's index behind TOKEN."""
-    import uvicorn
-
+    """uvicorn on a free loopback port in a thread, serving the tiny model's index behind TOKEN."""
     from polyvse_app.service import ServeSettings, build_app
 
     assets = serving_assets(shared_data, tmp_path_factory)
     app, _, _ = build_app(assets.index, settings=ServeSettings(token=TOKEN))
-    port = free_port()
-    srv = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
-    thread = threading.Thread(target=srv.run, name="uvicorn-token-test", daemon=True)
-    thread.start()
-    deadline = time.time() + 30
-    while not srv.started:
-        assert thread.is_alive() and time.time() < deadline, "uvicorn did not start"
-        time.sleep(0.05)
-    yield f"http://127.0.0.1:{port}", assets
-    srv.should_exit = True
-    thread.join(timeout=15)
+    with uvicorn_thread(app) as url:
+        yield url, assets
 
 
 @pytest.fixture
