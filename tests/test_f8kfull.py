@@ -118,6 +118,7 @@ def test_text_corpus_of_an_f8k_full_run_holds_no_evaluation_caption(shared_data,
     photo of Flickr8K's val/test lists and no sentence any source gives one of them is in its text tuples,
     and no f8k-full photo enters as text (its training photos train with their images)."""
     from polyvse.data._io import caption_key
+    from polyvse.data.exclusion import evaluation_exclusion
     from polyvse_train.config import TrainConfig
     from polyvse_train.text_corpus import load_text_corpus
     from polyvse_train.train import resolve_split
@@ -129,9 +130,10 @@ def test_text_corpus_of_an_f8k_full_run_holds_no_evaluation_caption(shared_data,
         cfg = TrainConfig(dataset="f8k-full", objective="parallel", text_corpus=kind, split="official",
                           eval_split="test")
         corpus = full.filter(langs=cfg.data.languages)
-        _, run_eval_ids = resolve_split(corpus, cfg)
+        run_train_ids, run_eval_ids = resolve_split(corpus, cfg)
         assert len(run_eval_ids) == 1000
-        text = load_text_corpus(cfg, shared_data, corpus, run_eval_ids)
+        text = load_text_corpus(cfg, shared_data, corpus, evaluation_exclusion(
+            shared_data, eval_photo_ids=run_eval_ids, train_photo_ids=run_train_ids))
         ids = set(text.photos) | {c.photo_id for c in text.captions}
         assert len(ids) > 20_000, kind
         assert not ids & eval_ids, kind  # val photos too, though the run evaluates on test

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 import torch
 
+from polyvse.data.exclusion import EvaluationExclusion, evaluation_exclusion
 from polyvse.data.f8kfull import flickr8k_eval_photo_ids
 from polyvse.errors import DataError
 from polyvse_train.config import TrainConfig
@@ -37,16 +38,17 @@ def text_corpus(shared_data):
 def test_pairs_are_translations_of_photos_outside_evaluation(shared_data, text_corpus, monkeypatch):
     monkeypatch.setattr("polyvse.data.registry.load_dataset", lambda name, root: text_corpus)
     eval_ids = flickr8k_eval_photo_ids(shared_data)
-    pairs = load_teacher_pairs(teacher_config(), shared_data, FakeEncoder(), eval_ids, set(), smoke=False)
+    ex = evaluation_exclusion(shared_data)
+    pairs = load_teacher_pairs(teacher_config(), shared_data, FakeEncoder(), ex, set(), smoke=False)
     assert len(pairs) > 40_000 and set(pairs.langs) == {"cs", "de"}  # ~29k photos x 2 languages, most with en
     task1 = [c for c in text_corpus.captions if c.source == TEACHER_SOURCE]
     assert not {c.photo_id for c in task1} & eval_ids
     # train only: the lines of the given photos
     some = sorted({c.photo_id for c in task1})[:10]
-    few = load_teacher_pairs(teacher_config(teacher_photos="train"), shared_data, FakeEncoder(), eval_ids,
+    few = load_teacher_pairs(teacher_config(teacher_photos="train"), shared_data, FakeEncoder(), ex,
                              set(some), smoke=False)
     assert 0 < len(few) <= 20
-    assert load_teacher_pairs(teacher_config(teacher_students=[]), shared_data, FakeEncoder(), eval_ids,
+    assert load_teacher_pairs(teacher_config(teacher_students=[]), shared_data, FakeEncoder(), ex,
                               set()) is None
 
 
@@ -107,4 +109,4 @@ def test_smoke_run_with_a_teacher_trains(shared_data, tmp_path):
 def test_a_dataset_without_a_text_corpus_is_named(shared_data):
     cfg = teacher_config(dataset="flickr8k")
     with pytest.raises(DataError, match="has no text-only corpus 'flickr8k-text'"):
-        load_teacher_pairs(cfg, shared_data, FakeEncoder(), set(), set())
+        load_teacher_pairs(cfg, shared_data, FakeEncoder(), EvaluationExclusion(frozenset(), frozenset()), set())

@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 import torch
 
+from polyvse.data.exclusion import evaluation_exclusion
 from polyvse.data._io import caption_key
 from polyvse.data.registry import load_dataset
 from polyvse.data.text_tuples import multi30k_test_photo_ids, text_tuple_corpus
@@ -314,8 +315,9 @@ def test_no_evaluation_photo_or_caption_reaches_the_text_corpus_of_its_run(share
     for split in ("official", "fold0of5", "fold1of5", "fold2of5", "fold3of5", "fold4of5"):
         cfg = TrainConfig(objective="parallel", text_corpus="all", split=split)
         corpus = f8kml.filter(langs=cfg.data.languages)
-        _, eval_ids = resolve_split(corpus, cfg)
-        text = load_text_corpus(cfg, shared_data, corpus, eval_ids)
+        train_ids, eval_ids = resolve_split(corpus, cfg)
+        text = load_text_corpus(cfg, shared_data, corpus, evaluation_exclusion(
+            shared_data, eval_photo_ids=eval_ids, train_photo_ids=train_ids))
         ids = set(text.photos) | {c.photo_id for c in text.captions}
         assert len(ids) > 20_000
         assert not ids & eval_ids, split

@@ -5,17 +5,20 @@ from collections import Counter
 
 import pytest
 
+from polyvse.data.exclusion import EvaluationExclusion
 from polyvse.data.f8kml import load_f8kml
 from polyvse.errors import DataError
 from polyvse_train.config import TrainConfig
 from polyvse_train.train import training_captions
 
 TRAIN = {"100", "700"}
+# the caption budget alone (the exclusion set has its own tests: test_evaluation_exclusion.py)
+NO_EXCLUSION = EvaluationExclusion(frozenset(), frozenset())
 
 
 def _captions(tiny_root, **data):
     cfg = TrainConfig.from_dict({"data": {"languages": ["en", "de", "zh"], **data}})
-    return training_captions(cfg, tiny_root, load_f8kml(tiny_root), TRAIN)
+    return training_captions(cfg, tiny_root, load_f8kml(tiny_root), TRAIN, NO_EXCLUSION)
 
 
 def _count(caps):
@@ -48,4 +51,4 @@ def test_without_augmentation_the_budget_is_per_photo_and_language(tiny_root):
 def test_translations_need_zh(tiny_root):
     cfg = TrainConfig.from_dict({"data": {"languages": ["en", "de"], "augment_translations": ["zhb"]}})
     with pytest.raises(DataError, match="augment_translations"):
-        training_captions(cfg, tiny_root, load_f8kml(tiny_root), TRAIN)
+        training_captions(cfg, tiny_root, load_f8kml(tiny_root), TRAIN, NO_EXCLUSION)

@@ -6,8 +6,9 @@ of (student line, English line) pairs and pulls the model's embedding of the stu
 the English line, held fixed (detached), with InfoNCE over the batch. The teacher is the model itself, in the
 language it reads best (for the fused e5 + USE tower, cs has e5's part only; en has both).
 
-Pairs come from the dataset's text-only corpus (``<dataset>-text``: no caption of a Flickr8K val or test photo,
-nor any sentence identical to one), restricted to Multi30K task1, and exclude the run's evaluation photos by id.
+Pairs come from the dataset's text-only corpus (``<dataset>-text``), restricted to Multi30K task1, through the run's
+evaluation exclusion (``polyvse.data.exclusion``): no pair whose photo or either sentence an evaluation uses --
+Multi30K's test_2016 lines, which the cross-lingual task scores, included.
 Their sentence vectors come from the same cache as the captions' (``polyvse features embed-text --dataset
 f8k-full-text --source multi30k-task1 --langs cs,en`` fills it ahead of time).
 """
@@ -21,6 +22,7 @@ import torch
 import torch.nn.functional as F
 
 from polyvse.device import autocast_off
+from polyvse.data.exclusion import EvaluationExclusion
 from polyvse.errors import DataError
 from polyvse.losses import InfoNceLoss
 
@@ -41,7 +43,7 @@ class TeacherPairs:
         return len(self.student)
 
 
-def load_teacher_pairs(cfg, root: Path, encoder, eval_ids: set[str], train_ids: set[str],
+def load_teacher_pairs(cfg, root: Path, encoder, exclusion: EvaluationExclusion, train_ids: set[str],
                        smoke: bool = False) -> TeacherPairs | None:
     """The (student, teacher) pairs of ``cfg.objective.teacher_students``, or None when teacher learning is off;
     ``teacher_photos: train`` keeps only the lines of the run's training photos (the ablation without extra text)."""
@@ -62,7 +64,7 @@ def load_teacher_pairs(cfg, root: Path, encoder, eval_ids: set[str], train_ids: 
     teacher_of: dict[str, object] = {}
     students: dict[tuple[str, str], object] = {}
     for c in corpus.captions:
-        if c.source != TEACHER_SOURCE or c.photo_id in eval_ids:
+        if c.source != TEACHER_SOURCE or exclusion.excludes(c.photo_id, c.text):
             continue
         if obj.teacher_photos == "train" and c.photo_id not in train_ids:
             continue

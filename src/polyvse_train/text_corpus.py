@@ -30,6 +30,7 @@ from pathlib import Path
 
 import numpy as np
 
+from polyvse.data.exclusion import EvaluationExclusion
 from polyvse.data.types import Corpus
 from polyvse.errors import DataError
 from polyvse.models.text_input import CaptionEncoder, tag_tokens
@@ -82,13 +83,13 @@ def check_text_corpus_config(cfg) -> None:
                         f"{cfg.objective.name!r} with these weights has none: set text_corpus: none")
 
 
-def load_text_corpus(cfg, root: Path, corpus: Corpus, eval_ids: set[str], smoke: bool = False) -> Corpus | None:
+def load_text_corpus(cfg, root: Path, corpus: Corpus, exclusion: EvaluationExclusion,
+                     smoke: bool = False) -> Corpus | None:
     """The run's text corpus, or None for text_corpus none.
 
-    ``corpus`` is the run's dataset and ``eval_ids`` ALL its evaluation photos under cfg.data.split (for a
-    k-fold split the fold's test photos; pass them before any smoke slicing). Excluded by id and by text:
-    those photos, Flickr8K's official val/test photos and Multi30K's test photos; skipped by id: every
-    photo of the dataset (its training photos train with their images).
+    ``corpus`` is the run's dataset and ``exclusion`` the run's evaluation exclusion (built from ALL its
+    evaluation photos, before any smoke slicing): its photos and sentences are excluded; every photo of the
+    dataset is skipped by id (its training photos train with their images).
     """
     check_text_corpus_config(cfg)
     if cfg.data.text_corpus == "none":
@@ -97,9 +98,8 @@ def load_text_corpus(cfg, root: Path, corpus: Corpus, eval_ids: set[str], smoke:
     from polyvse.data.text_tuples import text_tuple_corpus
 
     official_eval = {pid for pid, split in official_split(root).items() if split in ("val", "test")}
-    eval_texts = [c.text for c in corpus.captions if c.photo_id in eval_ids]
-    text = text_tuple_corpus(root, cfg.data.text_corpus, exclude_photo_ids=set(eval_ids) | official_eval,
-                             exclude_texts=eval_texts, skip_photo_ids=set(corpus.photos), langs=cfg.data.languages)
+    text = text_tuple_corpus(root, cfg.data.text_corpus, exclude_photo_ids=set(exclusion.photo_ids) | official_eval,
+                             skip_photo_ids=set(corpus.photos), langs=cfg.data.languages, exclusion=exclusion)
     if smoke:
         text = text.filter(photo_ids=sorted(text.photos)[: SMOKE_TUPLES_PER_PHOTO * cfg.smoke.photos])
     if not text.captions:

@@ -22,6 +22,7 @@ from polyvse.api import PolyvseModel
 from polyvse.checkpoint import (Checkpoint, load_training_state, save_checkpoint, save_training_state,
                                 write_json_atomic)
 from polyvse.data.caption_limit import first_captions_per_photo, limit_captions
+from polyvse.data.exclusion import EvaluationExclusion, evaluation_exclusion
 from polyvse.data.registry import trained_on_squashed_photos
 from polyvse.data.types import Corpus
 from polyvse.device import autocast
@@ -117,8 +118,12 @@ def prepare_data(cfg: TrainConfig, root: Path, smoke: bool = False, progress: bo
                         "(model.text_encoder: pretrained)")
     corpus = load_dataset(cfg.data.dataset, root).filter(langs=cfg.data.languages)
     train_ids, eval_ids = resolve_split(corpus, cfg)
-    text_corpus = load_text_corpus(cfg, root, corpus, eval_ids, smoke)  # all evaluation photos, before slicing
-    all_eval_ids = set(eval_ids)
+    # the run's one exclusion set, from ALL its evaluation photos (before smoke slicing): every training path below
+    # (image captions, translations, text tuples, teacher pairs) goes through it
+    exclusion = evaluation_exclusion(root, eval_photo_ids=eval_ids, train_photo_ids=train_ids,
+                                     eval_texts=[c.text for c in corpus.captions if c.photo_id in eval_ids])
+    log.info("evaluation exclusion: %d photos, %d sentences", len(exclusion.photo_ids), len(exclusion.text_keys))
+    text_corpus = load_text_corpus(cfg, root, corpus, exclusion, smoke)
     if smoke:  # a slice of the data: first photos by id, so smoke runs are reproducible and fast
         train_ids = set(sorted(train_ids)[: cfg.smoke.photos])
         eval_ids = set(sorted(eval_ids)[: max(cfg.smoke.photos // 2, 8)])
@@ -135,7 +140,7 @@ def prepare_data(cfg: TrainConfig, root: Path, smoke: bool = False, progress: bo
     ok_ids = [photo_ids[i] for i in result.index]
     row_of = {p: r for r, p in enumerate(ok_ids)}
 
-    train_caps = training_captions(cfg, root, corpus, {p for p in train_ids if p in row_of})
+    train_caps = training_captions(cfg, root, corpus, {p for p in train_ids if p in row_of}, exclusion)
     train_caps = limit_captions(train_caps, cfg.data.caption_limit, cfg.schedule.seed)  # learning curves; {} keeps all
     eval_caps = [c for c in corpus.captions if c.photo_id in eval_ids and c.photo_id in row_of]
     texts_by_lang: dict[str, list[str]] = {}
@@ -147,7 +152,7 @@ def prepare_data(cfg: TrainConfig, root: Path, smoke: bool = False, progress: bo
             raise DataError("text_corpus needs a word-level text encoder, not a frozen pretrained tower; "
                             "set text_corpus: none")
         encoder = pretrained_caption_encoder(cfg, root, progress=progress)
-        teacher = load_teacher_pairs(cfg, root, encoder, all_eval_ids, train_ids, smoke)
+        teacher = load_teacher_pairs(cfg, root, encoder, exclusion, train_ids, smoke)
     else:  # without a text corpus: CaptionEncoder.build over the training captions, as always
         encoder, text_tuples = build_caption_encoder(cfg, texts_by_lang, text_corpus)
 
@@ -168,16 +173,19 @@ def prepare_data(cfg: TrainConfig, root: Path, smoke: bool = False, progress: bo
         teacher=teacher)
 
 
-def training_captions(cfg: TrainConfig, root: Path, corpus: Corpus, train_photos: set[str]) -> list:
+def training_captions(cfg: TrainConfig, root: Path, corpus: Corpus, train_photos: set[str],
+                      exclusion: EvaluationExclusion) -> list:
     """The corpus captions of the training photos, the first ``captions_per_photo`` of each photo and language
-    (0 keeps all), then the translation augmentation's captions, limited per variant the same way.
+    (0 keeps all), then the translation augmentation's captions, limited per variant the same way; none that
+    ``exclusion`` (the run's evaluation exclusion) excludes.
 
     The limit applies to each before they are joined: the translations are extra zh captions by design, and a
     limit over the joined list kept the native zh caption and dropped every translation (mule-full-mt then
     trained exactly mule-full at ``captions_per_photo: 1``).
     """
-    own = [c for c in corpus.captions if c.photo_id in train_photos]
-    return first_captions_per_photo(own, cfg.data.captions_per_photo) + translation_captions(cfg, root, train_photos)
+    own = exclusion.filter_captions(c for c in corpus.captions if c.photo_id in train_photos)
+    translations = exclusion.filter_captions(translation_captions(cfg, root, train_photos))
+    return first_captions_per_photo(own, cfg.data.captions_per_photo) + translations
 
 
 def translation_captions(cfg: TrainConfig, root: Path, train_photos: set[str]) -> list:

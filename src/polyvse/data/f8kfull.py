@@ -14,8 +14,8 @@ on them too (they are in no evaluation split of Flickr8K).
 
 Evaluation hygiene: 871 of the 1,000 test photos are in Multi30K's *train* split. A training corpus
 takes only `split == "train"` captions of this corpus, and the text-only corpus `f8k-full-text`
-excludes (by Flickr id) every photo of Flickr8K's val and test lists - whether or not its file is at
-hand - and every sentence identical to one of their captions.
+excludes (by Flickr id) every photo of Flickr8K's val and test lists and of Multi30K's test sets - whether or
+not its file is at hand - and every sentence an evaluation uses (`polyvse.data.exclusion`).
 """
 
 from __future__ import annotations
@@ -27,7 +27,8 @@ from typing import Iterable, Sequence
 from ..errors import DataError
 from ..languages import check_language
 from ._io import bulk_allocation, require_dir
-from .f8kml import EVAL_SPLITS, TEXT_ONLY_ZH_VARIANTS, _collect, _dedupe, text_only_corpus
+from .exclusion import evaluation_exclusion, flickr8k_eval_photo_ids
+from .f8kml import TEXT_ONLY_ZH_VARIANTS, _collect, _dedupe, text_only_corpus
 from .flickr8k import Flickr8kReader, flickr_photo_files
 from .flickr8kcn import official_split
 from .types import Caption, Corpus, Photo
@@ -77,17 +78,20 @@ def load_f8kfull(root: str | os.PathLike, *, dedupe: bool = True, unlisted_split
     return Corpus(NAME, photos, captions)
 
 
-def flickr8k_eval_photo_ids(root: str | os.PathLike) -> set[str]:
-    """Every photo of Flickr8K's official val and test lists (by Flickr id), files at hand or not."""
-    return {pid for pid, s in official_split(root).items() if s in EVAL_SPLITS}
-
-
 def load_f8kfull_text(root: str | os.PathLike, *, langs: Iterable[str] | None = None,
                       drop_eval_texts: bool = True,
                       zh_variants: Sequence[str] = TEXT_ONLY_ZH_VARIANTS) -> Corpus:
     """The "f8k-full-text" training corpus: all Multi30K, Flickr8K and Flickr8K-CN captions except those of
-    Flickr8K's val and test photos (by id) and, with `drop_eval_texts`, every sentence identical
-    (caption_key) to a caption any source gives to one of them."""
-    ids = flickr8k_eval_photo_ids(root)
-    return text_only_corpus(root, ids, langs, zh_variants=zh_variants, exclude_texts=None,
-                            drop_excluded_texts=drop_eval_texts, name="f8k-full-text")
+    every photo an evaluation uses (Flickr8K's val and test photos, Multi30K's test photos: by id) and, with
+    `drop_eval_texts`, every sentence an evaluation uses (`polyvse.data.exclusion`: any caption of those
+    photos in any source, STS sentences; by caption_key)."""
+    exclusion = evaluation_exclusion(root)
+    # text-only data keeps its stricter rule too: no sentence ANY source (machine translations included) gives an
+    # excluded photo
+    corpus = text_only_corpus(root, exclusion.photo_ids, langs, zh_variants=zh_variants, exclude_texts=None,
+                              drop_excluded_texts=drop_eval_texts, name="f8k-full-text")
+    if not drop_eval_texts:
+        return corpus
+    captions = exclusion.filter_captions(corpus.captions)
+    return Corpus(corpus.name, {pid: corpus.photos[pid] for pid in dict.fromkeys(c.photo_id for c in captions)},
+                  captions)

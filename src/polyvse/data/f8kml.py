@@ -38,8 +38,9 @@ from ..languages import check_language
 from .types import Caption, Corpus, Photo
 from ._io import bulk_allocation, caption_key
 from .flickr8k import Flickr8kReader, SOURCE as FLICKR8K_SOURCE
-from .flickr8kcn import Flickr8kCnReader, VARIANTS as CN_VARIANTS, flickr8kcn_dir, official_split
-from .multi30k import Multi30kReader
+from .flickr8kcn import Flickr8kCnReader, VARIANTS as CN_VARIANTS, official_split
+from .exclusion import sentences_of_photos
+from .multi30k import Multi30kReader, multi30k_test_photo_ids
 
 __all__ = [
     "load_f8kml", "kfold_photo_splits", "text_only_corpus", "evaluation_photo_ids",
@@ -175,7 +176,7 @@ def text_only_corpus(root: str | os.PathLike, exclude_photo_ids: Iterable[str],
         keep = frozenset(sources)
         streams = [s for s in streams if s[3] in keep]
     if drop_excluded_texts and drop:
-        bad_texts = bad_texts | _texts_of_photos(root, f8k, cn, drop, zh_variants)
+        bad_texts = bad_texts | sentences_of_photos(root, f8k, cn, drop, zh_variants)
     return _text_only_captions(name, streams, drop, bad_texts, dedupe)
 
 
@@ -200,25 +201,6 @@ def _caption_streams(root: Path, f8k: Flickr8kReader, cn: Flickr8kCnReader, lang
             recs = cn.records(v)
             streams.append((((r.photo_id, r.text) for r in recs), cn.caption_keys(v), lang, source))
     return streams
-
-
-def _texts_of_photos(root: Path, f8k: Flickr8kReader, cn: Flickr8kCnReader, photo_ids: frozenset,
-                     zh_variants: Sequence[str]) -> set:
-    """Caption keys of every sentence any source gives to ``photo_ids``, whatever the language filter."""
-    keys = set()
-    for r, key in zip(f8k.rows(), f8k.caption_keys()):
-        if r.photo_id in photo_ids:
-            keys.add(key)
-    for f in Multi30kReader(root).files():
-        for (pid, _), key in zip(f.pairs, f.keys()):
-            if pid in photo_ids:
-                keys.add(key)
-    for v in ("zhc", "zhb", "zhg", "zhm"):
-        if v in zh_variants or (flickr8kcn_dir(root) / CN_VARIANTS[v][0]).is_file():
-            for r, key in zip(cn.records(v), cn.caption_keys(v)):
-                if r.photo_id in photo_ids:
-                    keys.add(key)
-    return keys
 
 
 def _text_only_captions(name: str, streams: list[_Stream], drop: frozenset, bad_texts: set, dedupe: bool) -> Corpus:
@@ -251,8 +233,8 @@ def load_f8kml_text(root: str | os.PathLike, *, langs: Iterable[str] | None = No
     like "A dog runs through the grass ." that other photos share (about 1.3k of 519k captions).
     """
     f8kml = load_f8kml(root)
-    if exclude == "eval":
-        ids = evaluation_photo_ids(root, f8kml)
+    if exclude == "eval":  # Multi30K's test photos are the cross-lingual task's: never text-side training data
+        ids = evaluation_photo_ids(root, f8kml) | multi30k_test_photo_ids(root)
     elif exclude == "all":
         ids = set(f8kml.photos)
     else:

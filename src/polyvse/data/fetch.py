@@ -11,7 +11,7 @@ never leaves a truncated file under its final name. Re-running is cheap: a mirro
 the copy has the same size and modification time (or, failing that, the same sha256); a download is
 skipped when the file is already there (non-empty) unless force=True.
 
-Corpora (NAME): multi30k, flickr8k, flickr8k-224, flickr8kcn, muse, sts, or "all".
+Corpora (NAME): multi30k, flickr8k, flickr8k-224, flickr8kcn, muse, sts, multiscript30k, or "all".
   multi30k    github multi30k/dataset: task1 raw en/de/fr/cs + task2 raw 5x en/de, 2016 splits
   flickr8kcn  github li-xirong/flickr8kcn: Chinese captions (zhc/zhb/zhg/zhm), English, splits
   flickr8k    photos from github quantumnaan/sic_translator (data/Images, a ~1000-photo Flickr8K
@@ -27,6 +27,9 @@ Corpora (NAME): multi30k, flickr8k, flickr8k-224, flickr8kcn, muse, sts, or "all
               dictionaries into muse/full/, the official 0-5000 / 5000-6500 train/test splits into
               muse/splits/. (The mirror's muse/splits_reconstructed/ is a derived copy; it is only
               available through --from.)
+  multiscript30k  github ufdatastudio/multi30k-extension: machine translations of Multi30K task1's English
+              lines into es, ar, zh (Simplified), qu, gn (multi30k-dataset-en-<lang>/<split>.<lang>, stored
+              gzipped as multiscript30k/en-<lang>/<split>.<lang>.gz, the layout polyvse reads)
   sts         SemEval STS: STS Benchmark, and the caption-genre test sets STS12 MSRvid, STS14 and
               STS15 images (the files the mirror keeps), from the STS wiki archives.
 """
@@ -50,9 +53,10 @@ from ..errors import DataError
 from ..progress import Progress, track
 from . import flickr8kcn as _cn
 from . import multi30k as _m30k
+from . import multiscript30k as _ms30k
 from ..atomic import atomic_open
 
-CORPORA = ("multi30k", "flickr8kcn", "flickr8k", "flickr8k-224", "muse", "sts")  # "all" fetches them in this order
+CORPORA = ("multi30k", "flickr8kcn", "flickr8k", "flickr8k-224", "muse", "sts", "multiscript30k")  # "all" fetches them in this order
 
 MULTI30K_BASE = "https://raw.githubusercontent.com/multi30k/dataset/master/"
 FLICKR8KCN_BASE = "https://raw.githubusercontent.com/li-xirong/flickr8kcn/master/"
@@ -90,10 +94,11 @@ REQUIRED: dict[str, list[str]] = {
     "flickr8k-224": [],  # photos only: checked by count in _check_complete
     "muse": [f"muse/full/{p}.txt" for p in ("en-de", "en-fr")],
     "sts": ["sts/STSBenchmark/sts-test.csv"],
+    "multiscript30k": _ms30k.relative_files(),
 }
 # Folder of each corpus in the data root (what a mirror copy takes).
 FOLDERS = {"multi30k": "multi30k", "flickr8kcn": "flickr8kcn", "flickr8k": "flickr8k", "flickr8k-224": "flickr8k-224",
-           "muse": "muse", "sts": "sts"}
+           "muse": "muse", "sts": "sts", "multiscript30k": "multiscript30k"}
 
 
 @dataclass
@@ -396,6 +401,29 @@ def _archive_members(archive: Path) -> dict[str, Callable[[], bytes]]:
     return out
 
 
+MULTISCRIPT30K_BASE = "https://raw.githubusercontent.com/ufdatastudio/multi30k-extension/main/"
+
+
+def _fetch_multiscript30k(root: Path, progress: bool, force: bool) -> FetchResult:
+    """The repository keeps plain-text files; they are stored gzipped, as Multi30K's own lines."""
+    import gzip
+
+    session, result = _session(), FetchResult("multiscript30k")
+    for rel in track(_ms30k.relative_files(), desc="multiscript30k: downloading", unit="file", enabled=progress):
+        dest = root / rel
+        if not force and dest.is_file() and dest.stat().st_size > 0:
+            result.skipped.append(rel)
+            continue
+        folder, name = rel.split("/")[-2:]  # en-es, train.es.gz
+        plain = dest.with_suffix(".download")
+        _download(session, f"{MULTISCRIPT30K_BASE}multi30k-dataset-{folder}/{name[:-len('.gz')]}", plain, progress)
+        with open(plain, "rb") as src, atomic_open(dest, "wb") as out:
+            out.write(gzip.compress(src.read(), mtime=0))
+        plain.unlink()
+        result.written.append(rel)
+    return result
+
+
 _DOWNLOADERS: dict[str, Callable[[Path, bool, bool], FetchResult]] = {
     "multi30k": _fetch_multi30k,
     "flickr8kcn": _fetch_flickr8kcn,
@@ -403,6 +431,7 @@ _DOWNLOADERS: dict[str, Callable[[Path, bool, bool], FetchResult]] = {
     "flickr8k-224": _fetch_flickr8k_224,
     "muse": _fetch_muse,
     "sts": _fetch_sts,
+    "multiscript30k": _fetch_multiscript30k,
 }
 
 __all__ = ["fetch", "FetchResult", "CORPORA"]

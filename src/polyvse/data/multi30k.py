@@ -197,5 +197,12 @@ class Multi30kReader:
         return corpus
 
 
+def multi30k_test_photo_ids(root: str | os.PathLike) -> set[str]:
+    """Photos of Multi30K's test sets (task1 test_2016_flickr, task2 test_2016): evaluation photos of the
+    cross-lingual caption retrieval, so never text-side training data."""
+    reader = Multi30kReader(root)
+    return set(reader.images("task1", TASK1_SPLITS[2])) | set(reader.images("task2", TASK2_SPLITS[2]))
+
+
 def load_multi30k(root, **opts) -> Corpus:
     return Multi30kReader(root, **opts).read()

@@ -33,9 +33,10 @@ from pathlib import Path
 
 from ..errors import DataError
 from ..languages import check_language
+from .exclusion import EvaluationExclusion
 from .f8kml import text_only_corpus
 from .multi30k import SOURCES as MULTI30K_SOURCES
-from .multi30k import TASK1_SPLITS, TASK2_SPLITS, Multi30kReader
+from .multi30k import multi30k_test_photo_ids
 from .types import Corpus
 
 __all__ = ["TEXT_CORPORA", "TEXT_CORPUS_SOURCES", "multi30k_test_photo_ids", "text_tuple_corpus"]
@@ -49,22 +50,17 @@ TEXT_CORPUS_SOURCES = {
 }
 
 
-def multi30k_test_photo_ids(root: str | os.PathLike) -> set[str]:
-    """Photos of Multi30K's test sets (task1 test_2016_flickr, task2 test_2016): evaluation photos of the
-    cross-lingual caption retrieval, so never text-side training data."""
-    reader = Multi30kReader(root)
-    return set(reader.images("task1", TASK1_SPLITS[2])) | set(reader.images("task2", TASK2_SPLITS[2]))
-
-
 def text_tuple_corpus(root: str | os.PathLike, kind: str, *, exclude_photo_ids: Iterable[str],
                       exclude_texts: Iterable[str] = (), skip_photo_ids: Iterable[str] = (),
-                      langs: Iterable[str] | None = None, min_languages: int = 2) -> Corpus:
+                      langs: Iterable[str] | None = None, min_languages: int = 2,
+                      exclusion: EvaluationExclusion | None = None) -> Corpus:
     """The captions of the text corpus `kind` ("multi30k" | "all"), cleaned as the module docstring says.
 
     `exclude_photo_ids` is required (the run's evaluation photos); Multi30K's test photos are always added
     to it. Only photos with captions in at least `min_languages` of `langs` are kept (a tuple needs two
     languages for a caption–caption term). Captions keep their photo id; Caption.split is "train"; photos
-    have path None. Deterministic: captions come photo by photo in sorted photo-id order, sources in the
+    have path None. `exclusion` (the run's evaluation exclusion) drops every caption it excludes, before the
+    tuples are formed. Deterministic: captions come photo by photo in sorted photo-id order, sources in the
     order of `text_only_corpus` within a photo.
     """
     if kind not in TEXT_CORPUS_SOURCES:
@@ -82,7 +78,7 @@ def text_tuple_corpus(root: str | os.PathLike, kind: str, *, exclude_photo_ids: 
                             exclude_texts=list(exclude_texts), drop_excluded_texts=True, sources=sources,
                             name=f"text-tuples-{kind}")
     by_photo: dict[str, list] = {}
-    for c in base.captions:
+    for c in base.captions if exclusion is None else exclusion.filter_captions(base.captions):
         if c.photo_id not in skip:
             by_photo.setdefault(c.photo_id, []).append(c)
     captions = []
