@@ -8,14 +8,21 @@ SHARED_DATA := $(abspath ../shared/data)
 # Data root for make targets: a folder inside the repo (git-ignored), filled from ../shared/data when present.
 export POLYVSE_DATA ?= $(CURDIR)/.data
 
-.PHONY: setup data demo model walkthrough test bench zoo zoo-f8k-full clean
+.PHONY: setup lock data demo model walkthrough test bench zoo zoo-f8k-full clean
 
 setup: $(VENV)/.installed
 
-$(VENV)/.installed: pyproject.toml
+# constraints.txt locks every package, indirect ones too (tests/test_dependency_lock.py): a kept machine and a fresh one
+# install the same versions
+$(VENV)/.installed: pyproject.toml constraints.txt
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install --quiet --upgrade-strategy only-if-needed -e '.[dev]'
+	$(BIN)/pip install --quiet --upgrade-strategy only-if-needed -c constraints.txt -e '.[dev]'
 	@touch $@
+
+# after changing a dependency in pyproject.toml: install it into the venv, then write the lock from what is installed
+lock: setup
+	@{ sed -n '1,2p' constraints.txt; $(BIN)/pip freeze --all --exclude-editable | grep -v -e '^#' -e '^pip=='; } > constraints.txt.tmp
+	@mv constraints.txt.tmp constraints.txt
 
 data: setup
 	@if [ -d "$(SHARED_DATA)" ]; then \
