@@ -41,8 +41,9 @@ def parse_args(argv=None) -> argparse.Namespace:
     return p.parse_args(argv)
 
 
-def galleries(model, root: Path, langs: list[str], reference: str, progress: bool, max_photos=None) -> dict:
-    """{split: {"images": embeddings, "captions": {lang: (texts, image rows)}}} for val and test."""
+def galleries(model, root: Path, langs: list[str], reference: str, progress: bool, max_photos=None,
+              splits=("val", "test")) -> dict:
+    """{split: {"images": embeddings, "captions": {lang: (texts, image rows)}}} for val and test (or `splits`)."""
     from polyvse.data.f8kfull import load_f8kfull
     from polyvse.data.flickr8kcn import official_split
     from polyvse.data.multiscript30k import MultiScript30kReader
@@ -53,7 +54,7 @@ def galleries(model, root: Path, langs: list[str], reference: str, progress: boo
     reader = MultiScript30kReader(root)
     lines = {lang: reader.all_lines([lang]) for lang in langs}
     split_of, out = official_split(root), {}
-    for split in ("val", "test"):
+    for split in splits:
         photos = sorted(p for p, s in split_of.items() if s == split and p in corpus.photos)[:max_photos]
         feats = extract_features([corpus.photos[p].path for p in photos], model.extractor,
                                  cache_root(root) / "features", progress=progress)

@@ -208,3 +208,25 @@ def test_learning_curve_script_records_zero_shot_and_adapted_scores(base_checkpo
     adapted = record["adapted"]["es"]["procrustes"]["60"]
     assert adapted["adaptation"]["lines"] == 60 and 0 <= adapted["test"]["mr"] <= 100
     assert record["reference"]["en"]["val"]["n_images"] == 12
+
+
+def test_language_table_scores_trained_zero_shot_and_unserved_languages(base_checkpoint, shared_data, tmp_path):
+    import importlib.util
+    import sys
+
+    scripts = Path(__file__).parents[1] / "scripts"
+    sys.path.insert(0, str(scripts))
+    try:
+        spec = importlib.util.spec_from_file_location("language_table", scripts / "language_table.py")
+        table = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(table)
+    finally:
+        sys.path.remove(str(scripts))
+    out = tmp_path / "languages.json"
+    assert table.main(["--checkpoint", str(base_checkpoint), "--langs", "es,qu", "--out", str(out),
+                       "--data-root", str(shared_data), "--max-photos", "10", "--splits", "test", "--quiet"]) == 0
+    rows = json.loads(out.read_text())["rows"]
+    assert rows["en"]["status"] == "trained" and 0 <= rows["en"]["test"]["mr"] <= 100
+    assert rows["es"]["status"] == "zero-shot" and rows["es"]["captions"].startswith("MultiScript30k")
+    assert 0 < rows["es"]["test"]["n_images"] <= 10 and "val" not in rows["es"]  # photos with an es line
+    assert rows["qu"]["status"] is None and "test" not in rows["qu"]  # USE reads no Quechua: not served

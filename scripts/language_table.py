@@ -1,0 +1,107 @@
+"""Every language a checkpoint serves, scored: image-sentence mR on Flickr8K's official val and test photos for the
+languages it trained on (f8k-full's captions) and for the MultiScript30k languages (es, ar, zh machine-translated,
+qu, gn: one machine-translated caption a photo, so a gallery is the photos that have one), each through the path a
+user's query takes (`model.encode_text(texts, lang)`: trained part, adapted part, or zero-shot). Writes one JSON
+record and, with --readme, README's `languages` block from it.
+
+    python scripts/language_table.py --checkpoint runs/model/checkpoint --out results/languages-model.json --readme
+
+Test is recorded beside val: choices are made on val, test is reported once for what was adopted.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from adapt_curves import galleries, mean_recall  # noqa: E402  (a sibling script: the same galleries)
+
+MULTISCRIPT = ("es", "ar", "zh", "qu", "gn")
+MT_SUFFIX = "-mt"  # the machine-translated zh lines beside the native zh captions
+
+
+def parse_args(argv=None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--checkpoint", required=True)
+    p.add_argument("--out", required=True, help="JSON record to write (e.g. results/languages-model.json)")
+    p.add_argument("--langs", default=",".join(MULTISCRIPT), help="MultiScript30k languages (default %(default)s)")
+    p.add_argument("--data-root")
+    p.add_argument("--max-photos", type=int, help="the first N photos of each split only (a smoke run)")
+    p.add_argument("--splits", default="val,test", help="Flickr8K splits to score (default %(default)s)")
+    p.add_argument("--readme", action="store_true", help="rewrite README's languages block from the record")
+    p.add_argument("--quiet", action="store_true")
+    return p.parse_args(argv)
+
+
+def score_languages(model, root: Path, langs: list[str], progress: bool, max_photos=None,
+                    splits=("val", "test")) -> dict:
+    """{row name: {"lang", "status", "captions", "val", "test"}} for the trained languages and `langs`."""
+    from polyvse.languages import serving_status
+
+    trained = list(model.languages)
+    rows: dict[str, dict] = {}
+    for ref in trained:  # one gallery build per trained language (its f8k-full captions)
+        gals = galleries(model, root, [], ref, progress, max_photos, splits)
+        rows[ref] = {"lang": ref, "status": serving_status(model, ref), "captions": "f8k-full (human)",
+                     **{s: mean_recall(model, g, ref, model.encode_text(g["captions"][ref][0], ref))
+                        for s, g in gals.items()}}
+    readable = [x for x in langs if serving_status(model, x)]
+    gals = galleries(model, root, readable, trained[0], progress, max_photos, splits)
+    for lang in langs:
+        name = lang + MT_SUFFIX if lang in rows else lang
+        status = serving_status(model, lang)
+        row = {"lang": lang, "status": status, "captions": "MultiScript30k (machine-translated)"}
+        if status:
+            row.update({s: mean_recall(model, g, lang, model.encode_text(g["captions"][lang][0], lang))
+                        for s, g in gals.items()})
+        rows[name] = row
+    return rows
+
+
+def markdown(record: dict) -> str:
+    from polyvse.evaluation.report import markdown_rows
+    from polyvse.languages import language_name
+
+    head = ["code", "language", "served as", "captions", "val mR", "test mR", "test photos"]
+    body = []
+    for name, r in record["rows"].items():
+        cell = (lambda s: f"{r[s]['mr']:.1f}" if s in r else "-")
+        body.append([name, language_name(r["lang"]), r["status"] or "not served", r["captions"], cell("val"),
+                     cell("test"), str(r["test"]["n_images"]) if "test" in r else "-"])
+    return (f"`{record['checkpoint']}` (config `{record['config']}`), Flickr8K official val/test photos; mR = mean "
+            f"of R@1/5/10 both ways; record `{record['out']}` ({record['date']}, {record['machine']}).\n\n"
+            + markdown_rows(head, body))
+
+
+def main(argv=None) -> int:
+    import polyvse
+    from polyvse.atomic import write_json_atomic
+    from polyvse.paths import data_root
+    from polyvse_train.harness import machine_line
+    from polyvse_train.zoo.report import update_readme_block
+
+    args = parse_args(argv)
+    t0 = time.perf_counter()
+    model = polyvse.load(args.checkpoint, device="cpu")
+    langs = [x.strip() for x in args.langs.split(",") if x.strip()]
+    splits = tuple(x.strip() for x in args.splits.split(",") if x.strip())
+    rows = score_languages(model, data_root(args.data_root), langs, not args.quiet, args.max_photos, splits)
+    training = getattr(getattr(model, "checkpoint", None), "training", None) or {}
+    record = {"checkpoint": str(args.checkpoint), "config": (training.get("config") or {}).get("name", "?"),
+              "out": str(args.out), "date": time.strftime("%Y-%m-%d"), "machine": machine_line(),
+              "max_photos": args.max_photos, "splits": list(splits), "rows": rows,
+              "seconds": round(time.perf_counter() - t0)}
+    write_json_atomic(Path(args.out), record)
+    table = markdown(record)
+    print(table)
+    if args.readme:
+        update_readme_block(REPO / "README.md", table, tag="languages")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
