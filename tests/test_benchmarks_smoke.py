@@ -94,7 +94,11 @@ def test_bench_extract_quick(tmp_path, shared_data):
     assert r["photos"] == 8 and r["quick"] is True
     assert set(r["single_crop_end_to_end"]) == {"workers_0", "workers_2"}
     assert r["extract_photos_per_s"] == max(v["photos_per_s"] for v in r["single_crop_end_to_end"].values())
-    assert r["ten_crop_end_to_end"]["photos"] == 2 and finite_positive(r["ten_crop_end_to_end"]["photos_per_s"])
+    ten = r["ten_crop_end_to_end"]
+    if ten is None:  # its time budget is measured, so a loaded machine may skip it; the record then says so
+        assert any(s.startswith("ten-crop") for s in r["skipped"]), r["skipped"]
+    else:
+        assert ten["photos"] == 2 and finite_positive(ten["photos_per_s"])
     variants = r["backbone_variants"]["variants"]
     assert variants["default_fp32_channels_last"]["ratio_to_default"] == pytest.approx(1.0)
     # the same network in another memory layout / thread count gives the same features; bf16 nearly so

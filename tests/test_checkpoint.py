@@ -87,7 +87,7 @@ def test_unknown_language_and_backbone_mismatch(tmp_path):
     model = polyvse.load(tmp_path / "c")
     with pytest.raises(CheckpointError, match="not on 'zh': query it in one of those languages"):
         model.encode_text(["狗"], "zh")
-    with pytest.raises(polyvse.errors.UnknownLanguageError, match="supported"):
+    with pytest.raises(polyvse.errors.UnknownLanguageError, match="unknown language code .xx.: expected an ISO 639 code"):
         model.encode_text(["x"], "xx")
     with pytest.raises(CheckpointError, match="trained on image features 'k1'"):
         model.extractor  # the installed efficientnet-lite0 has a different key than the fake "k1"

@@ -76,7 +76,7 @@ def test_every_problem_is_reported_with_line_and_skipped(folder):
     assert all(m.startswith(f"{path}:{p.line}: ") for m, p in zip(msgs, r.problems))
     assert "duplicate of line 2" in msgs[0]
     assert "photo file not found" in msgs[1] and "missing.jpg" in msgs[1]
-    assert "'xx'" in msgs[2] and "supported" in msgs[2]
+    assert "'xx'" in msgs[2] and "ISO 639" in msgs[2]
     assert "expected 3 fields" in msgs[3]
     assert "empty caption" in msgs[4]
     assert "'..'" in msgs[5] and "absolute" in msgs[6] and "absolute" in msgs[7]

@@ -50,6 +50,11 @@ class PolyvseModel(EmbeddingModel):
         """The ModelConfig the checkpoint was built from."""
         return self.model.config
 
+    @property
+    def similarity_name(self) -> str:
+        """The similarity module's name (a caller may swap the module), else the config's."""
+        return str(getattr(self.model.similarity, "name", None) or self.model.config.similarity)
+
     def weight_arrays(self):
         """The weights as numpy arrays, in state-dict order (what the index fingerprint hashes), less the parts of
         adapted languages: adding a language moves no photo and no other language's vector."""

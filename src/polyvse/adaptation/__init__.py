@@ -10,11 +10,14 @@ serving languages it has no part for zero-shot. One concept per module:
     adapt               the whole run (`polyvse adapt`): resumable, held-out pairs to choose on
     multiscript_lines   parallel files from the Multi30K extension (MultiScript30k), evaluation photos excluded
 """
-from .adapt import METHODS, AdaptRequest, adapt_language
-from .adapted_checkpoint import adapted_languages, trained_languages
-from .parallel_file import ParallelFileError, read_parallel_file, write_parallel_file
-from .teacher import TeacherSettings
-from .zero_shot import ZERO_SHOT_DEFAULT, ZERO_SHOT_OFF
+from ..lazy import lazy_attributes
+from .options import METHODS, ZERO_SHOT_DEFAULT, ZERO_SHOT_OFF, TeacherSettings
+
+# the rest imports torch: only on first use (`polyvse` builds every command's parser, `adapt`'s too)
+__getattr__ = lazy_attributes(__name__, {
+    "AdaptRequest": ".adapt", "adapt_language": ".adapt", "adapted_languages": ".adapted_checkpoint",
+    "trained_languages": ".adapted_checkpoint", "ParallelFileError": ".parallel_file",
+    "read_parallel_file": ".parallel_file", "write_parallel_file": ".parallel_file"})
 
 __all__ = ["METHODS", "AdaptRequest", "ParallelFileError", "TeacherSettings", "ZERO_SHOT_DEFAULT", "ZERO_SHOT_OFF",
            "adapt_language", "adapted_languages", "read_parallel_file", "trained_languages", "write_parallel_file"]

@@ -24,17 +24,17 @@ import torch
 import torch.nn.functional as F
 
 from ..checkpoint import load_checkpoint, save_checkpoint
-from ..errors import CheckpointError, DataError
+from ..errors import DataError
 from .adapted_checkpoint import check_adaptable, trained_languages, with_language_part
 from .line_vectors import line_vectors, sentence_cache_dir
 from .parallel_file import DEFAULT_PIVOT_LANG, LANGUAGE_CODE, read_parallel_file
 from .teacher import TeacherSettings, fit_teacher, held_out_mr
-from .tower_map import MAP_METHODS, fit_tower_map, part_through_map
+from .options import METHODS
+from .tower_map import fit_tower_map, part_through_map
 from .zero_shot import ZERO_SHOT_DEFAULT, fallback_part
 
 __all__ = ["AdaptRequest", "adapt_language", "METHODS", "state_path_of"]
 
-METHODS = ("teacher",) + MAP_METHODS
 VAL_SHARE, VAL_MAX, VAL_MIN_LINES = 0.1, 1000, 20  # held-out pairs; files under VAL_MIN_LINES hold none out
 
 

@@ -25,6 +25,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from ..checkpoint import load_training_state, save_training_state
+from .options import TeacherSettings
 from ..errors import CheckpointError
 from ..losses import InfoNceLoss
 from ..progress import Progress
@@ -34,16 +35,6 @@ __all__ = ["TeacherSettings", "fit_teacher", "held_out_mr", "auto_epochs"]
 
 TARGET_STEPS = 300  # auto epochs: at least this many optimiser steps, so 100 lines learn as much as 29k
 MIN_EPOCHS, MAX_EPOCHS = 5, 100
-
-
-@dataclass(frozen=True)
-class TeacherSettings:
-    epochs: int | None = None  # None: auto_epochs
-    batch_size: int = 256
-    lr: float = 5e-4
-    temperature: float = 0.05
-    mse_weight: float = 0.0
-    seed: int = 0
 
 
 def auto_epochs(n_train: int, batch_size: int) -> int:

@@ -14,12 +14,12 @@ import torch
 from torch import nn
 
 from ..alignment.procrustes import procrustes
+from .options import MAP_METHODS
 from ..alignment.rcsls import fit_rcsls
 from ..errors import CheckpointError
 
 __all__ = ["MAP_METHODS", "fit_tower_map", "part_through_map"]
 
-MAP_METHODS = ("procrustes", "rcsls")
 RCSLS_NEIGHBOURS = 10000  # rows of each neighbourhood set (fastText's --maxneg): keeps an epoch at seconds
 
 

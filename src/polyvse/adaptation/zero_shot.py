@@ -23,12 +23,11 @@ import torch
 from torch import nn
 
 from ..errors import CheckpointError
+from .options import ZERO_SHOT_DEFAULT, ZERO_SHOT_OFF
 
 __all__ = ["ZERO_SHOT_DEFAULT", "ZERO_SHOT_OFF", "fallback_part", "encode_through_part", "check_zero_shot"]
 
 #: the fallback of ``polyvse.load`` when none is given (to be chosen on val: scripts/adapt_curves.py measures each)
-ZERO_SHOT_DEFAULT = "mean"
-ZERO_SHOT_OFF = "off"
 
 
 def check_zero_shot(how: str, trained: Iterable[str]) -> str:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 
 def register(sub) -> None:
-    from polyvse.adaptation import METHODS, ZERO_SHOT_DEFAULT, TeacherSettings
+    from polyvse.adaptation.options import METHODS, ZERO_SHOT_DEFAULT, TeacherSettings
 
     defaults = TeacherSettings()
     p = sub.add_parser("adapt", help="teach a model a new language from a parallel file (no photos)",

@@ -1,0 +1,22 @@
+"""The settings of `polyvse adapt`, torch-free: the command line reads them when it builds its parser, and every
+`polyvse` command builds every parser (a search must not import torch for them)."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+#: map methods: the new language's tower vectors mapped onto the pivot's, then the pivot's part
+MAP_METHODS = ("procrustes", "rcsls")
+METHODS = ("teacher",) + MAP_METHODS
+#: the part a language without one is read through: the mean of the trained parts, or one trained language's
+ZERO_SHOT_DEFAULT = "mean"
+ZERO_SHOT_OFF = "off"
+
+
+@dataclass(frozen=True)
+class TeacherSettings:
+    epochs: int | None = None  # None: auto_epochs
+    batch_size: int = 256
+    lr: float = 5e-4
+    temperature: float = 0.05
+    mse_weight: float = 0.0
+    seed: int = 0
