@@ -33,6 +33,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--max-photos", type=int, help="the first N photos of each split only (a smoke run)")
     p.add_argument("--splits", default="val,test", help="Flickr8K splits to score (default %(default)s)")
     p.add_argument("--readme", action="store_true", help="rewrite README's languages block from the record")
+    p.add_argument("--from-record", action="store_true",
+                   help="score nothing: rewrite README's block from the existing --out record")
     p.add_argument("--quiet", action="store_true")
     return p.parse_args(argv)
 
@@ -72,7 +74,8 @@ def markdown(record: dict) -> str:
         cell = (lambda s: f"{r[s]['mr']:.1f}" if s in r else "-")
         body.append([name, language_name(r["lang"]), r["status"] or "not served", r["captions"], cell("val"),
                      cell("test"), str(r["test"]["n_images"]) if "test" in r else "-"])
-    return (f"`{record['checkpoint']}` (config `{record['config']}`), Flickr8K official val/test photos; mR = mean "
+    splits = "/".join(record.get("splits", ["val", "test"]))
+    return (f"`{record['checkpoint']}` (config `{record['config']}`), Flickr8K official {splits} photos; mR = mean "
             f"of R@1/5/10 both ways; record `{record['out']}` ({record['date']}, {record['machine']}).\n\n"
             + markdown_rows(head, body))
 
@@ -85,6 +88,12 @@ def main(argv=None) -> int:
     from polyvse_train.zoo.report import update_readme_block
 
     args = parse_args(argv)
+    if args.from_record:
+        import json
+
+        update_readme_block(REPO / "README.md", markdown(json.loads(Path(args.out).read_text(encoding="utf-8"))),
+                            tag="languages")
+        return 0
     t0 = time.perf_counter()
     model = polyvse.load(args.checkpoint, device="cpu")
     langs = [x.strip() for x in args.langs.split(",") if x.strip()]
