@@ -277,6 +277,10 @@ def choose_language(text: str, languages: Sequence[str], answer: Callable[[str],
     agreement = len(shared) / k if k else 1.0
     best, conf = candidates[0]
     if agreement + 1e-9 >= min_agreement:
+        # the answer is the same whichever it is: name a plausible language the model trained on, if any, rather
+        # than a likelier-looking one it never saw ("a red car" is English before it is Welsh)
+        known = {check_language(c) for c in trained}
+        best, conf = next(((c, v) for c, v in candidates if c in known), (best, conf))
         return LanguageGuess(best, conf, candidates[:3], decided_by="same answer", agreement=agreement)
     listed = ", ".join(f"{language_name(c)} ({c}) {v:.2f}" for c, v in candidates)
     raise LanguageDetectionError(
