@@ -101,5 +101,16 @@ def test_an_unreadable_language_is_refused_with_how_to_teach_it():
                                               r"use-multilingual\) read \d+ languages.*polyvse adapt --checkpoint C "
                                               r"--lang qu --parallel FILE --out C2.*README: Teach a new language"):
         served_language(product, "qu")
-    with pytest.raises(CheckpointError, match=r"word-level model, not trained on 'es' \(it knows en, de\); teach it"):
+    with pytest.raises(CheckpointError, match=r"word-level model, not trained on 'es' \(it knows en, de\); a word-level "
+                                              r"model learns its languages in training: train one that includes 'es'"):
         served_language(_model(["en", "de"]), "es")
+
+
+def test_a_model_without_language_parts_is_not_told_to_run_adapt():
+    """`polyvse adapt` adds a per-language part; a frozen-tower model with none (e5-frozen) cannot take one."""
+    with_parts, without = (_model(["en"], ["e5-small"]) for _ in range(2))
+    with_parts.config, without.config = SimpleNamespace(universal_dim=896), SimpleNamespace(universal_dim=0)
+    with pytest.raises(CheckpointError, match=r"teach it with `polyvse adapt --checkpoint C --lang qu"):
+        served_language(with_parts, "qu")
+    with pytest.raises(CheckpointError, match=r"this one has none: use such a model, or train one with 'qu'"):
+        served_language(without, "qu")

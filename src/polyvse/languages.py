@@ -178,6 +178,13 @@ def served_language(model: Any, lang: str) -> str:
     if reads_without_language(model):
         names = "+".join(t.name for t in model.captions.towers)
         reads = f"its text towers ({names}) read {len(readable_languages(model))} languages, not {language_name(code)}"
+        # `polyvse adapt` teaches a new per-language part: a model with none cannot take one
+        parts = getattr(getattr(model, "config", None), "universal_dim", None)
+        hint = teach_hint(code) if parts is None or parts > 0 else (
+            f"`polyvse adapt` teaches a language to a model with per-language parts (model.universal_dim > 0, as "
+            f"`make model`'s checkpoint has) and this one has none: use such a model, or train one with {code!r}")
     else:
         reads = f"it is a word-level model, not trained on {code!r} (it knows {', '.join(model.languages)})"
-    raise CheckpointError(f"this model cannot read {language_name(code)} ({code!r}): {reads}; {teach_hint(code)}")
+        hint = (f"a word-level model learns its languages in training: train one that includes {code!r} "
+                "(`polyvse adapt` teaches frozen-tower models)")
+    raise CheckpointError(f"this model cannot read {language_name(code)} ({code!r}): {reads}; {hint}")
