@@ -36,11 +36,10 @@ demo: setup data
 
 # The product model (issue #13): configs/f8k-full/polyvse-best.yaml trained on f8k-full's official split (5,867
 # photos), then an index of all 7,941 photos for `polyvse search` / `polyvse serve`. Resumable: after a stop, run it
-# again. Sentence vectors of the frozen towers are cached (<data root>/cache/sentences): the first run embeds the
-# ~45k captions it needs (test split + first caption of every training photo) with e5 (~30 min on 2 idle cores)
-# and USE (~5 min), and extracts the EfficientNet-Lite2 maps entering its fine-tuned last block (6 min measured for
-# 6,850 photos); the training itself is 15 epochs of 250-330 s on one core (mostly the tail): 70 min measured
-# for the whole target with warm caches (README).
+# again. Sentence vectors of the frozen towers are cached (<data root>/cache/sentences, or $POLYVSE_CACHE): the
+# first run embeds the captions it needs (test split + first caption of every training photo) and the teacher's
+# Multi30K lines with e5 and USE, and extracts the EfficientNet-Lite2 maps entering its fine-tuned last block; then
+# 15 epochs on one core (mostly the tail). Its times are written to runs/model/metrics.json (README: time per run).
 MODEL_CONFIG := configs/f8k-full/polyvse-best.yaml
 # `make model MODEL_THREADS=2`: train on both cores instead of the config's one thread (a stopped run may resume at
 # another thread count); its tail step is 1.7x faster (benchmarks/bench_tail_threads.py); the whole target is not
