@@ -3,12 +3,9 @@ comes out of none of the training paths -- image captions, translation augmentat
 pairs, the text-only datasets -- judged on what each path returns, not on its input."""
 from __future__ import annotations
 
-import gzip
-
-import numpy as np
 import pytest
 
-from conftest import _txt
+from conftest import _gz, _txt
 from polyvse.data.exclusion import evaluation_exclusion
 from polyvse.data.f8kml import load_f8kml
 from polyvse.data.registry import load_dataset
@@ -19,12 +16,6 @@ from polyvse_train.train import training_captions
 
 PLANTED = "A planted evaluation sentence about a red kite ."
 TRAIN = {"100", "700"}  # tiny root photos at hand that are in no evaluation split
-
-
-def _gz(path, lines):
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with gzip.open(path, "wt", encoding="utf-8") as f:
-        f.write("".join(line + "\n" for line in lines))
 
 
 @pytest.fixture()
@@ -122,4 +113,4 @@ def test_f8k_full_text_holds_no_multi30k_test_photo(shared_data):
 
     corpus = load_dataset("f8k-full-text", shared_data)
     assert not set(corpus.photos) & multi30k_test_photo_ids(shared_data)
-    assert np.isfinite(len(corpus.captions)) and len(corpus.captions) > 400_000
+    assert len(corpus.captions) > 400_000

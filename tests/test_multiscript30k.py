@@ -2,19 +2,11 @@
 skipped, a misaligned file refused by name; the real corpus at hand; `polyvse data fetch multiscript30k --from`."""
 from __future__ import annotations
 
-import gzip
-
 import pytest
 
-from conftest import _txt
+from conftest import _gz, _txt
 from polyvse.data.multiscript30k import MultiScript30kReader, relative_files
 from polyvse.errors import DataError
-
-
-def _gz(path, lines):
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with gzip.open(path, "wt", encoding="utf-8") as f:
-        f.write("".join(line + "\n" for line in lines))
 
 
 def test_lines_follow_the_image_list_and_skip_empty_lines(tiny_root):
