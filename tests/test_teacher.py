@@ -52,6 +52,30 @@ def test_pairs_are_translations_of_photos_outside_evaluation(shared_data, text_c
                               set()) is None
 
 
+def test_a_language_multi30k_lacks_takes_multiscript30k_lines_of_the_same_photo(shared_data, text_corpus,
+                                                                                 monkeypatch):
+    from polyvse.data.multiscript30k import MultiScript30kReader
+
+    monkeypatch.setattr("polyvse.data.registry.load_dataset", lambda name, root: text_corpus)
+    ex = evaluation_exclusion(shared_data)
+    pairs = load_teacher_pairs(teacher_config(teacher_students=["zh"]), shared_data, FakeEncoder(), ex, set())
+    assert len(pairs) > 20_000 and set(pairs.langs) == {"zh"}
+    # the student of each pair is the MultiScript30k translation of its teacher line (same photo, same task1 line)
+    zh_of = {ln.photo_id: ln.text for ln in MultiScript30kReader(shared_data).all_lines(["zh"])}
+    en_of = {c.photo_id: c.text for c in text_corpus.captions if c.source == TEACHER_SOURCE and c.lang == "en"}
+    enc = FakeEncoder()
+    pid = sorted(set(zh_of) & set(en_of) - ex.photo_ids)[0]
+    row = [i for i, v in enumerate(pairs.student) if v[0] == len(zh_of[pid])]
+    assert any(pairs.teacher[i][0] == len(en_of[pid]) for i in row)
+    # nothing an evaluation uses: the test photos' zh lines are gone
+    test_zh = [ln for ln in MultiScript30kReader(shared_data).lines("zh", "test_2016_flickr")]
+    with pytest.raises(DataError, match="holds no"):
+        load_teacher_pairs(teacher_config(teacher_students=["zh"], teacher_photos="train"), shared_data, enc, ex,
+                           {ln.photo_id for ln in test_zh})
+    with pytest.raises(DataError, match="MultiScript30k has"):
+        load_teacher_pairs(teacher_config(teacher_students=["xx"]), shared_data, enc, ex, set())
+
+
 def test_loss_draws_the_same_pairs_per_step_and_teaches_the_student_only():
     class Model(torch.nn.Module):
         needs_language = False

@@ -6,8 +6,10 @@ of (student line, English line) pairs and pulls the model's embedding of the stu
 the English line, held fixed (detached), with InfoNCE over the batch. The teacher is the model itself, in the
 language it reads best (for the fused e5 + USE tower, cs has e5's part only; en has both).
 
-Pairs come from the dataset's text-only corpus (``<dataset>-text``), restricted to Multi30K task1, through the run's
-evaluation exclusion (``polyvse.data.exclusion``): no pair whose photo or either sentence an evaluation uses --
+Pairs come from the dataset's text-only corpus (``<dataset>-text``), restricted to Multi30K task1; a student language
+Multi30K lacks (zh, es, ar, qu, gn) takes MultiScript30k's machine translations of the same task1 English lines
+(``polyvse.data.multiscript30k``), paired with the corpus's teacher line of the same photo. All of it goes through the
+run's evaluation exclusion (``polyvse.data.exclusion``): no pair whose photo or either sentence an evaluation uses --
 Multi30K's test_2016 lines, which the cross-lingual task scores, included.
 Their sentence vectors come from the same cache as the captions' (``polyvse features embed-text --dataset
 f8k-full-text --source multi30k-task1 --langs cs,en`` fills it ahead of time).
@@ -23,6 +25,7 @@ import torch.nn.functional as F
 
 from polyvse.device import autocast_off
 from polyvse.data.exclusion import EvaluationExclusion
+from polyvse.data.multi30k import TASK1_LANGS
 from polyvse.errors import DataError
 from polyvse.losses import InfoNceLoss
 
@@ -72,14 +75,35 @@ def load_teacher_pairs(cfg, root: Path, encoder, exclusion: EvaluationExclusion,
             teacher_of.setdefault(c.photo_id, c)
         elif c.lang in obj.teacher_students:
             students.setdefault((c.photo_id, c.lang), c)
+    students.update(_multiscript_students(root, obj.teacher_students, exclusion,
+                                          train_ids if obj.teacher_photos == "train" else None))
     pairs = [(s, teacher_of[pid]) for (pid, _), s in sorted(students.items()) if pid in teacher_of]
     if smoke:
         pairs = pairs[:SMOKE_PAIRS]
     if not pairs:
-        raise DataError(f"objective.teacher_students: {name} holds no {TEACHER_SOURCE} lines in "
+        raise DataError(f"objective.teacher_students: {name} holds no parallel lines in "
                         f"{', '.join(obj.teacher_students)} with a {obj.teacher_language} line of the same photo")
     inputs = caption_inputs(encoder, [s for s, _ in pairs] + [t for _, t in pairs])
     return TeacherPairs(inputs[: len(pairs)], inputs[len(pairs):], [s.lang for s, _ in pairs])
+
+
+def _multiscript_students(root: Path, langs, exclusion: EvaluationExclusion, photos: set[str] | None) -> dict:
+    """{(photo, lang): caption} of MultiScript30k's lines for the student languages Multi30K task1 lacks (every
+    split it has; the exclusion drops the evaluated ones), keeping to ``photos`` when given."""
+    from polyvse.data.types import Caption
+    from polyvse.data.multiscript30k import LANGUAGES, SOURCE, MultiScript30kReader
+
+    wanted = [lang for lang in langs if lang not in TASK1_LANGS]
+    unknown = [lang for lang in wanted if lang not in LANGUAGES]
+    if unknown:
+        raise DataError(f"objective.teacher_students: no parallel lines for {', '.join(unknown)} (Multi30K task1 "
+                        f"has {', '.join(TASK1_LANGS)}; MultiScript30k has {', '.join(LANGUAGES)})")
+    out = {}
+    for line in MultiScript30kReader(root).all_lines(wanted):
+        if exclusion.excludes(line.photo_id, line.text) or (photos is not None and line.photo_id not in photos):
+            continue
+        out.setdefault((line.photo_id, line.lang), Caption(line.photo_id, line.lang, line.text, SOURCE, line.split))
+    return out
 
 
 class TeacherLoss:
