@@ -102,7 +102,12 @@ def main(argv=None) -> int:
     methods = [m.strip() for m in args.methods.split(",") if m.strip()]
     model = polyvse.load(args.checkpoint, device="cpu")
     gals = galleries(model, root, langs, args.reference, progress, args.max_photos)
+    from polyvse_train.harness import git, machine_line
+
     record = {"checkpoint": str(args.checkpoint), "pivot": args.pivot, "seed": args.seed,
+              "date": time.strftime("%Y-%m-%d"), "machine": machine_line(), "commit": git("rev-parse", "HEAD"),
+              "command": "python scripts/adapt_curves.py " + " ".join(argv if argv is not None else sys.argv[1:]),
+              "complete": False, "languages_done": [],
               "captions": "MultiScript30k machine translations of Multi30K's English line (one a photo)",
               "reference": {args.reference: {s: mean_recall(model, g, args.reference, model.encode_text(
                   g["captions"][args.reference][0], args.reference)) for s, g in gals.items()}},
@@ -127,7 +132,13 @@ def main(argv=None) -> int:
                 scores = scores_through_part(model, gals, vecs, lang, adapted.model.text_encoder.universal[lang])
                 record["adapted"].setdefault(lang, {}).setdefault(method, {})[str(size or "all")] = {
                     **scores, "adaptation": adapted.adapted_languages[lang]}
-                print(f"{lang} {method} {size or 'all'}: val mR {scores['val']['mr']:.1f}", file=sys.stderr)
+                print(f"{lang} {method} {size or 'all'}: " + ", ".join(
+                    f"{s} mR {v['mr']:.1f}" for s, v in scores.items()), file=sys.stderr)
+        # a partial record after each language: a stopped run keeps what it measured (and resumes its adaptations)
+        record["languages_done"].append(lang)
+        record["seconds"] = round(time.perf_counter() - t0)
+        write_json_atomic(Path(args.out), record)
+    record["complete"] = True
     record["seconds"] = round(time.perf_counter() - t0)
     write_json_atomic(Path(args.out), record)
     print(f"wrote {args.out} ({record['seconds']} s)", file=sys.stderr)

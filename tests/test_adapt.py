@@ -208,6 +208,7 @@ def test_learning_curve_script_records_zero_shot_and_adapted_scores(base_checkpo
     adapted = record["adapted"]["es"]["procrustes"]["60"]
     assert adapted["adaptation"]["lines"] == 60 and 0 <= adapted["test"]["mr"] <= 100
     assert record["reference"]["en"]["val"]["n_images"] == 12
+    assert record["complete"] and record["languages_done"] == ["es"] and record["machine"] and record["date"]
 
 
 def test_language_table_scores_trained_zero_shot_and_unserved_languages(base_checkpoint, shared_data, tmp_path):
