@@ -38,7 +38,72 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--max-photos", type=int, help="the first N photos of each split only (a smoke run)")
     p.add_argument("--quiet", action="store_true")
+    p.add_argument("--readme", action="store_true", help="rewrite README's adapt-curves block from the record")
+    p.add_argument("--from-record", action="store_true",
+                   help="measure nothing: rewrite README's block from the existing --out record")
     return p.parse_args(argv)
+
+
+def chosen_adaptation(record: dict, lang: str) -> tuple[str, str, dict] | None:
+    """(method, size, scores) of ``lang``'s adaptation with the best val mR (ties: fewer lines, then the method
+    listed first), or None when none was measured: the choice is made on val only."""
+    runs = [(method, size, sc) for method, by_size in record.get("adapted", {}).get(lang, {}).items()
+            for size, sc in by_size.items() if "val" in sc]
+    if not runs:
+        return None
+    lines = (lambda size: float("inf") if size == "all" else int(size))
+    return max(runs, key=lambda r: (round(r[2]["val"]["mr"], 6), -lines(r[1])))
+
+
+def chosen_zero_shot(record: dict) -> tuple[str, float] | None:
+    """The zero-shot fallback with the best mean val mR over the measured languages the towers read, or None."""
+    means: dict[str, list[float]] = {}
+    for by_how in record.get("zero_shot", {}).values():
+        for how, sc in by_how.items():
+            if "val" in sc:
+                means.setdefault(how, []).append(sc["val"]["mr"])
+    if not means:
+        return None
+    how = max(means, key=lambda h: sum(means[h]) / len(means[h]))
+    return how, sum(means[how]) / len(means[how])
+
+
+def markdown(record: dict) -> str:
+    """README's adapt-curves block: val mR of every zero-shot fallback and adaptation, test mR only for the choice
+    made on val (the test split is reported once, for what was chosen)."""
+    from polyvse.evaluation.report import markdown_rows
+
+    ref_lang, ref = next(iter(record["reference"].items()))
+    zs = chosen_zero_shot(record)
+    sizes = sorted({size for by_m in record.get("adapted", {}).values() for by_s in by_m.values() for size in by_s},
+                   key=lambda x: float("inf") if x == "all" else int(x))
+    methods = sorted({m for by_m in record.get("adapted", {}).values() for m in by_m})
+    head = (["language", "zero-shot val (fallback)"] + [f"{m} {s} val" for m in methods for s in sizes]
+            + ["chosen on val", "its test mR", f"test mR / {ref_lang}'s"])
+    body = []
+    for lang in record.get("languages_done", list(record.get("zero_shot", {}))):
+        z = record.get("zero_shot", {}).get(lang, {})
+        best_z = max(z.items(), key=lambda kv: kv[1]["val"]["mr"]) if z else None
+        row = [lang, f"{best_z[1]['val']['mr']:.1f} ({best_z[0]})" if best_z else "not read"]
+        runs = record.get("adapted", {}).get(lang, {})
+        row += [f"{runs[m][s]['val']['mr']:.1f}" if s in runs.get(m, {}) else "-" for m in methods for s in sizes]
+        pick = chosen_adaptation(record, lang)
+        if best_z and (pick is None or best_z[1]["val"]["mr"] > pick[2]["val"]["mr"]):
+            pick = ("zero-shot", best_z[0], best_z[1])
+        if pick:
+            test = pick[2]["test"]["mr"]
+            row += [f"{pick[0]} {pick[1]}", f"{test:.1f}", f"{100 * test / ref['test']['mr']:.0f}%"]
+        else:
+            row += ["-", "-", "-"]
+        body.append(row)
+    note = (f"`{record['checkpoint']}`; MultiScript30k lines (machine translations of Multi30K's English line, one "
+            f"a photo) of Flickr8K's official val and test photos; parallel files from `polyvse data parallel` "
+            f"(pivot {record['pivot']}, every evaluation photo and sentence left out); the reference, {ref_lang} "
+            f"(trained), scores val {ref['val']['mr']:.1f} / test {ref['test']['mr']:.1f} mR on the same photos' "
+            f"{ref_lang} captions. Zero-shot: the best fallback part on val; on every language together the best "
+            f"fallback on val is {zs[0]!r} ({zs[1]:.1f}). Record `{record.get('out', '?')}` ({record.get('date', '?')}, "
+            f"{record.get('machine', '?')}{'' if record.get('complete') else '; PARTIAL: the run was stopped'}).\n\n")
+    return note + markdown_rows(head, body)
 
 
 def galleries(model, root: Path, langs: list[str], reference: str, progress: bool, max_photos=None,
@@ -95,6 +160,10 @@ def main(argv=None) -> int:
     from polyvse.paths import data_root
 
     args = parse_args(argv)
+    if args.from_record:
+        import json
+
+        return readme_block(json.loads(Path(args.out).read_text(encoding="utf-8")))
     t0, root, progress = time.perf_counter(), data_root(args.data_root), not args.quiet
     work, cache = Path(args.work), sentence_cache_dir(args.data_root)
     langs = [x.strip() for x in args.langs.split(",") if x.strip()]
@@ -107,7 +176,7 @@ def main(argv=None) -> int:
     record = {"checkpoint": str(args.checkpoint), "pivot": args.pivot, "seed": args.seed,
               "date": time.strftime("%Y-%m-%d"), "machine": machine_line(), "commit": git("rev-parse", "HEAD"),
               "command": "python scripts/adapt_curves.py " + " ".join(argv if argv is not None else sys.argv[1:]),
-              "complete": False, "languages_done": [],
+              "out": str(args.out), "complete": False, "languages_done": [],
               "captions": "MultiScript30k machine translations of Multi30K's English line (one a photo)",
               "reference": {args.reference: {s: mean_recall(model, g, args.reference, model.encode_text(
                   g["captions"][args.reference][0], args.reference)) for s, g in gals.items()}},
@@ -142,6 +211,17 @@ def main(argv=None) -> int:
     record["seconds"] = round(time.perf_counter() - t0)
     write_json_atomic(Path(args.out), record)
     print(f"wrote {args.out} ({record['seconds']} s)", file=sys.stderr)
+    return readme_block(record) if args.readme else 0
+
+
+def readme_block(record: dict) -> int:
+    from polyvse_train.zoo.report import update_readme_block
+
+    table = markdown(record)
+    print(table)
+    if not update_readme_block(Path(__file__).resolve().parents[1] / "README.md", table, tag="adapt-curves"):
+        print("README.md has no adapt-curves block", file=sys.stderr)
+        return 1
     return 0
 
 

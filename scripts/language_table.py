@@ -18,7 +18,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from adapt_curves import galleries, mean_recall  # noqa: E402  (a sibling script: the same galleries)
+from adapt_curves import chosen_adaptation, galleries, mean_recall  # noqa: E402  (a sibling script: the same galleries)
 
 MULTISCRIPT = ("es", "ar", "zh", "qu", "gn")
 MT_SUFFIX = "-mt"  # the machine-translated zh lines beside the native zh captions
@@ -35,6 +35,9 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--readme", action="store_true", help="rewrite README's languages block from the record")
     p.add_argument("--from-record", action="store_true",
                    help="score nothing: rewrite README's block from the existing --out record")
+    p.add_argument("--adapted", metavar="RECORD",
+                   help="an adapt_curves.py record: a language the checkpoint does not serve gets the row of its "
+                        "adaptation chosen on val (`polyvse adapt`, served by the adapted checkpoint)")
     p.add_argument("--quiet", action="store_true")
     return p.parse_args(argv)
 
@@ -64,6 +67,16 @@ def score_languages(model, root: Path, langs: list[str], progress: bool, max_pho
     return rows
 
 
+def adapted_rows(rows: dict, curves: dict, curves_path: str) -> None:
+    """Fill the rows of languages the checkpoint does not serve with their adaptation chosen on val (in place)."""
+    for name, row in rows.items():
+        pick = None if row["status"] else chosen_adaptation(curves, row["lang"])
+        if pick:
+            method, size, scores = pick
+            row.update({"status": f"adapted ({method}, {size} lines)", "from": curves_path,
+                        **{s: scores[s] for s in ("val", "test") if s in scores}})
+
+
 def markdown(record: dict) -> str:
     from polyvse.evaluation.report import markdown_rows
     from polyvse.languages import language_name
@@ -91,18 +104,27 @@ def main(argv=None) -> int:
     if args.from_record:
         import json
 
-        update_readme_block(REPO / "README.md", markdown(json.loads(Path(args.out).read_text(encoding="utf-8"))),
-                            tag="languages")
+        record = json.loads(Path(args.out).read_text(encoding="utf-8"))
+        if args.adapted:  # the adapted rows join the record itself: README's block is always one record's
+            adapted_rows(record["rows"], json.loads(Path(args.adapted).read_text(encoding="utf-8")), args.adapted)
+            record["adapted_from"] = args.adapted
+            write_json_atomic(Path(args.out), record)
+        update_readme_block(REPO / "README.md", markdown(record), tag="languages")
         return 0
     t0 = time.perf_counter()
     model = polyvse.load(args.checkpoint, device="cpu")
     langs = [x.strip() for x in args.langs.split(",") if x.strip()]
     splits = tuple(x.strip() for x in args.splits.split(",") if x.strip())
     rows = score_languages(model, data_root(args.data_root), langs, not args.quiet, args.max_photos, splits)
+    if args.adapted:
+        import json
+
+        adapted_rows(rows, json.loads(Path(args.adapted).read_text(encoding="utf-8")), args.adapted)
+    adapted_from = {"adapted_from": args.adapted} if args.adapted else {}
     training = getattr(getattr(model, "checkpoint", None), "training", None) or {}
     record = {"checkpoint": str(args.checkpoint), "config": (training.get("config") or {}).get("name", "?"),
               "out": str(args.out), "date": time.strftime("%Y-%m-%d"), "machine": machine_line(),
-              "max_photos": args.max_photos, "splits": list(splits), "rows": rows,
+              "max_photos": args.max_photos, "splits": list(splits), "rows": rows, **adapted_from,
               "seconds": round(time.perf_counter() - t0)}
     write_json_atomic(Path(args.out), record)
     table = markdown(record)

@@ -1,0 +1,57 @@
+"""The choices scripts/adapt_curves.py reports are made on val only, and README's blocks show test only for them."""
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+
+import pytest
+
+SCRIPTS = Path(__file__).parents[1] / "scripts"
+
+
+def _script(name: str):
+    sys.path.insert(0, str(SCRIPTS))
+    try:
+        spec = importlib.util.spec_from_file_location(name, SCRIPTS / f"{name}.py")
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        return module
+    finally:
+        sys.path.remove(str(SCRIPTS))
+
+
+def _sc(val: float, test: float) -> dict:
+    return {"val": {"mr": val}, "test": {"mr": test}}
+
+
+@pytest.fixture
+def record() -> dict:
+    # test is highest where val is not: a choice made on test would differ
+    return {"checkpoint": "C", "pivot": "en", "out": "results/x.json", "date": "d", "machine": "m", "complete": True,
+            "languages_done": ["qu", "es"], "reference": {"fr": _sc(40.0, 40.0)},
+            "zero_shot": {"es": {"mean": _sc(30.0, 35.0), "en": _sc(31.0, 29.0)}},
+            "adapted": {"qu": {"teacher": {"100": _sc(10.0, 50.0), "1000": _sc(25.0, 24.0)},
+                               "procrustes": {"100": _sc(20.0, 20.0), "1000": _sc(25.0, 26.0)}},
+                        "es": {"teacher": {"1000": _sc(30.5, 45.0)}}}}
+
+
+def test_choices_are_made_on_val(record):
+    curves = _script("adapt_curves")
+    method, size, scores = curves.chosen_adaptation(record, "qu")
+    assert (size, scores["val"]["mr"]) == ("1000", 25.0)  # the val best, not teacher 100's test 50
+    assert curves.chosen_adaptation(record, "gn") is None
+    assert curves.chosen_zero_shot(record) == ("en", 31.0)  # not "mean", whose test is higher
+    table = curves.markdown(record)
+    assert "| es | 31.0 (en) |" in table and "zero-shot en | 29.0" in table  # 31.0 on val beats teacher's 30.5
+    assert "50.0" not in table and "45.0" not in table  # test of what was not chosen is never shown
+    assert "PARTIAL" not in table and "PARTIAL" in curves.markdown({**record, "complete": False})
+
+
+def test_language_table_takes_the_adapted_row_chosen_on_val(record):
+    table = _script("language_table")
+    rows = {"en": {"lang": "en", "status": "trained", "val": {"mr": 1}, "test": {"mr": 1}},
+            "qu": {"lang": "qu", "status": None, "captions": "MultiScript30k (machine-translated)"}}
+    table.adapted_rows(rows, record, "results/x.json")
+    assert rows["qu"]["status"].startswith("adapted (") and rows["qu"]["val"]["mr"] == 25.0
+    assert rows["en"]["status"] == "trained"
