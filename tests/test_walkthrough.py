@@ -21,7 +21,7 @@ import torch
 REPO = Path(__file__).resolve().parents[1]
 N_PHOTOS = 6
 
-BAD_INPUTS = ["empty query", "10 kB query", "unknown language", "language too short to detect",
+BAD_INPUTS = ["empty query", "10 kB query", "unknown language", "a one-word query, language auto",
               "a language the model does not know", "k out of range", "not an image (a text file sent as a JPEG)",
               "upload declared as text", "truncated JPEG (the first 3000 bytes of a photo)",
               "50-megapixel image (a PNG of 10000 × 5000 pixels)", "100-megapixel image (a PNG of 10000 × 10000 pixels)", "body over the upload limit (9 MiB)",
@@ -42,7 +42,7 @@ def _tiny_data_root(shared_data: Path, root: Path) -> Path:
     """A data root with N_PHOTOS real test-split photos; the caption corpora are links to the read-only mirror."""
     images = root / "flickr8k" / "images"
     images.mkdir(parents=True)
-    for name in ("multi30k", "flickr8kcn"):
+    for name in ("multi30k", "flickr8kcn", "multiscript30k"):  # the page's parallel file comes from multiscript30k
         (root / name).symlink_to(shared_data / name)
     test_ids = set((shared_data / "flickr8kcn" / "data" / "flickr8ktest.txt").read_text().split())
     photos = sorted(p for p in (shared_data / "flickr8k" / "images").glob("*.jpg") if p.stem in test_ids)[:N_PHOTOS]
@@ -52,6 +52,8 @@ def _tiny_data_root(shared_data: Path, root: Path) -> Path:
     lines = (shared_data / "flickr8k" / "captions.txt").read_text(encoding="utf-8").splitlines()
     kept = [lines[0]] + [line for line in lines[1:] if line.split(",", 1)[0] in {p.name for p in photos}]
     (root / "flickr8k" / "captions.txt").write_text("\n".join(kept) + "\n", encoding="utf-8")
+    # every Flickr8K caption: what the evaluation exclusion of `polyvse data parallel` reads
+    (root / "flickr8k" / "all_captions.txt").symlink_to(shared_data / "flickr8k" / "all_captions.txt")
     return root
 
 
@@ -106,14 +108,20 @@ def test_walkthrough_writes_the_page_with_every_section(shared_data, tmp_path, c
     assert code == 0, capsys.readouterr().err
     text = doc.read_text(encoding="utf-8")
 
-    for heading in ("## 1. Build an index", "## 2. Search from the command line", "## 3. Add photos",
-                    "## 4. From Python", "## 5. The HTTP service and its web page", "## 6. Tests", "## 7. Load test"):
+    for heading in ("## 1. Build an index", "## 2. Search from the command line", "## 3. Teach the model a new language",
+                    "## 4. Add photos", "## 5. From Python", "## 6. The HTTP service and its web page", "## 7. Tests",
+                    "## 8. Load test"):
         assert heading in text, heading
     for command in ("$ polyvse index build --checkpoint <checkpoint> --images $POLYVSE_DATA/flickr8k/images",
                     "$ polyvse index info --index <work>/index", "$ polyvse index add --index <work>/index",
                     f"'{script.GERMAN}' --lang de", "--lang auto", "--image $POLYVSE_DATA/flickr8k/images/",
-                    "$ polyvse data export", "$ polyvse serve --index <work>/index"):
+                    "$ polyvse data export", "$ polyvse serve --index <work>/index",
+                    f"--lang {script.NEW_LANG}", f"$ polyvse data parallel --lang {script.NEW_LANG}",
+                    "$ polyvse adapt --checkpoint <checkpoint>"):
         assert command in text, command
+    # a word-level model: Spanish and the new language refused, adapt refused saying why
+    assert "was refused: this\nmodel reads only the languages it trained on" in text
+    assert "This checkpoint is word-level, so `polyvse adapt` refuses it" in text
     assert f"{N_PHOTOS} photos indexed" in text and "2 photos added" in text
     assert f"photos:     {N_PHOTOS}" in text
     assert "Uvicorn running on http://127.0.0.1:" in text
