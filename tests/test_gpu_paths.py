@@ -8,10 +8,10 @@ import numpy as np
 import pytest
 import torch
 
+from polyvse.distributed import DistInfo
 from polyvse.models import JointEmbeddingModel, ModelConfig
 from polyvse.models.text_input import CaptionEncoder
 from polyvse.text.vocab import Vocabulary
-from polyvse_train.distributed import DistInfo
 
 
 def tiny_model(vocab_size: int) -> JointEmbeddingModel:

@@ -129,7 +129,8 @@ def test_text_tasks_of_a_loaded_model_embed_each_sentence_once(use_checkpoint, t
     """The zoo's and `polyvse evaluate --task`'s text tasks go through the sentence cache: a second checkpoint of
     the same frozen encoder (another seed) computes no sentence vector again, and gets the same vectors."""
     from polyvse.models.pretrained import SentenceEmbeddingCache
-    from polyvse_train.pretrained_tower import SENTENCE_CACHE, use_sentence_cache
+    from polyvse.models.pretrained.cache import SENTENCE_CACHE
+    from polyvse.models.pretrained.captions import use_sentence_cache
 
     monkeypatch.setenv("POLYVSE_CACHE", str(tmp_path / "cache"))
     sentences = ["zwei Hunde spielen im Schnee", "ein Kind auf einer Schaukel"]

@@ -200,11 +200,10 @@ def test_caption_limit_keeps_a_seeded_nested_subset_of_one_language():
 
 def test_caption_limit_on_f8kml_touches_training_captions_only(shared_data):
     from polyvse.data.registry import load_dataset
-    from polyvse_train.train import resolve_split
+    from polyvse.data.splits import resolve_split
 
     corpus = load_dataset("f8k-ml", shared_data).filter(langs=["de", "fr"])
-    cfg = TrainConfig(languages=["de", "fr"])
-    train_ids, eval_ids = resolve_split(corpus, cfg)
+    train_ids, eval_ids = resolve_split(corpus)  # a config's default split: official, evaluated on test
     train_caps = [c for c in corpus.captions if c.photo_id in train_ids]
     kept = limit_captions(train_caps, {"fr": 100}, seed=0)
     assert sum(c.lang == "fr" for c in kept) == 100 and sum(c.lang == "fr" for c in train_caps) == 580

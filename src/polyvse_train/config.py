@@ -25,6 +25,8 @@ from typing import Any, ClassVar, get_type_hints
 
 import yaml
 
+from polyvse.data.registry import DEFAULT_DATASET
+from polyvse.data.splits import DEFAULT_EVAL_SPLIT, OFFICIAL, parse_split
 from polyvse.data.text_tuples import TEXT_CORPORA
 from polyvse.errors import DataError
 from polyvse.models.pretrained.text_branch import TEXT_HEADS
@@ -38,7 +40,6 @@ SIMILARITIES = ("cosine", "order")
 TEXT_ENCODERS = ("gru", "lstm", "mean", "pretrained")
 TEXT_SHARINGS = ("shared", "per_language")
 IMAGE_HEADS = ("linear", "mlp")
-SPLIT_PATTERN = re.compile(r"official|fold(\d+)of(\d+)")
 
 
 class Section:
@@ -73,10 +74,10 @@ class DataSection(Section):
     """What the model is trained and evaluated on."""
 
     key: ClassVar[str] = "data"
-    dataset: str = "f8k-ml"
+    dataset: str = DEFAULT_DATASET
     # "official": Flickr8K's split restricted to the dataset's photos; "fold<i>of<k>": k-fold cross-validation.
-    split: str = "official"
-    eval_split: str = "test"
+    split: str = OFFICIAL
+    eval_split: str = DEFAULT_EVAL_SPLIT
     languages: list[str] = field(default_factory=lambda: ["en", "de", "fr", "cs", "zh"])
     # image features: a backbone of polyvse.features, or "a+b" (both networks' features side by side)
     backbone: str = "efficientnet-lite0"
@@ -99,11 +100,10 @@ class DataSection(Section):
     max_len: int = 64
 
     def check(self, fail) -> None:
-        match = SPLIT_PATTERN.fullmatch(self.split)
-        if match is None:
-            fail("split", f"{self.split!r}: use 'official' or 'fold<i>of<k>', e.g. fold0of5")
-        elif match.group(1) is not None and not int(match.group(1)) < int(match.group(2)):
-            fail("split", f"{self.split!r}: fold index must be in 0..{int(match.group(2)) - 1}")
+        try:
+            parse_split(self.split)
+        except DataError as exc:
+            fail("split", exc.reason.removeprefix("split "))
         _one_of(fail, self, "eval_split", ("val", "test"))
         if not self.languages:
             fail("languages", "name at least one language")

@@ -12,11 +12,8 @@ from pathlib import Path
 
 from polyvse.errors import DataError
 from polyvse.models.pretrained import available_pretrained_encoders, tower_names
+from polyvse.models.pretrained.cache import sentence_cache_dir
 from polyvse.models.pretrained.captions import PretrainedCaptionEncoder
-from polyvse.paths import cache_root
-
-#: where the sentence vectors of training and evaluation captions are cached, under the cache root
-SENTENCE_CACHE = "sentences"
 
 #: options about word embeddings, which a pretrained tower does not have: (field, value that means "off")
 WORD_LEVEL_OPTIONS = (("word_init", "random"), ("freeze_word_embeddings", False), ("align", False),
@@ -72,14 +69,6 @@ def check_pretrained_config(cfg) -> None:
 def pretrained_caption_encoder(cfg, root: Path, progress: bool = True) -> PretrainedCaptionEncoder:
     """The caption encoder of a pretrained-tower run: cached sentence vectors of cfg.model.pretrained_encoder."""
     check_pretrained_config(cfg)
-    return PretrainedCaptionEncoder(cfg.model.pretrained_encoder, cache_dir=cache_root(root) / SENTENCE_CACHE,
+    return PretrainedCaptionEncoder(cfg.model.pretrained_encoder, cache_dir=sentence_cache_dir(root),
                                     progress=progress)
 
-
-def use_sentence_cache(model, root: Path):
-    """``model`` (a loaded PolyvseModel) with its frozen sentence encoder reading and filling the sentence cache
-    under ``root``'s cache root, so text-only tasks (STS, cross-lingual retrieval) embed each sentence once per
-    encoder, not once per checkpoint; a model with a trained text encoder is returned unchanged."""
-    if isinstance(model.captions, PretrainedCaptionEncoder) and model.captions.cache_dir is None:
-        model.captions.cache_dir = cache_root(root) / SENTENCE_CACHE
-    return model

@@ -24,8 +24,10 @@ from polyvse.checkpoint import (Checkpoint, load_training_state, save_checkpoint
 from polyvse.data.caption_limit import first_captions_per_photo, limit_captions
 from polyvse.data.exclusion import EvaluationExclusion, evaluation_exclusion
 from polyvse.data.registry import trained_on_squashed_photos
+from polyvse.data.splits import resolve_split
 from polyvse.data.types import Corpus
 from polyvse.device import autocast
+from polyvse.distributed import DistInfo, barrier, init_distributed, shutdown
 from polyvse.errors import DataError
 from polyvse.features.tail import BackboneTail
 from polyvse.models import JointEmbeddingModel, ModelConfig
@@ -34,7 +36,6 @@ from polyvse.paths import cache_root
 from polyvse.progress import Progress
 
 from .config import TrainConfig, changed_fields
-from .distributed import DistInfo, barrier, init_distributed, shutdown
 from .objectives import build_objective
 from .objectives.word_alignment import prepare_word_embeddings
 from .pretrained_tower import pretrained_caption_encoder, uses_pretrained_tower
@@ -80,34 +81,6 @@ def seed_everything(seed: int) -> None:
     torch.manual_seed(seed)
 
 
-def resolve_split(corpus: Corpus, cfg: TrainConfig) -> tuple[set[str], set[str]]:
-    """(train photo ids, evaluation photo ids) for cfg.data.split."""
-    if cfg.data.split == "official":
-        split_of = {c.photo_id: c.split for c in corpus.captions}
-        train = {p for p, s in split_of.items() if s == "train"}
-        evaluation = {p for p, s in split_of.items() if s == cfg.data.eval_split}
-    elif cfg.data.split.startswith("fold"):
-        from polyvse.data.f8kml import kfold_photo_splits
-
-        try:
-            fold, k = (int(x) for x in cfg.data.split[4:].split("of"))
-        except ValueError:
-            raise DataError(f"split {cfg.data.split!r}: use 'official' or 'fold<i>of<k>', e.g. fold0of5") from None
-        if not 0 <= fold < k:
-            raise DataError(f"split {cfg.data.split!r}: fold index must be in 0..{k - 1}")
-        # Folds use a fixed seed so that training seeds vary the model, not the test set.
-        tr, te = kfold_photo_splits(sorted({c.photo_id for c in corpus.captions}), k=k, seed=0)[fold]
-        train, evaluation = set(tr), set(te)
-    else:
-        raise DataError(f"split {cfg.data.split!r}: use 'official' or 'fold<i>of<k>', e.g. fold0of5")
-    if train & evaluation:
-        raise DataError(f"split {cfg.data.split!r}: {len(train & evaluation)} photos are in both train and evaluation")
-    if not train or not evaluation:
-        raise DataError(f"split {cfg.data.split!r} of {corpus.name}: {len(train)} training and {len(evaluation)} "
-                        "evaluation photos; both must be non-empty")
-    return train, evaluation
-
-
 def prepare_data(cfg: TrainConfig, root: Path, smoke: bool = False, progress: bool = True) -> PreparedData:
     from polyvse.data.registry import load_dataset
     from polyvse.features.cache import extract_features
@@ -117,7 +90,7 @@ def prepare_data(cfg: TrainConfig, root: Path, smoke: bool = False, progress: bo
         raise DataError("objective.teacher_students: teacher learning needs a frozen pretrained text tower "
                         "(model.text_encoder: pretrained)")
     corpus = load_dataset(cfg.data.dataset, root).filter(langs=cfg.data.languages)
-    train_ids, eval_ids = resolve_split(corpus, cfg)
+    train_ids, eval_ids = resolve_split(corpus, cfg.data.split, cfg.data.eval_split)
     # the run's one exclusion set, from ALL its evaluation photos (before smoke slicing): every training path below
     # (image captions, translations, text tuples, teacher pairs) goes through it
     exclusion = evaluation_exclusion(root, eval_photo_ids=eval_ids, train_photo_ids=train_ids,
@@ -304,7 +277,7 @@ def train(cfg: TrainConfig, out_dir: str | Path, root: Path, *, resume: bool = F
     every rank runs this; rank 0 alone writes state, checkpoint and metrics. ``device``: auto | cpu | cuda |
     cuda:N (under torchrun auto and cuda mean this rank's GPU, cuda:$LOCAL_RANK); ``precision``: fp32 | bf16
     (autocast, CUDA only). Neither is part of the run's identity: a state saved on a GPU resumes on a CPU.
-    ``dist_timeout_min``: under torchrun, how long a rank waits for the others (``distributed.init_distributed``).
+    ``dist_timeout_min``: under torchrun, how long a rank waits for the others (``polyvse.distributed.init_distributed``).
     """
     from polyvse.device import check_precision, resolve_device
 
