@@ -62,6 +62,47 @@ def test_wrong_type_and_bad_value_name_the_field_path(tmp_path):
             TrainConfig.load(p)
 
 
+@pytest.mark.parametrize("text, message", [
+    ("languages: [1, 2]", r"field data\.languages \('languages'\) must be list\[str\], got \[1, 2\]"),
+    ("caption_limit: {en: many}", r"field data\.caption_limit \('caption_limit'\) must be dict\[str, int\], "
+                                  r"got \{'en': 'many'\}"),
+    ("quotas: {en: 1.5}", r"field objective\.quotas \('quotas'\) must be dict\[str, int\], got \{'en': 1\.5\}"),
+    ("data: {languages: en}", r"field data\.languages \('languages'\) must be list\[str\], got 'en'"),
+    ("objective: {quotas: {1: 2}}", r"field objective\.quotas .*a key of quotas"),
+    ("lr: 0.1\ngrad_clip: true", r"field schedule\.grad_clip \('grad_clip'\) must be float, got True"),
+])
+def test_values_inside_lists_and_mappings_are_checked_too(tmp_path, text, message):
+    """The types of what a list or mapping holds are checked, not only the container's (pydantic, strict)."""
+    with pytest.raises(DataError, match=r"c\.yaml: " + message):
+        TrainConfig.load(write(tmp_path / "c.yaml", text + "\n"))
+    with pytest.raises(DataError, match=message):  # --set and the zoo's overrides go through from_dict
+        TrainConfig().with_overrides(__import__("yaml").safe_load(text), source="--set")
+
+
+def test_an_int_for_a_float_field_is_kept_as_written():
+    """lr: 1 is a float field given an int: accepted, and kept an int, so the flat form (a run's digest) is the
+    file's."""
+    assert TrainConfig.from_dict({"lr": 1}).to_dict()["lr"] == 1 and TrainConfig.from_dict({"lr": 1}).schedule.lr == 1
+
+
+def test_a_config_built_in_code_is_type_checked_when_validated():
+    cfg = TrainConfig(languages=["en"])
+    cfg.set("languages", ["en", 2])
+    with pytest.raises(DataError, match=r"data\.languages .*languages\[1\]"):
+        cfg.validate()
+
+
+def test_every_config_file_in_the_repo_loads():
+    """configs/*.yaml and configs/f8k-full/*.yaml: their base: chains, the smoke overlay and every check."""
+    from pathlib import Path
+
+    folder = Path(__file__).resolve().parents[1] / "configs"
+    files = sorted(folder.glob("*.yaml")) + sorted((folder / "f8k-full").glob("*.yaml"))
+    assert len(files) > 30
+    for path in files:
+        TrainConfig.load(path)
+
+
 def test_invalid_yaml_and_missing_file(tmp_path):
     p = write(tmp_path / "c.yaml", "epochs: [1\n")
     with pytest.raises(DataError, match="not valid YAML"):

@@ -1,6 +1,7 @@
 """Typed training configuration in sections (data, model, objective, align, schedule, smoke), loaded from
-YAML/JSON. Each section is a dataclass that checks its own fields; errors name the file and the field path
-(``model.embed_dim``).
+YAML/JSON. Each section is a dataclass that checks its own fields: pydantic, strictly, checks every value against
+its field's type (``languages: [1, 2]``, ``quotas: {en: 1.5}`` and ``epochs: "3"`` are refused), then the section's
+``check`` its values; errors name the file and the field path (``model.embed_dim``).
 
 A config file may name a ``base:`` file (a path relative to itself) whose settings it overrides, section by
 section; chains are allowed, cycles are an error. A file's ``name`` defaults to its file name (it is never
@@ -17,6 +18,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import functools
 import json
 import re
 from dataclasses import dataclass, field, fields
@@ -48,6 +50,9 @@ class Section:
     key: ClassVar[str] = ""
     #: field -> its flat name where that differs from the field's name
     flat_names: ClassVar[dict[str, str]] = {}
+    #: pydantic's settings for checking a section's types (``check_types``): strict (no "3" for 3, no 1.5 or
+    #: true for an int, no tuple for a list; an int for a float is fine), the dataclass's fields as they are
+    __pydantic_config__: ClassVar[dict] = {"strict": True, "revalidate_instances": "always"}
 
     def check(self, fail) -> None:
         """Call ``fail(field, message)`` for a value that is not allowed."""
@@ -55,6 +60,42 @@ class Section:
     @classmethod
     def flat_name(cls, name: str) -> str:
         return cls.flat_names.get(name, name)
+
+    def check_types(self, source: str) -> None:
+        """A DataError naming the field (its path and its flat name) whose value does not have the field's type.
+        pydantic checks them; the values are kept as given (an int stays an int where the field is a float: a
+        config's flat form, and so a run's digest, is what its file says)."""
+        from pydantic import ValidationError
+
+        try:
+            _type_checker(type(self)).validate_python(self)
+        except ValidationError as exc:
+            error = exc.errors()[0]
+            name = error["loc"][0]
+            expected = get_type_hints(type(self))[name]
+            expected = expected.__name__ if isinstance(expected, type) else str(expected)
+            raise DataError(f"field {self.key}.{name} ({self.flat_name(name)!r}) must be {expected}, got "
+                            f"{getattr(self, name)!r}{_inner_type_error(name, error)}", source) from None
+
+
+@functools.cache
+def _type_checker(section: type):
+    from pydantic import TypeAdapter
+
+    return TypeAdapter(section)
+
+
+def _inner_type_error(name: str, error: dict) -> str:
+    """`` (languages[0]: input should be a valid string, got 1)`` for an error inside a list or mapping."""
+    inner = error["loc"][1:]
+    if not inner:
+        return ""
+    if inner[-1] == "[key]":
+        where = f"a key of {name}"
+    else:
+        where = name + "".join(f"[{part!r}]" for part in inner)
+    message = error["msg"][:1].lower() + error["msg"][1:]
+    return f" ({where}: {message}, got {error['input']!r})"
 
 
 def _one_of(fail, section, name: str, allowed) -> None:
@@ -370,7 +411,6 @@ class TrainConfig:
     def from_dict(cls, data: dict[str, Any], source: str = "<dict>") -> "TrainConfig":
         """A checked config from flat names, dotted paths or section mappings; errors name ``source``."""
         nested = normalise(data, source)
-        check_types(nested, source)
         cfg = cls(**nested)
         cfg.validate(source)
         return cfg
@@ -416,7 +456,12 @@ class TrainConfig:
 
     # -- checks --------------------------------------------------------------------------------------
     def validate(self, source: str = "<config>") -> None:
-        """Every section's own checks, then the ones that span sections; errors name the field path."""
+        """Every field's type, every section's own checks, then the ones that span sections; errors name the
+        field path."""
+        if not isinstance(self.name, str):
+            raise DataError(f"field 'name' must be str, got {self.name!r}", source)
+        for section in SECTIONS:
+            getattr(self, section.key).check_types(source)
         for section in SECTIONS:
             def fail(name: str, message: str, key: str = section.key) -> None:
                 raise DataError(f"{key}.{name}: {message}", source)
@@ -521,25 +566,6 @@ def merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
         else:
             out[key] = value
     return out
-
-
-def check_types(nested: dict[str, Any], source: str) -> None:
-    if "name" in nested and not isinstance(nested["name"], str):
-        raise DataError(f"field 'name' must be str, got {nested['name']!r}", source)
-    for key, values in nested.items():
-        if key == "name" or isinstance(values, Section):
-            continue
-        hints = get_type_hints(SECTION_BY_KEY[key])
-        for name, value in values.items():
-            expected = hints[name]
-            origin = getattr(expected, "__origin__", expected)
-            ok = isinstance(value, origin) or (origin is float and isinstance(value, int))
-            if isinstance(value, bool) and origin in (int, float):
-                ok = False
-            if not ok:
-                flat = SECTION_BY_KEY[key].flat_name(name)
-                raise DataError(f"field {key}.{name} ({flat!r}) must be {getattr(expected, '__name__', expected)},"
-                                f" got {value!r}", source)
 
 
 # -- files ------------------------------------------------------------------------------------------------
