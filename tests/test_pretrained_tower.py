@@ -48,7 +48,8 @@ def test_joint_model_with_pretrained_branch():
 @pytest.mark.parametrize("change, message", [
     ({"pretrained_encoder": "bert"}, "pretrained_encoder: one of e5-small, use-multilingual"),
     ({"pretrained_encoder": "use-multilingual", "languages": ["en", "cs"]}, "not trained on cs; remove it"),
-    ({"word_l2": 1e-6}, "word_l2 acts on word embeddings"),
+    ({"objective": "mule", "word_l2": 1e-6}, "word_l2 acts on word embeddings"),
+    ({"objective": "translator", "language_map": ["de"]}, "objective translator maps word embeddings"),
     ({"align": True}, "align acts on word embeddings"),
     ({"text_sharing": "per_language"}, "text_sharing: shared"),
     ({"objective": "mule", "lc_weight": 1e-6}, "lc_weight .* set universal_dim"),

@@ -37,7 +37,7 @@ from polyvse.progress import Progress
 
 from .config import TrainConfig, changed_fields
 from .objectives import build_objective
-from .objectives.word_alignment import prepare_word_embeddings
+from .objectives.word_alignment import WordAlignment, build_alignment, prepare_word_embeddings
 from .pretrained_tower import pretrained_caption_encoder, uses_pretrained_tower
 from .teacher import TeacherPairs, load_teacher_pairs
 from .text_corpus import TextTupleSet, build_caption_encoder, load_text_corpus
@@ -277,7 +277,8 @@ def train(cfg: TrainConfig, out_dir: str | Path, root: Path, *, resume: bool = F
     every rank runs this; rank 0 alone writes state, checkpoint and metrics. ``device``: auto | cpu | cuda |
     cuda:N (under torchrun auto and cuda mean this rank's GPU, cuda:$LOCAL_RANK); ``precision``: fp32 | bf16
     (autocast, CUDA only). Neither is part of the run's identity: a state saved on a GPU resumes on a CPU.
-    ``dist_timeout_min``: under torchrun, how long a rank waits for the others (``polyvse.distributed.init_distributed``).
+    ``dist_timeout_min``: under torchrun, how long a rank waits for the others
+    (``polyvse.distributed.init_distributed``).
     """
     from polyvse.device import check_precision, resolve_device
 
@@ -321,6 +322,7 @@ class TrainingRun:
     model: JointEmbeddingModel
     forward: torch.nn.Module  # the model, or its DDP wrapper
     objective: torch.nn.Module
+    alignment: WordAlignment | None  # AME's word alignment beside the objective (the align: section), or None
     optimiser: torch.optim.Optimizer
     sampler: object
     epochs: int  # pre-epochs (MULE's LP, the Translator's source stage) + the schedule's epochs
@@ -339,6 +341,10 @@ class TrainingRun:
     @property
     def state_path(self) -> Path:
         return self.out_dir / STATE
+
+    def epoch_log(self) -> dict:
+        """What the objective and the word alignment add to an epoch's log line (and to metrics.json)."""
+        return {**self.objective.epoch_log(), **(self.alignment.log() if self.alignment is not None else {})}
 
     def time_spent(self) -> dict:
         """Wall and CPU seconds of the whole run so far, over every process that trained it (``complete``: false
@@ -382,19 +388,21 @@ def setup_run(cfg: TrainConfig, out_dir: Path, root: Path, dist_info: DistInfo, 
     seed_everything(cfg.schedule.seed)
     data.features = data.features.to(device)  # once: batches index it where the model is
     model = build_model(cfg, data).to(device)  # initialised on the CPU, so every device starts from the same weights
-    objective = build_objective(cfg, model, data, root, smoke=smoke).to(device)  # its own parameters (MULE, AME)
-    prepare_word_embeddings(cfg, model, objective.aligner)  # AME: lexicon initialisation, frozen words
+    alignment = build_alignment(cfg, model, data, root, smoke=smoke)  # AME: the lexicons, the translators W_l
+    if alignment is not None:
+        alignment.aligner.to(device)
+    objective = build_objective(cfg, model, data, root, smoke=smoke).to(device)  # its own parameters (MULE)
+    prepare_word_embeddings(cfg, model, alignment)  # AME: lexicon initialisation, frozen words
     forward = model
     if dist_info.enabled:
         forward = torch.nn.parallel.DistributedDataParallel(
             model, device_ids=[device.index] if device.type == "cuda" else None,
             find_unused_parameters=model.needs_language)
-    aux = [p for n, p in objective.named_parameters() if not n.startswith("aligner.")]
     run_key = {"config": cfg.to_dict(), "smoke": smoke, "vocab": data.captions.fingerprint(),
                "features": data.feature_key}
     return TrainingRun(cfg=cfg, out_dir=out_dir, dist_info=dist_info, smoke=smoke, progress=progress, t0=t0,
-                       data=data, model=model, forward=forward, objective=objective,
-                       optimiser=build_optimiser(cfg, model, aux), sampler=objective.sampler(),
+                       data=data, model=model, forward=forward, objective=objective, alignment=alignment,
+                       optimiser=build_optimiser(cfg, model, objective.parameters()), sampler=objective.sampler(),
                        epochs=(cfg.smoke.epochs if smoke else cfg.schedule.epochs) + objective.pre_epochs,
                        run_key=run_key, device=device, precision=precision, commit=commit, cpu0=cpu0)
 
@@ -425,13 +433,24 @@ def resume_run(run: TrainingRun) -> None:
                                     "vocabulary; start without --resume or use another --out", run.state_path)
     run.model.load_state_dict(state["model"])
     run.optimiser.load_state_dict(state["optimiser"])
-    if "objective" in state:
-        run.objective.load_state_dict(state["objective"])
+    load_objective_states(run, state)
     run.epoch, run.batch_pos, run.step = state["epoch"], state["batch"], state["step"]
     # states written before the time was kept: what their processes spent is unknown
     run.spent = state.get("spent", {"wall_s": 0.0, "cpu_s": 0.0, "processes": 1, "complete": False})
     set_rng_state(state["rng"], run.device)
     log.info("resuming at epoch %d batch %d (step %d)", run.epoch, run.batch_pos, run.step)
+
+
+def load_objective_states(run: TrainingRun, state: dict) -> None:
+    """The objective's and the word alignment's parameters from a training state. A state saved while the aligner
+    was part of the objective keeps the aligner's under ``objective`` as ``aligner.*``."""
+    objective = dict(state.get("objective", {}))
+    alignment = state.get("alignment") or {k.removeprefix("aligner."): objective.pop(k)
+                                           for k in list(objective) if k.startswith("aligner.")}
+    if "objective" in state:
+        run.objective.load_state_dict(objective)
+    if run.alignment is not None:
+        run.alignment.aligner.load_state_dict(alignment)
 
 
 def save_run_state(run: TrainingRun) -> None:
@@ -440,6 +459,7 @@ def save_run_state(run: TrainingRun) -> None:
     save_training_state({
         "run_key": run.run_key, "model": run.model.state_dict(), "optimiser": run.optimiser.state_dict(),
         "objective": run.objective.state_dict(),
+        "alignment": run.alignment.aligner.state_dict() if run.alignment is not None else {},
         "epoch": run.epoch, "batch": run.batch_pos, "step": run.step,
         "rng": rng_state(run.device), "spent": run.time_spent(),
     }, run.state_path)
@@ -484,7 +504,7 @@ def train_one_epoch(run: TrainingRun, *, save_every: int = 0, max_steps: int | N
                   "seconds": spent["wall_s"], "cpu_seconds": spent["cpu_s"],  # of the whole run so far
                   # throughput of the training loop alone (sampling, padding, forward, backward, step)
                   "loop_seconds": round(time.perf_counter() - t_epoch, 3), "items": n_items,
-                  **objective.epoch_log()}
+                  **run.epoch_log()}
         if run.dist_info.is_main:
             with open(run.out_dir / "train_log.jsonl", "a", encoding="utf-8") as f:
                 f.write(json.dumps(record) + "\n")
@@ -504,6 +524,8 @@ def train_step(run: TrainingRun, batch) -> torch.Tensor:
     run.optimiser.step()
     run.step += 1
     run.objective.after_step(run.step)
+    if run.alignment is not None:
+        run.alignment.after_step(run.step)
     return loss.detach()
 
 
@@ -533,7 +555,7 @@ def finish_run(run: TrainingRun) -> dict:
         **_time_fields(run.time_spent()), "config": cfg.to_dict(),
         "device": str(run.device), "precision": run.precision,
     }
-    metrics.update(run.objective.epoch_log())
+    metrics.update(run.epoch_log())
     if data.text_tuples is not None:
         metrics["text_corpus"] = data.text_tuples.summary()
     ckpt.training = {"data": cfg.data.dataset, "split": metrics["split"], "seed": cfg.schedule.seed,

@@ -71,6 +71,7 @@ def estimate_run(run: ZooRun, spec: ZooSpec, root: Path, steps: int = 20) -> Run
     import torch
 
     from polyvse.distributed import DistInfo
+
     from ..train import finish_run, setup_run
 
     cfg = effective_config(run, spec)
