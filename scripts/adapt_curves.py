@@ -153,10 +153,11 @@ def scores_through_part(model, gals: dict, vecs: dict, lang: str, part) -> dict:
 def main(argv=None) -> int:
     import polyvse
     from polyvse.adaptation import AdaptRequest, adapt_language, trained_languages
-    from polyvse.adaptation.line_vectors import line_vectors, sentence_cache_dir
+    from polyvse.adaptation.line_vectors import line_vectors
     from polyvse.adaptation.multiscript_lines import write_multiscript_parallel
     from polyvse.adaptation.zero_shot import fallback_part
     from polyvse.atomic import write_json_atomic
+    from polyvse.models.pretrained.cache import sentence_cache_dir
     from polyvse.paths import data_root
 
     args = parse_args(argv)

@@ -51,8 +51,8 @@ def test_wrong_type_and_bad_value_name_the_field_path(tmp_path):
                           ("similarity: dot", r"model\.similarity: 'dot': use one of cosine, order"),
                           ("split: fold5of5", r"data\.split: 'fold5of5': fold index must be in 0..4"),
                           ("top_k: 3\nmax_violation: true", r"objective\.max_violation: max_violation means top_k 1"),
-                          ("lp_epochs: 2", r"objective\.lp_epochs: MULE's LP stage"),
-                          ("quotas: {it: 1}", r"objective\.quotas: languages \['it'\]"),
+                          ("lp_epochs: 2", r"objective\.lp_epochs: an option of objective mule, not of vse"),
+                          ("objective: mule\nquotas: {it: 1}", r"objective\.mule\.quotas: languages \['it'\]"),
                           ("align: {word_init: fasttext}", r"align\.word_init: 'fasttext'"),
                           ("optimizer: lbfgs", r"schedule\.optimizer: 'lbfgs'"),
                           ("text_head: deep", r"model\.text_head: 'deep': use one of linear, mlp"),
@@ -60,6 +60,48 @@ def test_wrong_type_and_bad_value_name_the_field_path(tmp_path):
         write(p, text + "\n")
         with pytest.raises(DataError, match=r"c\.yaml: " + message):
             TrainConfig.load(p)
+
+
+@pytest.mark.parametrize("text, message", [
+    ("languages: [1, 2]", r"field data\.languages \('languages'\) must be list\[str\], got \[1, 2\]"),
+    ("caption_limit: {en: many}", r"field data\.caption_limit \('caption_limit'\) must be dict\[str, int\], "
+                                  r"got \{'en': 'many'\}"),
+    ("objective: mule\nquotas: {en: 1.5}",
+     r"field objective\.mule\.quotas \('quotas'\) must be dict\[str, int\], got \{'en': 1\.5\}"),
+    ("data: {languages: en}", r"field data\.languages \('languages'\) must be list\[str\], got 'en'"),
+    ("objective: {name: mule, mule: {quotas: {1: 2}}}", r"field objective\.mule\.quotas .*a key of quotas"),
+    ("lr: 0.1\ngrad_clip: true", r"field schedule\.grad_clip \('grad_clip'\) must be float, got True"),
+])
+def test_values_inside_lists_and_mappings_are_checked_too(tmp_path, text, message):
+    """The types of what a list or mapping holds are checked, not only the container's (pydantic, strict)."""
+    with pytest.raises(DataError, match=r"c\.yaml: " + message):
+        TrainConfig.load(write(tmp_path / "c.yaml", text + "\n"))
+    with pytest.raises(DataError, match=message):  # --set and the zoo's overrides go through from_dict
+        TrainConfig().with_overrides(__import__("yaml").safe_load(text), source="--set")
+
+
+def test_an_int_for_a_float_field_is_kept_as_written():
+    """lr: 1 is a float field given an int: accepted, and kept an int, so the flat form (a run's digest) is the
+    file's."""
+    assert TrainConfig.from_dict({"lr": 1}).to_dict()["lr"] == 1 and TrainConfig.from_dict({"lr": 1}).schedule.lr == 1
+
+
+def test_a_config_built_in_code_is_type_checked_when_validated():
+    cfg = TrainConfig(languages=["en"])
+    cfg.set("languages", ["en", 2])
+    with pytest.raises(DataError, match=r"data\.languages .*languages\[1\]"):
+        cfg.validate()
+
+
+def test_every_config_file_in_the_repo_loads():
+    """configs/*.yaml and configs/f8k-full/*.yaml: their base: chains, the smoke overlay and every check."""
+    from pathlib import Path
+
+    folder = Path(__file__).resolve().parents[1] / "configs"
+    files = sorted(folder.glob("*.yaml")) + sorted((folder / "f8k-full").glob("*.yaml"))
+    assert len(files) > 30
+    for path in files:
+        TrainConfig.load(path)
 
 
 def test_invalid_yaml_and_missing_file(tmp_path):
@@ -72,12 +114,14 @@ def test_invalid_yaml_and_missing_file(tmp_path):
 
 def test_base_chain_overrides_field_by_field(tmp_path):
     (tmp_path / "sub").mkdir()
-    write(tmp_path / "root.yaml", "name: root\nobjective: {name: mule, top_k: 10, nc_weight: 1.0}\nepochs: 20\n")
-    write(tmp_path / "sub" / "mid.yaml", "base: ../root.yaml\nobjective: {nc_weight: 0.5}\n")
+    write(tmp_path / "root.yaml", "name: root\nepochs: 20\n"
+          "objective: {name: mule, top_k: 10, mule: {nc_weight: 1.0, lp_epochs: 2}}\n")
+    write(tmp_path / "sub" / "mid.yaml", "base: ../root.yaml\nobjective: {mule: {nc_weight: 0.5}}\n")
     leaf = TrainConfig.load(write(tmp_path / "leaf.yaml", "base: sub/mid.yaml\nschedule: {epochs: 3}\n"))
     assert leaf.name == "leaf"  # never inherited
-    assert (leaf.objective.name, leaf.objective.top_k, leaf.objective.nc_weight, leaf.schedule.epochs) == (
-        "mule", 10, 0.5, 3)
+    opts = leaf.objective.options  # option by option within the objective's block
+    assert (leaf.objective.name, leaf.objective.top_k, opts.nc_weight, opts.lp_epochs, leaf.schedule.epochs) == (
+        "mule", 10, 0.5, 2, 3)
 
 
 def test_base_cycle_and_missing_base_are_named(tmp_path):
@@ -115,3 +159,74 @@ def test_setting_a_flat_name_as_an_attribute_is_an_error():
         cfg.epochs = 3
     cfg.set("epochs", 3)
     assert cfg.schedule.epochs == 3 and cfg.get("epochs") == 3
+
+
+# -- an objective's own options ------------------------------------------------------------------------------
+def test_an_objective_owns_its_options_in_its_own_block(tmp_path):
+    from polyvse_train.objectives import OBJECTIVES
+    from polyvse_train.objectives.mule import MuleOptions
+
+    cfg = TrainConfig.load(write(tmp_path / "m.yaml",
+                                 "objective: {name: mule, margin: 0.05, mule: {nc_weight: 1.0}}\n"))
+    assert type(cfg.objective.options) is MuleOptions is OBJECTIVES["mule"].Options
+    assert cfg.objective.options.nc_weight == 1.0 and cfg.objective.margin == 0.05
+    # the flat name and the dotted path of the block are the same option
+    for form in ({"objective": "mule", "nc_weight": 1.0}, {"objective": "mule", "objective.mule.nc_weight": 1.0}):
+        assert TrainConfig.from_dict(form).objective.options == cfg.objective.options
+    nested = cfg.to_nested()["objective"]
+    assert nested["mule"]["nc_weight"] == 1.0 and "nc_weight" not in nested
+    # the flat form keeps every option by its flat name, another objective's at its default
+    flat = cfg.to_dict()
+    assert (flat["nc_weight"], flat["beta"], flat["source_language"]) == (1.0, 1.0, "")
+    assert TrainConfig.from_dict(flat) == cfg
+    # reading an option through the section gives the flat form's value; setting it there is refused
+    assert (cfg.objective.nc_weight, cfg.objective.teacher_students, cfg.get("beta")) == (1.0, [], 1.0)
+    with pytest.raises(AttributeError, match=r"cfg.objective.options.nc_weight"):
+        cfg.objective.nc_weight = 2.0
+    cfg.set("nc_weight", 2.0)
+    assert cfg.objective.options.nc_weight == 2.0
+
+
+@pytest.mark.parametrize("text, message", [
+    # the layout before the options moved: a clear error naming the field and where it went
+    ("objective: {name: mule, nc_weight: 1.0}",
+     r"objective\.nc_weight: nc_weight has moved .* objective mule: write objective: \{name: mule, mule: \{nc_weight"),
+    ("objective.beta: 0.5", r"objective\.beta: beta has moved .* objective mlmme"),
+    # an option of another objective, a block of another objective, an option the objective does not have
+    ("objective: pivot\nbeta: 0.5", r"objective\.beta: an option of objective mlmme, not of pivot"),
+    ("objective: {name: vse, mule: {nc_weight: 1.0}}", r"objective\.mule: the options of objective mule, in a config "
+                                                      r"of objective vse"),
+    ("objective: {name: mule, mule: {beta: 0.5}}", r"unknown field\(s\) objective\.mule\.beta; known fields of "
+                                                   r"objective\.mule: quotas, sampler, nc_weight"),
+    # each objective checks its own options: errors name the objective's block
+    ("objective: {name: mlmme, mlmme: {beta: 2.0}}", r"objective\.mlmme\.beta: 2\.0: the weight of R_MM"),
+    ("objective: {name: vse, vse: {ranking_loss: infonce}, top_k: 3}", r"objective\.vse\.ranking_loss: infonce"),
+    ("objective: {name: mule, mule: {nc_weight: -1.0}}", r"objective\.mule\.nc_weight: must be 0 or more"),
+    ("objective: {name: mule, mule: {nc_weight: one}}",
+     r"field objective\.mule\.nc_weight \('nc_weight'\) must be float"),
+])
+def test_misplaced_and_bad_options_are_named(tmp_path, text, message):
+    with pytest.raises(DataError, match=r"c\.yaml: " + message):
+        TrainConfig.load(write(tmp_path / "c.yaml", text + "\n"))
+
+
+def test_an_objective_change_keeps_shared_options_and_refuses_foreign_ones():
+    cfg = TrainConfig.from_dict({"objective": "pivot", "quotas": {"en": 1}})
+    assert TrainConfig.from_dict({**cfg.to_dict(), "objective": "mule"}).objective.options.quotas == {"en": 1}
+    mule = TrainConfig.from_dict({"objective": "mule", "nc_weight": 1.0})
+    with pytest.raises(DataError, match=r"objective\.nc_weight: an option of objective mule, not of vse"):
+        mule.with_overrides({"objective": "vse"}, source="--set")
+    assert mule.with_overrides({"objective": "vse", "nc_weight": 0.0}, source="--set").objective.name == "vse"
+
+
+def test_the_translator_is_named_and_keeps_its_recorded_identity():
+    """The Translator was objective vse chosen by its fields; now it is objective translator. Its runs' identity
+    (zoo digests, training-state keys) is what it was: the flat form with objective vse."""
+    from polyvse_train.config import changed_fields
+
+    cfg = TrainConfig.from_dict({"objective": "translator", "languages": ["de", "fr"], "source_language": "de",
+                                 "source_epochs": 2, "language_map": ["fr"]})
+    old = {**cfg.to_dict(), "objective": "vse"}  # what a run recorded before the name
+    assert cfg.to_dict()["objective"] == "translator"
+    assert changed_fields(cfg.to_dict()) == changed_fields(old)
+    assert "objective" not in changed_fields(cfg.to_dict())

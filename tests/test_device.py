@@ -190,7 +190,7 @@ def test_vse_loss_runs_on_fake_cuda():
     from polyvse.models.text_input import CaptionEncoder
     from polyvse.text.vocab import Vocabulary
     from polyvse_train.config import TrainConfig
-    from polyvse_train.distributed import DistInfo
+    from polyvse.distributed import DistInfo
     from polyvse_train.objectives import build_objective
 
     class CpuPadding(CaptionEncoder):
@@ -310,7 +310,7 @@ def test_a_cuda_rank_joins_with_nccl_on_its_own_gpu(monkeypatch):
     """Simulated (no GPU, no process group): the calls init_distributed makes for a GPU rank are recorded."""
     import torch.distributed as dist
 
-    from polyvse_train import distributed
+    from polyvse import distributed
 
     calls = []
     monkeypatch.setenv("WORLD_SIZE", "2")

@@ -9,7 +9,8 @@ import torch
 import yaml
 from safetensors.torch import load_file
 
-from polyvse_train.distributed import DistInfo, gather_with_grad, shard
+from polyvse.distributed import DistInfo
+from polyvse_train.distributed import gather_with_grad, shard
 from polyvse_train.harness import free_port
 
 # SGD without clipping: unlike Adam, its update is proportional to the gradient, so a 2-rank run whose
@@ -61,7 +62,7 @@ def test_the_process_group_waits_an_hour_or_as_long_as_asked(monkeypatch):
     import torch.distributed as dist
 
     from polyvse.errors import DataError
-    from polyvse_train import distributed
+    from polyvse import distributed
 
     timeouts = []
     monkeypatch.setenv("WORLD_SIZE", "2")

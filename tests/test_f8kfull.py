@@ -121,7 +121,7 @@ def test_text_corpus_of_an_f8k_full_run_holds_no_evaluation_caption(shared_data,
     from polyvse.data.exclusion import evaluation_exclusion
     from polyvse_train.config import TrainConfig
     from polyvse_train.text_corpus import load_text_corpus
-    from polyvse_train.train import resolve_split
+    from polyvse.data.splits import resolve_split
 
     eval_ids = {p for p, s in raw["splits"].items() if s in ("val", "test")}
     key = raw["key"]
@@ -130,7 +130,7 @@ def test_text_corpus_of_an_f8k_full_run_holds_no_evaluation_caption(shared_data,
         cfg = TrainConfig(dataset="f8k-full", objective="parallel", text_corpus=kind, split="official",
                           eval_split="test")
         corpus = full.filter(langs=cfg.data.languages)
-        run_train_ids, run_eval_ids = resolve_split(corpus, cfg)
+        run_train_ids, run_eval_ids = resolve_split(corpus, cfg.data.split, cfg.data.eval_split)
         assert len(run_eval_ids) == 1000
         text = load_text_corpus(cfg, shared_data, corpus, evaluation_exclusion(
             shared_data, eval_photo_ids=run_eval_ids, train_photo_ids=run_train_ids))

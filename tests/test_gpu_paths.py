@@ -8,10 +8,10 @@ import numpy as np
 import pytest
 import torch
 
+from polyvse.distributed import DistInfo
 from polyvse.models import JointEmbeddingModel, ModelConfig
 from polyvse.models.text_input import CaptionEncoder
 from polyvse.text.vocab import Vocabulary
-from polyvse_train.distributed import DistInfo
 
 
 def tiny_model(vocab_size: int) -> JointEmbeddingModel:
@@ -90,7 +90,8 @@ def test_an_epoch_reads_its_loss_once_not_every_step(monkeypatch, tmp_path):
 
     schedule = SimpleNamespace(lr=0.1, lr_decay_epoch=10, grad_clip=1.0)
     run = SimpleNamespace(
-        cfg=SimpleNamespace(schedule=schedule), objective=SquaredOutput(), model=model, forward=model,
+        cfg=SimpleNamespace(schedule=schedule), objective=SquaredOutput(), alignment=None, epoch_log=lambda: {},
+        model=model, forward=model,
         optimiser=torch.optim.SGD(model.parameters(), lr=0.1),
         sampler=SimpleNamespace(epoch_batches=lambda epoch: [[i, i + 1] for i in range(0, 12, 2)]),
         epoch=0, epochs=1, batch_pos=0, step=0, smoke=False, progress=False, device=torch.device("cpu"),

@@ -123,6 +123,33 @@ def test_layers_import_downwards_only():
     assert upward_imports(import_graph()) == []
 
 
+#: the application's modules that may import the trainer: the commands that train (a run, the demo, the zoo)
+TRAINING_COMMANDS = frozenset({"polyvse_app.commands.train", "polyvse_app.commands.demo",
+                               "polyvse_app.commands.zoo"})
+
+
+def trainer_imports(graph: dict[str, set[str]]) -> list[str]:
+    """Every edge from the application to the trainer outside the training commands, as "module -> dependency"."""
+    return [f"{mod} -> {dep}" for mod, deps in sorted(graph.items()) for dep in sorted(deps)
+            if mod.split(".")[0] == "polyvse_app" and dep.split(".")[0] == "polyvse_train"
+            and mod not in TRAINING_COMMANDS]
+
+
+def test_the_trainer_checker_finds_an_application_module_that_reaches_into_the_trainer():
+    # what polyvse_app/shard_role.py was: the process group taken from the trainer
+    assert trainer_imports({"polyvse_app.shard_role": {"polyvse_train.distributed", "polyvse.sharding"},
+                            "polyvse_app.commands.train": {"polyvse_train.train"}}) == [
+        "polyvse_app.shard_role -> polyvse_train.distributed"]
+
+
+def test_only_the_training_commands_import_the_trainer():
+    """Searching, serving, evaluating, extracting features and adapting a model work without the trainer: the
+    process group, split resolution, the sentence cache and the evaluation tasks are the library's."""
+    graph = import_graph()
+    assert trainer_imports(graph) == []
+    assert TRAINING_COMMANDS <= set(graph)  # the whitelist names modules that exist
+
+
 def test_the_application_runs_as_a_module():
     """`python -m polyvse_app` is the command line (torchrun starts modules: README's torchrun lines)."""
     out = subprocess.run([sys.executable, "-m", "polyvse_app", "--help"], capture_output=True, text=True,

@@ -51,10 +51,10 @@ _ASSETS: dict[str, ServingAssets] = {}
 def _smoke_photo_paths(cfg, root: Path) -> list[Path]:
     """The photos `train(..., smoke=True)` uses (same selection as polyvse_train.train.prepare_data)."""
     from polyvse.data.registry import load_dataset
-    from polyvse_train.train import resolve_split
+    from polyvse.data.splits import resolve_split
 
     corpus = load_dataset(cfg.data.dataset, root).filter(langs=cfg.data.languages)
-    train_ids, eval_ids = resolve_split(corpus, cfg)
+    train_ids, eval_ids = resolve_split(corpus, cfg.data.split, cfg.data.eval_split)
     ids = set(sorted(train_ids)[: cfg.smoke.photos]) | set(sorted(eval_ids)[: max(cfg.smoke.photos // 2, 8)])
     return [Path(corpus.photos[p].path) for p in sorted(ids)]
 

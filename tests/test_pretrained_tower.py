@@ -48,7 +48,8 @@ def test_joint_model_with_pretrained_branch():
 @pytest.mark.parametrize("change, message", [
     ({"pretrained_encoder": "bert"}, "pretrained_encoder: one of e5-small, use-multilingual"),
     ({"pretrained_encoder": "use-multilingual", "languages": ["en", "cs"]}, "not trained on cs; remove it"),
-    ({"word_l2": 1e-6}, "word_l2 acts on word embeddings"),
+    ({"objective": "mule", "word_l2": 1e-6}, "word_l2 acts on word embeddings"),
+    ({"objective": "translator", "language_map": ["de"]}, "objective translator maps word embeddings"),
     ({"align": True}, "align acts on word embeddings"),
     ({"text_sharing": "per_language"}, "text_sharing: shared"),
     ({"objective": "mule", "lc_weight": 1e-6}, "lc_weight .* set universal_dim"),
@@ -129,7 +130,8 @@ def test_text_tasks_of_a_loaded_model_embed_each_sentence_once(use_checkpoint, t
     """The zoo's and `polyvse evaluate --task`'s text tasks go through the sentence cache: a second checkpoint of
     the same frozen encoder (another seed) computes no sentence vector again, and gets the same vectors."""
     from polyvse.models.pretrained import SentenceEmbeddingCache
-    from polyvse_train.pretrained_tower import SENTENCE_CACHE, use_sentence_cache
+    from polyvse.models.pretrained.cache import SENTENCE_CACHE
+    from polyvse.models.pretrained.captions import use_sentence_cache
 
     monkeypatch.setenv("POLYVSE_CACHE", str(tmp_path / "cache"))
     sentences = ["zwei Hunde spielen im Schnee", "ein Kind auf einer Schaukel"]

@@ -18,6 +18,7 @@ import torch
 from polyvse.data.exclusion import evaluation_exclusion
 from polyvse.data._io import caption_key
 from polyvse.data.registry import load_dataset
+from polyvse.data.splits import resolve_split
 from polyvse.data.text_tuples import multi30k_test_photo_ids, text_tuple_corpus
 from polyvse.data.types import Caption, Corpus, Photo
 from polyvse.errors import DataError
@@ -35,7 +36,7 @@ from polyvse_train.text_corpus import (
     check_text_corpus_config,
     load_text_corpus,
 )
-from polyvse_train.train import CaptionSet, PreparedData, resolve_split, train
+from polyvse_train.train import CaptionSet, PreparedData, train
 
 
 # -- the corpus builder on the tiny data root --------------------------------------------------------------
@@ -315,7 +316,7 @@ def test_no_evaluation_photo_or_caption_reaches_the_text_corpus_of_its_run(share
     for split in ("official", "fold0of5", "fold1of5", "fold2of5", "fold3of5", "fold4of5"):
         cfg = TrainConfig(objective="parallel", text_corpus="all", split=split)
         corpus = f8kml.filter(langs=cfg.data.languages)
-        train_ids, eval_ids = resolve_split(corpus, cfg)
+        train_ids, eval_ids = resolve_split(corpus, cfg.data.split)
         text = load_text_corpus(cfg, shared_data, corpus, evaluation_exclusion(
             shared_data, eval_photo_ids=eval_ids, train_photo_ids=train_ids))
         ids = set(text.photos) | {c.photo_id for c in text.captions}

@@ -66,8 +66,8 @@ def _model(freeze: bool = False) -> tuple[JointEmbeddingModel, TrainConfig]:
     torch.manual_seed(0)
     model = JointEmbeddingModel(ModelConfig(vocab_size=8, image_dim=3, embed_dim=5, word_dim=4, hidden_dim=6,
                                             languages=["de", "fr"], language_map=["fr"]))
-    cfg = TrainConfig(languages=["de", "fr"], source_language="de", source_epochs=1, language_map=["fr"],
-                      freeze_language_map=freeze)
+    cfg = TrainConfig(languages=["de", "fr"], objective="translator", source_language="de", source_epochs=1,
+                      language_map=["fr"], freeze_language_map=freeze)
     return model, cfg
 
 
@@ -100,13 +100,19 @@ def test_gradient_reaches_the_map_from_fr_rows_only_and_never_when_frozen():
 
 
 def test_translator_fields_are_checked():
-    for bad, match in ((dict(language_map=["fr"], language_map_init="lexicon"), "objective.source_language: "),
+    for bad, match in ((dict(language_map=["fr"], language_map_init="lexicon"),
+                        "objective.translator.source_language: "),
                        (dict(source_language="de", language_map=["de"]), "model.language_map .* INTO"),
-                       (dict(source_language="de", language_map_init="svd"), "objective.language_map_init: 'svd'"),
-                       (dict(source_language="it"), "objective.source_language 'it' is not among"),
-                       (dict(source_language="de", objective="pivot"), "objective vse")):
+                       (dict(source_language="de", language_map_init="svd"),
+                        "objective.translator.language_map_init: 'svd'"),
+                       (dict(source_language="it"), "objective.translator.source_language: 'it' is not among"),
+                       (dict(), "needs a source stage .* or a map"),
+                       (dict(source_language="de", objective="pivot"),
+                        "an option of objective translator, not of pivot"),
+                       (dict(language_map=["fr"], objective="vse"),
+                        "model.language_map .* set objective.name: translator")):
         with pytest.raises(DataError, match=match):
-            TrainConfig.from_dict(dict(languages=["de", "fr"], **bad))
+            TrainConfig.from_dict(dict(languages=["de", "fr"], **{"objective": "translator", **bad}))
 
 
 # -- SVD/Procrustes + RCSLS initialisation -------------------------------------------------------------
@@ -200,11 +206,10 @@ def test_caption_limit_keeps_a_seeded_nested_subset_of_one_language():
 
 def test_caption_limit_on_f8kml_touches_training_captions_only(shared_data):
     from polyvse.data.registry import load_dataset
-    from polyvse_train.train import resolve_split
+    from polyvse.data.splits import resolve_split
 
     corpus = load_dataset("f8k-ml", shared_data).filter(langs=["de", "fr"])
-    cfg = TrainConfig(languages=["de", "fr"])
-    train_ids, eval_ids = resolve_split(corpus, cfg)
+    train_ids, eval_ids = resolve_split(corpus)  # a config's default split: official, evaluated on test
     train_caps = [c for c in corpus.captions if c.photo_id in train_ids]
     kept = limit_captions(train_caps, {"fr": 100}, seed=0)
     assert sum(c.lang == "fr" for c in kept) == 100 and sum(c.lang == "fr" for c in train_caps) == 580
@@ -215,18 +220,19 @@ def test_caption_limit_on_f8kml_touches_training_captions_only(shared_data):
 # -- the configs and a two-stage run ------------------------------------------------------------------------
 def test_translator_configs_say_what_the_poster_says():
     fs, t1, t2 = (TrainConfig.load(CONFIGS / f"translator-{n}.yaml") for n in ("fs", "t1", "t2"))
-    assert fs.data.languages == ["fr"] and not fs.model.language_map and not fs.objective.source_language
+    assert fs.data.languages == ["fr"] and not fs.model.language_map and fs.objective.name == "vse"
     for t in (t1, t2):  # de-trained encoder + a trainable map for fr
-        assert (t.objective.source_language, t.model.language_map, t.objective.freeze_language_map) == (
-            "de", ["fr"], False)
-        assert t.objective.source_epochs > 0
-    assert (t1.objective.language_map_init, t2.objective.language_map_init) == ("random", "lexicon")
+        opts = t.objective.options
+        assert t.objective.name == "translator"
+        assert (opts.source_language, t.model.language_map, opts.freeze_language_map) == ("de", ["fr"], False)
+        assert opts.source_epochs > 0
+    assert (t1.objective.options.language_map_init, t2.objective.options.language_map_init) == ("random", "lexicon")
     # the same target-language budget, so the three are comparable at every point of the learning curve
     for key in ("epochs", "lr", "batch_size", "min_batches_per_epoch", "embed_dim", "hidden_dim", "word_dim"):
         assert fs.get(key) == t1.get(key) == t2.get(key), key
 
 
-TINY_T2 = dict(name="tiny-t2", languages=["de", "fr"], source_language="de", source_epochs=2,
+TINY_T2 = dict(name="tiny-t2", languages=["de", "fr"], objective="translator", source_language="de", source_epochs=2,
                language_map=["fr"], language_map_init="lexicon", caption_limit={"fr": 12},
                min_batches_per_epoch=3, embed_dim=32, word_dim=16, hidden_dim=32, batch_size=8,
                smoke_photos=24, smoke_epochs=1, smoke_max_batches=3, lr=5e-4)

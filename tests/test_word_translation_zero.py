@@ -11,11 +11,10 @@ from polyvse.alignment import filter_lexicon, muse_lexicon
 from polyvse.api import PolyvseModel
 from polyvse.checkpoint import Checkpoint
 from polyvse.data.registry import load_dataset
+from polyvse.data.splits import resolve_split
 from polyvse.evaluation.words import word_translation_by_language
 from polyvse.models import JointEmbeddingModel, ModelConfig
 from polyvse.models.text_input import CaptionEncoder
-from polyvse_train.config import TrainConfig
-from polyvse_train.train import resolve_split
 from polyvse_train.objectives.translator import vocabulary_rows
 
 LANGS = ["en", "de", "fr", "cs", "zh"]
@@ -25,7 +24,7 @@ LANGS = ["en", "de", "fr", "cs", "zh"]
 def f8kml_captions(shared_data) -> CaptionEncoder:
     """The vocabulary of F8K-ML's official training captions, as `polyvse train` builds it."""
     corpus = load_dataset("f8k-ml", shared_data).filter(langs=LANGS)
-    train_ids, _ = resolve_split(corpus, TrainConfig(languages=LANGS))
+    train_ids, _ = resolve_split(corpus)
     texts: dict[str, list[str]] = {}
     for c in corpus.captions:
         if c.photo_id in train_ids:

@@ -224,7 +224,7 @@ def test_estimate_times_each_stage_of_a_run(shared_data, tmp_path):
     cdir = tmp_path / "configs"
     cdir.mkdir()
     (cdir / "t.yaml").write_text(json.dumps({
-        "name": "t", "objective": "vse", "languages": ["de", "fr"], "source_language": "de", "source_epochs": 2,
+        "name": "t", "objective": "translator", "languages": ["de", "fr"], "source_language": "de", "source_epochs": 2,
         "language_map": ["fr"], "text_sharing": "shared", "threads": 1, "batch_size": 64}))
     spec = ZooSpec(overrides={"epochs": 3, "embed_dim": 16, "hidden_dim": 16, "word_dim": 16}, folds=0)
     est = estimate_run(ZooRun("t", cdir / "t.yaml", "official"), spec, shared_data, steps=2)

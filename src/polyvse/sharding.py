@@ -2,7 +2,8 @@
 
 Every process that works on one shard computes its slice from the same sorted photo list, so no process
 has to tell another what to do. Sizes differ by at most one, the larger slices first (as numpy's
-``array_split`` and ``polyvse_train.distributed.shard`` cut a training batch).
+``array_split`` and ``polyvse_train.distributed.shard`` cut a training batch); the process group of a torchrun
+launch is ``polyvse.distributed``.
 """
 from __future__ import annotations
 

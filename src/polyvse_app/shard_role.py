@@ -13,10 +13,9 @@ import os
 from dataclasses import dataclass, field
 from typing import Callable, TypeVar
 
+from polyvse.distributed import DistInfo, all_gather_objects, barrier, init_distributed, shutdown
 from polyvse.errors import DataError, PolyvseError
 from polyvse.sharding import parse_shard_spec, shard_bounds
-
-from polyvse_train.distributed import DistInfo, all_gather_objects, init_distributed
 
 T = TypeVar("T")
 
@@ -61,8 +60,6 @@ def shard_role(spec: str | None, device=None) -> ShardRole:
 
 def run_with_shard_role(spec: str | None, command: Callable[[ShardRole], int], device=None) -> int:
     """A command's entry under --shard / torchrun: its role, then the process group shut down however it ends."""
-    from polyvse_train.distributed import barrier, shutdown
-
     role = shard_role(spec, device)
     try:
         code = command(role)

@@ -1,6 +1,7 @@
 """Typed training configuration in sections (data, model, objective, align, schedule, smoke), loaded from
-YAML/JSON. Each section is a dataclass that checks its own fields; errors name the file and the field path
-(``model.embed_dim``).
+YAML/JSON. Each section is a dataclass that checks its own fields: pydantic, strictly, checks every value against
+its field's type (``languages: [1, 2]``, ``quotas: {en: 1.5}`` and ``epochs: "3"`` are refused), then the section's
+``check`` its values; errors name the file and the field path (``model.embed_dim``).
 
 A config file may name a ``base:`` file (a path relative to itself) whose settings it overrides, section by
 section; chains are allowed, cycles are an error. A file's ``name`` defaults to its file name (it is never
@@ -8,64 +9,43 @@ inherited). The smoke settings (how few steps ``--smoke`` runs) of every config 
 ``overlays/smoke.yaml`` in that folder or one above it (``configs/overlays/smoke.yaml``), put under the chain:
 what it sets holds unless the config names its own ``smoke:`` settings.
 
-Every field also has a flat name, unique across sections (``embed_dim``, ``align_every``, ``objective``): the
-names of the flat configs before the sections. ``from_dict``, ``--set`` and ``TrainConfig(**fields)`` accept
+The objective section holds the objective's name, the ranking settings all objectives share, and the objective's
+own options (each objective declares them: ``polyvse_train.objectives``), written in a block named after it
+(``objective: {name: mule, mule: {nc_weight: 1.0}}``).
+
+Every field also has a flat name, unique across sections and objectives (``embed_dim``, ``align_every``,
+``objective``, ``nc_weight``): the names of the flat configs before the sections. ``from_dict``, ``--set`` and ``TrainConfig(**fields)`` accept
 flat names, dotted paths (``model.embed_dim``) and section mappings alike, and ``to_dict()`` gives the flat form,
 which checkpoints, metrics.json and the zoo store (so configs saved before the sections still load).
 """
 from __future__ import annotations
 
+import copy
 import dataclasses
 import difflib
 import json
 import re
 from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Any, ClassVar, get_type_hints
+from typing import Any, ClassVar
 
 import yaml
 
+from polyvse.data.registry import DEFAULT_DATASET
+from polyvse.data.splits import DEFAULT_EVAL_SPLIT, OFFICIAL, parse_split
 from polyvse.data.text_tuples import TEXT_CORPORA
 from polyvse.errors import DataError
 from polyvse.models.pretrained.text_branch import TEXT_HEADS
 
-SAMPLERS = ("distinct", "group_balanced")
-RANKING_LOSSES = ("hinge", "infonce")
-LANGUAGE_MAP_INITS = ("random", "lexicon")
+from .objectives import OBJECTIVES, ObjectiveOptions
+from .sections import Section, at_least, one_of
+
 WORD_INITS = ("random", "muse")
 OPTIMIZERS = ("adam", "sgd")
 SIMILARITIES = ("cosine", "order")
 TEXT_ENCODERS = ("gru", "lstm", "mean", "pretrained")
 TEXT_SHARINGS = ("shared", "per_language")
 IMAGE_HEADS = ("linear", "mlp")
-SPLIT_PATTERN = re.compile(r"official|fold(\d+)of(\d+)")
-
-
-class Section:
-    """A config section: a dataclass whose fields are typed and which checks its own values."""
-
-    key: ClassVar[str] = ""
-    #: field -> its flat name where that differs from the field's name
-    flat_names: ClassVar[dict[str, str]] = {}
-
-    def check(self, fail) -> None:
-        """Call ``fail(field, message)`` for a value that is not allowed."""
-
-    @classmethod
-    def flat_name(cls, name: str) -> str:
-        return cls.flat_names.get(name, name)
-
-
-def _one_of(fail, section, name: str, allowed) -> None:
-    value = getattr(section, name)
-    if value not in allowed:
-        fail(name, f"{value!r}: use one of {', '.join(allowed)}")
-
-
-def _at_least(fail, section, name: str, low) -> None:
-    value = getattr(section, name)
-    if value < low:
-        fail(name, f"must be {low} or more, got {value}")
 
 
 @dataclass
@@ -73,10 +53,10 @@ class DataSection(Section):
     """What the model is trained and evaluated on."""
 
     key: ClassVar[str] = "data"
-    dataset: str = "f8k-ml"
+    dataset: str = DEFAULT_DATASET
     # "official": Flickr8K's split restricted to the dataset's photos; "fold<i>of<k>": k-fold cross-validation.
-    split: str = "official"
-    eval_split: str = "test"
+    split: str = OFFICIAL
+    eval_split: str = DEFAULT_EVAL_SPLIT
     languages: list[str] = field(default_factory=lambda: ["en", "de", "fr", "cs", "zh"])
     # image features: a backbone of polyvse.features, or "a+b" (both networks' features side by side)
     backbone: str = "efficientnet-lite0"
@@ -99,18 +79,17 @@ class DataSection(Section):
     max_len: int = 64
 
     def check(self, fail) -> None:
-        match = SPLIT_PATTERN.fullmatch(self.split)
-        if match is None:
-            fail("split", f"{self.split!r}: use 'official' or 'fold<i>of<k>', e.g. fold0of5")
-        elif match.group(1) is not None and not int(match.group(1)) < int(match.group(2)):
-            fail("split", f"{self.split!r}: fold index must be in 0..{int(match.group(2)) - 1}")
-        _one_of(fail, self, "eval_split", ("val", "test"))
+        try:
+            parse_split(self.split)
+        except DataError as exc:
+            fail("split", exc.reason.removeprefix("split "))
+        one_of(fail, self, "eval_split", ("val", "test"))
         if not self.languages:
             fail("languages", "name at least one language")
-        _one_of(fail, self, "text_corpus", TEXT_CORPORA)
+        one_of(fail, self, "text_corpus", TEXT_CORPORA)
         for name in ("text_tuples_per_epoch", "text_vocab_min_count", "captions_per_photo", "min_count"):
-            _at_least(fail, self, name, 0)
-        _at_least(fail, self, "max_len", 1)
+            at_least(fail, self, name, 0)
+        at_least(fail, self, "max_len", 1)
 
 
 @dataclass
@@ -145,14 +124,14 @@ class ModelSection(Section):
 
     def check(self, fail) -> None:
         for name in ("embed_dim", "word_dim", "hidden_dim", "image_hidden_dim"):
-            _at_least(fail, self, name, 1)
-        _at_least(fail, self, "finetune_blocks", 0)
-        _at_least(fail, self, "universal_dim", 0)
-        _one_of(fail, self, "similarity", SIMILARITIES)
-        _one_of(fail, self, "text_encoder", TEXT_ENCODERS)
-        _one_of(fail, self, "text_sharing", TEXT_SHARINGS)
-        _one_of(fail, self, "text_head", TEXT_HEADS)
-        _one_of(fail, self, "image_head", IMAGE_HEADS)
+            at_least(fail, self, name, 1)
+        at_least(fail, self, "finetune_blocks", 0)
+        at_least(fail, self, "universal_dim", 0)
+        one_of(fail, self, "similarity", SIMILARITIES)
+        one_of(fail, self, "text_encoder", TEXT_ENCODERS)
+        one_of(fail, self, "text_sharing", TEXT_SHARINGS)
+        one_of(fail, self, "text_head", TEXT_HEADS)
+        one_of(fail, self, "image_head", IMAGE_HEADS)
         for name in ("dropout", "tower_dropout"):
             if not 0 <= getattr(self, name) < 1:
                 fail(name, f"{getattr(self, name)}: a probability in [0, 1)")
@@ -160,99 +139,113 @@ class ModelSection(Section):
 
 @dataclass
 class ObjectiveSection(Section):
-    """The training objective and its loss settings (one class per objective: polyvse_train.objectives)."""
+    """The training objective: its name, the ranking settings every objective shares, and the objective's own
+    options (``Options`` of its class in polyvse_train.objectives), written in a block named after it::
+
+        objective: {name: mule, margin: 0.05, top_k: 10, mule: {nc_weight: 1.0, quotas: {en: 2}}}
+
+    An option has a flat name too (``nc_weight``), and is read through the section as the flat form has it
+    (``cfg.objective.nc_weight``: the objective's value, or the option's default when the objective has no such
+    option); it is set only in the objective's options (``cfg.objective.options``, ``cfg.set``)."""
 
     key: ClassVar[str] = "objective"
     flat_names: ClassVar[dict[str, str]] = {"name": "objective"}
     # vse (hinge over mixed-language caption batches, the demo) | pivot | parallel | mlmme (batches of
     # distinct photos with one caption per language) | mule (several captions per language: top-K
-    # image-sentence hinge + neighbourhood constraints + adversarial language classifier)
+    # image-sentence hinge + neighbourhood constraints + adversarial language classifier) | translator
     name: str = "vse"
     margin: float = 0.2
     max_violation: bool = False
     top_k: int = 0  # 0 = every in-batch negative; K = the K most violated (max_violation = top_k 1)
-    # objective vse: hinge (margin, max_violation, top_k above) | infonce (symmetric softmax cross-entropy over
-    # the batch at `temperature`, as CLIP)
-    ranking_loss: str = "hinge"
-    temperature: float = 0.05
-    # teacher learning (polyvse_train.teacher, Multilingual-CLIP): each step also pulls the embeddings of a batch
-    # of Multi30K task1 lines in these languages onto the model's own (detached) embedding of the same photo's
-    # teacher_language line, InfoNCE at `temperature`; the lines come from the dataset's text-only corpus
-    teacher_students: list[str] = field(default_factory=list)  # [] = off
-    teacher_language: str = "en"
-    teacher_weight: float = 1.0
-    teacher_batch_size: int = 256
-    teacher_photos: str = "all"  # all: every Multi30K photo outside evaluation | train: the run's training photos
     # the first N epochs of the main schedule (after MULE's LP / the Translator's source stage) sum every
     # negative before top_k / max_violation take over: hard-negative mining from random init can collapse
     hard_negative_warmup_epochs: int = 0
-    quotas: dict[str, int] = field(default_factory=dict)  # captions per photo per language; {} = 1 each
-    # tuple objectives: distinct (each photo once per epoch, shuffled) | group_balanced (MULE: photos grouped
-    # by the languages they have, every batch draws equally from each group; small groups repeat)
-    sampler: str = "distinct"
-    beta: float = 1.0  # mlmme: beta * R_MM + (1 - beta) * R_ML
-    # MULE terms (objective mule): weights lambda_1 (neighbourhood constraints), lambda_2 (language
-    # classifier, through a gradient-reversal layer), lambda_3 = 1 (image-sentence matching)
-    nc_weight: float = 0.0
-    nc_margin: float = 0.05
-    lc_weight: float = 0.0
-    lp_epochs: int = 0  # MULE "LP": epochs of neighbourhood constraints on caption pairs before the rest
-    word_l2: float = 0.0  # L2 penalty on the word embeddings of the batch (MULE: 5e-7)
-    # Translator (poster "Grounding multilingual concepts with vision"): a source stage trains the model on
-    # source_language captions only, then the target stage trains on the other languages' captions, whose
-    # word vectors pass model.language_map into the source language's word space
-    source_language: str = ""  # "" = no source stage
-    source_epochs: int = 0  # epochs of the source stage, before the `epochs` of the target stage
-    language_map_init: str = "random"  # random (orthogonal) | lexicon (MUSE: Procrustes/SVD, then RCSLS)
-    language_map_rcsls_epochs: int = 10  # RCSLS refinement steps after the Procrustes solution
-    language_map_k: int = 10  # RCSLS neighbourhood size (Joulin et al.: 10)
-    freeze_language_map: bool = False  # the map gets no gradient during retrieval training
+    # the objective's own options: an instance of OBJECTIVES[name].Options (its defaults unless given)
+    options: Any = None
+
+    def __post_init__(self) -> None:
+        if self.options is None:
+            self.options = options_class(self.name)()
+
+    def __getattr__(self, name: str) -> Any:
+        # reached for what is not an attribute: an option, read as the flat form records it
+        if name in OPTION_DEFAULTS:
+            options = self.__dict__.get("options")
+            return getattr(options, name) if hasattr(options, name) else copy.deepcopy(OPTION_DEFAULTS[name])
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if name in OPTION_DEFAULTS:  # it would land beside the options and change nothing
+            raise AttributeError(f"{name} is an option of objective {', '.join(OPTION_OWNERS[name])}: set "
+                                 f"cfg.objective.options.{name} or cfg.set({name!r}, value)")
+        super().__setattr__(name, value)
+
+    @classmethod
+    def own_fields(cls) -> list[dataclasses.Field]:
+        return [f for f in fields(cls) if f.name != "options"]
+
+    @classmethod
+    def from_values(cls, values: dict[str, Any], source: str) -> "ObjectiveSection":
+        """The section of normalised ``values``: its fields, and ``options`` (a mapping of option: value, or an
+        options object) made the named objective's options. The flat form lists the options of every objective:
+        another objective's option is ignored at its default, refused naming it otherwise."""
+        values = dict(values)
+        given = values.pop("options", None)
+        section = cls(**values)
+        if isinstance(given, ObjectiveOptions):  # an options object given whole
+            section.options = given
+        if given is None or isinstance(given, ObjectiveOptions):
+            return section
+        own = {f.name for f in fields(type(section.options))}
+        foreign = sorted(k for k, v in given.items() if k not in own and v != OPTION_DEFAULTS[k])
+        if foreign and section.name not in OBJECTIVES:
+            raise DataError(f"objective.name {section.name!r}: use one of {', '.join(OBJECTIVES)}", source)
+        if foreign:
+            owners = OPTION_OWNERS[foreign[0]]
+            raise DataError(f"objective.{foreign[0]}: an option of objective {', '.join(owners)}, not of "
+                            f"{section.name}; remove it, or set objective.name: {owners[0]}", source)
+        section.options = type(section.options)(**{k: v for k, v in given.items() if k in own})
+        return section
+
+    def check_types(self, source: str, path: str = "") -> None:
+        super().check_types(source, path)
+        self.options.check_types(source, f"{self.key}.{self.name}")
 
     def check(self, fail) -> None:
-        _one_of(fail, self, "sampler", SAMPLERS)
-        _one_of(fail, self, "language_map_init", LANGUAGE_MAP_INITS)
-        for name in ("top_k", "hard_negative_warmup_epochs", "lp_epochs", "source_epochs", "nc_weight",
-                     "lc_weight", "word_l2", "language_map_rcsls_epochs"):
-            _at_least(fail, self, name, 0)
-        _at_least(fail, self, "language_map_k", 1)
+        one_of(fail, self, "name", OBJECTIVES)
+        for name in ("top_k", "hard_negative_warmup_epochs"):
+            at_least(fail, self, name, 0)
         if self.max_violation and self.top_k not in (0, 1):
             fail("max_violation", "max_violation means top_k 1; set one of them")
-        self._check_ranking_loss(fail)
-        self._check_teacher(fail)
-        if self.lp_epochs > 0 and self.name != "mule":
-            fail("lp_epochs", f"MULE's LP stage: use it with objective mule, not {self.name!r}")
-        if (self.language_map_init == "lexicon" or self.source_epochs > 0) and not self.source_language:
-            fail("source_language", "language_map_init lexicon and source_epochs need source_language (the "
-                 "language the map goes into and the source stage trains on)")
-        if self.source_language and self.name != "vse":
-            fail("source_language", f"the Translator's stages run with objective vse, not {self.name!r}")
-        if not 0 <= self.beta <= 1:
-            fail("beta", f"{self.beta}: the weight of R_MM, in [0, 1]")
+        if type(self.options) is not options_class(self.name):
+            fail(self.name, f"the options of objective {self.name} are {options_class(self.name).__name__}, "
+                 f"not {type(self.options).__name__}")
+        self.options.check(lambda name, message: fail(f"{self.name}.{name}", message))
+
+    def check_config(self, cfg, fail) -> None:
+        """The objective's checks against the rest of the config."""
+        self.options.check_config(cfg, lambda name, message: fail(f"{self.name}.{name}", message))
 
 
-    def _check_teacher(self, fail) -> None:
-        if not self.teacher_students:
-            return
-        if self.name != "vse":
-            fail("teacher_students", f"teacher learning runs with objective vse, not {self.name!r}")
-        if self.teacher_language in self.teacher_students:
-            fail("teacher_students", f"{self.teacher_language} is the teacher_language; a language cannot teach "
-                 "itself")
-        _at_least(fail, self, "teacher_batch_size", 2)
-        _one_of(fail, self, "teacher_photos", ("all", "train"))
-        if not self.teacher_weight > 0:
-            fail("teacher_weight", f"must be positive, got {self.teacher_weight}")
+def options_class(objective: str) -> type[ObjectiveOptions]:
+    """The options dataclass of an objective (one without a registered objective has none)."""
+    cls = OBJECTIVES.get(objective)
+    return cls.Options if cls is not None else ObjectiveOptions
 
-    def _check_ranking_loss(self, fail) -> None:
-        if self.ranking_loss not in RANKING_LOSSES:
-            fail("ranking_loss", f"{self.ranking_loss!r}: use hinge or infonce")
-        if self.ranking_loss != "hinge" and self.name != "vse":
-            fail("ranking_loss", f"{self.ranking_loss!r} is objective vse's option; objective {self.name!r} uses "
-                 "its paper's hinge")
-        if self.ranking_loss == "infonce" and (self.max_violation or self.top_k):
-            fail("ranking_loss", "infonce weighs every negative by its softmax: unset max_violation and top_k")
-        if not self.temperature > 0:
-            fail("temperature", f"must be positive, got {self.temperature}")
+
+def _options_of_objectives() -> tuple[dict[str, list[str]], dict[str, Any]]:
+    owners: dict[str, list[str]] = {}
+    defaults: dict[str, Any] = {}
+    for name, cls in OBJECTIVES.items():
+        for f in fields(cls.Options):
+            default = f.default_factory() if f.default is dataclasses.MISSING else f.default
+            owners.setdefault(f.name, []).append(name)
+            assert defaults.setdefault(f.name, default) == default, f"option {f.name}: two defaults"
+    return owners, defaults
+
+
+#: option -> the objectives that have it; option -> its default (the same in every objective that has it)
+OPTION_OWNERS, OPTION_DEFAULTS = _options_of_objectives()
 
 
 @dataclass
@@ -273,9 +266,9 @@ class AlignSection(Section):
     pivot: str = "en"  # every other language is aligned to this one
 
     def check(self, fail) -> None:
-        _one_of(fail, self, "word_init", WORD_INITS)
-        _at_least(fail, self, "every", 1)
-        _at_least(fail, self, "k", 1)
+        one_of(fail, self, "word_init", WORD_INITS)
+        at_least(fail, self, "every", 1)
+        at_least(fail, self, "k", 1)
 
     @property
     def uses_lexicon(self) -> bool:
@@ -300,13 +293,13 @@ class ScheduleSection(Section):
     finetune_lr_scale: float = 0.1  # model.finetune_blocks: the backbone tail learns at this fraction of lr
 
     def check(self, fail) -> None:
-        _one_of(fail, self, "optimizer", OPTIMIZERS)
+        one_of(fail, self, "optimizer", OPTIMIZERS)
         if self.finetune_lr_scale <= 0:
             fail("finetune_lr_scale", f"must be > 0, got {self.finetune_lr_scale}")
         for name in ("epochs", "lr_decay_epoch", "min_batches_per_epoch", "grad_clip"):
-            _at_least(fail, self, name, 0)
+            at_least(fail, self, name, 0)
         for name in ("batch_size", "threads"):
-            _at_least(fail, self, name, 1)
+            at_least(fail, self, name, 1)
         if self.lr <= 0:
             fail("lr", f"must be > 0, got {self.lr}")
 
@@ -323,16 +316,19 @@ class SmokeSection(Section):
     max_batches: int = 0  # > 0: a smoke epoch stops after this many batches (0 = the whole slice)
 
     def check(self, fail) -> None:
-        _at_least(fail, self, "photos", 1)
-        _at_least(fail, self, "epochs", 1)
-        _at_least(fail, self, "max_batches", 0)
+        at_least(fail, self, "photos", 1)
+        at_least(fail, self, "epochs", 1)
+        at_least(fail, self, "max_batches", 0)
 
 
 SECTIONS: tuple[type[Section], ...] = (DataSection, ModelSection, ObjectiveSection, AlignSection,
                                        ScheduleSection, SmokeSection)
 SECTION_BY_KEY = {s.key: s for s in SECTIONS}
-#: flat name -> (section key, field name)
-FLAT_FIELDS: dict[str, tuple[str, str]] = {s.flat_name(f.name): (s.key, f.name) for s in SECTIONS for f in fields(s)}
+#: flat name -> (section key, field name); an objective's option is ("objective", option)
+FLAT_FIELDS: dict[str, tuple[str, str]] = {
+    **{s.flat_name(f.name): (s.key, f.name) for s in SECTIONS for f in s.own_fields()},
+    **{name: (ObjectiveSection.key, name) for name in OPTION_DEFAULTS}}
+assert len(FLAT_FIELDS) == sum(len(s.own_fields()) for s in SECTIONS) + len(OPTION_DEFAULTS), "flat names clash"
 #: a section key given a plain value stands for one of its fields (``objective: mule``, ``align: true``)
 SECTION_SHORTHANDS = {key: FLAT_FIELDS[key] for key in SECTION_BY_KEY if key in FLAT_FIELDS}
 SMOKE_OVERLAY = Path("overlays") / "smoke.yaml"
@@ -341,7 +337,8 @@ SMOKE_OVERLAY = Path("overlays") / "smoke.yaml"
 @dataclass(init=False)
 class TrainConfig:
     """A training run's configuration (module docstring). ``TrainConfig(**fields)`` takes what ``from_dict``
-    takes without checking it; ``from_dict`` and ``load`` check types and values."""
+    takes without checking it (but for an option its objective does not have: refused at once); ``from_dict`` and
+    ``load`` check types and values."""
 
     name: str
     data: DataSection
@@ -359,19 +356,20 @@ class TrainConfig:
         super().__setattr__(name, value)
 
     def __init__(self, **values: Any):
-        nested = normalise(values, "<TrainConfig>")
-        self.name = nested.pop("name", "demo")
+        self._fill(normalise(values, "<TrainConfig>"), "<TrainConfig>")
+
+    def _fill(self, nested: dict[str, Any], source: str) -> None:
+        self.name = nested.get("name", "demo")
         for section in SECTIONS:
             given = nested.get(section.key, {})
-            setattr(self, section.key, given if isinstance(given, section) else section(**given))
+            setattr(self, section.key, given if isinstance(given, section) else section.from_values(given, source))
 
     # -- construction --------------------------------------------------------------------------------
     @classmethod
     def from_dict(cls, data: dict[str, Any], source: str = "<dict>") -> "TrainConfig":
         """A checked config from flat names, dotted paths or section mappings; errors name ``source``."""
-        nested = normalise(data, source)
-        check_types(nested, source)
-        cfg = cls(**nested)
+        cfg = cls.__new__(cls)
+        cfg._fill(normalise(data, source), source)
         cfg.validate(source)
         return cfg
 
@@ -388,35 +386,54 @@ class TrainConfig:
 
     def with_overrides(self, assignments: dict[str, Any], source: str) -> "TrainConfig":
         """A checked copy with flat names / dotted paths / sections set."""
-        return type(self).from_dict(merge(self.to_nested(), normalise(assignments, source)), source=source)
+        return type(self).from_dict(merge(normalise(self.to_nested(), source), normalise(assignments, source)),
+                                    source=source)
 
     # -- fields by flat name or dotted path ------------------------------------------------------------
     def get(self, name: str) -> Any:
-        """A field's value by its flat name (``embed_dim``) or path (``model.embed_dim``)."""
+        """A field's value by its flat name (``embed_dim``) or path (``model.embed_dim``); an objective's option
+        as the flat form has it (its default when the objective has no such option)."""
         section, field_name = field_path(name)
         return getattr(getattr(self, section), field_name)
 
     def set(self, name: str, value: Any) -> None:
-        """Set a field by flat name or path, unchecked (``validate`` checks)."""
+        """Set a field by flat name or path, unchecked (``validate`` checks). Another objective takes the options
+        it shares with the one before (the others must be at their defaults)."""
         section, field_name = field_path(name)
-        setattr(getattr(self, section), field_name, value)
+        if section == ObjectiveSection.key and (field_name in OPTION_DEFAULTS or field_name == "name"):
+            values = dataclasses.asdict(self.objective)
+            (values["options"] if field_name in OPTION_DEFAULTS else values)[field_name] = value
+            self.objective = ObjectiveSection.from_values(values, "<set>")
+        else:
+            setattr(getattr(self, section), field_name, value)
 
     # -- forms ---------------------------------------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:
-        """The flat form (what checkpoints, metrics.json and the zoo record)."""
+        """The flat form (what checkpoints, metrics.json and the zoo record): every field by its flat name, the
+        options of every objective among them (those of other objectives than this config's at their defaults)."""
         out: dict[str, Any] = {"name": self.name}
         for section in SECTIONS:
             values = dataclasses.asdict(getattr(self, section.key))
-            out.update({section.flat_name(k): v for k, v in values.items()})
+            out.update({section.flat_name(f.name): values[f.name] for f in section.own_fields()})
+        out.update({name: getattr(self.objective, name) for name in OPTION_DEFAULTS})
         return out
 
     def to_nested(self) -> dict[str, Any]:
-        """The sectioned form, as a config file writes it."""
-        return {"name": self.name, **{s.key: dataclasses.asdict(getattr(self, s.key)) for s in SECTIONS}}
+        """The sectioned form, as a config file writes it (the objective's options in its own block)."""
+        out = {"name": self.name, **{s.key: dataclasses.asdict(getattr(self, s.key)) for s in SECTIONS}}
+        options = out[ObjectiveSection.key].pop("options")
+        if options:
+            out[ObjectiveSection.key][self.objective.name] = options
+        return out
 
     # -- checks --------------------------------------------------------------------------------------
     def validate(self, source: str = "<config>") -> None:
-        """Every section's own checks, then the ones that span sections; errors name the field path."""
+        """Every field's type, every section's own checks, then the ones that span sections; errors name the
+        field path."""
+        if not isinstance(self.name, str):
+            raise DataError(f"field 'name' must be str, got {self.name!r}", source)
+        for section in SECTIONS:
+            getattr(self, section.key).check_types(source)
         for section in SECTIONS:
             def fail(name: str, message: str, key: str = section.key) -> None:
                 raise DataError(f"{key}.{name}: {message}", source)
@@ -426,16 +443,15 @@ class TrainConfig:
 
     def _check_across_sections(self, source: str) -> None:
         langs = self.data.languages
-        obj, model = self.objective, self.model
-        unknown = sorted(set(obj.quotas) - set(langs))
-        if unknown:
-            raise DataError(f"objective.quotas: languages {unknown} are not in data.languages {langs}", source)
-        if obj.source_language and obj.source_language not in langs:
-            raise DataError(f"objective.source_language {obj.source_language!r} is not among data.languages "
-                            f"{langs}; add it", source)
-        if obj.source_language and obj.source_language in model.language_map:
-            raise DataError(f"model.language_map {model.language_map} maps INTO objective.source_language "
-                            f"{obj.source_language!r}; leave it out", source)
+        model = self.model
+
+        def fail(name: str, message: str) -> None:
+            raise DataError(f"{ObjectiveSection.key}.{name}: {message}", source)
+
+        self.objective.check_config(self, fail)
+        if model.language_map and self.objective.name != "translator":
+            raise DataError(f"model.language_map {model.language_map}: the Translator's map; set objective.name: "
+                            f"translator (not {self.objective.name})", source)
         if model.finetune_blocks and not re.fullmatch(r"efficientnet-lite[0-9]", self.data.backbone):
             raise DataError(f"model.finetune_blocks: only an EfficientNet-Lite backbone can be cut and fine-tuned, "
                             f"not data.backbone {self.data.backbone!r}; use efficientnet-lite0/1/2", source)
@@ -449,45 +465,53 @@ class TrainConfig:
 def changed_fields(flat: dict[str, Any]) -> dict[str, Any]:
     """The fields of a flat config that differ from TrainConfig's defaults. What identifies a run: a field added
     to TrainConfig later, with a default that keeps the old behaviour, changes neither a finished run's digest
-    nor a saved training state's key, so neither turns stale."""
+    nor a saved training state's key, so neither turns stale. So too the Translator's name: it was objective vse
+    with the Translator's fields (source_language, language_map, one of which it needs) before it had one, and
+    its runs keep the identity they were recorded with."""
     defaults = TrainConfig().to_dict()
+    if flat.get("objective") == "translator":
+        flat = {**flat, "objective": "vse"}
     return {k: v for k, v in flat.items() if k not in defaults or defaults[k] != v}
 
 
 # -- dict forms: flat names, dotted paths, sections -------------------------------------------------------
-def _unknown(name: str, source: str, where: str = "") -> DataError:
-    known = sorted(FLAT_FIELDS) if not where else [f.name for f in fields(SECTION_BY_KEY[where])]
+#: the normalised form's key of an objective's options (a config file names the block after the objective)
+OPTIONS = "options"
+
+
+def _unknown(name: str, source: str, where: str = "", known: list[str] | None = None) -> DataError:
+    if known is None:
+        known = sorted(FLAT_FIELDS) if not where else [f.name for f in SECTION_BY_KEY[where].own_fields()]
     close = difflib.get_close_matches(name.split(".")[-1], known, n=3)
     hint = f" (did you mean {', '.join(close)}?)" if close else ""
     return DataError(f"unknown field(s) {name}{hint}; known {'fields of ' + where if where else 'fields'}: "
                      f"{', '.join(known)}; sections: {', '.join(SECTION_BY_KEY)}", source)
 
 
+def _moved(path: str, option: str, source: str) -> DataError:
+    """The error for an objective's option written as a field of the section (the layout before the options)."""
+    owners = OPTION_OWNERS[option]
+    return DataError(f"{path}: {option} has moved into the objective's own block, as an option of objective "
+                     f"{', '.join(owners)}: write objective: {{name: {owners[0]}, {owners[0]}: {{{option}: ...}}}} "
+                     f"(or the flat name {option})", source)
+
+
 def normalise(data: dict[str, Any], source: str) -> dict[str, Any]:
-    """``{name, section: {field: value}}`` from any mix of flat names, dotted paths and section mappings."""
+    """``{name, section: {field: value}}`` from any mix of flat names, dotted paths and section mappings; the
+    objective's options, from its block or their flat names, under ``objective: {options: {...}}``."""
     if not isinstance(data, dict):
         raise DataError("a config must be a mapping of field: value", source)
     out: dict[str, Any] = {}
     for key, value in data.items():
         if key == "name":
             out["name"] = value
-            continue
-        if key in SECTION_BY_KEY and (isinstance(value, (dict, Section))):
-            section = SECTION_BY_KEY[key]
-            if isinstance(value, Section):
-                out[key] = value
-                continue
-            known = {f.name for f in fields(section)}
+        elif key in SECTION_BY_KEY and isinstance(value, Section):
+            out[key] = value
+        elif key in SECTION_BY_KEY and isinstance(value, dict):
             for name, v in value.items():
-                if name not in known:
-                    raise _unknown(f"{key}.{name}", source, key)
-                _put(out, key, name, v)
-            continue
-        if "." in key:
-            section_key, _, name = key.partition(".")
-            if section_key not in SECTION_BY_KEY or name not in {f.name for f in fields(SECTION_BY_KEY[section_key])}:
-                raise _unknown(key, source, section_key if section_key in SECTION_BY_KEY else "")
-            _put(out, section_key, name, value)
+                _put_path(out, (key, name), v, source, value)
+        elif "." in key:
+            _put_path(out, tuple(key.split(".")), value, source)
         elif key in FLAT_FIELDS:
             _put(out, *FLAT_FIELDS[key], value)
         else:
@@ -495,22 +519,61 @@ def normalise(data: dict[str, Any], source: str) -> dict[str, Any]:
     return out
 
 
+def _put_path(out: dict, path: tuple[str, ...], value: Any, source: str, mapping: dict | None = None) -> None:
+    """The value of ``section.field``, or the options of ``objective.<objective>`` (a block, or one option of it:
+    ``objective.mule.nc_weight``); ``mapping``: the section mapping the path is in."""
+    section = SECTION_BY_KEY.get(path[0])
+    if section is None:
+        raise _unknown(".".join(path), source)
+    if section is ObjectiveSection and len(path) in (2, 3) and path[1] in (*OBJECTIVES, OPTIONS):
+        _put_options(out, path[1], value if len(path) == 2 else {path[2]: value}, source, mapping or {})
+    elif len(path) == 2 and path[1] in {f.name for f in section.own_fields()}:
+        _put(out, section.key, path[1], value)
+    elif section is ObjectiveSection and len(path) == 2 and path[1] in OPTION_DEFAULTS:
+        raise _moved(".".join(path), path[1], source)
+    else:
+        raise _unknown(".".join(path), source, section.key)
+
+
+def _put_options(out: dict, block: str, options: Any, source: str, mapping: dict) -> None:
+    where = f"{ObjectiveSection.key}.{block}"
+    if not isinstance(options, dict):
+        raise DataError(f"{where}: the options of objective {block}, a mapping of option: value; got {options!r}",
+                        source)
+    known = list(OPTION_DEFAULTS)
+    if block != OPTIONS:
+        named = mapping.get("name")
+        if named is not None and named != block:
+            raise DataError(f"{where}: the options of objective {block}, in a config of objective {named}; write "
+                            f"them under objective.{named}", source)
+        known = [f.name for f in fields(OBJECTIVES[block].Options)]
+    for option, value in options.items():
+        if option not in known:
+            raise _unknown(f"{where}.{option}", source, where, known)
+        _put(out, ObjectiveSection.key, option, value)
+
+
 def field_path(name: str) -> tuple[str, str]:
-    """(section key, field name) of a flat name or a dotted path; DataError for neither."""
+    """(section key, field name) of a flat name or a dotted path; DataError for neither. An objective's option is
+    (``objective``, option)."""
     nested = normalise({name: None}, "<field>")
     section = next(k for k in nested if k != "name")
-    return section, next(iter(nested[section]))
+    values = nested[section]
+    return section, next(iter(values[OPTIONS] if OPTIONS in values else values))
 
 
 def _put(out: dict, section_key: str, name: str, value: Any) -> None:
     target = out.setdefault(section_key, {})
     if isinstance(target, Section):  # a section object given whole, then a field of it: copy, then set
         target = out[section_key] = dataclasses.asdict(target)
+    if section_key == ObjectiveSection.key and name in OPTION_DEFAULTS:
+        target = target.setdefault(OPTIONS, {})
     target[name] = value
 
 
 def merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
-    """Normalised ``over`` on top of normalised ``base``, field by field within each section."""
+    """Normalised ``over`` on top of normalised ``base``, field by field within each section (and option by option
+    within the objective's options)."""
     out = dict(base)
     for key, value in over.items():
         if key in SECTION_BY_KEY:
@@ -518,28 +581,11 @@ def merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
             below = dataclasses.asdict(below) if isinstance(below, Section) else below
             value = dataclasses.asdict(value) if isinstance(value, Section) else value
             out[key] = {**below, **value}
+            if OPTIONS in below and OPTIONS in value:
+                out[key][OPTIONS] = {**below[OPTIONS], **value[OPTIONS]}
         else:
             out[key] = value
     return out
-
-
-def check_types(nested: dict[str, Any], source: str) -> None:
-    if "name" in nested and not isinstance(nested["name"], str):
-        raise DataError(f"field 'name' must be str, got {nested['name']!r}", source)
-    for key, values in nested.items():
-        if key == "name" or isinstance(values, Section):
-            continue
-        hints = get_type_hints(SECTION_BY_KEY[key])
-        for name, value in values.items():
-            expected = hints[name]
-            origin = getattr(expected, "__origin__", expected)
-            ok = isinstance(value, origin) or (origin is float and isinstance(value, int))
-            if isinstance(value, bool) and origin in (int, float):
-                ok = False
-            if not ok:
-                flat = SECTION_BY_KEY[key].flat_name(name)
-                raise DataError(f"field {key}.{name} ({flat!r}) must be {getattr(expected, '__name__', expected)},"
-                                f" got {value!r}", source)
 
 
 # -- files ------------------------------------------------------------------------------------------------

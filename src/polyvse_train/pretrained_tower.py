@@ -12,11 +12,8 @@ from pathlib import Path
 
 from polyvse.errors import DataError
 from polyvse.models.pretrained import available_pretrained_encoders, tower_names
+from polyvse.models.pretrained.cache import sentence_cache_dir
 from polyvse.models.pretrained.captions import PretrainedCaptionEncoder
-from polyvse.paths import cache_root
-
-#: where the sentence vectors of training and evaluation captions are cached, under the cache root
-SENTENCE_CACHE = "sentences"
 
 #: options about word embeddings, which a pretrained tower does not have: (field, value that means "off")
 WORD_LEVEL_OPTIONS = (("word_init", "random"), ("freeze_word_embeddings", False), ("align", False),
@@ -43,19 +40,18 @@ def check_pretrained_config(cfg) -> None:
         if cfg.get(name) != off:
             raise DataError(f"{name} acts on word embeddings, which text_encoder pretrained does not have; "
                             f"set {name}: {off!r} or use a word-level text_encoder (gru, lstm, mean)")
-    for name in ("language_map", "source_language"):  # the Translator's word-level map, if this build has it
-        if cfg.get(name):
-            raise DataError(f"{name} maps word embeddings, which text_encoder pretrained does not have; "
-                            f"remove it or use a word-level text_encoder")
+    if cfg.objective.name == "translator":  # its map and its stages act on word embeddings
+        raise DataError("objective translator maps word embeddings, which text_encoder pretrained does not have; "
+                        "use objective vse or a word-level text_encoder")
     if cfg.data.text_corpus != "none":
         raise DataError("text_corpus feeds word ids of text-only captions, which text_encoder pretrained does not "
                         "read: set text_corpus: none (embedding a text corpus with the frozen encoder is not "
                         "supported yet)")
     # MULE's sentence-level terms read u, the head's input: without a universal projection that is the frozen
     # vector itself, which no loss can move.
-    obj = cfg.objective
-    if not cfg.model.universal_dim and obj.name == "mule" and (obj.lc_weight > 0 or obj.lp_epochs > 0):
-        which = "lc_weight (the adversarial language classifier)" if obj.lc_weight > 0 else "lp_epochs (LP)"
+    mule = cfg.objective.options if cfg.objective.name == "mule" else None
+    if not cfg.model.universal_dim and mule is not None and (mule.lc_weight > 0 or mule.lp_epochs > 0):
+        which = "lc_weight (the adversarial language classifier)" if mule.lc_weight > 0 else "lp_epochs (LP)"
         raise DataError(f"{which} acts on the universal embedding u, which for text_encoder pretrained is the "
                         "frozen sentence vector unless universal_dim > 0 adds MULE's learned per-language "
                         "projection: set universal_dim (e.g. 512)")
@@ -72,14 +68,6 @@ def check_pretrained_config(cfg) -> None:
 def pretrained_caption_encoder(cfg, root: Path, progress: bool = True) -> PretrainedCaptionEncoder:
     """The caption encoder of a pretrained-tower run: cached sentence vectors of cfg.model.pretrained_encoder."""
     check_pretrained_config(cfg)
-    return PretrainedCaptionEncoder(cfg.model.pretrained_encoder, cache_dir=cache_root(root) / SENTENCE_CACHE,
+    return PretrainedCaptionEncoder(cfg.model.pretrained_encoder, cache_dir=sentence_cache_dir(root),
                                     progress=progress)
 
-
-def use_sentence_cache(model, root: Path):
-    """``model`` (a loaded PolyvseModel) with its frozen sentence encoder reading and filling the sentence cache
-    under ``root``'s cache root, so text-only tasks (STS, cross-lingual retrieval) embed each sentence once per
-    encoder, not once per checkpoint; a model with a trained text encoder is returned unchanged."""
-    if isinstance(model.captions, PretrainedCaptionEncoder) and model.captions.cache_dir is None:
-        model.captions.cache_dir = cache_root(root) / SENTENCE_CACHE
-    return model

@@ -24,8 +24,10 @@ from polyvse.checkpoint import (Checkpoint, load_training_state, save_checkpoint
 from polyvse.data.caption_limit import first_captions_per_photo, limit_captions
 from polyvse.data.exclusion import EvaluationExclusion, evaluation_exclusion
 from polyvse.data.registry import trained_on_squashed_photos
+from polyvse.data.splits import resolve_split
 from polyvse.data.types import Corpus
 from polyvse.device import autocast
+from polyvse.distributed import DistInfo, barrier, init_distributed, shutdown
 from polyvse.errors import DataError
 from polyvse.features.tail import BackboneTail
 from polyvse.models import JointEmbeddingModel, ModelConfig
@@ -34,9 +36,8 @@ from polyvse.paths import cache_root
 from polyvse.progress import Progress
 
 from .config import TrainConfig, changed_fields
-from .distributed import DistInfo, barrier, init_distributed, shutdown
 from .objectives import build_objective
-from .objectives.word_alignment import prepare_word_embeddings
+from .objectives.word_alignment import WordAlignment, build_alignment, prepare_word_embeddings
 from .pretrained_tower import pretrained_caption_encoder, uses_pretrained_tower
 from .teacher import TeacherPairs, load_teacher_pairs
 from .text_corpus import TextTupleSet, build_caption_encoder, load_text_corpus
@@ -80,34 +81,6 @@ def seed_everything(seed: int) -> None:
     torch.manual_seed(seed)
 
 
-def resolve_split(corpus: Corpus, cfg: TrainConfig) -> tuple[set[str], set[str]]:
-    """(train photo ids, evaluation photo ids) for cfg.data.split."""
-    if cfg.data.split == "official":
-        split_of = {c.photo_id: c.split for c in corpus.captions}
-        train = {p for p, s in split_of.items() if s == "train"}
-        evaluation = {p for p, s in split_of.items() if s == cfg.data.eval_split}
-    elif cfg.data.split.startswith("fold"):
-        from polyvse.data.f8kml import kfold_photo_splits
-
-        try:
-            fold, k = (int(x) for x in cfg.data.split[4:].split("of"))
-        except ValueError:
-            raise DataError(f"split {cfg.data.split!r}: use 'official' or 'fold<i>of<k>', e.g. fold0of5") from None
-        if not 0 <= fold < k:
-            raise DataError(f"split {cfg.data.split!r}: fold index must be in 0..{k - 1}")
-        # Folds use a fixed seed so that training seeds vary the model, not the test set.
-        tr, te = kfold_photo_splits(sorted({c.photo_id for c in corpus.captions}), k=k, seed=0)[fold]
-        train, evaluation = set(tr), set(te)
-    else:
-        raise DataError(f"split {cfg.data.split!r}: use 'official' or 'fold<i>of<k>', e.g. fold0of5")
-    if train & evaluation:
-        raise DataError(f"split {cfg.data.split!r}: {len(train & evaluation)} photos are in both train and evaluation")
-    if not train or not evaluation:
-        raise DataError(f"split {cfg.data.split!r} of {corpus.name}: {len(train)} training and {len(evaluation)} "
-                        "evaluation photos; both must be non-empty")
-    return train, evaluation
-
-
 def prepare_data(cfg: TrainConfig, root: Path, smoke: bool = False, progress: bool = True) -> PreparedData:
     from polyvse.data.registry import load_dataset
     from polyvse.features.cache import extract_features
@@ -117,7 +90,7 @@ def prepare_data(cfg: TrainConfig, root: Path, smoke: bool = False, progress: bo
         raise DataError("objective.teacher_students: teacher learning needs a frozen pretrained text tower "
                         "(model.text_encoder: pretrained)")
     corpus = load_dataset(cfg.data.dataset, root).filter(langs=cfg.data.languages)
-    train_ids, eval_ids = resolve_split(corpus, cfg)
+    train_ids, eval_ids = resolve_split(corpus, cfg.data.split, cfg.data.eval_split)
     # the run's one exclusion set, from ALL its evaluation photos (before smoke slicing): every training path below
     # (image captions, translations, text tuples, teacher pairs) goes through it
     exclusion = evaluation_exclusion(root, eval_photo_ids=eval_ids, train_photo_ids=train_ids,
@@ -304,7 +277,8 @@ def train(cfg: TrainConfig, out_dir: str | Path, root: Path, *, resume: bool = F
     every rank runs this; rank 0 alone writes state, checkpoint and metrics. ``device``: auto | cpu | cuda |
     cuda:N (under torchrun auto and cuda mean this rank's GPU, cuda:$LOCAL_RANK); ``precision``: fp32 | bf16
     (autocast, CUDA only). Neither is part of the run's identity: a state saved on a GPU resumes on a CPU.
-    ``dist_timeout_min``: under torchrun, how long a rank waits for the others (``distributed.init_distributed``).
+    ``dist_timeout_min``: under torchrun, how long a rank waits for the others
+    (``polyvse.distributed.init_distributed``).
     """
     from polyvse.device import check_precision, resolve_device
 
@@ -348,6 +322,7 @@ class TrainingRun:
     model: JointEmbeddingModel
     forward: torch.nn.Module  # the model, or its DDP wrapper
     objective: torch.nn.Module
+    alignment: WordAlignment | None  # AME's word alignment beside the objective (the align: section), or None
     optimiser: torch.optim.Optimizer
     sampler: object
     epochs: int  # pre-epochs (MULE's LP, the Translator's source stage) + the schedule's epochs
@@ -366,6 +341,10 @@ class TrainingRun:
     @property
     def state_path(self) -> Path:
         return self.out_dir / STATE
+
+    def epoch_log(self) -> dict:
+        """What the objective and the word alignment add to an epoch's log line (and to metrics.json)."""
+        return {**self.objective.epoch_log(), **(self.alignment.log() if self.alignment is not None else {})}
 
     def time_spent(self) -> dict:
         """Wall and CPU seconds of the whole run so far, over every process that trained it (``complete``: false
@@ -409,19 +388,21 @@ def setup_run(cfg: TrainConfig, out_dir: Path, root: Path, dist_info: DistInfo, 
     seed_everything(cfg.schedule.seed)
     data.features = data.features.to(device)  # once: batches index it where the model is
     model = build_model(cfg, data).to(device)  # initialised on the CPU, so every device starts from the same weights
-    objective = build_objective(cfg, model, data, root, smoke=smoke).to(device)  # its own parameters (MULE, AME)
-    prepare_word_embeddings(cfg, model, objective.aligner)  # AME: lexicon initialisation, frozen words
+    alignment = build_alignment(cfg, model, data, root, smoke=smoke)  # AME: the lexicons, the translators W_l
+    if alignment is not None:
+        alignment.aligner.to(device)
+    objective = build_objective(cfg, model, data, root, smoke=smoke).to(device)  # its own parameters (MULE)
+    prepare_word_embeddings(cfg, model, alignment)  # AME: lexicon initialisation, frozen words
     forward = model
     if dist_info.enabled:
         forward = torch.nn.parallel.DistributedDataParallel(
             model, device_ids=[device.index] if device.type == "cuda" else None,
             find_unused_parameters=model.needs_language)
-    aux = [p for n, p in objective.named_parameters() if not n.startswith("aligner.")]
     run_key = {"config": cfg.to_dict(), "smoke": smoke, "vocab": data.captions.fingerprint(),
                "features": data.feature_key}
     return TrainingRun(cfg=cfg, out_dir=out_dir, dist_info=dist_info, smoke=smoke, progress=progress, t0=t0,
-                       data=data, model=model, forward=forward, objective=objective,
-                       optimiser=build_optimiser(cfg, model, aux), sampler=objective.sampler(),
+                       data=data, model=model, forward=forward, objective=objective, alignment=alignment,
+                       optimiser=build_optimiser(cfg, model, objective.parameters()), sampler=objective.sampler(),
                        epochs=(cfg.smoke.epochs if smoke else cfg.schedule.epochs) + objective.pre_epochs,
                        run_key=run_key, device=device, precision=precision, commit=commit, cpu0=cpu0)
 
@@ -452,13 +433,24 @@ def resume_run(run: TrainingRun) -> None:
                                     "vocabulary; start without --resume or use another --out", run.state_path)
     run.model.load_state_dict(state["model"])
     run.optimiser.load_state_dict(state["optimiser"])
-    if "objective" in state:
-        run.objective.load_state_dict(state["objective"])
+    load_objective_states(run, state)
     run.epoch, run.batch_pos, run.step = state["epoch"], state["batch"], state["step"]
     # states written before the time was kept: what their processes spent is unknown
     run.spent = state.get("spent", {"wall_s": 0.0, "cpu_s": 0.0, "processes": 1, "complete": False})
     set_rng_state(state["rng"], run.device)
     log.info("resuming at epoch %d batch %d (step %d)", run.epoch, run.batch_pos, run.step)
+
+
+def load_objective_states(run: TrainingRun, state: dict) -> None:
+    """The objective's and the word alignment's parameters from a training state. A state saved while the aligner
+    was part of the objective keeps the aligner's under ``objective`` as ``aligner.*``."""
+    objective = dict(state.get("objective", {}))
+    alignment = state.get("alignment") or {k.removeprefix("aligner."): objective.pop(k)
+                                           for k in list(objective) if k.startswith("aligner.")}
+    if "objective" in state:
+        run.objective.load_state_dict(objective)
+    if run.alignment is not None:
+        run.alignment.aligner.load_state_dict(alignment)
 
 
 def save_run_state(run: TrainingRun) -> None:
@@ -467,6 +459,7 @@ def save_run_state(run: TrainingRun) -> None:
     save_training_state({
         "run_key": run.run_key, "model": run.model.state_dict(), "optimiser": run.optimiser.state_dict(),
         "objective": run.objective.state_dict(),
+        "alignment": run.alignment.aligner.state_dict() if run.alignment is not None else {},
         "epoch": run.epoch, "batch": run.batch_pos, "step": run.step,
         "rng": rng_state(run.device), "spent": run.time_spent(),
     }, run.state_path)
@@ -511,7 +504,7 @@ def train_one_epoch(run: TrainingRun, *, save_every: int = 0, max_steps: int | N
                   "seconds": spent["wall_s"], "cpu_seconds": spent["cpu_s"],  # of the whole run so far
                   # throughput of the training loop alone (sampling, padding, forward, backward, step)
                   "loop_seconds": round(time.perf_counter() - t_epoch, 3), "items": n_items,
-                  **objective.epoch_log()}
+                  **run.epoch_log()}
         if run.dist_info.is_main:
             with open(run.out_dir / "train_log.jsonl", "a", encoding="utf-8") as f:
                 f.write(json.dumps(record) + "\n")
@@ -531,6 +524,8 @@ def train_step(run: TrainingRun, batch) -> torch.Tensor:
     run.optimiser.step()
     run.step += 1
     run.objective.after_step(run.step)
+    if run.alignment is not None:
+        run.alignment.after_step(run.step)
     return loss.detach()
 
 
@@ -560,7 +555,7 @@ def finish_run(run: TrainingRun) -> dict:
         **_time_fields(run.time_spent()), "config": cfg.to_dict(),
         "device": str(run.device), "precision": run.precision,
     }
-    metrics.update(run.objective.epoch_log())
+    metrics.update(run.epoch_log())
     if data.text_tuples is not None:
         metrics["text_corpus"] = data.text_tuples.summary()
     ckpt.training = {"data": cfg.data.dataset, "split": metrics["split"], "seed": cfg.schedule.seed,

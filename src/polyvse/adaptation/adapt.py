@@ -25,8 +25,9 @@ import torch.nn.functional as F
 
 from ..checkpoint import load_checkpoint, save_checkpoint
 from ..errors import DataError
+from ..models.pretrained.cache import sentence_cache_dir
 from .adapted_checkpoint import check_adaptable, trained_languages, with_language_part
-from .line_vectors import line_vectors, sentence_cache_dir
+from .line_vectors import line_vectors
 from .parallel_file import DEFAULT_PIVOT_LANG, LANGUAGE_CODE, read_parallel_file
 from .teacher import TeacherSettings, fit_teacher, held_out_mr
 from .options import METHODS

@@ -9,21 +9,13 @@ another method, a learning curve's next size -- embeds nothing again.
 from __future__ import annotations
 
 import os
-from pathlib import Path
 from typing import Sequence
 
 import numpy as np
 
 from ..errors import CheckpointError
 
-__all__ = ["line_vectors", "sentence_cache_dir", "towers_reading"]
-
-
-def sentence_cache_dir(data_root: str | os.PathLike | None = None) -> Path:
-    """Where the trainer keeps frozen sentence vectors (``polyvse_train.pretrained_tower.use_sentence_cache``)."""
-    from ..paths import cache_root
-
-    return cache_root(data_root) / "sentences"
+__all__ = ["line_vectors", "towers_reading"]
 
 
 def towers_reading(captions, lang: str) -> list[str]:

@@ -29,7 +29,6 @@ captions. With k-fold evaluation over all photos, exclude the fold's test photos
 from __future__ import annotations
 
 import os
-import random
 from pathlib import Path
 from typing import Iterable, Sequence
 
@@ -41,6 +40,7 @@ from .flickr8k import Flickr8kReader, SOURCE as FLICKR8K_SOURCE
 from .flickr8kcn import Flickr8kCnReader, VARIANTS as CN_VARIANTS, official_split
 from .exclusion import sentences_of_photos
 from .multi30k import Multi30kReader, multi30k_test_photo_ids
+from .splits import kfold_photo_splits
 
 __all__ = [
     "load_f8kml", "kfold_photo_splits", "text_only_corpus", "evaluation_photo_ids",
@@ -122,23 +122,6 @@ def evaluation_photo_ids(root: str | os.PathLike, corpus: Corpus | None = None) 
     return {c.photo_id for c in corpus.captions if c.split in EVAL_SPLITS} | {
         pid for pid, s in _photo_splits(Path(root), corpus.photos, "train").items() if s in EVAL_SPLITS
     }
-
-
-def kfold_photo_splits(photo_ids: Iterable[str], k: int = 5, seed: int = 0) -> list[tuple[list[str], list[str]]]:
-    """k folds over the photos: [(train_ids, test_ids), ...]. Deterministic for (ids, k, seed) whatever
-    the input order; every photo is in exactly one test fold; fold sizes differ by at most one."""
-    ids = sorted(set(photo_ids))
-    if k < 2:
-        raise ValueError("k must be at least 2")
-    if len(ids) < k:
-        raise ValueError(f"cannot make {k} folds from {len(ids)} photos")
-    order = list(ids)
-    random.Random(seed).shuffle(order)
-    folds = []
-    for i in range(k):
-        test = set(order[i::k])
-        folds.append(([p for p in ids if p not in test], sorted(test)))
-    return folds
 
 
 def text_only_corpus(root: str | os.PathLike, exclude_photo_ids: Iterable[str],

@@ -49,7 +49,7 @@ def register(sub) -> None:
 
 def run(args) -> int:
     from polyvse.adaptation import AdaptRequest, TeacherSettings, adapt_language
-    from polyvse.adaptation.line_vectors import sentence_cache_dir
+    from polyvse.models.pretrained.cache import sentence_cache_dir
     from polyvse.errors import DataError
 
     if args.lines is not None and args.lines < 1:

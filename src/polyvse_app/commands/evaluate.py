@@ -80,9 +80,8 @@ def run_task(args, root: Path) -> int:
     from polyvse.errors import DataError
     from polyvse.evaluation.crosslingual import crosslingual_table
     from polyvse.evaluation.report import markdown_table
-
-    from polyvse_train.pretrained_tower import use_sentence_cache
-    from polyvse_train.tasks import run_tasks
+    from polyvse.evaluation.tasks import run_tasks
+    from polyvse.models.pretrained.captions import use_sentence_cache
 
     if args.dataset or args.images:
         raise DataError(f"--task {args.task} uses its own data (see --help); drop --dataset/--images")

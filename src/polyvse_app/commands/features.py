@@ -158,9 +158,9 @@ def run_embed_text(args) -> int:
     from polyvse.data.registry import load_dataset
     from polyvse.languages import check_language
     from polyvse.models.pretrained import get_pretrained_encoder, tower_names
+    from polyvse.models.pretrained.cache import sentence_cache_dir
     from polyvse.models.pretrained.precompute import precompute_embeddings
     from polyvse.paths import data_root
-    from polyvse_train.pretrained_tower import SENTENCE_CACHE
 
     root = data_root(args.data_root)
     langs = [check_language(x.strip()) for x in args.langs.split(",") if x.strip()]
@@ -171,7 +171,7 @@ def run_embed_text(args) -> int:
             raise SystemExit(f"polyvse: error: {args.dataset} has no caption of source {args.source!r}")
     encoders = [get_pretrained_encoder(name) for name in tower_names(args.encoder)]  # unknown names fail first
     for encoder in encoders:
-        done = precompute_embeddings(encoder, corpus.captions, cache_root(root) / SENTENCE_CACHE, languages=langs,
+        done = precompute_embeddings(encoder, corpus.captions, sentence_cache_dir(root), languages=langs,
                                      report=lambda line: print(line, flush=True))
         print(f"{args.dataset}: {done['texts']} captions in the {encoder.name} cache ({done['computed']} computed "
               "now)")

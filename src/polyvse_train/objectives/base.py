@@ -10,13 +10,18 @@ An objective turns a batch of its sampler into a loss:
 
 ``forward`` (``objective(forward, batch, dist_info, epoch)``) adds the two and applies the hard-negative
 warm-up. An objective also owns the parameters that are not part of the retrieval model (MULE's language
-classifier, AME's translators, in its state_dict) and hooks that run around the loop (``start_epoch``,
-``after_step``, ``epoch_log``). Photos lacking a language keep their place in tuple batches; the losses mask
-their empty slots.
+classifier, in its state_dict) and hooks that run around the loop (``start_epoch``, ``after_step``,
+``epoch_log``). Photos lacking a language keep their place in tuple batches; the losses mask their empty slots.
+
+An objective declares its own options: ``Options``, a dataclass of its settings that checks them
+(:class:`ObjectiveOptions`). A config names the objective and sets them in the objective's own block
+(``objective: {name: mule, margin: 0.05, mule: {nc_weight: 1.0}}``); the objective reads them as
+``self.options``. The section's own fields (the margin and the negatives of the ranking losses) are shared by all.
 """
 from __future__ import annotations
 
 from contextlib import nullcontext
+from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar
 
@@ -25,33 +30,38 @@ from torch import nn
 
 from polyvse.errors import DataError
 from polyvse.losses import every_negative
-from polyvse.sampling import (InterleavedTextTupleSampler, RepeatedPassSampler, StagedSampler,
-                              TextTupleBatchSampler, slot_languages)
+from polyvse.sampling import RepeatedPassSampler, StagedSampler
 
-from .word_alignment import alignment_every, build_aligner
+from ..sections import Section
+
+
+@dataclass
+class ObjectiveOptions(Section):
+    """An objective's own options: a dataclass of typed fields (each with a flat name of its own, unique across the
+    config) that checks its values in ``check`` and what they need of the rest of the config in ``check_config``.
+    An objective without options keeps this one, which has no field."""
+
+    def check_config(self, cfg, fail) -> None:
+        """Call ``fail(field, message)`` for a value the rest of ``cfg`` rules out (a language it does not train)."""
 
 
 class Objective(nn.Module):
-    """Base class of the objectives (module docstring). Subclasses set ``name`` and implement
-    ``batch_sampler`` and ``image_batch_loss``."""
+    """Base class of the objectives (module docstring). Subclasses set ``name`` (and ``Options`` when they have
+    options) and implement ``batch_sampler`` and ``image_batch_loss``."""
 
     name: ClassVar[str] = ""
+    Options: ClassVar[type[ObjectiveOptions]] = ObjectiveOptions
 
     def __init__(self, cfg, model, data, root: Path | None = None, smoke: bool = False):
         super().__init__()
         self.cfg = cfg
+        self.options = cfg.objective.options  # this objective's own options (an instance of ``Options``)
         self.model = [model]  # a list: the model is not a submodule (its weights live in the checkpoint)
         self.data = data
         top_k = cfg.objective.top_k or None
         #: the negatives of every ranking loss: all, the hardest (max violation) or the K hardest
         self.rank = dict(max_violation=cfg.objective.max_violation and top_k is None, top_k=top_k)
-        #: captions per photo per language (tuple objectives and text-only tuples); {} = 1 each
-        self.quotas = cfg.objective.quotas or {lang: 1 for lang in cfg.data.languages}
-        self.slot_langs = slot_languages(self.quotas)
         self.root, self.smoke = root, smoke
-        # AME: the lexicons serve the alignment loss, the lexicon initialisation and the alignment ratio.
-        self.aligner = build_aligner(cfg, model, data, root)
-        self.align_every = alignment_every(cfg, smoke)
 
     # -- the interface -------------------------------------------------------------------------------
     def batch_sampler(self):
@@ -63,7 +73,7 @@ class Objective(nn.Module):
 
     def text_batch_loss(self, text_batches, epoch: int) -> torch.Tensor | None:
         """The caption-caption terms on text-only tuple batches, or None when there is none this epoch."""
-        raise DataError(f"objective {self.cfg.objective.name!r} has no caption-caption term for text_corpus; "
+        raise DataError(f"objective {self.name!r} has no caption-caption term for text_corpus; "
                         "set text_corpus: none")
 
     @classmethod
@@ -78,18 +88,13 @@ class Objective(nn.Module):
 
     # -- shared machinery ----------------------------------------------------------------------------
     def sampler(self):
+        """The batches of an epoch: ``batch_sampler``'s, repeated up to ``min_batches_per_epoch``."""
         sampler = self.batch_sampler()
         min_batches = self.cfg.schedule.min_batches_per_epoch
         if min_batches > 0:
             sampler = (StagedSampler(RepeatedPassSampler(sampler.first, min_batches),
                                      RepeatedPassSampler(sampler.second, min_batches), sampler.switch_epoch)
                        if isinstance(sampler, StagedSampler) else RepeatedPassSampler(sampler, min_batches))
-        text = getattr(self.data, "text_tuples", None)
-        if text is not None:  # cfg.data.text_corpus: text-only tuple batches ride along with the image batches
-            cfg = self.cfg
-            sampler = InterleavedTextTupleSampler(sampler, TextTupleBatchSampler(
-                text.tuple_index, text.langs, self.quotas, cfg.schedule.batch_size, cfg.data.text_tuples_per_epoch,
-                seed=cfg.schedule.seed))
         return sampler
 
     def forward(self, forward, batch, dist_info, epoch: int) -> tuple[torch.Tensor, dict]:
@@ -110,10 +115,8 @@ class Objective(nn.Module):
     def start_epoch(self, epoch: int) -> None:
         pass
 
-    def after_step(self, step: int) -> dict:
-        if self.cfg.align.loss and step % self.align_every == 0:
-            return {"align_loss": self.aligner.step()}
-        return {}
+    def after_step(self, step: int) -> None:
+        pass
 
     def epoch_log(self) -> dict:
-        return {} if self.aligner is None else {"alignment_ratio": self.aligner.ratios()}
+        return {}

@@ -2,21 +2,34 @@
 text-only tuples feed (1 - beta) * R_ML."""
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from polyvse.losses import MlmmeLoss
 
-from .tuples import OneCaptionPerLanguage
+from .tuples import OneCaptionPerLanguage, TupleOptions
+
+
+@dataclass
+class MlmmeOptions(TupleOptions):
+    beta: float = 1.0  # beta * R_MM (image-sentence) + (1 - beta) * R_ML (sentence-sentence)
+
+    def check(self, fail) -> None:
+        super().check(fail)
+        if not 0 <= self.beta <= 1:
+            fail("beta", f"{self.beta}: the weight of R_MM, in [0, 1]")
 
 
 class MlmmeObjective(OneCaptionPerLanguage):
     name = "mlmme"
+    Options = MlmmeOptions
 
     def __init__(self, cfg, model, data, root=None, smoke: bool = False):
         super().__init__(cfg, model, data, root, smoke)
-        self.loss = MlmmeLoss(cfg.objective.beta, cfg.objective.margin, similarity=model.similarity, **self.rank)
+        self.loss = MlmmeLoss(self.options.beta, cfg.objective.margin, similarity=model.similarity, **self.rank)
 
     @classmethod
     def has_caption_caption_term(cls, cfg) -> bool:
-        return cfg.objective.beta < 1
+        return cfg.objective.options.beta < 1
 
     def tuple_loss(self, photo_rows, encoded, epoch):
         captions, masks = encoded.by_language(self.slot_langs)

@@ -5,25 +5,46 @@ the first ``lp_epochs`` epochs are MULE's "LP" pretraining on caption pairs. Tex
 neighbourhood constraints (u only during LP)."""
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import torch
 
 from polyvse.losses import GroupedHingeLoss, LanguageAdversarialLoss, LanguageClassifier, NeighbourhoodConstraintLoss
 
-from .tuples import TupleObjective
+from ..sections import at_least
+from .tuples import TupleObjective, TupleOptions
+
+
+@dataclass
+class MuleOptions(TupleOptions):
+    """MULE's terms: weights lambda_1 (neighbourhood constraints) and lambda_2 (language classifier, through a
+    gradient-reversal layer); lambda_3 = 1 (image-sentence matching)."""
+
+    nc_weight: float = 0.0
+    nc_margin: float = 0.05
+    lc_weight: float = 0.0
+    lp_epochs: int = 0  # MULE "LP": epochs of neighbourhood constraints on caption pairs before the rest
+    word_l2: float = 0.0  # L2 penalty on the word embeddings of the batch (MULE: 5e-7)
+
+    def check(self, fail) -> None:
+        super().check(fail)
+        for name in ("nc_weight", "lc_weight", "lp_epochs", "word_l2"):
+            at_least(fail, self, name, 0)
 
 
 class MuleObjective(TupleObjective):
     name = "mule"
+    Options = MuleOptions
 
     def __init__(self, cfg, model, data, root=None, smoke: bool = False):
         super().__init__(cfg, model, data, root, smoke)
+        opts = self.options
         self.matching = GroupedHingeLoss(cfg.objective.margin, **self.rank)
-        self.neighbourhood = NeighbourhoodConstraintLoss(cfg.objective.nc_margin, top_k=self.rank["top_k"])
-        if cfg.objective.lc_weight > 0:
+        self.neighbourhood = NeighbourhoodConstraintLoss(opts.nc_margin, top_k=self.rank["top_k"])
+        if opts.lc_weight > 0:
             u_dim = model.config.universal_dim or model.config.pretrained_dim or model.config.word_dim
             self.language_loss = LanguageAdversarialLoss(LanguageClassifier(u_dim, len(cfg.data.languages)))
-        lp_epochs = cfg.objective.lp_epochs
-        self.lp_epochs = min(lp_epochs, 1) if smoke else lp_epochs  # a smoke run keeps one LP epoch
+        self.lp_epochs = min(opts.lp_epochs, 1) if smoke else opts.lp_epochs  # a smoke run keeps one LP epoch
 
     @property
     def pre_epochs(self) -> int:
@@ -31,13 +52,13 @@ class MuleObjective(TupleObjective):
 
     @classmethod
     def has_caption_caption_term(cls, cfg) -> bool:
-        return cfg.objective.nc_weight > 0 or cfg.objective.lp_epochs > 0
+        return cfg.objective.options.nc_weight > 0 or cfg.objective.options.lp_epochs > 0
 
     def has_text_term(self, epoch: int) -> bool:
-        return epoch < self.lp_epochs or self.cfg.objective.nc_weight > 0
+        return epoch < self.lp_epochs or self.options.nc_weight > 0
 
     def tuple_loss(self, photo_rows, encoded, epoch):
-        cfg, model = self.cfg, self.model[0]
+        cfg, opts, model = self.cfg, self.options, self.model[0]
         caption_image, u = encoded.caption_image(), encoded.sentence_u()
         parts = {}
         if epoch < self.lp_epochs:  # LP: align the universal embedding on caption pairs before everything else
@@ -46,21 +67,21 @@ class MuleObjective(TupleObjective):
         else:
             loss = self.matching(model.scores(self.images(photo_rows), encoded.text), caption_image)
             parts["matching"] = loss.item()
-            if cfg.objective.nc_weight > 0:
+            if opts.nc_weight > 0:
                 nc = self.neighbourhood([u, encoded.text], caption_image)
-                loss = loss + cfg.objective.nc_weight * nc
+                loss = loss + opts.nc_weight * nc
                 parts["nc"] = nc.item()
-            if cfg.objective.lc_weight > 0:
+            if opts.lc_weight > 0:
                 index = {lang: i for i, lang in enumerate(cfg.data.languages)}
                 lc = self.language_loss(u, torch.tensor([index[lang] for lang in encoded.langs]))
-                loss = loss + cfg.objective.lc_weight * lc
+                loss = loss + opts.lc_weight * lc
                 parts["lc"] = lc.item()
-        if cfg.objective.word_l2 > 0:
-            loss = loss + cfg.objective.word_l2 * model.text_encoder.embed.weight.pow(2).sum()
+        if opts.word_l2 > 0:
+            loss = loss + opts.word_l2 * model.text_encoder.embed.weight.pow(2).sum()
         return loss, parts
 
     def text_tuple_loss(self, encoded, epoch):
         labels, u = encoded.caption_image(), encoded.sentence_u()
         if epoch < self.lp_epochs:
             return self.neighbourhood([u], labels)
-        return self.cfg.objective.nc_weight * self.neighbourhood([u, encoded.text], labels)
+        return self.options.nc_weight * self.neighbourhood([u, encoded.text], labels)

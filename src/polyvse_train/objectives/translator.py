@@ -1,5 +1,5 @@
 """translator: the Translator's training schedule (poster "Grounding multilingual concepts with vision",
-Sec. 2-3), objective vse in two stages.
+Sec. 2-3), objective vse in two stages (its options are vse's and the stages').
 
     source stage   ``source_epochs`` epochs on the ``source_language`` captions only (the poster's de model:
                    its text encoder and image head are what "initialized with de weights" means here)
@@ -15,6 +15,7 @@ with RCSLS -- both from ``polyvse.alignment``. A ``random`` map keeps its random
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -24,9 +25,47 @@ from polyvse.sampling import CaptionSubsetSampler, StagedSampler
 from polyvse.errors import DataError
 from polyvse.models.language_mapping import fit_language_map
 
-from .vse import VseObjective
+from ..sections import at_least, one_of
+from .vse import VseObjective, VseOptions
 
 log = logging.getLogger("polyvse.train")
+LANGUAGE_MAP_INITS = ("random", "lexicon")
+
+
+@dataclass
+class TranslatorOptions(VseOptions):
+    """A source stage trains the model on ``source_language`` captions only, then the target stage trains on the
+    other languages' captions, whose word vectors pass ``model.language_map`` into the source language's word
+    space (module docstring)."""
+
+    source_language: str = ""  # "" = no source stage
+    source_epochs: int = 0  # epochs of the source stage, before the `epochs` of the target stage
+    language_map_init: str = "random"  # random (orthogonal) | lexicon (MUSE: Procrustes/SVD, then RCSLS)
+    language_map_rcsls_epochs: int = 10  # RCSLS refinement steps after the Procrustes solution
+    language_map_k: int = 10  # RCSLS neighbourhood size (Joulin et al.: 10)
+    freeze_language_map: bool = False  # the map gets no gradient during retrieval training
+
+    def check(self, fail) -> None:
+        super().check(fail)
+        one_of(fail, self, "language_map_init", LANGUAGE_MAP_INITS)
+        for name in ("source_epochs", "language_map_rcsls_epochs"):
+            at_least(fail, self, name, 0)
+        at_least(fail, self, "language_map_k", 1)
+        if (self.language_map_init == "lexicon" or self.source_epochs > 0) and not self.source_language:
+            fail("source_language", "language_map_init lexicon and source_epochs need source_language (the "
+                 "language the map goes into and the source stage trains on)")
+
+    def check_config(self, cfg, fail) -> None:
+        super().check_config(cfg, fail)
+        langs, language_map = cfg.data.languages, cfg.model.language_map
+        if not self.source_language and not language_map:
+            fail("source_language", "the Translator needs a source stage (source_language) or a map "
+                 "(model.language_map); without either it is objective vse")
+        if self.source_language and self.source_language not in langs:
+            fail("source_language", f"{self.source_language!r} is not among data.languages {langs}; add it")
+        if self.source_language and self.source_language in language_map:
+            fail("source_language", f"model.language_map {language_map} maps INTO {self.source_language!r}; "
+                 "leave it out of the map")
 
 
 def vocabulary_rows(vocab, lang: str) -> dict[str, int]:
@@ -51,12 +90,12 @@ class TranslatorSchedule:
 
     def __init__(self, cfg, model, data, root: Path | None, smoke: bool):
         self.cfg, self.model, self.data, self.root = cfg, model, data, root
-        source = cfg.objective.source_language
-        if cfg.objective.language_map_init == "lexicon" and root is None:
+        self.options = opts = cfg.objective.options
+        if opts.language_map_init == "lexicon" and root is None:
             raise DataError("language_map_init lexicon needs the data root (MUSE dictionaries under <root>/muse)")
-        self.source_epochs = min(cfg.objective.source_epochs, 1) if smoke else cfg.objective.source_epochs
-        self.targets = [lang for lang in cfg.data.languages if lang != source]
-        if cfg.objective.freeze_language_map and model.text_encoder.language_map is not None:
+        self.source_epochs = min(opts.source_epochs, 1) if smoke else opts.source_epochs
+        self.targets = [lang for lang in cfg.data.languages if lang != opts.source_language]
+        if opts.freeze_language_map and model.text_encoder.language_map is not None:
             for p in model.text_encoder.language_map.parameters():
                 p.requires_grad_(False)
         self.fits: dict[str, dict] = {}
@@ -64,55 +103,55 @@ class TranslatorSchedule:
     def wrap_sampler(self, make, caption_photo, caption_lang):
         """``make(caption_photo)`` -> a sampler; with a source language, the source stage samples its captions
         and the target stage those of the other languages."""
-        if not self.cfg.objective.source_language:
+        if not self.options.source_language:
             return make(caption_photo)
         langs = np.asarray(caption_lang)
-        source_rows = np.flatnonzero(langs == self.cfg.objective.source_language)
-        target_rows = np.flatnonzero(langs != self.cfg.objective.source_language)
+        source_rows = np.flatnonzero(langs == self.options.source_language)
+        target_rows = np.flatnonzero(langs != self.options.source_language)
         if len(target_rows) == 0:
-            raise DataError(f"no training caption outside source_language {self.cfg.objective.source_language!r}: the "
+            raise DataError(f"no training caption outside source_language {self.options.source_language!r}: the "
                             "target stage has nothing to train on")
         target = CaptionSubsetSampler(caption_photo, target_rows, make)
         if self.source_epochs == 0:
             return target
         if len(source_rows) == 0:
-            raise DataError(f"source_epochs {self.cfg.objective.source_epochs} but no training caption in "
-                            f"source_language {self.cfg.objective.source_language!r}")
+            raise DataError(f"source_epochs {self.options.source_epochs} but no training caption in "
+                            f"source_language {self.options.source_language!r}")
         return StagedSampler(CaptionSubsetSampler(caption_photo, source_rows, make), target, self.source_epochs)
 
     def start_epoch(self, epoch: int) -> None:
         """At the first target-stage epoch, fit the lexicon maps (the source stage has shaped the source
         language's word vectors by then)."""
-        if epoch != self.source_epochs or self.cfg.objective.language_map_init != "lexicon":
+        if epoch != self.source_epochs or self.options.language_map_init != "lexicon":
             return
         embed = self.model.text_encoder.embed.weight
         mapping = self.model.text_encoder.language_map
         for lang in mapping.mapped:
             src_rows, tgt_rows, pairs = lexicon_rows(self.root, self.data.captions.vocab, lang,
-                                                     self.cfg.objective.source_language)
+                                                     self.options.source_language)
             if len(pairs) == 0:
                 log.warning("no MUSE %s-%s pair in the training vocabulary; the %s map keeps its random start",
-                            lang, self.cfg.objective.source_language, lang)
+                            lang, self.options.source_language, lang)
                 self.fits[lang] = {"pairs": 0}
                 continue
             fit = fit_language_map(embed[src_rows], embed[tgt_rows], pairs,
-                                   rcsls_epochs=self.cfg.objective.language_map_rcsls_epochs,
-                                   k=self.cfg.objective.language_map_k)
+                                   rcsls_epochs=self.options.language_map_rcsls_epochs,
+                                   k=self.options.language_map_k)
             mapping.set_map(lang, fit.weight)
             self.fits[lang] = {"pairs": fit.pairs, "procrustes_rcsls_loss": round(fit.procrustes_loss, 4),
                                "rcsls_loss": round(fit.rcsls_loss, 4)}
             log.info("language map %s -> %s: %d lexicon pairs, RCSLS loss %.4f (Procrustes) -> %.4f",
-                     lang, self.cfg.objective.source_language, fit.pairs, fit.procrustes_loss, fit.rcsls_loss)
+                     lang, self.options.source_language, fit.pairs, fit.procrustes_loss, fit.rcsls_loss)
 
     def log(self) -> dict:
         return {"language_map_fit": dict(self.fits)} if self.fits else {}
 
 
 class TranslatorObjective(VseObjective):
-    """Objective vse with the Translator's stages: chosen for objective vse when ``source_language`` or
-    ``language_map`` is set (``polyvse_train.objectives.objective_name``)."""
+    """Objective vse with the Translator's stages (``objective: {name: translator, translator: {...}}``)."""
 
     name = "translator"
+    Options = TranslatorOptions
 
     def __init__(self, cfg, model, data, root=None, smoke: bool = False):
         super().__init__(cfg, model, data, root, smoke)

@@ -2,7 +2,7 @@
 captions per language, the captions of a slot array encoded once, and the same code for text-only tuples."""
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import torch
@@ -10,9 +10,32 @@ import torch
 from polyvse.errors import DataError
 from polyvse.losses.adversarial import masked_mean
 from polyvse.models.text_input import CaptionEncoder
-from polyvse.sampling import GroupBalancedBatchSampler, PhotoTupleBatchSampler
+from polyvse.sampling import (GroupBalancedBatchSampler, InterleavedTextTupleSampler, PhotoTupleBatchSampler,
+                              TextTupleBatchSampler, slot_languages)
 
-from .base import Objective
+from ..sections import one_of
+from .base import Objective, ObjectiveOptions
+
+SAMPLERS = ("distinct", "group_balanced")
+
+
+@dataclass
+class TupleOptions(ObjectiveOptions):
+    """What the tuple objectives' batches hold: how many captions of each language come with a photo, and how
+    photos are drawn (pivot and parallel have no other option)."""
+
+    quotas: dict[str, int] = field(default_factory=dict)  # captions per photo per language; {} = 1 each
+    # distinct (each photo once per epoch, shuffled) | group_balanced (MULE: photos grouped by the languages they
+    # have, every batch draws equally from each group; small groups repeat)
+    sampler: str = "distinct"
+
+    def check(self, fail) -> None:
+        one_of(fail, self, "sampler", SAMPLERS)
+
+    def check_config(self, cfg, fail) -> None:
+        unknown = sorted(set(self.quotas) - set(cfg.data.languages))
+        if unknown:
+            fail("quotas", f"languages {unknown} are not in data.languages {cfg.data.languages}")
 
 
 @dataclass
@@ -57,12 +80,28 @@ class TupleObjective(Objective):
     """Batches ``(photo_rows, slots)`` of distinct photos with ``quotas[lang]`` captions per language.
     Subclasses implement ``tuple_loss`` and, if they have a caption-caption term, ``text_tuple_loss``."""
 
+    Options = TupleOptions
+
     def __init__(self, cfg, model, data, root=None, smoke: bool = False):
         super().__init__(cfg, model, data, root, smoke)
+        #: captions per photo per language (image batches and text-only tuples); {} = 1 each
+        self.quotas = self.options.quotas or {lang: 1 for lang in cfg.data.languages}
+        self.slot_langs = slot_languages(self.quotas)
+
+    def sampler(self):
+        """The image batches, with the text-only tuple batches of ``data.text_corpus`` riding along."""
+        sampler = super().sampler()
+        text = getattr(self.data, "text_tuples", None)
+        if text is not None:
+            cfg = self.cfg
+            sampler = InterleavedTextTupleSampler(sampler, TextTupleBatchSampler(
+                text.tuple_index, text.langs, self.quotas, cfg.schedule.batch_size, cfg.data.text_tuples_per_epoch,
+                seed=cfg.schedule.seed))
+        return sampler
 
     def batch_sampler(self):
         cfg, train = self.cfg, self.data.train
-        if cfg.objective.sampler == "group_balanced":  # MULE: equal shares of the photo groups in every batch
+        if self.options.sampler == "group_balanced":  # MULE: equal shares of the photo groups in every batch
             return GroupBalancedBatchSampler(train.photo_row, train.langs, self.quotas, cfg.schedule.batch_size,
                                              seed=cfg.schedule.seed)
         return PhotoTupleBatchSampler(train.photo_row, train.langs, self.quotas, cfg.schedule.batch_size,
@@ -70,8 +109,7 @@ class TupleObjective(Objective):
 
     def image_batch_loss(self, forward, batch, dist_info, epoch: int) -> tuple[torch.Tensor, dict]:
         if dist_info.enabled:
-            raise DataError(f"objective {self.cfg.objective.name!r} runs in one process; DDP is supported for "
-                            "objective vse")
+            raise DataError(f"objective {self.name!r} runs in one process; DDP is supported for objective vse")
         train = self.data.train
         encoded = encode_slots(self.model[0], batch[1], train.ids.__getitem__, train.langs, self.data.captions.pad)
         return self.tuple_loss(batch[0], encoded, epoch)

@@ -3,17 +3,59 @@
 under DDP: each rank embeds its slice of the global batch and the embeddings are gathered with gradients."""
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+
 import numpy as np
 import torch
 
 from polyvse.device import autocast_off
-from polyvse.errors import DataError
 from polyvse.losses import HingeRankingLoss, InfoNceLoss
 from polyvse.sampling import DistinctPhotoBatchSampler
 
 from ..distributed import gather_with_grad, shard
+from ..sections import at_least, one_of
 from ..teacher import TeacherLoss
-from .base import Objective
+from .base import Objective, ObjectiveOptions
+
+RANKING_LOSSES = ("hinge", "infonce")
+
+
+@dataclass
+class VseOptions(ObjectiveOptions):
+    """The ranking loss, and teacher learning (``polyvse_train.teacher``, Multilingual-CLIP): each step also pulls
+    the embeddings of a batch of Multi30K task1 lines in ``teacher_students`` onto the model's own (detached)
+    embedding of the same photo's ``teacher_language`` line, InfoNCE at ``temperature``; the lines come from the
+    dataset's text-only corpus."""
+
+    # hinge (the section's margin, max_violation, top_k) | infonce (symmetric softmax cross-entropy over the
+    # batch at `temperature`, as CLIP)
+    ranking_loss: str = "hinge"
+    temperature: float = 0.05
+    teacher_students: list[str] = field(default_factory=list)  # [] = off
+    teacher_language: str = "en"
+    teacher_weight: float = 1.0
+    teacher_batch_size: int = 256
+    teacher_photos: str = "all"  # all: every Multi30K photo outside evaluation | train: the run's training photos
+
+    def check(self, fail) -> None:
+        if self.ranking_loss not in RANKING_LOSSES:
+            fail("ranking_loss", f"{self.ranking_loss!r}: use hinge or infonce")
+        if not self.temperature > 0:
+            fail("temperature", f"must be positive, got {self.temperature}")
+        if not self.teacher_students:
+            return
+        if self.teacher_language in self.teacher_students:
+            fail("teacher_students", f"{self.teacher_language} is the teacher_language; a language cannot teach "
+                 "itself")
+        at_least(fail, self, "teacher_batch_size", 2)
+        one_of(fail, self, "teacher_photos", ("all", "train"))
+        if not self.teacher_weight > 0:
+            fail("teacher_weight", f"must be positive, got {self.teacher_weight}")
+
+    def check_config(self, cfg, fail) -> None:
+        if self.ranking_loss == "infonce" and (cfg.objective.max_violation or cfg.objective.top_k):
+            fail("ranking_loss", "infonce weighs every negative by its softmax: unset objective.max_violation and "
+                 "objective.top_k")
 
 
 def batch_scores(model, forward, data, idx, dist_info) -> torch.Tensor:
@@ -40,17 +82,15 @@ def fp32_scores(model, image_emb, text_emb) -> torch.Tensor:
 
 class VseObjective(Objective):
     name = "vse"
+    Options = VseOptions
 
     def __init__(self, cfg, model, data, root=None, smoke: bool = False):
         super().__init__(cfg, model, data, root, smoke)
-        if cfg.objective.sampler == "group_balanced":
-            raise DataError("sampler group_balanced draws photos with their captions per language: use it with "
-                            "objective pivot, parallel, mlmme or mule (objective vse samples captions)")
-        obj = cfg.objective  # ranking_loss and temperature are checked by config.ObjectiveSection
-        self.ranking = (HingeRankingLoss(obj.margin, **self.rank) if obj.ranking_loss == "hinge"
-                        else InfoNceLoss(obj.temperature))
+        opts = self.options
+        self.ranking = (HingeRankingLoss(cfg.objective.margin, **self.rank) if opts.ranking_loss == "hinge"
+                        else InfoNceLoss(opts.temperature))
         self.teacher = None if getattr(data, "teacher", None) is None else TeacherLoss(
-            data.teacher, obj.teacher_batch_size, obj.temperature, cfg.schedule.seed, obj.teacher_language)
+            data.teacher, opts.teacher_batch_size, opts.temperature, cfg.schedule.seed, opts.teacher_language)
 
     def make_sampler(self, caption_photo):
         return DistinctPhotoBatchSampler(caption_photo, self.cfg.schedule.batch_size, seed=self.cfg.schedule.seed)
@@ -66,7 +106,7 @@ class VseObjective(Objective):
             if self.teacher is None:
                 return loss, {}
             taught = self.teacher(self.model[0], self.data.captions, epoch, batch)
-        return loss + self.cfg.objective.teacher_weight * taught, {"teacher": taught.detach()}  # read never per step
+        return loss + self.options.teacher_weight * taught, {"teacher": taught.detach()}  # read never per step
 
     def distributed_teacher_losses(self, forward, batch, dist_info, epoch: int) -> tuple[torch.Tensor, torch.Tensor]:
         """(ranking loss, teacher loss) under DDP. One pass through the DDP wrapper embeds this rank's captions and

@@ -70,7 +70,8 @@ def estimate_run(run: ZooRun, spec: ZooSpec, root: Path, steps: int = 20) -> Run
     """Time one config of the plan (see the module docstring); nothing is written outside a temporary folder."""
     import torch
 
-    from ..distributed import DistInfo
+    from polyvse.distributed import DistInfo
+
     from ..train import finish_run, setup_run
 
     cfg = effective_config(run, spec)

@@ -44,13 +44,22 @@ from ...progress import Progress
 if TYPE_CHECKING:  # pragma: no cover
     from .base import PretrainedSentenceEncoder
 
-__all__ = ["SentenceEmbeddingCache", "encode_cached", "text_digests"]
+__all__ = ["SENTENCE_CACHE", "SentenceEmbeddingCache", "encode_cached", "sentence_cache_dir", "text_digests"]
 
 log = logging.getLogger(__name__)
 
 DEFAULT_SHARD_SIZE = 4096  # texts per shard: a killed run loses at most this much work
 _SEP = "\x1f"
 _SHARD_RE = re.compile(r"^[0-9a-f]{40}\.npz$")
+#: the folder of the sentence cache that training, evaluation and `polyvse adapt` share, under the cache root
+SENTENCE_CACHE = "sentences"
+
+
+def sentence_cache_dir(data_root: str | os.PathLike | None = None) -> Path:
+    """The shared sentence cache: ``<cache root>/sentences`` (``polyvse.paths.cache_root``)."""
+    from ...paths import cache_root
+
+    return cache_root(data_root) / SENTENCE_CACHE
 
 
 def text_digests(cache_id: str, lang: str, texts: Iterable[str]) -> np.ndarray:

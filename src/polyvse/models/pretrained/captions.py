@@ -32,9 +32,9 @@ from ...errors import CheckpointError
 from ..config import PRETRAINED_CAPTIONS as KIND
 from .base import (PretrainedModelError, PretrainedSentenceEncoder, get_pretrained_encoder, package_version,
                    tower_names)
-from .cache import encode_cached
+from .cache import encode_cached, sentence_cache_dir
 
-__all__ = ["PretrainedCaptionEncoder", "KIND"]
+__all__ = ["PretrainedCaptionEncoder", "KIND", "use_sentence_cache"]
 
 
 class PretrainedCaptionEncoder:
@@ -139,3 +139,12 @@ class PretrainedCaptionEncoder:
     def __repr__(self) -> str:
         opts = json.dumps(self.options, sort_keys=True)
         return f"PretrainedCaptionEncoder({self.name!r}, options={opts}, cache_dir={self.cache_dir})"
+
+
+def use_sentence_cache(model, root: str | os.PathLike | None):
+    """``model`` (a loaded PolyvseModel) with its frozen sentence encoder reading and filling the sentence cache
+    under ``root``'s cache root, so text-only tasks (STS, cross-lingual retrieval) embed each sentence once per
+    encoder, not once per checkpoint; a model with a trained text encoder is returned unchanged."""
+    if isinstance(model.captions, PretrainedCaptionEncoder) and model.captions.cache_dir is None:
+        model.captions.cache_dir = sentence_cache_dir(root)
+    return model

@@ -1,5 +1,5 @@
 """Evaluation tasks of a trained model beyond image-sentence retrieval, one function each; used by
-`polyvse evaluate --task ...` and by the method zoo.
+`polyvse evaluate --task ...` and by the method zoo (``polyvse_train.zoo``).
 
     crosslingual  caption-caption retrieval R@1/5/10 both ways (en-de, en-fr, en-cs, en-zh) on the F8K-ML
                   test photos and Multi30K test_2016, leaving out the pairs of the model's training photos
@@ -21,23 +21,24 @@ TASKS = ("crosslingual", "sts", "words")
 
 def training_photo_ids(model: Any, root: Path) -> set[str] | None:
     """Photos the checkpoint trained on, recomputed from the config in its training metadata (None when a
-    checkpoint carries no such metadata, e.g. one written by other code)."""
-    from polyvse.data.registry import load_dataset
+    checkpoint carries no such metadata, e.g. one written by other code).
 
-    from .config import FLAT_FIELDS, TrainConfig
-    from .train import resolve_split
+    The trainer records its config in the flat form (``polyvse_train.config.TrainConfig.to_dict``); of it, the
+    data fields ``dataset``, ``split`` and ``eval_split`` say which photos trained, with the trainer's defaults
+    for one that a config saved before the field existed lacks."""
+    from ..data.registry import DEFAULT_DATASET, load_dataset
+    from ..data.splits import DEFAULT_EVAL_SPLIT, OFFICIAL, resolve_split
 
     saved = (getattr(getattr(model, "checkpoint", None), "training", None) or {}).get("config")
     if not saved:
         return None
-    known = {"name", *FLAT_FIELDS}  # a checkpoint's config is flat; fields since removed are left out
-    cfg = TrainConfig.from_dict({k: v for k, v in saved.items() if k in known})
-    train, _ = resolve_split(load_dataset(cfg.data.dataset, root), cfg)
+    train, _ = resolve_split(load_dataset(saved.get("dataset", DEFAULT_DATASET), root),
+                             saved.get("split", OFFICIAL), saved.get("eval_split", DEFAULT_EVAL_SPLIT))
     return train
 
 
 def crosslingual_task(model: Any, root: Path, exclude_photo_ids=None) -> dict:
-    from polyvse.evaluation.crosslingual import evaluate_crosslingual
+    from .crosslingual import evaluate_crosslingual
 
     if exclude_photo_ids is None:
         exclude_photo_ids = training_photo_ids(model, root)
@@ -47,7 +48,7 @@ def crosslingual_task(model: Any, root: Path, exclude_photo_ids=None) -> dict:
 
 
 def sts_task(model: Any, root: Path) -> dict | None:
-    from polyvse.evaluation.sts import evaluate_sts
+    from .sts import evaluate_sts
 
     if "en" not in model.languages:
         return None
@@ -58,7 +59,7 @@ def words_task(model: Any, root: Path) -> dict | None:
     """``{lang: entry}``: P@1 on the held-out test part of the MUSE lexicon (``p_at_1``, ``n_words``) and, as
     ``train_p_at_1`` / ``n_train_words``, on its train part -- the pairs lexicon-trained configs were given,
     so for them a measure of what they kept, not of translation."""
-    from polyvse.evaluation.words import has_word_vectors, word_translation_by_language
+    from .words import has_word_vectors, word_translation_by_language
 
     if not has_word_vectors(model) or len(model.languages) < 2:
         return None
