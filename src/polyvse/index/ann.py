@@ -8,6 +8,10 @@ probes are normalised midpoints of random pairs of indexed photos: they lie wher
 Above the exact threshold the default is IVF-Flat: on a 2-core machine it trains and fills 50,000
 512-d vectors in seconds, where HNSW (M 32, efConstruction 200) did not finish 50,000 in 15 minutes.
 HNSW stays available on request (lighter construction: M 32, efConstruction 64).
+
+With a memory budget (``max_memory``), a collection whose exact or IVF-Flat structure would not fit gets the
+compressed structure (``ivfpq``, see ``compressed``) with the finest codes that fit; without one, or when the usual
+structure fits, nothing changes.
 """
 from __future__ import annotations
 
@@ -16,26 +20,32 @@ import math
 import numpy as np
 
 from ..errors import DataError
+from .compressed import (DEFAULT_DEPTH, MAX_DEPTH, PHOTO_ENTRY_BYTES, exact_topk, flat_bytes, rerank_search)
 from .store import (DEFAULT_EXACT_THRESHOLD, DEFAULT_RECALL_TARGET, EXACT, EXACT_MODEL, HNSW, HNSW_EF_CONSTRUCTION,
-                    HNSW_M, IVF, IVF_TRAIN_PER_LIST, MAX_EF_SEARCH, RECALL_K, normalize_rows)
+                    HNSW_M, IVF, IVF_TRAIN_PER_LIST, IVFPQ, MAX_EF_SEARCH, RECALL_K, normalize_rows)
 
-REQUESTABLE = ("auto", "exact", "ivf", "hnsw")
+REQUESTABLE = ("auto", "exact", "ivf", "hnsw", "ivfpq")
+RECALL_PLATEAU = 0.005  # a doubling of nprobe that gains less than this: the lists are not what holds recall back
 N_PROBES = 256
 
 
 def choose_kind(n: int, similarity: str, requested: str = "auto",
-                exact_threshold: int = DEFAULT_EXACT_THRESHOLD) -> str:
+                exact_threshold: int = DEFAULT_EXACT_THRESHOLD, *, dim: int = 0, max_memory: int | None = None) -> str:
+    """The structure for n photos: what was requested, else exact below the threshold and IVF above, or the
+    compressed one where that would not fit ``max_memory`` bytes (with the photos' entries) at ``dim``."""
     if requested not in REQUESTABLE:
         raise DataError(f"index kind {requested!r}: choose one of {', '.join(REQUESTABLE)}")
     if similarity != "cosine":
-        if requested in (IVF, HNSW):
+        if requested in (IVF, HNSW, IVFPQ):
             raise DataError(f"this model scores with the {similarity} similarity, which no inner-product index "
                             "can rank; its index can only be exact (use --kind auto or exact)")
         return EXACT_MODEL
     if requested == "exact":
         return EXACT
-    if requested in (IVF, HNSW):
+    if requested in (IVF, HNSW, IVFPQ):
         return requested
+    if max_memory is not None and flat_bytes(n, dim) + n * PHOTO_ENTRY_BYTES > max_memory:
+        return IVFPQ
     return EXACT if n < exact_threshold else IVF
 
 
@@ -56,10 +66,7 @@ def exact_neighbours(vectors: np.ndarray, queries: np.ndarray, k: int) -> np.nda
 
 
 def recall_at_k(ann, queries: np.ndarray, truth: np.ndarray, k: int, params) -> float:
-    found = ann.search(queries, k, params=params)[1]
-    hits = sum(len(set(f[f >= 0].tolist()) & set(t[t >= 0].tolist())) for f, t in zip(found, truth))
-    total = int((truth >= 0).sum())
-    return hits / total if total else 1.0
+    return _recall(ann.search(queries, k, params=params)[1], truth)
 
 
 # -- IVF --------------------------------------------------------------------------------------------------
@@ -101,6 +108,34 @@ def tune_nprobe(ann, vectors: np.ndarray, nlist: int, recall_target: float = DEF
         nprobe = min(nprobe * 2, nlist)
 
 
+def tune_compressed(ann, vectors: np.ndarray, nlist: int, recall_target: float = DEFAULT_RECALL_TARGET,
+                    k: int = RECALL_K) -> tuple[int, int, float]:
+    """(nprobe, depth, recall@k) of the compressed structure that reach the recall target: nprobe doubles from 1
+    with ``DEFAULT_DEPTH`` candidates re-ranked per 10; where recall stops rising with nprobe (or every list is
+    probed) the codes, not the lists, hold it back, and the depth doubles instead (up to MAX_DEPTH). The exact
+    top-k comes from a chunked scan of ``vectors`` (a memory map: never loaded whole)."""
+    _check_target(recall_target)
+    k = min(k, len(vectors))
+    queries = probe_queries(vectors)
+    truth = exact_topk(vectors, queries, k)
+    nprobe, depth, previous = 1, DEFAULT_DEPTH, None
+    while True:
+        recall = _recall(rerank_search(ann, vectors, queries, k, nprobe, depth)[1], truth)
+        if recall >= recall_target or (nprobe >= nlist and depth >= MAX_DEPTH):
+            return nprobe, depth, recall
+        stalled = previous is not None and recall - previous < RECALL_PLATEAU
+        if (stalled or nprobe >= nlist) and depth < MAX_DEPTH:
+            depth, previous = min(depth * 2, MAX_DEPTH), None
+        else:
+            nprobe, previous = min(nprobe * 2, nlist), recall
+
+
+def _recall(found: np.ndarray, truth: np.ndarray) -> float:
+    hits = sum(len(set(f[f >= 0].tolist()) & set(t[t >= 0].tolist())) for f, t in zip(found, truth))
+    total = int((truth >= 0).sum())
+    return hits / total if total else 1.0
+
+
 # -- HNSW -------------------------------------------------------------------------------------------------
 def new_hnsw(dim: int):
     import faiss
@@ -140,16 +175,27 @@ def _check_target(recall_target: float) -> None:
 
 def search_section(kind: str, *, exact_threshold: int, recall_target: float, recall: float | None = None,
                    **params) -> dict:
-    """The manifest's "search" section. params: ef_search (hnsw) or nlist, nprobe, trained_on (ivf)."""
+    """The manifest's "search" section. params: ef_search (hnsw), nlist, nprobe, trained_on (ivf; ivfpq: also
+    code_bytes, sub_quantizers, depth), max_memory (the budget it was built under, when there was one)."""
+    approximate = (IVF, HNSW, IVFPQ)
     section = {"kind": kind, "metric": "model" if kind == EXACT_MODEL else "inner_product",
                "exact_threshold": int(exact_threshold), "recall_target": float(recall_target),
-               "recall_k": RECALL_K, "measured_recall": 1.0 if kind not in (IVF, HNSW) else float(recall)}
+               "recall_k": RECALL_K, "measured_recall": 1.0 if kind not in approximate else float(recall)}
+    if params.get("max_memory") is not None:
+        section["max_memory"] = int(params["max_memory"])
     if kind == HNSW:
         section["hnsw"] = {"M": HNSW_M, "ef_construction": HNSW_EF_CONSTRUCTION, "ef_search": int(params["ef_search"])}
     if kind == IVF:
         section["ivf"] = {"nlist": int(params["nlist"]), "nprobe": int(params["nprobe"]),
                           "trained_on": int(params["trained_on"])}
-    if kind in (IVF, HNSW):
+    if kind == IVFPQ:
+        section["ivfpq"] = {"nlist": int(params["nlist"]), "nprobe": int(params["nprobe"]),
+                            "trained_on": int(params["trained_on"]), "sub_quantizers": int(params["sub_quantizers"]),
+                            "code_bytes": int(params["sub_quantizers"]) // 2, "bits": 4, "depth": int(params["depth"]),
+                            "factory": f"IVF{int(params['nlist'])},PQ{int(params['sub_quantizers'])}x4fs",
+                            "rerank": "exact inner product over the full vectors, memory-mapped from disk"}
+    if kind in approximate:
         section["recall_note"] = (f"recall@{RECALL_K} against exact search on {N_PROBES} probe queries "
-                                  "(normalised midpoints of random pairs of indexed photos)")
+                                  "(normalised midpoints of random pairs of indexed photos)"
+                                  + (", exact by a chunked scan of the vectors file" if kind == IVFPQ else ""))
     return section

@@ -2,7 +2,9 @@
 
 Photos go through the content-addressed feature cache (``extract_features``: resumable, progress bar,
 unreadable photos reported and skipped), then through the model's image head. Appending embeds only
-the new photos: the old ones' embeddings are read back from the index.
+the new photos: the old ones' embeddings are read back from the index. A collection that gets the compressed
+structure (a memory budget it would not fit otherwise, ``max_memory``) is embedded ``EMBED_CHUNK`` photos at a
+time straight into its vectors file (``chunked``).
 """
 from __future__ import annotations
 
@@ -17,12 +19,15 @@ import numpy as np
 from ..errors import DataError
 from ..features.images import DEFAULT_MAX_PIXELS
 from .ann import choose_kind, new_hnsw, new_ivf, search_section, tune_ef_search, tune_nprobe
+from .chunked import append_compressed, write_compressed_index
+from .compressed import CHUNK_ROWS, choose_sub_quantizers
 from .fingerprint import similarity_name
-from .store import (DEFAULT_EXACT_THRESHOLD, DEFAULT_RECALL_TARGET, HNSW, IVF, IVF_RETRAIN_GROWTH, MANIFEST,
+from .store import (DEFAULT_EXACT_THRESHOLD, DEFAULT_RECALL_TARGET, HNSW, IVF, IVF_RETRAIN_GROWTH, IVFPQ, MANIFEST,
                     PhotoEntry, PhotoIndex,
                     index_lock, is_index_dir, model_section, normalize_rows, now_iso, write_generation)
 
 _ENCODE_CHUNK = 4096
+EMBED_CHUNK = 50_000  # photos embedded at a time into a compressed index
 
 
 @dataclass
@@ -132,15 +137,30 @@ def check_new_index(root: Path, similarity: str, kind: str, exact_threshold: int
 
 
 def write_new_index(root: Path, model_info: dict, similarity: str, photo_list: list[PhotoEntry], vectors: np.ndarray,
-                    kind: str, exact_threshold: int, recall_target: float) -> None:
+                    kind: str, exact_threshold: int, recall_target: float, max_memory: int | None = None) -> None:
     """Choose and build the search structure for ``vectors`` and commit them as a new index generation.
 
     The caller holds :func:`index_lock`. ``model_info`` is the manifest's model section (:func:`model_section`).
+    ``max_memory``: the budget in bytes the structure must fit (recorded, so that appending keeps to it).
     """
+    chosen = choose_kind(len(vectors), similarity, kind, exact_threshold, dim=vectors.shape[1], max_memory=max_memory)
+    if chosen == IVFPQ:
+        chunks = (vectors[i:i + CHUNK_ROWS] for i in range(0, len(vectors), CHUNK_ROWS))
+        write_compressed_index(root, model_info, photo_list, chunks, dim=vectors.shape[1],
+                               exact_threshold=exact_threshold, recall_target=recall_target, max_memory=max_memory,
+                               requested=kind)
+        return
     ann, search = _structure(similarity, vectors, kind, exact_threshold, recall_target)
-    search["requested"] = kind
+    _record_request(search, kind, max_memory)
     manifest = {"model": model_info, "search": search, "created": now_iso()}
     write_generation(root, manifest, photo_list, vectors, ann)
+
+
+def _record_request(search: dict, requested: str, max_memory: int | None) -> None:
+    """What the next append re-chooses the structure with: the requested kind and the memory budget."""
+    search["requested"] = requested
+    if max_memory is not None:
+        search["max_memory"] = int(max_memory)
 
 
 def build_index(model, photos: Sequence[str | os.PathLike], out: str | os.PathLike, *, cache_dir,
@@ -148,23 +168,82 @@ def build_index(model, photos: Sequence[str | os.PathLike], out: str | os.PathLi
                 kind: str = "auto", exact_threshold: int = DEFAULT_EXACT_THRESHOLD,
                 recall_target: float = DEFAULT_RECALL_TARGET, batch_size: int = 32, num_workers: int = 0,
                 progress: bool = True, strict: bool = False, overwrite: bool = False,
-                max_pixels: int | None = DEFAULT_MAX_PIXELS) -> IndexReport:
-    """Embed ``photos`` with ``model`` into a new index folder ``out`` (see polyvse.index.store for the layout)."""
+                max_pixels: int | None = DEFAULT_MAX_PIXELS, max_memory: int | None = None) -> IndexReport:
+    """Embed ``photos`` with ``model`` into a new index folder ``out`` (see polyvse.index.store for the layout).
+    ``max_memory``: a budget in bytes for the search structure and photo entries (compressed beyond it)."""
     t0 = time.time()
     root = Path(out)
     entries = checked_entries(root, model, photos, names, kind, exact_threshold, overwrite)
+    embed = dict(batch_size=batch_size, num_workers=num_workers, progress=progress, strict=strict,
+                 max_pixels=max_pixels)
+    if choose_kind(len(entries), similarity_name(model), kind, exact_threshold, dim=model.embed_dim,
+                   max_memory=max_memory) == IVFPQ:
+        with index_lock(root):
+            report = _build_compressed(model, root, entries, cache_dir, embed, checkpoint_path, kind, exact_threshold,
+                                       recall_target, max_memory)
+        report.seconds = time.time() - t0
+        return report
     with index_lock(root):
-        vectors, ok, result = embed_photo_files(model, [p for p, _ in entries], cache_dir, batch_size=batch_size,
-                                                num_workers=num_workers, progress=progress, strict=strict,
-                                                max_pixels=max_pixels)
+        vectors, ok, result = embed_photo_files(model, [p for p, _ in entries], cache_dir, **embed)
         if len(ok) == 0:
             raise _no_photo_read(len(entries), result.failures)
         kept = [entries[int(i)] for i in ok]
         photo_list = [PhotoEntry(i, name, path) for i, (path, name) in enumerate(kept)]
         write_new_index(root, model_section(model, checkpoint_path), similarity_name(model), photo_list, vectors,
-                        kind, exact_threshold, recall_target)
+                        kind, exact_threshold, recall_target, max_memory)
     return IndexReport(PhotoIndex.open(root), added=len(photo_list), failures=result.failures,
                        extracted=result.extracted, cached=result.cached, seconds=time.time() - t0)
+
+
+def _build_compressed(model, root: Path, entries: list[tuple[str, str]], cache_dir, embed: dict, checkpoint_path,
+                      kind: str, exact_threshold: int, recall_target: float, max_memory: int | None) -> IndexReport:
+    """build_index for the compressed structure: photos embedded EMBED_CHUNK at a time into the vectors file."""
+    choose_sub_quantizers(len(entries), model.embed_dim, max_memory)  # a budget too small: refused before any work
+    photo_list: list[PhotoEntry] = []
+    report = IndexReport(None, added=0)  # type: ignore[arg-type]  (the index is opened at the end)
+
+    def chunks():
+        for start in range(0, len(entries), EMBED_CHUNK):
+            part = entries[start:start + EMBED_CHUNK]
+            vectors, ok, result = embed_photo_files(model, [p for p, _ in part], cache_dir, **embed)
+            report.failures += result.failures
+            report.extracted += result.extracted
+            report.cached += result.cached
+            base = len(photo_list)
+            photo_list.extend(PhotoEntry(base + j, part[int(i)][1], part[int(i)][0]) for j, i in enumerate(ok))
+            yield vectors
+        if not photo_list:
+            raise _no_photo_read(len(entries), report.failures)
+
+    write_compressed_index(root, model_section(model, checkpoint_path), photo_list, chunks(), dim=model.embed_dim,
+                           exact_threshold=exact_threshold, recall_target=recall_target, max_memory=max_memory,
+                           requested=kind)
+    report.index, report.added = PhotoIndex.open(root), len(photo_list)
+    return report
+
+
+def _append(root: Path, index: PhotoIndex, model, new_entries: list[PhotoEntry], vectors: np.ndarray,
+            checkpoint_path) -> None:
+    """Commit the next generation of ``index`` with ``new_entries`` and their ``vectors``, the structure re-chosen
+    for the new size under the recorded request and memory budget."""
+    old_search = index.manifest["search"]
+    requested, max_memory = old_search.get("requested", "auto"), old_search.get("max_memory")
+    model_info = dict(index.manifest["model"])
+    if checkpoint_path:
+        model_info["checkpoint"] = str(Path(checkpoint_path).resolve())
+    n_total = index.count + len(new_entries)
+    if index.kind == IVFPQ or choose_kind(n_total, similarity_name(model), requested,
+                                          int(old_search["exact_threshold"]), dim=index.dim,
+                                          max_memory=max_memory) == IVFPQ:
+        append_compressed(root, index, new_entries, vectors, model_info, requested, max_memory)
+        return
+    all_vectors = np.concatenate([np.asarray(index.vectors, dtype=np.float32), vectors])
+    ann, search = _structure(similarity_name(model), all_vectors, requested, int(old_search["exact_threshold"]),
+                             float(old_search["recall_target"]), existing=index._ann,
+                             existing_search=old_search, n_old=index.count)
+    _record_request(search, requested, max_memory)
+    manifest = {"model": model_info, "search": search, "created": index.manifest.get("created", now_iso())}
+    write_generation(root, manifest, index.photos + new_entries, all_vectors, ann)
 
 
 def add_to_index(model, index_dir: str | os.PathLike, photos: Sequence[str | os.PathLike], *, cache_dir,
@@ -195,20 +274,8 @@ def add_to_index(model, index_dir: str | os.PathLike, photos: Sequence[str | os.
                                                 max_pixels=max_pixels)
         if len(ok) == 0:
             raise _no_photo_read(len(fresh), result.failures)
-        n_old = index.count
-        new_entries = [PhotoEntry(n_old + j, fresh[int(i)][1], fresh[int(i)][0]) for j, i in enumerate(ok)]
-        all_vectors = np.concatenate([np.asarray(index.vectors, dtype=np.float32), vectors])
-        old_search = index.manifest["search"]
-        requested = old_search.get("requested", "auto")
-        ann, search = _structure(similarity_name(model), all_vectors, requested, int(old_search["exact_threshold"]),
-                                 float(old_search["recall_target"]), existing=index._ann,
-                                 existing_search=old_search, n_old=n_old)
-        search["requested"] = requested
-        model_info = dict(index.manifest["model"])
-        if checkpoint_path:
-            model_info["checkpoint"] = str(Path(checkpoint_path).resolve())
-        manifest = {"model": model_info, "search": search, "created": index.manifest.get("created", now_iso())}
-        write_generation(root, manifest, index.photos + new_entries, all_vectors, ann)
+        new_entries = [PhotoEntry(index.count + j, fresh[int(i)][1], fresh[int(i)][0]) for j, i in enumerate(ok)]
+        _append(root, index, model, new_entries, vectors, checkpoint_path)
     return IndexReport(PhotoIndex.open(root), added=len(new_entries), already_indexed=skipped,
                        failures=result.failures, extracted=result.extracted, cached=result.cached,
                        seconds=time.time() - t0)

@@ -19,7 +19,7 @@ A shard file is a numpy ``.npz`` (no pickles):
     meta      uint8, UTF-8 JSON: format, shard, num_shards, start, stop, total, photo_list (sha256 of the whole
               list), entries ([path, name] for each photo of the slice), stamps ([size, mtime_ns] of each of
               those files, so that a rerun notices a changed photo), model (the manifest's model section), build
-              (kind, exact_threshold, recall_target), failures ([path, reason]), extracted, cached, seconds
+              (kind, exact_threshold, recall_target, max_memory when given), failures ([path, reason]), extracted, cached, seconds
 """
 from __future__ import annotations
 
@@ -184,7 +184,8 @@ def build_index_shard(model, photos: Sequence[str | os.PathLike], out: str | os.
                       checkpoint_path: str | os.PathLike | None = None, kind: str = "auto",
                       exact_threshold: int = DEFAULT_EXACT_THRESHOLD, recall_target: float = DEFAULT_RECALL_TARGET,
                       batch_size: int = 32, num_workers: int = 0, progress: bool = True, strict: bool = False,
-                      overwrite: bool = False, max_pixels: int | None = DEFAULT_MAX_PIXELS) -> ShardReport:
+                      overwrite: bool = False, max_pixels: int | None = DEFAULT_MAX_PIXELS,
+                      max_memory: int | None = None) -> ShardReport:
     """Embed shard ``shard`` of ``num_shards`` of ``photos`` into ``<out>/.shards/`` (see the module doc).
 
     Every shard of a build must get the same ``photos`` (and names) in the same order. A shard file an earlier
@@ -195,7 +196,8 @@ def build_index_shard(model, photos: Sequence[str | os.PathLike], out: str | os.
     entries = checked_entries(root, model, photos, names, kind, exact_threshold, overwrite)
     start, stop = shard_bounds(len(entries), shard, num_shards)
     model_info = model_section(model, checkpoint_path)
-    build = {"kind": kind, "exact_threshold": int(exact_threshold), "recall_target": float(recall_target)}
+    build = {"kind": kind, "exact_threshold": int(exact_threshold), "recall_target": float(recall_target),
+             **({"max_memory": int(max_memory)} if max_memory is not None else {})}
     identity = {"shard": shard, "num_shards": num_shards, "start": start, "stop": stop, "total": len(entries),
                 "photo_list": photo_list_digest(entries)}
     path = shard_path(root, shard, num_shards)
@@ -314,7 +316,7 @@ def merge_index_shards(out: str | os.PathLike, *, num_shards: int | None = None,
     vectors = np.concatenate([shard.vectors for shard in shards])
     with index_lock(root):
         write_new_index(root, model_info, model_info["similarity"], photo_list, vectors, build["kind"],
-                        int(build["exact_threshold"]), float(build["recall_target"]))
+                        int(build["exact_threshold"]), float(build["recall_target"]), build.get("max_memory"))
     if not keep_shards:
         shutil.rmtree(root / SHARDS_DIR, ignore_errors=True)
     return IndexReport(PhotoIndex.open(root), added=len(photo_list), failures=failures,

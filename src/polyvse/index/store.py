@@ -4,8 +4,9 @@ Layout of an index folder (``<g>`` is the generation, bumped by every build and 
 
     manifest.json        format, model fingerprint, search structure, recall target, files of generation g
     vectors.<g>.npy      float32 (n, dim): the photos' embeddings (L2-normalised for cosine models)
+    vectors.<g>.f32      the same as raw float32 rows, for the compressed structure (memory-mapped, appended to)
     photos.<g>.jsonl     one line per photo: {"id": row, "name": shown name, "path": absolute file path}
-    ann.<g>.faiss        the IVF or HNSW structure (only when the index is approximate)
+    ann.<g>.faiss        the IVF, HNSW or compressed structure (only when the index is approximate)
     .lock                taken while a build or an append writes
 
 Atomicity: the files of a new generation are written under new names (temp file + fsync + rename),
@@ -24,6 +25,10 @@ Search structures (chosen at build time, re-chosen on every append):
                  takes many minutes on a 2-core machine.
     hnsw         FAISS IndexHNSWFlat (inner product), on request (kind="hnsw"): ``efSearch`` tuned the
                  same way.
+    ivfpq        for collections beyond a memory budget (``max_memory``, `polyvse index build --max-memory 8GB`)
+                 or on request: IVF lists of 4-bit PQ codes in memory, the top candidates re-ranked from the
+                 full vectors memory-mapped on disk (``compressed``); ``nprobe`` and the re-ranking depth tuned
+                 to the recall target, the measured recall in the manifest.
     exact-model  for models whose similarity is not cosine (e.g. order embeddings, which no inner
                  product index can rank): every photo is scored with the model's own similarity.
 """
@@ -38,13 +43,14 @@ import re
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterator
+from typing import Callable, Iterable, Iterator
 
 import numpy as np
 
 from ..atomic import atomic_path, fsync_dir
 from .._version import __version__
 from ..errors import CheckpointError, DataError
+from .compressed import VectorsFile, open_rows, rerank_search
 from .defaults import DEFAULT_EXACT_THRESHOLD, DEFAULT_RECALL_TARGET  # noqa: F401  (re-exported)
 from .fingerprint import model_fingerprint, short, similarity_name
 
@@ -57,8 +63,9 @@ EXACT = "exact"
 IVF = "ivf"
 HNSW = "hnsw"
 EXACT_MODEL = "exact-model"
-KINDS = (EXACT, IVF, HNSW, EXACT_MODEL)
-APPROXIMATE = (IVF, HNSW)
+IVFPQ = "ivfpq"
+KINDS = (EXACT, IVF, HNSW, EXACT_MODEL, IVFPQ)
+APPROXIMATE = (IVF, HNSW, IVFPQ)
 
 RECALL_K = 10
 HNSW_M = 32
@@ -67,7 +74,7 @@ MAX_EF_SEARCH = 4096
 IVF_TRAIN_PER_LIST = 64  # k-means training sample: this many vectors per list (at most all of them)
 IVF_RETRAIN_GROWTH = 4  # an IVF index retrains its lists once it holds this many times what it was trained on
 
-_GEN_FILE = re.compile(r"^(vectors|photos|ann)\.(\d+)\.(npy|jsonl|faiss)$")
+_GEN_FILE = re.compile(r"^(vectors|photos|ann)\.(\d+)\.(npy|f32|jsonl|faiss)$")
 
 
 class IndexFormatError(DataError):
@@ -204,6 +211,10 @@ class PhotoIndex:
             text += f" ({s['ivf']['nlist']} lists, nprobe {s['ivf']['nprobe']}, {recall})"
         elif s["kind"] == HNSW:
             text += f" (efSearch {s['hnsw']['ef_search']}, {recall})"
+        elif s["kind"] == IVFPQ:
+            c = s["ivfpq"]
+            text += (f" ({c['nlist']} lists of {c['code_bytes']}-byte codes, nprobe {c['nprobe']}, {c['depth']} "
+                     f"candidates re-ranked per 10 from the vectors on disk, {recall})")
         elif s["kind"] == EXACT:
             text += f" (exact below {s['exact_threshold']} photos)"
         else:
@@ -263,6 +274,9 @@ class PhotoIndex:
             return _exact_topk(self.vectors, q, k, scorer)
         if self._device_vectors is not None:
             return torch_exact_topk(self._device_vectors, q, k)
+        if self.kind == IVFPQ:
+            c = self.manifest["search"]["ivfpq"]
+            return _drop_missing(*rerank_search(self._ann, self.vectors, q, k, int(c["nprobe"]), int(c["depth"])))
         params = self.search_params(k)
         if params is not None:
             scores, ids = self._ann.search(q, k, params=params)
@@ -295,14 +309,7 @@ class PhotoIndex:
         manifest = read_manifest(root)
         files = manifest["files"]
         n, dim = int(manifest["count"]), int(manifest["dim"])
-        vectors_path = root / files["vectors"]
-        _check_size(vectors_path, files.get("vectors_bytes"))
-        try:
-            vectors = np.load(vectors_path, mmap_mode="r", allow_pickle=False)
-        except FileNotFoundError:
-            raise
-        except Exception as exc:  # noqa: BLE001 - numpy raises several types for damaged files
-            raise IndexFormatError(f"unreadable vectors file {files['vectors']} ({exc})", root) from None
+        vectors = _open_vectors(root, files, n, dim)
         if vectors.dtype != np.float32 or vectors.shape != (n, dim):
             raise IndexFormatError(f"{files['vectors']} holds {vectors.shape} {vectors.dtype}, the manifest "
                                    f"says ({n}, {dim}) float32; the index is damaged, rebuild it", root)
@@ -337,14 +344,28 @@ class PhotoIndex:
         return cls(root, manifest, photos, vectors, ann)
 
 
-def _check_size(path: Path, expected) -> None:
+def _open_vectors(root: Path, files: dict, n: int, dim: int) -> np.ndarray:
+    """The vectors named by the manifest, memory-mapped: a .npy file, or raw rows (.f32) that a later generation
+    may have extended in place (only the first n rows are this generation's)."""
+    path = root / files["vectors"]
+    raw = path.suffix == ".f32"
+    _check_size(path, files.get("vectors_bytes"), at_least=raw)
+    try:
+        return open_rows(path, n, dim) if raw else np.load(path, mmap_mode="r", allow_pickle=False)
+    except FileNotFoundError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - numpy raises several types for damaged files
+        raise IndexFormatError(f"unreadable vectors file {files['vectors']} ({exc})", root) from None
+
+
+def _check_size(path: Path, expected, at_least: bool = False) -> None:
     if expected is None:
         return
     try:
         size = path.stat().st_size
     except FileNotFoundError:
         raise
-    if size != int(expected):
+    if size < int(expected) or (size != int(expected) and not at_least):
         raise IndexFormatError(f"{path.name} is {size} bytes, the manifest says {expected}; the index is "
                                "damaged (copied while being written?), rebuild it", path.parent)
 
@@ -459,38 +480,59 @@ def model_section(model, checkpoint_path: str | os.PathLike | None) -> dict:
     }
 
 
-def write_generation(root: Path, manifest: dict, photos: list[PhotoEntry], vectors: np.ndarray, ann=None) -> dict:
-    """Write a complete new generation and switch the manifest to it (the commit point). Returns the manifest.
-
-    The caller holds :func:`index_lock`. ``manifest`` carries everything but ``files``/``generation``/
-    ``count``/``dim``, which are filled in here.
-    """
-    root.mkdir(parents=True, exist_ok=True)
+def next_generation(root: Path) -> int:
+    """The number of the next generation: above the manifest's and above any file left by a killed writer."""
     old_gen = 0
     if (root / MANIFEST).is_file():
         try:
             old_gen = int(json.loads((root / MANIFEST).read_text(encoding="utf-8")).get("generation", 0))
         except (OSError, ValueError, json.JSONDecodeError):
             old_gen = 0
-    existing = [int(m.group(2)) for f in os.listdir(root) if (m := _GEN_FILE.match(f))]
-    gen = max([old_gen, *existing]) + 1
-    vectors = np.ascontiguousarray(vectors, dtype=np.float32)
+    existing = [int(m.group(2)) for f in os.listdir(root) if (m := _GEN_FILE.match(f))] if root.is_dir() else []
+    return max([old_gen, *existing]) + 1
+
+
+def write_generation(root: Path, manifest: dict, photos: Iterable[PhotoEntry], vectors: np.ndarray | VectorsFile,
+                     ann=None, *, generation: int | None = None) -> dict:
+    """Write a complete new generation and switch the manifest to it (the commit point). Returns the manifest.
+
+    The caller holds :func:`index_lock`. ``manifest`` carries everything but ``files``/``generation``/
+    ``count``/``dim``, which are filled in here. ``vectors``: an array (written here as ``vectors.<g>.npy``) or the
+    generation's raw vectors file, already written (``generation`` is then the number it was named for).
+    """
+    root.mkdir(parents=True, exist_ok=True)
+    gen = generation or next_generation(root)
     files = {"vectors": f"vectors.{gen}.npy", "photos": f"photos.{gen}.jsonl", "ann": None}
+    if isinstance(vectors, VectorsFile):
+        files["vectors"], files["vectors_bytes"], dim = vectors.path.name, vectors.finish(), vectors.dim
+    else:
+        vectors = np.ascontiguousarray(vectors, dtype=np.float32)
+        dim = int(vectors.shape[1])
 
-    def save_vectors(tmp: str) -> None:
-        with open(tmp, "wb") as fh:
-            np.save(fh, vectors, allow_pickle=False)
+        def save_vectors(tmp: str) -> None:
+            with open(tmp, "wb") as fh:
+                np.save(fh, vectors, allow_pickle=False)
 
-    files["vectors_bytes"] = _write_atomic(root / files["vectors"], save_vectors)
-    lines = "".join(json.dumps(p.to_dict(), ensure_ascii=False) + "\n" for p in photos)
-    files["photos_bytes"] = _write_atomic(root / files["photos"], lambda tmp: Path(tmp).write_text(lines, "utf-8"))
+        files["vectors_bytes"] = _write_atomic(root / files["vectors"], save_vectors)
+    count = [0]
+
+    def save_photos(tmp: str) -> None:
+        with open(tmp, "w", encoding="utf-8") as fh:
+            for p in photos:
+                fh.write(json.dumps(p.to_dict(), ensure_ascii=False) + "\n")
+                count[0] += 1
+
+    files["photos_bytes"] = _write_atomic(root / files["photos"], save_photos)
+    rows = vectors.count if isinstance(vectors, VectorsFile) else len(vectors)
+    if count[0] != rows:  # before the commit point: the previous generation stays in force
+        raise DataError(f"{count[0]} photo entries for {rows} vectors; nothing was written", root)
     if ann is not None and manifest["search"]["kind"] in APPROXIMATE:
         import faiss
 
         files["ann"] = f"ann.{gen}.faiss"
         files["ann_bytes"] = _write_atomic(root / files["ann"], lambda tmp: faiss.write_index(ann, tmp))
     manifest = {**manifest, "format": FORMAT, "format_version": FORMAT_VERSION, "polyvse_version": __version__,
-                "generation": gen, "count": len(photos), "dim": int(vectors.shape[1]), "files": files,
+                "generation": gen, "count": count[0], "dim": dim, "files": files,
                 "updated": now_iso()}
     manifest.setdefault("created", manifest["updated"])
     fsync_dir(root)

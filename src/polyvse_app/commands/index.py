@@ -65,8 +65,12 @@ def register(sub) -> None:
     b.add_argument("--checkpoint", required=True, metavar="DIR", help="checkpoint folder of the model")
     b.add_argument("--out", required=True, metavar="INDEX", help="index folder to create")
     _add_photo_source(b)
-    b.add_argument("--kind", choices=["auto", "exact", "ivf", "hnsw"], default="auto",
-                   help="search structure (default auto: exact below the threshold, IVF above)")
+    b.add_argument("--kind", choices=["auto", "exact", "ivf", "hnsw", "ivfpq"], default="auto",
+                   help="search structure (default auto: exact below the threshold, IVF above; ivfpq: compressed "
+                   "codes in memory, re-ranked from the vectors on disk)")
+    b.add_argument("--max-memory", metavar="SIZE", help="memory budget of the search structure and photo list, e.g. "
+                   "8GB: a collection whose exact or IVF structure would not fit gets the compressed one (ivfpq) with "
+                   "the finest codes that fit; kept for later `index add` (default: no budget)")
     b.add_argument("--exact-threshold", type=int, default=DEFAULT_EXACT_THRESHOLD, metavar="N",
                    help="photos below which search is exact (default: %(default)s)")
     b.add_argument("--recall-target", type=float, default=DEFAULT_RECALL_TARGET, metavar="R",
@@ -150,6 +154,7 @@ def _build(args, role, device) -> int:
 
     import polyvse
     from polyvse.index import build_index, build_index_shard, merge_index_shards
+    from polyvse.index.compressed import parse_memory
     from ..shard_role import run_shard
 
     t0 = time.time()
@@ -157,6 +162,7 @@ def _build(args, role, device) -> int:
     photos, names = _photos(args)
     options = dict(cache_dir=_cache_dir(args), names=names, checkpoint_path=args.checkpoint, kind=args.kind,
                    exact_threshold=args.exact_threshold, recall_target=args.recall_target,
+                   max_memory=parse_memory(args.max_memory),
                    batch_size=args.batch_size, num_workers=workers_of(args, device), strict=args.strict,
                    overwrite=args.force)
     if not role.sharded:

@@ -1,0 +1,172 @@
+"""The compressed index (`polyvse index build --max-memory`): a memory budget chooses it, its recall against exact
+search meets the target, re-ranking reads the full vectors memory-mapped from disk, `index add` extends it, and a
+reopened index answers the same. Small made-up data (clustered unit vectors), a tiny untrained checkpoint, and
+photo embedding replaced by a lookup, so the whole file runs in seconds."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+import torch
+
+import polyvse
+from polyvse.checkpoint import Checkpoint, save_checkpoint
+from polyvse.errors import DataError
+from polyvse.index import (EXACT, IVF, IVFPQ, PhotoEntry, PhotoIndex, add_to_index, build_index, choose_kind,
+                           parse_memory, write_compressed_index)
+from polyvse.index import build as build_module
+from polyvse.index import compressed
+from polyvse.index.compressed import choose_sub_quantizers, exact_topk, rerank_search
+from polyvse.models import JointEmbeddingModel, ModelConfig
+from polyvse.models.text_input import CaptionEncoder
+
+DIM, N, CENTRES = 64, 8000, 150
+
+
+def clustered(rng: np.random.Generator, m: int, centres: np.ndarray) -> np.ndarray:
+    x = centres[rng.integers(0, len(centres), m)] + 0.6 * rng.standard_normal((m, DIM)).astype(np.float32)
+    return (x / np.linalg.norm(x, axis=1, keepdims=True)).astype(np.float32)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def one_faiss_thread():
+    """The data is tiny: one thread, so that a busy machine cannot stall FAISS's OpenMP team at its barriers."""
+    import faiss
+
+    before = faiss.omp_get_max_threads()
+    faiss.omp_set_num_threads(1)
+    yield
+    faiss.omp_set_num_threads(before)
+
+
+@pytest.fixture(scope="module")
+def data():
+    rng = np.random.default_rng(0)
+    centres = rng.standard_normal((CENTRES, DIM)).astype(np.float32)
+    return SimpleNamespace(vectors=clustered(rng, N + 500, centres), queries=clustered(rng, 200, centres))
+
+
+@pytest.fixture(scope="module")
+def checkpoint(tmp_path_factory) -> Path:
+    """An untrained word-level model with DIM-d embeddings: only its fingerprint matters here."""
+    torch.manual_seed(0)
+    enc = CaptionEncoder.build({"en": ["a dog", "a cat"]})
+    model = JointEmbeddingModel(ModelConfig(vocab_size=len(enc.vocab), image_dim=8, embed_dim=DIM, word_dim=6,
+                                            hidden_dim=8))
+    path = tmp_path_factory.mktemp("compressed") / "checkpoint"
+    return save_checkpoint(Checkpoint(model=model.eval(), captions=enc, backbone="efficientnet-lite0", feature_key="k",
+                                      ten_crop=False, languages=["en"]), path)
+
+
+@pytest.fixture()
+def embed_by_name(monkeypatch, data):
+    """Photo files named <row>.jpg embed as row <row> of the made-up vectors (no backbone, no photo read)."""
+    def fake(model, paths, cache_dir, **_):
+        rows = [int(Path(p).stem) for p in paths]
+        result = SimpleNamespace(failures=[], extracted=len(rows), cached=0)
+        return data.vectors[rows], np.arange(len(rows)), result
+
+    monkeypatch.setattr(build_module, "embed_photo_files", fake)
+    return lambda rows: [f"/photos/{r}.jpg" for r in rows]
+
+
+def recall(found: np.ndarray, truth: np.ndarray) -> float:
+    return float(np.mean([len(set(f.tolist()) & set(t.tolist())) / len(t) for f, t in zip(found, truth)]))
+
+
+def test_a_memory_budget_chooses_the_compressed_structure():
+    assert parse_memory("8GB") == 8 * 2**30 and parse_memory("512 MiB") == 512 * 2**20 and parse_memory(1000) == 1000
+    with pytest.raises(DataError, match="8GB, 512MB"):
+        parse_memory("lots")
+    ten_million = 10_000_000
+    # 10M 1024-d photos: 41 GB as floats, so 8 GB means compressed; 100 GB keeps IVF; no budget changes nothing
+    assert choose_kind(ten_million, "cosine", dim=1024, max_memory=parse_memory("8GB")) == IVFPQ
+    assert choose_kind(ten_million, "cosine", dim=1024, max_memory=parse_memory("100GB")) == IVF
+    assert choose_kind(ten_million, "cosine", dim=1024) == IVF
+    assert choose_kind(1000, "cosine", dim=1024, max_memory=parse_memory("1GB")) == EXACT
+    # with 4 GB of photo entries: 128-byte codes need 5.37e9 bytes in all, 64-byte ones 4.73e9, 32-byte 4.41e9
+    assert choose_sub_quantizers(ten_million, 1024, parse_memory("8GB")) == 256
+    assert choose_sub_quantizers(ten_million, 1024, 5_000_000_000) == 128
+    assert choose_sub_quantizers(ten_million, 1024, 4_500_000_000) == 64
+    with pytest.raises(DataError, match="raise --max-memory"):
+        choose_sub_quantizers(ten_million, 1024, parse_memory("2GB"))
+    assert choose_kind(10, "order", dim=1024, max_memory=1) == "exact-model"  # no inner-product index at all
+
+
+def test_build_under_a_budget_meets_the_recall_target_and_reopens(data, checkpoint, embed_by_name, tmp_path):
+    model = polyvse.load(checkpoint)
+    budget = parse_memory("4MB")  # the floats and entries need ~5.3 MB
+    report = build_index(model, embed_by_name(range(N)), tmp_path / "index", cache_dir=tmp_path, progress=False,
+                         max_memory=budget)
+    index = report.index
+    s = index.manifest["search"]
+    assert index.kind == IVFPQ and index.count == N and s["max_memory"] == budget
+    assert s["measured_recall"] >= s["recall_target"] == 0.95
+    assert s["ivfpq"]["code_bytes"] == DIM // 8 and 1 <= s["ivfpq"]["nprobe"] <= s["ivfpq"]["nlist"]
+    files = index.manifest["files"]
+    assert files["vectors"].endswith(".f32") and isinstance(index.vectors, np.memmap)  # on disk, not in memory
+    assert (tmp_path / "index" / files["ann"]).stat().st_size < N * DIM * 4 / 4  # the codes: far below the floats
+    truth = exact_topk(data.vectors[:N], data.queries, 10)
+    scores, ids = index.search(data.queries, 10)
+    assert recall(ids, truth) >= 0.9
+    again = PhotoIndex.open(tmp_path / "index")
+    assert again.kind == IVFPQ
+    np.testing.assert_array_equal(again.search(data.queries, 10)[1], ids)
+
+
+def test_reranking_reads_the_full_vectors_from_disk(data, tmp_path, monkeypatch):
+    monkeypatch.setattr(compressed, "PREFETCH_MIN_BYTES", 0)  # the read-ahead hint of big files, on this small one
+    root = tmp_path / "index"
+    photos = [PhotoEntry(i, f"{i}.jpg", f"/photos/{i}.jpg") for i in range(N)]
+    chunks = (data.vectors[i:min(i + 3000, N)] for i in range(0, N, 3000))
+    manifest = write_compressed_index(root, {"fingerprint": "sha256:0", "similarity": "cosine"}, photos, chunks,
+                                      dim=DIM, exact_threshold=20_000, recall_target=0.95)
+    index = PhotoIndex.open(root)
+    truth = exact_topk(data.vectors[:N], data.queries, 10)
+    scores, ids = index.search(data.queries, 10)
+    # the scores are the exact inner products of the stored vectors, not the codes' approximations ...
+    np.testing.assert_allclose(scores, np.einsum("qkd,qd->qk", data.vectors[ids], data.queries), atol=1e-5)
+    # ... and without re-ranking (the codes' own top 10) recall falls far below
+    c = manifest["search"]["ivfpq"]
+    codes_only = index._ann.search(data.queries, 10)[1]
+    assert recall(ids, truth) >= 0.9 > recall(codes_only, truth) + 0.2
+    # what is re-ranked is read from the file: a photo's vector changed on disk moves it
+    best = int(ids[0, 0])
+    with open(root / manifest["files"]["vectors"], "r+b") as fh:
+        fh.seek(best * DIM * 4)
+        fh.write((-data.queries[0]).astype(np.float32).tobytes())
+    moved = PhotoIndex.open(root)
+    top_s, top_i = rerank_search(moved._ann, moved.vectors, data.queries[:1], 10, c["nprobe"], c["depth"])
+    assert best not in top_i[0].tolist()
+
+
+def test_add_extends_the_compressed_index_and_an_exact_one_outgrows_its_budget(data, checkpoint, embed_by_name,
+                                                                                tmp_path):
+    model = polyvse.load(checkpoint)
+    first = N - 500
+    build_index(model, embed_by_name(range(first)), tmp_path / "c", cache_dir=tmp_path, progress=False, kind="ivfpq")
+    before = PhotoIndex.open(tmp_path / "c")
+    old_file = tmp_path / "c" / before.manifest["files"]["vectors"]
+    inode = old_file.stat().st_ino
+    grown = add_to_index(model, tmp_path / "c", embed_by_name(range(N + 500)), cache_dir=tmp_path, progress=False).index
+    s = grown.manifest["search"]
+    assert grown.kind == IVFPQ and grown.count == N + 500 and grown.manifest["generation"] == 2
+    assert s["ivfpq"]["trained_on"] == first and s["measured_recall"] >= 0.95  # codes added, lists kept
+    assert (tmp_path / "c" / grown.manifest["files"]["vectors"]).stat().st_ino == inode  # extended in place
+    assert not old_file.exists()
+    new_rows = np.arange(first, N + 500, 97)
+    assert grown.search(data.vectors[new_rows], 1)[1][:, 0].tolist() == new_rows.tolist()
+    truth = exact_topk(data.vectors, data.queries, 10)
+    assert recall(grown.search(data.queries, 10)[1], truth) >= 0.9
+    # an exact index built under a budget becomes compressed once an append would not fit it
+    budget = parse_memory("4MB")
+    build_index(model, embed_by_name(range(2000)), tmp_path / "e", cache_dir=tmp_path, progress=False,
+                max_memory=budget)
+    assert PhotoIndex.open(tmp_path / "e").kind == EXACT
+    outgrown = add_to_index(model, tmp_path / "e", embed_by_name(range(N)), cache_dir=tmp_path, progress=False).index
+    assert outgrown.kind == IVFPQ and outgrown.count == N and outgrown.manifest["search"]["max_memory"] == budget
+    assert json.loads((tmp_path / "e" / "manifest.json").read_text())["search"]["measured_recall"] >= 0.95
+    assert recall(outgrown.search(data.queries, 10)[1], exact_topk(data.vectors[:N], data.queries, 10)) >= 0.9
