@@ -105,7 +105,8 @@ def mule_bound_captions_per_s(cfg, data, root, batches, epoch: int) -> float:
 def measure_mule(config_path: str, root, epochs: int, quick: bool) -> dict:
     from polyvse_train.config import TrainConfig
     from polyvse_train.objectives import build_objective
-    from polyvse_train.train import build_model, prepare_data, train
+    from polyvse_train.data import prepare_data
+    from polyvse_train.train import build_model, train
 
     cfg = TrainConfig.load(config_path)
     over = dict(epochs=epochs, lp_epochs=0)  # the matching phase is what a MULE run spends its time in
@@ -136,7 +137,8 @@ def measure_demo(root, epochs: int, quick: bool, device=None, precision: str = "
     """The demo model's real loop against its bare-kernel bound on ``device`` -> train_throughput_ratio etc."""
     from polyvse.sampling import DistinctPhotoBatchSampler
     from polyvse_train.config import TrainConfig
-    from polyvse_train.train import prepare_data, train
+    from polyvse_train.data import prepare_data
+    from polyvse_train.train import train
 
     device = device or torch.device("cpu")
     cfg = TrainConfig(name="bench-train", epochs=epochs)

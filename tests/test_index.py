@@ -49,7 +49,7 @@ _ASSETS: dict[str, ServingAssets] = {}
 
 
 def _smoke_photo_paths(cfg, root: Path) -> list[Path]:
-    """The photos `train(..., smoke=True)` uses (same selection as polyvse_train.train.prepare_data)."""
+    """The photos `train(..., smoke=True)` uses (same selection as polyvse_train.data.prepare_data)."""
     from polyvse.data.registry import load_dataset
     from polyvse.data.splits import resolve_split
 

@@ -36,7 +36,8 @@ from polyvse_train.text_corpus import (
     check_text_corpus_config,
     load_text_corpus,
 )
-from polyvse_train.train import CaptionSet, PreparedData, train
+from polyvse_train.data import CaptionSet, PreparedData
+from polyvse_train.train import train
 
 
 # -- the corpus builder on the tiny data root --------------------------------------------------------------

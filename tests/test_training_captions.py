@@ -1,4 +1,4 @@
-"""polyvse_train.train.training_captions: which captions a run trains on (corpus limit, translation augmentation)."""
+"""polyvse_train.data.training_captions: which captions a run trains on (corpus limit, translation augmentation)."""
 from __future__ import annotations
 
 from collections import Counter
@@ -9,7 +9,7 @@ from polyvse.data.exclusion import EvaluationExclusion
 from polyvse.data.f8kml import load_f8kml
 from polyvse.errors import DataError
 from polyvse_train.config import TrainConfig
-from polyvse_train.train import training_captions
+from polyvse_train.data import training_captions
 
 TRAIN = {"100", "700"}
 # the caption budget alone (the exclusion set has its own tests: test_evaluation_exclusion.py)
@@ -48,7 +48,12 @@ def test_without_augmentation_the_budget_is_per_photo_and_language(tiny_root):
     assert full[("100", "zh", "flickr8kcn-zhb")] == 5
 
 
-def test_translations_need_zh(tiny_root):
-    cfg = TrainConfig.from_dict({"data": {"languages": ["en", "de"], "augment_translations": ["zhb"]}})
-    with pytest.raises(DataError, match="augment_translations"):
-        training_captions(cfg, tiny_root, load_f8kml(tiny_root), TRAIN, NO_EXCLUSION)
+def test_translations_are_the_datasets_and_need_their_language():
+    """The translations a run may add are its dataset's (DatasetSpec.translations): the config names them."""
+    with pytest.raises(DataError, match="data.augment_translations: zhb translates into zh: add it to languages"):
+        TrainConfig.from_dict({"data": {"languages": ["en", "de"], "augment_translations": ["zhb"]}})
+    with pytest.raises(DataError, match="'zhm': dataset f8k-ml has the machine translations zhb, zhg"):
+        TrainConfig.from_dict({"data": {"augment_translations": ["zhm"]}})
+    with pytest.raises(DataError, match="dataset multi30k has the machine translations \\(none\\)"):
+        TrainConfig.from_dict({"data": {"dataset": "multi30k", "augment_translations": ["zhb"]}})
+    assert TrainConfig.from_dict({"data": {"dataset": "f8k-full", "augment_translations": ["zhb", "zhg"]}})

@@ -14,9 +14,10 @@ own options (each objective declares them: ``polyvse_train.objectives``), writte
 (``objective: {name: mule, mule: {nc_weight: 1.0}}``).
 
 Every field also has a flat name, unique across sections and objectives (``embed_dim``, ``align_every``,
-``objective``, ``nc_weight``): the names of the flat configs before the sections. ``from_dict``, ``--set`` and ``TrainConfig(**fields)`` accept
-flat names, dotted paths (``model.embed_dim``) and section mappings alike, and ``to_dict()`` gives the flat form,
-which checkpoints, metrics.json and the zoo store (so configs saved before the sections still load).
+``objective``, ``nc_weight``): the names of the flat configs before the sections. ``from_dict``, ``--set`` and
+``TrainConfig(**fields)`` accept flat names, dotted paths (``model.embed_dim``) and section mappings alike, and
+``to_dict()`` gives the flat form, which checkpoints, metrics.json and the zoo store (so configs saved before the
+sections still load).
 """
 from __future__ import annotations
 
@@ -31,7 +32,7 @@ from typing import Any, ClassVar
 
 import yaml
 
-from polyvse.data.registry import DEFAULT_DATASET
+from polyvse.data.registry import DEFAULT_DATASET, dataset_translations
 from polyvse.data.splits import DEFAULT_EVAL_SPLIT, OFFICIAL, parse_split
 from polyvse.data.text_tuples import TEXT_CORPORA
 from polyvse.errors import DataError
@@ -61,7 +62,8 @@ class DataSection(Section):
     # image features: a backbone of polyvse.features, or "a+b" (both networks' features side by side)
     backbone: str = "efficientnet-lite0"
     ten_crop: bool = False
-    augment_translations: list[str] = field(default_factory=list)  # extra training captions: zhb, zhg (MT)
+    # extra training captions: the dataset's machine translations (f8k-ml, f8k-full: zhb, zhg; DatasetSpec)
+    augment_translations: list[str] = field(default_factory=list)
     # text-side data at scale (polyvse.data.text_tuples): caption tuples of photos WITHOUT an image in the run
     # feed only the caption-caption terms (parallel, mlmme R_ML, mule NC / LP), interleaved with the image
     # batches; evaluation photos are excluded by id and by text. none | multi30k | all (+ Flickr8K/8K-CN)
@@ -86,6 +88,14 @@ class DataSection(Section):
         one_of(fail, self, "eval_split", ("val", "test"))
         if not self.languages:
             fail("languages", "name at least one language")
+        translations = dataset_translations(self.dataset)
+        for variant in self.augment_translations:
+            if variant not in translations:
+                fail("augment_translations", f"{variant!r}: dataset {self.dataset} has the machine translations "
+                     f"{', '.join(translations) or '(none)'}")
+            elif translations[variant].lang not in self.languages:
+                fail("augment_translations", f"{variant} translates into {translations[variant].lang}: add it to "
+                     "languages")
         one_of(fail, self, "text_corpus", TEXT_CORPORA)
         for name in ("text_tuples_per_epoch", "text_vocab_min_count", "captions_per_photo", "min_count"):
             at_least(fail, self, name, 0)

@@ -14,9 +14,18 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping
 
 from ..errors import DataError
-from .types import Corpus
+from .types import Caption, Corpus
 
 DEFAULT_DATASET = "f8k-ml"
+
+
+@dataclass(frozen=True)
+class Translations:
+    """Machine translations of a dataset's captions into ``lang``, which training may add to its captions (MULE's
+    translation augmentation): ``load(root)`` gives them for every photo, split "train"."""
+
+    lang: str
+    load: Callable[[Path], list[Caption]]
 
 
 @dataclass(frozen=True)
@@ -30,6 +39,8 @@ class DatasetSpec:
     # its photos were resized to a square without keeping the aspect ratio: models trained on them see other
     # photos squashed the same way (polyvse.features.extractor.Preprocess squash)
     squashed_photos: bool = False
+    # variant -> machine translations of its captions (a config's data.augment_translations names variants)
+    translations: Mapping[str, Translations] = field(default_factory=dict)
 
 
 _REGISTRY: dict[str, DatasetSpec] = {}
@@ -57,6 +68,12 @@ def trained_on_squashed_photos(name: str | None) -> bool:
     """Whether dataset ``name`` holds squashed photos (False for unknown names: a user's own data)."""
     spec = _REGISTRY.get(name or "")
     return bool(spec and spec.squashed_photos)
+
+
+def dataset_translations(name: str | None) -> Mapping[str, Translations]:
+    """The machine translations dataset ``name`` has, by variant (none for unknown names: a user's own data)."""
+    spec = _REGISTRY.get(name or "")
+    return spec.translations if spec else {}
 
 
 def load_dataset(name: str, root: str | os.PathLike, **opts: Any) -> Corpus:
@@ -144,6 +161,21 @@ def _flickr8kcn(root: Path, variants: Iterable[str] = ("zhc",)) -> Corpus:
     return Flickr8kCnReader(root, variants=variants, splits=official_split(root)).read()
 
 
+def _flickr8kcn_translation(variant: str) -> Translations:
+    """One of Flickr8K-CN's machine translations of the Flickr8K English captions, as Flickr8K photos' captions."""
+    def load(root: Path) -> list[Caption]:
+        from .flickr8kcn import VARIANTS, Flickr8kCnReader
+
+        records = Flickr8kCnReader(root, variants=(variant,)).records(variant)
+        return [Caption(r.photo_id, r.lang, r.text, VARIANTS[variant][2], "train") for r in records]
+
+    return Translations("zh", load)
+
+
+#: the Flickr8K photo datasets' machine translations: Flickr8K-CN's Baidu (zhb) and Google (zhg) Chinese
+FLICKR8KCN_TRANSLATIONS = {variant: _flickr8kcn_translation(variant) for variant in ("zhb", "zhg")}
+
+
 def _coco(root: Path, karpathy_json: str, images_dir: str | None = None, ja_files: Iterable[str] = (),
           zh_files: Iterable[str] = (), restval: str = "train") -> Corpus:
     from .coco import load_coco
@@ -160,7 +192,8 @@ def _generic(root: Path, images: str, captions: str, **opts) -> Corpus:
 for _spec in (
     DatasetSpec("f8k-ml", "DEFAULT. The Flickr8K photos at hand (850) with en (Flickr8K + Multi30K), de, fr, cs "
                 "(Multi30K) and zh (Flickr8K-CN native) captions; official Flickr8K train/val/test split",
-                _f8kml, {"dedupe": "bool", "langs": "list", "unlisted_split": "str"}),
+                _f8kml, {"dedupe": "bool", "langs": "list", "unlisted_split": "str"},
+                translations=FLICKR8KCN_TRANSLATIONS),
     DatasetSpec("f8k-ml-text", "Text-only training corpus for F8K-ML: all Multi30K, Flickr8K and Flickr8K-CN "
                 "(zhc/zhb/zhg) captions EXCEPT those of F8K-ML's val+test photos (exclude=all: of all 850)",
                 _f8kml_text, {"langs": "list", "exclude": "str", "drop_eval_texts": "bool", "zh_variants": "list"},
@@ -168,7 +201,8 @@ for _spec in (
     DatasetSpec("f8k-full", "The whole Flickr8K photo set at hand (7,941 photos, 224x224 squashed; "
                 "`polyvse data fetch flickr8k-224`) with en, de, fr, cs, zh captions as f8k-ml; official split "
                 "5,867 train / 983 val / 1,000 test (unlisted_split=train keeps the 91 photos in no split)",
-                _f8kfull, {"dedupe": "bool", "langs": "list", "unlisted_split": "str"}, squashed_photos=True),
+                _f8kfull, {"dedupe": "bool", "langs": "list", "unlisted_split": "str"}, squashed_photos=True,
+                translations=FLICKR8KCN_TRANSLATIONS),
     DatasetSpec("f8k-full-text", "Text-only training corpus for f8k-full: all Multi30K, Flickr8K and Flickr8K-CN "
                 "(zhc/zhb/zhg) captions EXCEPT those of Flickr8K's val+test photos and sentences identical to them",
                 _f8kfull_text, {"langs": "list", "drop_eval_texts": "bool", "zh_variants": "list"}, text_only=True),
