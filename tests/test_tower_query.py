@@ -115,8 +115,12 @@ def test_saved_use_state_rebuilds_the_packages_own_objects(tmp_path):
     assert (state_dir(tmp_path) / "state.npz").is_file()
     assert attach_state(cached, tmp_path) is True  # read back
     for name, value in vars(fresh._sp).items():
-        if name != "_normalizer":
+        if name not in ("_normalizer", "_prefixes"):
             assert getattr(cached._sp, name) == value, name
+    prefixes = cached._sp._prefixes  # arrays answering get() as the dict does, without building it
+    assert len(prefixes) == len(fresh._sp._prefixes)
+    assert all(prefixes.get(k) == v for k, v in fresh._sp._prefixes.items())
+    assert prefixes.get("not a piece at all") is None and prefixes.get("") is fresh._sp._prefixes.get("")
     norm, again = vars(fresh._sp._normalizer), vars(cached._sp._normalizer)
     assert set(norm) == set(again) and all(norm[k] == again[k] for k in norm if k != "_repl")  # _repl: a cache
     assert set(vars(fresh._backend)) == set(vars(cached._backend))

