@@ -13,7 +13,12 @@ other's timings if run together), with a timeout that keeps the whole run inside
     bench_gpu.py      on a CUDA GPU only (else skipped, saying so): extraction photos/s, training vs the
                       bare-kernel bound on the GPU, exact and IVF search over 10M vectors -> gpu_* keys
     bench_cli_startup.py  one `polyvse search` text query, fresh process -> cli_search_s (needs the demo
-                          index runs/demo/index; without it the key stays null with a note)
+                          index runs/demo/index; without it the key stays null with a note); the same with
+                          --product on the product model's index runs/model/index (frozen e5 + USE towers, from
+                          `make model`) -> cli_search_product_s
+    bench_scale.py    the compressed index (--max-memory 8GB) at 100k, 1M and 10M vectors, around the product
+                      model's photo embeddings and Gaussian -> scale_<size>_{rss_gb,recall_at_10,p50_ms,p99_ms,
+                      build_s,disk_gb}; last, with its own budget (SCALE_BUDGET_S, about an hour at 10M)
 
 A benchmark that is missing, fails or times out leaves its keys null with a note saying why; the
 others still run and the results are still written (atomically: temp file + rename), and the exit
@@ -55,9 +60,16 @@ HEADLINE = {  # key -> (target as text, predicate on the value or None)
     "gpu_exact_10m_p50_ms": ("(measured, GPU)", None),
     "gpu_ivf_10m_p50_ms": ("(measured, GPU, recall@10 >= 0.95)", None),
     "cli_search_s": ("about 1 s", lambda v: v <= 1.5),
+    "cli_search_product_s": ("< 1 s", lambda v: v < 1),
+    "scale_10m_rss_gb": ("<= 8 GB", lambda v: v <= 8),
+    "scale_10m_recall_at_10": (">= 0.9", lambda v: v >= 0.9),
+    "scale_10m_p50_ms": ("<= 20 ms, one thread", lambda v: v <= 20),
 }
+SCALE_KEYS = [k for k in HEADLINE if k.startswith("scale_")]
+SCALE_BUDGET_S = 9000  # bench_scale.py at 100k, 1M and 10M, two data sets (10M: ~41 GB of vectors each)
 GPU_KEYS = [k for k in HEADLINE if k.startswith("gpu_")]
 DEMO_INDEX = REPO / "runs" / "demo" / "index"
+PRODUCT_INDEX = REPO / "runs" / "model" / "index"
 
 
 def log(msg: str) -> None:
@@ -332,18 +344,10 @@ def markdown(r: dict) -> str:
                   f"retrieval_metrics on {ev['n_images']} images × {ev['n_captions']} captions: median "
                   f"{ev['median_s']:.2f} s (numpy input), torch input "
                   f"{sorted(ev['retrieval_metrics_torch_s'])[len(ev['retrieval_metrics_torch_s']) // 2]:.2f} s."]
-    c = d.get("cli")
-    if c:
-        lines += ["", "## Command-line search start-up (bench_cli_startup.py)", "",
-                  f"`{c['command']}` ({c['index_photos']} photos), fresh process: median **{c['cli_search_s']:.2f} s** "
-                  f"over {c['repeats']} runs, CPU {c['cli_search_cpu_s']:.2f} s (python alone {c['python_startup_s']:.2f} s). The same search stage by "
-                  f"stage, median s (numpy text path / torch model, same ranking: {c['same_ranking']}):", "",
-                  "| stage | numpy path | torch path |", "| --- | --- | --- |"]
-        fast, slow = c["numpy_text_path"]["stages_s_median"], c["torch_path"]["stages_s_median"]
-        for stage in slow:
-            lines.append(f"| {stage} | {_fmt(fast.get(stage))} | {_fmt(slow[stage])} |")
-        lines.append(f"| whole process | {_fmt(c['numpy_text_path']['wall_s_median'])} | "
-                     f"{_fmt(c['torch_path']['wall_s_median'])} |")
+    lines += cli_markdown(d.get("cli"), "Command-line search start-up (bench_cli_startup.py)")
+    lines += cli_markdown(d.get("cli_product"), "Command-line search with the product model (bench_cli_startup.py "
+                          "--product)")
+    lines += scale_markdown(d.get("scale"))
     tr = d.get("train")
     if tr:
         lines += ["", "## Training (bench_train.py)", ""]
@@ -351,6 +355,44 @@ def markdown(r: dict) -> str:
     lines += gpu_markdown(d.get("gpu"))
     lines += ["", "Step wall times: " + ", ".join(f"{k} {v:.0f} s" for k, v in r["step_seconds"].items()), ""]
     return "\n".join(lines)
+
+
+def cli_markdown(c: dict | None, title: str) -> list[str]:
+    if not c:
+        return []
+    lines = ["", f"## {title}", "",
+             f"`{c['command']}` ({c['index_photos']} photos), fresh process: median **{c['cli_search_s']:.2f} s** "
+             f"over {c['repeats']} runs, CPU {c['cli_search_cpu_s']:.2f} s (python alone {c['python_startup_s']:.2f} s). "
+             f"The same search stage by stage, median s (numpy text path / torch model, same ranking: "
+             f"{c['same_ranking']}):", "", "| stage | numpy path | torch path |", "| --- | --- | --- |"]
+    fast, slow = c["numpy_text_path"]["stages_s_median"], c["torch_path"]["stages_s_median"]
+    for stage in slow:
+        lines.append(f"| {stage} | {_fmt(fast.get(stage))} | {_fmt(slow[stage])} |")
+    lines.append(f"| whole process | {_fmt(c['numpy_text_path']['wall_s_median'])} | "
+                 f"{_fmt(c['torch_path']['wall_s_median'])} |")
+    return lines
+
+
+def scale_markdown(sc: dict | None) -> list[str]:
+    """bench_scale.py's runs: one row per data set and size."""
+    if not sc:
+        return []
+    lines = ["", "## Scale: the compressed index (bench_scale.py)", "",
+             f"Built under --max-memory {sc['max_memory']}; {sc['queries']} held-out queries, one thread, the vectors "
+             "file dropped from the page cache first (cold), then again (warm). Headline data: "
+             f"{sc.get('scale_data')}." + (" " + " ".join(sc["notes"]) if sc.get("notes") else ""), "",
+             "| data | vectors | structure | build s | disk GiB | peak RSS GiB | recall@10 | p50 ms | p99 ms "
+             "| warm p50 ms |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+    for data, runs in sc["runs"].items():
+        for label, x in runs.items():
+            c = x["search"]["ivfpq"]
+            lines.append(f"| {data} | {x['n']:,} × {x['dim']} | {c['factory']}, nprobe {c['nprobe']}, "
+                         f"depth {c['depth']} "
+                         f"| {x['build_s']:.0f} | {x['disk_bytes'] / 2**30:.2f} | {x['peak_rss_bytes'] / 2**30:.2f} "
+                         f"| {x['cold']['recall_at_10']:.3f} | {x['cold']['p50_ms']:.2f} | {x['cold']['p99_ms']:.2f} "
+                         f"| {x['warm']['p50_ms']:.2f} |")
+    return lines
 
 
 def gpu_results(data: dict) -> dict:
@@ -463,6 +505,18 @@ def readme_block(r: dict) -> str:
     row("`polyvse search` text query on the demo index, fresh process (`cli_search_s`)",
         (f"{c:.2f} s median (torch path {d['cli']['torch_path']['wall_s_median']:.2f} s)" if c is not None
          else missing("cli_search_s")), "cli_search_s")
+    c = r.get("cli_search_product_s")
+    row("`polyvse search` text query on the product index (frozen e5 + USE), fresh process (`cli_search_product_s`)",
+        (f"{c:.2f} s median (torch path {d['cli_product']['torch_path']['wall_s_median']:.2f} s)" if c is not None
+         else missing("cli_search_product_s")), "cli_search_product_s")
+    for size in ("10m", "1m", "100k"):
+        key = f"scale_{size}_p50_ms"
+        fig = (f"peak RSS {r[f'scale_{size}_rss_gb']:.2f} GiB, recall@10 {r[f'scale_{size}_recall_at_10']:.3f}, p50 "
+               f"{r[key]:.2f} ms, p99 {r[f'scale_{size}_p99_ms']:.2f} ms (one thread, cold cache); built in "
+               f"{r[f'scale_{size}_build_s']:.0f} s, {r[f'scale_{size}_disk_gb']:.1f} GiB on disk "
+               f"({r.get('scale_data')} data)" if r.get(key) is not None else missing(key))
+        row(f"compressed index (`--max-memory 8GB`), {size.upper()} photos (`scale_{size}_*`)", fig,
+            "scale_10m_p50_ms" if size == "10m" else None)
     lines = [head, "", *rows]
     if e:
         var = e["backbone_variants"]["variants"]
@@ -499,9 +553,11 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--results-dir", type=Path, default=HERE / "results")
     ap.add_argument("--budget-s", type=float, default=None,
-                    help="time budget for the whole run (default 1200 s, 2400 s where a GPU adds bench_gpu.py)")
+                    help="time budget for the whole run (default 1200 s, 2400 s where a GPU adds bench_gpu.py, plus "
+                    f"{SCALE_BUDGET_S} s for bench_scale.py)")
     ap.add_argument("--quick", action="store_true", help="tiny sizes for every benchmark (smoke test)")
-    ap.add_argument("--only", default="", help="comma-separated subset of: train,eval,extract,search,gpu,cli")
+    ap.add_argument("--only", default="",
+                    help="comma-separated subset of: train,eval,extract,search,gpu,cli,cli_product,scale")
     ap.add_argument("--allow-dirty", action="store_true",
                     help="run on a tree with uncommitted changes to tracked files (the results say git_dirty: true)")
     ap.add_argument("--readme", action="store_true",
@@ -525,7 +581,9 @@ def main(argv: list[str] | None = None) -> int:
         log(f"WARNING: dirty tree ({', '.join(tree['git_changed_files'])}): the results will say git_dirty: true")
     t_start = time.perf_counter()
     machine = machine_info()
-    budget = args.budget_s or (2400.0 if machine["gpu"] else 1200.0)
+    only = {s for s in args.only.split(",") if s}
+    scale_s = SCALE_BUDGET_S if not args.quick and (not only or "scale" in only) else 0
+    budget = args.budget_s or (2400.0 if machine["gpu"] else 1200.0) + scale_s
     deadline = t_start + budget
     log(f"{machine['cpu_model']}, {machine['cores']} cores, {machine['memory_gib']} GiB, load "
         f"{machine['load_average_at_start']}, GPU {machine['gpu'] or 'none'}; budget {budget:.0f}s")
@@ -540,8 +598,9 @@ def main(argv: list[str] | None = None) -> int:
         ("train", [str(train_script)] + (q if args.quick and _supports_quick(train_script) else []), 600),
         ("gpu", [str(HERE / "bench_gpu.py")] + q, 1200),  # writes only a "skipped" line without a GPU
         ("cli", [str(HERE / "bench_cli_startup.py"), "--index", str(DEMO_INDEX)] + q, 240),
+        ("cli_product", [str(HERE / "bench_cli_startup.py"), "--product", "--index", str(PRODUCT_INDEX)] + q, 300),
+        ("scale", [str(HERE / "bench_scale.py")] + q, SCALE_BUDGET_S if not args.quick else 600),
     ]
-    only = {s for s in args.only.split(",") if s}
     results: dict = {k: None for k in HEADLINE}
     notes: dict = {}
     details: dict = {}
@@ -564,13 +623,19 @@ def main(argv: list[str] | None = None) -> int:
                                      "$POLYVSE_DATA/flickr8k/images --out runs/demo/index)")
             log(notes["cli_search_s"])
             continue
+        if name == "cli_product" and not args.quick and not (PRODUCT_INDEX / "manifest.json").is_file():
+            notes["cli_search_product_s"] = (f"no product index at {PRODUCT_INDEX.relative_to(REPO)}: not measured "
+                                             "(make model builds it)")
+            log(notes["cli_search_product_s"])
+            continue
         data, err, dt = run_step(name, argv_, min(cap, deadline - time.perf_counter()))
         step_seconds[name] = dt
         if err:
             failed = True
             keys = {"eval": ["eval_5k_seconds"], "extract": ["extract_photos_per_s"], "train": ["train_throughput_ratio"],
                     "search": ["exact_scan_bandwidth_fraction", "ann_p50_ms", "ann_recall_at_10"],
-                    "gpu": GPU_KEYS, "cli": ["cli_search_s"]}[name]
+                    "gpu": GPU_KEYS, "cli": ["cli_search_s"], "cli_product": ["cli_search_product_s"],
+                    "scale": SCALE_KEYS}[name]
             for k in keys:
                 notes[k] = f"{Path(argv_[0]).name} {err}"
             log(f"{name}: {err}")
@@ -584,6 +649,11 @@ def main(argv: list[str] | None = None) -> int:
             results["extract_photos_per_s"] = data.get("extract_photos_per_s")
         elif name == "cli":
             results["cli_search_s"] = data.get("cli_search_s")
+        elif name == "cli_product":
+            results["cli_search_product_s"] = data.get("cli_search_s")
+        elif name == "scale":
+            results.update({k: v for k, v in data.items() if k.startswith("scale_")})
+            notes.update({k: "; ".join(data["notes"]) for k in SCALE_KEYS if data.get("notes")})
         elif name == "search":
             for k in ("exact_scan_bandwidth_fraction", "ann_p50_ms", "ann_recall_at_10"):
                 results[k] = data.get(k)

@@ -257,6 +257,31 @@ def test_bench_cli_startup_quick(tmp_path):
     assert all(x >= 0 for x in r["numpy_text_path"]["stages_s_median"].values())
 
 
+def test_bench_cli_startup_quick_with_a_frozen_tower_model(tmp_path):
+    out = tmp_path / "cli.json"
+    run_script("bench_cli_startup.py", "--quick", "--product", "--out", str(out))
+    r = json.loads(out.read_text())
+    assert finite_positive(r["cli_search_s"]) and r["product"] is True and r["index_photos"] == 30
+    assert r["same_ranking"] is True  # the numpy tower path ranks exactly as the torch model
+    assert r["numpy_text_path"]["torch_imported"] is False and r["torch_path"]["torch_imported"] is True
+    assert "load towers (frozen sentence encoders)" in r["numpy_text_path"]["stages_s_median"]
+
+
+def test_bench_scale_quick(tmp_path):
+    """The scale benchmark's code path on 5k Gaussian vectors (no product index here: the photos data set is skipped,
+    saying so): build in a child, query cold in another, keys for run_all."""
+    out = tmp_path / "scale.json"
+    run_script("bench_scale.py", "--quick", "--dim", "64", "--photos-index", str(tmp_path / "none"), "--out", str(out))
+    r = json.loads(out.read_text())
+    assert r["scale_data"] == "gaussian" and "no photos data" in r["notes"][0]
+    run = r["runs"]["gaussian"]["5k"]
+    assert run["n"] == 5000 and run["search"]["kind"] == "ivfpq" and run["search"]["measured_recall"] >= 0.9
+    for key in ("rss_gb", "p50_ms", "p99_ms", "build_s", "disk_gb"):
+        assert finite_positive(r[f"scale_5k_{key}"]), key
+    assert 0.8 <= r["scale_5k_recall_at_10"] <= 1.0
+    assert run["cold"]["p50_ms"] <= run["cold"]["p99_ms"] and run["peak_rss_bytes"] >= run["rss_after_open_bytes"]
+
+
 def test_bench_tail_threads_tiny(tmp_path):
     out = tmp_path / "tail.json"
     run_script("bench_tail_threads.py", "--out", str(out), "--batch", "2", "--steps", "1", "--threads", "1,2")

@@ -107,11 +107,12 @@ def test_pretrained_sentence_encoder_checkpoints_keep_the_torch_path(tmp_path):
 def _scratch_index(tmp_path: Path, checkpoint: Path) -> Path:
     """An exact index of 30 made-up photos embedded by the checkpoint's image head (no backbone needed)."""
     model = polyvse.load(checkpoint)
-    feats = np.random.default_rng(2).normal(size=(30, IMAGE_DIM)).astype(np.float32)
+    feats = np.random.default_rng(2).normal(size=(30, model.config.image_dim)).astype(np.float32)
     vectors = stored_vectors(model, model.encode_image_features(feats))
     photos = [PhotoEntry(i, f"photo-{i:02d}.jpg", str(tmp_path / f"photo-{i:02d}.jpg")) for i in range(30)]
     root = tmp_path / "index"
-    write_new_index(root, model_section(model, checkpoint), "cosine", photos, vectors, "auto", 20_000, 0.95)
+    write_new_index(root, model_section(model, checkpoint), model.similarity_name, photos, vectors, "auto", 20_000,
+                    0.95)
     return root
 
 
@@ -120,7 +121,8 @@ import json, sys
 from polyvse_app.cli import main
 code = main(sys.argv[1:])
 print(json.dumps({"code": code, "torch": "torch" in sys.modules,
-                  "faiss_threads": sys.modules["faiss"].omp_get_max_threads()}), file=sys.stderr)
+                  "faiss_threads": sys.modules["faiss"].omp_get_max_threads() if "faiss" in sys.modules else None}),
+      file=sys.stderr)
 """
 THREAD_SETTINGS = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
 

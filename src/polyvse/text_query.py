@@ -14,8 +14,9 @@ shared or per language, as the config says. tests/test_text_query.py checks its 
 model's for every kind of word-level text branch. It has the same index fingerprint as ``polyvse.load`` of
 the same checkpoint, so an index accepts it exactly when it accepts the torch model.
 
-A frozen pretrained sentence encoder (e5, USE) needs its own backend; ``TextQueryModel.load`` returns None
-for such checkpoints and callers keep ``polyvse.load``.
+A frozen pretrained sentence encoder's checkpoint (e5, USE) has its own numpy model, ``polyvse.tower_query``;
+``TextQueryModel.load`` returns None for such checkpoints. ``NumpyQueryModel`` is what both share: the checkpoint
+read without torch, its weights, the fingerprint's view of them and the similarity.
 """
 from __future__ import annotations
 
@@ -24,6 +25,7 @@ from typing import Sequence
 
 import numpy as np
 
+from .adaptation.parts import adapted_languages, part_key
 from .checkpoint import CheckpointConfig, is_pretrained_text, read_checkpoint_config
 from .embedding_model import EmbeddingModel
 from .errors import CheckpointError
@@ -89,18 +91,61 @@ class _Branch:
         return pooled @ self.proj_w.T + self.proj_b
 
 
-class TextQueryModel(EmbeddingModel):
-    """The text side of a checkpoint (module docstring): the EmbeddingModel interface without torch (no
-    ``encode_image``)."""
+class NumpyQueryModel(EmbeddingModel):
+    """A checkpoint's text side in numpy (no ``encode_image``): its config read without torch and its safetensors
+    weights as numpy arrays."""
+
+    def __init__(self, checkpoint: CheckpointConfig, weights: dict[str, np.ndarray]):
+        self.checkpoint = checkpoint
+        self.captions = checkpoint.captions
+        self._weights = weights
+
+    @staticmethod
+    def read_weights(checkpoint: CheckpointConfig) -> dict[str, np.ndarray]:
+        from safetensors.numpy import load_file
+
+        try:
+            return load_file(str(checkpoint.weights))
+        except Exception as exc:  # safetensors raises several types for truncated/corrupt files
+            raise CheckpointError(f"{checkpoint.weights}: cannot load weights ({exc})") from exc
+
+    @property
+    def config(self) -> ModelConfig:
+        return self.checkpoint.model
+
+    def weight_arrays(self):
+        """As ``PolyvseModel.weight_arrays``: every weight but the parts of adapted languages."""
+        adapted = tuple(part_key(lang) for lang in adapted_languages(self.checkpoint))
+        return (array for name, array in self._weights.items() if not (adapted and name.startswith(adapted)))
+
+    def similarity(self, images: np.ndarray, texts: np.ndarray) -> np.ndarray:
+        """Score matrix (len(images), len(texts)), as ``PolyvseModel.similarity``."""
+        a = np.asarray(images, dtype=np.float32)
+        b = np.asarray(texts, dtype=np.float32)
+        if self.config.similarity == "cosine":
+            def unit(x):
+                return x / np.maximum(np.linalg.norm(x, axis=1, keepdims=True), 1e-12)
+            return unit(a) @ unit(b).T
+        # OrderSimilarity: -||max(0, |b| - |a|)||^2, a row of images at a time (no (n, m, d) array)
+        a, b = np.abs(a), np.abs(b)
+        return -np.stack([np.square(np.maximum(b - row, 0.0)).sum(axis=1) for row in a]).reshape(len(a), len(b))
+
+    def joint(self, out: np.ndarray) -> np.ndarray:
+        """Rows into the joint space as ``JointEmbeddingModel._joint``: order embeddings are unit vectors."""
+        if self.config.similarity == "order":
+            out = out / np.maximum(np.linalg.norm(out, axis=-1, keepdims=True), 1e-12)
+        return out
+
+
+class TextQueryModel(NumpyQueryModel):
+    """The text side of a word-level checkpoint (module docstring)."""
 
     def __init__(self, checkpoint: CheckpointConfig, weights: dict[str, np.ndarray]):
         config = checkpoint.model
         if config.text_encoder not in ("gru", "lstm", "mean"):
             raise CheckpointError(f"{checkpoint.path}: text_encoder {config.text_encoder!r} has no numpy path; "
                                   "load it with polyvse.load")
-        self.checkpoint = checkpoint
-        self.captions = checkpoint.captions
-        self._weights = weights
+        super().__init__(checkpoint, weights)
         w = {name[len(_PREFIX):]: a for name, a in weights.items() if name.startswith(_PREFIX)}
         self._embed = w["embed.weight"]
         self._maps = {lang: w[f"language_map.maps.{lang}"] for lang in config.language_map}
@@ -114,23 +159,10 @@ class TextQueryModel(EmbeddingModel):
     @classmethod
     def load(cls, path: str | os.PathLike) -> "TextQueryModel | None":
         """The numpy text model of a checkpoint folder, or None when its text branch is a pretrained encoder."""
-        from safetensors.numpy import load_file
-
         if is_pretrained_text(path):
             return None
         checkpoint = read_checkpoint_config(path)
-        try:
-            weights = load_file(str(checkpoint.weights))
-        except Exception as exc:  # safetensors raises several types for truncated/corrupt files
-            raise CheckpointError(f"{checkpoint.weights}: cannot load weights ({exc})") from exc
-        return cls(checkpoint, weights)
-
-    @property
-    def config(self) -> ModelConfig:
-        return self.checkpoint.model
-
-    def weight_arrays(self):
-        return iter(self._weights.values())
+        return cls(checkpoint, cls.read_weights(checkpoint))
 
     def encode_text(self, texts: str | Sequence[str], lang: str) -> np.ndarray:
         lang = model_language(lang, self.languages)
@@ -146,19 +178,4 @@ class TextQueryModel(EmbeddingModel):
         if self._universal:
             weight, bias = self._universal[lang]
             x = x @ weight.T + bias
-        out = self._branches[lang if self.config.text_sharing != "shared" else None](x)
-        if self.config.similarity == "order":  # JointEmbeddingModel._joint: order embeddings are unit vectors
-            out = out / max(float(np.linalg.norm(out)), 1e-12)
-        return out
-
-    def similarity(self, images: np.ndarray, texts: np.ndarray) -> np.ndarray:
-        """Score matrix (len(images), len(texts)), as ``PolyvseModel.similarity``."""
-        a = np.asarray(images, dtype=np.float32)
-        b = np.asarray(texts, dtype=np.float32)
-        if self.config.similarity == "cosine":
-            def unit(x):
-                return x / np.maximum(np.linalg.norm(x, axis=1, keepdims=True), 1e-12)
-            return unit(a) @ unit(b).T
-        # OrderSimilarity: -||max(0, |b| - |a|)||^2, a row of images at a time (no (n, m, d) array)
-        a, b = np.abs(a), np.abs(b)
-        return -np.stack([np.square(np.maximum(b - row, 0.0)).sum(axis=1) for row in a]).reshape(len(a), len(b))
+        return self.joint(self._branches[lang if self.config.text_sharing != "shared" else None](x))

@@ -18,26 +18,9 @@ from torch import nn
 
 from ..checkpoint import Checkpoint
 from ..errors import CheckpointError
+from .parts import adapted_languages, part_key, trained_languages
 
 __all__ = ["adapted_languages", "trained_languages", "check_adaptable", "with_language_part", "part_key"]
-
-
-def adapted_languages(ck) -> dict:
-    """{code: record} of the languages taught after training (a Checkpoint or a loaded PolyvseModel)."""
-    ck = getattr(ck, "checkpoint", ck)
-    return dict(getattr(ck, "adapted_languages", None) or {})
-
-
-def trained_languages(ck) -> list[str]:
-    """The languages the model trained on (its languages less the adapted ones)."""
-    ck = getattr(ck, "checkpoint", ck)
-    adapted = adapted_languages(ck)
-    return [lang for lang in ck.languages if lang not in adapted]
-
-
-def part_key(lang: str) -> str:
-    """The state-dict prefix of a language's part."""
-    return f"text_encoder.universal.{lang}."
 
 
 def check_adaptable(ck: Checkpoint, lang: str) -> None:

@@ -24,20 +24,11 @@ from torch import nn
 
 from ..errors import CheckpointError
 from .options import ZERO_SHOT_DEFAULT, ZERO_SHOT_OFF
+from .parts import check_zero_shot
 
 __all__ = ["ZERO_SHOT_DEFAULT", "ZERO_SHOT_OFF", "fallback_part", "encode_through_part", "check_zero_shot"]
 
 #: the fallback of ``polyvse.load`` when none is given (to be chosen on val: scripts/adapt_curves.py measures each)
-
-
-def check_zero_shot(how: str, trained: Iterable[str]) -> str:
-    """``how`` normalised, or a CheckpointError naming the choices."""
-    trained = list(trained)
-    norm = (how or "").strip().lower() if isinstance(how, str) else ""
-    if norm in ("mean", ZERO_SHOT_OFF) or norm in trained:
-        return norm
-    raise CheckpointError(f"zero-shot fallback {how!r}: choose 'mean' (the mean of the trained languages' parts), "
-                          f"a trained language ({', '.join(trained)}) or 'off'")
 
 
 def fallback_part(text_encoder, how: str, trained: Iterable[str]) -> nn.Linear:

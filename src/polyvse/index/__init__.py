@@ -11,8 +11,8 @@
 Exact (FAISS flat, inner product over L2-normalised vectors) below ``exact_threshold`` photos, IVF with
 nprobe tuned to a recall@10 target above it (HNSW on request), a compressed structure (IVF of 4-bit PQ codes,
 re-ranked from the vectors memory-mapped on disk) for a collection that would not fit a memory budget
-(``max_memory``; ``compressed``, ``chunked``), exact scoring with the model's own similarity for non-cosine models. The manifest records the model's fingerprint: an index refuses queries embedded by
-another model. Writes are atomic (generation files + manifest switch). See ``store`` for the layout, and
+(``max_memory``; ``compressed``, ``chunked``), exact scoring with the model's own similarity for non-cosine
+models. The manifest records the model's fingerprint: an index refuses queries embedded by another model. Writes are atomic (generation files + manifest switch). See ``store`` for the layout, and
 ``shards`` for building one index from several processes or machines.
 
 Names are imported on first use: searching needs ``search`` and ``store`` only, not the builders.

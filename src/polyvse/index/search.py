@@ -358,9 +358,10 @@ def model_for_index(index: PhotoIndex, checkpoint: str | os.PathLike | None = No
     """(model, checkpoint path) for an index: ``checkpoint`` if given, else the one the index records.
 
     Either way the model must be the one that built the index (IndexMismatchError otherwise). ``device``
-    as in ``polyvse.load``. ``text_only``: the caller embeds text queries only, so on device auto or cpu a
-    word-level checkpoint loads as a numpy TextQueryModel (no torch, no CUDA start-up for one caption; the
-    same vectors); a pretrained sentence encoder's still loads with polyvse.load.
+    as in ``polyvse.load``. ``text_only``: the caller embeds text queries only, so on device auto or cpu the
+    checkpoint's text side loads in numpy (``polyvse.tower_query.query_model``: a word-level TextQueryModel or a
+    frozen-tower TowerQueryModel; no torch, no CUDA start-up for one caption; the same vectors), falling back to
+    polyvse.load for a checkpoint it does not cover.
     """
     from pathlib import Path
 
@@ -372,9 +373,9 @@ def model_for_index(index: PhotoIndex, checkpoint: str | os.PathLike | None = No
                               "any more; pass --checkpoint with the same model")
     model = None
     if text_only and str(device) in ("auto", "cpu"):
-        from ..text_query import TextQueryModel
+        from ..tower_query import query_model
 
-        model = TextQueryModel.load(path)
+        model = query_model(path)
     if model is None:
         from ..api import load
 

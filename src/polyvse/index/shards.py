@@ -19,7 +19,8 @@ A shard file is a numpy ``.npz`` (no pickles):
     meta      uint8, UTF-8 JSON: format, shard, num_shards, start, stop, total, photo_list (sha256 of the whole
               list), entries ([path, name] for each photo of the slice), stamps ([size, mtime_ns] of each of
               those files, so that a rerun notices a changed photo), model (the manifest's model section), build
-              (kind, exact_threshold, recall_target, max_memory when given), failures ([path, reason]), extracted, cached, seconds
+              (kind, exact_threshold, recall_target, max_memory when given), failures ([path, reason]), extracted,
+              cached, seconds
 """
 from __future__ import annotations
 

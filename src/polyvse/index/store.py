@@ -85,7 +85,7 @@ class IndexMismatchError(CheckpointError):
     """An index queried with a model other than the one that built it."""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)  # slots: ~40 bytes less a photo, 0.4 GB at 10M photos
 class PhotoEntry:
     id: int  # row in the index; stable: appends only add rows
     name: str  # what people see: the path relative to the indexed folder (or the list file)

