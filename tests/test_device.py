@@ -387,3 +387,41 @@ def test_a_checkpoint_keyed_bf16_loads_on_a_cpu(no_cuda):
     ckpt.feature_key = fp32_key.replace("lite0", "lite9") + ".bf16"  # another backbone's features stay refused
     with pytest.raises(Exception, match="trained on image features"):
         PolyvseModel(ckpt, device="cpu").extractor
+
+
+def test_training_extracts_missing_features_on_the_runs_device(monkeypatch, shared_data):
+    """Rank 0 fills the feature cache before the other ranks go on: on a GPU run it does so on its GPU, with
+    decoding workers for its share of the machine (not on the CPU with none, ~40 min from an empty cache)."""
+    import polyvse.features.backbones as backbones
+    import polyvse.features.cache as cache
+    from polyvse_train.config import TrainConfig
+    from polyvse_train.data import prepare_data
+
+    seen = {}
+
+    class Stop(Exception):
+        pass
+
+    real_get = backbones.get_extractor
+
+    def get_extractor(*args, **kwargs):
+        ext = real_get(*args, **kwargs)
+        ext.to = lambda device, precision="fp32": seen.setdefault("to", device) and ext
+        return ext
+
+    def extract_features(paths, extractor, cache_dir, **kwargs):
+        seen["workers"] = kwargs.get("num_workers")
+        raise Stop
+
+    monkeypatch.setattr(backbones, "get_extractor", get_extractor)
+    monkeypatch.setattr(cache, "extract_features", extract_features)
+    monkeypatch.setattr(device_mod, "usable_cores", lambda: 8)
+    monkeypatch.setenv("LOCAL_WORLD_SIZE", "2")
+    cfg = TrainConfig.from_dict({"dataset": "flickr8k", "languages": ["en"]})
+    with pytest.raises(Stop):
+        prepare_data(cfg, shared_data, smoke=True, progress=False, device=torch.device("cuda", 1))
+    assert seen == {"to": torch.device("cuda", 1), "workers": 3}
+    seen.clear()
+    with pytest.raises(Stop):  # a CPU run: no move, no workers (the network already takes every core)
+        prepare_data(cfg, shared_data, smoke=True, progress=False, device=torch.device("cpu"))
+    assert seen == {"workers": 0}

@@ -59,8 +59,13 @@ class PreparedData:
     image_tail: BackboneTail | None = None
 
 
-def prepare_data(cfg: TrainConfig, root: Path, smoke: bool = False, progress: bool = True) -> PreparedData:
+def prepare_data(cfg: TrainConfig, root: Path, smoke: bool = False, progress: bool = True,
+                 device: torch.device | None = None) -> PreparedData:
+    """Everything a run trains and evaluates on. ``device``: where photo features missing from the cache are
+    extracted (the run's device: on a GPU, with photo-decoding workers sized by ``polyvse.device.loader_workers``
+    for the ranks sharing the machine); the features themselves come back on the CPU, as the cache holds them."""
     from polyvse.data.registry import load_dataset
+    from polyvse.device import loader_workers
     from polyvse.features.cache import extract_features
     from polyvse.features.backbones import get_extractor
 
@@ -84,8 +89,12 @@ def prepare_data(cfg: TrainConfig, root: Path, smoke: bool = False, progress: bo
         raise DataError(f"{cfg.data.dataset}: {len(missing)} photos have no image file (e.g. {missing[0]}); "
                         "image-text training needs the photos")
     extractor = get_extractor(feature_backbone(cfg), ten_crop=cfg.data.ten_crop)
+    workers = 0  # on the CPU the network already takes every core (polyvse.device.loader_workers)
+    if device is not None and device.type != "cpu":
+        extractor.to(device)  # fp32 without TF32 (FeatureExtractor.forward_batch): the same cache as a CPU's
+        workers = loader_workers(device)
     result = extract_features([corpus.photos[p].path for p in photo_ids], extractor,
-                              cache_root(root) / "features", progress=progress)
+                              cache_root(root) / "features", progress=progress, num_workers=workers)
     for path, reason in result.failures:
         log.warning("skipping photo %s: %s", path, reason)
     ok_ids = [photo_ids[i] for i in result.index]

@@ -233,7 +233,7 @@ def setup_run(cfg: TrainConfig, out_dir: Path, root: Path, dist_info: DistInfo, 
     t0, cpu0, commit = time.time(), time.process_time(), git_commit()
     if dist_info.enabled and not dist_info.is_main:
         barrier(dist_info)  # rank 0 fills the feature cache first; the others then read it
-    data = prepare_data(cfg, root, smoke=smoke, progress=progress)
+    data = prepare_data(cfg, root, smoke=smoke, progress=progress, device=device)
     if dist_info.enabled and dist_info.is_main:
         barrier(dist_info)
     # Seed after data preparation: feature extraction may or may not run (cache hits), and a DataLoader

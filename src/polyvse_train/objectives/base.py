@@ -104,7 +104,7 @@ class Objective(nn.Module):
                 text = self.text_batch_loss(batch[2], epoch)
                 if text is not None:
                     loss = loss + text
-                    parts["text_tuples"] = text.item()
+                    parts["text_tuples"] = text.detach()
         return loss, parts
 
     def warming_up(self, epoch: int) -> bool:

@@ -34,7 +34,7 @@ class MlmmeObjective(OneCaptionPerLanguage):
     def tuple_loss(self, photo_rows, encoded, epoch):
         captions, masks = encoded.by_language(self.slot_langs)
         loss, parts = self.loss.forward_with_parts(self.images(photo_rows), captions, masks)
-        return loss, {name: part.item() for name, part in parts.items()}
+        return loss, {name: part.detach() for name, part in parts.items()}
 
     def text_tuple_loss(self, encoded, epoch):
         return self.loss.caption_caption(*encoded.by_language(self.slot_langs, present_only=True))

@@ -63,19 +63,19 @@ class MuleObjective(TupleObjective):
         parts = {}
         if epoch < self.lp_epochs:  # LP: align the universal embedding on caption pairs before everything else
             loss = self.neighbourhood([u], caption_image)
-            parts["lp"] = loss.item()
+            parts["lp"] = loss.detach()
         else:
             loss = self.matching(model.scores(self.images(photo_rows), encoded.text), caption_image)
-            parts["matching"] = loss.item()
+            parts["matching"] = loss.detach()
             if opts.nc_weight > 0:
                 nc = self.neighbourhood([u, encoded.text], caption_image)
                 loss = loss + opts.nc_weight * nc
-                parts["nc"] = nc.item()
+                parts["nc"] = nc.detach()
             if opts.lc_weight > 0:
                 index = {lang: i for i, lang in enumerate(cfg.data.languages)}
                 lc = self.language_loss(u, torch.tensor([index[lang] for lang in encoded.langs]))
                 loss = loss + opts.lc_weight * lc
-                parts["lc"] = lc.item()
+                parts["lc"] = lc.detach()
         if opts.word_l2 > 0:
             loss = loss + opts.word_l2 * model.text_encoder.embed.weight.pow(2).sum()
         return loss, parts

@@ -23,7 +23,7 @@ class ParallelObjective(OneCaptionPerLanguage):
         captions, masks = encoded.by_language(self.slot_langs)
         images = self.images(photo_rows)
         pivot, para = self.pivot(images, captions, masks), self.parallel(images, captions, masks)
-        return pivot + para, {"pivot": pivot.item(), "parallel": para.item()}
+        return pivot + para, {"pivot": pivot.detach(), "parallel": para.detach()}
 
     def text_tuple_loss(self, encoded, epoch):
         return self.parallel(None, *encoded.by_language(self.slot_langs, present_only=True))
