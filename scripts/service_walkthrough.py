@@ -393,7 +393,7 @@ class Walkthrough:
         from polyvse.index.ann import N_PROBES
         from polyvse.index.search import MAX_QUERY_CHARS
         from polyvse.index.store import HNSW_EF_CONSTRUCTION, HNSW_M, IVF_RETRAIN_GROWTH
-        from polyvse.langid import (DEFAULT_MIN_AGREEMENT, DEFAULT_MIN_CONFIDENCE, MAX_CANDIDATES, MIN_CJK,
+        from polyvse.langid import (DEFAULT_MIN_CONFIDENCE, MAX_CANDIDATES, MIN_CJK,
                                     MIN_LETTERS, MIN_WORDS)
         from polyvse_app.service.settings import THUMB_SIZES
 
@@ -406,8 +406,7 @@ class Walkthrough:
             N_PROBES=N_PROBES, MAX_QUERY_CHARS=MAX_QUERY_CHARS, HNSW_EF_CONSTRUCTION=HNSW_EF_CONSTRUCTION,
             HNSW_M=HNSW_M, IVF_RETRAIN_GROWTH=IVF_RETRAIN_GROWTH, DEFAULT_MIN_CONFIDENCE=DEFAULT_MIN_CONFIDENCE,
             MIN_CJK=MIN_CJK, MIN_LETTERS=MIN_LETTERS, MIN_WORDS=MIN_WORDS, THUMB_SIZES=list(THUMB_SIZES),
-            GERMAN=GERMAN, TOO_SHORT=TOO_SHORT, AMBIGUOUS=AMBIGUOUS, MAX_CANDIDATES=MAX_CANDIDATES,
-            MIN_AGREEMENT_PCT=round(100 * DEFAULT_MIN_AGREEMENT))
+            GERMAN=GERMAN, TOO_SHORT=TOO_SHORT, AMBIGUOUS=AMBIGUOUS, MAX_CANDIDATES=MAX_CANDIDATES)
         self.top: list[Path] = []  # the two best photos for the German query
         self.stack = contextlib.ExitStack()  # the running server, until every step has run
 
@@ -455,8 +454,8 @@ class Walkthrough:
     def step_auto(self) -> str:
         index = self.index
         runs = [self.polyvse("search", "--index", index, FRENCH, "--lang", "auto", "-k", "3")]
-        # answered or refused depending on the model (the page says which): a frozen-tower model searches when
-        # every plausible language gives the same photos, a word-level one asks for a clear detection
+        # answered or refused depending on the model (the page says which): a frozen-tower model searches as a
+        # plausible language, a word-level one asks for a clear detection
         for name, query in (("short", TOO_SHORT), ("ambiguous", AMBIGUOUS)):
             runs.append(self.polyvse("search", "--index", index, query, "--lang", "auto", "-k", "3", expect=(0, 2)))
             self.values[f"{name}_answered"] = runs[-1].code == 0

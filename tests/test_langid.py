@@ -97,31 +97,56 @@ def answer_per_language(lang):  # each language's part gives other photos
 
 
 @pytest.mark.parametrize("text", EXAMPLES)
-def test_plain_queries_are_searched_when_the_language_changes_nothing(text):
+def test_plain_queries_are_searched_as_a_plausible_trained_language(text):
+    def must_not_search(lang):
+        raise AssertionError("compared the candidates although the default agreement is 0")
+
     with pytest.raises(LanguageDetectionError):  # what a model that needs the language still does
         detect_language(text, TRAINED)
-    guess = choose_language(text, SERVED, same_answer, trained=TRAINED)
-    assert guess.decided_by == "same answer" and guess.agreement == 1.0
+    guess = choose_language(text, SERVED, must_not_search, trained=TRAINED)
+    assert guess.decided_by == "plausible" and guess.agreement is None
+    # a plausible trained language is named, even where an untrained one looks likelier ("a red car": Welsh)
     assert guess.lang == {"two dogs": "en", "a red car": "en", "un homme": "fr",
-                          "un chien court sur la plage": "fr"}[text]  # a plausible trained language is named
-    assert len(guess.candidates) >= 2 and guess.to_dict()["decided_by"] == "same answer"
+                          "un chien court sur la plage": "fr"}[text]
+    assert len(guess.candidates) >= 2 and guess.to_dict()["decided_by"] == "plausible"
+
+
+def test_the_default_agreement_is_zero_as_chosen_on_val():
+    import json
+    from pathlib import Path
+
+    from polyvse.langid import DEFAULT_MIN_AGREEMENT
+
+    record = json.loads((Path(__file__).resolve().parents[1] / "benchmarks" / "results"
+                         / "auto_language_val.json").read_text(encoding="utf-8"))
+    assert record["split"] == "val" and record["choice"]["min_agreement"] == DEFAULT_MIN_AGREEMENT == 0.0
 
 
 @pytest.mark.parametrize("text", EXAMPLES)
-def test_unclear_queries_are_refused_where_the_language_changes_the_answer(text):
+def test_with_an_agreement_asked_the_same_answer_is_searched(text):
+    guess = choose_language(text, SERVED, same_answer, trained=TRAINED, min_agreement=0.8)
+    assert guess.decided_by == "same answer" and guess.agreement == 1.0
+    assert guess.lang in {"en", "fr"} and guess.to_dict()["agreement"] == 1.0
+
+
+@pytest.mark.parametrize("text", EXAMPLES)
+def test_with_an_agreement_asked_unclear_queries_are_refused_where_the_language_changes_the_answer(text):
     with pytest.raises(LanguageDetectionError, match=r"cannot tell the language .*plausible: .*and it changes the "
                                                      r"results: .*the top 10 photos share 0 \(need 80%\)"):
-        choose_language(text, SERVED, answer_per_language, trained=TRAINED)
+        choose_language(text, SERVED, answer_per_language, trained=TRAINED, min_agreement=0.8)
 
 
 def test_agreement_threshold_is_the_share_of_the_top_k_every_candidate_has():
     def nine_of_ten(lang):  # the best-guess part ranks one photo of its own
         return [0, 1, 2, 3, 4, 5, 6, 7, 8, 100 if lang == "fr" else 200]
 
-    guess = choose_language("un homme", SERVED, nine_of_ten, trained=TRAINED)
+    guess = choose_language("un homme", SERVED, nine_of_ten, trained=TRAINED, min_agreement=0.8)
     assert guess.lang == "fr" and guess.agreement == pytest.approx(0.9)
     with pytest.raises(LanguageDetectionError, match=r"share 9 \(need 100%\)"):
         choose_language("un homme", SERVED, nine_of_ten, trained=TRAINED, min_agreement=1.0)
+    # compare=True measures the agreement without refusing (what the benchmark does)
+    assert choose_language("un homme", SERVED, nine_of_ten, trained=TRAINED, compare=True).agreement == \
+        pytest.approx(0.9)
 
 
 def test_a_confident_detection_needs_no_comparison():
@@ -146,8 +171,10 @@ def test_a_language_the_model_cannot_read_is_refused_with_how_to_teach_it():
 
 def test_text_without_words_compares_the_trained_languages():
     seen = []
-    guess = choose_language("12345", SERVED, lambda lang: seen.append(lang) or same_answer(lang), trained=TRAINED)
+    guess = choose_language("12345", SERVED, lambda lang: seen.append(lang) or same_answer(lang), trained=TRAINED,
+                            min_agreement=0.8)
     assert guess.decided_by == "same answer" and seen == TRAINED[:5]
+    assert choose_language("12345", SERVED, same_answer, trained=TRAINED).lang == TRAINED[0]
 
 
 def test_the_wide_detector_knows_every_language_lingua_knows():
@@ -161,7 +188,7 @@ class _Product:  # what Searcher reads of a model with frozen towers and per-lan
     def __init__(self):
         self.languages = TRAINED
         self.captions = SimpleNamespace(towers=[get_pretrained_encoder("e5-small"),
-                                                get_pretrained_encoder("use-multilingual")])
+                                                get_pretrained_encoder("use-multilingual")], vocab=None)
         self.checkpoint = SimpleNamespace(adapted_languages={})
 
 
@@ -180,14 +207,12 @@ class _StubSearcher(Searcher):
         return [[Hit(r + 1, int(queries[0, 0]) * 100 + r, "p.jpg", "p.jpg", 1.0) for r in range(k)]]
 
 
-def test_searcher_searches_each_distinct_part_once_and_returns_the_chosen_languages_hits():
-    one_part = _StubSearcher(lambda lang: 1)  # no per-language parts
-    code, guess, hits = one_part.resolve_language("un homme", "auto", k=5)
-    assert code == "fr" and guess.decided_by == "same answer" and one_part.searches == [1.0]
-    assert [h.id for h in hits] == [100, 101, 102, 103, 104]
+def test_searcher_searches_the_plausible_language_and_returns_its_hits():
     per_language = _StubSearcher(lambda lang: TRAINED.index(lang) + 1 if lang in TRAINED else 0)
-    with pytest.raises(LanguageDetectionError, match="changes the results"):
-        per_language.resolve_language("un homme", "auto", k=5)
+    code, guess, hits = per_language.resolve_language("un homme", "auto", k=5)
+    assert code == "fr" and guess.decided_by == "plausible" and hits is None and per_language.searches == []
+    hits = per_language.text("un homme", "auto", k=5).hits  # then searched once, as French
+    assert per_language.searches == [3.0] and [h.id for h in hits] == [300, 301, 302, 303, 304]
     assert per_language.resolve_language("zwei Hunde spielen im Schnee", "auto")[0] == "de"
 
 

@@ -131,8 +131,9 @@ class Searcher:
 
     def resolve_language(self, text: str, lang: str, k: int = 10):
         """(language code, LanguageGuess or None, the hits already searched or None). 'auto' detects the language
-        or refuses (polyvse.langid: a model that reads a query without its language is refused only where the
-        language changes the top k photos); an explicit code must be one the model serves."""
+        or refuses (polyvse.langid: a model that reads a query without its language is searched as a plausible
+        language, and refused only when the query is in a language it cannot read); an explicit code must be one
+        the model serves."""
         if (lang or "").strip().lower() != "auto":
             return served_language(self.model, lang), None, None
         from ..langid import choose_language, detect_language

@@ -95,6 +95,10 @@ def run(args) -> int:
         if result.detected and result.detected.decided_by == "same answer":
             how = (f"{how}; language unclear, but every plausible one gives {result.detected.agreement:.0%} the "
                    "same photos")
+        elif result.detected and result.detected.decided_by == "plausible":
+            others = ", ".join(c for c, _ in result.detected.candidates if c != result.lang)
+            how = f"{how}; language unclear, searched as a plausible one" + (f" (also plausible: {others})"
+                                                                            if others else "")
         elif result.detected:
             how = f"detected {how}, confidence {result.detected.confidence:.2f}"
         header = f"{result.query!r} ({how}): top {len(result.hits)} of {index.count} photos"

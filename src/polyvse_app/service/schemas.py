@@ -32,8 +32,10 @@ class Detected(BaseModel):
     lang: str
     confidence: float
     candidates: list[dict]
-    decided_by: str = Field("detection", description="'detection' (confident), or 'same answer': the language is "
-                            "unclear but every plausible one gives the same top photos (polyvse.langid)")
+    decided_by: str = Field("detection", description="'detection' (confident); 'plausible': the language is "
+                            "unclear and the query was searched as a plausible one, a trained language first; or "
+                            "'same answer': unclear, and every plausible one gave the same top photos (only when "
+                            "an agreement is asked; polyvse.langid)")
     agreement: Optional[float] = Field(None, description="with 'same answer': the share of the top k photos "
                                        "every plausible language's search has in common")
 
