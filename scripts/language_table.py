@@ -68,9 +68,11 @@ def score_languages(model, root: Path, langs: list[str], progress: bool, max_pho
 
 
 def adapted_rows(rows: dict, curves: dict, curves_path: str) -> None:
-    """Fill the rows of languages the checkpoint does not serve with their adaptation chosen on val (in place)."""
+    """Fill the rows of languages the checkpoint does not serve with their adaptation chosen on val (in place); a
+    row an earlier curves record filled is filled again from this one."""
     for name, row in rows.items():
-        pick = None if row["status"] else chosen_adaptation(curves, row["lang"])
+        served = row["status"] and not row["status"].startswith("adapted")
+        pick = None if served else chosen_adaptation(curves, row["lang"])
         if pick:
             method, size, scores = pick
             row.update({"status": f"adapted ({method}, {size} lines)", "from": curves_path,

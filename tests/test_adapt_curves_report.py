@@ -55,3 +55,7 @@ def test_language_table_takes_the_adapted_row_chosen_on_val(record):
     table.adapted_rows(rows, record, "results/x.json")
     assert rows["qu"]["status"].startswith("adapted (") and rows["qu"]["val"]["mr"] == 25.0
     assert rows["en"]["status"] == "trained"
+    # a row an older curves record filled is filled again from the newer one; a trained row never is
+    rows["qu"].update({"status": "adapted (teacher, 100 lines)", "val": {"mr": 1.0}})
+    table.adapted_rows(rows, record, "results/y.json")
+    assert rows["qu"]["val"]["mr"] == 25.0 and rows["qu"]["from"] == "results/y.json"
