@@ -60,7 +60,7 @@ class TowerQueryModel(NumpyQueryModel):
         if not is_pretrained_text(path):
             return None
         checkpoint = read_checkpoint_config(path)
-        if checkpoint.model.text_head not in HEADS:
+        if checkpoint.model.text_head not in HEADS or checkpoint.model.text_tail_layers:  # a tail runs in torch
             return None
         return cls(checkpoint, cls.read_weights(checkpoint), zero_shot)
 

@@ -131,11 +131,17 @@ class ModelSection(Section):
     # EfficientNet-Lite and its head conv train (at schedule.finetune_lr_scale x lr) on the cached map entering
     # them; 0 = a frozen backbone's pooled features
     finetune_blocks: int = 0
+    # partial fine-tuning of the e5 text tower (polyvse.models.pretrained.e5_tail; text_encoder pretrained with
+    # pretrained_encoder e5-small or e5-small+...): its last N transformer layers and pooling train (at
+    # schedule.text_finetune_lr_scale x lr) on the cached hidden states entering them; 0 = frozen sentence vectors
+    text_finetune_layers: int = 0
 
     def check(self, fail) -> None:
         for name in ("embed_dim", "word_dim", "hidden_dim", "image_hidden_dim"):
             at_least(fail, self, name, 1)
         at_least(fail, self, "finetune_blocks", 0)
+        if not 0 <= self.text_finetune_layers <= 11:
+            fail("text_finetune_layers", f"{self.text_finetune_layers}: e5-small has 12 layers; train 0 (frozen) to 11")
         at_least(fail, self, "universal_dim", 0)
         one_of(fail, self, "similarity", SIMILARITIES)
         one_of(fail, self, "text_encoder", TEXT_ENCODERS)
@@ -301,11 +307,13 @@ class ScheduleSection(Section):
     seed: int = 0
     threads: int = 2
     finetune_lr_scale: float = 0.1  # model.finetune_blocks: the backbone tail learns at this fraction of lr
+    text_finetune_lr_scale: float = 0.1  # model.text_finetune_layers: the e5 tail learns at this fraction of lr
 
     def check(self, fail) -> None:
         one_of(fail, self, "optimizer", OPTIMIZERS)
-        if self.finetune_lr_scale <= 0:
-            fail("finetune_lr_scale", f"must be > 0, got {self.finetune_lr_scale}")
+        for name in ("finetune_lr_scale", "text_finetune_lr_scale"):
+            if getattr(self, name) <= 0:
+                fail(name, f"must be > 0, got {getattr(self, name)}")
         for name in ("epochs", "lr_decay_epoch", "min_batches_per_epoch", "grad_clip"):
             at_least(fail, self, name, 0)
         for name in ("batch_size", "threads"):
@@ -468,6 +476,11 @@ class TrainConfig:
         if model.finetune_blocks and self.data.ten_crop:
             raise DataError("model.finetune_blocks: the tail trains on one crop's map; set data.ten_crop: false",
                             source)
+        if model.text_finetune_layers and (model.text_encoder != "pretrained"
+                                           or not model.pretrained_encoder.startswith("e5-small")):
+            raise DataError(f"model.text_finetune_layers: the trainable text tail is e5-small's; set "
+                            f"text_encoder: pretrained and pretrained_encoder: e5-small (or e5-small+use-multilingual), "
+                            f"not {model.text_encoder!r} / {model.pretrained_encoder!r}", source)
         if self.align.uses_lexicon and self.align.pivot not in langs:
             raise DataError(f"align.pivot {self.align.pivot!r} is not among data.languages {langs}", source)
 

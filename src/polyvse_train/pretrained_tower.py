@@ -5,6 +5,8 @@ through the content-keyed embedding cache under ``<cache root>/sentences`` (``$P
 ``<data root>/cache``), so the first run on a dataset pays for the embeddings and later runs read them in
 seconds. What trains is the head (``text_head``: linear, or an MLP with ``hidden_dim`` units), optionally after
 MULE's per-language universal projection (``universal_dim``), against the image head with the objective's loss.
+With ``text_finetune_layers: k`` e5's last k layers train too (``polyvse.models.pretrained.e5_tail``): the cache
+then holds the hidden states entering them (``states_cache``, beside the sentence vectors) instead of e5's vectors.
 """
 from __future__ import annotations
 
@@ -69,5 +71,5 @@ def pretrained_caption_encoder(cfg, root: Path, progress: bool = True) -> Pretra
     """The caption encoder of a pretrained-tower run: cached sentence vectors of cfg.model.pretrained_encoder."""
     check_pretrained_config(cfg)
     return PretrainedCaptionEncoder(cfg.model.pretrained_encoder, cache_dir=sentence_cache_dir(root),
-                                    progress=progress)
+                                    progress=progress, tail_layers=cfg.model.text_finetune_layers)
 

@@ -63,7 +63,7 @@ def _joint_model(cfg: TrainConfig, data: PreparedData) -> JointEmbeddingModel:
         vocab_size=vocab_size(data.captions), image_dim=int(data.features.shape[1]), embed_dim=cfg.model.embed_dim,
         pretrained_dim=data.captions.dim if uses_pretrained_tower(cfg) else 0,
         pretrained_towers=data.captions.tower_dims if uses_pretrained_tower(cfg) else [],
-        tower_dropout=cfg.model.tower_dropout,
+        tower_dropout=cfg.model.tower_dropout, text_tail_layers=cfg.model.text_finetune_layers,
         word_dim=cfg.model.word_dim, hidden_dim=cfg.model.hidden_dim, dropout=cfg.model.dropout,
         similarity=cfg.model.similarity,
         languages=list(cfg.data.languages) if per_language else [],
@@ -92,14 +92,16 @@ def evaluate_split(model: PolyvseModel, data: PreparedData, caps: CaptionSet, ro
 
 
 def build_optimiser(cfg: TrainConfig, model: torch.nn.Module, extra=()) -> torch.optim.Optimizer:
-    """One parameter group at lr; a backbone tail's parameters in a second one at finetune_lr_scale x lr (each
-    group's ``lr_scale`` is kept so the schedule can set lr without losing it)."""
-    tail = [p for n, p in model.named_parameters() if n.startswith("image_tail.")]
-    in_tail = {id(p) for p in tail}
+    """One parameter group at lr; a backbone tail's parameters in a second one at finetune_lr_scale x lr, an e5
+    tail's in a third at text_finetune_lr_scale x lr (each group's ``lr_scale`` is kept so the schedule can set lr
+    without losing it)."""
+    tails = [([p for n, p in model.named_parameters() if n.startswith(prefix)], scale)
+             for prefix, scale in (("image_tail.", cfg.schedule.finetune_lr_scale),
+                                   ("text_encoder.tail.", cfg.schedule.text_finetune_lr_scale))]
+    in_tail = {id(p) for tail, _ in tails for p in tail}
     params = [p for p in model.parameters() if p.requires_grad and id(p) not in in_tail] + list(extra)
     groups = [{"params": params, "lr_scale": 1.0}]
-    if tail:
-        groups.append({"params": tail, "lr_scale": cfg.schedule.finetune_lr_scale})
+    groups += [{"params": tail, "lr_scale": scale} for tail, scale in tails if tail]
     optimiser = {"adam": torch.optim.Adam, "sgd": torch.optim.SGD}[cfg.schedule.optimizer]  # config.OPTIMIZERS
     return optimiser([{**g, "lr": cfg.schedule.lr * g["lr_scale"]} for g in groups], lr=cfg.schedule.lr)
 

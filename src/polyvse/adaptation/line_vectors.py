@@ -30,6 +30,10 @@ def line_vectors(captions, texts: Sequence[str], lang: str, cache_dir: str | os.
 
     if not towers_reading(captions, lang):
         raise CheckpointError(f"no tower of {captions.name} reads {lang!r}: the model cannot be taught it")
+    if getattr(captions, "tail_layers", 0):  # its e5 part is the trained tail's vector, not the frozen one
+        raise CheckpointError(f"this model fine-tuned e5's last {captions.tail_layers} layers (text_tail_layers); "
+                              "teaching it a language is not supported yet: adapt a model trained without "
+                              "model.text_finetune_layers")
     reader = PretrainedCaptionEncoder(captions.name, captions.options,
                                       cache_dir=cache_dir, progress=progress)
     texts = list(texts)

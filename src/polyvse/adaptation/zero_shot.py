@@ -52,7 +52,5 @@ def fallback_part(text_encoder, how: str, trained: Iterable[str]) -> nn.Linear:
 def encode_through_part(model, vecs: torch.Tensor, part: nn.Module) -> torch.Tensor:
     """Joint-space embeddings of tower vectors ``(n, pretrained_dim)`` through ``part`` and then the model's shared
     head: what ``JointEmbeddingModel.encode_text_ids`` computes for a language whose part is ``part``."""
-    vecs = vecs.to(model.device).float()
-    if vecs.dim() == 3:
-        vecs = vecs[:, 0]
+    vecs = model.text_encoder.sentence_vectors(vecs.to(model.device).float())  # through an e5 tail, if any
     return model._joint(model.text_encoder.head(part(vecs)))

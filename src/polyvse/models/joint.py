@@ -38,7 +38,8 @@ class JointEmbeddingModel(nn.Module):
             self.text_encoder = PretrainedTextEncoder(config.pretrained_dim, config.embed_dim, config.text_head,
                                                       config.hidden_dim, config.dropout, config.languages,
                                                       config.universal_dim, towers=config.pretrained_towers,
-                                                      tower_dropout=config.tower_dropout)
+                                                      tower_dropout=config.tower_dropout,
+                                                      tail_layers=config.text_tail_layers)
         else:
             self.text_encoder = TextEncoder(config.vocab_size, config.word_dim, config.hidden_dim,
                                             config.embed_dim, config.num_layers, config.bidirectional,

