@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 from pathlib import Path
@@ -38,6 +39,24 @@ def log(msg: str) -> None:
 def sync(device: torch.device) -> None:
     if device.type == "cuda":
         torch.cuda.synchronize(device)
+
+
+def source_commit() -> dict:
+    """The commit the code ran from: git's, with whether the tree was clean; on a machine that got a copy of the
+    tree without .git, what the caller put in $POLYVSE_SOURCE_COMMIT (the record says which)."""
+    import subprocess
+
+    def git(*args):
+        p = subprocess.run(["git", *args], capture_output=True, text=True, timeout=10, cwd=HERE)
+        if p.returncode:
+            raise OSError(p.stderr)
+        return p.stdout.strip()
+
+    try:
+        return {"commit": git("rev-parse", "HEAD"), "tree_clean": not git("status", "--porcelain")}
+    except (OSError, subprocess.SubprocessError):
+        told = os.environ.get("POLYVSE_SOURCE_COMMIT")
+        return {"commit": told, "commit_from": "$POLYVSE_SOURCE_COMMIT (no .git on this machine)"} if told else {}
 
 
 def gpu_info(device: torch.device) -> dict:
@@ -81,12 +100,12 @@ def bench_extract(device: torch.device, images: Path, n_photos: int, batch_size:
 
 
 # -- training -----------------------------------------------------------------------------------------------
-def bench_train(device: torch.device, root: Path, epochs: int, quick: bool) -> dict:
+def bench_train(device: torch.device, root: Path, epochs: int, quick: bool, languages=None) -> dict:
     from bench_train import measure_demo
 
     out = {}
     for precision in ("fp32", "bf16") if device.type == "cuda" else ("fp32",):
-        r = measure_demo(root, epochs, quick, device, precision)
+        r = measure_demo(root, epochs, quick, device, precision, languages)
         out[precision] = r
         log(f"train {precision}: {r['train_real_captions_per_s']:.0f} captions/s, bound "
             f"{r['train_bound_captions_per_s']:.0f}, ratio {r['train_throughput_ratio']:.2f}")
@@ -108,7 +127,7 @@ def latencies(fn, repeats: int, device: torch.device) -> dict:
     return stats_ms(times)
 
 
-def bench_search(device: torch.device, n: int, dim: int, quick: bool) -> dict:
+def bench_search(device: torch.device, n: int, dim: int, quick: bool, ivf: bool = True) -> dict:
     from polyvse.index.store import torch_exact_topk
 
     from bench_search import ClusteredSphere
@@ -129,7 +148,8 @@ def bench_search(device: torch.device, n: int, dim: int, quick: bool) -> dict:
     del vectors
     if device.type == "cuda":
         torch.cuda.empty_cache()
-    out["ivf"] = bench_ivf(host, queries, truth, device, repeats, quick)
+    out["ivf"] = (bench_ivf(host, queries, truth, device, repeats, quick) if ivf
+                  else "not run (--skip-ivf): FAISS's IVF on the CPU is make bench's bench_search.py")
     return out
 
 
@@ -181,6 +201,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--vectors", type=int, default=10_000_000, help="vectors for the search runs")
     ap.add_argument("--epochs", type=int, default=2, help="training epochs; the last one is measured")
     ap.add_argument("--quick", action="store_true", help="tiny sizes (a check of the script)")
+    ap.add_argument("--languages", help="the demo training's languages, comma-separated (default: the config's)")
+    ap.add_argument("--skip-ivf", action="store_true",
+                    help="exact search only (a machine without faiss, or without time for 10M k-means)")
     args = ap.parse_args(argv)
     if args.device is None and not cuda_available():
         line = "GPU benchmarks skipped: torch sees no CUDA GPU on this machine"
@@ -190,11 +213,13 @@ def main(argv: list[str] | None = None) -> int:
     device = resolve_device(args.device or "cuda")
     root = data_root(args.data_root)
     photos, vectors = (16, 20_000) if args.quick else (args.photos, args.vectors)
-    result = {"gpu": gpu_info(device), "quick": args.quick}
+    result = {"gpu": gpu_info(device), "quick": args.quick, "torch": torch.__version__, **source_commit()}
     result["extract"] = bench_extract(device, args.images or root / "flickr8k" / "images", photos,
                                       batch_size=8 if args.quick else 128)
-    result["train"] = bench_train(device, root, args.epochs, args.quick)
-    result["search"] = bench_search(device, vectors, 512, args.quick)
+    langs = args.languages.split(",") if args.languages else None
+    result["command"] = "python benchmarks/bench_gpu.py " + " ".join(argv if argv is not None else sys.argv[1:])
+    result["train"] = bench_train(device, root, args.epochs, args.quick, langs)
+    result["search"] = bench_search(device, vectors, 512, args.quick, ivf=not args.skip_ivf)
     write_json_atomic(args.out, result)
     print(json.dumps(result, indent=2, default=str))
     return 0

@@ -45,7 +45,6 @@ import platform
 import time
 from pathlib import Path
 
-import faiss
 import numpy as np
 import torch
 
@@ -185,6 +184,8 @@ def bound_fraction(scan_gbs: float, bound_gbs: float) -> dict:
 
 # -- one dimension ------------------------------------------------------------------------------------------
 def bench_dim(dim: int, cfg: argparse.Namespace) -> dict:
+    import faiss  # here, not at the top: bench_gpu.py imports this module's generator where faiss may be absent
+
     torch.manual_seed(cfg.seed)
     n, nq = cfg.n, cfg.queries
     res: dict = {"dim": dim, "n": n, "queries": nq}
@@ -358,6 +359,8 @@ def cheapest(rows: list[dict], target: float = RECALL_TARGET) -> dict | None:
 
 def bench_ivf(X: np.ndarray, Q: np.ndarray, truth: np.ndarray, dim: int, cfg) -> dict:
     """IVF-Flat and IVF-SQ8 over the full set, sharing one trained coarse quantizer and one assignment pass."""
+    import faiss
+
     n = len(X)
     nlist = cfg.nlist
     n_train = min(n, cfg.ivf_train_per_list * nlist)
@@ -414,6 +417,8 @@ def bench_ivf(X: np.ndarray, Q: np.ndarray, truth: np.ndarray, dim: int, cfg) ->
 
 
 def bench_hnsw(X: np.ndarray, labels: np.ndarray, data: ClusteredSphere, dim: int, cfg) -> dict:
+    import faiss
+
     n_full = len(X)
     n_c = max(1, int(round(cfg.clusters * cfg.hnsw_cluster_fraction)))
     rows_idx = np.flatnonzero(labels < n_c)
@@ -491,6 +496,8 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
 
 
 def main(argv: list[str] | None = None) -> dict:
+    import faiss
+
     cfg = parse(argv)
     t_start = time.perf_counter()
     per_dim = {}

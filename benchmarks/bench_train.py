@@ -133,18 +133,21 @@ def measure_mule(config_path: str, root, epochs: int, quick: bool) -> dict:
             "mule_items": last["items"]}
 
 
-def measure_demo(root, epochs: int, quick: bool, device=None, precision: str = "fp32") -> dict:
-    """The demo model's real loop against its bare-kernel bound on ``device`` -> train_throughput_ratio etc."""
+def measure_demo(root, epochs: int, quick: bool, device=None, precision: str = "fp32",
+                 languages: list[str] | None = None) -> dict:
+    """The demo model's real loop against its bare-kernel bound on ``device`` -> train_throughput_ratio etc.
+    ``languages``: the demo's training languages (default: the config's)."""
     from polyvse.sampling import DistinctPhotoBatchSampler
     from polyvse_train.config import TrainConfig
     from polyvse_train.data import prepare_data
     from polyvse_train.train import train
 
     device = device or torch.device("cpu")
-    cfg = TrainConfig(name="bench-train", epochs=epochs)
+    langs = {"languages": list(languages)} if languages else {}
+    cfg = TrainConfig(name="bench-train", epochs=epochs, **langs)
     if quick:
         cfg = TrainConfig(name="bench-train", embed_dim=64, word_dim=32, hidden_dim=64, smoke_photos=48,
-                          smoke_epochs=2, batch_size=32)
+                          smoke_epochs=2, batch_size=32, **langs)
     torch.set_num_threads(cfg.get("threads"))
     data = prepare_data(cfg, root, smoke=quick, progress=False)
     batches = DistinctPhotoBatchSampler(data.train.photo_row, cfg.get("batch_size"),
