@@ -42,9 +42,14 @@ def sync(device: torch.device) -> None:
 
 
 def source_commit() -> dict:
-    """The commit the code ran from: git's, with whether the tree was clean; on a machine that got a copy of the
-    tree without .git, what the caller put in $POLYVSE_SOURCE_COMMIT (the record says which)."""
+    """The commit the code ran from: what the caller put in $POLYVSE_SOURCE_COMMIT where it is set (a machine that
+    got a copy of the working tree, whose .git, if any, need not match it: the record says so), else git's, with
+    whether the tree was clean."""
     import subprocess
+
+    told = os.environ.get("POLYVSE_SOURCE_COMMIT")
+    if told:
+        return {"commit": told, "commit_from": "$POLYVSE_SOURCE_COMMIT (the caller's word: a copied tree)"}
 
     def git(*args):
         p = subprocess.run(["git", *args], capture_output=True, text=True, timeout=10, cwd=HERE)
@@ -55,8 +60,7 @@ def source_commit() -> dict:
     try:
         return {"commit": git("rev-parse", "HEAD"), "tree_clean": not git("status", "--porcelain")}
     except (OSError, subprocess.SubprocessError):
-        told = os.environ.get("POLYVSE_SOURCE_COMMIT")
-        return {"commit": told, "commit_from": "$POLYVSE_SOURCE_COMMIT (no .git on this machine)"} if told else {}
+        return {}
 
 
 def gpu_info(device: torch.device) -> dict:
