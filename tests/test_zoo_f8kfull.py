@@ -323,3 +323,17 @@ def test_verdict_changes_counts_claims_with_a_verdict_at_both_scales():
     assert verdict_changes(rows) == ("1 of the 2 claims with a verdict at both scales keep it at 8k photos; 1 change: "
                                      "c vs d (does not hold (reversed) → not distinguishable from noise).")
     assert verdict_changes(rows[:1]) == "1 of the 1 claims with a verdict at both scales keep it at 8k photos."
+
+
+def test_the_report_names_the_machines_its_runs_recorded_not_its_own():
+    from types import SimpleNamespace
+
+    from polyvse_train.zoo.results import machines
+
+    runs = [SimpleNamespace(run={"machine": "AMD EPYC, 2 cores, no GPU"}) for _ in range(2)]
+    old = [SimpleNamespace(run={}) for _ in range(3)]
+    assert machines(runs) == "AMD EPYC, 2 cores, no GPU"
+    assert machines(old).startswith("not recorded")
+    mixed = machines(runs + old)
+    assert mixed.startswith("AMD EPYC, 2 cores, no GPU (2 runs); not recorded (3 runs)")
+    assert machines([]) == "-"

@@ -17,7 +17,7 @@ from polyvse.atomic import atomic_path
 from polyvse.evaluation.report import markdown_rows
 
 from .claims import CLAIMS, VERDICTS, Claim, claim_check, claim_check_seeds, per_language, seed_noise
-from .results import LANGS, RunResult, collect, machine, official_runs
+from .results import LANGS, RunResult, collect, machines, official_runs
 from .tables import (budget_text, crosslingual_tables, fmt, language_table, sts_table, summary_table,
                      words_table)
 
@@ -154,7 +154,7 @@ def _how_made(results: Sequence[RunResult], failed: Sequence[dict], planned: Seq
         "of each photo and language (`captions_per_photo: 1`); evaluation on every test caption.",
         f"- Budget for every config, on top of its own file: {budget}. Trained at their own settings instead: "
         f"{own or '-'}. Seeds: 0 for every config, and {seeds or 'none other'}.",
-        f"- Machine: {machine()}; runs finished between {when[0] if when else '-'} and {when[-1] if when else '-'}; "
+        f"- Machine: {machines(results)}; runs finished between {when[0] if when else '-'} and {when[-1] if when else '-'}; "
         f"{'at least ' if partial_time else ''}{cpu_hours:.1f} CPU-hours{' so far' if missing else ''}"
         + (f" (runs resumed before the time of a run's earlier processes was kept: {partial_time}; their "
            "CPU time, marked ≥, counts only the last process)" if partial_time else "")

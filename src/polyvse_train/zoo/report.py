@@ -20,7 +20,7 @@ from polyvse.evaluation.report import markdown_rows
 from .block import blocks_in
 from .claims import claims_table
 from .plots import make_plots
-from .results import (LANGS, RunResult, collect, complete_fold_runs, curve_points, fold_runs, machine,
+from .results import (LANGS, RunResult, collect, complete_fold_runs, curve_points, fold_runs, machines,
                       official_runs)
 from .tables import (CROSSLINGUAL_NOTE, best_table, budget_text, crosslingual_tables, fmt, language_table,
                      official_table, sts_table, summary_table, words_section)
@@ -75,7 +75,7 @@ def _header(results: Sequence[RunResult], failed: Sequence[dict], planned: Seque
         "- Every config trains under the same budget (`configs/zoo/cpu.yaml`, whose comments give the "
         "reasons), applied on top of its own file: " + budget_text(spec)
         + ". The configs themselves keep the papers' settings for users with more compute.",
-        f"- Machine: {machine()}; runs finished between {when[0] if when else '-'} and "
+        f"- Machine: {machines(results)}; runs finished between {when[0] if when else '-'} and "
         f"{when[-1] if when else '-'}; total {hours:.1f} h wall, {cpu_hours:.1f} CPU-hours. "
         "Times per run are CPU time (data preparation, training and evaluation), which does not depend on "
         "what else the machine runs. The frozen-tower configs (e5-frozen, usem-frozen, polyvse-best) read "

@@ -123,4 +123,23 @@ def curve_points(results: Sequence[RunResult]) -> dict[str, list[tuple[int, floa
 
 
 def machine() -> str:
+    """This machine, as a run records it (``zoo_run.json``'s ``machine``)."""
     return f"{cpu_model()}, {os.cpu_count()} cores, no GPU"
+
+
+def machines(results: Sequence[RunResult]) -> str:
+    """The machines the runs say they ran on, with how many runs each; runs that predate the record are counted
+    as not recorded (a report must not name the machine that writes it for runs another machine trained)."""
+    counts: dict[str, int] = {}
+    for r in results:
+        name = r.run.get("machine") or "not recorded"
+        counts[name] = counts.get(name, 0) + 1
+    if not counts:
+        return "-"
+    order = sorted(counts, key=lambda k: (k == "not recorded", -counts[k], k))
+    if len(order) == 1:
+        return order[0] if order[0] != "not recorded" else f"not recorded by these runs ({SINCE})"
+    return "; ".join(f"{k} ({counts[k]} runs)" for k in order) + (f" ({SINCE})" if "not recorded" in counts else "")
+
+
+SINCE = "a run records its machine since 2026-11-26"

@@ -152,12 +152,15 @@ def _execute(run: ZooRun, out: Path, root: Path, spec: ZooSpec, *, retry_failed:
                 metrics = train(cfg, d, root, resume=True, progress=progress)
             if "languages" not in metrics:
                 raise RuntimeError(f"training stopped early: {metrics}")
+            from .results import machine  # results imports this module
+
             write_json_atomic(d / RUN_FILE, {
                 "run_id": run.run_id, "config_name": run.config, "config_file": str(run.path),
                 "config_digest": digest, "config": cfg.to_dict(),
                 "profile": spec.profile_of(run.config, cfg.objective.name),
                 "overrides": run.overrides,
                 **_time_spent(metrics),
+                "machine": machine(),
                 "finished_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
             })
         if needs_tasks(run, spec):

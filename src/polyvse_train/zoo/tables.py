@@ -8,7 +8,7 @@ import numpy as np
 
 from polyvse.evaluation.report import markdown_rows
 
-from .results import (LANGS, RECALLS, RunResult, by_config, complete_fold_runs, machine, official_runs)
+from .results import (LANGS, RECALLS, RunResult, by_config, complete_fold_runs, machines, official_runs)
 
 CROSSLINGUAL_NOTE = ("Each caption queries the captions of the other language; one gold item per query (its "
                      "translation). Pairs of the model's training photos are left out (31 Multi30K test_2016 "
@@ -161,7 +161,7 @@ def words_section(official: Sequence[RunResult], order: Sequence[str], spec: Any
                   f"(`configs/zoo/cpu.yaml`: " + ", ".join(f"`{k}: {v}`" for k, v in spec.overrides.items())
                   + "".join(f"; objective {o}: " + ", ".join(f"`{k}: {v}`" for k, v in extra.items())
                             for o, extra in spec.by_objective.items())
-                  + f"). Machine: {machine()}; runs finished {when[0] if when else '-'} to "
+                  + f"). Machine: {machines(official)}; runs finished {when[0] if when else '-'} to "
                   f"{when[-1] if when else '-'}, mean {cpu_minutes(official)} CPU minutes per run.", ""]
     lines += [
         "Split (`polyvse.alignment.muse_lexicon`, the one definition training and evaluation share): the source "
