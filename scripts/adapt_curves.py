@@ -145,14 +145,19 @@ def mean_recall(model, gallery: dict, lang: str, caption_emb: np.ndarray) -> dic
 def scores_through_part(model, gals: dict, vecs: dict, lang: str, part) -> dict:
     from polyvse.adaptation.zero_shot import encode_through_part
 
-    with torch.no_grad():
-        return {split: mean_recall(model, g, lang, encode_through_part(model.model, vecs[split], part.eval())
+    with torch.no_grad():  # a subword student also reads the captions themselves
+        return {split: mean_recall(model, g, lang, encode_through_part(model.model, vecs[split], part.eval(),
+                                                                       g["captions"][lang][0])
                                    .cpu().numpy()) for split, g in gals.items()}
+
+
+#: a curve's method label -> (polyvse adapt's --method, its teacher options)
+SUBWORDS = "teacher+subwords"
 
 
 def main(argv=None) -> int:
     import polyvse
-    from polyvse.adaptation import AdaptRequest, adapt_language, trained_languages
+    from polyvse.adaptation import AdaptRequest, TeacherSettings, adapt_language, trained_languages
     from polyvse.adaptation.line_vectors import line_vectors
     from polyvse.adaptation.multiscript_lines import write_multiscript_parallel
     from polyvse.adaptation.zero_shot import fallback_part
@@ -195,11 +200,15 @@ def main(argv=None) -> int:
             for size in sizes:
                 out = work / f"{lang}-{method}-{size or 'all'}"
                 if not (out / "config.json").is_file():
-                    adapt_language(AdaptRequest(Path(args.checkpoint), lang, pairs, out, method=method,
+                    adapt_language(AdaptRequest(Path(args.checkpoint), lang, pairs, out,
+                                                method="teacher" if method == SUBWORDS else method,
+                                                teacher=TeacherSettings(subwords=method == SUBWORDS),
                                                 pivot_lang=args.pivot, lines=size, resume=True, cache_dir=cache,
                                                 progress=progress))
                 adapted = polyvse.load(out, device="cpu")
-                scores = scores_through_part(model, gals, vecs, lang, adapted.model.text_encoder.universal[lang])
+                part = (adapted.subword_student(lang) if method == SUBWORDS
+                        else adapted.model.text_encoder.universal[lang])
+                scores = scores_through_part(model, gals, vecs, lang, part)
                 record["adapted"].setdefault(lang, {}).setdefault(method, {})[str(size or "all")] = {
                     **scores, "adaptation": adapted.adapted_languages[lang]}
                 print(f"{lang} {method} {size or 'all'}: " + ", ".join(

@@ -108,10 +108,11 @@ def test_teacher_learns_the_language_better_than_zero_shot_on_held_out_pairs(bas
     assert not state_path_of(tmp_path / "teacher").exists()  # removed once the checkpoint is written
 
 
-def test_a_stopped_teacher_run_resumes_to_the_same_part(base_checkpoint, es_pairs, tmp_path, monkeypatch):
+@pytest.mark.parametrize("subwords", [False, True], ids=["linear", "subwords"])
+def test_a_stopped_teacher_run_resumes_to_the_same_part(base_checkpoint, es_pairs, tmp_path, monkeypatch, subwords):
     import polyvse.adaptation.teacher as teacher
 
-    settings = TeacherSettings(epochs=4, batch_size=64)
+    settings = TeacherSettings(epochs=4, batch_size=64, subwords=subwords, subword_buckets=2048, subword_dim=8)
     adapt_language(request(base_checkpoint, es_pairs, tmp_path / "whole", teacher=settings), report=lambda s: None)
     real_save, saved = teacher.save_training_state, []
 
@@ -136,6 +137,48 @@ def test_a_stopped_teacher_run_resumes_to_the_same_part(base_checkpoint, es_pair
     with pytest.raises(CheckpointError, match="another adaptation"):
         adapt_language(request(base_checkpoint, es_pairs, tmp_path / "other", teacher=settings, lines=200,
                                resume=True), report=lambda s: None)
+
+
+def test_subword_student_learns_and_serves_alike_in_torch_and_numpy(base_checkpoint, es_pairs, tmp_path):
+    from polyvse.index.fingerprint import model_fingerprint
+    from polyvse.tower_query import TowerQueryModel
+
+    out = tmp_path / "subwords"
+    settings = TeacherSettings(epochs=40, subwords=True, subword_buckets=4096, subword_dim=16)
+    record = adapt_language(request(base_checkpoint, es_pairs, out, teacher=settings), report=lambda s: None)
+    scores = record["held_out_translation_mr"]
+    assert record["subwords"] == {"buckets": 4096, "dim": 16, "min_n": 3, "max_n": 5}
+    assert scores["adapted"] > scores["zero_shot"] + 5, scores
+    old, new, fast = polyvse.load(base_checkpoint), polyvse.load(out), TowerQueryModel.load(out)
+    es = ["un perro corre en la playa", "dos niños juegan", ""]
+    assert np.allclose(new.encode_text(es, "es"), fast.encode_text(es, "es"), atol=1e-5)
+    # the table is used: the same tower vectors through the Linear part alone give other vectors
+    linear_only = adapt_language(request(base_checkpoint, es_pairs, tmp_path / "linear",
+                                         teacher=TeacherSettings(epochs=1)), report=lambda s: None)
+    assert "subwords" not in linear_only
+    assert not np.allclose(new.encode_text(es[:1], "es"), polyvse.load(tmp_path / "linear").encode_text(es[:1], "es"))
+    # old languages and the photo index are untouched
+    assert np.array_equal(new.encode_text(EN, "en"), old.encode_text(EN, "en"))
+    assert model_fingerprint(new) == model_fingerprint(old) == model_fingerprint(fast)
+    # a procrustes map has no sentences to read
+    with pytest.raises(polyvse.errors.DataError, match="subwords"):
+        adapt_language(request(base_checkpoint, es_pairs, tmp_path / "map", method="procrustes", teacher=settings),
+                       report=lambda s: None)
+
+
+def test_subword_ids_are_stable_and_casefolded():
+    from polyvse.adaptation.subwords import SubwordSpec, bag_inputs, subword_ids, subword_term
+
+    spec = SubwordSpec(buckets=1000, dim=4)
+    ids = subword_ids("Wasi", spec)
+    assert ids == subword_ids("wasi", spec) and all(0 <= i < 1000 for i in ids)
+    assert len(ids) == 1 + 4 + 3 + 2  # the word, and the 3-, 4- and 5-grams of "<wasi>"
+    assert subword_ids("", spec) == [] and subword_ids("?!", spec) == []
+    flat, offsets = bag_inputs(["wasi", "", "wasi wasi"], spec)
+    assert offsets.tolist() == [0, len(ids), len(ids)] and len(flat) == 3 * len(ids)
+    table, up = np.arange(4000, dtype=np.float32).reshape(1000, 4), np.eye(4, dtype=np.float32)
+    term = subword_term(["wasi", ""], table, up, spec)
+    assert np.allclose(term[0], table[ids].mean(0)) and not term[1].any()
 
 
 def test_zero_shot_fallback_is_a_load_option(base_checkpoint):

@@ -108,9 +108,40 @@ class PolyvseModel(EmbeddingModel):
         if self.reads_zero_shot(code):
             return self._encode_zero_shot(list(texts), code)
         if code in self.checkpoint.adapted_languages:  # read by the towers that read it, listed or not
+            if "subwords" in self.checkpoint.adapted_languages[code]:
+                return self._encode_subwords(list(texts), code)
             return self.encode_ids(self.captions.ids_many(texts, code, unlisted=True), code)
         lang = model_language(lang, self.languages)
         return self.encode_ids(self.captions.ids_many(texts, lang), lang)
+
+    def _encode_subwords(self, texts: list[str], lang: str) -> np.ndarray:
+        """An adapted language taught with a subword student: its Linear part plus the bag of its sentences'
+        hashed n-grams (polyvse.adaptation.subwords), then the shared head."""
+        from .adaptation.zero_shot import encode_through_part
+
+        rows = self.captions.ids_many(texts, lang, unlisted=True)
+        student = self.subword_student(lang)
+        out = [encode_through_part(self.model, self.captions.pad(rows[i:i + self.batch_size])[0], student,
+                                   texts[i:i + self.batch_size]) for i in range(0, len(rows), self.batch_size)]
+        return _numpy(torch.cat(out)) if out else np.zeros((0, self.embed_dim), dtype=np.float32)
+
+    def subword_student(self, lang: str):
+        """The ``SubwordStudent`` of an adapted language taught with ``--subwords`` (built once, on the model's
+        device)."""
+        import copy
+
+        from .adaptation.parts import part_key
+        from .adaptation.subword_student import SubwordStudent
+        from .adaptation.subwords import TABLE, UP, SubwordSpec
+
+        cache = self.__dict__.setdefault("_subword_students", {})
+        if lang not in cache:
+            spec = SubwordSpec.from_dict(self.checkpoint.adapted_languages[lang]["subwords"])
+            extras = self.checkpoint.part_extras
+            linear = copy.deepcopy(self.model.text_encoder.universal[lang])
+            cache[lang] = SubwordStudent.from_tensors(linear, spec, extras[part_key(lang) + TABLE],
+                                                      extras[part_key(lang) + UP]).to(self.model.device)
+        return cache[lang]
 
     def _encode_zero_shot(self, texts: list[str], lang: str) -> np.ndarray:
         from .adaptation.adapted_checkpoint import trained_languages

@@ -48,6 +48,9 @@ class Checkpoint:
     # languages taught after training by `polyvse adapt` (polyvse.adaptation), also in `languages`:
     # {code: {"method", "pivot_lang", "lines", ...}}; their parts are outside the index fingerprint
     adapted_languages: dict = field(default_factory=dict)
+    # tensors of adapted languages' parts that are not model parameters (a subword student's table and projection,
+    # polyvse.adaptation.subwords), named under their part's prefix; stored in the weights file beside the model's
+    part_extras: dict = field(default_factory=dict)
 
     @property
     def config_dict(self) -> dict:
@@ -73,6 +76,7 @@ def save_checkpoint(ckpt: Checkpoint, path: str | os.PathLike) -> Path:
     try:
         # on the CPU: a checkpoint written on a GPU loads anywhere (load_file reads onto the CPU)
         state = {k: v.detach().cpu().contiguous() for k, v in ckpt.model.state_dict().items()}
+        state.update({k: v.detach().cpu().contiguous() for k, v in ckpt.part_extras.items()})
         save_file(state, str(tmp / WEIGHTS), metadata={"format": "polyvse", "format_version": str(FORMAT_VERSION)})
         write_json_atomic(tmp / CONFIG, ckpt.config_dict)
         write_json_atomic(tmp / TRAINING, ckpt.training)
@@ -180,13 +184,23 @@ def load_checkpoint(path: str | os.PathLike) -> Checkpoint:
     model = JointEmbeddingModel(cfg.model)
     try:
         state = load_file(str(cfg.weights))
+        extras = _part_extras(state, set(model.state_dict()), cfg.adapted_languages)
         model.load_state_dict(state, strict=True)
     except Exception as exc:  # safetensors raises several types for truncated/corrupt files
         raise CheckpointError(f"{cfg.weights}: cannot load weights ({exc})") from exc
     model.eval()
     return Checkpoint(model=model, captions=cfg.captions, backbone=cfg.backbone, feature_key=cfg.feature_key,
                       ten_crop=cfg.ten_crop, languages=cfg.languages, training=cfg.training(),
-                      squash_photos=cfg.squash_photos, adapted_languages=cfg.adapted_languages)
+                      squash_photos=cfg.squash_photos, adapted_languages=cfg.adapted_languages, part_extras=extras)
+
+
+def _part_extras(state: dict, model_keys: set, adapted: dict) -> dict:
+    """Pop from ``state`` the tensors of adapted languages' parts that the model does not hold (what
+    ``Checkpoint.part_extras`` keeps); anything else unknown stays, for the strict load to name."""
+    from .adaptation.parts import part_key
+
+    prefixes = tuple(part_key(lang) for lang in adapted)
+    return {k: state.pop(k) for k in [k for k in state if k not in model_keys and prefixes and k.startswith(prefixes)]}
 
 
 def save_training_state(state: dict, path: str | os.PathLike) -> None:

@@ -25,7 +25,8 @@ from typing import Sequence
 import numpy as np
 
 from .adaptation.options import ZERO_SHOT_DEFAULT, ZERO_SHOT_OFF
-from .adaptation.parts import adapted_languages, check_zero_shot, trained_languages
+from .adaptation.parts import adapted_languages, check_zero_shot, part_key, trained_languages
+from .adaptation.subwords import TABLE, UP, SubwordSpec, subword_term
 from .checkpoint import CheckpointConfig, is_pretrained_text, read_checkpoint_config
 from .languages import check_language, model_language
 from .text_query import NumpyQueryModel, TextQueryModel
@@ -74,10 +75,12 @@ class TowerQueryModel(NumpyQueryModel):
         if isinstance(texts, str):
             texts = [texts]
         code = check_language(lang)
+        subwords = None
         if self.reads_zero_shot(code):
             rows, part = self.captions.ids_many(texts, code), self._fallback_part()
         elif code in adapted_languages(self.checkpoint):  # read by the towers that read it, listed or not
             rows, part = self.captions.ids_many(texts, code, unlisted=True), self._parts.get(code)
+            subwords = self._subwords(code)
         else:
             code = model_language(lang, self.languages)
             rows, part = self.captions.ids_many(texts, code), self._parts.get(code)
@@ -86,11 +89,21 @@ class TowerQueryModel(NumpyQueryModel):
         x = np.stack(rows).astype(np.float32, copy=False)
         if part is not None:
             x = x @ part[0].T + part[1]
+        if subwords is not None:  # a subword student's bag of hashed n-grams, beside the Linear part
+            x = x + subword_term(list(texts), *subwords)
         for i, (weight, bias) in enumerate(self._head):
             if i:
                 x = np.maximum(x, 0.0)  # the MLP head's ReLU between its two layers
             x = x @ weight.T + bias
         return self.joint(x).astype(np.float32, copy=False)
+
+    def _subwords(self, lang: str):
+        """(table, projection, spec) of an adapted language taught with a subword student, else None."""
+        record = adapted_languages(self.checkpoint)[lang].get("subwords")
+        if not record:
+            return None
+        prefix = part_key(lang)
+        return self._weights[prefix + TABLE], self._weights[prefix + UP], SubwordSpec.from_dict(record)
 
     def _fallback_part(self) -> tuple[np.ndarray, np.ndarray] | None:
         """The part a zero-shot language reads through (polyvse.adaptation.zero_shot.fallback_part): the mean of the

@@ -97,26 +97,32 @@ def adapt_language(req: AdaptRequest, report: Callable[[str], None] = print) -> 
     targets = _targets(model, x_pivot, [x.pivot_lang for x in pf.lines])
     val, train = _held_out_rows(len(pf.lines), req.teacher.seed)
     init = fallback_part(model.text_encoder, req.zero_shot_init, trained)
+    texts_new = [x.text for x in pf.lines]
+    texts_val, texts_train = [texts_new[i] for i in val], [texts_new[i] for i in train]
     zero_shot_mr = held_out_mr(model, init, x_new[val], targets[val]) if len(val) else None
+    if req.method != "teacher" and req.teacher.subwords:
+        raise DataError(f"--subwords is a teacher student; --method {req.method} maps tower vectors only")
     details: dict = {}
     if req.method == "teacher":
         identity = {"checkpoint": str(Path(req.checkpoint).resolve()), "lang": lang, "file_sha256": pf.sha256,
                     "lines": len(pf.lines), "zero_shot_init": req.zero_shot_init}
         part, details = fit_teacher(model, init, x_new[train], targets[train], x_new[val], targets[val],
                                     req.teacher, state_path=state_path_of(req.out), identity=identity,
-                                    resume=req.resume, progress=req.progress, desc=f"adapt {lang} (teacher)")
+                                    resume=req.resume, progress=req.progress, desc=f"adapt {lang} (teacher)",
+                                    texts_train=texts_train, texts_val=texts_val)
     else:
         W = fit_tower_map(captions, lang, pivots[0], x_new[train], x_pivot[train], req.method,
                           rcsls_epochs=req.rcsls_epochs, seed=req.teacher.seed)
         part = part_through_map(model.text_encoder.universal[pivots[0]], W)
-    adapted_mr = held_out_mr(model, part, x_new[val], targets[val]) if len(val) else None
+    adapted_mr = held_out_mr(model, part, x_new[val], targets[val], texts_val) if len(val) else None
     record = {"method": req.method, "pivot_lang": pivots[0] if len(pivots) == 1 else pivots,
               "lines": len(pf.lines), "train_lines": len(train), "held_out_lines": len(val),
               "file": Path(req.parallel).name, "file_sha256": pf.sha256, "seed": req.teacher.seed,
               "held_out_translation_mr": {"zero_shot": zero_shot_mr, "adapted": adapted_mr},
               **({"zero_shot_init": req.zero_shot_init, "epochs": details["epochs"],
                   "best_epoch": details["best_epoch"], "settings": dataclasses.asdict(req.teacher)}
-                 if req.method == "teacher" else {})}
+                 if req.method == "teacher" else {}),
+              **({"subwords": part.spec.to_dict()} if getattr(part, "spec", None) is not None else {})}
     save_checkpoint(with_language_part(ck, lang, part, record), req.out)
     if req.method == "teacher":
         state_path_of(req.out).unlink(missing_ok=True)

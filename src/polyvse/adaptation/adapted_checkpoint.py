@@ -40,11 +40,16 @@ def check_adaptable(ck: Checkpoint, lang: str) -> None:
                               f"language outside {', '.join(trained_languages(ck))}")
 
 
-def with_language_part(ck: Checkpoint, lang: str, part: nn.Linear, record: dict) -> Checkpoint:
-    """A new Checkpoint: ``ck`` plus ``part`` as ``universal[lang]`` (replacing an earlier adaptation of it)."""
+def with_language_part(ck: Checkpoint, lang: str, part: nn.Module, record: dict) -> Checkpoint:
+    """A new Checkpoint: ``ck`` plus ``part`` as ``universal[lang]`` (replacing an earlier adaptation of it); a
+    ``SubwordStudent``'s Linear is the part and its table and projection go beside it (``part_extras``)."""
     from ..models.joint import JointEmbeddingModel
 
     check_adaptable(ck, lang)
+    extras = {k: v for k, v in ck.part_extras.items() if not k.startswith(part_key(lang))}
+    if getattr(part, "spec", None) is not None:  # a SubwordStudent
+        extras.update({part_key(lang) + name: t for name, t in part.extras().items()})
+        part = part.linear
     old = ck.model.config
     languages = list(old.languages) + ([lang] if lang not in old.languages else [])
     model = JointEmbeddingModel(dataclasses.replace(old, languages=languages))
@@ -54,4 +59,4 @@ def with_language_part(ck: Checkpoint, lang: str, part: nn.Linear, record: dict)
     model.eval()
     return dataclasses.replace(
         ck, model=model, languages=list(ck.languages) + ([lang] if lang not in ck.languages else []),
-        adapted_languages={**adapted_languages(ck), lang: dict(record)})
+        adapted_languages={**adapted_languages(ck), lang: dict(record)}, part_extras=extras)

@@ -43,32 +43,50 @@ def auto_epochs(n_train: int, batch_size: int) -> int:
 
 
 @torch.no_grad()
-def held_out_mr(model, part: nn.Module, x: torch.Tensor, targets: torch.Tensor) -> float:
-    """Translation mR (R@1/5/10 both ways, percent) between the new sentences through ``part`` and their targets."""
+def held_out_mr(model, part: nn.Module, x: torch.Tensor, targets: torch.Tensor, texts=None) -> float:
+    """Translation mR (R@1/5/10 both ways, percent) between the new sentences through ``part`` and their targets
+    (``texts``: the sentences, for a subword student)."""
     from ..evaluation.retrieval import cross_lingual_retrieval
 
-    emb = F.normalize(encode_through_part(model, x, part), dim=-1)
+    emb = F.normalize(encode_through_part(model, x, part, texts), dim=-1)
     return float(cross_lingual_retrieval(emb.cpu(), targets.cpu())["mr"])
 
 
 def fit_teacher(model, init: nn.Linear, x_train: torch.Tensor, t_train: torch.Tensor, x_val: torch.Tensor,
                 t_val: torch.Tensor, settings: TeacherSettings, *, state_path: Path, identity: dict,
-                resume: bool = False, progress: bool = True, desc: str = "teacher") -> tuple[nn.Linear, dict]:
+                resume: bool = False, progress: bool = True, desc: str = "teacher",
+                texts_train=None, texts_val=None) -> tuple[nn.Module, dict]:
     """The student part learnt from ``init`` on (tower vectors ``x``, unit target embeddings ``t``); returns it and
     a report {epochs, best_epoch, history: [{epoch, loss, val_mr}]}. ``identity`` (what is taught, from what) must
-    match a state being resumed."""
+    match a state being resumed. With ``settings.subwords`` the student is a ``SubwordStudent`` (the Linear from
+    ``init`` plus a bag of hashed n-grams of the sentences ``texts_train`` / ``texts_val``)."""
     torch.manual_seed(settings.seed)
     model.eval()
     for p in model.parameters():
         p.requires_grad_(False)
-    student = copy.deepcopy(init).train()
+    student = copy.deepcopy(init)
+    optimisers = {}
+    if settings.subwords:
+        from .subword_student import SubwordStudent
+        from .subwords import SubwordSpec
+
+        if texts_train is None or texts_val is None:
+            raise ValueError("a subword student reads the sentences: pass texts_train and texts_val")
+        student = SubwordStudent(student, SubwordSpec(settings.subword_buckets, settings.subword_dim),
+                                 seed=settings.seed)
+        optimisers["table"] = torch.optim.SparseAdam(list(student.table.parameters()), lr=settings.subword_lr)
+    student.train()
     for p in student.parameters():
         p.requires_grad_(True)
-    optimiser = torch.optim.Adam(student.parameters(), lr=settings.lr)
+    dense = student.dense_parameters() if settings.subwords else list(student.parameters())
+    optimisers = {"dense": torch.optim.Adam(dense, lr=settings.lr), **optimisers}
     batch = min(settings.batch_size, len(x_train))
     epochs = settings.epochs or auto_epochs(len(x_train), batch)
     identity = {**identity, "settings": asdict(settings), "epochs": epochs}
-    best = {"epoch": 0, "val_mr": held_out_mr(model, student, x_val, t_val) if len(x_val) else None,
+    def texts(pool, rows):
+        return None if pool is None else [pool[int(i)] for i in rows]
+
+    best = {"epoch": 0, "val_mr": held_out_mr(model, student, x_val, t_val, texts_val) if len(x_val) else None,
             "student": copy.deepcopy(student.state_dict())}
     history: list[dict] = []
     start = 1
@@ -78,7 +96,8 @@ def fit_teacher(model, init: nn.Linear, x_train: torch.Tensor, t_train: torch.Te
             raise CheckpointError(f"{state_path}: a state of another adaptation (other file, checkpoint, language "
                                   "or settings); delete it, or run without --resume")
         student.load_state_dict(state["student"])
-        optimiser.load_state_dict(state["optimizer"])
+        for name, opt in optimisers.items():
+            opt.load_state_dict(state["optimizers"][name])
         best, history, start = state["best"], state["history"], state["epoch"] + 1
     loss_fn = InfoNceLoss(settings.temperature)
     steps = math.ceil(len(x_train) / batch)
@@ -91,22 +110,25 @@ def fit_teacher(model, init: nn.Linear, x_train: torch.Tensor, t_train: torch.Te
                 rows = torch.from_numpy(order[i * batch:(i + 1) * batch])
                 if len(rows) < 2:  # InfoNCE needs a negative
                     continue
-                out = encode_through_part(model, x_train[rows], student)
+                out = encode_through_part(model, x_train[rows], student, texts(texts_train, rows))
                 target = t_train[rows].to(out.device)
                 loss = loss_fn(F.normalize(out, dim=-1) @ target.T)
                 if settings.mse_weight:
                     loss = loss + settings.mse_weight * F.mse_loss(F.normalize(out, dim=-1), target)
-                optimiser.zero_grad(set_to_none=True)
+                for opt in optimisers.values():
+                    opt.zero_grad(set_to_none=True)
                 loss.backward()
-                optimiser.step()
+                for opt in optimisers.values():
+                    opt.step()
                 total += float(loss.detach())
                 bar.update(1)
-            val = held_out_mr(model, student, x_val, t_val) if len(x_val) else None
+            val = held_out_mr(model, student, x_val, t_val, texts_val) if len(x_val) else None
             history.append({"epoch": epoch, "loss": total / steps, "val_mr": val})
             if val is None or best["val_mr"] is None or val > best["val_mr"]:
                 best = {"epoch": epoch, "val_mr": val, "student": copy.deepcopy(student.state_dict())}
             save_training_state({"identity": identity, "epoch": epoch, "student": student.state_dict(),
-                                 "optimizer": optimiser.state_dict(), "best": best, "history": history}, state_path)
+                                 "optimizers": {n: o.state_dict() for n, o in optimisers.items()}, "best": best,
+                                 "history": history}, state_path)
     student.load_state_dict(best["student"])
     student.eval()
     for p in student.parameters():

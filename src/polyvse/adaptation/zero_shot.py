@@ -49,8 +49,13 @@ def fallback_part(text_encoder, how: str, trained: Iterable[str]) -> nn.Linear:
     return out
 
 
-def encode_through_part(model, vecs: torch.Tensor, part: nn.Module) -> torch.Tensor:
+def encode_through_part(model, vecs: torch.Tensor, part: nn.Module, texts=None) -> torch.Tensor:
     """Joint-space embeddings of tower vectors ``(n, pretrained_dim)`` through ``part`` and then the model's shared
-    head: what ``JointEmbeddingModel.encode_text_ids`` computes for a language whose part is ``part``."""
+    head: what ``JointEmbeddingModel.encode_text_ids`` computes for a language whose part is ``part``. A subword
+    student (``SubwordStudent``) also reads the sentences themselves, ``texts``."""
     vecs = model.text_encoder.sentence_vectors(vecs.to(model.device).float())  # through an e5 tail, if any
+    if getattr(part, "spec", None) is not None:  # a SubwordStudent (not imported here: it imports regex)
+        if texts is None:
+            raise ValueError("a subword part reads the sentences: pass texts")
+        return model._joint(model.text_encoder.head(part(vecs, texts)))
     return model._joint(model.text_encoder.head(part(vecs)))

@@ -38,6 +38,14 @@ def register(sub) -> None:
     p.add_argument("--init", default=ZERO_SHOT_DEFAULT,
                    help="the teacher's starting part: mean (of the trained languages' parts) or a trained "
                         "language's code (default %(default)s)")
+    p.add_argument("--subwords", action="store_true",
+                   help="teacher: a subword student, the part plus a learned bag of hashed words and character "
+                        "3-5-grams of each sentence (for a language the towers read poorly, e.g. qu, gn; "
+                        "polyvse.adaptation.subwords)")
+    p.add_argument("--subword-buckets", type=int, default=defaults.subword_buckets,
+                   help="rows of the subword table (default %(default)s)")
+    p.add_argument("--subword-dim", type=int, default=defaults.subword_dim,
+                   help="width of the subword table (default %(default)s)")
     p.add_argument("--seed", type=int, default=defaults.seed, help="seed of batches and held-out pairs")
     p.add_argument("--resume", action="store_true", help="continue a stopped run from <out>.adapt-state.pt")
     p.add_argument("--skip-bad-lines", action="store_true",
@@ -58,8 +66,12 @@ def run(args) -> int:
         raise DataError(f"--epochs must be at least 1, got {args.epochs}")
     if args.batch_size < 2:
         raise DataError(f"--batch-size must be at least 2 (InfoNCE needs negatives), got {args.batch_size}")
+    if args.subword_buckets < 1 or args.subword_dim < 1:
+        raise DataError("--subword-buckets and --subword-dim must be at least 1")
     teacher = TeacherSettings(epochs=args.epochs, batch_size=args.batch_size, lr=args.lr,
-                              temperature=args.temperature, mse_weight=args.mse_weight, seed=args.seed)
+                              temperature=args.temperature, mse_weight=args.mse_weight, seed=args.seed,
+                              subwords=args.subwords, subword_buckets=args.subword_buckets,
+                              subword_dim=args.subword_dim)
     adapt_language(AdaptRequest(
         checkpoint=Path(args.checkpoint), lang=args.lang, parallel=Path(args.parallel), out=Path(args.out),
         method=args.method, pivot_lang=args.pivot_lang, lines=args.lines, zero_shot_init=args.init, teacher=teacher,

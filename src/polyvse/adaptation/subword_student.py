@@ -1,0 +1,53 @@
+"""The torch side of a subword student (``polyvse.adaptation.subwords``): a new language's Linear part plus a
+learned bag of hashed words and character n-grams, added before the shared head."""
+from __future__ import annotations
+
+from typing import Sequence
+
+import torch
+from torch import nn
+
+from .subwords import TABLE, UP, SubwordSpec, bag_inputs
+
+__all__ = ["SubwordStudent"]
+
+
+class SubwordStudent(nn.Module):
+    """``linear(x) + up(mean of table rows of the sentence's n-grams)``. The table starts at zero, so an untrained
+    student is its Linear part (the zero-shot fallback it was initialised from); the table learns through sparse
+    gradients (only the rows a batch touches)."""
+
+    def __init__(self, linear: nn.Linear, spec: SubwordSpec, seed: int = 0):
+        super().__init__()
+        self.spec = spec
+        self.linear = linear
+        self.table = nn.EmbeddingBag(spec.buckets, spec.dim, mode="mean", sparse=True)
+        nn.init.zeros_(self.table.weight)
+        self.up = nn.Linear(spec.dim, linear.out_features, bias=False)
+        with torch.no_grad():  # small and seeded: the zero table makes the start exactly the Linear part
+            self.up.weight.copy_(torch.randn(self.up.weight.shape, generator=torch.Generator().manual_seed(seed))
+                                 * 0.02)
+
+    def forward(self, vecs: torch.Tensor, texts: Sequence[str]) -> torch.Tensor:
+        if len(texts) != len(vecs):
+            raise ValueError(f"{len(vecs)} tower vectors but {len(texts)} sentences")
+        flat, offsets = bag_inputs(texts, self.spec)
+        device = self.table.weight.device
+        bag = self.table(torch.from_numpy(flat).to(device), torch.from_numpy(offsets).to(device))
+        return self.linear(vecs) + self.up(bag)
+
+    def dense_parameters(self) -> list[nn.Parameter]:
+        return list(self.linear.parameters()) + list(self.up.parameters())
+
+    def extras(self) -> dict[str, torch.Tensor]:
+        """The tensors stored beside the Linear part, by their names under the part's prefix."""
+        return {TABLE: self.table.weight.detach().cpu().contiguous(), UP: self.up.weight.detach().cpu().contiguous()}
+
+    @classmethod
+    def from_tensors(cls, linear: nn.Linear, spec: SubwordSpec, table: torch.Tensor, up: torch.Tensor
+                     ) -> "SubwordStudent":
+        student = cls(linear, spec)
+        with torch.no_grad():
+            student.table.weight.copy_(table)
+            student.up.weight.copy_(up)
+        return student.eval()
