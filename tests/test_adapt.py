@@ -166,6 +166,21 @@ def test_subword_student_learns_and_serves_alike_in_torch_and_numpy(base_checkpo
                        report=lambda s: None)
 
 
+def test_subwords_default_to_languages_no_tower_documents():
+    from polyvse.adaptation.adapt import default_subwords
+
+    class Tower:
+        def __init__(self, langs):
+            self.langs = langs
+
+        def reads(self, lang, unlisted=False):
+            return unlisted or lang in self.langs
+
+    captions = SimpleNamespace(towers=[Tower({"en", "es"}), Tower({"en", "ar"})])
+    assert default_subwords(captions, "qu") and not default_subwords(captions, "es")
+    assert not default_subwords(captions, "ar")
+
+
 def test_subword_ids_are_stable_and_casefolded():
     from polyvse.adaptation.subwords import SubwordSpec, bag_inputs, subword_ids, subword_term
 

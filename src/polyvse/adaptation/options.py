@@ -20,8 +20,9 @@ class TeacherSettings:
     temperature: float = 0.05
     mse_weight: float = 0.0
     seed: int = 0
-    # a subword student (polyvse.adaptation.subwords): hashed words + character n-grams beside the Linear part
-    subwords: bool = False
+    # a subword student (polyvse.adaptation.subwords): hashed words + character n-grams beside the Linear part;
+    # None: on for a language no tower documents (polyvse.adaptation.adapt.default_subwords), off otherwise
+    subwords: bool | None = None
     subword_buckets: int = 1 << 17
     subword_dim: int = 64
     subword_lr: float = 5e-3  # the table's (sparse Adam); the Linear and the projection learn at lr

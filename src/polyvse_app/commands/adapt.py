@@ -38,10 +38,12 @@ def register(sub) -> None:
     p.add_argument("--init", default=ZERO_SHOT_DEFAULT,
                    help="the teacher's starting part: mean (of the trained languages' parts) or a trained "
                         "language's code (default %(default)s)")
-    p.add_argument("--subwords", action="store_true",
+    import argparse
+
+    p.add_argument("--subwords", action=argparse.BooleanOptionalAction, default=None,
                    help="teacher: a subword student, the part plus a learned bag of hashed words and character "
-                        "3-5-grams of each sentence (for a language the towers read poorly, e.g. qu, gn; "
-                        "polyvse.adaptation.subwords)")
+                        "3-5-grams of each sentence (polyvse.adaptation.subwords). Default: on for a language no "
+                        "text tower documents (e.g. qu, gn), off for one a tower was trained on")
     p.add_argument("--subword-buckets", type=int, default=defaults.subword_buckets,
                    help="rows of the subword table (default %(default)s)")
     p.add_argument("--subword-dim", type=int, default=defaults.subword_dim,
