@@ -52,6 +52,24 @@ def held_out_mr(model, part: nn.Module, x: torch.Tensor, targets: torch.Tensor, 
     return float(cross_lingual_retrieval(emb.cpu(), targets.cpu())["mr"])
 
 
+def _student(init: nn.Linear, settings: TeacherSettings) -> tuple[nn.Module, dict]:
+    """The trainable student (a copy of ``init``, or a ``SubwordStudent`` around it) and its optimisers: Adam for
+    the dense weights, sparse Adam for a subword table."""
+    student, optimisers = copy.deepcopy(init), {}
+    if settings.subwords:
+        from .subword_student import SubwordStudent
+        from .subwords import SubwordSpec
+
+        student = SubwordStudent(student, SubwordSpec(settings.subword_buckets, settings.subword_dim),
+                                 seed=settings.seed)
+        optimisers["table"] = torch.optim.SparseAdam(list(student.table.parameters()), lr=settings.subword_lr)
+    student.train()
+    for p in student.parameters():
+        p.requires_grad_(True)
+    dense = student.dense_parameters() if settings.subwords else list(student.parameters())
+    return student, {"dense": torch.optim.Adam(dense, lr=settings.lr), **optimisers}
+
+
 def fit_teacher(model, init: nn.Linear, x_train: torch.Tensor, t_train: torch.Tensor, x_val: torch.Tensor,
                 t_val: torch.Tensor, settings: TeacherSettings, *, state_path: Path, identity: dict,
                 resume: bool = False, progress: bool = True, desc: str = "teacher",
@@ -64,22 +82,9 @@ def fit_teacher(model, init: nn.Linear, x_train: torch.Tensor, t_train: torch.Te
     model.eval()
     for p in model.parameters():
         p.requires_grad_(False)
-    student = copy.deepcopy(init)
-    optimisers = {}
-    if settings.subwords:
-        from .subword_student import SubwordStudent
-        from .subwords import SubwordSpec
-
-        if texts_train is None or texts_val is None:
-            raise ValueError("a subword student reads the sentences: pass texts_train and texts_val")
-        student = SubwordStudent(student, SubwordSpec(settings.subword_buckets, settings.subword_dim),
-                                 seed=settings.seed)
-        optimisers["table"] = torch.optim.SparseAdam(list(student.table.parameters()), lr=settings.subword_lr)
-    student.train()
-    for p in student.parameters():
-        p.requires_grad_(True)
-    dense = student.dense_parameters() if settings.subwords else list(student.parameters())
-    optimisers = {"dense": torch.optim.Adam(dense, lr=settings.lr), **optimisers}
+    if settings.subwords and (texts_train is None or texts_val is None):
+        raise ValueError("a subword student reads the sentences: pass texts_train and texts_val")
+    student, optimisers = _student(init, settings)
     batch = min(settings.batch_size, len(x_train))
     epochs = settings.epochs or auto_epochs(len(x_train), batch)
     identity = {**identity, "settings": asdict(settings), "epochs": epochs}

@@ -2,15 +2,13 @@
 from __future__ import annotations
 
 import json
-import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
 
 import numpy as np
 
-from ..harness import cpu_model
-from .runner import ERROR_FILE, RUN_FILE, TASKS_FILE
+from .runner import ERROR_FILE, RUN_FILE, TASKS_FILE, machine
 from .spec import OFFICIAL
 
 LANGS = ("en", "de", "fr", "cs", "zh")
@@ -120,11 +118,6 @@ def curve_points(results: Sequence[RunResult]) -> dict[str, list[tuple[int, floa
         if lang and n and lang in r.languages:
             out[f"{r.config} ({lang})"].append((int(n), r.languages[lang]["t2i_r10"], r.mean_recall(lang)))
     return {k: sorted(v) for k, v in out.items()}
-
-
-def machine() -> str:
-    """This machine, as a run records it (``zoo_run.json``'s ``machine``)."""
-    return f"{cpu_model()}, {os.cpu_count()} cores, no GPU"
 
 
 def machines(results: Sequence[RunResult]) -> str:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import time
 import traceback
 from pathlib import Path
@@ -22,12 +23,18 @@ from typing import Sequence
 from polyvse.atomic import write_json_atomic
 from polyvse.errors import MissingDataError
 
+from ..harness import cpu_model
 from .spec import OFFICIAL, ZooRun, ZooSpec, config_digest, effective_config, run_dir
 
 log = logging.getLogger("polyvse.zoo")
 RUN_FILE = "zoo_run.json"
 TASKS_FILE = "tasks.json"
 ERROR_FILE = "error.json"
+
+
+def machine() -> str:
+    """This machine, as a run records it (``zoo_run.json``'s ``machine``)."""
+    return f"{cpu_model()}, {os.cpu_count()} cores, no GPU"
 
 
 def needs_tasks(run: ZooRun, spec: ZooSpec) -> bool:
@@ -152,8 +159,6 @@ def _execute(run: ZooRun, out: Path, root: Path, spec: ZooSpec, *, retry_failed:
                 metrics = train(cfg, d, root, resume=True, progress=progress)
             if "languages" not in metrics:
                 raise RuntimeError(f"training stopped early: {metrics}")
-            from .results import machine  # results imports this module
-
             write_json_atomic(d / RUN_FILE, {
                 "run_id": run.run_id, "config_name": run.config, "config_file": str(run.path),
                 "config_digest": digest, "config": cfg.to_dict(),
