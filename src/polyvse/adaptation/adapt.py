@@ -27,6 +27,7 @@ from ..checkpoint import load_checkpoint, save_checkpoint
 from ..errors import DataError
 from ..models.pretrained.cache import sentence_cache_dir
 from .adapted_checkpoint import check_adaptable, trained_languages, with_language_part
+from .parts import is_subword_part
 from .line_vectors import line_vectors
 from .parallel_file import DEFAULT_PIVOT_LANG, LANGUAGE_CODE, read_parallel_file
 from .teacher import TeacherSettings, fit_teacher, held_out_mr
@@ -125,7 +126,7 @@ def adapt_language(req: AdaptRequest, report: Callable[[str], None] = print) -> 
               **({"zero_shot_init": req.zero_shot_init, "epochs": details["epochs"],
                   "best_epoch": details["best_epoch"], "settings": dataclasses.asdict(req.teacher)}
                  if req.method == "teacher" else {}),
-              **({"subwords": part.spec.to_dict()} if getattr(part, "spec", None) is not None else {})}
+              **({"subwords": part.spec.to_dict()} if is_subword_part(part) else {})}
     save_checkpoint(with_language_part(ck, lang, part, record), req.out)
     if req.method == "teacher":
         state_path_of(req.out).unlink(missing_ok=True)

@@ -18,7 +18,7 @@ from torch import nn
 
 from ..checkpoint import Checkpoint
 from ..errors import CheckpointError
-from .parts import adapted_languages, part_key, trained_languages
+from .parts import adapted_languages, is_subword_part, part_key, trained_languages
 
 __all__ = ["adapted_languages", "trained_languages", "check_adaptable", "with_language_part", "part_key"]
 
@@ -47,7 +47,7 @@ def with_language_part(ck: Checkpoint, lang: str, part: nn.Module, record: dict)
 
     check_adaptable(ck, lang)
     extras = {k: v for k, v in ck.part_extras.items() if not k.startswith(part_key(lang))}
-    if getattr(part, "spec", None) is not None:  # a SubwordStudent
+    if is_subword_part(part):
         extras.update({part_key(lang) + name: t for name, t in part.extras().items()})
         part = part.linear
     old = ck.model.config

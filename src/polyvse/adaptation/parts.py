@@ -7,7 +7,7 @@ from typing import Iterable
 from ..errors import CheckpointError
 from .options import ZERO_SHOT_OFF
 
-__all__ = ["adapted_languages", "trained_languages", "part_key", "check_zero_shot"]
+__all__ = ["adapted_languages", "trained_languages", "part_key", "check_zero_shot", "is_subword_part"]
 
 
 def adapted_languages(ck) -> dict:
@@ -27,6 +27,12 @@ def trained_languages(ck) -> list[str]:
 def part_key(lang: str) -> str:
     """The state-dict prefix of a language's part."""
     return f"text_encoder.universal.{lang}."
+
+
+def is_subword_part(part) -> bool:
+    """Whether a language part is a ``SubwordStudent`` (it carries its ``SubwordSpec``), which also reads the
+    sentences; told apart by its spec so that callers need not import torch or regex for the check."""
+    return getattr(part, "spec", None) is not None
 
 
 def check_zero_shot(how: str, trained: Iterable[str]) -> str:

@@ -88,6 +88,7 @@ def fit_teacher(model, init: nn.Linear, x_train: torch.Tensor, t_train: torch.Te
     batch = min(settings.batch_size, len(x_train))
     epochs = settings.epochs or auto_epochs(len(x_train), batch)
     identity = {**identity, "settings": asdict(settings), "epochs": epochs}
+
     def texts(pool, rows):
         return None if pool is None else [pool[int(i)] for i in rows]
 

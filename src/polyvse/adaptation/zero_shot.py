@@ -24,7 +24,7 @@ from torch import nn
 
 from ..errors import CheckpointError
 from .options import ZERO_SHOT_DEFAULT, ZERO_SHOT_OFF
-from .parts import check_zero_shot
+from .parts import check_zero_shot, is_subword_part
 
 __all__ = ["ZERO_SHOT_DEFAULT", "ZERO_SHOT_OFF", "fallback_part", "encode_through_part", "check_zero_shot"]
 
@@ -54,7 +54,7 @@ def encode_through_part(model, vecs: torch.Tensor, part: nn.Module, texts=None) 
     head: what ``JointEmbeddingModel.encode_text_ids`` computes for a language whose part is ``part``. A subword
     student (``SubwordStudent``) also reads the sentences themselves, ``texts``."""
     vecs = model.text_encoder.sentence_vectors(vecs.to(model.device).float())  # through an e5 tail, if any
-    if getattr(part, "spec", None) is not None:  # a SubwordStudent (not imported here: it imports regex)
+    if is_subword_part(part):
         if texts is None:
             raise ValueError("a subword part reads the sentences: pass texts")
         return model._joint(model.text_encoder.head(part(vecs, texts)))
