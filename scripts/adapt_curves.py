@@ -35,7 +35,10 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--work", required=True, help="folder for parallel files and adapted checkpoints")
     p.add_argument("--out", required=True, help="JSON record to write (e.g. under results/)")
     p.add_argument("--data-root")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=int, default=0, help="the parallel files' shuffle (which lines a size takes)")
+    p.add_argument("--chosen-seeds", default="",
+                   help="more training seeds (e.g. 1,2) for each language's adaptation chosen on val: its test mR is "
+                        "then reported as the mean over seed 0 (the curve's point) and these")
     p.add_argument("--max-photos", type=int, help="the first N photos of each split only (a smoke run)")
     p.add_argument("--quiet", action="store_true")
     p.add_argument("--readme", action="store_true", help="rewrite README's adapt-curves block from the record")
@@ -53,6 +56,29 @@ def chosen_adaptation(record: dict, lang: str) -> tuple[str, str, dict] | None:
         return None
     lines = (lambda size: float("inf") if size == "all" else int(size))
     return max(runs, key=lambda r: (round(r[2]["val"]["mr"], 6), -lines(r[1])))
+
+
+def chosen_pick(record: dict, lang: str) -> tuple[str, str, dict] | None:
+    """What ``lang`` is served by on val: its chosen adaptation, or its best zero-shot fallback
+    (``("zero-shot", how, scores)``) where that scores higher on val; None when nothing was measured."""
+    z = record.get("zero_shot", {}).get(lang, {})
+    best_z = max(z.items(), key=lambda kv: kv[1]["val"]["mr"]) if z else None
+    pick = chosen_adaptation(record, lang)
+    if best_z and (pick is None or best_z[1]["val"]["mr"] > pick[2]["val"]["mr"]):
+        return "zero-shot", best_z[0], best_z[1]
+    return pick
+
+
+def seed_summary(record: dict, lang: str) -> dict | None:
+    """{"seeds": n, "mean": {split: mR}, "sd": {split: mR}} of ``lang``'s chosen adaptation over its training seeds
+    (``--chosen-seeds``), or None where only seed 0 was run or the chosen one is not the one the seeds ran."""
+    runs = record.get("chosen_seeds", {}).get(lang)
+    pick = chosen_adaptation(record, lang)
+    if not runs or pick is None or (runs["method"], runs["size"]) != pick[:2] or len(runs["seeds"]) < 2:
+        return None
+    by_split = {s: [sc[s]["mr"] for sc in runs["seeds"].values()] for s in ("val", "test")}
+    return {"seeds": len(runs["seeds"]), "mean": {s: float(np.mean(v)) for s, v in by_split.items()},
+            "sd": {s: float(np.std(v, ddof=1)) for s, v in by_split.items()}}
 
 
 def chosen_zero_shot(record: dict) -> tuple[str, float] | None:
@@ -87,12 +113,12 @@ def markdown(record: dict) -> str:
         row = [lang, f"{best_z[1]['val']['mr']:.1f} ({best_z[0]})" if best_z else "not read"]
         runs = record.get("adapted", {}).get(lang, {})
         row += [f"{runs[m][s]['val']['mr']:.1f}" if s in runs.get(m, {}) else "-" for m in methods for s in sizes]
-        pick = chosen_adaptation(record, lang)
-        if best_z and (pick is None or best_z[1]["val"]["mr"] > pick[2]["val"]["mr"]):
-            pick = ("zero-shot", best_z[0], best_z[1])
+        pick, seeds = chosen_pick(record, lang), seed_summary(record, lang)
         if pick:
-            test = pick[2]["test"]["mr"]
-            row += [f"{pick[0]} {pick[1]}", f"{test:.1f}", f"{100 * test / ref['test']['mr']:.0f}%"]
+            test = seeds["mean"]["test"] if seeds and pick[0] != "zero-shot" else pick[2]["test"]["mr"]
+            cell = (f"{test:.1f} ± {seeds['sd']['test']:.1f} ({seeds['seeds']} seeds)"
+                    if seeds and pick[0] != "zero-shot" else f"{test:.1f}")
+            row += [f"{pick[0]} {pick[1]}", cell, f"{100 * test / ref['test']['mr']:.0f}%"]
         else:
             row += ["-", "-", "-"]
         body.append(row)
@@ -101,7 +127,8 @@ def markdown(record: dict) -> str:
             f"(pivot {record['pivot']}, every evaluation photo and sentence left out); the reference, {ref_lang} "
             f"(trained), scores val {ref['val']['mr']:.1f} / test {ref['test']['mr']:.1f} mR on the same photos' "
             f"{ref_lang} captions. Zero-shot: the best fallback part on val; on every language together the best "
-            f"fallback on val is {zs[0]!r} ({zs[1]:.1f}). Record `{record.get('out', '?')}` ({record.get('date', '?')}, "
+            f"fallback on val is {zs[0]!r} ({zs[1]:.1f}). A chosen adaptation's test mR is the mean ± sd over its "
+            f"training seeds where more than one ran (the choice itself is seed 0's val). Record `{record.get('out', '?')}` ({record.get('date', '?')}, "
             f"{record.get('machine', '?')}{'' if record.get('complete') else '; PARTIAL: the run was stopped'}).\n\n")
     return note + markdown_rows(head, body)
 
@@ -153,11 +180,39 @@ def scores_through_part(model, gals: dict, vecs: dict, lang: str, part) -> dict:
 
 #: a curve's method label -> (polyvse adapt's --method, its teacher options)
 SUBWORDS = "teacher+subwords"
+TRAINED = ("teacher", SUBWORDS)  # the methods a training seed changes (procrustes on the same lines is fixed)
+
+
+class Point:
+    """One language's adaptations, each run (or reused from its folder under ``--work``) and scored."""
+
+    def __init__(self, args, model, gals, vecs, lang, pairs, cache, progress):
+        self.args, self.model, self.gals, self.vecs = args, model, gals, vecs
+        self.lang, self.pairs, self.cache, self.progress = lang, pairs, cache, progress
+
+    def run(self, method: str, size: int | None, seed: int = 0) -> dict:
+        import polyvse
+        from polyvse.adaptation import AdaptRequest, TeacherSettings, adapt_language
+
+        out = Path(self.args.work) / (f"{self.lang}-{method}-{size or 'all'}" + (f"-seed{seed}" if seed else ""))
+        if not (out / "config.json").is_file():
+            adapt_language(AdaptRequest(Path(self.args.checkpoint), self.lang, self.pairs, out,
+                                        method="teacher" if method == SUBWORDS else method,
+                                        teacher=TeacherSettings(subwords=method == SUBWORDS, seed=seed),
+                                        pivot_lang=self.args.pivot, lines=size, resume=True, cache_dir=self.cache,
+                                        progress=self.progress))
+        adapted = polyvse.load(out, device="cpu")
+        part = (adapted.subword_student(self.lang) if method == SUBWORDS
+                else adapted.model.text_encoder.universal[self.lang])
+        scores = scores_through_part(self.model, self.gals, self.vecs, self.lang, part)
+        print(f"{self.lang} {method} {size or 'all'}" + (f" seed {seed}" if seed else "") + ": " + ", ".join(
+            f"{s} mR {v['mr']:.1f}" for s, v in scores.items()), file=sys.stderr)
+        return {**scores, "adaptation": adapted.adapted_languages[self.lang]}
 
 
 def main(argv=None) -> int:
     import polyvse
-    from polyvse.adaptation import AdaptRequest, TeacherSettings, adapt_language, trained_languages
+    from polyvse.adaptation import trained_languages
     from polyvse.adaptation.line_vectors import line_vectors
     from polyvse.adaptation.multiscript_lines import write_multiscript_parallel
     from polyvse.adaptation.zero_shot import fallback_part
@@ -175,6 +230,7 @@ def main(argv=None) -> int:
     langs = [x.strip() for x in args.langs.split(",") if x.strip()]
     sizes = [None if s == "all" else int(s) for s in args.sizes.split(",")]
     methods = [m.strip() for m in args.methods.split(",") if m.strip()]
+    extra_seeds = [int(x) for x in args.chosen_seeds.split(",") if x.strip()]
     model = polyvse.load(args.checkpoint, device="cpu")
     gals = galleries(model, root, langs, args.reference, progress, args.max_photos)
     from polyvse_train.harness import git, machine_line
@@ -196,23 +252,17 @@ def main(argv=None) -> int:
         if not pairs.is_file():
             record.setdefault("parallel_files", {})[lang] = write_multiscript_parallel(root, lang, pairs, args.pivot,
                                                                                        seed=args.seed)
+        point = Point(args, model, gals, vecs, lang, pairs, cache, progress)
         for method in methods:
             for size in sizes:
-                out = work / f"{lang}-{method}-{size or 'all'}"
-                if not (out / "config.json").is_file():
-                    adapt_language(AdaptRequest(Path(args.checkpoint), lang, pairs, out,
-                                                method="teacher" if method == SUBWORDS else method,
-                                                teacher=TeacherSettings(subwords=method == SUBWORDS),
-                                                pivot_lang=args.pivot, lines=size, resume=True, cache_dir=cache,
-                                                progress=progress))
-                adapted = polyvse.load(out, device="cpu")
-                part = (adapted.subword_student(lang) if method == SUBWORDS
-                        else adapted.model.text_encoder.universal[lang])
-                scores = scores_through_part(model, gals, vecs, lang, part)
-                record["adapted"].setdefault(lang, {}).setdefault(method, {})[str(size or "all")] = {
-                    **scores, "adaptation": adapted.adapted_languages[lang]}
-                print(f"{lang} {method} {size or 'all'}: " + ", ".join(
-                    f"{s} mR {v['mr']:.1f}" for s, v in scores.items()), file=sys.stderr)
+                record["adapted"].setdefault(lang, {}).setdefault(method, {})[str(size or "all")] = point.run(
+                    method, size)
+        pick = chosen_adaptation(record, lang)
+        if extra_seeds and pick and pick[0] in TRAINED:  # the choice is seed 0's val; more seeds for its test
+            method, size = pick[:2]
+            record.setdefault("chosen_seeds", {})[lang] = {"method": method, "size": size, "seeds": {
+                "0": pick[2], **{str(sd): point.run(method, None if size == "all" else int(size), sd)
+                                 for sd in extra_seeds}}}
         # a partial record after each language: a stopped run keeps what it measured (and resumes its adaptations)
         record["languages_done"].append(lang)
         record["seconds"] = round(time.perf_counter() - t0)

@@ -18,7 +18,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from adapt_curves import chosen_adaptation, galleries, mean_recall  # noqa: E402  (a sibling script: the same galleries)
+from adapt_curves import chosen_adaptation, galleries, mean_recall, seed_summary  # noqa: E402  (a sibling script: the same galleries)
 
 MULTISCRIPT = ("es", "ar", "zh", "qu", "gn")
 MT_SUFFIX = "-mt"  # the machine-translated zh lines beside the native zh captions
@@ -77,6 +77,11 @@ def adapted_rows(rows: dict, curves: dict, curves_path: str) -> None:
             method, size, scores = pick
             row.update({"status": f"adapted ({method}, {size} lines)", "from": curves_path,
                         **{s: scores[s] for s in ("val", "test") if s in scores}})
+            seeds = seed_summary(curves, row["lang"])
+            if seeds:  # the mean over training seeds of what seed 0's val chose
+                row["status"] = f"adapted ({method}, {size} lines; mean of {seeds['seeds']} seeds)"
+                for s in ("val", "test"):
+                    row[s] = {**row[s], "mr": seeds["mean"][s], "mr_sd": seeds["sd"][s]}
 
 
 def markdown(record: dict) -> str:
@@ -86,7 +91,7 @@ def markdown(record: dict) -> str:
     head = ["code", "language", "served as", "captions", "val mR", "test mR", "test photos"]
     body = []
     for name, r in record["rows"].items():
-        cell = (lambda s: f"{r[s]['mr']:.1f}" if s in r else "-")
+        cell = (lambda s: "-" if s not in r else f"{r[s]['mr']:.1f}" + (f" ± {r[s]['mr_sd']:.1f}" if "mr_sd" in r[s] else ""))
         body.append([name, language_name(r["lang"]), r["status"] or "not served", r["captions"], cell("val"),
                      cell("test"), str(r["test"]["n_images"]) if "test" in r else "-"])
     splits = "/".join(record.get("splits", ["val", "test"]))

@@ -259,12 +259,20 @@ def test_learning_curve_script_records_zero_shot_and_adapted_scores(base_checkpo
     spec.loader.exec_module(curves)
     out = tmp_path / "curves.json"
     assert curves.main(["--checkpoint", str(base_checkpoint), "--langs", "es", "--sizes", "60", "--methods",
-                        "procrustes", "--reference", "en", "--work", str(tmp_path / "work"), "--out", str(out),
+                        "procrustes,teacher", "--reference", "en", "--work", str(tmp_path / "work"), "--out", str(out),
                         "--data-root", str(shared_data), "--max-photos", "12", "--quiet"]) == 0
     record = json.loads(out.read_text())
     assert set(record["zero_shot"]["es"]) == {"mean", "en", "de"}
     adapted = record["adapted"]["es"]["procrustes"]["60"]
     assert adapted["adaptation"]["lines"] == 60 and 0 <= adapted["test"]["mr"] <= 100
+    assert "chosen_seeds" not in record  # no second seed asked for
+    # the same folders again (reused), teacher alone: the trained choice gets its second seed, in a folder of its own
+    assert curves.main(["--checkpoint", str(base_checkpoint), "--langs", "es", "--sizes", "60", "--methods", "teacher",
+                        "--reference", "en", "--work", str(tmp_path / "work"), "--out", str(out), "--data-root",
+                        str(shared_data), "--max-photos", "12", "--chosen-seeds", "1", "--quiet"]) == 0
+    seeds = json.loads(out.read_text())["chosen_seeds"]["es"]
+    assert seeds["method"] == "teacher" and set(seeds["seeds"]) == {"0", "1"}
+    assert seeds["seeds"]["1"]["adaptation"]["seed"] == 1 and (tmp_path / "work" / "es-teacher-60-seed1").is_dir()
     assert record["reference"]["en"]["val"]["n_images"] == 12
     assert record["complete"] and record["languages_done"] == ["es"] and record["machine"] and record["date"]
 

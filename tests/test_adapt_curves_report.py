@@ -59,3 +59,19 @@ def test_language_table_takes_the_adapted_row_chosen_on_val(record):
     rows["qu"].update({"status": "adapted (teacher, 100 lines)", "val": {"mr": 1.0}})
     table.adapted_rows(rows, record, "results/y.json")
     assert rows["qu"]["val"]["mr"] == 25.0 and rows["qu"]["from"] == "results/y.json"
+
+
+def test_seeds_of_the_chosen_adaptation_are_averaged_for_test(record):
+    curves, table = _script("adapt_curves"), _script("language_table")
+    record["chosen_seeds"] = {"qu": {"method": "teacher", "size": "1000", "seeds": {
+        "0": _sc(25.0, 24.0), "1": _sc(24.0, 26.0), "2": _sc(26.0, 28.0)}}}
+    summary = curves.seed_summary(record, "qu")
+    assert summary["seeds"] == 3 and summary["mean"]["test"] == pytest.approx(26.0)
+    assert summary["sd"]["test"] == pytest.approx(2.0)
+    assert "26.0 ± 2.0 (3 seeds)" in curves.markdown(record)
+    rows = {"qu": {"lang": "qu", "status": None}}
+    table.adapted_rows(rows, record, "r.json")
+    assert rows["qu"]["test"]["mr"] == pytest.approx(26.0) and "3 seeds" in rows["qu"]["status"]
+    # seeds of a run that is no longer the val choice are not reported as the choice's
+    record["chosen_seeds"]["qu"]["size"] = "100"
+    assert curves.seed_summary(record, "qu") is None and "3 seeds" not in curves.markdown(record)
