@@ -147,7 +147,7 @@ def test_subword_student_learns_and_serves_alike_in_torch_and_numpy(base_checkpo
     settings = TeacherSettings(epochs=40, subwords=True, subword_buckets=4096, subword_dim=16)
     record = adapt_language(request(base_checkpoint, es_pairs, out, teacher=settings), report=lambda s: None)
     scores = record["held_out_translation_mr"]
-    assert record["subwords"] == {"buckets": 4096, "dim": 16, "min_n": 3, "max_n": 5}
+    assert record["subwords"] == {"buckets": 4096, "dim": 16, "min_n": 3, "max_n": 5, "word_ngrams": 1}
     assert scores["adapted"] > scores["zero_shot"] + 5, scores
     old, new, fast = polyvse.load(base_checkpoint), polyvse.load(out), TowerQueryModel.load(out)
     es = ["un perro corre en la playa", "dos niños juegan", ""]
@@ -194,6 +194,11 @@ def test_subword_ids_are_stable_and_casefolded():
     table, up = np.arange(4000, dtype=np.float32).reshape(1000, 4), np.eye(4, dtype=np.float32)
     term = subword_term(["wasi", ""], table, up, spec)
     assert np.allclose(term[0], table[ids].mean(0)) and not term[1].any()
+    # word pairs: one more row for each neighbouring pair; a spec stored before the field existed reads as words only
+    pairs = SubwordSpec(buckets=1000, dim=4, word_ngrams=2)
+    assert len(subword_ids("wasi wasi", pairs)) == 2 * len(ids) + 1 and subword_ids("wasi", pairs) == ids
+    stored = {k: v for k, v in pairs.to_dict().items() if k != "word_ngrams"}
+    assert SubwordSpec.from_dict(stored).word_ngrams == 1 and SubwordSpec.from_dict(pairs.to_dict()) == pairs
 
 
 def test_zero_shot_fallback_is_a_load_option(base_checkpoint):

@@ -26,3 +26,4 @@ class TeacherSettings:
     subword_buckets: int = 1 << 17
     subword_dim: int = 64
     subword_lr: float = 5e-3  # the table's (sparse Adam); the Linear and the projection learn at lr
+    subword_word_ngrams: int = 1  # 2: word pairs in the bag too

@@ -4,7 +4,8 @@ sentence features, Bojanowski et al. 2017), torch-free.
 A language the frozen towers do not know (Quechua, Guarani: e5 never saw them) reaches the model as a poor tower
 vector, and a per-language Linear on it can only re-weigh what e5 made of unfamiliar subword pieces. Teacher
 learning with a subword student (``polyvse adapt --subwords``) adds a second reading of the sentence: each word
-(``w:<word>``) and each character 3-, 4- and 5-gram of ``<word>`` is hashed into one of ``buckets`` rows of a
+(``w:<word>``), each character 3-, 4- and 5-gram of ``<word>`` and, with ``word_ngrams`` 2, each pair of
+neighbouring words is hashed into one of ``buckets`` rows of a
 learned table; the mean of the sentence's rows, projected to the part's output, is added to the Linear's output::
 
     part(sentence) = W x + b + U mean(E[h(g)] for g in grams(sentence))
@@ -38,6 +39,7 @@ class SubwordSpec:
     dim: int = 64
     min_n: int = 3
     max_n: int = 5
+    word_ngrams: int = 1  # 2: each pair of neighbouring words too (``b:<w1> <w2>``); older checkpoints lack it: 1
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -48,12 +50,14 @@ class SubwordSpec:
 
 
 def _grams(text: str, spec: SubwordSpec) -> list[str]:
-    out = []
-    for word in _WORD.findall(text.casefold()):
+    out, words = [], _WORD.findall(text.casefold())
+    for word in words:
         out.append("w:" + word)
         marked = f"<{word}>"
         for n in range(spec.min_n, spec.max_n + 1):
             out.extend(marked[i:i + n] for i in range(max(1, len(marked) - n + 1)))
+    for n in range(2, spec.word_ngrams + 1):
+        out.extend("b:" + " ".join(words[i:i + n]) for i in range(len(words) - n + 1))
     return out
 
 

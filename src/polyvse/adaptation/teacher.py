@@ -60,7 +60,8 @@ def _student(init: nn.Linear, settings: TeacherSettings) -> tuple[nn.Module, dic
         from .subword_student import SubwordStudent
         from .subwords import SubwordSpec
 
-        student = SubwordStudent(student, SubwordSpec(settings.subword_buckets, settings.subword_dim),
+        student = SubwordStudent(student, SubwordSpec(settings.subword_buckets, settings.subword_dim,
+                                                         word_ngrams=settings.subword_word_ngrams),
                                  seed=settings.seed)
         optimisers["table"] = torch.optim.SparseAdam(list(student.table.parameters()), lr=settings.subword_lr)
     student.train()
