@@ -75,6 +75,25 @@ def label(setting: dict) -> str:
     return ",".join(f"{k}={v}" for k, v in sorted(setting.items()))
 
 
+def summary(runs: dict, langs: list[str]) -> dict:
+    """The best setting per language and over the languages together (mean val mR). Where ``seed`` is a grid axis
+    a setting's score is its mean over the seeds (``means``: mean, sd and count per setting without the seed)."""
+    import numpy as np
+
+    means: dict = {}
+    for lang, by_name in runs.items():
+        groups: dict = {}
+        for name, run in by_name.items():
+            key = ",".join(x for x in name.split(",") if not x.startswith("seed="))
+            groups.setdefault(key, []).append(run["val"]["mr"])
+        means[lang] = {k: {"mr": float(np.mean(v)), "sd": float(np.std(v, ddof=1)) if len(v) > 1 else None,
+                           "seeds": len(v)} for k, v in groups.items()}
+    common = [n for n in means[langs[0]] if all(n in means[lang] for lang in langs)]
+    return {"means": means,
+            "best": {lang: max(means[lang], key=lambda n: means[lang][n]["mr"]) for lang in means},
+            "best_over_languages": max(common, key=lambda n: sum(means[lang][n]["mr"] for lang in langs))}
+
+
 def main(argv=None) -> int:
     import polyvse
     from polyvse.adaptation import AdaptRequest, TeacherSettings, adapt_language
@@ -119,10 +138,7 @@ def main(argv=None) -> int:
                 "seconds": round(time.perf_counter() - t0, 1)}
             print(f"{lang} {name}: val mR {score['mr']:.2f}", file=sys.stderr, flush=True)
             write_json_atomic(Path(args.out), record)
-    runs = record["runs"]
-    record["best"] = {lang: max(runs[lang], key=lambda n: runs[lang][n]["val"]["mr"]) for lang in runs}
-    common = [n for n in runs[langs[0]] if all(n in runs[lang] for lang in langs)]
-    record["best_over_languages"] = max(common, key=lambda n: sum(runs[lang][n]["val"]["mr"] for lang in langs))
+    record.update(summary(record["runs"], langs))
     write_json_atomic(Path(args.out), record)
     print(f"best per language: {record['best']}; together: {record['best_over_languages']}", file=sys.stderr)
     return 0

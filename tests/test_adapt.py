@@ -106,6 +106,7 @@ def test_teacher_learns_the_language_better_than_zero_shot_on_held_out_pairs(bas
     assert record["held_out_lines"] == 24 and record["best_epoch"] > 0
     assert scores["adapted"] > scores["zero_shot"] + 5, scores
     assert not state_path_of(tmp_path / "teacher").exists()  # removed once the checkpoint is written
+    assert "subwords" in record  # the teacher's default student, in a language the towers document too (es)
 
 
 @pytest.mark.parametrize("subwords", [False, True], ids=["linear", "subwords"])
@@ -147,14 +148,14 @@ def test_subword_student_learns_and_serves_alike_in_torch_and_numpy(base_checkpo
     settings = TeacherSettings(epochs=40, subwords=True, subword_buckets=4096, subword_dim=16)
     record = adapt_language(request(base_checkpoint, es_pairs, out, teacher=settings), report=lambda s: None)
     scores = record["held_out_translation_mr"]
-    assert record["subwords"] == {"buckets": 4096, "dim": 16, "min_n": 3, "max_n": 5, "word_ngrams": 1}
+    assert record["subwords"] == {"buckets": 4096, "dim": 16, "min_n": 3, "max_n": 5, "word_ngrams": 3}
     assert scores["adapted"] > scores["zero_shot"] + 5, scores
     old, new, fast = polyvse.load(base_checkpoint), polyvse.load(out), TowerQueryModel.load(out)
     es = ["un perro corre en la playa", "dos niños juegan", ""]
     assert np.allclose(new.encode_text(es, "es"), fast.encode_text(es, "es"), atol=1e-5)
     # the table is used: the same tower vectors through the Linear part alone give other vectors
     linear_only = adapt_language(request(base_checkpoint, es_pairs, tmp_path / "linear",
-                                         teacher=TeacherSettings(epochs=1)), report=lambda s: None)
+                                         teacher=TeacherSettings(epochs=1, subwords=False)), report=lambda s: None)
     assert "subwords" not in linear_only
     assert not np.allclose(new.encode_text(es[:1], "es"), polyvse.load(tmp_path / "linear").encode_text(es[:1], "es"))
     # old languages and the photo index are untouched
@@ -164,21 +165,6 @@ def test_subword_student_learns_and_serves_alike_in_torch_and_numpy(base_checkpo
     with pytest.raises(polyvse.errors.DataError, match="subwords"):
         adapt_language(request(base_checkpoint, es_pairs, tmp_path / "map", method="procrustes", teacher=settings),
                        report=lambda s: None)
-
-
-def test_subwords_default_to_languages_no_tower_documents():
-    from polyvse.adaptation.adapt import default_subwords
-
-    class Tower:
-        def __init__(self, langs):
-            self.langs = langs
-
-        def reads(self, lang, unlisted=False):
-            return unlisted or lang in self.langs
-
-    captions = SimpleNamespace(towers=[Tower({"en", "es"}), Tower({"en", "ar"})])
-    assert default_subwords(captions, "qu") and not default_subwords(captions, "es")
-    assert not default_subwords(captions, "ar")
 
 
 def test_subword_ids_are_stable_and_casefolded():
@@ -228,6 +214,9 @@ def test_cli_adapts_and_reports_bad_input(base_checkpoint, es_pairs, tmp_path, c
     assert main(["adapt", "--checkpoint", str(base_checkpoint), "--lang", "de", "--parallel", str(es_pairs),
                  "--out", str(tmp_path / "y"), "--quiet"]) == 2
     assert "would replace a trained part" in capsys.readouterr().err
+    assert main(["adapt", "--checkpoint", str(base_checkpoint), "--lang", "es", "--parallel", str(es_pairs),
+                 "--out", str(tmp_path / "z"), "--subwords", "--subword-word-ngrams", "0", "--quiet"]) == 2
+    assert "--subword-word-ngrams must be at least 1" in capsys.readouterr().err
 
 
 def test_word_level_and_partless_models_are_refused_saying_why():

@@ -75,3 +75,18 @@ def test_seeds_of_the_chosen_adaptation_are_averaged_for_test(record):
     # seeds of a run that is no longer the val choice are not reported as the choice's
     record["chosen_seeds"]["qu"]["size"] = "100"
     assert curves.seed_summary(record, "qu") is None and "3 seeds" not in curves.markdown(record)
+
+
+def test_sweep_scores_a_setting_by_its_mean_over_seeds():
+    sweep = _script("adapt_sweep")
+    grid = sweep.settings_grid("subword_word_ngrams=1,2;seed=0,1", ["subwords=true"])
+    assert len(grid) == 4 and all(g["subwords"] is True for g in grid)
+    with pytest.raises(SystemExit, match="not a TeacherSettings field"):
+        sweep.settings_grid("nonsense=1", [])
+    runs = {lang: {sweep.label(g): {"val": {"mr": v}} for g, v in zip(grid, values)}
+            for lang, values in {"qu": [30.0, 20.0, 26.0, 26.0], "gn": [10.0, 10.0, 12.0, 12.0]}.items()}
+    out = sweep.summary(runs, ["qu", "gn"])
+    # word pairs' seed 0 alone (26) loses to words-only seed 0 (30), their means (26 vs 25) win
+    assert out["best"]["qu"] == "subword_word_ngrams=2,subwords=True" == out["best_over_languages"]
+    assert out["means"]["qu"]["subword_word_ngrams=1,subwords=True"] == {"mr": 25.0, "sd": pytest.approx(7.0711, abs=1e-3),
+                                                                       "seeds": 2}

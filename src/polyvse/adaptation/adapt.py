@@ -35,7 +35,7 @@ from .options import METHODS
 from .tower_map import fit_tower_map, part_through_map
 from .zero_shot import ZERO_SHOT_DEFAULT, fallback_part
 
-__all__ = ["AdaptRequest", "adapt_language", "default_subwords", "METHODS", "state_path_of"]
+__all__ = ["AdaptRequest", "adapt_language", "METHODS", "state_path_of"]
 
 VAL_SHARE, VAL_MAX, VAL_MIN_LINES = 0.1, 1000, 20  # held-out pairs; files under VAL_MIN_LINES hold none out
 
@@ -98,9 +98,8 @@ def adapt_language(req: AdaptRequest, report: Callable[[str], None] = print) -> 
     targets = _targets(model, x_pivot, [x.pivot_lang for x in pf.lines])
     val, train = _held_out_rows(len(pf.lines), req.teacher.seed)
     init = fallback_part(model.text_encoder, req.zero_shot_init, trained)
-    if req.teacher.subwords is None:
-        req = dataclasses.replace(req, teacher=dataclasses.replace(
-            req.teacher, subwords=req.method == "teacher" and default_subwords(captions, lang)))
+    if req.teacher.subwords is None:  # on for teacher learning in every language: chosen on val (README)
+        req = dataclasses.replace(req, teacher=dataclasses.replace(req.teacher, subwords=req.method == "teacher"))
     texts_new = [x.text for x in pf.lines]
     texts_val, texts_train = [texts_new[i] for i in val], [texts_new[i] for i in train]
     zero_shot_mr = held_out_mr(model, init, x_new[val], targets[val]) if len(val) else None
@@ -136,13 +135,6 @@ def adapt_language(req: AdaptRequest, report: Callable[[str], None] = print) -> 
     report(f"wrote {req.out} (languages: {', '.join(ck.languages + ([lang] if lang not in ck.languages else []))}; "
            f"{time.perf_counter() - t0:.0f} s)")
     return record
-
-
-def default_subwords(captions, lang: str) -> bool:
-    """Whether teacher learning gets a subword student when not told: for a language no tower documents (e5 reads
-    any script, but its vector of a language it never saw carries little: chosen on val, README's adapt-curves
-    block), not for one a tower was trained on."""
-    return not any(tower.reads(lang) for tower in getattr(captions, "towers", ()))
 
 
 def _language_code(lang: str) -> str:

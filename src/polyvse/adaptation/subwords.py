@@ -4,7 +4,7 @@ sentence features, Bojanowski et al. 2017), torch-free.
 A language the frozen towers do not know (Quechua, Guarani: e5 never saw them) reaches the model as a poor tower
 vector, and a per-language Linear on it can only re-weigh what e5 made of unfamiliar subword pieces. Teacher
 learning with a subword student (``polyvse adapt --subwords``) adds a second reading of the sentence: each word
-(``w:<word>``), each character 3-, 4- and 5-gram of ``<word>`` and, with ``word_ngrams`` 2, each pair of
+(``w:<word>``), each character 3-, 4- and 5-gram of ``<word>`` and, with ``word_ngrams`` n, each run of 2 to n
 neighbouring words is hashed into one of ``buckets`` rows of a
 learned table; the mean of the sentence's rows, projected to the part's output, is added to the Linear's output::
 
@@ -39,7 +39,7 @@ class SubwordSpec:
     dim: int = 64
     min_n: int = 3
     max_n: int = 5
-    word_ngrams: int = 1  # 2: each pair of neighbouring words too (``b:<w1> <w2>``); older checkpoints lack it: 1
+    word_ngrams: int = 1  # n: each run of 2..n neighbouring words too (``b:<w1> <w2>``); older checkpoints: 1
 
     def to_dict(self) -> dict:
         return asdict(self)

@@ -42,12 +42,15 @@ def register(sub) -> None:
 
     p.add_argument("--subwords", action=argparse.BooleanOptionalAction, default=None,
                    help="teacher: a subword student, the part plus a learned bag of hashed words and character "
-                        "3-5-grams of each sentence (polyvse.adaptation.subwords). Default: on for a language no "
-                        "text tower documents (e.g. qu, gn), off for one a tower was trained on")
+                        "3-5-grams of each sentence (polyvse.adaptation.subwords). Default: on (chosen on val for qu, "
+                        "gn, es and ar); --no-subwords: the Linear part alone")
     p.add_argument("--subword-buckets", type=int, default=defaults.subword_buckets,
                    help="rows of the subword table (default %(default)s)")
     p.add_argument("--subword-dim", type=int, default=defaults.subword_dim,
                    help="width of the subword table (default %(default)s)")
+    p.add_argument("--subword-word-ngrams", type=int, default=defaults.subword_word_ngrams,
+                   help="n: runs of 2..n neighbouring words join the words and character n-grams; 1: none "
+                        "(default %(default)s)")
     p.add_argument("--seed", type=int, default=defaults.seed, help="seed of batches and held-out pairs")
     p.add_argument("--resume", action="store_true", help="continue a stopped run from <out>.adapt-state.pt")
     p.add_argument("--skip-bad-lines", action="store_true",
@@ -68,12 +71,12 @@ def run(args) -> int:
         raise DataError(f"--epochs must be at least 1, got {args.epochs}")
     if args.batch_size < 2:
         raise DataError(f"--batch-size must be at least 2 (InfoNCE needs negatives), got {args.batch_size}")
-    if args.subword_buckets < 1 or args.subword_dim < 1:
-        raise DataError("--subword-buckets and --subword-dim must be at least 1")
+    if args.subword_buckets < 1 or args.subword_dim < 1 or args.subword_word_ngrams < 1:
+        raise DataError("--subword-buckets, --subword-dim and --subword-word-ngrams must be at least 1")
     teacher = TeacherSettings(epochs=args.epochs, batch_size=args.batch_size, lr=args.lr,
                               temperature=args.temperature, mse_weight=args.mse_weight, seed=args.seed,
                               subwords=args.subwords, subword_buckets=args.subword_buckets,
-                              subword_dim=args.subword_dim)
+                              subword_dim=args.subword_dim, subword_word_ngrams=args.subword_word_ngrams)
     adapt_language(AdaptRequest(
         checkpoint=Path(args.checkpoint), lang=args.lang, parallel=Path(args.parallel), out=Path(args.out),
         method=args.method, pivot_lang=args.pivot_lang, lines=args.lines, zero_shot_init=args.init, teacher=teacher,
