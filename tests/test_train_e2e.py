@@ -132,6 +132,7 @@ def test_evaluate_command_on_dataset_and_on_user_data(reference_run, shared_data
     full = json.loads((tmp_path / "eval.json").read_text())
     assert set(full["languages"]) == {"en", "de", "zh"}
     assert full["languages"]["en"]["n_images"] >= 120  # all official test photos, not the smoke slice
+    assert full["commit"] and full["machine"] and full["date"] and full["dirty"] in (True, False, None)
     assert "| en |" in capsys.readouterr().out
     # user data: a folder of photos + a JSONL captions file, one of them broken
     images = tmp_path / "photos"

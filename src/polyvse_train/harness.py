@@ -118,6 +118,16 @@ def machine_line() -> str:
             f"Python {platform.python_version()}")
 
 
+def provenance() -> dict:
+    """What a written result says about where it came from: date, machine, commit, and whether tracked files had
+    uncommitted changes (a figure must name a commit that reproduces it)."""
+    import time
+
+    status = git("status", "--porcelain", "--untracked-files=no")
+    return {"date": time.strftime("%Y-%m-%d"), "machine": machine_line(), "commit": git("rev-parse", "HEAD"),
+            "dirty": None if status is None else bool(status)}
+
+
 def git(*args: str, cwd: str | os.PathLike = REPO) -> str | None:
     """`git ARGS` in the repository: its stripped output, None where git cannot run."""
     try:
