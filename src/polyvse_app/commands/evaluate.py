@@ -70,7 +70,7 @@ def run(args) -> int:
     if result["n_failed_photos"]:
         print(f"\n{result['n_failed_photos']} photos could not be read and were skipped")
     if args.json:
-        from polyvse_train.harness import provenance
+        from polyvse.provenance import provenance
 
         write_json_atomic(Path(args.json), {**result, **provenance()})
     return 0
@@ -100,7 +100,7 @@ def run_task(args, root: Path) -> int:
         print(markdown_table(result, keys=["p_at_1", "n_words", "train_p_at_1", "n_train_words", "n_vocab"],
                              row_label="language -> en"))
     if args.json:
-        from polyvse_train.harness import provenance
+        from polyvse.provenance import provenance
 
         write_json_atomic(Path(args.json), {"task": args.task, "checkpoint": str(Path(args.checkpoint)),
                                             "result": result, **provenance()})
