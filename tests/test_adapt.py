@@ -10,6 +10,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import numpy as np
+import torch
 import pytest
 
 import polyvse
@@ -291,3 +292,18 @@ def test_language_table_scores_trained_zero_shot_and_unserved_languages(base_che
     assert rows["es"]["status"] == "zero-shot" and rows["es"]["captions"].startswith("MultiScript30k")
     assert 0 < rows["es"]["test"]["n_images"] <= 10 and "val" not in rows["es"]  # photos with an es line
     assert rows["qu"]["status"] is None and "test" not in rows["qu"]  # USE reads no Quechua: not served
+
+
+def test_a_subword_student_hashes_remembered_sentences_alike():
+    from polyvse.adaptation.subword_student import SubwordStudent
+    from polyvse.adaptation.subwords import SubwordSpec
+
+    student = SubwordStudent(torch.nn.Linear(4, 3), SubwordSpec(buckets=512, dim=2, word_ngrams=3), seed=1)
+    with torch.no_grad():
+        student.table.weight.normal_()
+    texts, vecs = ["pä anunakax anatapxi", "", "wasi"], torch.randn(3, 4)
+    fresh = student(vecs, texts)
+    student.remember(texts)
+    assert torch.equal(student(vecs, texts), fresh) and torch.equal(student(vecs, ["otro", "", "wasi"])[1:], fresh[1:])
+    student.forget()
+    assert student._known is None and torch.equal(student(vecs, texts), fresh)

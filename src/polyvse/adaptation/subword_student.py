@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from typing import Sequence
 
+import numpy as np
 import torch
 from torch import nn
 
-from .subwords import TABLE, UP, SubwordSpec, bag_inputs
+from .subwords import TABLE, UP, SubwordSpec, bag_inputs, subword_ids
 
 __all__ = ["SubwordStudent"]
 
@@ -20,6 +21,7 @@ class SubwordStudent(nn.Module):
     def __init__(self, linear: nn.Linear, spec: SubwordSpec, seed: int = 0):
         super().__init__()
         self.spec = spec
+        self._known: dict | None = None  # remember()'s hashed sentences
         self.linear = linear
         self.table = nn.EmbeddingBag(spec.buckets, spec.dim, mode="mean", sparse=True)
         nn.init.zeros_(self.table.weight)
@@ -31,10 +33,18 @@ class SubwordStudent(nn.Module):
     def forward(self, vecs: torch.Tensor, texts: Sequence[str]) -> torch.Tensor:
         if len(texts) != len(vecs):
             raise ValueError(f"{len(vecs)} tower vectors but {len(texts)} sentences")
-        flat, offsets = bag_inputs(texts, self.spec)
+        flat, offsets = bag_inputs(texts, self.spec, self._known)
         device = self.table.weight.device
         bag = self.table(torch.from_numpy(flat).to(device), torch.from_numpy(offsets).to(device))
         return self.linear(vecs) + self.up(bag)
+
+    def remember(self, texts: Sequence[str]) -> None:
+        """Hash ``texts`` once for the epochs to come (training); ``forget`` drops them (a served student keeps
+        no per-sentence memory)."""
+        self._known = {t: np.asarray(subword_ids(t, self.spec), dtype=np.int64) for t in texts}
+
+    def forget(self) -> None:
+        self._known = None
 
     def dense_parameters(self) -> list[nn.Parameter]:
         return list(self.linear.parameters()) + list(self.up.parameters())

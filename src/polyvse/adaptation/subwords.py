@@ -66,12 +66,13 @@ def subword_ids(text: str, spec: SubwordSpec) -> list[int]:
     return [zlib.crc32(g.encode("utf-8")) % spec.buckets for g in _grams(text, spec)]
 
 
-def bag_inputs(texts: Sequence[str], spec: SubwordSpec) -> tuple[np.ndarray, np.ndarray]:
+def bag_inputs(texts: Sequence[str], spec: SubwordSpec, known: dict | None = None) -> tuple[np.ndarray, np.ndarray]:
     """(flat row ids, offsets) of ``texts``: torch's ``EmbeddingBag`` input; a sentence without words has an
-    empty bag (its subword term is zero)."""
-    ids = [subword_ids(t, spec) for t in texts]
+    empty bag (its subword term is zero). ``known``: {text: row ids} already hashed (a teacher hashes its
+    sentences once, not every epoch)."""
+    ids = [known[t] if known is not None and t in known else subword_ids(t, spec) for t in texts]
     offsets = np.cumsum([0] + [len(r) for r in ids[:-1]], dtype=np.int64) if ids else np.zeros(0, np.int64)
-    flat = np.fromiter((i for r in ids for i in r), dtype=np.int64)
+    flat = np.concatenate([np.asarray(r, dtype=np.int64) for r in ids]) if ids else np.zeros(0, np.int64)
     return flat, offsets
 
 

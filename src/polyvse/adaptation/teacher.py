@@ -86,6 +86,8 @@ def fit_teacher(model, init: nn.Linear, x_train: torch.Tensor, t_train: torch.Te
     if settings.subwords and (texts_train is None or texts_val is None):
         raise ValueError("a subword student reads the sentences: pass texts_train and texts_val")
     student, optimisers = _student(init, settings)
+    if settings.subwords:
+        student.remember(list(texts_train) + list(texts_val))
     batch = min(settings.batch_size, len(x_train))
     epochs = settings.epochs or auto_epochs(len(x_train), batch)
     identity = {**identity, "settings": asdict(settings), "epochs": epochs}
@@ -137,6 +139,8 @@ def fit_teacher(model, init: nn.Linear, x_train: torch.Tensor, t_train: torch.Te
                                  "optimizers": {n: o.state_dict() for n, o in optimisers.items()}, "best": best,
                                  "history": history}, state_path)
     student.load_state_dict(best["student"])
+    if settings.subwords:
+        student.forget()
     student.eval()
     for p in student.parameters():
         p.requires_grad_(False)
