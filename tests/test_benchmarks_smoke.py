@@ -203,8 +203,13 @@ def test_readme_block_comes_from_the_record(tmp_path):
     assert "old figures" not in text and "commit 0123456789ab" in text and "dirty" not in text
     assert "| 0.93 (numpy" in text and f"p50 {new['ann_p50_ms']:.2f} ms" in text
 
-    block = run_all.readme_block(committed)  # 2026-11-22: dirty tree, the old probe
-    assert "dirty tree" in block and "withdrawn" in block and "1.21" in block
+    old = copy.deepcopy(committed)  # as the record of 2026-11-22: a dirty tree, the old probe
+    old.update(git_dirty=True, git_dirty_files=["src/x.py"])
+    top = old["details"]["search"]["per_dim"][str(old["details"]["search"]["headline_dim"])]
+    top.pop("exact_scan_bandwidth_fraction_raw", None)
+    top["exact_scan_bandwidth_fraction"] = 1.21
+    block = run_all.readme_block(old)
+    assert "dirty tree (src/x.py)" in block and "withdrawn" in block and "1.21" in block
     with pytest.raises(ValueError, match="quick"):
         run_all.readme_block({**committed, "quick": True})
 
