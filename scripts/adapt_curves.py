@@ -113,11 +113,11 @@ def markdown(record: dict) -> str:
         row = [lang, f"{best_z[1]['val']['mr']:.1f} ({best_z[0]})" if best_z else "not read"]
         runs = record.get("adapted", {}).get(lang, {})
         row += [f"{runs[m][s]['val']['mr']:.1f}" if s in runs.get(m, {}) else "-" for m in methods for s in sizes]
-        pick, seeds = chosen_pick(record, lang), seed_summary(record, lang)
+        pick = chosen_pick(record, lang)
+        seeds = seed_summary(record, lang) if pick and pick[0] != "zero-shot" else None
         if pick:
-            test = seeds["mean"]["test"] if seeds and pick[0] != "zero-shot" else pick[2]["test"]["mr"]
-            cell = (f"{test:.1f} ± {seeds['sd']['test']:.1f} ({seeds['seeds']} seeds)"
-                    if seeds and pick[0] != "zero-shot" else f"{test:.1f}")
+            test = seeds["mean"]["test"] if seeds else pick[2]["test"]["mr"]
+            cell = f"{test:.1f} ± {seeds['sd']['test']:.1f} ({seeds['seeds']} seeds)" if seeds else f"{test:.1f}"
             row += [f"{pick[0]} {pick[1]}", cell, f"{100 * test / ref['test']['mr']:.0f}%"]
         else:
             row += ["-", "-", "-"]

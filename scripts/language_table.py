@@ -91,7 +91,11 @@ def markdown(record: dict) -> str:
     head = ["code", "language", "served as", "captions", "val mR", "test mR", "test photos"]
     body = []
     for name, r in record["rows"].items():
-        cell = (lambda s: "-" if s not in r else f"{r[s]['mr']:.1f}" + (f" ± {r[s]['mr_sd']:.1f}" if "mr_sd" in r[s] else ""))
+        def cell(split: str) -> str:
+            if split not in r:
+                return "-"
+            return f"{r[split]['mr']:.1f}" + (f" ± {r[split]['mr_sd']:.1f}" if "mr_sd" in r[split] else "")
+
         body.append([name, language_name(r["lang"]), r["status"] or "not served", r["captions"], cell("val"),
                      cell("test"), str(r["test"]["n_images"]) if "test" in r else "-"])
     splits = "/".join(record.get("splits", ["val", "test"]))

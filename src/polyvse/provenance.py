@@ -57,4 +57,3 @@ def git(*args: str, cwd: str | os.PathLike = REPO) -> str | None:
                               check=False).stdout.strip()
     except (OSError, subprocess.SubprocessError):
         return None
-

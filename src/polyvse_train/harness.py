@@ -16,7 +16,6 @@ import time
 from pathlib import Path
 from typing import Iterator, Sequence
 
-REPO = Path(__file__).resolve().parents[2]
 LOOPBACK = "127.0.0.1"
 
 
@@ -91,4 +90,4 @@ def serving(args: Sequence[str], log_path: Path, port: int, *, timeout: float, c
 
 
 # -- where a result came from: polyvse.provenance (library), re-exported for the trainer's scripts --------
-from polyvse.provenance import cpu_model, git, machine_line, provenance  # noqa: E402,F401
+from polyvse.provenance import REPO, cpu_model, git, machine_line, provenance  # noqa: E402,F401
