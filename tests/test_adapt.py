@@ -110,11 +110,14 @@ def test_teacher_learns_the_language_better_than_zero_shot_on_held_out_pairs(bas
     assert "subwords" in record  # the teacher's default student, in a language the towers document too (es)
 
 
-@pytest.mark.parametrize("subwords", [False, True], ids=["linear", "subwords"])
-def test_a_stopped_teacher_run_resumes_to_the_same_part(base_checkpoint, es_pairs, tmp_path, monkeypatch, subwords):
+@pytest.mark.parametrize("subwords,dropout", [(False, 0.0), (True, 0.0), (True, 0.3)],
+                         ids=["linear", "subwords", "subwords-dropout"])
+def test_a_stopped_teacher_run_resumes_to_the_same_part(base_checkpoint, es_pairs, tmp_path, monkeypatch, subwords,
+                                                        dropout):
     import polyvse.adaptation.teacher as teacher
 
-    settings = TeacherSettings(epochs=4, batch_size=64, subwords=subwords, subword_buckets=2048, subword_dim=8)
+    settings = TeacherSettings(epochs=4, batch_size=64, subwords=subwords, subword_buckets=2048, subword_dim=8,
+                               subword_dropout=dropout)
     adapt_language(request(base_checkpoint, es_pairs, tmp_path / "whole", teacher=settings), report=lambda s: None)
     real_save, saved = teacher.save_training_state, []
 
@@ -188,6 +191,28 @@ def test_subword_ids_are_stable_and_casefolded():
     assert SubwordSpec.from_dict(stored).word_ngrams == 1 and SubwordSpec.from_dict(pairs.to_dict()) == pairs
 
 
+def test_subword_dropout_leaves_rows_out_in_training_only():
+    from polyvse.adaptation.subword_student import SubwordStudent, _drop_rows
+    from polyvse.adaptation.subwords import SubwordSpec
+
+    flat, offsets = np.arange(10, dtype=np.int64), np.array([0, 4, 4, 7], dtype=np.int64)  # bags 4, 0, 3, 3
+    kept, new_offsets = _drop_rows(flat, offsets, 0.5, np.random.default_rng(0))
+    assert len(new_offsets) == 4 and 0 < len(kept) < 10 and set(kept) <= set(flat)
+    bounds = list(new_offsets) + [len(kept)]
+    for i, (lo, hi) in enumerate(zip(bounds, bounds[1:])):  # each sentence keeps only its own rows, in order
+        own = flat[offsets[i]:(offsets[i + 1] if i + 1 < len(offsets) else len(flat))]
+        assert set(kept[lo:hi]) <= set(own) and list(kept[lo:hi]) == sorted(kept[lo:hi])
+    assert _drop_rows(flat, offsets, 0.0, np.random.default_rng(0))[0].tolist() == flat.tolist()
+    student = SubwordStudent(torch.nn.Linear(4, 3), SubwordSpec(buckets=64, dim=2), dropout=0.9)
+    torch.nn.init.normal_(student.table.weight)
+    x, texts = torch.ones(2, 4), ["wasi runa", "allqu"]
+    served = student.eval()(x, texts)
+    assert torch.equal(served, student(x, texts))  # no dropout once served
+    assert not torch.equal(served, student.train()(x, texts))
+    with pytest.raises(ValueError, match="dropout"):
+        SubwordStudent(torch.nn.Linear(4, 3), SubwordSpec(), dropout=1.0)
+
+
 def test_zero_shot_fallback_is_a_load_option(base_checkpoint):
     mean = polyvse.load(base_checkpoint)
     assert mean.zero_shot == "mean" and mean.reads_zero_shot("es")
@@ -218,6 +243,9 @@ def test_cli_adapts_and_reports_bad_input(base_checkpoint, es_pairs, tmp_path, c
     assert main(["adapt", "--checkpoint", str(base_checkpoint), "--lang", "es", "--parallel", str(es_pairs),
                  "--out", str(tmp_path / "z"), "--subwords", "--subword-word-ngrams", "0", "--quiet"]) == 2
     assert "--subword-word-ngrams must be at least 1" in capsys.readouterr().err
+    assert main(["adapt", "--checkpoint", str(base_checkpoint), "--lang", "es", "--parallel", str(es_pairs),
+                 "--out", str(tmp_path / "z"), "--subword-dropout", "1", "--quiet"]) == 2
+    assert "--subword-dropout must be in [0, 1)" in capsys.readouterr().err
 
 
 def test_word_level_and_partless_models_are_refused_saying_why():

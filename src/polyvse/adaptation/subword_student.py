@@ -18,9 +18,13 @@ class SubwordStudent(nn.Module):
     student is its Linear part (the zero-shot fallback it was initialised from); the table learns through sparse
     gradients (only the rows a batch touches)."""
 
-    def __init__(self, linear: nn.Linear, spec: SubwordSpec, seed: int = 0):
+    def __init__(self, linear: nn.Linear, spec: SubwordSpec, seed: int = 0, dropout: float = 0.0):
         super().__init__()
+        if not 0.0 <= dropout < 1.0:
+            raise ValueError(f"subword dropout {dropout}: a probability in [0, 1)")
         self.spec = spec
+        self.dropout = float(dropout)  # training only: each bag row left out with this probability
+        self.drop_rng = np.random.default_rng(seed)  # the teacher reseeds it every epoch (exact resume)
         self._known: dict | None = None  # remember()'s hashed sentences
         self.linear = linear
         self.table = nn.EmbeddingBag(spec.buckets, spec.dim, mode="mean", sparse=True)
@@ -34,6 +38,8 @@ class SubwordStudent(nn.Module):
         if len(texts) != len(vecs):
             raise ValueError(f"{len(vecs)} tower vectors but {len(texts)} sentences")
         flat, offsets = bag_inputs(texts, self.spec, self._known)
+        if self.training and self.dropout and len(flat):
+            flat, offsets = _drop_rows(flat, offsets, self.dropout, self.drop_rng)
         device = self.table.weight.device
         bag = self.table(torch.from_numpy(flat).to(device), torch.from_numpy(offsets).to(device))
         return self.linear(vecs) + self.up(bag)
@@ -61,3 +67,13 @@ class SubwordStudent(nn.Module):
             student.table.weight.copy_(table)
             student.up.weight.copy_(up)
         return student.eval()
+
+
+def _drop_rows(flat: np.ndarray, offsets: np.ndarray, p: float, rng: np.random.Generator
+               ) -> tuple[np.ndarray, np.ndarray]:
+    """``bag_inputs``' (flat, offsets) with each row kept with probability ``1 - p``: the mean then runs over what
+    is left (a sentence that loses every row has an empty bag, a zero subword term)."""
+    keep = rng.random(len(flat)) >= p
+    sentence = np.searchsorted(offsets, np.arange(len(flat)), side="right") - 1
+    counts = np.bincount(sentence[keep], minlength=len(offsets))
+    return flat[keep], np.concatenate([[0], np.cumsum(counts[:-1])]).astype(np.int64)

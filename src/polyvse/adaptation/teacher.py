@@ -62,7 +62,7 @@ def _student(init: nn.Linear, settings: TeacherSettings) -> tuple[nn.Module, dic
 
         student = SubwordStudent(student, SubwordSpec(settings.subword_buckets, settings.subword_dim,
                                                          word_ngrams=settings.subword_word_ngrams),
-                                 seed=settings.seed)
+                                 seed=settings.seed, dropout=settings.subword_dropout)
         optimisers["table"] = torch.optim.SparseAdam(list(student.table.parameters()), lr=settings.subword_lr)
     student.train()
     for p in student.parameters():
@@ -114,6 +114,8 @@ def fit_teacher(model, init: nn.Linear, x_train: torch.Tensor, t_train: torch.Te
                   dynamic_ncols=True) as bar:
         for epoch in range(start, epochs + 1):
             order = np.random.default_rng([settings.seed, epoch]).permutation(len(x_train))
+            if settings.subwords:  # the dropout draws of an epoch depend on (seed, epoch) only: exact resume
+                student.drop_rng = np.random.default_rng([settings.seed, epoch, 1])
             total = 0.0
             for i in range(steps):
                 rows = torch.from_numpy(order[i * batch:(i + 1) * batch])

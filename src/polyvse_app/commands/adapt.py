@@ -51,6 +51,9 @@ def register(sub) -> None:
     p.add_argument("--subword-word-ngrams", type=int, default=defaults.subword_word_ngrams,
                    help="n: runs of 2..n neighbouring words join the words and character n-grams; 1: none "
                         "(default %(default)s)")
+    p.add_argument("--subword-dropout", type=float, default=defaults.subword_dropout,
+                   help="in training, leave out each of a sentence's bag rows with this probability (default "
+                        "%(default)s)")
     p.add_argument("--seed", type=int, default=defaults.seed, help="seed of batches and held-out pairs")
     p.add_argument("--resume", action="store_true", help="continue a stopped run from <out>.adapt-state.pt")
     p.add_argument("--skip-bad-lines", action="store_true",
@@ -73,10 +76,13 @@ def run(args) -> int:
         raise DataError(f"--batch-size must be at least 2 (InfoNCE needs negatives), got {args.batch_size}")
     if args.subword_buckets < 1 or args.subword_dim < 1 or args.subword_word_ngrams < 1:
         raise DataError("--subword-buckets, --subword-dim and --subword-word-ngrams must be at least 1")
+    if not 0.0 <= args.subword_dropout < 1.0:
+        raise DataError(f"--subword-dropout must be in [0, 1), got {args.subword_dropout}")
     teacher = TeacherSettings(epochs=args.epochs, batch_size=args.batch_size, lr=args.lr,
                               temperature=args.temperature, mse_weight=args.mse_weight, seed=args.seed,
                               subwords=args.subwords, subword_buckets=args.subword_buckets,
-                              subword_dim=args.subword_dim, subword_word_ngrams=args.subword_word_ngrams)
+                              subword_dim=args.subword_dim, subword_word_ngrams=args.subword_word_ngrams,
+                              subword_dropout=args.subword_dropout)
     adapt_language(AdaptRequest(
         checkpoint=Path(args.checkpoint), lang=args.lang, parallel=Path(args.parallel), out=Path(args.out),
         method=args.method, pivot_lang=args.pivot_lang, lines=args.lines, zero_shot_init=args.init, teacher=teacher,
