@@ -6,7 +6,8 @@ bound = captions/s of the same modules (same model, loss, optimiser, batches: th
         padded in advance) with nothing else in the loop.
 train_throughput_ratio = real / bound (target >= 0.9: data handling must not be the bottleneck). The bound is
 measured before and after the real run and the faster of the two is taken. (Random word ids, used until
-2026-11-26, made the bare loop slower than the real one: ratio 1.07, so it was no bound.)
+2026-11-26, made the bare loop slower than the real one: ratio 1.07, so it was no bound. Whether the bare loop is
+a bound now is not settled: README, section Performance.)
 
 The same for a MULE config (`--mule-config`, default configs/mule-nc-lc.yaml: LSTM over MULE's per-language
 universal projection, top-K matching + neighbourhood constraints + adversarial language classifier, batches
