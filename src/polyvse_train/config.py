@@ -133,15 +133,17 @@ class ModelSection(Section):
     finetune_blocks: int = 0
     # partial fine-tuning of the e5 text tower (polyvse.models.pretrained.e5_tail; text_encoder pretrained with
     # pretrained_encoder e5-small or e5-small+...): its last N transformer layers and pooling train (at
-    # schedule.text_finetune_lr_scale x lr) on the cached hidden states entering them; 0 = frozen sentence vectors
+    # schedule.text_finetune_lr_scale x lr) on the cached hidden states entering them; 0 = frozen sentence vectors,
+    # 12 = every layer (on the cached embedding-layer output; the token embedding table stays frozen)
     text_finetune_layers: int = 0
 
     def check(self, fail) -> None:
         for name in ("embed_dim", "word_dim", "hidden_dim", "image_hidden_dim"):
             at_least(fail, self, name, 1)
         at_least(fail, self, "finetune_blocks", 0)
-        if not 0 <= self.text_finetune_layers <= 11:
-            fail("text_finetune_layers", f"{self.text_finetune_layers}: e5-small has 12 layers; train 0 (frozen) to 11")
+        if not 0 <= self.text_finetune_layers <= 12:
+            fail("text_finetune_layers", f"{self.text_finetune_layers}: e5-small has 12 layers; train 0 (frozen) to "
+                 "12 (all of them)")
         at_least(fail, self, "universal_dim", 0)
         one_of(fail, self, "similarity", SIMILARITIES)
         one_of(fail, self, "text_encoder", TEXT_ENCODERS)
