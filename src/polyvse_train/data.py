@@ -1,7 +1,8 @@
 """A run's data, prepared before the loop: the dataset and its split, the evaluation exclusion, the image features
-(through the feature cache), the training captions (with the dataset's machine translations, when asked for),
-the caption encoder (a vocabulary, or a frozen sentence tower's cached vectors), the text-only tuples and the
-teacher's pairs. ``train.py`` trains on what :func:`prepare_data` returns; nothing here trains.
+(through the feature cache; on the pixel path the photos themselves, ``pixels.py``), the training captions (with
+the dataset's machine translations, when asked for), the caption encoder (a vocabulary, or a frozen sentence
+tower's cached vectors), the text-only tuples and the teacher's pairs. ``train.py`` trains on what
+:func:`prepare_data` returns; nothing here trains.
 
 What is particular to a dataset is the dataset's (``polyvse.data.registry.DatasetSpec``): which machine
 translations of its captions exist (``translations``: F8K-ML and f8k-full have Flickr8K-CN's Baidu and Google
@@ -27,6 +28,7 @@ from polyvse.models.text_input import CaptionEncoder
 from polyvse.paths import cache_root
 
 from .config import TrainConfig
+from .pixels import PhotoPixels, TrainCrop, pixel_key, readable_photos
 from .pretrained_tower import pretrained_caption_encoder, uses_pretrained_tower
 from .teacher import TeacherPairs, load_teacher_pairs
 from .text_corpus import TextTupleSet, build_caption_encoder, load_text_corpus
@@ -44,7 +46,8 @@ class CaptionSet:
 @dataclass
 class PreparedData:
     photo_ids: list[str]
-    features: torch.Tensor  # (n_photos, image_dim), rows aligned with photo_ids
+    # (n_photos, image_dim), rows aligned with photo_ids; the photos themselves on the pixel path
+    features: torch.Tensor | PhotoPixels
     train_rows: np.ndarray
     eval_rows: np.ndarray
     train: CaptionSet
@@ -55,8 +58,28 @@ class PreparedData:
     text_tuples: TextTupleSet | None = None  # text-only caption tuples (cfg.data.text_corpus), None = none
     teacher: TeacherPairs | None = None  # parallel lines for teacher learning (cfg.objective.teacher_students)
     # model.finetune_blocks: the backbone tail after the cut, with the ImageNet weights (its in_shape is the maps'
-    # (C, h, w)); None for pooled features of a frozen backbone
+    # (C, h, w)); model.finetune_backbone: the whole backbone (in_shape (3, crop, crop)); None for pooled features
+    # of a frozen backbone
     image_tail: BackboneTail | None = None
+
+    @property
+    def image_dim(self) -> int:
+        """The size of the image features the model reads outside training: the rows of ``features``, or on the
+        pixel path the trained backbone's pooled output (its checkpoint's extractor, polyvse.features.whole)."""
+        if isinstance(self.features, PhotoPixels):
+            return self.image_tail.out_dim
+        return int(self.features.shape[1])
+
+
+@dataclass
+class ImageInput:
+    """The image side of a run's data, for the photos that could be read."""
+
+    photo_ids: list[str]  # in row order
+    features: torch.Tensor | PhotoPixels
+    key: str  # what identifies them (the extractor's key, or the pixel path's)
+    image_tail: BackboneTail | None
+    n_failed: int
 
 
 def prepare_data(cfg: TrainConfig, root: Path, smoke: bool = False, progress: bool = True,
@@ -65,9 +88,6 @@ def prepare_data(cfg: TrainConfig, root: Path, smoke: bool = False, progress: bo
     extracted (the run's device: on a GPU, with photo-decoding workers sized by ``polyvse.device.loader_workers``
     for the ranks sharing the machine); the features themselves come back on the CPU, as the cache holds them."""
     from polyvse.data.registry import load_dataset
-    from polyvse.device import loader_workers
-    from polyvse.features.cache import extract_features
-    from polyvse.features.backbones import get_extractor
 
     if cfg.objective.teacher_students and not uses_pretrained_tower(cfg):
         raise DataError("objective.teacher_students: teacher learning needs a frozen pretrained text tower "
@@ -88,16 +108,8 @@ def prepare_data(cfg: TrainConfig, root: Path, smoke: bool = False, progress: bo
     if missing:
         raise DataError(f"{cfg.data.dataset}: {len(missing)} photos have no image file (e.g. {missing[0]}); "
                         "image-text training needs the photos")
-    extractor = get_extractor(feature_backbone(cfg), ten_crop=cfg.data.ten_crop)
-    workers = 0  # on the CPU the network already takes every core (polyvse.device.loader_workers)
-    if device is not None and device.type != "cpu":
-        extractor.to(device)  # fp32 without TF32 (FeatureExtractor.forward_batch): the same cache as a CPU's
-        workers = loader_workers(device)
-    result = extract_features([corpus.photos[p].path for p in photo_ids], extractor,
-                              cache_root(root) / "features", progress=progress, num_workers=workers)
-    for path, reason in result.failures:
-        log.warning("skipping photo %s: %s", path, reason)
-    ok_ids = [photo_ids[i] for i in result.index]
+    images = image_input(cfg, [corpus.photos[p].path for p in photo_ids], photo_ids, root, progress, device)
+    ok_ids = images.photo_ids
     row_of = {p: r for r, p in enumerate(ok_ids)}
 
     train_caps = training_captions(cfg, root, corpus, {p for p in train_ids if p in row_of}, exclusion)
@@ -122,15 +134,54 @@ def prepare_data(cfg: TrainConfig, root: Path, smoke: bool = False, progress: bo
         return CaptionSet(np.array([row_of[c.photo_id] for c in caps], dtype=np.int64),
                           [c.lang for c in caps], caption_inputs(encoder, caps))
 
-    feats = torch.as_tensor(np.asarray(result.features, dtype=np.float32))
     return PreparedData(
-        photo_ids=ok_ids, features=feats,
+        photo_ids=ok_ids, features=images.features,
         train_rows=np.array(sorted(row_of[p] for p in train_ids if p in row_of), dtype=np.int64),
         eval_rows=np.array(sorted(row_of[p] for p in eval_ids if p in row_of), dtype=np.int64),
         train=encode(train_caps), eval=encode(eval_caps), captions=encoder,
-        feature_key=extractor.key, image_tail=extractor.tail_module() if cfg.model.finetune_blocks else None,
-        n_failed_photos=len(result.failures), text_tuples=text_tuples,
-        teacher=teacher)
+        feature_key=images.key, image_tail=images.image_tail, n_failed_photos=images.n_failed,
+        text_tuples=text_tuples, teacher=teacher)
+
+
+def image_input(cfg: TrainConfig, paths: list, photo_ids: list[str], root: Path, progress: bool,
+                device: torch.device | None) -> ImageInput:
+    """The features of the photos (``paths``, one per id) through the feature cache, or on the pixel path the
+    photos themselves; unreadable photos are left out (a warning each)."""
+    from polyvse.device import loader_workers
+    from polyvse.features.backbones import get_extractor
+    from polyvse.features.cache import extract_features
+
+    # on the CPU the network already takes every core (polyvse.device.loader_workers)
+    on_gpu = device is not None and device.type != "cpu"
+    workers = loader_workers(device) if on_gpu else 0
+    if cfg.model.finetune_backbone:
+        return _pixel_input(cfg, paths, photo_ids, workers, cache_root(root) / "features")
+    extractor = get_extractor(feature_backbone(cfg), ten_crop=cfg.data.ten_crop)
+    if on_gpu:
+        extractor.to(device)  # fp32 without TF32 (FeatureExtractor.forward_batch): the same cache as a CPU's
+    result = extract_features(paths, extractor, cache_root(root) / "features", progress=progress,
+                              num_workers=workers)
+    for path, reason in result.failures:
+        log.warning("skipping photo %s: %s", path, reason)
+    return ImageInput([photo_ids[i] for i in result.index], torch.as_tensor(np.asarray(result.features, np.float32)),
+                      extractor.key, extractor.tail_module() if cfg.model.finetune_blocks else None,
+                      len(result.failures))
+
+
+def _pixel_input(cfg: TrainConfig, paths: list, photo_ids: list[str], workers: int, cache_dir: Path) -> ImageInput:
+    """The pixel path's photos (polyvse_train.pixels) and the whole backbone, with its ImageNet weights;
+    ``cache_dir``: the feature cache its evaluation embeds the photos through."""
+    from polyvse.features.backbones import get_extractor
+    from polyvse.features.tail import whole_of
+
+    base = get_extractor(cfg.data.backbone)
+    crop = TrainCrop(base.preprocess, cfg.data.crop_scale_min)
+    ok, failures = readable_photos(paths, workers)
+    pixels = PhotoPixels([paths[i] for i in ok], crop, cfg.schedule.seed, workers,
+                         pixel_key(base, feature_backbone(cfg), crop), cache_dir)
+    size = base.preprocess.crop
+    return ImageInput([photo_ids[i] for i in ok], pixels, pixels.key, whole_of(base.model, (3, size, size)),
+                      len(failures))
 
 
 def training_captions(cfg: TrainConfig, root: Path, corpus: Corpus, train_photos: set[str],
@@ -168,7 +219,10 @@ def translation_captions(cfg: TrainConfig, root: Path, train_photos: set[str]) -
 
 
 def feature_backbone(cfg: TrainConfig) -> str:
-    """The image features' backbone name: data.backbone, cut before its last blocks when they fine-tune."""
-    from polyvse.features.tail import tail_name
+    """The image features' backbone name: data.backbone, cut before its last blocks when they fine-tune, or
+    named as a whole backbone that trains (model.finetune_backbone)."""
+    from polyvse.features.tail import tail_name, whole_name
 
+    if cfg.model.finetune_backbone:
+        return whole_name(cfg.data.backbone)
     return tail_name(cfg.data.backbone, cfg.model.finetune_blocks) if cfg.model.finetune_blocks else cfg.data.backbone

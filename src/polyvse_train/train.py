@@ -7,6 +7,7 @@ on (seed, epoch).
 """
 from __future__ import annotations
 
+import itertools
 import json
 import logging
 import random
@@ -14,6 +15,7 @@ import subprocess
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Iterator
 
 import numpy as np
 import torch
@@ -32,6 +34,7 @@ from .config import TrainConfig, changed_fields
 from .data import CaptionSet, PreparedData, feature_backbone, prepare_data
 from .objectives import build_objective
 from .objectives.word_alignment import WordAlignment, build_alignment, prepare_word_embeddings
+from .pixels import PhotoPixels
 from .pretrained_tower import uses_pretrained_tower
 
 log = logging.getLogger("polyvse.train")
@@ -60,7 +63,7 @@ def _joint_model(cfg: TrainConfig, data: PreparedData) -> JointEmbeddingModel:
     return JointEmbeddingModel(ModelConfig(
         image_tail=feature_backbone(cfg) if data.image_tail is not None else "",
         image_tail_shape=list(data.image_tail.in_shape) if data.image_tail is not None else [],
-        vocab_size=vocab_size(data.captions), image_dim=int(data.features.shape[1]), embed_dim=cfg.model.embed_dim,
+        vocab_size=vocab_size(data.captions), image_dim=data.image_dim, embed_dim=cfg.model.embed_dim,
         pretrained_dim=data.captions.dim if uses_pretrained_tower(cfg) else 0,
         pretrained_towers=data.captions.tower_dims if uses_pretrained_tower(cfg) else [],
         tower_dropout=cfg.model.tower_dropout, text_tail_layers=cfg.model.text_finetune_layers,
@@ -86,7 +89,10 @@ def evaluate_split(model: PolyvseModel, data: PreparedData, caps: CaptionSet, ro
 
     local = {r: i for i, r in enumerate(rows)}
     keep = [i for i, r in enumerate(caps.photo_row) if r in local]
-    return evaluate_embeddings(model, data.features[rows], [caps.ids[i] for i in keep],
+    # the pixel path's photos go through the trained backbone, as the checkpoint's photos will (polyvse.load)
+    feats = data.features.features_of(model.extractor, rows) if isinstance(data.features, PhotoPixels) \
+        else data.features[rows]
+    return evaluate_embeddings(model, feats, [caps.ids[i] for i in keep],
                                np.array([local[caps.photo_row[i]] for i in keep], dtype=np.int64),
                                [caps.langs[i] for i in keep], languages)
 
@@ -335,10 +341,12 @@ def train_one_epoch(run: TrainingRun, *, save_every: int = 0, max_steps: int | N
     run.model.train()
     losses = []  # detached, on the run's device: reading each one (.item()) would wait for the GPU every step
     n_items, t_epoch, stopped = 0, time.perf_counter(), False
+    photos = photo_feed(run, batches)
     # a bar on a terminal, and one line per epoch ("epoch 3/15: loss 0.123, 15 s") in any case
     with Progress(range(run.batch_pos, len(batches)), desc=f"epoch {run.epoch + 1}/{run.epochs}", unit="batch",
                   enabled=run.progress) as bar:
         for b in bar:
+            next(photos)
             losses.append(train_step(run, batches[b]))
             n_items += batch_items(batches[b])
             run.batch_pos = b + 1
@@ -368,6 +376,15 @@ def train_one_epoch(run: TrainingRun, *, save_every: int = 0, max_steps: int | N
     return stopped
 
 
+def photo_feed(run: TrainingRun, batches: list) -> Iterator[None]:
+    """One ``next`` before each step from the run's position: on the pixel path it stages that batch's photos
+    (decoded ahead, polyvse_train.pixels); otherwise it does nothing."""
+    if not isinstance(run.data.features, PhotoPixels):
+        return itertools.repeat(None)
+    rows = [run.objective.photo_rows(batches[b], run.dist_info) for b in range(run.batch_pos, len(batches))]
+    return run.data.features.feed(rows, run.epoch, run.batch_pos)
+
+
 def train_step(run: TrainingRun, batch) -> torch.Tensor:
     """One optimisation step on one batch (and the objective's after-step hook); returns the loss, detached."""
     with autocast(run.device, run.precision):
@@ -391,13 +408,23 @@ def _time_fields(spent: dict) -> dict:
             "time_complete": spent["complete"]}
 
 
+def checkpoint_feature_key(cfg: TrainConfig, data: PreparedData, model: JointEmbeddingModel) -> str:
+    """The key of the features the checkpoint's model reads: the extractor's it trained on, or on the pixel path
+    its trained backbone's (polyvse.features.whole: a key that names the trained weights)."""
+    if not isinstance(data.features, PhotoPixels):
+        return data.feature_key
+    from polyvse.features.whole import FineTunedExtractor
+
+    return FineTunedExtractor(feature_backbone(cfg), model.image_tail).key
+
+
 def finish_run(run: TrainingRun) -> dict:
     """Evaluate on the evaluation split, write the checkpoint and metrics.json; returns the metrics."""
     cfg, data, model = run.cfg, run.data, run.model
     model.eval()
-    ckpt = Checkpoint(model=model, captions=data.captions, backbone=feature_backbone(cfg), feature_key=data.feature_key,
-                      ten_crop=cfg.data.ten_crop, languages=list(cfg.data.languages),
-                      squash_photos=trained_on_squashed_photos(cfg.data.dataset))
+    ckpt = Checkpoint(model=model, captions=data.captions, backbone=feature_backbone(cfg),
+                      feature_key=checkpoint_feature_key(cfg, data, model), ten_crop=cfg.data.ten_crop,
+                      languages=list(cfg.data.languages), squash_photos=trained_on_squashed_photos(cfg.data.dataset))
     per_lang = evaluate_split(PolyvseModel(ckpt), data, data.eval, data.eval_rows, cfg.data.languages)
     metrics = {
         "dataset": cfg.data.dataset,

@@ -7,7 +7,8 @@ from typing import Callable
 
 from .concat import SEPARATOR, ConcatExtractor, split_backbone_name
 from .extractor import FeatureExtractor, UnknownBackboneError
-from .tail import TAIL_MARK, BackboneCutExtractor, BackboneTail, parse_tail_name, tail_of
+from .tail import (TAIL_MARK, BackboneCutExtractor, BackboneTail, parse_tail_name, split_whole_name, tail_of,
+                   whole_of)
 
 __all__ = ["available_backbones", "backbone_tail", "get_extractor", "register_backbone"]
 
@@ -50,6 +51,9 @@ def get_extractor(name: str = "efficientnet-lite0", ten_crop: bool = False, squa
     models trained on squashed photos.
     """
     _ensure_builtin()
+    if split_whole_name(name) is not None:  # its weights are a checkpoint's (polyvse.features.whole)
+        raise UnknownBackboneError(f"{name!r} is a whole backbone fine-tuned by polyvse: its trained weights are in "
+                                   "its checkpoint, which embeds photos with them (polyvse.load)")
     if SEPARATOR in name:  # several backbones side by side (polyvse.features.concat)
         return ConcatExtractor([get_extractor(part, ten_crop=ten_crop, squash=squash, **kwargs)
                                 for part in split_backbone_name(name)])
@@ -69,7 +73,11 @@ def get_extractor(name: str = "efficientnet-lite0", ten_crop: bool = False, squa
 
 
 def backbone_tail(name: str, in_shape) -> BackboneTail:
-    """The trainable tail's architecture for ``<backbone>:tail<K>``, with untrained weights (a checkpoint's
-    state, or :meth:`~polyvse.features.tail.BackboneCutExtractor.tail_module`, fills them)."""
+    """The trainable tail's architecture for ``<backbone>:tail<K>`` (or the whole backbone's, for
+    ``<backbone>:whole``), with untrained weights (a checkpoint's state, or
+    :meth:`~polyvse.features.tail.BackboneCutExtractor.tail_module`, fills them)."""
+    whole = split_whole_name(name)
+    if whole is not None:
+        return whole_of(get_extractor(whole, _random_init=True).model, in_shape)
     base, blocks = parse_tail_name(name)
     return tail_of(get_extractor(base, _random_init=True).model, blocks, in_shape)

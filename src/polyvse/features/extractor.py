@@ -96,14 +96,22 @@ class Preprocess:
         return five(arr) + five(arr[:, ::-1])
 
     def __call__(self, img: Image.Image) -> torch.Tensor:
-        if img.mode != "RGB":  # e.g. a greyscale PIL image handed over directly
-            img = img.convert("RGB")
-        arr = np.asarray(self._resize(img))  # (H, W, 3) uint8
+        arr = np.asarray(self.resized(img))  # (H, W, 3) uint8
         if not self.ten_crop:  # crop first: fewer pixels to convert
-            crop = self._crops(arr)[0].astype(np.float32) * self._scale - self._shift
-            return torch.from_numpy(np.ascontiguousarray(crop.transpose(2, 0, 1)))
+            return self.normalised(self._crops(arr)[0])
         norm = arr.astype(np.float32) * self._scale - self._shift  # once: the ten crops overlap
         return torch.from_numpy(np.ascontiguousarray(np.stack([c.transpose(2, 0, 1) for c in self._crops(norm)])))
+
+    def resized(self, img: Image.Image) -> Image.Image:
+        """The photo resized as this preprocessing resizes it before cropping (RGB)."""
+        if img.mode != "RGB":  # e.g. a greyscale PIL image handed over directly
+            img = img.convert("RGB")
+        return self._resize(img)
+
+    def normalised(self, crop: np.ndarray) -> torch.Tensor:
+        """A ``(H, W, 3)`` uint8 crop -> the network's ``3 x H x W`` float32 input."""
+        norm = crop.astype(np.float32) * self._scale - self._shift
+        return torch.from_numpy(np.ascontiguousarray(norm.transpose(2, 0, 1)))
 
     def _resize_transform(self):
         # imported here: torchvision costs seconds to import, and training on cached features never needs it

