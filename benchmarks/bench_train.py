@@ -1,19 +1,21 @@
-"""Training throughput: the real training loop versus a bare PyTorch loop on random tensors (the kernel bound).
+"""Training throughput: the real training step versus a bare PyTorch step on the same batches (the kernel bound).
 
-real  = captions/s of `polyvse_train.train.train` (its per-epoch `items / loop_seconds`: sampling, padding,
-        forward, backward, optimiser step) on F8K-ML with the demo model;
+real  = captions/s of the training loop's own step (`polyvse_train.train.train_step` on a run built by
+        `setup_run`: the objective's batch assembly -- photo rows, caption padding --, forward, backward, clip,
+        optimiser step) on F8K-ML with the demo model;
 bound = captions/s of the same modules (same model, loss, optimiser, batches: the real batches' own word ids,
         padded in advance) with nothing else in the loop.
-train_throughput_ratio = real / bound (target >= 0.9: data handling must not be the bottleneck). The bound is
-measured before and after the real run and the faster of the two is taken. (Random word ids, used until
-2026-11-26, made the bare loop slower than the real one: ratio 1.07, so it was no bound. Whether the bare loop is
-a bound now is not settled: README, section Performance.)
+train_throughput_ratio = real / bound (target >= 0.9: data handling must not be the bottleneck). The two are timed
+side by side: alternating blocks of BLOCK steps over one epoch's batches, the order swapped every block, so both
+see the same machine load and warmth. (Until 2026-11-26 the bound ran before and after a whole real run: with the
+load changing between them the "bound" came out slower than the real loop, ratio 1.18 once, so it was no bound.)
+The whole real epoch (`train_one_epoch`: the same steps plus the epoch's sampling and state save) is reported
+beside it, train_real_epoch_captions_per_s, for the loop's overhead outside the steps.
 
 The same for a MULE config (`--mule-config`, default configs/mule-nc-lc.yaml: LSTM over MULE's per-language
 universal projection, top-K matching + neighbourhood constraints + adversarial language classifier, batches
 of photo tuples with 2 en / 2 de / 1 fr / 1 cs / 2 zh captions): the bound calls the objective's own MULE
-loss on the real batches' own word ids and languages, the faster of before/after -> mule_throughput_ratio. (Random
-ids and the mean of the two, used until 2026-11-26, gave 1.22: no bound either.)
+loss on the real batches' own word ids and languages -> mule_throughput_ratio.
 
     python benchmarks/bench_train.py --out benchmarks/results/train.json [--epochs 2] [--quick] [--no-mule]
 """
@@ -48,43 +50,64 @@ def padded_ids(data, rows) -> tuple[torch.Tensor, torch.Tensor]:
     return ids, lengths
 
 
-def bound_captions_per_s(cfg, data, batches, repeats: int = 1, device=None, precision: str = "fp32") -> float:
-    """The same modules on the real batches' word ids, padded in advance (random photo features: the image head's
-    cost does not depend on them): no sampler, no padding, no Python batching in the loop.
-    On a GPU the tensors are there before the clock starts and the clock stops after a synchronize."""
+BLOCK = 10  # steps a timed block: long enough to time, short enough that a change of load hits both kinds alike
+
+
+def interleaved_rates(real_step, bare_step, sizes, block: int = BLOCK, sync=None) -> tuple[float, float]:
+    """Items/s of ``real_step(i)`` and ``bare_step(i)`` over the same steps i (``sizes[i]`` items each), timed in
+    alternating blocks of ``block`` steps with the order swapped every block. Step 0 of each is a warm-up
+    (allocations, lazy init), not timed. ``sync`` runs before each clock read (a CUDA synchronize on a GPU)."""
+    if len(sizes) < 2:
+        raise ValueError(f"{len(sizes)} steps: at least 2 are needed (the first is a warm-up)")
+    sync = sync or (lambda: None)
+    steps = {"real": real_step, "bare": bare_step}
+    for step in steps.values():
+        step(0)
+    spent, items = {"real": 0.0, "bare": 0.0}, {"real": 0, "bare": 0}
+    for k, first in enumerate(range(1, len(sizes), block)):
+        rows = range(first, min(first + block, len(sizes)))
+        for kind in (("bare", "real") if k % 2 == 0 else ("real", "bare")):
+            sync()
+            start = time.perf_counter()
+            for i in rows:
+                steps[kind](i)
+            sync()
+            spent[kind] += time.perf_counter() - start
+            items[kind] += sum(int(sizes[i]) for i in rows)
+    return items["real"] / spent["real"], items["bare"] / spent["bare"]
+
+
+def bare_vse_step(cfg, data, batches, device, precision: str = "fp32"):
+    """The bound's step i: the same modules on batch i's own word ids, padded before the clock starts, and random
+    photo features (the image head's cost does not depend on them): no sampler, no padding, no Python batching.
+    On a GPU the tensors are there beforehand."""
     from polyvse.device import autocast
     from polyvse.losses import HingeRankingLoss
     from polyvse_train.train import build_model, seed_everything
 
-    device = device or torch.device("cpu")
     seed_everything(cfg.get("seed"))
     model = build_model(cfg, data).to(device).train()
     optimiser = torch.optim.Adam(model.parameters(), lr=cfg.get("lr"))
     loss_fn = HingeRankingLoss(margin=cfg.get("margin"), max_violation=cfg.get("max_violation"))
     gen = torch.Generator().manual_seed(0)
-    steps = []
-    for idx in batches:  # pre-built: the real batches' own word ids, padded before the clock starts
+    tensors = []
+    for idx in batches:
         ids, lengths = padded_ids(data, idx)
         feats = torch.randn(len(idx), data.features.shape[1], generator=gen)
-        steps.append((feats.to(device), ids.to(device), lengths))
-    n, start = 0, None
-    for r in range(repeats):
-        for i, (feats, ids, lengths) in enumerate(steps):
-            if r == 0 and i == 1:  # the first step (allocations, lazy init) is a warm-up, not timed
-                n, start = 0, time.perf_counter()
-            with autocast(device, precision):
-                image_emb, text_emb = model(feats, ids, lengths)
-                loss = loss_fn(model.scores(image_emb, text_emb))
-            optimise(cfg, model, optimiser, loss)
-            n += len(lengths)
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
-    return n / (time.perf_counter() - start)
+        tensors.append((feats.to(device), ids.to(device), lengths))
+
+    def step(i: int) -> None:
+        feats, ids, lengths = tensors[i]
+        with autocast(device, precision):
+            image_emb, text_emb = model(feats, ids, lengths)
+            loss = loss_fn(model.scores(image_emb, text_emb))
+        optimise(cfg, model, optimiser, loss)
+    return step
 
 
-def mule_bound_captions_per_s(cfg, data, root, batches, epoch: int) -> float:
-    """MULE's matching-phase step (the objective's own loss code) on the real batches' own word ids, padded before
-    the clock starts."""
+def bare_mule_step(cfg, data, root, batches, epoch: int):
+    """MULE's bound step i: the matching phase's loss (the objective's own code) on batch i's own word ids and
+    languages, padded before the clock starts."""
     from polyvse_train.objectives import build_objective
     from polyvse_train.objectives.tuples import EncodedSlots
     from polyvse_train.train import build_model, build_optimiser, seed_everything
@@ -93,28 +116,47 @@ def mule_bound_captions_per_s(cfg, data, root, batches, epoch: int) -> float:
     model = build_model(cfg, data).train()
     objective = build_objective(cfg, model, data, root)
     optimiser = build_optimiser(cfg, model, list(objective.parameters()))
-    steps = []
-    for photo_rows, slots in batches:
+    tensors = []
+    for batch in batches:
+        photo_rows, slots = batch[0], batch[1]
         valid = slots >= 0
         flat = slots[valid]
         ids, lengths = padded_ids(data, flat)
-        steps.append((photo_rows, valid, ids, lengths, [data.train.langs[int(c)] for c in flat]))
-    n, start = 0, None
-    for i, (photo_rows, valid, ids, lengths, langs) in enumerate(steps):
-        if i == 1:  # the first step is a warm-up, not timed
-            n, start = 0, time.perf_counter()
+        tensors.append((photo_rows, valid, ids, lengths, [data.train.langs[int(c)] for c in flat]))
+
+    def step(i: int) -> None:
+        photo_rows, valid, ids, lengths, langs = tensors[i]
         text, words = model.text_features(ids, lengths, langs)
         loss, _ = objective.tuple_loss(photo_rows, EncodedSlots(valid, text, words, lengths, langs), epoch)
         optimise(cfg, model, optimiser, loss)
-        n += len(lengths)
-    return n / (time.perf_counter() - start)
+    return step
+
+
+def side_by_side(cfg, root, quick: bool, device, precision: str, bare_of) -> dict:
+    """A real run (``setup_run``), its first ``epochs - 1`` epochs trained as warm-up; then its next epoch's
+    batches timed step by step against ``bare_of(run.data, batches, run.epoch)``'s steps, interleaved; then that
+    epoch trained whole by ``train_one_epoch`` (the trainer's own loop, sampling and state save included)."""
+    from polyvse.distributed import DistInfo
+    from polyvse_train.train import batch_items, setup_run, train_one_epoch, train_step
+
+    with tempfile.TemporaryDirectory() as tmp:
+        run = setup_run(cfg, Path(tmp), root, DistInfo(), smoke=quick, progress=False, device=device,
+                        precision=precision)
+        while run.epoch < run.epochs - 1:
+            train_one_epoch(run)
+        batches = run.sampler.epoch_batches(run.epoch)
+        bare = bare_of(run.data, batches, run.epoch)
+        sync = (lambda: torch.cuda.synchronize(device)) if device.type == "cuda" else None
+        real, bound = interleaved_rates(lambda i: train_step(run, batches[i]), bare,
+                                        [batch_items(b) for b in batches], sync=sync)
+        train_one_epoch(run)
+        last = json.loads((Path(tmp) / "train_log.jsonl").read_text().splitlines()[-1])
+    return {"real": real, "bound": bound, "epoch_rate": last["items"] / last["loop_seconds"],
+            "epoch": last["epoch"], "items": last["items"], "steps_timed": len(batches) - 1}
 
 
 def measure_mule(config_path: str, root, epochs: int, quick: bool) -> dict:
     from polyvse_train.config import TrainConfig
-    from polyvse_train.objectives import build_objective
-    from polyvse_train.data import prepare_data
-    from polyvse_train.train import build_model, train
 
     cfg = TrainConfig.load(config_path)
     over = dict(epochs=epochs, lp_epochs=0)  # the matching phase is what a MULE run spends its time in
@@ -125,30 +167,19 @@ def measure_mule(config_path: str, root, epochs: int, quick: bool) -> dict:
         cfg.set(name, value)
     cfg.validate(config_path)
     torch.set_num_threads(cfg.get("threads"))
-    data = prepare_data(cfg, root, smoke=quick, progress=False)
-    batches = build_objective(cfg, build_model(cfg, data), data, root).sampler().epoch_batches(1)
-    before = mule_bound_captions_per_s(cfg, data, root, batches, epoch=epochs - 1)
-    with tempfile.TemporaryDirectory() as tmp:
-        train(cfg, tmp, root, smoke=quick, progress=False, device="cpu")  # its bound runs on the CPU
-        last = [json.loads(x) for x in (Path(tmp) / "train_log.jsonl").read_text().splitlines()][-1]
-    real = last["items"] / last["loop_seconds"]
-    after = mule_bound_captions_per_s(cfg, data, root, batches, epoch=epochs - 1)
-    bound = max(before, after)  # the fastest the bare loop ran, as for the demo model
-    return {"mule_throughput_ratio": real / bound, "mule_real_captions_per_s": real,
-            "mule_bound_captions_per_s": bound, "mule_bound_before_after": [before, after],
+    r = side_by_side(cfg, root, quick, torch.device("cpu"), "fp32",  # its bound runs on the CPU
+                     lambda data, batches, epoch: bare_mule_step(cfg, data, root, batches, epoch))
+    return {"mule_throughput_ratio": r["real"] / r["bound"], "mule_real_captions_per_s": r["real"],
+            "mule_bound_captions_per_s": r["bound"], "mule_real_epoch_captions_per_s": r["epoch_rate"],
             "mule_config": f"{config_path}" + (" quick/tiny" if quick else ""),
-            "mule_batch_photos": cfg.get("batch_size"),
-            "mule_items": last["items"]}
+            "mule_batch_photos": cfg.get("batch_size"), "mule_items": r["items"], "mule_steps_timed": r["steps_timed"]}
 
 
 def measure_demo(root, epochs: int, quick: bool, device=None, precision: str = "fp32",
                  languages: list[str] | None = None) -> dict:
-    """The demo model's real loop against its bare-kernel bound on ``device`` -> train_throughput_ratio etc.
-    ``languages``: the demo's training languages (default: the config's)."""
-    from polyvse.sampling import DistinctPhotoBatchSampler
+    """The demo model's real training step against its bare-kernel bound on ``device``, side by side ->
+    train_throughput_ratio etc. ``languages``: the demo's training languages (default: the config's)."""
     from polyvse_train.config import TrainConfig
-    from polyvse_train.data import prepare_data
-    from polyvse_train.train import train
 
     device = device or torch.device("cpu")
     langs = {"languages": list(languages)} if languages else {}
@@ -156,27 +187,19 @@ def measure_demo(root, epochs: int, quick: bool, device=None, precision: str = "
     if quick:
         cfg = TrainConfig(name="bench-train", embed_dim=64, word_dim=32, hidden_dim=64, smoke_photos=48,
                           smoke_epochs=2, batch_size=32, **langs)
+    cfg.validate()
     torch.set_num_threads(cfg.get("threads"))
-    data = prepare_data(cfg, root, smoke=quick, progress=False)
-    batches = DistinctPhotoBatchSampler(data.train.photo_row, cfg.get("batch_size"),
-                                        seed=cfg.get("seed")).epoch_batches(1)
-
-    bound_before = bound_captions_per_s(cfg, data, batches, device=device, precision=precision)
-    with tempfile.TemporaryDirectory() as tmp:
-        train(cfg, tmp, root, smoke=quick, progress=False, device=str(device), precision=precision)
-        log = [json.loads(line) for line in (Path(tmp) / "train_log.jsonl").read_text().splitlines()]
-    last = log[-1]
-    real = last["items"] / last["loop_seconds"]
-    bound_after = bound_captions_per_s(cfg, data, batches, device=device, precision=precision)
-    bound = max(bound_before, bound_after)  # the fastest the bare loop ran: a ratio above 1 would mean no bound
+    r = side_by_side(cfg, root, quick, device, precision,
+                     lambda data, batches, epoch: bare_vse_step(cfg, data, batches, device, precision))
     return {
-        "train_throughput_ratio": real / bound,
-        "train_real_captions_per_s": real,
-        "train_bound_captions_per_s": bound,
-        "train_bound_before_after": [bound_before, bound_after],
+        "train_throughput_ratio": r["real"] / r["bound"],
+        "train_real_captions_per_s": r["real"],
+        "train_bound_captions_per_s": r["bound"],
+        "train_real_epoch_captions_per_s": r["epoch_rate"],
+        "train_timing": f"real and bound steps interleaved in blocks of {BLOCK} over one epoch's batches",
         "train_model": "demo (shared GRU, cosine, hinge)" + (" quick/tiny" if quick else ""),
         "train_batch_size": cfg.get("batch_size"), "train_threads": cfg.get("threads"),
-        "train_epoch_measured": last["epoch"], "train_items": last["items"],
+        "train_epoch_measured": r["epoch"], "train_items": r["items"], "train_steps_timed": r["steps_timed"],
         "train_device": str(device), "train_precision": precision,
     }
 

@@ -61,6 +61,51 @@ def test_train_bounds_feed_the_real_batches_own_word_ids():
     assert ids.tolist() == [[11, 12, 0], [5, 6, 7], [9, 0, 0]]
 
 
+def test_train_bounds_are_timed_side_by_side_with_the_real_steps():
+    """interleaved_rates runs step 0 of each kind untimed, then alternates blocks (order swapped every block) over
+    the same steps, so a change of machine load hits the real and the bare step alike; a step twice as slow
+    shows at about half the rate."""
+    import time
+
+    sys.path.insert(0, str(BENCH))
+    try:
+        import bench_train
+    finally:
+        sys.path.remove(str(BENCH))
+    calls = []
+
+    def stepper(kind, seconds):
+        def step(i):
+            calls.append((kind, i))
+            time.sleep(seconds)
+        return step
+
+    real, bare = bench_train.interleaved_rates(stepper("real", 0.004), stepper("bare", 0.001), [8] * 25, block=10)
+    assert calls[:2] == [("real", 0), ("bare", 0)]  # the warm-up
+    timed = calls[2:]
+    assert [k for k, _ in timed[:20]] == ["bare"] * 10 + ["real"] * 10  # block 1: bare first
+    assert [k for k, _ in timed[20:40]] == ["real"] * 10 + ["bare"] * 10  # block 2: the order swapped
+    assert sorted(i for k, i in timed if k == "real") == list(range(1, 25))  # every step once a kind
+    assert sorted(i for k, i in timed if k == "bare") == list(range(1, 25))
+    assert bare > 1.5 * real
+    with pytest.raises(ValueError, match="at least 2"):
+        bench_train.interleaved_rates(stepper("real", 0), stepper("bare", 0), [8])
+
+
+def test_bench_train_quick(tmp_path):
+    """bench_train.py end to end on a tiny demo model and a tiny MULE config (F8K-ML slices): a real run, its steps
+    timed beside the bare ones, and the whole epoch after them."""
+    out = tmp_path / "train.json"
+    run_script("bench_train.py", "--quick", "--out", str(out))
+    r = json.loads(out.read_text())
+    for key in ("train_throughput_ratio", "train_real_captions_per_s", "train_bound_captions_per_s",
+                "train_real_epoch_captions_per_s", "mule_throughput_ratio", "mule_real_captions_per_s",
+                "mule_bound_captions_per_s", "mule_real_epoch_captions_per_s"):
+        assert finite_positive(r[key]), key
+    assert r["train_steps_timed"] >= 2 and r["mule_steps_timed"] >= 1
+    assert r["train_throughput_ratio"] == pytest.approx(r["train_real_captions_per_s"] / r["train_bound_captions_per_s"])
+
+
 def test_bench_search_quick(tmp_path):
     out = tmp_path / "search.json"
     run_script("bench_search.py", "--quick", "--out", str(out))
