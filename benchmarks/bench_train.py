@@ -6,7 +6,7 @@ real  = captions/s of the training loop's own step (`polyvse_train.train.train_s
 bound = captions/s of the same modules (same model, loss, optimiser, batches: the real batches' own word ids,
         padded in advance) with nothing else in the loop.
 train_throughput_ratio = real / bound (target >= 0.9: data handling must not be the bottleneck). The two are timed
-side by side: alternating blocks of BLOCK steps over one epoch's batches, the order swapped every block, so both
+side by side: alternating blocks of up to BLOCK steps over one epoch's batches, the order swapped every block, so both
 see the same machine load and warmth. (Until 2026-11-26 the bound ran before and after a whole real run: with the
 load changing between them the "bound" came out slower than the real loop, ratio 1.18 once, so it was no bound.)
 The whole real epoch (`train_one_epoch`: the same steps plus the epoch's sampling and state save) is reported
@@ -56,9 +56,12 @@ BLOCK = 10  # steps a timed block: long enough to time, short enough that a chan
 def interleaved_rates(real_step, bare_step, sizes, block: int = BLOCK, sync=None) -> tuple[float, float]:
     """Items/s of ``real_step(i)`` and ``bare_step(i)`` over the same steps i (``sizes[i]`` items each), timed in
     alternating blocks of ``block`` steps with the order swapped every block. Step 0 of each is a warm-up
-    (allocations, lazy init), not timed. ``sync`` runs before each clock read (a CUDA synchronize on a GPU)."""
+    (allocations, lazy init), not timed. ``sync`` runs before each clock read (a CUDA synchronize on a GPU). An
+    epoch of few steps (MULE's: 5 batches) gets shorter blocks, down to one step, so that each order runs at least
+    twice."""
     if len(sizes) < 2:
         raise ValueError(f"{len(sizes)} steps: at least 2 are needed (the first is a warm-up)")
+    block = max(1, min(block, (len(sizes) - 1) // 4))
     sync = sync or (lambda: None)
     steps = {"real": real_step, "bare": bare_step}
     for step in steps.values():
@@ -196,7 +199,7 @@ def measure_demo(root, epochs: int, quick: bool, device=None, precision: str = "
         "train_real_captions_per_s": r["real"],
         "train_bound_captions_per_s": r["bound"],
         "train_real_epoch_captions_per_s": r["epoch_rate"],
-        "train_timing": f"real and bound steps interleaved in blocks of {BLOCK} over one epoch's batches",
+        "train_timing": f"real and bound steps interleaved in blocks of up to {BLOCK} over one epoch's batches",
         "train_model": "demo (shared GRU, cosine, hinge)" + (" quick/tiny" if quick else ""),
         "train_batch_size": cfg.get("batch_size"), "train_threads": cfg.get("threads"),
         "train_epoch_measured": r["epoch"], "train_items": r["items"], "train_steps_timed": r["steps_timed"],

@@ -63,8 +63,8 @@ def test_train_bounds_feed_the_real_batches_own_word_ids():
 
 def test_train_bounds_are_timed_side_by_side_with_the_real_steps():
     """interleaved_rates runs step 0 of each kind untimed, then alternates blocks (order swapped every block) over
-    the same steps, so a change of machine load hits the real and the bare step alike; a step twice as slow
-    shows at about half the rate."""
+    the same steps, so a change of machine load hits the real and the bare step alike; a step four times as slow
+    shows at a much lower rate; a short epoch gets blocks of one step."""
     import time
 
     sys.path.insert(0, str(BENCH))
@@ -80,14 +80,18 @@ def test_train_bounds_are_timed_side_by_side_with_the_real_steps():
             time.sleep(seconds)
         return step
 
-    real, bare = bench_train.interleaved_rates(stepper("real", 0.004), stepper("bare", 0.001), [8] * 25, block=10)
+    real, bare = bench_train.interleaved_rates(stepper("real", 0.004), stepper("bare", 0.001), [8] * 41, block=10)
     assert calls[:2] == [("real", 0), ("bare", 0)]  # the warm-up
     timed = calls[2:]
     assert [k for k, _ in timed[:20]] == ["bare"] * 10 + ["real"] * 10  # block 1: bare first
     assert [k for k, _ in timed[20:40]] == ["real"] * 10 + ["bare"] * 10  # block 2: the order swapped
-    assert sorted(i for k, i in timed if k == "real") == list(range(1, 25))  # every step once a kind
-    assert sorted(i for k, i in timed if k == "bare") == list(range(1, 25))
+    assert sorted(i for k, i in timed if k == "real") == list(range(1, 41))  # every step once a kind
+    assert sorted(i for k, i in timed if k == "bare") == list(range(1, 41))
     assert bare > 1.5 * real
+    calls.clear()  # 5 steps (MULE's epoch): blocks of one step, so each order runs twice
+    bench_train.interleaved_rates(stepper("real", 0), stepper("bare", 0), [8] * 5, block=10)
+    assert calls[2:] == [("bare", 1), ("real", 1), ("real", 2), ("bare", 2), ("bare", 3), ("real", 3), ("real", 4),
+                         ("bare", 4)]
     with pytest.raises(ValueError, match="at least 2"):
         bench_train.interleaved_rates(stepper("real", 0), stepper("bare", 0), [8])
 
