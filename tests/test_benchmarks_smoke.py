@@ -96,11 +96,11 @@ def test_train_bounds_are_timed_side_by_side_with_the_real_steps():
         bench_train.interleaved_rates(stepper("real", 0), stepper("bare", 0), [8])
 
 
-def test_bench_train_quick(tmp_path):
+def test_bench_train_quick(tmp_path, shared_data):
     """bench_train.py end to end on a tiny demo model and a tiny MULE config (F8K-ML slices): a real run, its steps
     timed beside the bare ones, and the whole epoch after them."""
     out = tmp_path / "train.json"
-    run_script("bench_train.py", "--quick", "--out", str(out))
+    run_script("bench_train.py", "--quick", "--data-root", str(shared_data), "--out", str(out))
     r = json.loads(out.read_text())
     for key in ("train_throughput_ratio", "train_real_captions_per_s", "train_bound_captions_per_s",
                 "train_real_epoch_captions_per_s", "mule_throughput_ratio", "mule_real_captions_per_s",
