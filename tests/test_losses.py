@@ -484,3 +484,45 @@ def test_infonce_hand_case_and_checks():
         InfoNceLoss(0.0)
     with pytest.raises(ValueError, match="square"):
         InfoNceLoss()(torch.zeros(2, 3))
+
+
+def test_hn_nce_weights_negatives_by_closeness():
+    from polyvse.losses import InfoNceLoss
+
+    torch.manual_seed(0)
+    s = torch.rand(5, 5)
+    # beta 0 is plain InfoNCE, bit for bit
+    assert torch.equal(InfoNceLoss(0.1, 0.0)(s), InfoNceLoss(0.1)(s))
+    # hand case, one direction at a time: n = 3, row 0's negatives weighted (n - 1) softmax(b s / t)
+    s = torch.tensor([[0.9, 0.6, 0.1], [0.2, 0.8, 0.3], [0.4, 0.0, 0.7]])
+    t, b = 0.1, 0.5
+
+    def one_way(m):
+        total = 0.0
+        for i in range(3):
+            neg = [j for j in range(3) if j != i]
+            z = sum(math.exp(b * m[i][j] / t) for j in neg)
+            denom = math.exp(m[i][i] / t) + sum(2 * math.exp(b * m[i][j] / t) / z * math.exp(m[i][j] / t) for j in neg)
+            total += -(m[i][i] / t - math.log(denom))
+        return total / 3
+
+    expected = (one_way(s.tolist()) + one_way(s.T.tolist())) / 2
+    assert InfoNceLoss(t, b)(s).item() == pytest.approx(expected, rel=1e-5)
+    # the closest negative takes a larger share of the gradient than under plain InfoNCE
+    x = s.clone().requires_grad_(True)
+    plain = torch.autograd.grad(InfoNceLoss(t)(x), x)[0]
+    hard = torch.autograd.grad(InfoNceLoss(t, b)(x), x)[0]
+    assert hard[0, 1] / hard[0, 2] > plain[0, 1] / plain[0, 2] > 1
+    # the weights carry no gradient: the loss's gradient is that of the CE with the weights held constant
+    loss = InfoNceLoss(0.2, 1.0)
+    x = torch.randn(4, 4, dtype=torch.double, requires_grad=True)
+    w_rows, w_cols = loss.log_weights(x.detach() / 0.2), loss.log_weights(x.detach().T / 0.2)
+    target = torch.arange(4)
+
+    def held(y):
+        return (F.cross_entropy(y / 0.2 + w_rows, target) + F.cross_entropy(y.T / 0.2 + w_cols, target)) / 2
+
+    torch.testing.assert_close(torch.autograd.grad(loss(x), x)[0], torch.autograd.grad(held(x), x)[0])
+    assert torch.isfinite(InfoNceLoss(0.07, 1.0)(torch.ones(1, 1)))  # one pair: no negatives to weigh
+    with pytest.raises(ValueError, match="hard_negative_beta"):
+        InfoNceLoss(0.1, -1.0)

@@ -163,8 +163,14 @@ def test_infonce_ranking_loss_trains_and_bad_combinations_name_the_field(referen
     metrics = train(TrainConfig(**SMALL, ranking_loss="infonce", temperature=0.1), tmp_path / "nce", shared_data,
                     smoke=True, progress=False)
     assert set(metrics["languages"]) == {"en", "de", "zh"} and metrics["languages"] != ref["languages"]
+    # HN-NCE's weighting (hard_negative_beta) reaches the loss: the same run with it scores differently
+    hard = train(TrainConfig(**SMALL, ranking_loss="infonce", temperature=0.1, hard_negative_beta=1.0),
+                 tmp_path / "hn-nce", shared_data, smoke=True, progress=False)
+    assert hard["languages"] != metrics["languages"]
     for over, message in [(dict(max_violation=True), "max_violation"), (dict(objective="pivot"), "objective vse"),
-                          (dict(ranking_loss="triplet"), "hinge or infonce"), (dict(temperature=0.0), "temperature")]:
+                          (dict(ranking_loss="triplet"), "hinge or infonce"), (dict(temperature=0.0), "temperature"),
+                          (dict(hard_negative_beta=-1.0), "hard_negative_beta"),
+                          (dict(ranking_loss="hinge", hard_negative_beta=0.5), "hard_negative_beta")]:
         with pytest.raises(DataError, match=message):
             train(TrainConfig(**{**SMALL, "ranking_loss": "infonce", **over}), tmp_path / "bad", shared_data,
                   smoke=True, progress=False)

@@ -31,6 +31,7 @@ class VseOptions(ObjectiveOptions):
     # batch at `temperature`, as CLIP)
     ranking_loss: str = "hinge"
     temperature: float = 0.05
+    hard_negative_beta: float = 0.0  # infonce only: HN-NCE's weighting of the closer negatives (0 = plain InfoNCE)
     teacher_students: list[str] = field(default_factory=list)  # [] = off
     teacher_language: str = "en"
     teacher_weight: float = 1.0
@@ -42,6 +43,11 @@ class VseOptions(ObjectiveOptions):
             fail("ranking_loss", f"{self.ranking_loss!r}: use hinge or infonce")
         if not self.temperature > 0:
             fail("temperature", f"must be positive, got {self.temperature}")
+        if not self.hard_negative_beta >= 0:
+            fail("hard_negative_beta", f"must be 0 (plain InfoNCE) or positive, got {self.hard_negative_beta}")
+        if self.hard_negative_beta and self.ranking_loss != "infonce":
+            fail("hard_negative_beta", "weighs InfoNCE's negatives: set ranking_loss: infonce (the hinge's hard "
+                 "negatives are objective.max_violation / top_k)")
         if not self.teacher_students:
             return
         if self.teacher_language in self.teacher_students:
@@ -93,7 +99,7 @@ class VseObjective(Objective):
         super().__init__(cfg, model, data, root, smoke)
         opts = self.options
         self.ranking = (HingeRankingLoss(cfg.objective.margin, **self.rank) if opts.ranking_loss == "hinge"
-                        else InfoNceLoss(opts.temperature))
+                        else InfoNceLoss(opts.temperature, opts.hard_negative_beta))
         self.teacher = None if getattr(data, "teacher", None) is None else TeacherLoss(
             data.teacher, opts.teacher_batch_size, opts.temperature, cfg.schedule.seed, opts.teacher_language)
 
