@@ -337,3 +337,37 @@ def test_the_report_names_the_machines_its_runs_recorded_not_its_own():
     mixed = machines(runs + old)
     assert mixed.startswith("AMD EPYC, 2 cores, no GPU (2 runs); not recorded (3 runs)")
     assert machines([]) == "-"
+
+
+def test_compare_sets_each_config_against_the_earlier_record_on_shared_seeds(tmp_path, capsys):
+    """`polyvse zoo compare`: the seeds both records hold, the change of the mean mR and per language, a verdict
+    against the seeds' spread, configs one record lacks named; the table goes into results.md's block."""
+    from polyvse_train.zoo.compare import compare_records
+
+    before, after = tmp_path / "before", tmp_path / "after"
+    for seed, v in enumerate((20.0, 21.0, 22.0)):
+        _fake_run(before, "vse", seed, v)
+        _fake_run(after, "vse", seed, v + 0.5)  # moved by a quarter of the seeds' spread: within it
+    _fake_run(before, "vsepp", 0, 30.0)
+    _fake_run(before, "vsepp", 1, 31.0)  # seed 1 not yet retrained: compared on seed 0 alone
+    _fake_run(after, "vsepp", 0, 27.0)
+    _fake_run(before, "mule-nc", 0, 10.0)
+    table = compare_records(before, after, ["vsepp", "vse"])
+    lines = table.splitlines()
+    assert lines[2] == "| vsepp | 0 | 30.0 | 27.0 | -3.0 | en -3.0, de -3.0 | one seed |"
+    assert lines[3] == "| vse | 0,1,2 | 21.0 ± 1.0 | 21.5 ± 1.0 | +0.5 | en +0.5, de +0.5 | no |"
+    assert "Not yet retrained (the earlier record only): mule-nc." in table
+    with pytest.raises(FileNotFoundError, match="no finished official run"):
+        compare_records(tmp_path / "empty", after)
+    doc = tmp_path / "docs" / "results.md"
+    doc.parent.mkdir()
+    doc.write_text("x\n<!-- zoo-f8k-full-before-after:start -->\nold\n<!-- zoo-f8k-full-before-after:end -->\ny\n")
+    assert main(["zoo", "compare", "--spec", str(SPEC), "--before", str(before), "--out", str(after),
+                 "--docs", str(doc.parent), "--configs", "vse,vsepp"]) == 0
+    in_spec_order = compare_records(before, after, ["vse", "vsepp"])
+    assert doc.read_text() == ("x\n<!-- zoo-f8k-full-before-after:start -->\n" + in_spec_order
+                               + "<!-- zoo-f8k-full-before-after:end -->\ny\n")
+    # without the block the table is printed
+    assert main(["zoo", "compare", "--spec", str(SPEC), "--before", str(before), "--out", str(after),
+                 "--docs", str(tmp_path / "nowhere"), "--configs", "vse,vsepp"]) == 0
+    assert capsys.readouterr().out.endswith(in_spec_order)

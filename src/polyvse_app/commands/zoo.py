@@ -1,4 +1,4 @@
-"""`polyvse zoo run|status|report|records|estimate`: train every config of the method zoo and write docs/results.md."""
+"""`polyvse zoo run|status|report|records|compare|estimate`: train every config of the method zoo and write docs/results.md."""
 from __future__ import annotations
 
 import json
@@ -21,6 +21,8 @@ def register(sub) -> None:
                                       "finished runs"),
                            ("records", "copy the finished runs' small record files (what the report reads) to a "
                                        "folder that can be committed; `zoo report --out FOLDER` reads them"),
+                           ("compare", "set the finished official runs (or their records, --out) against an "
+                                       "earlier record of the same zoo (--before): what a change moved"),
                            ("estimate", "CPU minutes per run of each config, from a few timed training steps")]:
         q = zsub.add_parser(name, help=helptext)
         q.add_argument("--spec", default=DEFAULT_SPEC, help="zoo spec: budget overrides and runs (default: %(default)s)")
@@ -48,6 +50,13 @@ def register(sub) -> None:
         if name == "records":
             q.add_argument("--to", help="where the records go (default: results/<name of the runs folder>, "
                                         "e.g. results/zoo-f8k-full)")
+        if name == "compare":
+            q.add_argument("--before", required=True,
+                           help="the earlier records, e.g. `git archive <commit> results/zoo-f8k-full | tar -x -C DIR` "
+                                "then DIR/results/zoo-f8k-full")
+            q.add_argument("--docs", default="docs",
+                           help="results.md's <!-- zoo-<title>-before-after --> block gets the table, if it has one; "
+                                "else it is printed (default: %(default)s)")
         if name == "estimate":
             q.add_argument("--steps", type=int, default=40, help="timed steps per stage (default: %(default)s)")
             q.add_argument("--json", help="also write the estimates to this JSON file")
@@ -115,6 +124,20 @@ def _records(args, runs, out, spec) -> int:
         raise PolyvseError(f"--to {to} is the runs folder itself; give another folder")
     counts = copy_records(runs, out, to, spec)
     print(f"records of {out} in {to}: " + ", ".join(f"{k} {v}" for k, v in counts.items()))
+    return 0
+
+
+def _compare(args, spec, configs, out) -> int:
+    from polyvse_train.zoo.compare import compare_records
+    from polyvse_train.zoo.report import update_readme_block
+
+    table = compare_records(Path(args.before), out, [n for n, _ in configs])
+    tag = f"zoo-{spec.title or 'f8k-ml'}-before-after"
+    results = Path(args.docs) / "results.md"
+    if results.exists() and update_readme_block(results, table, tag):
+        print(f"wrote the <!-- {tag} --> block of {results}")
+    else:
+        print(table, end="")
     return 0
 
 
@@ -189,6 +212,8 @@ def run(args) -> int:
         return _estimate(args, runs, spec)
     if args.zoo_command == "records":
         return _records(args, runs, out, spec)
+    if args.zoo_command == "compare":
+        return _compare(args, spec, configs, out)
     if args.zoo_command == "run" and args.jobs > 1:
         return _run_workers(args, runs, out, spec)
     if args.zoo_command == "run":

@@ -1,0 +1,85 @@
+"""A zoo's official runs set against an earlier record of the same zoo: what a change of rule moved (`polyvse zoo
+compare`). Issue #24's exclusion rule retrained every config; docs/results.md must say what each old figure was
+and how far it moved, and the rows here are read from both sets of committed records, not copied by hand.
+
+Each config is compared on the seeds both records hold (so a config whose extra seeds are not yet retrained is
+compared on seed 0 alone, and says so): mR per language (mean of R@1/5/10 both ways) and their mean, before and
+after, the change, and whether it is larger than the seeds' spread where there are several.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+
+from .results import LANGS, RunResult, by_config, collect, official_runs
+from .tables import fmt, pm
+
+
+def mean_mr(run: RunResult, langs: Sequence[str]) -> float | None:
+    """The mean over ``langs`` of the run's mR; None when the run lacks one of them."""
+    values = [run.mean_recall(lang) for lang in langs]
+    return None if any(v is None for v in values) else float(np.mean(values))
+
+
+def paired(before: Sequence[RunResult], after: Sequence[RunResult]) -> dict[str, tuple[list, list]]:
+    """config -> (runs before, runs after) on the seeds both hold, in seed order; configs in one record only are
+    left out (the caller lists them)."""
+    old, new = by_config(official_runs(before)), by_config(official_runs(after))
+    out = {}
+    for config in sorted(set(old) & set(new)):
+        seeds = sorted({r.seed for r in old[config]} & {r.seed for r in new[config]})
+        if seeds:
+            pick = lambda runs: [next(r for r in runs if r.seed == s) for s in seeds]  # noqa: E731
+            out[config] = (pick(old[config]), pick(new[config]))
+    return out
+
+
+def compare_rows(before: Sequence[RunResult], after: Sequence[RunResult], order: Sequence[str] = ()) -> list[dict]:
+    """One row per config both records hold: seeds, mean mR before/after over those seeds (values per seed kept),
+    per-language change of the means, and whether the change exceeds twice the larger seed deviation."""
+    rows = []
+    pairs = paired(before, after)
+    for config in [c for c in order if c in pairs] + [c for c in pairs if c not in order]:
+        old, new = pairs[config]
+        langs = [lang for lang in LANGS if all(lang in r.languages for r in old + new)]
+        if not langs:
+            continue
+        b, a = [mean_mr(r, langs) for r in old], [mean_mr(r, langs) for r in new]
+        per_lang = {lang: float(np.mean([r.mean_recall(lang) for r in new])
+                                - np.mean([r.mean_recall(lang) for r in old])) for lang in langs}
+        spread = max(float(np.std(b, ddof=1)), float(np.std(a, ddof=1))) if len(b) > 1 else None
+        change = float(np.mean(a) - np.mean(b))
+        rows.append({"config": config, "seeds": [r.seed for r in old], "langs": langs, "before": b, "after": a,
+                     "change": change, "per_language": per_lang,
+                     "beyond_spread": None if spread is None else abs(change) > 2 * spread})
+    return rows
+
+
+def compare_table(rows: Sequence[dict], only_before: Sequence[str] = (), only_after: Sequence[str] = ()) -> str:
+    """The markdown table of ``compare_rows``, with the configs one record lacks named under it."""
+    lines = ["| config | seeds | mean mR before | after | change | per language | beyond 2 sd of the seeds |",
+             "|---|---|---:|---:|---:|---|---|"]
+    for r in rows:
+        langs = ", ".join(f"{lang} {v:+.1f}" for lang, v in r["per_language"].items())
+        beyond = {None: "one seed", True: "yes", False: "no"}[r["beyond_spread"]]
+        lines.append(f"| {r['config']} | {','.join(map(str, r['seeds']))} | {pm(r['before'])} | {pm(r['after'])} | "
+                     f"{fmt(r['change']) if r['change'] < 0 else '+' + fmt(r['change'])} | {langs} | {beyond} |")
+    if only_before:
+        lines += ["", "Not yet retrained (the earlier record only): " + ", ".join(only_before) + "."]
+    if only_after:
+        lines += ["", "New since the earlier record: " + ", ".join(only_after) + "."]
+    return "\n".join(lines) + "\n"
+
+
+def compare_records(before_dir: Path, after_dir: Path, order: Sequence[str] = ()) -> str:
+    """The comparison of two zoo record folders (each as `polyvse zoo records` writes it, or a runs folder)."""
+    before, _ = collect(before_dir)
+    after, _ = collect(after_dir)
+    if not official_runs(before):
+        raise FileNotFoundError(f"{before_dir} holds no finished official run (a folder `polyvse zoo records` wrote, "
+                                "e.g. extracted with `git archive <commit> results/zoo-f8k-full | tar -x -C DIR`)")
+    rows = compare_rows(before, after, order)
+    old, new = {r.config for r in official_runs(before)}, {r.config for r in official_runs(after)}
+    return compare_table(rows, sorted(old - new), sorted(new - old))
