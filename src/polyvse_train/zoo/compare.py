@@ -14,13 +14,12 @@ from typing import Sequence
 import numpy as np
 
 from .results import LANGS, RunResult, by_config, collect, official_runs
-from .tables import fmt, pm
+from .tables import pm
 
 
-def mean_mr(run: RunResult, langs: Sequence[str]) -> float | None:
-    """The mean over ``langs`` of the run's mR; None when the run lacks one of them."""
-    values = [run.mean_recall(lang) for lang in langs]
-    return None if any(v is None for v in values) else float(np.mean(values))
+def mean_mr(run: RunResult, langs: Sequence[str]) -> float:
+    """The mean over ``langs`` (languages the run holds) of the run's mR."""
+    return float(np.mean([run.mean_recall(lang) for lang in langs]))
 
 
 def paired(before: Sequence[RunResult], after: Sequence[RunResult]) -> dict[str, tuple[list, list]]:
@@ -29,11 +28,16 @@ def paired(before: Sequence[RunResult], after: Sequence[RunResult]) -> dict[str,
     old, new = by_config(official_runs(before)), by_config(official_runs(after))
     out = {}
     for config in sorted(set(old) & set(new)):
-        seeds = sorted({r.seed for r in old[config]} & {r.seed for r in new[config]})
+        was, now = ({r.seed: r for r in runs[config]} for runs in (old, new))
+        seeds = sorted(set(was) & set(now))
         if seeds:
-            pick = lambda runs: [next(r for r in runs if r.seed == s) for s in seeds]  # noqa: E731
-            out[config] = (pick(old[config]), pick(new[config]))
+            out[config] = ([was[s] for s in seeds], [now[s] for s in seeds])
     return out
+
+
+def mean_mr_of(runs: Sequence[RunResult], lang: str) -> float:
+    """The mean over ``runs`` of their mR in ``lang``."""
+    return float(np.mean([r.mean_recall(lang) for r in runs]))
 
 
 def compare_rows(before: Sequence[RunResult], after: Sequence[RunResult], order: Sequence[str] = ()) -> list[dict]:
@@ -47,8 +51,7 @@ def compare_rows(before: Sequence[RunResult], after: Sequence[RunResult], order:
         if not langs:
             continue
         b, a = [mean_mr(r, langs) for r in old], [mean_mr(r, langs) for r in new]
-        per_lang = {lang: float(np.mean([r.mean_recall(lang) for r in new])
-                                - np.mean([r.mean_recall(lang) for r in old])) for lang in langs}
+        per_lang = {lang: mean_mr_of(new, lang) - mean_mr_of(old, lang) for lang in langs}
         spread = max(float(np.std(b, ddof=1)), float(np.std(a, ddof=1))) if len(b) > 1 else None
         change = float(np.mean(a) - np.mean(b))
         rows.append({"config": config, "seeds": [r.seed for r in old], "langs": langs, "before": b, "after": a,
@@ -65,7 +68,7 @@ def compare_table(rows: Sequence[dict], only_before: Sequence[str] = (), only_af
         langs = ", ".join(f"{lang} {v:+.1f}" for lang, v in r["per_language"].items())
         beyond = {None: "one seed", True: "yes", False: "no"}[r["beyond_spread"]]
         lines.append(f"| {r['config']} | {','.join(map(str, r['seeds']))} | {pm(r['before'])} | {pm(r['after'])} | "
-                     f"{fmt(r['change']) if r['change'] < 0 else '+' + fmt(r['change'])} | {langs} | {beyond} |")
+                     f"{r['change']:+.1f} | {langs} | {beyond} |")
     if only_before:
         lines += ["", "Not yet retrained (the earlier record only): " + ", ".join(only_before) + "."]
     if only_after:
