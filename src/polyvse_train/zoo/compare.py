@@ -4,7 +4,9 @@ and how far it moved, and the rows here are read from both sets of committed rec
 
 Each config is compared on the seeds both records hold (so a config whose extra seeds are not yet retrained is
 compared on seed 0 alone, and says so): mR per language (mean of R@1/5/10 both ways) and their mean, before and
-after, the change, and whether it is larger than the seeds' spread where there are several.
+after, the change, and whether it is larger than the seeds' spread where there are several. A run whose record is
+the earlier one itself (same run file and metrics: a records folder keeps a config's old record until it is
+retrained) is not a retraining: such configs are listed as not yet retrained.
 """
 from __future__ import annotations
 
@@ -22,14 +24,19 @@ def mean_mr(run: RunResult, langs: Sequence[str]) -> float:
     return float(np.mean([run.mean_recall(lang) for lang in langs]))
 
 
+def same_record(a: RunResult, b: RunResult) -> bool:
+    """Whether two runs are one record (a records folder keeps a config's old record until it is retrained)."""
+    return a.run == b.run and a.metrics == b.metrics
+
+
 def paired(before: Sequence[RunResult], after: Sequence[RunResult]) -> dict[str, tuple[list, list]]:
-    """config -> (runs before, runs after) on the seeds both hold, in seed order; configs in one record only are
-    left out (the caller lists them)."""
+    """config -> (runs before, runs after) on the seeds both hold and ``after`` retrained, in seed order; configs
+    with no such seed are left out (the caller lists them)."""
     old, new = by_config(official_runs(before)), by_config(official_runs(after))
     out = {}
     for config in sorted(set(old) & set(new)):
         was, now = ({r.seed: r for r in runs[config]} for runs in (old, new))
-        seeds = sorted(set(was) & set(now))
+        seeds = sorted(s for s in set(was) & set(now) if not same_record(was[s], now[s]))
         if seeds:
             out[config] = ([was[s] for s in seeds], [now[s] for s in seeds])
     return out
@@ -85,4 +92,5 @@ def compare_records(before_dir: Path, after_dir: Path, order: Sequence[str] = ()
                                 "e.g. extracted with `git archive <commit> results/zoo-f8k-full | tar -x -C DIR`)")
     rows = compare_rows(before, after, order)
     old, new = {r.config for r in official_runs(before)}, {r.config for r in official_runs(after)}
-    return compare_table(rows, sorted(old - new), sorted(new - old))
+    retrained = set(paired(before, after))
+    return compare_table(rows, sorted(old - retrained), sorted(new - old))
