@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -384,3 +385,45 @@ def test_bench_photo_aspect_on_a_smoke_checkpoint(tmp_path, shared_data):
         assert all(0 <= x <= 100 for x in [*every["mr"].values(), *few["mr"].values()])
     assert "31 full-size photos" in proc.stdout
     assert r["originals_by_longest_side"]["200"] == 562 and r["originals_by_longest_side"]["500"] == 279
+
+
+def test_make_model_timing_splits_stages_and_refuses_to_resume(tmp_path):
+    """bench_make_model.py on a stand-in for `make model`: stages split where make echoes its commands, the
+    training log's own timings summed by kind, an empty cache handed to the target; it refuses a runs/model it
+    would resume, a cache that is not empty, and a failing target (writing nothing)."""
+    fake = tmp_path / "fake-make.sh"
+    fake.write_text("\n".join([
+        'echo ".venv/bin/pip install --quiet -e .[dev]"',
+        'test -z "$(ls -A "$POLYVSE_CACHE")" || { echo "cache not empty"; exit 3; }',
+        'sleep 0.3; echo ".venv/bin/polyvse train --config configs/f8k-full/polyvse-best.yaml --out runs/model"',
+        'echo "checking feature cache: 6,867 photos, 0 in the cache, 8.0 s"',
+        'printf "50%%\\r100%%\\rextracting efficientnet-lite2:tail1 features: 7,941 photos, 300 s\\n"',
+        'echo "e5-small [cs]: 22,703 sentences, 1075 s"', 'echo "use-multilingual [en]: 22,831 sentences, 28 s"',
+        'echo "epoch 1/2: loss 6.769, 268 s"', 'echo "epoch 2/2: loss 3.996, 371 s"',
+        'mkdir -p runs/model; echo \'{"wall_time_s": 2000.0, "cpu_time_s": 3000.0}\' > runs/model/metrics.json',
+        'sleep 0.3; echo ".venv/bin/polyvse index build --checkpoint runs/model/checkpoint --out runs/model/index"',
+        'sleep 0.2; exit "${FAKE_EXIT:-0}"', ""]))
+    out = tmp_path / "make_model.json"
+    args = ("--repo", str(tmp_path), "--command", f"bash {fake}", "--out", str(out), "--threads", "2")
+    run_script("bench_make_model.py", *args)
+    r = json.loads(out.read_text())
+    assert r["threads"] == 2 and r["goal_s"] == 5400 and r["within_goal"] and 0.7 < r["wall_s"] < 60
+    st = r["stages"]
+    assert set(st) == {"before_training", "training", "index"} and st["training"] >= 0.3 and st["index"] >= 0.2
+    assert abs(sum(st.values()) - r["wall_s"]) < 0.5
+    lg = r["logged"]
+    assert (lg["photo_maps_s"], lg["sentence_vectors_s"], lg["epochs_s"]) == (300.0, 1103.0, 639.0)
+    assert lg["steps"][1]["what"] == "extracting efficientnet-lite2:tail1 features"  # the bar's redraws dropped
+    assert r["training"]["cpu_time_s"] == 3000.0 and Path(r["cache_root_empty_at_start"]).is_dir()
+    again = subprocess.run([sys.executable, str(BENCH / "bench_make_model.py"), *args], capture_output=True, text=True)
+    assert again.returncode != 0 and "runs/model exists" in again.stderr and "move it aside" in again.stderr
+    (tmp_path / "runs" / "model").rename(tmp_path / "runs" / "model.kept")
+    full = Path(r["cache_root_empty_at_start"])
+    (full / "x").write_text("cached")
+    busy = subprocess.run([sys.executable, str(BENCH / "bench_make_model.py"), *args, "--cache-root", str(full)],
+                          capture_output=True, text=True)
+    assert busy.returncode != 0 and "is not empty" in busy.stderr
+    out.unlink()
+    failed = subprocess.run([sys.executable, str(BENCH / "bench_make_model.py"), *args], capture_output=True,
+                            text=True, env={**os.environ, "FAKE_EXIT": "2"})
+    assert failed.returncode != 0 and "exit code 2" in failed.stderr and not out.exists()
