@@ -63,9 +63,11 @@ walkthrough: setup data model
 
 # Headless Chromium for tests/test_browser.py: installed once with apt-get, a no-op afterwards. Where it cannot
 # be installed (no root, no network) the other tests still run and the browser test fails saying why.
+# the suite in TEST_WORKERS processes (pytest-xdist; default 2, one per core; 0 runs it in this process)
+TEST_WORKERS ?= 2
 test: setup
 	@bash scripts/install-browser.sh || echo "make test: going on without Chromium (see above)" >&2
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q -n $(TEST_WORKERS)
 
 bench: setup data
 	$(BIN)/python benchmarks/run_all.py

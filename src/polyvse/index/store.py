@@ -19,8 +19,9 @@ Search structures (chosen at build time, re-chosen on every append):
                  ``exact_threshold`` photos (default 20,000).
     ivf          FAISS IVF-Flat (inner product; nlist = min(4 sqrt(n), n / 39) lists trained by k-means)
                  at or above the threshold: approximate, with ``nprobe`` tuned at build time until
-                 recall@10 against exact search reaches the recall target (default 0.95) on 256 probe
-                 queries (normalised midpoints of random pairs of indexed photos). The measured recall
+                 recall@10 against exact search reaches the recall target (default 0.95) on two sets of
+                 256 probe queries, the lower counting (midpoints of pairs of indexed photos, and indexed
+                 photos that leave themselves out: ``ann.probe_sets``). The measured recall
                  is stored in the manifest. IVF is the default because it builds in seconds where HNSW
                  takes many minutes on a 2-core machine.
     hnsw         FAISS IndexHNSWFlat (inner product), on request (kind="hnsw"): ``efSearch`` tuned the
