@@ -86,14 +86,16 @@ class ProbeSet(NamedTuple):
 
 
 def probe_sets(vectors: np.ndarray, k: int, exact: Callable) -> list[ProbeSet]:
-    """Midpoint probes and member probes (see the module's note), truths from ``exact(vectors, queries, k)``."""
+    """Midpoint probes and member probes (see the module's note), truths from one ``exact(vectors, queries, k)``
+    call for both (one pass over a collection that may have to be read from disk)."""
     mids = probe_queries(vectors)
-    sets = [ProbeSet(mids, exact(vectors, mids, k), None)]
-    if len(vectors) > k:  # a member needs k others to be scored against
-        rows = member_rows(len(vectors))
-        members = np.ascontiguousarray(vectors[rows], dtype=np.float32)
-        sets.append(ProbeSet(members, without_self(exact(vectors, members, k + 1), rows, k), rows))
-    return sets
+    if len(vectors) <= k:  # a member needs k others to be scored against
+        return [ProbeSet(mids, exact(vectors, mids, k), None)]
+    rows = member_rows(len(vectors))
+    members = np.ascontiguousarray(vectors[rows], dtype=np.float32)
+    truth = exact(vectors, np.concatenate([mids, members]), k + 1)  # best first: a midpoint's top k lead its k + 1
+    return [ProbeSet(mids, truth[:len(mids), :k], None),
+            ProbeSet(members, without_self(truth[len(mids):], rows, k), rows)]
 
 
 def probe_recall(search: Callable, sets: Sequence[ProbeSet], k: int) -> float:
