@@ -260,24 +260,34 @@ def test_a_difference_at_the_noise_bound_prints_with_enough_digits():
     assert _distinguishing_digits(2.5, 0.85) == 2
 
 
-def test_records_are_the_report_files_and_reproduce_the_block(tmp_path, capsys):
-    """`polyvse zoo records`: the small files the report reads, copied to a committable folder; the report from
-    them equals the report from the run folders; a run being trained again loses its old records."""
+def _two_config_zoo(tmp_path: Path, more_spec: str = ""):
+    """(configs dir, runs folder, spec file, spec, planned runs) of a zoo of vse and vsepp."""
     cdir = tmp_path / "configs"
     cdir.mkdir()
     for name in ("vse", "vsepp"):
         (cdir / f"{name}.yaml").write_text(json.dumps({"name": name, "objective": "vse"}))
     out = tmp_path / "runs" / "zoo-x"
     spec_file = tmp_path / "spec.yaml"
-    spec_file.write_text(f"title: f8k-full\nfolds: 0\ntasks: false\nout: {out}\n")
+    spec_file.write_text(f"title: f8k-full\nfolds: 0\ntasks: false\nout: {out}\n" + more_spec)
     spec = load_spec(spec_file)
-    runs = plan_runs(find_configs(cdir, None, spec.own_settings), spec, ["vse", "vsepp"])
+    return cdir, out, spec_file, spec, plan_runs(find_configs(cdir, None, spec.own_settings), spec, ["vse", "vsepp"])
+
+
+def _finished_run(out: Path, run, spec, value: float) -> None:
+    """A fake finished run whose record is of this very config (status "done")."""
+    _fake_run(out, run.config, run.seed, value)
+    rec = json.loads((out / run.run_id / "zoo_run.json").read_text())
+    rec["config"] = effective_config(run, spec).to_dict()
+    (out / run.run_id / "zoo_run.json").write_text(json.dumps(rec))
+
+
+def test_records_are_the_report_files_and_reproduce_the_block(tmp_path, capsys):
+    """`polyvse zoo records`: the small files the report reads, copied to a committable folder; the report from
+    them equals the report from the run folders; a run being trained again loses its old records."""
+    cdir, out, spec_file, spec, runs = _two_config_zoo(tmp_path)
     for run, value in zip(runs, (20.0, 30.0)):
-        _fake_run(out, run.config, run.seed, value)
+        _finished_run(out, run, spec, value)
         d = out / run.run_id
-        rec = json.loads((d / "zoo_run.json").read_text())
-        rec["config"] = effective_config(run, spec).to_dict()  # a record of this very config: status "done"
-        (d / "zoo_run.json").write_text(json.dumps(rec))
         (d / "train_log.jsonl").write_text('{"epoch": 1, "seconds": 9.0}\n')
         (d / "state.pt").write_bytes(b"big")
         (d / "checkpoint").mkdir()
@@ -309,6 +319,26 @@ def test_records_are_the_report_files_and_reproduce_the_block(tmp_path, capsys):
     assert "kept 1, absent 1" in capsys.readouterr().out
     assert main(["zoo", "records", *args, "--to", str(out)]) != 0
     assert "is the runs folder itself" in capsys.readouterr().err
+
+
+def test_records_of_whole_configs_only(tmp_path, capsys):
+    """`zoo records --whole-configs`: a config with a seed still training (or not started) keeps its old records
+    for every seed, so no committed row mixes retrained and older seeds."""
+    cdir, out, spec_file, spec, runs = _two_config_zoo(tmp_path, "extra_seeds:\n  vsepp: [1]\n")
+    assert [r.run_id for r in runs] == ["vse/official-s0", "vsepp/official-s0", "vsepp/official-s1"]
+    for run in runs[:2]:  # vsepp's seed 1 not trained yet
+        _finished_run(out, run, spec, 20.0)
+    to = tmp_path / "results" / "zoo-x"
+    _fake_run(to, "vsepp", 0, 30.0)  # the older records, both seeds
+    _fake_run(to, "vsepp", 1, 31.0)
+    args = ["--spec", str(spec_file), "--configs-dir", str(cdir), "--to", str(to)]
+    assert main(["zoo", "records", *args, "--whole-configs"]) == 0
+    printed = capsys.readouterr().out
+    assert "left for later (not every seed done): vsepp" in printed and "copied 1," in printed
+    assert (to / "vse" / "official-s0" / "metrics.json").exists()
+    assert json.loads((to / "vsepp" / "official-s0" / "metrics.json").read_text())["languages"]["en"]["i2t_r1"] == 30
+    assert main(["zoo", "records", *args]) == 0  # without the option: every done run, seed 0 of vsepp too
+    assert "copied 2," in capsys.readouterr().out
 
 
 def test_verdict_changes_counts_claims_with_a_verdict_at_both_scales():

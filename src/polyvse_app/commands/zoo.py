@@ -50,6 +50,9 @@ def register(sub) -> None:
         if name == "records":
             q.add_argument("--to", help="where the records go (default: results/<name of the runs folder>, "
                                         "e.g. results/zoo-f8k-full)")
+            q.add_argument("--whole-configs", action="store_true",
+                           help="only configs whose every planned run (all seeds) is done: a zoo retrained "
+                                "config by config never commits a config with some seeds new and some old")
         if name == "compare":
             q.add_argument("--before", required=True,
                            help="the earlier records, e.g. `git archive <commit> results/zoo-f8k-full | tar -x -C DIR` "
@@ -122,6 +125,12 @@ def _records(args, runs, out, spec) -> int:
         from polyvse.errors import PolyvseError
 
         raise PolyvseError(f"--to {to} is the runs folder itself; give another folder")
+    if args.whole_configs:
+        from polyvse_train.zoo.records import whole_configs
+
+        runs, left = whole_configs(runs, out, spec)
+        if left:
+            print(f"left for later (not every seed done): {', '.join(left)}")
     counts = copy_records(runs, out, to, spec)
     print(f"records of {out} in {to}: " + ", ".join(f"{k} {v}" for k, v in counts.items()))
     return 0

@@ -20,6 +20,14 @@ from .spec import ZooRun, ZooSpec, run_dir
 RECORD_FILES = (RUN_FILE, "metrics.json", TASKS_FILE, "train_log.jsonl", ERROR_FILE)
 
 
+def whole_configs(runs: Sequence[ZooRun], out: Path, spec: ZooSpec) -> tuple[list[ZooRun], list[str]]:
+    """(the runs of configs whose every run in ``runs`` is done, the other configs' names in plan order)."""
+    done: dict[str, bool] = {}
+    for run in runs:
+        done[run.config] = done.get(run.config, True) and status(out, run, spec) == "done"
+    return [r for r in runs if done[r.config]], [c for c, ok in done.items() if not ok]
+
+
 def copy_records(runs: Sequence[ZooRun], out: Path, to: Path, spec: ZooSpec) -> dict[str, int]:
     """Copy the records of the finished (and failed) runs of ``runs`` from ``out`` to ``to``; returns counts.
 
