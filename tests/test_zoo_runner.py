@@ -76,6 +76,12 @@ def test_plan_official_then_curve_then_folds_and_effective_config_applies_overri
     with pytest.raises(DataError, match="unknown config"):
         find_configs(tmp_path, ["zzz"])
     assert a.exists() and b.exists()
+    # a plan of some configs (--configs): the curve of a curve config among them, none for the others
+    assert [r.run_id for r in plan_runs(find_configs(tmp_path, ["b"]), spec, known=["a", "b"])] == [
+        "b/official-s0", "b/fold0of2-s0", "b/fold1of2-s0"]
+    assert len(plan_runs(find_configs(tmp_path, ["a"]), spec, known=["a", "b"])) == 5
+    with pytest.raises(DataError, match="learning-curve config 'a'"):
+        plan_runs(find_configs(tmp_path, ["b"]), spec, known=["b"])
 
 
 def test_status_done_stale_failed_and_tasks(tmp_path):

@@ -54,9 +54,13 @@ def register(sub) -> None:
                            help="only configs whose every planned run (all seeds) is done: a zoo retrained "
                                 "config by config never commits a config with some seeds new and some old")
         if name == "compare":
-            q.add_argument("--before", required=True,
-                           help="the earlier records, e.g. `git archive <commit> results/zoo-f8k-full | tar -x -C DIR` "
-                                "then DIR/results/zoo-f8k-full")
+            before = q.add_mutually_exclusive_group(required=True)
+            before.add_argument("--before",
+                                help="the earlier records, e.g. `git archive <commit> results/zoo-f8k-full | tar -x -C "
+                                     "DIR` then DIR/results/zoo-f8k-full")
+            before.add_argument("--before-doc",
+                                help="an earlier results.md of the F8K-ML zoo (`git show <commit>:docs/results.md > "
+                                     "FILE`): its cross-validation table against the retrained configs' folds")
             q.add_argument("--docs", default="docs",
                            help="results.md's <!-- zoo-<title>-before-after --> block gets the table, if it has one; "
                                 "else it is printed (default: %(default)s)")
@@ -137,10 +141,15 @@ def _records(args, runs, out, spec) -> int:
 
 
 def _compare(args, spec, configs, out) -> int:
-    from polyvse_train.zoo.compare import compare_records
+    from polyvse_train.zoo.compare import compare_folds_with_doc, compare_records
     from polyvse_train.zoo.report import update_readme_block
 
-    table = compare_records(Path(args.before), out, [n for n, _ in configs])
+    order = [n for n, _ in configs]
+    if args.before_doc:
+        doc = Path(args.before_doc)
+        table = compare_folds_with_doc(doc.read_text(encoding="utf-8"), out, order, str(doc))
+    else:
+        table = compare_records(Path(args.before), out, order)
     tag = f"zoo-{spec.title or 'f8k-ml'}-before-after"
     results = Path(args.docs) / "results.md"
     if results.exists() and update_readme_block(results, table, tag):

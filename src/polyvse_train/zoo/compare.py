@@ -15,7 +15,7 @@ from typing import Sequence
 
 import numpy as np
 
-from .results import LANGS, RunResult, by_config, collect, official_runs
+from .results import LANGS, RunResult, by_config, collect, fold_runs, official_runs
 from .tables import pm
 
 
@@ -94,3 +94,67 @@ def compare_records(before_dir: Path, after_dir: Path, order: Sequence[str] = ()
     old, new = {r.config for r in official_runs(before)}, {r.config for r in official_runs(after)}
     retrained = set(paired(before, after))
     return compare_table(rows, sorted(old - retrained), sorted(new - old))
+
+
+# The F8K-ML zoo's runs before the rule were never kept as records: its earlier figures are the cross-validation
+# table of the results.md its report wrote then (`git show <commit>:docs/results.md`), read back here.
+FOLD_TABLE_HEADING = "## 1. Image–sentence retrieval, 5-fold cross-validation (primary)"
+
+
+def _mean_of_cell(cell: str) -> float | None:
+    """45.1 from '45.1 ± 1.6' (or '45.1'); None for '-'."""
+    value = cell.split("±")[0].strip()
+    return None if value in ("", "-") else float(value)
+
+
+def fold_means_from_doc(text: str, source: str = "results.md") -> dict[str, dict[str, float]]:
+    """config -> {language: fold-mean mR, "mean": mean over languages, "cell": the mean column as printed} from
+    section 1 of a results.md the F8K-ML zoo report wrote; an error naming ``source`` when it has no such table."""
+    if FOLD_TABLE_HEADING not in text:
+        raise ValueError(f"{source} has no section {FOLD_TABLE_HEADING!r}: give a results.md written by the F8K-ML "
+                         "zoo report (e.g. `git show <commit>:docs/results.md > FILE`)")
+    section = text.split(FOLD_TABLE_HEADING, 1)[1].split("\n## ", 1)[0].strip()
+    first_table = section.split("\n\n", 1)[0] if section.startswith("|") else ""  # other tables follow it
+    rows = [[c.strip() for c in line.strip().strip("|").split("|")] for line in first_table.splitlines()]
+    if len(rows) < 3 or rows[0][:2] != ["config", "runs"]:
+        raise ValueError(f"{source}: section 1 holds no cross-validation table (its header should start "
+                         "'| config | runs |')")
+    header = rows[0]
+    langs = [h.split()[0] for h in header if h.endswith(" mR")]
+    out = {}
+    for cells in rows[2:]:
+        row = dict(zip(header, cells))
+        means = {lang: _mean_of_cell(row[f"{lang} mR"]) for lang in langs}
+        out[row["config"]] = {**{k: v for k, v in means.items() if v is not None},
+                              "mean": _mean_of_cell(row["mean"]), "cell": row["mean"]}
+    return out
+
+
+def compare_folds_with_doc(before_text: str, after_dir: Path, order: Sequence[str] = (),
+                           source: str = "results.md") -> str:
+    """The F8K-ML zoo's configs retrained on every fold, set against the fold means an earlier results.md printed
+    (rounded to 0.1 there, so a change carries up to 0.1 of rounding). Same folds before and after (fixed by seed
+    0): the change is not a draw of new test photos; the fold spread is shown, not used as a noise bound."""
+    before = fold_means_from_doc(before_text, source)
+    after = by_config(fold_runs(collect(after_dir)[0]))
+    n_folds = max((len({r.split for r in runs}) for runs in after.values()), default=0)
+    whole = {c: runs for c, runs in after.items() if len({r.split for r in runs}) == n_folds}
+    lines = ["| config | folds | mean mR before | after | change | per language |", "|---|---:|---:|---:|---:|---|"]
+    shared = [c for c in order if c in whole and c in before] + \
+        sorted(c for c in whole if c in before and c not in order)
+    for config in shared:
+        runs, was = whole[config], before[config]
+        langs = [lang for lang in LANGS if lang in was and all(lang in r.languages for r in runs)]
+        now = {lang: mean_mr_of(runs, lang) for lang in langs}
+        per_run = [float(np.mean([r.mean_recall(lang) for lang in langs])) for r in runs]
+        change = ", ".join(f"{lang} {now[lang] - was[lang]:+.1f}" for lang in langs)
+        lines.append(f"| {config} | {n_folds} | {was['cell']} | {pm(per_run)} | {np.mean(per_run) - was['mean']:+.1f} "
+                     f"| {change} |")
+    lines.append("")
+    left = sorted(set(before) - set(shared))
+    if left:
+        lines.append("Not yet retrained on every fold (the earlier figure only): " + ", ".join(left) + ".")
+    new = sorted(set(whole) - set(before))
+    if new:
+        lines.append("New since the earlier table: " + ", ".join(new) + ".")
+    return "\n".join(lines).rstrip("\n") + "\n"

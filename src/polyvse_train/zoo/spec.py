@@ -128,12 +128,16 @@ def find_configs(config_dir: Path, names: Iterable[str] | None = None,
     return [(n, available[n]) for n in names]
 
 
-def _curve_runs(paths: dict[str, Path], spec: ZooSpec) -> list[ZooRun]:
-    """The learning-curve points: ``caption_limit`` = {curve_lang: n} for each n, official split."""
+def _curve_runs(paths: dict[str, Path], spec: ZooSpec, known: set[str]) -> list[ZooRun]:
+    """The learning-curve points: ``caption_limit`` = {curve_lang: n} for each n, official split, of the curve
+    configs among ``paths`` (a plan of some configs only has the curves of those); a curve config that is not
+    among ``known`` (every config there is) is an error."""
     curve = []
     for name in spec.curve_configs:
-        if name not in paths:
+        if name not in known:
             raise DataError(f"learning-curve config {name!r} is not among the zoo configs")
+        if name not in paths:
+            continue
         for n in spec.curve_sizes:
             curve.append(ZooRun(name, paths[name], OFFICIAL, spec.seeds[0], {"caption_limit": {spec.curve_lang: int(n)}},
                                 tag=f"{spec.curve_lang}{int(n)}"))
@@ -144,10 +148,11 @@ def plan_runs(configs: Sequence[tuple[str, Path]], spec: ZooSpec, known: Iterabl
     """The official split first, then the extra seeds of named configs (official split), then the
     learning-curve points, then the folds split-major (fold0, fold1, ...): a partial zoo fills every table and
     plot of the report first, and has every config on the same folds. ``known``: every config name there is
-    (default: those of ``configs``), against which ``extra_seeds`` is checked; a plan of some configs only
-    (--configs) takes the extra seeds of those."""
+    (default: those of ``configs``), against which ``extra_seeds`` and ``curve_configs`` are checked; a plan of
+    some configs only (--configs) takes the extra seeds and learning curves of those."""
     paths = dict(configs)
-    unknown = sorted(set(spec.extra_seeds) - set(known if known is not None else paths))
+    known = set(known if known is not None else paths)
+    unknown = sorted(set(spec.extra_seeds) - known)
     if unknown:
         raise DataError(f"extra_seeds names config(s) that are not among the zoo configs: {', '.join(unknown)}")
 
@@ -157,7 +162,7 @@ def plan_runs(configs: Sequence[tuple[str, Path]], spec: ZooSpec, known: Iterabl
     extra = [ZooRun(name, paths[name], OFFICIAL, seed) for seed in more for name in paths
              if seed in spec.extra_seeds.get(name, [])]
     folds = [r for i in range(spec.folds) for r in on(f"fold{i}of{spec.folds}")]
-    return (on(OFFICIAL) + extra if spec.official else []) + _curve_runs(paths, spec) + folds
+    return (on(OFFICIAL) + extra if spec.official else []) + _curve_runs(paths, spec, known) + folds
 
 
 def run_dir(out: Path, run: ZooRun) -> Path:
