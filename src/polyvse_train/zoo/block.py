@@ -18,7 +18,7 @@ from polyvse.evaluation.report import markdown_rows
 
 from .claims import CLAIMS, VERDICTS, Claim, claim_check, claim_check_seeds, per_language, seed_noise
 from .results import LANGS, RunResult, collect, machines, official_runs
-from .tables import (budget_text, crosslingual_tables, fmt, language_table, sts_table, summary_table,
+from .tables import (budget_text, crosslingual_tables, fmt, language_table, sts_table, summary_table, table_cells,
                      words_table)
 
 F8KML_CLAIMS_HEADING = "## 8. Which of the papers' conclusions hold"
@@ -58,7 +58,7 @@ def f8kml_claims_from_doc(doc: Path) -> dict[str, tuple[str, str]]:
     section = text.split(F8KML_CLAIMS_HEADING, 1)[1].split("\n## ", 1)[0].split("<!-- zoo-", 1)[0]
     out = {}
     for line in section.splitlines():
-        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        cells = table_cells(line)
         if len(cells) == 8 and " vs " in cells[2]:
             out[cells[2]] = (cells[4], cells[7])
     return out

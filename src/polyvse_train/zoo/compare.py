@@ -16,7 +16,7 @@ from typing import Sequence
 import numpy as np
 
 from .results import LANGS, RunResult, by_config, collect, fold_runs, official_runs
-from .tables import pm
+from .tables import pm, table_cells
 
 
 def mean_mr(run: RunResult, langs: Sequence[str]) -> float:
@@ -107,7 +107,7 @@ def _mean_of_cell(cell: str) -> float | None:
     return None if value in ("", "-") else float(value)
 
 
-def fold_means_from_doc(text: str, source: str = "results.md") -> dict[str, dict[str, float]]:
+def fold_means_from_doc(text: str, source: str = "results.md") -> dict[str, dict]:
     """config -> {language: fold-mean mR, "mean": mean over languages, "cell": the mean column as printed} from
     section 1 of a results.md the F8K-ML zoo report wrote; an error naming ``source`` when it has no such table."""
     if FOLD_TABLE_HEADING not in text:
@@ -115,7 +115,7 @@ def fold_means_from_doc(text: str, source: str = "results.md") -> dict[str, dict
                          "zoo report (e.g. `git show <commit>:docs/results.md > FILE`)")
     section = text.split(FOLD_TABLE_HEADING, 1)[1].split("\n## ", 1)[0].strip()
     first_table = section.split("\n\n", 1)[0] if section.startswith("|") else ""  # other tables follow it
-    rows = [[c.strip() for c in line.strip().strip("|").split("|")] for line in first_table.splitlines()]
+    rows = [table_cells(line) for line in first_table.splitlines()]
     if len(rows) < 3 or rows[0][:2] != ["config", "runs"]:
         raise ValueError(f"{source}: section 1 holds no cross-validation table (its header should start "
                          "'| config | runs |')")
@@ -130,6 +130,11 @@ def fold_means_from_doc(text: str, source: str = "results.md") -> dict[str, dict
     return out
 
 
+def _folds_of(split: str) -> int:
+    """5 from 'fold2of5'."""
+    return int(split.rsplit("of", 1)[1])
+
+
 def compare_folds_with_doc(before_text: str, after_dir: Path, order: Sequence[str] = (),
                            source: str = "results.md") -> str:
     """The F8K-ML zoo's configs retrained on every fold, set against the fold means an earlier results.md printed
@@ -137,8 +142,8 @@ def compare_folds_with_doc(before_text: str, after_dir: Path, order: Sequence[st
     0): the change is not a draw of new test photos; the fold spread is shown, not used as a noise bound."""
     before = fold_means_from_doc(before_text, source)
     after = by_config(fold_runs(collect(after_dir)[0]))
-    n_folds = max((len({r.split for r in runs}) for runs in after.values()), default=0)
-    whole = {c: runs for c, runs in after.items() if len({r.split for r in runs}) == n_folds}
+    # every fold of the k the split names say ("fold2of5"): k folds of a config, not just as many as the others have
+    whole = {c: runs for c, runs in after.items() if len({r.split for r in runs}) == _folds_of(runs[0].split)}
     lines = ["| config | folds | mean mR before | after | change | per language |", "|---|---:|---:|---:|---:|---|"]
     shared = [c for c in order if c in whole and c in before] + \
         sorted(c for c in whole if c in before and c not in order)
@@ -148,7 +153,7 @@ def compare_folds_with_doc(before_text: str, after_dir: Path, order: Sequence[st
         now = {lang: mean_mr_of(runs, lang) for lang in langs}
         per_run = [float(np.mean([r.mean_recall(lang) for lang in langs])) for r in runs]
         change = ", ".join(f"{lang} {now[lang] - was[lang]:+.1f}" for lang in langs)
-        lines.append(f"| {config} | {n_folds} | {was['cell']} | {pm(per_run)} | {np.mean(per_run) - was['mean']:+.1f} "
+        lines.append(f"| {config} | {_folds_of(runs[0].split)} | {was['cell']} | {pm(per_run)} | {np.mean(per_run) - was['mean']:+.1f} "
                      f"| {change} |")
     lines.append("")
     left = sorted(set(before) - set(shared))

@@ -27,6 +27,11 @@ def pm(vals: Sequence[float], d: int = 1) -> str:
     return f"{np.mean(vals):.{d}f} ± {np.std(vals, ddof=1):.{d}f}"
 
 
+def table_cells(line: str) -> list[str]:
+    """The stripped cells of one markdown table row ('| a | b |' -> ['a', 'b'])."""
+    return [c.strip() for c in line.strip().strip("|").split("|")]
+
+
 def cpu_minutes(runs: Sequence[RunResult]) -> str:
     """CPU minutes per run: on a shared (or paused) machine wall time says more about the neighbours than the
     method; with threads: 1 a run's CPU time is its wall time on a quiet core. "≥": some run was resumed before
