@@ -427,3 +427,15 @@ def test_make_model_timing_splits_stages_and_refuses_to_resume(tmp_path):
     failed = subprocess.run([sys.executable, str(BENCH / "bench_make_model.py"), *args], capture_output=True,
                             text=True, env={**os.environ, "FAKE_EXIT": "2"})
     assert failed.returncode != 0 and "exit code 2" in failed.stderr and not out.exists()
+
+
+@pytest.mark.slow
+def test_bench_gpu_finetune_code_runs_on_cpu_at_tiny_sizes(tmp_path, shared_data):
+    """--device cpu --quick: the GPU recipe's step benchmark (pixel path, whole backbone, text tail) on this CPU."""
+    out = tmp_path / "gpu_finetune.json"
+    run_script("bench_gpu_finetune.py", "--device", "cpu", "--quick", "--images",
+               str(shared_data / "flickr8k" / "images"), "--out", str(out))
+    r = json.loads(out.read_text())
+    assert r["decode"]["photos"] == 8 and finite_positive(r["decode"]["photos_per_s"])
+    assert finite_positive(r["fp32"]["step_ms_median"]) and r["fp32"]["losses_finite"]
+    assert r["backbone"] == "efficientnet-lite2" and r["text_layers"] == 1 and "bf16" not in r
