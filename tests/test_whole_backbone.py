@@ -150,3 +150,35 @@ def test_a_stopped_and_resumed_run_reaches_the_same_weights(tiny_run, shared_dat
     resumed = torch.load(tmp_path / STATE, weights_only=False)["model"]
     whole = torch.load(tiny_run[0] / STATE, weights_only=False)["model"]
     assert all(torch.equal(resumed[k], whole[k]) for k in whole)  # the crops of step 2 were the same
+
+
+def test_a_batch_is_shared_among_workers_in_chunks_with_the_same_crops(lite0, tmp_path, monkeypatch):
+    """A batch's photos are decoded in chunks (one worker each), cropped as uint8 and normalised where they land:
+    the crops depend on (seed, epoch, batch, chunk), not on the workers; the values are the preprocessing's."""
+    import polyvse_train.pixels as pixels_module
+
+    monkeypatch.setattr(pixels_module, "PHOTOS_PER_ITEM", 2)
+    paths, noise = [], np.random.default_rng(0)
+    for i in range(5):
+        paths.append(tmp_path / f"{i}.png")
+        Image.fromarray(noise.integers(0, 255, (64, 80, 3), dtype=np.uint8)).save(paths[-1])
+    crop = TrainCrop(lite0.preprocess, 0.3)
+    batches = [np.array([4, 0, 3, 0, 1, 2]), np.array([2, 1])]
+    staged = {}
+    for workers in (0, 2):
+        pixels = PhotoPixels(paths, crop, seed=5, workers=workers, key="k", cache_dir=tmp_path)
+        feed = pixels.feed(batches, epoch=0, first=0)
+        next(feed)
+        staged[workers] = [pixels[batches[0]].clone()]
+        next(feed)
+        staged[workers].append(pixels[batches[1]].clone())
+    assert staged[0][0].shape == (6, 3, 224, 224) and staged[0][0].dtype == torch.float32
+    assert all(torch.equal(a, b) for a, b in zip(staged[0], staged[2]))
+    assert torch.equal(staged[0][0][1], staged[0][0][3])  # photo 0 twice in a batch: one crop
+    # chunk 0 of batch 0 holds photos 4 and 0: their crops, drawn by the chunk's generator, normalised on the host
+    rng = np.random.default_rng([5, 0, 0, 0])
+    for position, row in ((0, 4), (1, 0)):
+        raw = crop(Image.open(paths[row]).convert("RGB"), rng)
+        assert raw.dtype == torch.uint8
+        host = lite0.preprocess.normalised(raw.numpy().transpose(1, 2, 0))
+        assert torch.allclose(staged[0][0][position], host, atol=1e-6)
