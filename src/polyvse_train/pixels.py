@@ -5,7 +5,8 @@ Before each step the photos of its batch have been decoded ahead in DataLoader w
 ``polyvse.device.loader_workers`` gives, into pinned memory, copied to the device without blocking; on the CPU in
 the training process, whose network already takes every core), each one cropped at random (``data.crop_scale_min``
 to all of its area, aspect 3/4 to 4/3, after the backbone's own resize), resized to the backbone's input, flipped
-half the time and normalised as the backbone's preprocessing normalises (:class:`TrainCrop`). The draws depend
+half the time (:class:`TrainCrop`), handed over as uint8 and normalised as the backbone's preprocessing normalises
+where the batch lands; a batch's photos are shared among the workers in chunks (PHOTOS_PER_ITEM). The draws depend
 only on (seed, epoch, batch), so a resumed run sees the crops an uninterrupted one would, whatever the workers.
 The objectives read the staged photos as they read cached features (``data.features[rows]``, :class:`PhotoPixels`).
 Evaluation, like every later use of the checkpoint, embeds photos through the trained backbone at the backbone's
