@@ -100,11 +100,10 @@ def measure(model: RecipeStep, pixels_source, device: torch.device, precision: s
     rng = np.random.default_rng(seed)
     loss_fn = InfoNceLoss(temperature=0.07)
     opt = model.optimizer(lr=2e-4, tower_scale=0.1)
-    autocast = torch.autocast("cuda", dtype=torch.bfloat16) if precision == "bf16" else torch.autocast(
-        device.type, enabled=False)
+    from polyvse.device import autocast
 
     def step(pixels, states, lengths) -> float:
-        with autocast:
+        with autocast(device, precision):
             loss = loss_fn(model.scores(pixels, states, lengths))
         opt.zero_grad(set_to_none=True)
         loss.backward()

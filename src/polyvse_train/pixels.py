@@ -7,7 +7,7 @@ the training process, whose network already takes every core), each one cropped 
 to all of its area, aspect 3/4 to 4/3, after the backbone's own resize), resized to the backbone's input, flipped
 half the time (:class:`TrainCrop`), handed over as uint8 and normalised as the backbone's preprocessing normalises
 where the batch lands; a batch's photos are shared among the workers in chunks (PHOTOS_PER_ITEM). The draws depend
-only on (seed, epoch, batch), so a resumed run sees the crops an uninterrupted one would, whatever the workers.
+only on (seed, epoch, batch, chunk), so a resumed run sees the crops an uninterrupted one would, whatever the workers.
 The objectives read the staged photos as they read cached features (``data.features[rows]``, :class:`PhotoPixels`).
 Evaluation, like every later use of the checkpoint, embeds photos through the trained backbone at the backbone's
 evaluation preprocessing (``polyvse.features.whole``).
@@ -38,14 +38,14 @@ CROP_RATIO = (3 / 4, 4 / 3)
 
 @dataclass(frozen=True)
 class TrainCrop:
-    """A photo -> one random training crop, normalised (picklable: it runs in the DataLoader workers)."""
+    """A photo -> one random training crop, uint8 (picklable: it runs in the DataLoader workers)."""
 
     preprocess: Preprocess  # the backbone's evaluation preprocessing: its resize, crop size and normalisation
     scale_min: float  # a crop covers this fraction of the resized photo's area or more
 
     def __call__(self, img: Image.Image, rng: np.random.Generator) -> torch.Tensor:
-        """One random crop, ``(3, c, c)`` uint8: normalised where the batch lands (:meth:`normalise`), so the
-        workers hand over and pin a quarter of float32's bytes."""
+        """One random crop, ``(3, c, c)`` uint8: normalised where the batch lands
+        (``Preprocess.normalised_batch``), so the workers hand over and pin a quarter of float32's bytes."""
         img = self.preprocess.resized(img)
         top, left, h, w = crop_box(rng, img.height, img.width, self.scale_min)
         c = self.preprocess.crop
@@ -54,14 +54,6 @@ class TrainCrop:
         if rng.random() < 0.5:
             img = img.transpose(Image.Transpose.FLIP_LEFT_RIGHT)
         return torch.from_numpy(np.ascontiguousarray(np.asarray(img).transpose(2, 0, 1)))
-
-    def normalise(self, crops: torch.Tensor) -> torch.Tensor:
-        """``(n, 3, c, c)`` uint8 crops -> the network's float32 input, on their device (as
-        ``Preprocess.normalised`` computes it)."""
-        p = self.preprocess
-        scale = torch.as_tensor(p._scale, device=crops.device).view(1, 3, 1, 1)
-        shift = torch.as_tensor(p._shift, device=crops.device).view(1, 3, 1, 1)
-        return crops.float() * scale - shift
 
     def describe(self) -> str:
         return f"rrc{self.scale_min:g}.flip"
@@ -81,7 +73,8 @@ def crop_box(rng: np.random.Generator, height: int, width: int, scale_min: float
 
 
 #: photos one worker decodes per item: a batch's photos are shared among every worker, however few batches an
-#: epoch has (one item per batch left 9 of 15 workers idle on 6-batch epochs: 442 photos/s on an H100 machine)
+#: epoch has (one item per batch left 9 of 15 workers idle on 6-batch epochs: 486 photos/s on an H100 machine,
+#: benchmarks/results/gpu_finetune_h100_before.json)
 PHOTOS_PER_ITEM = 32
 
 
@@ -140,7 +133,7 @@ class PhotoPixels:
                 if k + 1 < len(photos) and photos.items[k + 1][0] == i:
                     continue
                 self._rows = [r for _, _, rows in photos.items[k + 1 - len(chunks):k + 1] for r in rows]
-                self._staged, chunks = self.crop.normalise(torch.cat(chunks)), []
+                self._staged, chunks = self.crop.preprocess.normalised_batch(torch.cat(chunks)), []
                 yield
         finally:
             self._staged, self._rows = None, []

@@ -113,6 +113,13 @@ class Preprocess:
         norm = crop.astype(np.float32) * self._scale - self._shift
         return torch.from_numpy(np.ascontiguousarray(norm.transpose(2, 0, 1)))
 
+    def normalised_batch(self, crops: torch.Tensor) -> torch.Tensor:
+        """``(n, 3, H, W)`` uint8 crops -> the network's float32 input, on their device (the same multiply-add as
+        :meth:`normalised`, where the batch lands: the pixel path's crops cross processes as uint8)."""
+        scale = torch.as_tensor(self._scale, device=crops.device).view(1, 3, 1, 1)
+        shift = torch.as_tensor(self._shift, device=crops.device).view(1, 3, 1, 1)
+        return crops.float() * scale - shift
+
     def _resize_transform(self):
         # imported here: torchvision costs seconds to import, and training on cached features never needs it
         from torchvision.transforms import v2 as T
