@@ -41,10 +41,10 @@ demo: setup data
 # Multi30K lines with e5 and USE, and extracts the EfficientNet-Lite2 maps entering its fine-tuned last block; then
 # 15 epochs on one core (mostly the tail). Its times are written to runs/model/metrics.json (README: time per run).
 MODEL_CONFIG := configs/f8k-full/polyvse-best.yaml
-# `make model MODEL_THREADS=2`: train on both cores instead of the config's one thread (a stopped run may resume at
-# another thread count); its tail step is 1.7x faster (benchmarks/bench_tail_threads.py); the whole target is not
-# timed at two threads yet
-MODEL_THREADS ?=
+# training threads: two by default (both cores of the 2-core machine; the config says one), the setting the whole
+# target was timed at from empty caches (benchmarks/results/make_model.json); `make model MODEL_THREADS=1` for one,
+# `MODEL_THREADS=` for the config's own; a stopped run may resume at another thread count
+MODEL_THREADS ?= 2
 model: setup data runs/model/metrics.json runs/model/index/manifest.json
 
 # a finished model of an older config is moved aside (kept), never mixed into the new run; an interrupted one resumes
