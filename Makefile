@@ -76,7 +76,7 @@ bench: setup data runs/demo/index/manifest.json
 	$(BIN)/python benchmarks/run_all.py
 
 runs/demo/index/manifest.json:
-	@test -e runs/demo/checkpoint/config.json || $(BIN)/polyvse demo --out runs/demo
+	@test -e runs/demo/checkpoint/config.json || $(MAKE) demo
 	$(BIN)/polyvse index build --checkpoint runs/demo/checkpoint --images $(POLYVSE_DATA)/flickr8k/images \
 		--out runs/demo/index --force --quiet
 
