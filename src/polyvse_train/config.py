@@ -319,6 +319,9 @@ class ScheduleSection(Section):
     threads: int = 2
     finetune_lr_scale: float = 0.1  # model.finetune_blocks / finetune_backbone: the backbone learns at this x lr
     text_finetune_lr_scale: float = 0.1  # model.text_finetune_layers: the e5 tail learns at this fraction of lr
+    # > 0: the checkpoint holds a moving average of the weights, updated every step with this decay
+    # (polyvse_train.weight_average); 0: the last step's weights
+    ema_decay: float = 0.0
 
     def check(self, fail) -> None:
         one_of(fail, self, "optimizer", OPTIMIZERS)
@@ -331,6 +334,9 @@ class ScheduleSection(Section):
             at_least(fail, self, name, 1)
         if self.lr <= 0:
             fail("lr", f"must be > 0, got {self.lr}")
+        if not 0.0 <= self.ema_decay < 1.0:
+            fail("ema_decay", f"must be in [0, 1) (0 = no averaging; 0.998 averages over ~500 steps), got "
+                              f"{self.ema_decay}")
 
 
 @dataclass

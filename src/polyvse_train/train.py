@@ -36,6 +36,7 @@ from .objectives import build_objective
 from .objectives.word_alignment import WordAlignment, build_alignment, prepare_word_embeddings
 from .pixels import PhotoPixels
 from .pretrained_tower import uses_pretrained_tower
+from .weight_average import WeightAverage
 
 log = logging.getLogger("polyvse.train")
 STATE = "state.pt"
@@ -198,6 +199,7 @@ class TrainingRun:
     # metrics.json count the whole run, not only its last process
     spent: dict = field(default_factory=lambda: {"wall_s": 0.0, "cpu_s": 0.0, "processes": 0, "complete": True})
     cpu0: float = 0.0  # this process's CPU time (time.process_time) when the run started in it
+    average: WeightAverage | None = None  # schedule.ema_decay > 0: the moving average of the weights
 
     @property
     def state_path(self) -> Path:
@@ -265,7 +267,8 @@ def setup_run(cfg: TrainConfig, out_dir: Path, root: Path, dist_info: DistInfo, 
                        data=data, model=model, forward=forward, objective=objective, alignment=alignment,
                        optimiser=build_optimiser(cfg, model, objective.parameters()), sampler=objective.sampler(),
                        epochs=(cfg.smoke.epochs if smoke else cfg.schedule.epochs) + objective.pre_epochs,
-                       run_key=run_key, device=device, precision=precision, commit=commit, cpu0=cpu0)
+                       run_key=run_key, device=device, precision=precision, commit=commit, cpu0=cpu0,
+                       average=WeightAverage(model, cfg.schedule.ema_decay) if cfg.schedule.ema_decay > 0 else None)
 
 
 # fields that set how fast a run goes, not what it learns: a run stopped at one thread count may resume at another
@@ -295,6 +298,8 @@ def resume_run(run: TrainingRun) -> None:
     run.model.load_state_dict(state["model"])
     run.optimiser.load_state_dict(state["optimiser"])
     load_objective_states(run, state)
+    if run.average is not None:
+        run.average.load_state_dict(state["average"])
     run.epoch, run.batch_pos, run.step = state["epoch"], state["batch"], state["step"]
     # states written before the time was kept: what their processes spent is unknown
     run.spent = state.get("spent", {"wall_s": 0.0, "cpu_s": 0.0, "processes": 1, "complete": False})
@@ -323,6 +328,7 @@ def save_run_state(run: TrainingRun) -> None:
         "alignment": run.alignment.aligner.state_dict() if run.alignment is not None else {},
         "epoch": run.epoch, "batch": run.batch_pos, "step": run.step,
         "rng": rng_state(run.device), "spent": run.time_spent(),
+        **({"average": run.average.state_dict()} if run.average is not None else {}),
     }, run.state_path)
 
 
@@ -394,6 +400,8 @@ def train_step(run: TrainingRun, batch) -> torch.Tensor:
     if run.cfg.schedule.grad_clip > 0:
         torch.nn.utils.clip_grad_norm_(run.model.parameters(), run.cfg.schedule.grad_clip)
     run.optimiser.step()
+    if run.average is not None:
+        run.average.update(run.model)
     run.step += 1
     run.objective.after_step(run.step)
     if run.alignment is not None:
@@ -421,6 +429,8 @@ def checkpoint_feature_key(cfg: TrainConfig, data: PreparedData, model: JointEmb
 def finish_run(run: TrainingRun) -> dict:
     """Evaluate on the evaluation split, write the checkpoint and metrics.json; returns the metrics."""
     cfg, data, model = run.cfg, run.data, run.model
+    if run.average is not None:  # the checkpoint and its evaluation are the averaged weights'
+        run.average.copy_to(model)
     model.eval()
     ckpt = Checkpoint(model=model, captions=data.captions, backbone=feature_backbone(cfg),
                       feature_key=checkpoint_feature_key(cfg, data, model), ten_crop=cfg.data.ten_crop,
