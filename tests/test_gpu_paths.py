@@ -91,7 +91,7 @@ def test_an_epoch_reads_its_loss_once_not_every_step(monkeypatch, tmp_path):
     schedule = SimpleNamespace(lr=0.1, lr_decay_epoch=10, grad_clip=1.0)
     run = SimpleNamespace(
         cfg=SimpleNamespace(schedule=schedule), objective=SquaredOutput(), alignment=None, epoch_log=lambda: {},
-        model=model, forward=model, data=SimpleNamespace(features=data),
+        model=model, forward=model, average=None, data=SimpleNamespace(features=data),
         optimiser=torch.optim.SGD(model.parameters(), lr=0.1),
         sampler=SimpleNamespace(epoch_batches=lambda epoch: [[i, i + 1] for i in range(0, 12, 2)]),
         epoch=0, epochs=1, batch_pos=0, step=0, smoke=False, progress=False, device=torch.device("cpu"),
