@@ -21,7 +21,6 @@ class WeightAverage:
     def __init__(self, model: torch.nn.Module, decay: float):
         if not 0.0 < decay < 1.0:
             raise ValueError(f"ema decay must be in (0, 1), got {decay}")
-        self.decay = decay
         self._update = get_ema_multi_avg_fn(decay)
         self.average = {name: t.detach().clone() for name, t in self._tensors(model)}
 
