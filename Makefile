@@ -37,12 +37,14 @@ demo: setup data
 # The product model (issue #13): configs/f8k-full/polyvse-best.yaml trained on f8k-full's official split (5,867
 # photos), then an index of all 7,941 photos for `polyvse search` / `polyvse serve`. Resumable: after a stop, run it
 # again. Sentence vectors of the frozen towers are cached (<data root>/cache/sentences, or $POLYVSE_CACHE): the
-# first run embeds the captions it needs (test split + first caption of every training photo) and the teacher's
-# Multi30K lines with e5 and USE, and extracts the EfficientNet-Lite2 maps entering its fine-tuned last block; then
-# 15 epochs on one core (mostly the tail). Its times are written to runs/model/metrics.json (README: time per run).
+# first run computes e5's hidden states entering its fine-tuned last layer and USE's vectors for the captions it
+# needs (test split + first caption of every training photo) and the teacher's Multi30K lines, and extracts the
+# EfficientNet-Lite2 maps entering its fine-tuned last block; then 15 epochs (mostly the two tails). Its times are
+# written to runs/model/metrics.json (README: time per run).
 MODEL_CONFIG := configs/f8k-full/polyvse-best.yaml
 # training threads: two by default (both cores of the 2-core machine; the config says one), the setting the whole
-# target was timed at from empty caches (benchmarks/results/make_model.json); `make model MODEL_THREADS=1` for one,
+# target was timed at from empty caches (benchmarks/results/make_model.json, the recipe before the text tail: 39 min;
+# with it ~60 min by arithmetic, not yet measured); `make model MODEL_THREADS=1` for one,
 # `MODEL_THREADS=` for the config's own; a stopped run may resume at another thread count
 MODEL_THREADS ?= 2
 model: setup data runs/model/metrics.json runs/model/index/manifest.json
@@ -70,7 +72,7 @@ test: setup
 	$(BIN)/python -m pytest -q -n $(TEST_WORKERS)
 
 # the speed suite; it times `polyvse search` on the demo model's index (built here first when absent: ~2 min) and on
-# the product model's (`make model`, ~40 min, not built here: without it that figure and the 10M photos data are
+# the product model's (`make model`, ~1 h, not built here: without it that figure and the 10M photos data are
 # skipped, saying so)
 bench: setup data runs/demo/index/manifest.json
 	$(BIN)/python benchmarks/run_all.py
