@@ -176,6 +176,27 @@ def test_infonce_ranking_loss_trains_and_bad_combinations_name_the_field(referen
                   smoke=True, progress=False)
 
 
+def test_drawn_captions_train_an_epoch_of_one_caption_per_photo_and_language(reference_run, shared_data, tmp_path):
+    """objective.vse.draw_captions 1: each epoch trains on one caption of each photo and language, drawn anew, out
+    of all the training captions; the Translator, whose stages choose captions by language, refuses it."""
+    from polyvse.errors import DataError
+
+    _, ref = reference_run
+    metrics = train(TrainConfig(**SMALL, draw_captions=1), tmp_path / "drawn", shared_data, smoke=True,
+                    progress=False)
+    log = [json.loads(line) for line in (tmp_path / "drawn" / "train_log.jsonl").read_text().splitlines()]
+    items = {row["items"] for row in log if "items" in row}
+    # a subset of the same size each epoch (but a last lone caption, a batch without negatives, left untrained)
+    assert max(items) - min(items) <= 1 and 0 < min(items) and max(items) < metrics["n_train_captions"] / 2
+    assert metrics["languages"] != ref["languages"]
+    with pytest.raises(DataError, match="draw_captions"):
+        train(TrainConfig(**{**SMALL, "draw_captions": -1}), tmp_path / "bad", shared_data, smoke=True,
+              progress=False)
+    with pytest.raises(DataError, match="draw_captions"):
+        train(TrainConfig(**{**SMALL, "objective": "translator", "source_language": "en", "draw_captions": 1}),
+              tmp_path / "bad2", shared_data, smoke=True, progress=False)
+
+
 def test_a_state_saved_before_a_field_was_added_still_resumes():
     """A field added to TrainConfig later (its default keeps the old behaviour) must not turn a saved training
     state stale; any real change of the config, vocabulary or features must."""

@@ -5,17 +5,18 @@
     GroupBalancedBatchSampler     the same with equal shares of MULE's photo groups in every batch
     TextTupleBatchSampler         text-only caption tuples (text_corpus), capped per epoch
     InterleavedTextTupleSampler   text-only batches spread over the image batches
-    CaptionSubsetSampler, StagedSampler, RepeatedPassSampler   how an epoch is made (``epochs``)
+    CaptionSubsetSampler, DrawnCaptionsSampler, StagedSampler, RepeatedPassSampler   how an epoch is made
+                                  (``epochs``)
 
 The tuple samplers draw their caption slots through one ``CaptionSlots`` (``slots``).
 """
 from .distinct import DistinctPhotoBatchSampler
-from .epochs import CaptionSubsetSampler, RepeatedPassSampler, StagedSampler
+from .epochs import CaptionSubsetSampler, DrawnCaptionsSampler, RepeatedPassSampler, StagedSampler
 from .group_balanced import GroupBalancedBatchSampler
 from .photo_tuples import PhotoTupleBatchSampler
 from .slots import CaptionSlots, slot_languages
 from .text_tuples import InterleavedTextTupleSampler, TextTupleBatchSampler
 
-__all__ = ["CaptionSlots", "CaptionSubsetSampler", "DistinctPhotoBatchSampler", "GroupBalancedBatchSampler",
+__all__ = ["CaptionSlots", "CaptionSubsetSampler", "DistinctPhotoBatchSampler", "DrawnCaptionsSampler", "GroupBalancedBatchSampler",
            "InterleavedTextTupleSampler", "PhotoTupleBatchSampler", "RepeatedPassSampler", "StagedSampler",
            "TextTupleBatchSampler", "slot_languages"]

@@ -3,6 +3,8 @@ or as several passes. Like the samplers, every wrapper's batches depend only on 
 runs stay identical to uninterrupted ones.
 
     CaptionSubsetSampler   batches over some captions only (e.g. one language), as indices of all captions
+    DrawnCaptionsSampler   batches over k captions of each photo and language drawn anew each epoch, so an
+                           epoch costs what k captions a photo cost while the epochs together see them all
     StagedSampler          one sampler before ``switch_epoch``, another from it on (the Translator's source
                            and target stages)
     RepeatedPassSampler    an epoch of at least ``min_batches`` batches: passes over the captions repeated and
@@ -30,6 +32,39 @@ class CaptionSubsetSampler:
 
     def epoch_batches(self, epoch: int) -> list[list[int]]:
         return [[int(self.subset[i]) for i in batch] for batch in self.base.epoch_batches(epoch)]
+
+    def __len__(self) -> int:
+        return len(self.epoch_batches(0))
+
+
+class DrawnCaptionsSampler:
+    """Each epoch, ``k`` captions of every group (a photo and language: ``caption_group`` gives each caption's
+    group) drawn at random from (seed, epoch) alone, all of a group that has ``k`` or fewer; ``make`` builds
+    the sampler over the drawn captions (as ``CaptionSubsetSampler``'s) and its batches come back as indices
+    into all captions. An epoch holds one row per group at ``k`` = 1, as training on a photo's first caption
+    does, yet each epoch draws again, so a photo's other captions are trained on too."""
+
+    def __init__(self, caption_photo, caption_group, k: int, make: Callable, seed: int = 0):
+        if k < 1:
+            raise ValueError(f"k must be >= 1 captions per group, got {k}")
+        self.caption_photo = np.asarray(caption_photo)
+        _, self.group = np.unique(np.asarray(caption_group), return_inverse=True)
+        if len(self.group) != len(self.caption_photo):
+            raise ValueError(f"{len(self.group)} caption groups for {len(self.caption_photo)} captions")
+        if len(self.group) == 0:
+            raise ValueError("no caption to draw from: nothing to train on")
+        self.k, self.make, self.seed = int(k), make, int(seed)
+
+    def drawn(self, epoch: int) -> np.ndarray:
+        """The captions of ``epoch`` (sorted indices): a random order within each group, its first ``k`` kept."""
+        rng = np.random.default_rng([self.seed, epoch, 1])  # a stream apart from the batch order's
+        order = np.lexsort((rng.random(len(self.group)), self.group))  # by group, randomly within it
+        groups = self.group[order]
+        starts = np.searchsorted(groups, groups)  # where each row's group begins in ``order``
+        return np.sort(order[np.arange(len(order)) - starts < self.k])
+
+    def epoch_batches(self, epoch: int) -> list[list[int]]:
+        return CaptionSubsetSampler(self.caption_photo, self.drawn(epoch), self.make).epoch_batches(epoch)
 
     def __len__(self) -> int:
         return len(self.epoch_batches(0))

@@ -51,6 +51,8 @@ class TranslatorOptions(VseOptions):
         for name in ("source_epochs", "language_map_rcsls_epochs"):
             at_least(fail, self, name, 0)
         at_least(fail, self, "language_map_k", 1)
+        if self.draw_captions:
+            fail("draw_captions", "the Translator's stages choose their captions by language; set 0")
         if (self.language_map_init == "lexicon" or self.source_epochs > 0) and not self.source_language:
             fail("source_language", "language_map_init lexicon and source_epochs need source_language (the "
                  "language the map goes into and the source stage trains on)")

@@ -10,7 +10,7 @@ import torch
 
 from polyvse.device import autocast_off
 from polyvse.losses import HingeRankingLoss, InfoNceLoss
-from polyvse.sampling import DistinctPhotoBatchSampler
+from polyvse.sampling import DistinctPhotoBatchSampler, DrawnCaptionsSampler
 
 from ..distributed import gather_with_grad, shard
 from ..sections import at_least, one_of
@@ -37,8 +37,13 @@ class VseOptions(ObjectiveOptions):
     teacher_weight: float = 1.0
     teacher_batch_size: int = 256
     teacher_photos: str = "all"  # all: every Multi30K photo outside evaluation | train: the run's training photos
+    # > 0: each epoch trains on this many captions of each photo and language, drawn anew every epoch from all
+    # it has (data.captions_per_photo: 0 keeps them all): an epoch's cost of k captions a photo, every caption
+    # seen over the epochs; 0: every training caption every epoch
+    draw_captions: int = 0
 
     def check(self, fail) -> None:
+        at_least(fail, self, "draw_captions", 0)
         if self.ranking_loss not in RANKING_LOSSES:
             fail("ranking_loss", f"{self.ranking_loss!r}: use hinge or infonce")
         if not self.temperature > 0:
@@ -107,7 +112,13 @@ class VseObjective(Objective):
         return DistinctPhotoBatchSampler(caption_photo, self.cfg.schedule.batch_size, seed=self.cfg.schedule.seed)
 
     def batch_sampler(self):
-        return self.make_sampler(self.data.train.photo_row)
+        train = self.data.train
+        if not self.options.draw_captions:
+            return self.make_sampler(train.photo_row)
+        _, lang = np.unique(np.asarray(train.langs), return_inverse=True)
+        group = np.asarray(train.photo_row, dtype=np.int64) * (int(lang.max()) + 1) + lang  # (photo, language)
+        return DrawnCaptionsSampler(train.photo_row, group, self.options.draw_captions, self.make_sampler,
+                                    seed=self.cfg.schedule.seed)
 
     def photo_rows(self, batch, dist_info) -> np.ndarray:
         return self.data.train.photo_row[local_captions(batch, dist_info)]
