@@ -87,7 +87,8 @@ def sha(path: Path) -> str:
 
 
 def npy_files(cache: Path) -> list[Path]:
-    return sorted(cache.rglob("*.npy"))
+    """The cache's entries: not a write in progress (a ``.tmp-*`` file, which a kill may leave behind)."""
+    return sorted(p for p in cache.rglob("*.npy") if not p.name.startswith(".tmp-"))
 
 
 def test_mixed_run_keeps_good_photos_and_names_bad_ones(lite, good, bad, tmp_path, caplog, calls):
@@ -237,6 +238,7 @@ def test_killed_process_leaves_only_complete_entries(good, tmp_path):
     assert b"finished" not in out, "the extraction ended before it could be killed"
     done = npy_files(cache)
     assert 2 <= len(done) < 4, err.decode()[-2000:]
+    assert len(list(cache.rglob(".tmp-*"))) <= 1  # at worst the one write the kill interrupted
     for f in done:
         vec = np.load(f)
         assert vec.shape == (1280,) and vec.dtype == np.float32
