@@ -17,6 +17,6 @@ from .photo_tuples import PhotoTupleBatchSampler
 from .slots import CaptionSlots, slot_languages
 from .text_tuples import InterleavedTextTupleSampler, TextTupleBatchSampler
 
-__all__ = ["CaptionSlots", "CaptionSubsetSampler", "DistinctPhotoBatchSampler", "DrawnCaptionsSampler", "GroupBalancedBatchSampler",
-           "InterleavedTextTupleSampler", "PhotoTupleBatchSampler", "RepeatedPassSampler", "StagedSampler",
-           "TextTupleBatchSampler", "slot_languages"]
+__all__ = ["CaptionSlots", "CaptionSubsetSampler", "DistinctPhotoBatchSampler", "DrawnCaptionsSampler",
+           "GroupBalancedBatchSampler", "InterleavedTextTupleSampler", "PhotoTupleBatchSampler", "RepeatedPassSampler",
+           "StagedSampler", "TextTupleBatchSampler", "slot_languages"]
