@@ -244,7 +244,8 @@ def main(argv=None) -> int:
                   g["captions"][args.reference][0], args.reference)) for s, g in gals.items()}},
               "zero_shot": {}, "adapted": {}}
     for lang in langs:
-        vecs = {s: torch.from_numpy(line_vectors(model.captions, g["captions"][lang][0], lang, cache, progress))
+        vecs = {s: torch.from_numpy(line_vectors(model.captions, g["captions"][lang][0], lang, cache, progress,
+                                                model.model.text_encoder))
                 for s, g in gals.items()}
         record["zero_shot"][lang] = {how: scores_through_part(model, gals, vecs, lang, fallback_part(
             model.model.text_encoder, how, trained_languages(model))) for how in ["mean"] + trained_languages(model)}

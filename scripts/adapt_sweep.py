@@ -117,7 +117,7 @@ def main(argv=None) -> int:
               "split": "val", "runs": {}}
     for lang in langs:
         vecs = {"val": torch.from_numpy(line_vectors(model.captions, gals["val"]["captions"][lang][0], lang, cache,
-                                                     progress))}
+                                                     progress, model.model.text_encoder))}
         for setting in grid:
             name = label(setting)
             out = Path(args.work) / f"{lang}-{name.replace('=', '-').replace(',', '_')}"

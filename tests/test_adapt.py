@@ -1,7 +1,8 @@
 """polyvse adapt (polyvse.adaptation): a frozen-tower model taught a new language from sentence pairs keeps every old
 vector and its photo index, serves the new language, learns it better than zero-shot on held-out pairs, resumes a
 stopped run exactly, and names every bad line of a parallel file. The model is a smoke-trained USE-tower model with
-per-language parts (USE embeds a few hundred sentences in seconds); the pairs are MultiScript30k's es lines with
+per-language parts (USE embeds a few hundred sentences in seconds), and one that fine-tuned e5's last layer, whose
+new language learns from (and is served through) the trained layer; the pairs are MultiScript30k's es lines with
 their Multi30K en line, evaluation photos and sentences left out."""
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from polyvse.adaptation import AdaptRequest, ParallelFileError, TeacherSettings,
 from polyvse.adaptation.adapt import state_path_of
 from polyvse.adaptation.adapted_checkpoint import check_adaptable
 from polyvse.errors import CheckpointError
+from polyvse.models.pretrained import get_pretrained_encoder
 from polyvse_app.cli import main
 
 EN = ["a dog runs on the beach", "two children play football in a park"]
@@ -246,6 +248,49 @@ def test_cli_adapts_and_reports_bad_input(base_checkpoint, es_pairs, tmp_path, c
     assert main(["adapt", "--checkpoint", str(base_checkpoint), "--lang", "es", "--parallel", str(es_pairs),
                  "--out", str(tmp_path / "z"), "--subword-dropout", "1", "--quiet"]) == 2
     assert "--subword-dropout must be in [0, 1)" in capsys.readouterr().err
+
+
+@pytest.fixture(scope="module")
+def tail_checkpoint(shared_data, tmp_path_factory) -> Path:
+    """A smoke-trained model that fine-tuned e5's last layer (as `make model`'s recipe does), with per-language
+    parts for en and de."""
+    from polyvse_train.config import TrainConfig
+    from polyvse_train.train import train
+
+    cfg = TrainConfig.load(Path(__file__).resolve().parents[1] / "configs" / "e5-frozen.yaml")
+    cfg.data.languages = ["en", "de"]
+    cfg.model.text_finetune_layers, cfg.model.universal_dim, cfg.model.embed_dim = 1, 32, 32
+    cfg.smoke.photos, cfg.smoke.epochs, cfg.smoke.max_batches = 8, 1, 2
+    cfg.schedule.batch_size, cfg.schedule.text_finetune_lr_scale = 16, 1.0  # the tail moves off e5's weights
+    out = tmp_path_factory.mktemp("adapt-tail")
+    train(cfg, out, shared_data, smoke=True, progress=False)
+    return out / "checkpoint"
+
+
+def test_a_model_with_a_text_tail_learns_a_language_through_its_trained_tail(tail_checkpoint, es_pairs, tmp_path):
+    from polyvse.adaptation.line_vectors import line_vectors
+    from polyvse.adaptation.zero_shot import encode_through_part
+    from polyvse.models.pretrained.cache import sentence_cache_dir
+
+    out = tmp_path / "adapted"
+    record = adapt_language(request(tail_checkpoint, es_pairs, out, teacher=TeacherSettings(epochs=10)),
+                            report=lambda s: None)
+    scores = record["held_out_translation_mr"]
+    assert scores["adapted"] > scores["zero_shot"] + 5, scores
+    old, new = polyvse.load(tail_checkpoint), polyvse.load(out)
+    assert new.languages == ["en", "de", "es"] and new.captions.tail_layers == 1
+    assert np.array_equal(old.encode_text(EN, "en"), new.encode_text(EN, "en"))
+    # what the part learnt from (line vectors: e5's slice through the trained tail) is what serving feeds it
+    texts = ["un perro corre en la playa", "dos niños juegan al fútbol"]
+    vecs = line_vectors(new.captions, texts, "es", sentence_cache_dir(), False, new.model.text_encoder)
+    with torch.no_grad():
+        learnt_from = encode_through_part(new.model, torch.from_numpy(vecs), new.subword_student("es"), texts)
+    np.testing.assert_allclose(new.encode_text(texts, "es"), learnt_from.numpy(), atol=1e-5)
+    # the trained tail, not e5's own last layer, gives e5's slice
+    untrained = get_pretrained_encoder("e5-small").encode(texts, "es", unlisted=True)
+    assert not np.allclose(vecs[:, :384], untrained, atol=1e-3)
+    with pytest.raises(CheckpointError, match="through the trained tail"):
+        line_vectors(new.captions, texts, "es", sentence_cache_dir(), False)
 
 
 def test_word_level_and_partless_models_are_refused_saying_why():

@@ -89,12 +89,13 @@ def adapt_language(req: AdaptRequest, report: Callable[[str], None] = print) -> 
            f"method {req.method}")
     model, captions = ck.model.eval(), ck.captions
     cache = req.cache_dir if req.cache_dir is not None else sentence_cache_dir()
-    x_new = torch.from_numpy(line_vectors(captions, [x.text for x in pf.lines], lang, cache, req.progress))
+    x_new = torch.from_numpy(line_vectors(captions, [x.text for x in pf.lines], lang, cache, req.progress,
+                                          model.text_encoder))
     x_pivot = torch.zeros_like(x_new)
     for pivot in pivots:
         rows = [i for i, x in enumerate(pf.lines) if x.pivot_lang == pivot]
         x_pivot[rows] = torch.from_numpy(line_vectors(captions, [pf.lines[i].pivot_text for i in rows], pivot,
-                                                      cache, req.progress))
+                                                      cache, req.progress, model.text_encoder))
     targets = _targets(model, x_pivot, [x.pivot_lang for x in pf.lines])
     val, train = _held_out_rows(len(pf.lines), req.teacher.seed)
     init = fallback_part(model.text_encoder, req.zero_shot_init, trained)
@@ -146,8 +147,9 @@ def _language_code(lang: str) -> str:
 
 @torch.no_grad()
 def _targets(model, x_pivot: torch.Tensor, langs: list[str], batch: int = 1024) -> torch.Tensor:
-    """Unit-length embeddings of the counterparts by the model itself, in their own languages (fixed)."""
-    out = [model.encode_text_ids(x_pivot[i:i + batch, None, :], torch.ones(len(x_pivot[i:i + batch])),
+    """Unit-length embeddings of the counterparts by the model itself, in their own languages (fixed). The rows
+    are sentence vectors (2-D: past the e5 tail, if the model has one)."""
+    out = [model.encode_text_ids(x_pivot[i:i + batch], torch.ones(len(x_pivot[i:i + batch])),
                                  langs[i:i + batch]) for i in range(0, len(x_pivot), batch)]
     return F.normalize(torch.cat(out), dim=-1).cpu()
 

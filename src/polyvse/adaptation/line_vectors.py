@@ -5,6 +5,11 @@ script: ``PretrainedSentenceEncoder.reads_unlisted_languages``); a tower that do
 slice, as USE does for Czech in training. Vectors come from the content-keyed sentence cache
 (``<cache root>/sentences``, the one training fills), so a second adaptation of the same file -- a resumed one,
 another method, a learning curve's next size -- embeds nothing again.
+
+A model that fine-tuned e5's last layers (``model.text_finetune_layers``, ``captions.tail_layers`` > 0) reads e5's
+part of a line through its trained tail: the frozen front's hidden states (content-keyed state cache, the one
+training fills) run through the checkpoint's tail, so the vector a new language's part learns from is the one it
+reads when the adapted model serves that language. The tail stays as trained: adaptation changes no old vector.
 """
 from __future__ import annotations
 
@@ -24,19 +29,39 @@ def towers_reading(captions, lang: str) -> list[str]:
 
 
 def line_vectors(captions, texts: Sequence[str], lang: str, cache_dir: str | os.PathLike | None,
-                 progress: bool = True) -> np.ndarray:
-    """float32 ``(len(texts), captions.dim)``: each text's fused tower vector in language ``lang``."""
+                 progress: bool = True, text_encoder=None, batch_size: int = 256) -> np.ndarray:
+    """float32 ``(len(texts), captions.dim)``: each text's fused tower vector in language ``lang``, the input of a
+    per-language part. A model with an e5 tail needs its ``text_encoder`` (the checkpoint's, whose tail runs)."""
     from ..models.pretrained.captions import PretrainedCaptionEncoder
 
     if not towers_reading(captions, lang):
         raise CheckpointError(f"no tower of {captions.name} reads {lang!r}: the model cannot be taught it")
-    if getattr(captions, "tail_layers", 0):  # its e5 part is the trained tail's vector, not the frozen one
-        raise CheckpointError(f"this model fine-tuned e5's last {captions.tail_layers} layers (text_tail_layers); "
-                              "teaching it a language is not supported yet: adapt a model trained without "
-                              "model.text_finetune_layers")
-    reader = PretrainedCaptionEncoder(captions.name, captions.options,
-                                      cache_dir=cache_dir, progress=progress)
+    tail_layers = int(getattr(captions, "tail_layers", 0))
+    if tail_layers and getattr(text_encoder, "tail", None) is None:
+        raise CheckpointError(f"this model fine-tuned e5's last {tail_layers} layers: its lines' vectors come "
+                              "through the trained tail; pass the checkpoint's text_encoder")
+    reader = PretrainedCaptionEncoder(captions.name, captions.options, cache_dir=cache_dir, progress=progress,
+                                      tail_layers=tail_layers)
     texts = list(texts)
     if not texts:
         return np.zeros((0, captions.dim), dtype=np.float32)
-    return np.stack(reader.ids_many(texts, lang, unlisted=True)).astype(np.float32, copy=False)
+    rows = reader.ids_many(texts, lang, unlisted=True)
+    if not tail_layers:
+        return np.stack(rows).astype(np.float32, copy=False)
+    return _through_tail(reader, text_encoder, rows, batch_size)
+
+
+def _through_tail(reader, text_encoder, rows, batch_size: int) -> np.ndarray:
+    """The fused vectors of (states, other towers' vector) rows: e5's slice from the trained tail, in eval mode."""
+    import torch
+
+    device = next(text_encoder.tail.parameters()).device
+    was_training = text_encoder.training
+    text_encoder.eval()
+    try:
+        with torch.no_grad():
+            out = [text_encoder.sentence_vectors(*(t.to(device) for t in reader.pad(rows[i:i + batch_size])))
+                   for i in range(0, len(rows), batch_size)]
+    finally:
+        text_encoder.train(was_training)
+    return torch.cat(out).cpu().numpy().astype(np.float32, copy=False)

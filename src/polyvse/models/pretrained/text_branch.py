@@ -86,10 +86,15 @@ class PretrainedTextEncoder(nn.Module):
 
     def sentence_vectors(self, vecs: torch.Tensor, lengths: torch.Tensor | None = None) -> torch.Tensor:
         """The towers' sentence vectors (batch, in_dim) of a padded input: the vectors themselves, or, with an e5
-        tail, e5's from the per-token states (``lengths``: their token counts; None reads them off the padding)."""
+        tail, e5's from the per-token states (``lengths``: their token counts; None reads them off the padding).
+        A 2-D input is taken as those sentence vectors already (the tail's output where there is one)."""
         if not torch.is_floating_point(vecs):
             raise ValueError("a pretrained text branch reads sentence vectors (float), not word ids: encode the "
                              "captions with the checkpoint's PretrainedCaptionEncoder")
+        if vecs.dim() == 2:  # (batch, in_dim): the towers' sentence vectors already, past any tail (adaptation's)
+            if vecs.shape[1] != self.in_dim:
+                raise ValueError(f"sentence vectors of size {vecs.shape[1]}, this text branch reads {self.in_dim}")
+            return vecs.float()
         if self.tail is not None:
             return self._through_tail(vecs, lengths)
         if vecs.dim() == 3:
