@@ -108,7 +108,7 @@ def main(argv=None) -> int:
     import polyvse
     from polyvse.atomic import write_json_atomic
     from polyvse.paths import data_root
-    from polyvse_train.harness import machine_line
+    from polyvse.provenance import provenance
     from polyvse_train.zoo.report import update_readme_block
 
     args = parse_args(argv)
@@ -134,7 +134,7 @@ def main(argv=None) -> int:
     adapted_from = {"adapted_from": args.adapted} if args.adapted else {}
     training = getattr(getattr(model, "checkpoint", None), "training", None) or {}
     record = {"checkpoint": str(args.checkpoint), "config": (training.get("config") or {}).get("name", "?"),
-              "out": str(args.out), "date": time.strftime("%Y-%m-%d"), "machine": machine_line(),
+              "checkpoint_commit": training.get("commit"), "out": str(args.out), **provenance(),
               "max_photos": args.max_photos, "splits": list(splits), "rows": rows, **adapted_from,
               "seconds": round(time.perf_counter() - t0)}
     write_json_atomic(Path(args.out), record)

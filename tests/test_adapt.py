@@ -360,7 +360,9 @@ def test_language_table_scores_trained_zero_shot_and_unserved_languages(base_che
     out = tmp_path / "languages.json"
     assert table.main(["--checkpoint", str(base_checkpoint), "--langs", "es,qu", "--out", str(out),
                        "--data-root", str(shared_data), "--max-photos", "10", "--splits", "test", "--quiet"]) == 0
-    rows = json.loads(out.read_text())["rows"]
+    record = json.loads(out.read_text())
+    rows = record["rows"]
+    assert len(record["commit"]) == 40 and record["dirty"] in (True, False)  # the checkout that scored it
     assert rows["en"]["status"] == "trained" and 0 <= rows["en"]["test"]["mr"] <= 100
     assert rows["es"]["status"] == "zero-shot" and rows["es"]["captions"].startswith("MultiScript30k")
     assert 0 < rows["es"]["test"]["n_images"] <= 10 and "val" not in rows["es"]  # photos with an es line

@@ -299,6 +299,7 @@ def test_zoo_end_to_end_on_real_data(shared_data, tmp_path, capsys):
     record = json.loads((tmp_path / "runs" / "vse" / "official-s0" / "zoo_run.json").read_text())
     metrics = json.loads((tmp_path / "runs" / "vse" / "official-s0" / "metrics.json").read_text())
     assert (record["cpu_seconds"], record["processes"], record["time_complete"]) == (metrics["cpu_time_s"], 1, True)
+    assert len(record["commit"]) == 40 and record["dirty"] in (True, False)  # the checkout that finished it
     tasks = json.loads((tmp_path / "runs" / "vse" / "official-s0" / "tasks.json").read_text())
     assert set(tasks["crosslingual"]["f8k-ml-test"]) == {"en-de"}
     assert tasks["crosslingual"]["multi30k-test_2016"]["en-de"]["n_pairs"] < 1000  # training photos left out

@@ -22,6 +22,7 @@ from typing import Sequence
 
 from polyvse.atomic import write_json_atomic
 from polyvse.errors import MissingDataError
+from polyvse.provenance import provenance
 
 from ..harness import cpu_model
 from .spec import OFFICIAL, ZooRun, ZooSpec, config_digest, effective_config, run_dir
@@ -166,6 +167,8 @@ def _execute(run: ZooRun, out: Path, root: Path, spec: ZooSpec, *, retry_failed:
                 "overrides": run.overrides,
                 **_time_spent(metrics),
                 "machine": machine(),
+                # the checkout that finished it (a run resumed across commits names its last)
+                **{k: v for k, v in provenance().items() if k in ("commit", "dirty")},
                 "finished_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
             })
         if needs_tasks(run, spec):
