@@ -89,3 +89,35 @@ def test_embed_text_cli_fills_each_fused_tower(tiny_root, monkeypatch, capsys):
     assert main(args) == 0
     again = [x for x in capsys.readouterr().out.splitlines() if "captions in the" in x]
     assert len(again) == 2 and all("(0 computed now)" in x for x in again)
+    import pytest
+
+    with pytest.raises(SystemExit, match="has no e5-small"):  # the states are e5's
+        main(args + ["--text-tail-layers", "1"])
+
+
+def test_text_tail_layers_fill_the_front_states_a_tail_model_reads(tmp_path):
+    """With tail_layers k the job fills the cache of the hidden states entering e5's last k layers (what a model
+    with model.text_finetune_layers k reads), in the same order, resumably, and no sentence vectors."""
+    import pytest
+
+    from polyvse.models.pretrained import get_pretrained_encoder
+    from polyvse.models.pretrained.base import PretrainedModelError
+    from polyvse.models.pretrained.captions import PretrainedCaptionEncoder
+    from polyvse.models.pretrained.cache import SentenceEmbeddingCache
+    from polyvse.models.pretrained.states_cache import HiddenStateCache, states_cached
+
+    caps = [c for c in _caps() if c.lang == "en"]
+    e5 = get_pretrained_encoder("e5-small")
+    lines: list[str] = []
+    assert precompute_embeddings(e5, caps, tmp_path, report=lines.append, tail_layers=1) == {
+        "texts": len(caps), "computed": len(caps)}
+    assert lines[0].startswith("e5-small front (cut 1) test [en]")
+    assert len(SentenceEmbeddingCache.for_encoder(tmp_path, e5)) == 0  # no sentence vectors
+    # what training's caption encoder then reads comes from the cache, computing nothing
+    reader = PretrainedCaptionEncoder("e5-small", cache_dir=tmp_path, tail_layers=1)
+    cache = HiddenStateCache.for_front(tmp_path, reader.front)
+    states = states_cached(reader.front, [c.text for c in caps], cache)
+    assert len(cache) == len(caps) and cache.misses == 0 and states[0].shape[1] == 384
+    assert precompute_embeddings(e5, caps, tmp_path, report=lines.append, tail_layers=1)["computed"] == 0
+    with pytest.raises(PretrainedModelError, match="e5-small's"):
+        precompute_embeddings(FakeEncoder(), caps, tmp_path, tail_layers=1)

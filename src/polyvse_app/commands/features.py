@@ -64,6 +64,10 @@ def register(sub) -> None:
     t.add_argument("--langs", default="en,de,fr,cs,zh", help="comma-separated languages (default: %(default)s)")
     t.add_argument("--source", default="", help="only captions of this source (e.g. multi30k-task1: the parallel "
                    "lines a teacher term reads from a -text corpus); default: every caption")
+    t.add_argument("--text-tail-layers", type=int, default=0, metavar="K",
+                   help="for a model that fine-tunes e5's last K layers (model.text_finetune_layers, as "
+                   "polyvse-best does): fill e5's cache of the hidden states entering them, which such a model "
+                   "reads, instead of e5's sentence vectors (other towers fill theirs as usual)")
     t.add_argument("--data-root", metavar="DIR", help="data root (default: $POLYVSE_DATA, else ~/.cache/polyvse)")
     t.set_defaults(func=run_embed_text)
 
@@ -170,9 +174,13 @@ def run_embed_text(args) -> int:
         if not corpus.captions:
             raise SystemExit(f"polyvse: error: {args.dataset} has no caption of source {args.source!r}")
     encoders = [get_pretrained_encoder(name) for name in tower_names(args.encoder)]  # unknown names fail first
+    if args.text_tail_layers and "e5-small" not in [e.name for e in encoders]:
+        raise SystemExit(f"polyvse: error: --text-tail-layers is e5-small's trainable tail; --encoder {args.encoder} "
+                         "has no e5-small")
     for encoder in encoders:
+        tail = args.text_tail_layers if encoder.name == "e5-small" else 0
         done = precompute_embeddings(encoder, corpus.captions, sentence_cache_dir(root), languages=langs,
-                                     report=lambda line: print(line, flush=True))
-        print(f"{args.dataset}: {done['texts']} captions in the {encoder.name} cache ({done['computed']} computed "
-              "now)")
+                                     report=lambda line: print(line, flush=True), tail_layers=tail)
+        what = f"{encoder.name} front (cut {tail}) state" if tail else encoder.name
+        print(f"{args.dataset}: {done['texts']} captions in the {what} cache ({done['computed']} computed now)")
     return 0

@@ -7,6 +7,9 @@ corpus order), then the validation split, then training ranks 1, 2, ... So whene
 cache holds whole evaluation splits and the first k captions of every training photo, which a run can train
 on with ``captions_per_photo: k``. Each stage writes shards as it goes (see ``SentenceEmbeddingCache``): a
 killed job loses at most one shard and resumes where it stopped.
+
+A model that fine-tunes e5's last k layers (``model.text_finetune_layers``) reads the hidden states entering them,
+not e5's sentence vectors: ``tail_layers=k`` fills that cache (:mod:`.states_cache`) in the same order instead.
 """
 from __future__ import annotations
 
@@ -18,7 +21,7 @@ from dataclasses import dataclass
 from typing import Callable, Iterator, Sequence
 
 from ...data.types import Caption
-from .base import PretrainedSentenceEncoder
+from .base import PretrainedModelError, PretrainedSentenceEncoder
 from .cache import SentenceEmbeddingCache, encode_cached
 
 __all__ = ["EmbeddingStage", "caption_ranks", "priority_stages", "precompute_embeddings"]
@@ -67,23 +70,41 @@ def priority_stages(captions: Sequence[Caption], languages: Sequence[str], *, ev
 def precompute_embeddings(encoder: PretrainedSentenceEncoder, captions: Sequence[Caption],
                           cache_dir: str | os.PathLike, *, languages: Sequence[str] | None = None,
                           eval_split: str = "test", shard_size: int = 1024,
-                          report: Callable[[str], None] = print) -> dict[str, int]:
+                          report: Callable[[str], None] = print, tail_layers: int = 0) -> dict[str, int]:
     """Embed every caption the cache lacks, stage by stage; returns {"texts": n, "computed": m}. Languages the
-    encoder does not cover (USE has no Czech) are skipped with a line saying so."""
+    encoder does not cover (USE has no Czech) are skipped with a line saying so. ``tail_layers`` k > 0 (e5-small
+    only): fill the cache of the hidden states entering e5's last k layers instead of its sentence vectors."""
     langs = sorted({c.lang for c in captions}) if languages is None else list(languages)
     skipped = [lang for lang in langs if lang not in encoder.languages]
     if skipped:
         report(f"{encoder.name}: no {', '.join(skipped)} in this encoder; those captions are skipped")
     langs = [lang for lang in langs if lang in encoder.languages]
-    cache = SentenceEmbeddingCache.for_encoder(cache_dir, encoder)
+    name, cache, fill = _filler(encoder, cache_dir, tail_layers, shard_size)
     total = computed = 0
     for stage in priority_stages(captions, langs, eval_split=eval_split):
         t0, misses = time.perf_counter(), cache.misses
-        encode_cached(encoder, stage.texts, stage.lang, cache, progress=False, shard_size=shard_size)
+        fill(stage.texts, stage.lang)
         new = cache.misses - misses
         total += len(stage.texts)
         computed += new
         rate = f", {new / (time.perf_counter() - t0):.1f}/s" if new else ""
-        report(f"{encoder.name} {stage.name} [{stage.lang}]: {len(stage.texts)} captions, {new} computed "
+        report(f"{name} {stage.name} [{stage.lang}]: {len(stage.texts)} captions, {new} computed "
                f"({time.perf_counter() - t0:.0f} s{rate})")
     return {"texts": total, "computed": computed}
+
+
+def _filler(encoder: PretrainedSentenceEncoder, cache_dir: str | os.PathLike, tail_layers: int, shard_size: int):
+    """(what the report calls it, the cache, fill(texts, lang)): e5's sentence vectors, or its front's states."""
+    if not tail_layers:
+        cache = SentenceEmbeddingCache.for_encoder(cache_dir, encoder)
+        return encoder.name, cache, lambda texts, lang: encode_cached(encoder, texts, lang, cache, progress=False,
+                                                                      shard_size=shard_size)
+    if encoder.name != "e5-small":
+        raise PretrainedModelError(f"{encoder.name}: a trainable text tail (and its state cache) is e5-small's")
+    from .e5_tail import E5Front
+    from .states_cache import HiddenStateCache, states_cached
+
+    front = E5Front(int(tail_layers), prefix=encoder.prefix)
+    cache = HiddenStateCache.for_front(cache_dir, front)
+    return (f"{encoder.name} front (cut {front.tail_layers})", cache,
+            lambda texts, lang: states_cached(front, texts, cache, shard_size=shard_size))
