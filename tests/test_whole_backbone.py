@@ -11,6 +11,7 @@ from PIL import Image
 
 import polyvse
 from polyvse.errors import DataError
+from polyvse.features.augment import crop_box
 from polyvse.features.backbones import backbone_tail, get_extractor
 from polyvse.features.extractor import UnknownBackboneError
 from polyvse.features.images import load_image
@@ -18,7 +19,7 @@ from polyvse.features.tail import whole_of
 from polyvse.features.whole import FineTunedExtractor
 from polyvse.index.build import embed_photo_files, stored_vectors
 from polyvse_train.config import TrainConfig
-from polyvse_train.pixels import PhotoPixels, TrainCrop, crop_box
+from polyvse_train.pixels import PhotoPixels, TrainCrop
 from polyvse_train.train import STATE, train
 
 TINY = dict(name="whole", languages=["en", "de"], embed_dim=32, word_dim=16, hidden_dim=32, batch_size=4,

@@ -62,9 +62,14 @@ class DataSection(Section):
     # image features: a backbone of polyvse.features, or "a+b" (both networks' features side by side)
     backbone: str = "efficientnet-lite0"
     ten_crop: bool = False
-    # the pixel path (model.finetune_backbone): each training photo is a random crop of this fraction of its area
-    # or more (aspect 3/4 to 4/3, after the backbone's resize), resized to the backbone's input, flipped half the time
+    # the pixel path (model.finetune_backbone), and photo_views' augmented views: each training photo is a random
+    # crop of this fraction of its area or more (aspect 3/4 to 4/3, after the backbone's resize), resized to the
+    # backbone's input, flipped half the time
     crop_scale_min: float = 0.5
+    # cached features: > 1 also caches photo_views - 1 such augmented views of every training photo (fixed per
+    # photo and view, polyvse_train.photo_views), and each step reads one of the photo_views for each of its photos
+    # (the photo itself among them); 1 = every step reads the photo as evaluation does
+    photo_views: int = 1
     # extra training captions: the dataset's machine translations (f8k-ml, f8k-full: zhb, zhg; DatasetSpec)
     augment_translations: list[str] = field(default_factory=list)
     # text-side data at scale (polyvse.data.text_tuples): caption tuples of photos WITHOUT an image in the run
@@ -105,6 +110,10 @@ class DataSection(Section):
         for name in ("text_tuples_per_epoch", "text_vocab_min_count", "captions_per_photo", "min_count"):
             at_least(fail, self, name, 0)
         at_least(fail, self, "max_len", 1)
+        at_least(fail, self, "photo_views", 1)
+        if self.photo_views > 1 and self.ten_crop:
+            fail("photo_views", "an augmented view is one crop of a photo, not the mean of ten; set ten_crop: false "
+                 "or photo_views: 1")
 
 
 @dataclass
@@ -501,9 +510,13 @@ class TrainConfig:
         """The image backbone's fine-tuning (model.finetune_blocks, model.finetune_backbone) against the data."""
         model, data = self.model, self.data
         which = "finetune_backbone" if model.finetune_backbone else "finetune_blocks" if model.finetune_blocks else ""
-        if not model.finetune_backbone and data.crop_scale_min != DataSection.crop_scale_min:
-            raise DataError(f"data.crop_scale_min {data.crop_scale_min}: only the pixel path crops photos; set "
-                            "model.finetune_backbone: true, or remove crop_scale_min", source)
+        if model.finetune_backbone and data.photo_views > 1:
+            raise DataError(f"data.photo_views {data.photo_views}: the pixel path (model.finetune_backbone) crops "
+                            "every photo afresh for every step already; set photo_views: 1", source)
+        if not model.finetune_backbone and data.photo_views == 1 and data.crop_scale_min != DataSection.crop_scale_min:
+            raise DataError(f"data.crop_scale_min {data.crop_scale_min}: only the pixel path and augmented views crop "
+                            "photos; set model.finetune_backbone: true or data.photo_views > 1, or remove "
+                            "crop_scale_min", source)
         if not which:
             return
         if not re.fullmatch(r"efficientnet-lite[0-9]", data.backbone):

@@ -28,6 +28,7 @@ from polyvse.models.text_input import CaptionEncoder
 from polyvse.paths import cache_root
 
 from .config import TrainConfig
+from .photo_views import PhotoViews
 from .pixels import PhotoPixels, TrainCrop, pixel_key, readable_photos
 from .pretrained_tower import pretrained_caption_encoder, uses_pretrained_tower
 from .teacher import TeacherPairs, load_teacher_pairs
@@ -47,7 +48,7 @@ class CaptionSet:
 class PreparedData:
     photo_ids: list[str]
     # (n_photos, image_dim), rows aligned with photo_ids; the photos themselves on the pixel path
-    features: torch.Tensor | PhotoPixels
+    features: torch.Tensor | PhotoViews | PhotoPixels
     train_rows: np.ndarray
     eval_rows: np.ndarray
     train: CaptionSet
@@ -76,7 +77,7 @@ class ImageInput:
     """The image side of a run's data, for the photos that could be read."""
 
     photo_ids: list[str]  # in row order
-    features: torch.Tensor | PhotoPixels
+    features: torch.Tensor | PhotoViews | PhotoPixels
     key: str  # what identifies them (the extractor's key, or the pixel path's)
     image_tail: BackboneTail | None
     n_failed: int
@@ -108,7 +109,8 @@ def prepare_data(cfg: TrainConfig, root: Path, smoke: bool = False, progress: bo
     if missing:
         raise DataError(f"{cfg.data.dataset}: {len(missing)} photos have no image file (e.g. {missing[0]}); "
                         "image-text training needs the photos")
-    images = image_input(cfg, [corpus.photos[p].path for p in photo_ids], photo_ids, root, progress, device)
+    images = image_input(cfg, [corpus.photos[p].path for p in photo_ids], photo_ids, root, progress, device,
+                         train_ids=train_ids)
     ok_ids = images.photo_ids
     row_of = {p: r for r, p in enumerate(ok_ids)}
 
@@ -144,9 +146,10 @@ def prepare_data(cfg: TrainConfig, root: Path, smoke: bool = False, progress: bo
 
 
 def image_input(cfg: TrainConfig, paths: list, photo_ids: list[str], root: Path, progress: bool,
-                device: torch.device | None) -> ImageInput:
-    """The features of the photos (``paths``, one per id) through the feature cache, or on the pixel path the
-    photos themselves; unreadable photos are left out (a warning each)."""
+                device: torch.device | None, train_ids: set[str] = frozenset()) -> ImageInput:
+    """The features of the photos (``paths``, one per id) through the feature cache, with ``data.photo_views``
+    the augmented views of the training photos (``train_ids``) too, or on the pixel path the photos themselves;
+    unreadable photos are left out (a warning each)."""
     from polyvse.device import loader_workers
     from polyvse.features.backbones import get_extractor
     from polyvse.features.cache import extract_features
@@ -163,9 +166,29 @@ def image_input(cfg: TrainConfig, paths: list, photo_ids: list[str], root: Path,
                               num_workers=workers)
     for path, reason in result.failures:
         log.warning("skipping photo %s: %s", path, reason)
-    return ImageInput([photo_ids[i] for i in result.index], torch.as_tensor(np.asarray(result.features, np.float32)),
-                      extractor.key, extractor.tail_module() if cfg.model.finetune_blocks else None,
-                      len(result.failures))
+    features = torch.as_tensor(np.asarray(result.features, np.float32))
+    if cfg.data.photo_views > 1:
+        features = photo_views(cfg, extractor, features, [paths[i] for i in result.index],
+                               [photo_ids[i] in train_ids for i in result.index], root, progress, workers)
+    return ImageInput([photo_ids[i] for i in result.index], features, extractor.key,
+                      extractor.tail_module() if cfg.model.finetune_blocks else None, len(result.failures))
+
+
+def photo_views(cfg: TrainConfig, extractor, base: torch.Tensor, paths: list, is_train: list[bool], root: Path,
+                progress: bool, workers: int) -> PhotoViews:
+    """``base`` (every readable photo, rows as ``paths``) with ``data.photo_views - 1`` augmented views of the
+    training photos among them, each view through the feature cache under its own key."""
+    from polyvse.features.augment import view_extractor
+    from polyvse.features.cache import extract_features
+
+    rows = np.flatnonzero(np.asarray(is_train, dtype=bool))
+    views = torch.empty((cfg.data.photo_views - 1, len(rows), base.shape[1]), dtype=torch.float16)
+    for v in range(1, cfg.data.photo_views):
+        # strict: these photos were read once already, so a failure now is a changed file, not a bad photo
+        views[v - 1] = torch.as_tensor(extract_features(
+            [paths[r] for r in rows], view_extractor(extractor, v, cfg.data.crop_scale_min),
+            cache_root(root) / "features", progress=progress, num_workers=workers, strict=True).features)
+    return PhotoViews(base, views, rows, cfg.schedule.seed)
 
 
 def _pixel_input(cfg: TrainConfig, paths: list, photo_ids: list[str], workers: int, cache_dir: Path) -> ImageInput:

@@ -27,13 +27,13 @@ from torch.utils.data import DataLoader, Dataset
 
 from polyvse.device import pin_memory, to_device
 from polyvse.errors import DataError
+from polyvse.features.augment import random_view
 from polyvse.features.extractor import FeatureExtractor, Preprocess
 from polyvse.features.images import load_image
 
-log = logging.getLogger("polyvse.train")
+from .photo_views import staged_rows
 
-#: aspect ratios of the random crops (torchvision's RandomResizedCrop default)
-CROP_RATIO = (3 / 4, 4 / 3)
+log = logging.getLogger("polyvse.train")
 
 
 @dataclass(frozen=True)
@@ -46,30 +46,11 @@ class TrainCrop:
     def __call__(self, img: Image.Image, rng: np.random.Generator) -> torch.Tensor:
         """One random crop, ``(3, c, c)`` uint8: normalised where the batch lands
         (``Preprocess.normalised_batch``), so the workers hand over and pin a quarter of float32's bytes."""
-        img = self.preprocess.resized(img)
-        top, left, h, w = crop_box(rng, img.height, img.width, self.scale_min)
-        c = self.preprocess.crop
-        resample = Image.Resampling[self.preprocess.interpolation.upper()]
-        img = img.resize((c, c), resample, box=(left, top, left + w, top + h))
-        if rng.random() < 0.5:
-            img = img.transpose(Image.Transpose.FLIP_LEFT_RIGHT)
+        img = random_view(img, self.preprocess, self.scale_min, rng)
         return torch.from_numpy(np.ascontiguousarray(np.asarray(img).transpose(2, 0, 1)))
 
     def describe(self) -> str:
         return f"rrc{self.scale_min:g}.flip"
-
-
-def crop_box(rng: np.random.Generator, height: int, width: int, scale_min: float) -> tuple[int, int, int, int]:
-    """(top, left, h, w) of a random crop of ``scale_min`` to all of the area, aspect in CROP_RATIO (as
-    torchvision's RandomResizedCrop draws it: ten tries, then the whole photo)."""
-    area, log_ratio = height * width, np.log(CROP_RATIO)
-    for _ in range(10):
-        target = area * rng.uniform(scale_min, 1.0)
-        aspect = float(np.exp(rng.uniform(*log_ratio)))
-        w, h = int(round(np.sqrt(target * aspect))), int(round(np.sqrt(target / aspect)))
-        if 0 < w <= width and 0 < h <= height:
-            return int(rng.integers(0, height - h + 1)), int(rng.integers(0, width - w + 1)), h, w
-    return 0, 0, height, width
 
 
 #: photos one worker decodes per item: a batch's photos are shared among every worker, however few batches an
@@ -143,15 +124,7 @@ class PhotoPixels:
         if self._staged is None:
             raise RuntimeError("the pixel path stages photos for training steps only (PhotoPixels.feed); "
                                "evaluation embeds them through the trained backbone (features_of)")
-        rows = [int(r) for r in rows]
-        if rows == self._rows:  # what the objective reads: the staged batch as it is, no gather
-            return self._staged
-        position = {r: i for i, r in enumerate(self._rows)}
-        missing = [r for r in rows if r not in position]
-        if missing:
-            raise RuntimeError(f"photo rows {missing[:5]} were not decoded for this step: the objective's "
-                               "photo_rows must name every photo its batch reads")
-        return self._staged[torch.tensor([position[r] for r in rows]).to(self._staged.device, non_blocking=True)]
+        return staged_rows(self._staged, self._rows, rows, "decoded")
 
     def features_of(self, extractor: FeatureExtractor, rows: np.ndarray) -> np.ndarray:
         """The features of photo ``rows`` by ``extractor`` (the trained backbone's), through the feature cache."""

@@ -34,6 +34,7 @@ from .config import TrainConfig, changed_fields
 from .data import CaptionSet, PreparedData, feature_backbone, prepare_data
 from .objectives import build_objective
 from .objectives.word_alignment import WordAlignment, build_alignment, prepare_word_embeddings
+from .photo_views import PhotoViews
 from .pixels import PhotoPixels
 from .pretrained_tower import uses_pretrained_tower
 from .weight_average import WeightAverage
@@ -384,8 +385,9 @@ def train_one_epoch(run: TrainingRun, *, save_every: int = 0, max_steps: int | N
 
 def photo_feed(run: TrainingRun, batches: list) -> Iterator[None]:
     """One ``next`` before each step from the run's position: on the pixel path it stages that batch's photos
-    (decoded ahead, polyvse_train.pixels); otherwise it does nothing."""
-    if not isinstance(run.data.features, PhotoPixels):
+    (decoded ahead, polyvse_train.pixels), with augmented views the views its photos read (polyvse_train.
+    photo_views); otherwise it does nothing."""
+    if not isinstance(run.data.features, (PhotoPixels, PhotoViews)):
         return itertools.repeat(None)
     rows = [run.objective.photo_rows(batches[b], run.dist_info) for b in range(run.batch_pos, len(batches))]
     return run.data.features.feed(rows, run.epoch, run.batch_pos)

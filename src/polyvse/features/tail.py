@@ -16,8 +16,9 @@ before its last ``K`` blocks:
 Cut extractor + untrained tail reproduce the full frozen extractor's pooled features (to float rounding),
 so the fine-tuned model starts where the frozen-feature model starts. The BatchNorms are folded into the
 convs before the cut (see ``efficientnet._fuse_for_inference_``), so the trained tail has no batch
-statistics to drift on small batches. Pixel augmentation needs the whole network per step (a GPU); on cached
-maps there is none.
+statistics to drift on small batches. Pixel augmentation per step needs the whole network per step (a GPU); on
+cached maps the nearest thing is a few augmented views of each training photo cached alongside
+(``data.photo_views``, :mod:`.augment`).
 
 The whole backbone is the tail cut before the stem (:func:`whole_of`, named ``efficientnet-lite2:whole``): the
 stem conv too, reading normalised pixels ``(n, 3, H, W)``. It trains on decoded, augmented photos (the
