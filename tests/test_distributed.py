@@ -5,6 +5,7 @@ import os
 import subprocess
 import sys
 
+import pytest
 import torch
 import yaml
 from safetensors.torch import load_file
@@ -32,9 +33,12 @@ def test_shard_is_contiguous_and_covers_the_batch():
     assert gather_with_grad(x, DistInfo(), [4]) is x
 
 
-def test_two_rank_run_matches_one_rank_run(shared_data, tmp_path):
+@pytest.mark.parametrize("over", [{}, {"photo_views": 3}], ids=["features", "augmented-views"])
+def test_two_rank_run_matches_one_rank_run(shared_data, tmp_path, over):
+    """With augmented views (data.photo_views) each rank stages its part of a batch, and reads the views one
+    process would."""
     config = tmp_path / "ddp.yaml"
-    config.write_text(yaml.safe_dump(CONFIG))
+    config.write_text(yaml.safe_dump({**CONFIG, **over}))
     env = {k: v for k, v in os.environ.items() if k not in ("WORLD_SIZE", "RANK", "LOCAL_RANK", "MASTER_ADDR",
                                                             "MASTER_PORT")}
     common = ["train", "--config", str(config), "--smoke", "--quiet", "--data-root", str(shared_data)]

@@ -71,6 +71,8 @@ def test_photo_views_stage_a_drawn_view_per_photo_and_evaluation_reads_the_photo
     assert (draws[:, [0, 2, 4]] == 0).all()  # evaluation photos have no views
     assert set(np.unique(draws[:, [1, 3]])) == {0, 1, 2}
     np.testing.assert_array_equal(pv.draw([1, 3], 2, 3), pv.draw([1, 3], 2, 3))  # (seed, epoch, batch) decide
+    # ... and the photo: not its company (a rank staging part of a batch draws what one process would)
+    np.testing.assert_array_equal(pv.draw([3], 2, 3), pv.draw([0, 1, 3], 2, 3)[2:])
     feats = pv.features([1, 3, 0], np.array([1, 2, 0]))
     torch.testing.assert_close(feats, torch.stack([-base[1], 100 + base[3], base[0]]))
     feed = pv.feed([np.array([3, 1, 3]), np.array([0, 1])], epoch=1, first=4)

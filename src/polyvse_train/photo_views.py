@@ -6,7 +6,8 @@ flip, which the pixel path (``polyvse_train.pixels``) gets only by running the w
 ``photo_views: V`` the feature cache also holds V - 1 augmented views of each TRAINING photo
 (``polyvse.features.augment``: random-resized crops, flipped half the time, fixed per photo and view), computed
 once like any feature, and each step reads one of the V (view 0: the photo as evaluation sees it) for each photo
-of its batch, drawn from (seed, epoch, batch), so a resumed run reads what an uninterrupted one would.
+of its batch, drawn from (seed, epoch, batch, photo), so a resumed run reads what an uninterrupted one would, and
+the ranks of a distributed run what one process would.
 Evaluation photos get no views: they are read as they are, outside training steps too.
 
 The objectives read ``data.features[rows]`` as always; the training loop stages each batch's rows before its
@@ -55,11 +56,13 @@ class PhotoViews:
         return self
 
     def draw(self, rows: Sequence[int], epoch: int, batch: int) -> np.ndarray:
-        """The view (0 .. V - 1) that batch ``batch`` of epoch ``epoch`` reads for each of ``rows`` (distinct);
-        photos without views read view 0."""
+        """The view (0 .. V - 1) that batch ``batch`` of epoch ``epoch`` reads for each of ``rows``; photos without
+        views read view 0. One draw for every photo, then the rows': a photo's view does not depend on which
+        other photos it is staged with, so the ranks of a distributed run read what one process would."""
         rng = np.random.default_rng([self.seed, int(epoch), int(batch)])
-        view = rng.integers(0, self.n_views, size=len(rows))
-        view[self.slot[np.asarray(rows, dtype=np.int64)] < 0] = 0
+        rows = np.asarray(rows, dtype=np.int64)
+        view = rng.integers(0, self.n_views, size=len(self.base))[rows]
+        view[self.slot[rows] < 0] = 0
         return view
 
     def features(self, rows: Sequence[int], view: np.ndarray) -> torch.Tensor:
