@@ -146,7 +146,7 @@ def prepare_data(cfg: TrainConfig, root: Path, smoke: bool = False, progress: bo
 
 
 def image_input(cfg: TrainConfig, paths: list, photo_ids: list[str], root: Path, progress: bool,
-                device: torch.device | None, train_ids: set[str] = frozenset()) -> ImageInput:
+                device: torch.device | None, *, train_ids: set[str]) -> ImageInput:
     """The features of the photos (``paths``, one per id) through the feature cache, with ``data.photo_views``
     the augmented views of the training photos (``train_ids``) too, or on the pixel path the photos themselves;
     unreadable photos are left out (a warning each)."""

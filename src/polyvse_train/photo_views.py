@@ -67,11 +67,11 @@ class PhotoViews:
 
     def features(self, rows: Sequence[int], view: np.ndarray) -> torch.Tensor:
         """Photo ``rows`` as views ``view`` (one each), float32."""
-        rows_t = torch.as_tensor(np.asarray(rows, dtype=np.int64), device=self.base.device)
-        out = self.base[rows_t].clone()
+        rows = np.asarray(rows, dtype=np.int64)
+        out = self.base[torch.as_tensor(rows, device=self.base.device)]  # a gather: a copy of its own
         aug = np.flatnonzero(view > 0)
         if len(aug):
-            slots = self.slot[np.asarray(rows, dtype=np.int64)[aug]]
+            slots = self.slot[rows[aug]]
             which = torch.as_tensor(view[aug] - 1, device=self.base.device)
             out[torch.as_tensor(aug, device=self.base.device)] = self.views[
                 which, torch.as_tensor(slots, device=self.base.device)].float()
