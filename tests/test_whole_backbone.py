@@ -19,7 +19,7 @@ from polyvse.features.tail import whole_of
 from polyvse.features.whole import FineTunedExtractor
 from polyvse.index.build import embed_photo_files, stored_vectors
 from polyvse_train.config import TrainConfig
-from polyvse_train.pixels import PhotoPixels, TrainCrop
+from polyvse_train.pixels import PhotoPixels, TrainCrop, pixel_key
 from polyvse_train.train import STATE, train
 
 TINY = dict(name="whole", languages=["en", "de"], embed_dim=32, word_dim=16, hidden_dim=32, batch_size=4,
@@ -96,11 +96,47 @@ def test_staged_batches_depend_on_the_batch_not_where_the_feed_starts(lite0, tmp
     assert not torch.equal(again, first[:1])  # another batch, other crops
 
 
+def test_resident_photos_take_the_workers_crops_and_a_resumed_feed_the_same(tmp_path, shared_data):
+    """data.resident_photos: photos decoded once, crops cut on the device from the same draws (boxes, mirrors) as
+    the workers' and resized by torch instead of PIL: the same photos in the same order, values within a few
+    levels; a feed resumed at batch 1 stages what the whole feed staged there."""
+    lite2 = get_extractor("efficientnet-lite2")  # bicubic, 297 -> 260: the GPU recipe's backbone
+    paths = sorted((shared_data / "flickr8k-224" / "images").glob("*.jpg"))[:12]
+    crop = TrainCrop(lite2.preprocess, 0.5)
+    batches = [np.array([0, 3, 5, 3, 7, 1, 2]), np.array([11, 4, 6, 9, 8, 10])]
+    staged = {}
+    for resident in (False, True):
+        pixels = PhotoPixels(paths, crop, seed=2, workers=0, key="k", cache_dir=tmp_path, resident=resident)
+        feed = pixels.feed(batches, epoch=3, first=0)
+        staged[resident] = []
+        for rows in batches:
+            next(feed)
+            staged[resident].append(pixels[rows].clone())
+            if resident:
+                assert pixels._rows == list(dict.fromkeys(int(r) for r in rows))
+    levels = torch.as_tensor(lite2.preprocess._scale).view(1, 3, 1, 1)  # one grey level, normalised
+    for a, b in zip(staged[False], staged[True]):
+        assert a.shape == b.shape == (len(a), 3, 260, 260)
+        diff = ((a - b) / levels).abs()
+        assert diff.mean() < 0.5 and (diff > 3).float().mean() < 0.01
+    # another draw would differ far more: the boxes and mirrors are the workers'
+    assert ((staged[True][0][1:] - staged[False][0][:-1]) / levels).abs().mean() > 5
+    resumed = PhotoPixels(paths, crop, seed=2, workers=0, key="k", cache_dir=tmp_path, resident=True)
+    feed = resumed.feed(batches[1:], epoch=3, first=1)
+    next(feed)
+    assert torch.equal(resumed[batches[1]], staged[True][1])
+    # its input is another one (torch's resize): a run's state names it, so a resume cannot switch paths
+    assert pixel_key(lite2, "efficientnet-lite2:whole", crop, True) != pixel_key(lite2, "efficientnet-lite2:whole",
+                                                                                  crop)
+
+
 @pytest.mark.parametrize("over, field", [({"backbone": "resnet152"}, "data.backbone"),
                                          ({"ten_crop": True}, "data.ten_crop"),
                                          ({"finetune_blocks": 1}, "model.finetune_blocks"),
                                          ({"crop_scale_min": 0.0}, "data.crop_scale_min"),
-                                         ({"finetune_backbone": False, "crop_scale_min": 0.3}, "data.crop_scale_min")])
+                                         ({"finetune_backbone": False, "crop_scale_min": 0.3}, "data.crop_scale_min"),
+                                         ({"finetune_backbone": False, "resident_photos": True},
+                                          "data.resident_photos")])
 def test_config_names_the_field_that_stops_the_pixel_path(over, field):
     with pytest.raises(DataError, match=field.replace(".", r"\.")):
         TrainConfig.from_dict({**TINY, **over})
@@ -151,6 +187,22 @@ def test_a_stopped_and_resumed_run_reaches_the_same_weights(tiny_run, shared_dat
     resumed = torch.load(tmp_path / STATE, weights_only=False)["model"]
     whole = torch.load(tiny_run[0] / STATE, weights_only=False)["model"]
     assert all(torch.equal(resumed[k], whole[k]) for k in whole)  # the crops of step 2 were the same
+
+
+def test_a_run_on_resident_photos_trains_the_backbone_and_resumes_exactly(tiny_run, shared_data, tmp_path, lite0):
+    cfg = TrainConfig(**{**TINY, "resident_photos": True})
+    whole = train(cfg, tmp_path / "whole", shared_data, smoke=True, progress=False)
+    assert set(whole["languages"]) == {"en", "de"}
+    stepped = torch.load(tmp_path / "whole" / STATE, weights_only=False)["model"]
+    imagenet = whole_of(lite0.model, (3, 224, 224)).state_dict()
+    assert not torch.allclose(stepped["image_tail.stem.weight"], imagenet["stem.weight"])
+    start = torch.load(tiny_run[0] / STATE, weights_only=False)["model"]  # the worker path's run
+    # close to the worker path's run (same draws, torch's resize), not the same weights
+    assert any(not torch.equal(stepped[k], start[k]) for k in start if k.startswith("image_tail."))
+    assert train(cfg, tmp_path / "cut", shared_data, smoke=True, progress=False, max_steps=1) == {"stopped_at_step": 1}
+    train(cfg, tmp_path / "cut", shared_data, smoke=True, progress=False, resume=True)
+    resumed = torch.load(tmp_path / "cut" / STATE, weights_only=False)["model"]
+    assert all(torch.equal(resumed[k], stepped[k]) for k in stepped)
 
 
 def test_a_batch_is_shared_among_workers_in_chunks_with_the_same_crops(lite0, tmp_path, monkeypatch):

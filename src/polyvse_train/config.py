@@ -66,6 +66,10 @@ class DataSection(Section):
     # crop of this fraction of its area or more (aspect 3/4 to 4/3, after the backbone's resize), resized to the
     # backbone's input, flipped half the time
     crop_scale_min: float = 0.5
+    # the pixel path: decode and resize every training photo once and keep it (uint8) on the run's device, cutting
+    # each step's crops there (polyvse_train.pixels.ResidentPhotos) instead of decoding every step in workers; a
+    # GPU's choice (f8k-full: ~1.8 GB of its memory), where decoding bounds the loop
+    resident_photos: bool = False
     # cached features: > 1 also caches photo_views - 1 such augmented views of every training photo (fixed per
     # photo and view, polyvse_train.photo_views), and each step reads one of the photo_views for each of its photos
     # (the photo itself among them); 1 = every step reads the photo as evaluation does
@@ -513,6 +517,9 @@ class TrainConfig:
         if model.finetune_backbone and data.photo_views > 1:
             raise DataError(f"data.photo_views {data.photo_views}: the pixel path (model.finetune_backbone) crops "
                             "every photo afresh for every step already; set photo_views: 1", source)
+        if data.resident_photos and not model.finetune_backbone:
+            raise DataError("data.resident_photos keeps the pixel path's photos on the device; set "
+                            "model.finetune_backbone: true, or remove resident_photos", source)
         if not model.finetune_backbone and data.photo_views == 1 and data.crop_scale_min != DataSection.crop_scale_min:
             raise DataError(f"data.crop_scale_min {data.crop_scale_min}: only the pixel path and augmented views crop "
                             "photos; set model.finetune_backbone: true or data.photo_views > 1, or remove "

@@ -200,8 +200,9 @@ def _pixel_input(cfg: TrainConfig, paths: list, photo_ids: list[str], workers: i
     base = get_extractor(cfg.data.backbone)
     crop = TrainCrop(base.preprocess, cfg.data.crop_scale_min)
     ok, failures = readable_photos(paths, workers)
+    resident = cfg.data.resident_photos
     pixels = PhotoPixels([paths[i] for i in ok], crop, cfg.schedule.seed, workers,
-                         pixel_key(base, feature_backbone(cfg), crop), cache_dir)
+                         pixel_key(base, feature_backbone(cfg), crop, resident), cache_dir, resident=resident)
     size = base.preprocess.crop
     return ImageInput([photo_ids[i] for i in ok], pixels, pixels.key, whole_of(base.model, (3, size, size)),
                       len(failures))

@@ -18,7 +18,7 @@ from PIL import Image
 
 from .extractor import FeatureExtractor, Preprocess
 
-__all__ = ["CROP_RATIO", "ViewPreprocess", "crop_box", "random_view", "view_extractor"]
+__all__ = ["CROP_RATIO", "ViewPreprocess", "crop_box", "random_view", "view_draw", "view_extractor"]
 
 #: aspect ratios of the random crops (torchvision's RandomResizedCrop default)
 CROP_RATIO = (3 / 4, 4 / 3)
@@ -41,13 +41,22 @@ def random_view(img: Image.Image, preprocess: Preprocess, scale_min: float, rng:
     """The photo resized as ``preprocess`` resizes it, then a random crop (:func:`crop_box`) resized to the
     network's input, mirrored half the time: an RGB ``crop x crop`` image."""
     img = preprocess.resized(img)
-    top, left, h, w = crop_box(rng, img.height, img.width, scale_min)
+    (top, left, h, w), flip = view_draw(rng, img.height, img.width, scale_min)
     c = preprocess.crop
     resample = Image.Resampling[preprocess.interpolation.upper()]
     img = img.resize((c, c), resample, box=(left, top, left + w, top + h))
-    if rng.random() < 0.5:
+    if flip:
         img = img.transpose(Image.Transpose.FLIP_LEFT_RIGHT)
     return img
+
+
+def view_draw(rng: np.random.Generator, height: int, width: int,
+              scale_min: float) -> tuple[tuple[int, int, int, int], bool]:
+    """A view's draws from ``rng`` for a ``height x width`` photo (already resized as the preprocessing resizes
+    it): its crop box (:func:`crop_box`), then whether it is mirrored. :func:`random_view` and the pixel path's
+    photos kept on the device (``polyvse_train.pixels``) both draw through it, so they take the same views."""
+    box = crop_box(rng, height, width, scale_min)
+    return box, bool(rng.random() < 0.5)
 
 
 class ViewPreprocess:
