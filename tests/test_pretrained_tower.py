@@ -37,6 +37,19 @@ def test_branch_maps_frozen_vectors_and_only_the_head_learns():
         branch(torch.ones(2, 3, dtype=torch.long))
 
 
+def test_per_language_parts_run_under_bf16_autocast():
+    """Under autocast a language's projection returns bf16 from fp32 vectors: the rows are gathered in its dtype
+    (a float32 buffer stopped the GPU recipe's first step on an H100: index_copy_ wants one dtype)."""
+    torch.manual_seed(0)
+    branch = PretrainedTextEncoder(16, 8, languages=["en", "de", "cs"], universal_dim=6)
+    vecs, langs = torch.randn(6, 1, 16), torch.tensor([2, 0, 1, 1, 0, 2])
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        emb, words = branch.features(vecs, torch.ones(6, dtype=torch.long), langs)
+    plain, _ = branch.features(vecs, torch.ones(6, dtype=torch.long), langs)
+    assert words.dtype == torch.bfloat16 and emb.shape == (6, 8)
+    assert torch.allclose(emb.float(), plain, atol=0.05)
+
+
 def test_joint_model_with_pretrained_branch():
     model = JointEmbeddingModel(ModelConfig(vocab_size=0, image_dim=10, embed_dim=4, text_encoder="pretrained",
                                             pretrained_dim=7, text_head="linear"))

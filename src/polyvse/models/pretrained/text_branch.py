@@ -77,10 +77,12 @@ class PretrainedTextEncoder(nn.Module):
                 raise ValueError("this text branch has per-language parts: pass langs, the (batch,) language "
                                  f"indices into {self.languages}")
             langs = torch.as_tensor(langs, dtype=torch.long)
-            out = x.new_zeros((x.shape[0], self.universal_dim))
-            for li in torch.unique(langs).tolist():
-                rows = (langs == li).nonzero(as_tuple=True)[0]
-                out = out.index_copy(0, rows, self.universal[self.languages[li]](x[rows]))
+            parts = [(li, (langs == li).nonzero(as_tuple=True)[0]) for li in torch.unique(langs).tolist()]
+            projected = [self.universal[self.languages[li]](x[rows]) for li, rows in parts]
+            # the projections' dtype, not x's: under bf16 autocast a linear layer returns bf16 from fp32 input
+            out = projected[0].new_zeros((x.shape[0], self.universal_dim))
+            for (_, rows), y in zip(parts, projected):
+                out = out.index_copy(0, rows, y)
             x = out
         return self.head(x), x[:, None, :]
 
