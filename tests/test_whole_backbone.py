@@ -125,6 +125,10 @@ def test_resident_photos_take_the_workers_crops_and_a_resumed_feed_the_same(tmp_
     feed = resumed.feed(batches[1:], epoch=3, first=1)
     next(feed)
     assert torch.equal(resumed[batches[1]], staged[True][1])
+    # decoded once: a later epoch's feed reads the photos already on the device
+    photos = resumed.resident.photos
+    next(resumed.feed(batches, epoch=4, first=0))
+    assert resumed.resident.photos is photos
     # its input is another one (torch's resize): a run's state names it, so a resume cannot switch paths
     assert pixel_key(lite2, "efficientnet-lite2:whole", crop, True) != pixel_key(lite2, "efficientnet-lite2:whole",
                                                                                   crop)

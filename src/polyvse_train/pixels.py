@@ -189,14 +189,15 @@ class ResidentPhotos:
                             f"filter; this backbone resizes with {mode!r}: set data.resident_photos to false")
         self.paths, self.crop, self.workers, self.mode = paths, crop, workers, mode
         self.photos: list[torch.Tensor] | None = None
+        self.loaded_on: torch.device | None = None  # as asked: a tensor on "cuda" reports "cuda:0"
 
     def load(self, device: torch.device) -> None:
         """Decode and resize every photo once (in the DataLoader workers) onto ``device``."""
-        if self.photos is not None and (not self.photos or self.photos[0].device == device):
+        if self.photos is not None and self.loaded_on == device:
             return
         start = time.perf_counter()
         loader = DataLoader(_Resized(self.paths, self.crop.preprocess), batch_size=None, num_workers=self.workers)
-        self.photos = [to_device(photo, device) for photo in loader]
+        self.photos, self.loaded_on = [to_device(photo, device) for photo in loader], device
         size = sum(p.numel() for p in self.photos)
         log.info("resident photos: %d decoded and resized once onto %s (%.2f GB) in %.1f s", len(self.photos),
                  device, size / 1e9, time.perf_counter() - start)
