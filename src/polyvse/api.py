@@ -215,6 +215,34 @@ class PolyvseModel(EmbeddingModel):
         a, b = _tensor(images).to(self.device), _tensor(texts).to(self.device)
         return _numpy(self.model.scores(a, b))
 
+    @property
+    def hubness(self):
+        """The CSLS banks retrieval is scored against (polyvse.similarity.hubness), None when it is plain
+        similarity."""
+        return self.checkpoint.hubness
+
+    @property
+    def retrieval_scoring(self) -> str:
+        """How photos and captions are ranked for each other: "csls" or the similarity's name."""
+        return "csls" if self.hubness is not None else self.similarity_name
+
+    @torch.no_grad()
+    def retrieval_scores(self, images: np.ndarray, texts: np.ndarray, lang: str | None = None) -> np.ndarray:
+        """Score matrix (len(images), len(texts)) for image<->text retrieval with captions in ``lang``: CSLS
+        against the checkpoint's banks when it has them (``lang`` picks the caption bank; None or a language
+        without one: the pooled bank), else :meth:`similarity`."""
+        if self.hubness is None:
+            return self.similarity(images, texts)
+        return _numpy(self.hubness.scores(_tensor(images), _tensor(texts), lang))
+
+    @torch.no_grad()
+    def photo_penalties(self, images: np.ndarray, lang: str | None) -> np.ndarray:
+        """CSLS's r_C of each photo for queries in ``lang`` (text->image rankings move by ``-r_C`` alone); zeros
+        without banks."""
+        if self.hubness is None:
+            return np.zeros(len(images), dtype=np.float32)
+        return _numpy(self.hubness.photo_penalty(_tensor(images), lang))
+
 
 def _tensor(x) -> torch.Tensor:
     """float32 tensor from a numpy array, a sequence or a tensor (which stays on its device)."""

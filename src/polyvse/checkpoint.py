@@ -5,6 +5,9 @@ Layout of a checkpoint folder:
     config.json         format version, polyvse version, model config, caption encoder (tokenizer + vocabulary),
                         image features (backbone key, crop setting, whether its photos were squashed), languages
     training.json       data, split, seed, commit, metrics
+A checkpoint that scores retrieval with CSLS (polyvse.similarity.hubness) also holds its banks: the training
+photos' and captions' embeddings in the weights file (``hubness.*``), their sizes and k under config.json's
+``retrieval``.
 A save goes to a sibling temporary folder that is renamed into place only when complete, so a killed save
 never leaves a folder that loads.
 """
@@ -25,6 +28,7 @@ from .models.config import PRETRAINED_CAPTIONS, ModelConfig
 from .models.text_input import CaptionEncoder
 
 if TYPE_CHECKING:  # torch is imported where weights are read or written, not to read a config
+    from .similarity.hubness import HubnessBanks
     from .models.joint import JointEmbeddingModel
     from .models.pretrained.captions import PretrainedCaptionEncoder
 
@@ -32,6 +36,8 @@ FORMAT_VERSION = 1
 WEIGHTS = "model.safetensors"
 CONFIG = "config.json"
 TRAINING = "training.json"
+#: names of the CSLS banks' tensors in the weights file (polyvse.similarity.hubness)
+HUBNESS_PREFIX = "hubness."
 
 
 @dataclass
@@ -51,6 +57,15 @@ class Checkpoint:
     # tensors of adapted languages' parts that are not model parameters (a subword student's table and projection,
     # polyvse.adaptation.subwords), named under their part's prefix; stored in the weights file beside the model's
     part_extras: dict = field(default_factory=dict)
+    # retrieval scored with CSLS against these banks (polyvse.similarity.hubness); None: the model's similarity
+    hubness: HubnessBanks | None = None
+
+    @property
+    def retrieval(self) -> dict:
+        """config.json's ``retrieval``: how image-text retrieval is scored."""
+        if self.hubness is None:
+            return {"scoring": "similarity"}
+        return {"scoring": "csls", **self.hubness.describe()}
 
     @property
     def config_dict(self) -> dict:
@@ -64,6 +79,7 @@ class Checkpoint:
                                "squash": self.squash_photos},
             "languages": list(self.languages),
             **({"adapted_languages": dict(self.adapted_languages)} if self.adapted_languages else {}),
+            **({"retrieval": self.retrieval} if self.hubness is not None else {}),
         }
 
 
@@ -77,6 +93,8 @@ def save_checkpoint(ckpt: Checkpoint, path: str | os.PathLike) -> Path:
         # on the CPU: a checkpoint written on a GPU loads anywhere (load_file reads onto the CPU)
         state = {k: v.detach().cpu().contiguous() for k, v in ckpt.model.state_dict().items()}
         state.update({k: v.detach().cpu().contiguous() for k, v in ckpt.part_extras.items()})
+        if ckpt.hubness is not None:
+            state.update({k: v.cpu() for k, v in ckpt.hubness.tensors().items()})
         save_file(state, str(tmp / WEIGHTS), metadata={"format": "polyvse", "format_version": str(FORMAT_VERSION)})
         write_json_atomic(tmp / CONFIG, ckpt.config_dict)
         write_json_atomic(tmp / TRAINING, ckpt.training)
@@ -108,6 +126,7 @@ class CheckpointConfig:
     languages: list[str]
     squash_photos: bool = False
     adapted_languages: dict = field(default_factory=dict)
+    retrieval: dict = field(default_factory=dict)  # config.json's "retrieval" ({} = the model's similarity)
 
     @property
     def weights(self) -> Path:
@@ -163,7 +182,22 @@ def read_checkpoint_config(path: str | os.PathLike) -> CheckpointConfig:
     return CheckpointConfig(path=path, config=config, model=model_cfg, captions=captions,
                             backbone=feats["backbone"], feature_key=feats["key"], ten_crop=bool(feats["ten_crop"]),
                             languages=list(config["languages"]), squash_photos=bool(squash),
-                            adapted_languages=dict(config.get("adapted_languages") or {}))
+                            adapted_languages=dict(config.get("adapted_languages") or {}),
+                            retrieval=_retrieval(config, path))
+
+
+def _retrieval(config: dict, path: Path) -> dict:
+    """config.json's ``retrieval`` checked: {} for the model's own similarity, else CSLS's section."""
+    retrieval = config.get("retrieval")
+    if retrieval is None or (isinstance(retrieval, dict) and retrieval.get("scoring") == "similarity"):
+        return {}
+    k = retrieval.get("k") if isinstance(retrieval, dict) else None
+    ok = isinstance(retrieval, dict) and retrieval.get("scoring") == "csls" and isinstance(k, int) \
+        and not isinstance(k, bool) and k >= 1
+    if not ok:
+        raise CheckpointError(f"{path / CONFIG}: unreadable retrieval section {retrieval!r}; expected "
+                              "{'scoring': 'csls', 'k': <positive int>, ...}")
+    return dict(retrieval)
 
 
 def is_pretrained_text(path: str | os.PathLike) -> bool:
@@ -185,13 +219,31 @@ def load_checkpoint(path: str | os.PathLike) -> Checkpoint:
     try:
         state = load_file(str(cfg.weights))
         extras = _part_extras(state, set(model.state_dict()), cfg.adapted_languages)
+        hubness = _hubness(state, cfg)
         model.load_state_dict(state, strict=True)
+    except CheckpointError:
+        raise
     except Exception as exc:  # safetensors raises several types for truncated/corrupt files
         raise CheckpointError(f"{cfg.weights}: cannot load weights ({exc})") from exc
     model.eval()
     return Checkpoint(model=model, captions=cfg.captions, backbone=cfg.backbone, feature_key=cfg.feature_key,
                       ten_crop=cfg.ten_crop, languages=cfg.languages, training=cfg.training(),
-                      squash_photos=cfg.squash_photos, adapted_languages=cfg.adapted_languages, part_extras=extras)
+                      squash_photos=cfg.squash_photos, adapted_languages=cfg.adapted_languages, part_extras=extras,
+                      hubness=hubness)
+
+
+def _hubness(state: dict, cfg: CheckpointConfig) -> HubnessBanks | None:
+    """Pop the CSLS banks from ``state``; the banks when config.json's ``retrieval`` asks for CSLS."""
+    from .similarity.hubness import HubnessBanks
+
+    banks = {k: state.pop(k) for k in [k for k in state if HubnessBanks.is_bank_tensor(k)]}
+    if not cfg.retrieval:
+        return None
+    try:
+        return HubnessBanks.from_tensors(banks, cfg.retrieval["k"])
+    except (KeyError, ValueError) as exc:
+        raise CheckpointError(f"{cfg.weights}: config.json scores retrieval with CSLS but its banks do not load "
+                              f"({exc}); the checkpoint is incomplete") from exc
 
 
 def _part_extras(state: dict, model_keys: set, adapted: dict) -> dict:

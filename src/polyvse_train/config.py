@@ -44,6 +44,8 @@ from .sections import Section, at_least, one_of
 WORD_INITS = ("random", "muse")
 OPTIMIZERS = ("adam", "sgd")
 SIMILARITIES = ("cosine", "order")
+# model.retrieval_scoring: the similarity's own scores, or CSLS (polyvse.similarity.hubness)
+RETRIEVAL_SCORINGS = ("similarity", "csls")
 TEXT_ENCODERS = ("gru", "lstm", "mean", "pretrained")
 TEXT_SHARINGS = ("shared", "per_language")
 IMAGE_HEADS = ("linear", "mlp")
@@ -158,8 +160,17 @@ class ModelSection(Section):
     # schedule.text_finetune_lr_scale x lr) on the cached hidden states entering them; 0 = frozen sentence vectors,
     # 12 = every layer (on the cached embedding-layer output; the token embedding table stays frozen)
     text_finetune_layers: int = 0
+    # how the finished model ranks photos and captions for each other: "similarity" (the similarity's own scores)
+    # or "csls" (cosine less CSLS's hubness terms against banks of the TRAINING photos and captions, which the
+    # checkpoint carries: polyvse.similarity.hubness); training is the same either way
+    retrieval_scoring: str = "similarity"
+    csls_k: int = 10  # retrieval_scoring csls: neighbours in each hubness term
 
     def check(self, fail) -> None:
+        one_of(fail, self, "retrieval_scoring", RETRIEVAL_SCORINGS)
+        at_least(fail, self, "csls_k", 1)
+        if self.retrieval_scoring == "csls" and self.similarity != "cosine":
+            fail("retrieval_scoring", f"csls corrects cosine scores; similarity is {self.similarity!r}")
         for name in ("embed_dim", "word_dim", "hidden_dim", "image_hidden_dim"):
             at_least(fail, self, name, 1)
         at_least(fail, self, "finetune_blocks", 0)

@@ -32,6 +32,7 @@ from polyvse.progress import Progress
 
 from .config import TrainConfig, changed_fields
 from .data import CaptionSet, PreparedData, feature_backbone, prepare_data
+from .hubness_banks import split_features, training_banks
 from .objectives import build_objective
 from .objectives.word_alignment import WordAlignment, build_alignment, prepare_word_embeddings
 from .photo_views import PhotoViews
@@ -91,9 +92,7 @@ def evaluate_split(model: PolyvseModel, data: PreparedData, caps: CaptionSet, ro
 
     local = {r: i for i, r in enumerate(rows)}
     keep = [i for i, r in enumerate(caps.photo_row) if r in local]
-    # the pixel path's photos go through the trained backbone, as the checkpoint's photos will (polyvse.load)
-    feats = data.features.features_of(model.extractor, rows) if isinstance(data.features, PhotoPixels) \
-        else data.features[rows]
+    feats = split_features(model, data, rows)
     return evaluate_embeddings(model, feats, [caps.ids[i] for i in keep],
                                np.array([local[caps.photo_row[i]] for i in keep], dtype=np.int64),
                                [caps.langs[i] for i in keep], languages)
@@ -272,8 +271,10 @@ def setup_run(cfg: TrainConfig, out_dir: Path, root: Path, dist_info: DistInfo, 
                        average=WeightAverage(model, cfg.schedule.ema_decay) if cfg.schedule.ema_decay > 0 else None)
 
 
-# fields that set how fast a run goes, not what it learns: a run stopped at one thread count may resume at another
-SPEED_ONLY_FIELDS = ("threads",)
+# fields that set how fast a run goes or how its finished model ranks, not what it learns: a run stopped at one
+# thread count may resume at another, and a finished run resumed with another retrieval scoring is evaluated
+# again under it (its training state is at the last epoch)
+RUN_KEY_EXEMPT_FIELDS = ("threads", "retrieval_scoring", "csls_k")
 
 
 def same_run(saved: dict, current: dict) -> bool:
@@ -281,7 +282,7 @@ def same_run(saved: dict, current: dict) -> bool:
     config up to fields added since with their defaults (see :func:`.config.changed_fields`) and the speed-only
     fields."""
     def key(k: dict) -> dict:
-        cfg = {f: v for f, v in changed_fields(k["config"]).items() if f not in SPEED_ONLY_FIELDS}
+        cfg = {f: v for f, v in changed_fields(k["config"]).items() if f not in RUN_KEY_EXEMPT_FIELDS}
         return {**k, "config": cfg}
 
     return key(saved) == key(current)
@@ -437,6 +438,10 @@ def finish_run(run: TrainingRun) -> dict:
     ckpt = Checkpoint(model=model, captions=data.captions, backbone=feature_backbone(cfg),
                       feature_key=checkpoint_feature_key(cfg, data, model), ten_crop=cfg.data.ten_crop,
                       languages=list(cfg.data.languages), squash_photos=trained_on_squashed_photos(cfg.data.dataset))
+    if cfg.model.retrieval_scoring == "csls":  # the checkpoint carries its banks; the evaluation below uses them
+        t_banks = time.perf_counter()
+        ckpt.hubness = training_banks(PolyvseModel(ckpt), data, cfg.model.csls_k)
+        log.info("CSLS banks (%s) in %.0f s", ckpt.hubness.describe(), time.perf_counter() - t_banks)
     per_lang = evaluate_split(PolyvseModel(ckpt), data, data.eval, data.eval_rows, cfg.data.languages)
     metrics = {
         "dataset": cfg.data.dataset,
@@ -447,7 +452,7 @@ def finish_run(run: TrainingRun) -> dict:
         "n_failed_photos": data.n_failed_photos, "vocab_size": vocab_size(data.captions),
         "parameters": int(sum(p.numel() for p in model.parameters())),
         **_time_fields(run.time_spent()), "config": cfg.to_dict(),
-        "device": str(run.device), "precision": run.precision,
+        "device": str(run.device), "precision": run.precision, "retrieval": ckpt.retrieval,
     }
     metrics.update(run.epoch_log())
     if data.text_tuples is not None:

@@ -3,6 +3,7 @@
 (:func:`evaluate_corpus`, `polyvse evaluate`)."""
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -23,8 +24,12 @@ def evaluate_embeddings(model: PolyvseModel, image_feats, caption_ids: list[list
     each caption's row of ``image_feats``)."""
     image_emb = model.encode_image_features(image_feats)
     caption_emb = model.encode_ids(caption_ids, list(caption_lang))  # models with per-language parts need it
+    # a checkpoint with CSLS banks ranks by CSLS against its language's caption bank (polyvse.similarity.hubness)
+    scores = getattr(model, "retrieval_scores", None)
     return evaluate_by_language(image_emb, caption_emb, np.asarray(caption_image), caption_lang,
-                                score_fn=model.similarity, languages=languages)
+                                score_fn=model.similarity, languages=languages,
+                                language_score_fn=None if scores is None else
+                                lambda lang: functools.partial(scores, lang=lang))
 
 
 def evaluate_corpus(model: PolyvseModel, corpus: Corpus, cache_dir: Path, split: str | None = None,

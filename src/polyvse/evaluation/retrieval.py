@@ -115,6 +115,7 @@ def evaluate_by_language(
     caption_lang: Sequence[str],
     score_fn: ScoreFn,
     languages: Iterable[str] | None = None,
+    language_score_fn: Callable[[str], ScoreFn] | None = None,
 ) -> dict[str, dict[str, float]]:
     """Image<->text retrieval evaluated separately for each caption language.
 
@@ -126,6 +127,8 @@ def evaluate_by_language(
                    torch or numpy; called under ``torch.no_grad()``; may be asymmetric (order embeddings)
     languages:     languages to report, in this order (default: all languages present, sorted); a
                    requested language with no caption is an error
+    language_score_fn: language -> the score_fn of that language's gallery, used instead of ``score_fn``
+                   (scores that depend on the query language, e.g. CSLS against its caption bank)
 
     For language L the gallery is the images having at least one caption in L (kept in their original
     order), queried by/against the captions in L only. Returns ``{L: metrics}`` where metrics holds the
@@ -162,7 +165,8 @@ def evaluate_by_language(
         imgs = np.unique(ci[caps])  # sorted: original image order
         local = np.searchsorted(imgs, ci[caps])
         with torch.no_grad():
-            sim = score_fn(_take_rows(image_emb, imgs), _take_rows(caption_emb, caps))
+            fn = score_fn if language_score_fn is None else language_score_fn(code)
+            sim = fn(_take_rows(image_emb, imgs), _take_rows(caption_emb, caps))
         _check_sim_shape(sim, (imgs.size, caps.size), f"language {code!r} ({imgs.size} images, {caps.size} captions)")
         metrics: dict[str, Any] = retrieval_metrics(sim, local)
         metrics["n_images"] = int(imgs.size)

@@ -23,6 +23,7 @@ from ..errors import CheckpointError, DataError
 from ..features.images import DEFAULT_MAX_PIXELS, load_image
 from ..languages import check_language, reads_without_language, served_language, served_languages
 from .fingerprint import similarity_name
+from .hubness import SearchHubness
 from .store import EXACT_MODEL, PhotoIndex, normalize_rows
 
 MAX_QUERY_CHARS = 1000
@@ -107,6 +108,8 @@ class Searcher:
         self.model = model
         self.index = index.use_device(getattr(model, "device", None))  # exact search beside a GPU model
         self.similarity = similarity_name(model)
+        # a checkpoint that scores retrieval with CSLS: text queries re-rank their cosine candidates by it
+        self.hubness = SearchHubness.of_model(model) if self.similarity == "cosine" else None
         slots = max(1, int(slots or os.cpu_count() or 1))
         self.text_slots = threading.BoundedSemaphore(slots)
         self.image_slots = threading.BoundedSemaphore(slots)
@@ -146,9 +149,9 @@ class Searcher:
 
         def answer(code: str) -> list[int]:
             vector = self.embed_text(text, code)
-            key = vector.tobytes()
+            key = vector.tobytes() + code.encode() * (self.hubness is not None)  # CSLS ranks by language
             if key not in searched:
-                searched[key] = self.search_vectors(vector, k)[0]
+                searched[key] = self.search_vectors(vector, k, lang=code)[0]
             hits_of[code] = searched[key]
             return [h.id for h in hits_of[code]]
 
@@ -182,10 +185,16 @@ class Searcher:
             return self.prepare(self.model.encode_image(image))
 
     # -- searching --------------------------------------------------------------------------------------
-    def search_vectors(self, queries: np.ndarray, k: int, exclude: int | None = None) -> list[list[Hit]]:
+    def search_vectors(self, queries: np.ndarray, k: int, exclude: int | None = None,
+                       lang: str | None = None) -> list[list[Hit]]:
+        """Top-k photos of each query row; ``lang``: the rows are captions in that language (a CSLS model ranks
+        them by CSLS, polyvse.index.hubness), None: photos."""
         extra = 1 if exclude is not None else 0
         scorer = self._scorer if self.index.kind == EXACT_MODEL else None
-        scores, ids = self.index.search(queries, k + extra, scorer=scorer)
+        if lang is not None and self.hubness is not None:
+            scores, ids = self._csls_search(queries, k + extra, lang)
+        else:
+            scores, ids = self.index.search(queries, k + extra, scorer=scorer)
         out = []
         for srow, irow in zip(scores, ids):
             hits = []
@@ -199,6 +208,13 @@ class Searcher:
             out.append(hits)
         return out
 
+    def _csls_search(self, queries: np.ndarray, k: int, lang: str) -> tuple[list, list]:
+        scores, ids = self.index.search(queries, self.hubness.fetch(k))
+        out = [self.hubness.rerank(q, row, np.stack([self.index.vector(int(i)) for i in row]) if len(row) else
+                                   np.zeros((0, self.index.dim), np.float32), lang, k)
+               for q, row in zip(np.atleast_2d(queries), ids)]
+        return [s for s, _ in out], [i for _, i in out]
+
     def text(self, query: str, lang: str, k: int = 10, *, max_chars: int = MAX_QUERY_CHARS) -> TextResult:
         query = check_query(query, max_chars)
         k = check_k(k)
@@ -209,7 +225,7 @@ class Searcher:
             raise DataError(f"none of the words of the query ({shown}) is in the model's {code} vocabulary, "
                             f"so it cannot be searched{'; is the language right?' if guess is None else ''}")
         if hits is None:
-            hits = self.search_vectors(self.embed_text(query, code), k)[0]
+            hits = self.search_vectors(self.embed_text(query, code), k, lang=code)[0]
         return TextResult(query, code, hits, guess, unknown)
 
     def image(self, photo, k: int = 10, *, max_pixels: int | None = DEFAULT_MAX_PIXELS,

@@ -29,6 +29,11 @@ def register(sub) -> None:
     p.add_argument("--data-root", help="data root (default: $POLYVSE_DATA, else ~/.cache/polyvse)")
     p.add_argument("--json", help="also write the metrics to this JSON file")
     p.add_argument("--quiet", action="store_true", help="no progress bars")
+    p.add_argument("--scoring", choices=["checkpoint", "similarity"], default="checkpoint",
+                   help="how retrieval ranks: as the checkpoint says (default; CSLS where it carries CSLS banks) or "
+                        "by the model's similarity alone (to compare)")
+    p.add_argument("--csls-k", type=int, help="CSLS scoring with this many neighbours instead of the checkpoint's "
+                                              "(its banks stay the same)")
     add_photo_fit_arg(p)
     add_device_args(p)
     p.set_defaults(func=run)
@@ -61,8 +66,10 @@ def run(args) -> int:
         split = args.split or "test"
         name = args.dataset
     model = polyvse.load(args.checkpoint, device=args.device, squash_photos=squash_of(args))
+    set_scoring(model, args.scoring, args.csls_k)
     result = evaluate_corpus(model, corpus, cache_root(root) / "features", split=split, progress=not args.quiet)
-    result = {"dataset": name, "split": split or "all", "checkpoint": str(Path(args.checkpoint)), **result}
+    result = {"dataset": name, "split": split or "all", "checkpoint": str(Path(args.checkpoint)),
+              "retrieval": model.checkpoint.retrieval, **result}
     print(f"\n{name} · split {result['split']}\n")
     print(markdown_table(result["languages"]))
     if result["skipped_languages"]:
@@ -74,6 +81,22 @@ def run(args) -> int:
 
         write_json_atomic(Path(args.json), {**result, **provenance()})
     return 0
+
+
+def set_scoring(model, scoring: str, csls_k: int | None) -> None:
+    """--scoring similarity drops the checkpoint's CSLS banks; --csls-k scores CSLS with another k."""
+    if scoring == "similarity":
+        if csls_k is not None:
+            raise DataError("--csls-k applies to CSLS scoring; drop it or --scoring similarity")
+        model.checkpoint.hubness = None
+    elif csls_k is not None:
+        if model.hubness is None:
+            raise DataError(f"--csls-k: the checkpoint carries no CSLS banks (it was not trained with "
+                            f"model.retrieval_scoring csls); it scores by {model.similarity_name}")
+        try:
+            model.checkpoint.hubness = model.hubness.with_k(csls_k)
+        except ValueError as exc:
+            raise DataError(f"--csls-k {csls_k}: {exc}") from None
 
 
 def run_task(args, root: Path) -> int:
