@@ -204,6 +204,18 @@ def test_text_search_ranks_by_csls_with_either_query_model(csls_run, shared_data
         assert np.allclose([h.score for h in hits], csls[best], atol=1e-3)
     # a photo query: cosine, itself first
     assert Searcher(model, index).similar(3, k=2)[0].score <= 1.0 + 1e-6
+    # photo -> captions: CSLS against each caption's language's bank, as evaluation's image->text ranking
+    from polyvse.index import CaptionCollection
+
+    texts = [("en", "a dog runs through the grass", None), ("en", "a man is standing on the street", None),
+             ("de", "Zwei Hunde spielen im Schnee", None), ("de", "Ein Kind spielt im Wasser", None),
+             ("en", "two children play in the water", None)]
+    collection = CaptionCollection(Searcher(model, index), texts)
+    ranked = collection.rank(vectors[0], k=5)
+    by_hand = {(lang, t): float(model.retrieval_scores(vectors[:1], model.encode_text([t], lang), lang)[0, 0])
+               for lang, t, _ in texts}
+    assert [(h.lang, h.caption) for h in ranked] == sorted(by_hand, key=lambda c: -by_hand[c])
+    assert np.allclose([h.score for h in ranked], [by_hand[(h.lang, h.caption)] for h in ranked], atol=1e-3)
 
 
 def test_evaluate_command_scores_as_asked(csls_run, shared_data, tmp_path, capsys):

@@ -53,6 +53,18 @@ class SearchHubness:
         """r_C of unit photo rows for queries in ``lang`` (the pooled bank for a language without one)."""
         return knn_mean(np.asarray(vectors, dtype=np.float32), self.captions.get(lang, self._pooled), self.k)
 
+    def caption_penalty(self, vectors: np.ndarray) -> np.ndarray:
+        """r_I of unit caption rows: each one's mean cosine to its k nearest bank photos."""
+        return knn_mean(np.asarray(vectors, dtype=np.float32), self.photos, self.k)
+
+    def photo_to_captions(self, photo: np.ndarray, captions: np.ndarray, caption_penalty: np.ndarray,
+                          langs: list[str]) -> np.ndarray:
+        """CSLS scores of one unit ``photo`` row against unit ``captions`` rows (their r_I ``caption_penalty``,
+        languages ``langs``): the photo's r_C is taken against each caption's language's bank."""
+        p = np.asarray(photo, dtype=np.float32).reshape(1, -1)
+        r_c = {lang: float(self.photo_penalty(p, lang)[0]) for lang in set(langs)}
+        return 2.0 * (captions @ p[0]) - caption_penalty - np.array([r_c[lang] for lang in langs], np.float32)
+
     def rerank(self, query: np.ndarray, ids: np.ndarray, vectors: np.ndarray, lang: str | None,
                k: int) -> tuple[np.ndarray, np.ndarray]:
         """(CSLS scores, ids) of the best ``k`` of candidate photos ``ids`` (their unit rows ``vectors``) for one

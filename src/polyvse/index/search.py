@@ -266,6 +266,9 @@ class CaptionCollection:
             self.vectors[rows] = emb
         if searcher.similarity == "cosine":
             self.vectors = normalize_rows(self.vectors)
+        # CSLS: each caption's r_I, computed once (a photo's r_C is one value per caption language)
+        self.caption_penalty = (searcher.hubness.caption_penalty(self.vectors)
+                                if searcher.hubness is not None and len(kept) else None)
 
     def __len__(self) -> int:
         return len(self.texts)
@@ -286,7 +289,10 @@ class CaptionCollection:
         if len(rows) == 0:
             return []
         q = np.atleast_2d(np.asarray(image_vector, dtype=np.float32))
-        if self.searcher.similarity == "cosine":
+        if self.caption_penalty is not None:
+            scores = self.searcher.hubness.photo_to_captions(q[0], self.vectors[rows], self.caption_penalty[rows],
+                                                             [self.langs[r] for r in rows])
+        elif self.searcher.similarity == "cosine":
             scores = self.vectors[rows] @ q[0]
         else:
             with self.searcher.text_slots:
