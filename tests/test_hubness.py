@@ -165,16 +165,25 @@ def test_checkpoint_banks_round_trip_and_broken_ones_are_named(csls_run, tmp_pat
         load_checkpoint(broken)
 
 
-def test_csls_config_is_checked(shared_data, tmp_path):
+def test_csls_config_is_checked(csls_run, shared_data):
     with pytest.raises(DataError, match="retrieval_scoring"):
         TrainConfig(**SMALL, retrieval_scoring="mutual").validate()
     with pytest.raises(DataError, match="csls corrects cosine"):
         TrainConfig(**SMALL, retrieval_scoring="csls", similarity="order").validate()
     with pytest.raises(DataError, match="csls_k"):
         TrainConfig(**SMALL, retrieval_scoring="csls", csls_k=0).validate()
+    # a run refuses a k its banks cannot give; a smoke run (a slice of the photos) takes the largest they give
+    from polyvse_train.data import prepare_data
+    from polyvse_train.hubness_banks import bank_captions, training_banks
+
+    out, cfg, _ = csls_run
+    data = prepare_data(cfg, shared_data, smoke=True, progress=False)
+    model = polyvse.load(out / "checkpoint", device="cpu")
     with pytest.raises(DataError, match="lower model.csls_k"):
-        train(TrainConfig(**SMALL, retrieval_scoring="csls", csls_k=100000), tmp_path, shared_data, smoke=True,
-              progress=False)
+        training_banks(model, data, 100000)
+    largest = min([len(data.train_rows)] + [len(ix) for ix in bank_captions(data).values()])
+    assert training_banks(model, data, 100000, clip_k=True).k == largest
+    assert training_banks(model, data, 2, clip_k=True).k == 2
 
 
 def test_text_search_ranks_by_csls_with_either_query_model(csls_run, shared_data, tmp_path):

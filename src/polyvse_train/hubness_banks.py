@@ -37,15 +37,18 @@ def bank_captions(data: PreparedData) -> dict[str, list[int]]:
     return {lang: list(by_row.values()) for lang, by_row in first.items()}
 
 
-def training_banks(model: PolyvseModel, data: PreparedData, k: int) -> HubnessBanks:
+def training_banks(model: PolyvseModel, data: PreparedData, k: int, clip_k: bool = False) -> HubnessBanks:
     """CSLS banks of ``model``: the universal embeddings of every training photo and of the bank captions
-    (:func:`bank_captions`) per language."""
+    (:func:`bank_captions`) per language. ``clip_k`` (smoke runs, a slice of the photos): k at most the smallest
+    bank's size instead of an error."""
     train_rows = np.asarray(data.train_rows, dtype=np.int64)
     shared = np.intersect1d(train_rows, np.asarray(data.eval_rows, dtype=np.int64))
     if shared.size:
         raise DataError(f"{shared.size} photos are in both the training and the evaluation split (e.g. row "
                         f"{int(shared[0])}); CSLS banks must come from training photos only")
     caps = bank_captions(data)
+    if clip_k:
+        k = max(1, min([k, len(train_rows)] + [len(ix) for ix in caps.values()]))
     small = {lang: len(ix) for lang, ix in caps.items() if len(ix) < k}
     if len(train_rows) < k or small:
         raise DataError(f"csls_k={k} needs at least {k} training photos ({len(train_rows)}) and captions of each "

@@ -440,7 +440,7 @@ def finish_run(run: TrainingRun) -> dict:
                       languages=list(cfg.data.languages), squash_photos=trained_on_squashed_photos(cfg.data.dataset))
     if cfg.model.retrieval_scoring == "csls":  # the checkpoint carries its banks; the evaluation below uses them
         t_banks = time.perf_counter()
-        ckpt.hubness = training_banks(PolyvseModel(ckpt), data, cfg.model.csls_k)
+        ckpt.hubness = training_banks(PolyvseModel(ckpt), data, cfg.model.csls_k, clip_k=run.smoke)
         log.info("CSLS banks (%s) in %.0f s", ckpt.hubness.describe(), time.perf_counter() - t_banks)
     per_lang = evaluate_split(PolyvseModel(ckpt), data, data.eval, data.eval_rows, cfg.data.languages)
     metrics = {
