@@ -38,12 +38,13 @@ demo: setup data
 # photos), then an index of all 7,941 photos for `polyvse search` / `polyvse serve`. Resumable: after a stop, run it
 # again. Sentence vectors of the frozen towers are cached (<data root>/cache/sentences, or $POLYVSE_CACHE): the
 # first run computes e5's hidden states entering its fine-tuned last layer and USE's vectors for the captions it
-# needs (test split + first caption of every training photo) and the teacher's Multi30K lines, and extracts the
-# EfficientNet-Lite2 maps entering its fine-tuned last block; then 15 epochs (mostly the two tails). Its times are
+# needs (test split + every training caption) and the teacher's Multi30K lines, and extracts the EfficientNet-Lite2
+# maps entering its fine-tuned last block (and three augmented views of each training photo); then 15 epochs (mostly
+# the two tails) and the CSLS banks of the training photos and captions the checkpoint carries. Its times are
 # written to runs/model/metrics.json (README: time per run).
 MODEL_CONFIG := configs/f8k-full/polyvse-best.yaml
 # training threads: two by default (both cores of the 2-core machine; the config says one), the setting the whole
-# target was timed at from empty caches (benchmarks/results/make_model.json: 59.8 min for the adopted recipe, e5's
+# target was timed at from empty caches (benchmarks/results/make_model.json: 59.8 min for the recipe before 2026-11-28, e5's
 # last layer fine-tuned); `make model MODEL_THREADS=1` for one, `MODEL_THREADS=` for the config's own; a stopped run
 # may resume at another thread count
 MODEL_THREADS ?= 2
