@@ -202,7 +202,7 @@ class _StubSearcher(Searcher):
     def embed_text(self, text, lang):
         return np.full((1, 4), float(self.part_of(lang)), dtype=np.float32)
 
-    def search_vectors(self, queries, k, exclude=None):
+    def search_vectors(self, queries, k, exclude=None, lang=None):
         self.searches.append(float(queries[0, 0]))
         return [[Hit(r + 1, int(queries[0, 0]) * 100 + r, "p.jpg", "p.jpg", 1.0) for r in range(k)]]
 

@@ -94,7 +94,7 @@ def save_checkpoint(ckpt: Checkpoint, path: str | os.PathLike) -> Path:
         state = {k: v.detach().cpu().contiguous() for k, v in ckpt.model.state_dict().items()}
         state.update({k: v.detach().cpu().contiguous() for k, v in ckpt.part_extras.items()})
         if ckpt.hubness is not None:
-            state.update({k: v.cpu() for k, v in ckpt.hubness.tensors().items()})
+            state.update({k: v.cpu() for k, v in ckpt.hubness.tensors(HUBNESS_PREFIX).items()})
         save_file(state, str(tmp / WEIGHTS), metadata={"format": "polyvse", "format_version": str(FORMAT_VERSION)})
         write_json_atomic(tmp / CONFIG, ckpt.config_dict)
         write_json_atomic(tmp / TRAINING, ckpt.training)
@@ -236,7 +236,7 @@ def _hubness(state: dict, cfg: CheckpointConfig) -> HubnessBanks | None:
     """Pop the CSLS banks from ``state``; the banks when config.json's ``retrieval`` asks for CSLS."""
     from .similarity.hubness import HubnessBanks
 
-    banks = {k: state.pop(k) for k in [k for k in state if HubnessBanks.is_bank_tensor(k)]}
+    banks = {k[len(HUBNESS_PREFIX):]: state.pop(k) for k in [k for k in state if k.startswith(HUBNESS_PREFIX)]}
     if not cfg.retrieval:
         return None
     try:

@@ -24,14 +24,14 @@ import torch
 from torch.nn import functional as F
 
 from ..alignment.csls import knn_mean_similarity
-from ..checkpoint import HUBNESS_PREFIX
 
 __all__ = ["HubnessBanks", "POOLED"]
 
 #: key of the bank of every language's captions together (for languages without a bank of their own)
 POOLED = "*"
-_PHOTOS = HUBNESS_PREFIX + "photos"
-_CAPTIONS = HUBNESS_PREFIX + "captions."
+# tensor names of the banks (a checkpoint stores them under its own prefix, polyvse.checkpoint.HUBNESS_PREFIX)
+_PHOTOS = "photos"
+_CAPTIONS = "captions."
 
 
 def _unit(x: Any) -> torch.Tensor:
@@ -99,18 +99,14 @@ class HubnessBanks:
             return 2.0 * (img @ txt.T) - self.photo_penalty(img, lang)[:, None] - self.caption_penalty(txt)[None, :]
 
     # -- checkpoint form: tensors in the weights file, sizes in config.json --------------------------------
-    def tensors(self) -> dict[str, torch.Tensor]:
-        out = {_PHOTOS: self.photos.contiguous()}
-        out.update({_CAPTIONS + lang: bank.contiguous() for lang, bank in self.captions.items()})
+    def tensors(self, prefix: str = "") -> dict[str, torch.Tensor]:
+        out = {prefix + _PHOTOS: self.photos.contiguous()}
+        out.update({prefix + _CAPTIONS + lang: bank.contiguous() for lang, bank in self.captions.items()})
         return out
 
     def describe(self) -> dict:
         return {"k": self.k, "photos": int(self.photos.shape[0]),
                 "captions": {lang: int(b.shape[0]) for lang, b in sorted(self.captions.items())}}
-
-    @staticmethod
-    def is_bank_tensor(name: str) -> bool:
-        return name == _PHOTOS or name.startswith(_CAPTIONS)
 
     @classmethod
     def from_tensors(cls, tensors: Mapping[str, torch.Tensor], k: int) -> HubnessBanks:
