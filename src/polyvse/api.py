@@ -235,14 +235,6 @@ class PolyvseModel(EmbeddingModel):
             return self.similarity(images, texts)
         return _numpy(self.hubness.scores(_tensor(images), _tensor(texts), lang))
 
-    @torch.no_grad()
-    def photo_penalties(self, images: np.ndarray, lang: str | None) -> np.ndarray:
-        """CSLS's r_C of each photo for queries in ``lang`` (text->image rankings move by ``-r_C`` alone); zeros
-        without banks."""
-        if self.hubness is None:
-            return np.zeros(len(images), dtype=np.float32)
-        return _numpy(self.hubness.photo_penalty(_tensor(images), lang))
-
 
 def _tensor(x) -> torch.Tensor:
     """float32 tensor from a numpy array, a sequence or a tensor (which stays on its device)."""
