@@ -36,8 +36,24 @@ FORMAT_VERSION = 1
 WEIGHTS = "model.safetensors"
 CONFIG = "config.json"
 TRAINING = "training.json"
-#: names of the CSLS banks' tensors in the weights file (polyvse.similarity.hubness)
+#: names of the CSLS banks' tensors in the weights file (polyvse.similarity.hubness): hubness.photos and
+#: hubness.captions.<lang>; written and read only through hubness_tensors / pop_hubness_banks below
 HUBNESS_PREFIX = "hubness."
+_HUBNESS_PHOTOS = HUBNESS_PREFIX + "photos"
+_HUBNESS_CAPTIONS = HUBNESS_PREFIX + "captions."
+
+
+def hubness_tensors(photos, captions: dict) -> dict:
+    """The CSLS banks under their weights-file names (torch tensors or numpy arrays alike)."""
+    return {_HUBNESS_PHOTOS: photos, **{_HUBNESS_CAPTIONS + lang: bank for lang, bank in captions.items()}}
+
+
+def pop_hubness_banks(state: dict) -> tuple:
+    """Pop every CSLS bank tensor from a weights dict (torch or numpy): (the photo bank or None, {lang: caption
+    bank}); the banks are no model weights, so every reader takes them out before loading the rest."""
+    banks = {k: state.pop(k) for k in [k for k in state if k.startswith(HUBNESS_PREFIX)]}
+    captions = {k[len(_HUBNESS_CAPTIONS):]: b for k, b in banks.items() if k.startswith(_HUBNESS_CAPTIONS)}
+    return banks.get(_HUBNESS_PHOTOS), captions
 
 
 @dataclass
@@ -94,7 +110,8 @@ def save_checkpoint(ckpt: Checkpoint, path: str | os.PathLike) -> Path:
         state = {k: v.detach().cpu().contiguous() for k, v in ckpt.model.state_dict().items()}
         state.update({k: v.detach().cpu().contiguous() for k, v in ckpt.part_extras.items()})
         if ckpt.hubness is not None:
-            state.update({k: v.cpu() for k, v in ckpt.hubness.tensors(HUBNESS_PREFIX).items()})
+            banks = hubness_tensors(ckpt.hubness.photos, ckpt.hubness.captions)
+            state.update({k: v.detach().cpu().contiguous() for k, v in banks.items()})
         save_file(state, str(tmp / WEIGHTS), metadata={"format": "polyvse", "format_version": str(FORMAT_VERSION)})
         write_json_atomic(tmp / CONFIG, ckpt.config_dict)
         write_json_atomic(tmp / TRAINING, ckpt.training)
@@ -236,11 +253,13 @@ def _hubness(state: dict, cfg: CheckpointConfig) -> HubnessBanks | None:
     """Pop the CSLS banks from ``state``; the banks when config.json's ``retrieval`` asks for CSLS."""
     from .similarity.hubness import HubnessBanks
 
-    banks = {k[len(HUBNESS_PREFIX):]: state.pop(k) for k in [k for k in state if k.startswith(HUBNESS_PREFIX)]}
+    photos, captions = pop_hubness_banks(state)
     if not cfg.retrieval:
         return None
     try:
-        return HubnessBanks.from_tensors(banks, cfg.retrieval["k"])
+        if photos is None:
+            raise KeyError("no photo bank")
+        return HubnessBanks(photos, captions, cfg.retrieval["k"])
     except (KeyError, ValueError) as exc:
         raise CheckpointError(f"{cfg.weights}: config.json scores retrieval with CSLS but its banks do not load "
                               f"({exc}); the checkpoint is incomplete") from exc

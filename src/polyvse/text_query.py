@@ -26,7 +26,7 @@ from typing import Sequence
 import numpy as np
 
 from .adaptation.parts import adapted_languages, part_key
-from .checkpoint import HUBNESS_PREFIX, CheckpointConfig, is_pretrained_text, read_checkpoint_config
+from .checkpoint import CheckpointConfig, is_pretrained_text, pop_hubness_banks, read_checkpoint_config
 from .embedding_model import EmbeddingModel
 from .errors import CheckpointError
 from .languages import model_language
@@ -99,18 +99,16 @@ class NumpyQueryModel(EmbeddingModel):
         self.checkpoint = checkpoint
         self.captions = checkpoint.captions
         # CSLS banks (polyvse.similarity.hubness) are no weights: outside weight_arrays, as in polyvse.load
-        banks = {name: weights[name] for name in weights if name.startswith(HUBNESS_PREFIX)}
-        self._weights = {name: a for name, a in weights.items() if name not in banks}
+        self._weights = dict(weights)
+        photos, captions = pop_hubness_banks(self._weights)
         self.hubness = None
         if checkpoint.retrieval:
             from .index.hubness import SearchHubness
 
-            caption_prefix = HUBNESS_PREFIX + "captions."
-            captions = {n[len(caption_prefix):]: a for n, a in banks.items() if n.startswith(caption_prefix)}
-            if HUBNESS_PREFIX + "photos" not in banks or not captions:
+            if photos is None or not captions:
                 raise CheckpointError(f"{checkpoint.weights}: config.json scores retrieval with CSLS but its banks "
                                       "are missing; the checkpoint is incomplete")
-            self.hubness = SearchHubness(checkpoint.retrieval["k"], banks[HUBNESS_PREFIX + "photos"], captions)
+            self.hubness = SearchHubness(checkpoint.retrieval["k"], photos, captions)
 
     @staticmethod
     def read_weights(checkpoint: CheckpointConfig) -> dict[str, np.ndarray]:

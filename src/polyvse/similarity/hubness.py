@@ -29,9 +29,6 @@ __all__ = ["HubnessBanks", "POOLED"]
 
 #: key of the bank of every language's captions together (for languages without a bank of their own)
 POOLED = "*"
-# tensor names of the banks (a checkpoint stores them under its own prefix, polyvse.checkpoint.HUBNESS_PREFIX)
-_PHOTOS = "photos"
-_CAPTIONS = "captions."
 
 
 def _unit(x: Any) -> torch.Tensor:
@@ -98,19 +95,8 @@ class HubnessBanks:
         with torch.no_grad():
             return 2.0 * (img @ txt.T) - self.photo_penalty(img, lang)[:, None] - self.caption_penalty(txt)[None, :]
 
-    # -- checkpoint form: tensors in the weights file, sizes in config.json --------------------------------
-    def tensors(self, prefix: str = "") -> dict[str, torch.Tensor]:
-        out = {prefix + _PHOTOS: self.photos.contiguous()}
-        out.update({prefix + _CAPTIONS + lang: bank.contiguous() for lang, bank in self.captions.items()})
-        return out
-
+    # -- checkpoint form: tensors in the weights file (polyvse.checkpoint.hubness_tensors), sizes in config.json
     def describe(self) -> dict:
         return {"k": self.k, "photos": int(self.photos.shape[0]),
                 "captions": {lang: int(b.shape[0]) for lang, b in sorted(self.captions.items())}}
 
-    @classmethod
-    def from_tensors(cls, tensors: Mapping[str, torch.Tensor], k: int) -> HubnessBanks:
-        if _PHOTOS not in tensors:
-            raise KeyError(f"no {_PHOTOS} tensor")
-        return cls(tensors[_PHOTOS], {n[len(_CAPTIONS):]: t for n, t in tensors.items() if n.startswith(_CAPTIONS)},
-                   k)
