@@ -84,14 +84,21 @@ def test_malformed_or_missing_gpu_names_the_problem(two_fake_gpus, spec, words):
         resolve_device(spec)
 
 
-def test_bf16_is_cuda_only_and_fp32_is_a_no_op(two_fake_gpus):
+def test_bf16_features_are_cuda_only_training_steps_run_on_either_and_fp32_is_a_no_op(two_fake_gpus):
     cpu, gpu = torch.device("cpu"), torch.device("cuda", 0)
     assert check_precision("bf16", gpu) == "bf16"
-    with pytest.raises(DeviceError, match="CUDA only"):
+    with pytest.raises(DeviceError, match="features on CUDA only"):  # a CPU's bf16 features would fill the cache
         check_precision("bf16", cpu)
+    with pytest.raises(DeviceError, match="features on CUDA only"):
+        autocast(cpu, "bf16")
+    assert check_precision("bf16", cpu, training=True) == "bf16"
+    with pytest.raises(DeviceError, match="CUDA or the CPU"):
+        check_precision("bf16", torch.device("meta"), training=True)
     with pytest.raises(DeviceError, match="fp32 or bf16"):
         check_precision("fp16", gpu)
     assert isinstance(autocast(cpu, "fp32"), contextlib.nullcontext)
+    with autocast(cpu, "bf16", training=True):  # a training step on a CPU: its matmuls in bf16
+        assert (torch.ones(2, 3) @ torch.ones(3, 2)).dtype == torch.bfloat16
     with warnings.catch_warnings():  # torch warns that it has no CUDA to autocast on
         warnings.simplefilter("ignore")
         assert isinstance(autocast(gpu, "bf16"), torch.autocast)
@@ -131,13 +138,6 @@ def test_cli_commands_refuse_cuda_without_it_in_one_line(no_cuda, capsys, tmp_pa
     assert "device 'cuda:1'" in capsys.readouterr().err
 
 
-def test_train_refuses_bf16_on_cpu(no_cuda, capsys, tmp_path):
-    from polyvse_app.cli import main
-
-    config = tmp_path / "c.yaml"
-    config.write_text("name: c\n")
-    assert main(["train", "--config", str(config), "--precision", "bf16", "--out", str(tmp_path / "o")]) == 2
-    assert "precision bf16 runs on CUDA only" in capsys.readouterr().err
 
 
 # -- the model takes its inputs to its device ----------------------------------------------------------------

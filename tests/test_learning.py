@@ -53,6 +53,11 @@ RUNS = {
     "e5-frozen": Run("e5-frozen.yaml", ("--smoke",),
                      ("languages=[en]", "lr=0.004", "captions_per_photo=1", "smoke.photos=160", "smoke.epochs=12",
                       "smoke.max_batches=0")),
+    # the same run with its training steps under bf16 autocast on the CPU (--precision bf16; features and
+    # evaluation stay fp32): it must learn as well
+    "e5-frozen-bf16": Run("e5-frozen.yaml", ("--smoke", "--precision", "bf16"),
+                          ("languages=[en]", "lr=0.004", "captions_per_photo=1", "smoke.photos=160",
+                           "smoke.epochs=12", "smoke.max_batches=0")),
 }
 
 
@@ -82,6 +87,7 @@ def test_training_beats_chance_by_a_wide_margin(name, shared_data, tmp_path):
     print(describe(name, metrics))
     assert metrics["n_train_photos"] >= 150 and set(metrics["languages"]) == set(
         metrics["config"]["languages"])
+    assert metrics["precision"] == ("bf16" if "bf16" in RUNS[name].options else "fp32")
     for lang, (r10, chance, n) in recalls(metrics).items():
         assert n >= 80, f"{name}: {lang} gallery of {n} photos; chance would be too high to tell learning apart"
         assert r10 >= MARGIN * chance, (

@@ -1,16 +1,19 @@
 """Where computation runs: one ``--device`` setting (auto | cpu | cuda | cuda:N) and one precision setting.
 
     device = resolve_device("auto")           # cuda when torch sees a GPU, else cpu
-    with autocast(device, "bf16"): ...        # bf16 autocast on CUDA; fp32 is a no-op context
+    with autocast(device, "bf16"): ...        # bf16 autocast on CUDA (a CPU: training steps); fp32: no-op
 
 Every command and the Python API (``polyvse.load(path, device=...)``) resolve the device here, so asking
 for CUDA where there is none fails the same way everywhere: one line naming the setting and what to do.
 Under ``torchrun`` ``auto`` and ``cuda`` mean this rank's own GPU, ``cuda:$LOCAL_RANK``; with several ranks an
 explicit ``cuda:N`` other than that is an error, since ranks sharing one GPU make NCCL fail.
 
-bf16 is opt-in and CUDA-only. On CPU it moved EfficientNet features (min cosine 0.995 to fp32; README,
-Performance), and on GPU its effect on speed and retrieval metrics has not been measured yet (``make bench``
-measures the speed on a machine with a GPU), so fp32 stays the default everywhere.
+bf16 is opt-in, and fp32 stays the default everywhere. Features (photo maps, the cached inputs of training) are
+computed in bf16 on CUDA only: on CPU it moved EfficientNet features (min cosine 0.995 to fp32; README,
+Performance), and a feature cache must not depend on the machine that filled it. A training step may run under
+bf16 autocast on either (``check_precision(..., training=True)``): it reads the same fp32 caches, and on a CPU
+with native bf16 (AVX512_BF16 / AMX) its matmuls and 1x1 convolutions run about twice as fast; whether the
+result is as good is a recipe question, measured on val (docs/methods/f8k-full.md).
 """
 from __future__ import annotations
 
@@ -90,21 +93,25 @@ def _cuda_index(text: str, local_rank: int | None) -> int:
     return index
 
 
-def check_precision(precision: str, device: torch.device) -> str:
-    """``fp32`` anywhere; ``bf16`` (autocast) only on CUDA."""
+def check_precision(precision: str, device: torch.device, *, training: bool = False) -> str:
+    """``fp32`` anywhere; ``bf16`` (autocast) on CUDA, and on a CPU for a training step (``training``), whose
+    inputs are the fp32 caches, but not for features, which fill those caches."""
     if precision not in PRECISIONS:
         raise DeviceError(f"precision {precision!r}: use {' or '.join(PRECISIONS)}")
-    if precision == "bf16" and device.type != "cuda":
-        raise DeviceError(f"precision bf16 runs on CUDA only, not on {device}: on CPU it changed image features "
-                          "(min cosine 0.995 to fp32); use --precision fp32")
+    if precision == "bf16" and device.type not in ("cuda", "cpu"):
+        raise DeviceError(f"precision bf16 runs on CUDA or the CPU, not on {device}; use --precision fp32")
+    if precision == "bf16" and device.type == "cpu" and not training:
+        raise DeviceError(f"precision bf16 computes features on CUDA only, not on {device}: on CPU it changed "
+                          "image features (min cosine 0.995 to fp32); use --precision fp32")
     return precision
 
 
-def autocast(device: torch.device, precision: str = "fp32"):
-    """bf16 autocast on CUDA for ``precision='bf16'``; a no-op context for fp32."""
-    if check_precision(precision, device) == "fp32":
+def autocast(device: torch.device, precision: str = "fp32", *, training: bool = False):
+    """bf16 autocast on ``device`` for ``precision='bf16'`` (on a CPU for a training step only, as
+    :func:`check_precision` says); a no-op context for fp32."""
+    if check_precision(precision, device, training=training) == "fp32":
         return contextlib.nullcontext()
-    return torch.autocast(device_type="cuda", dtype=torch.bfloat16)
+    return torch.autocast(device_type=device.type, dtype=torch.bfloat16)
 
 
 @contextlib.contextmanager

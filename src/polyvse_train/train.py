@@ -138,7 +138,8 @@ def train(cfg: TrainConfig, out_dir: str | Path, root: Path, *, resume: bool = F
     max_steps stops after that many optimisation steps (state saved), for tests of resumption. Under torchrun
     every rank runs this; rank 0 alone writes state, checkpoint and metrics. ``device``: auto | cpu | cuda |
     cuda:N (under torchrun auto and cuda mean this rank's GPU, cuda:$LOCAL_RANK); ``precision``: fp32 | bf16
-    (autocast, CUDA only). Neither is part of the run's identity: a state saved on a GPU resumes on a CPU.
+    (autocast of the training steps, on CUDA or the CPU; evaluation and features stay fp32). Neither is part of
+    the run's identity: a state saved on a GPU resumes on a CPU.
     ``dist_timeout_min``: under torchrun, how long a rank waits for the others
     (``polyvse.distributed.init_distributed``).
     """
@@ -146,7 +147,7 @@ def train(cfg: TrainConfig, out_dir: str | Path, root: Path, *, resume: bool = F
 
     cfg.validate()
     run_on = resolve_device(device)
-    check_precision(precision, run_on)
+    check_precision(precision, run_on, training=True)
     dist_info = init_distributed(run_on, dist_timeout_min)
     try:
         return _train(cfg, Path(out_dir), root, dist_info, resume=resume, smoke=smoke, save_every=save_every,
@@ -190,7 +191,7 @@ class TrainingRun:
     epochs: int  # pre-epochs (MULE's LP, the Translator's source stage) + the schedule's epochs
     run_key: dict
     device: torch.device
-    precision: str  # fp32 | bf16 (autocast, CUDA only)
+    precision: str  # fp32 | bf16 (autocast of the training steps, CUDA or CPU)
     commit: str | None  # the code this process runs, read when it starts: HEAD may move while a long run trains
     epoch: int = 0
     batch_pos: int = 0
@@ -396,7 +397,7 @@ def photo_feed(run: TrainingRun, batches: list) -> Iterator[None]:
 
 def train_step(run: TrainingRun, batch) -> torch.Tensor:
     """One optimisation step on one batch (and the objective's after-step hook); returns the loss, detached."""
-    with autocast(run.device, run.precision):
+    with autocast(run.device, run.precision, training=True):
         loss, _parts = run.objective(run.forward, batch, run.dist_info, run.epoch)
     run.optimiser.zero_grad(set_to_none=True)
     loss.backward()
