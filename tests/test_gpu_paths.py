@@ -145,3 +145,29 @@ def test_the_teacher_term_goes_through_the_ddp_wrapper(monkeypatch):
     assert passes == [2 + 2 + 2]  # this rank's 2 captions, 2 student lines and their 2 teacher lines
     assert len(bare) == 1  # the wrapper's own pass, and none beside it
     assert parts["teacher"] > 0 and model.text_encoder.embed.weight.grad is not None
+
+
+def test_the_photo_and_text_tails_train_under_bf16_autocast():
+    """The trainable tails of polyvse-best (EfficientNet-Lite's last block on a cached map, e5's last layer on
+    cached hidden states) take a step under bf16 autocast, as `--precision bf16` runs them on CUDA or a CPU:
+    their weights and gradients stay fp32 and finite, and the outputs stay within bf16's reach of fp32's."""
+    from polyvse.features.backbones import get_extractor
+    from polyvse.models.pretrained.e5_tail import TextTail
+
+    torch.manual_seed(0)
+    photo_tail = get_extractor("efficientnet-lite0:tail1").tail_module()
+    maps = torch.randn(4, 192 * 7 * 7).clamp(min=0)
+    text_tail = TextTail.from_file(1)
+    states, lengths = torch.randn(3, 9, 384), torch.tensor([9, 5, 2])
+    for tail, inputs in ((photo_tail, (maps,)), (text_tail, (states, lengths))):
+        with torch.no_grad():
+            want = tail(*inputs)
+        with bf16_autocast():
+            got = tail(*inputs)
+            loss = got.float().square().sum()
+        loss.backward()
+        assert got.dtype in (torch.bfloat16, torch.float32) and torch.isfinite(got).all()
+        cos = torch.nn.functional.cosine_similarity(got.float(), want, dim=-1)
+        assert cos.min() > 0.99, f"{type(tail).__name__}: cosine {cos.min():.4f} to fp32 under bf16 autocast"
+        grads = [p.grad for p in tail.parameters() if p.requires_grad]
+        assert grads and all(g is not None and g.dtype == torch.float32 and torch.isfinite(g).all() for g in grads)
