@@ -101,10 +101,13 @@ def difference_table(base: list[dict], best: list[dict]) -> str:
 
 def report(runs: Path, seeds) -> str:
     base, best = load(runs, BASELINE, seeds), load(runs, BEST, seeds)
-    m0 = best[0]
+    m0, b0 = best[0], base[0]
+    captions = f"{m0['n_train_captions']:,} training captions"
+    if b0["n_train_captions"] != m0["n_train_captions"]:  # the best model may read more of each photo's captions
+        captions += f" for the best model, {b0['n_train_captions']:,} for the baseline"
     return "\n".join([
-        f"f8k-full, official split: {m0['n_train_photos']:,} training photos, {m0['n_train_captions']:,} training "
-        f"captions; 1k test photos (the gallery of each language); seeds {', '.join(map(str, seeds))}; "
+        f"f8k-full, official split: {m0['n_train_photos']:,} training photos, {captions}; "
+        f"1k test photos (the gallery of each language); seeds {', '.join(map(str, seeds))}; "
         "mean ± sd over seeds.",
         "", f"**Best model** (`{config_file(BEST)}`):", "", language_table(best),
         "", f"**Baseline** (`{config_file(BASELINE)}`, e5-frozen's recipe):", "", language_table(base),

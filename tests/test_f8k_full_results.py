@@ -23,10 +23,10 @@ def lang_metrics(mr: float, n: int) -> dict:
     return {**{k: mr for k in keys}, "i2t_medr": 5.0, "t2i_medr": 6.0, "mr": mr, "n_images": n}
 
 
-def write_run(script, runs: Path, config: str, seed: int, mrs: dict) -> None:
+def write_run(script, runs: Path, config: str, seed: int, mrs: dict, captions: int = 27919) -> None:
     out = script.run_dir(runs, config, seed)
-    out.mkdir(parents=True)
-    metrics = {"n_train_photos": 5867, "n_train_captions": 27919,
+    out.mkdir(parents=True, exist_ok=True)
+    metrics = {"n_train_photos": 5867, "n_train_captions": captions,
                "languages": {lang: lang_metrics(v, 1000 if lang == "en" else 929) for lang, v in mrs.items()}}
     (out / "metrics.json").write_text(json.dumps(metrics))
 
@@ -46,6 +46,10 @@ def test_report_means_spreads_and_differences(script, tmp_path, capsys):
     assert capsys.readouterr().out.strip() == text
     with pytest.raises(FileNotFoundError):  # a missing seed is an error, never a silently smaller mean
         script.report(tmp_path, [0, 1, 2, 3])
+    for seed in range(3):  # a best model that reads every caption of a photo: both counts are stated
+        write_run(script, tmp_path, script.BEST, seed, {"en": 40.0, "cs": 24.0}, captions=93788)
+    assert "5,867 training photos, 93,788 training captions for the best model, 27,919 for the baseline;" in (
+        script.report(tmp_path, [0, 1, 2]))
 
 
 def test_training_goes_through_the_zoo_with_the_data_root(script, tmp_path, monkeypatch):
