@@ -171,3 +171,26 @@ def test_the_photo_and_text_tails_train_under_bf16_autocast():
         assert cos.min() > 0.99, f"{type(tail).__name__}: cosine {cos.min():.4f} to fp32 under bf16 autocast"
         grads = [p.grad for p in tail.parameters() if p.requires_grad]
         assert grads and all(g is not None and g.dtype == torch.float32 and torch.isfinite(g).all() for g in grads)
+
+
+def test_the_text_tails_attention_runs_in_fp32_under_bf16_autocast(monkeypatch):
+    """torch's CPU flash-attention backward is ~3x slower in bf16 than in fp32 at a caption batch's sizes, so the e5
+    layer computes attention in fp32 under autocast (its projections and feed-forward still run in bf16)."""
+    from polyvse.models.pretrained.e5_tail import TextTail
+
+    seen = []
+    real = torch.nn.functional.scaled_dot_product_attention
+
+    def sdpa(q, k, v, **kw):
+        seen.append((q.dtype, k.dtype, v.dtype, torch.is_autocast_enabled("cpu")))
+        return real(q, k, v, **kw)
+
+    monkeypatch.setattr(torch.nn.functional, "scaled_dot_product_attention", sdpa)
+    tail = TextTail.from_file(1)
+    states, lengths = torch.randn(2, 5, 384), torch.tensor([5, 3])
+    with torch.no_grad():
+        want = tail(states, lengths)
+        with bf16_autocast():
+            got = tail(states, lengths)
+    assert seen == [(torch.float32,) * 3 + (False,)] * 2
+    assert torch.nn.functional.cosine_similarity(got.float(), want, dim=-1).min() > 0.99

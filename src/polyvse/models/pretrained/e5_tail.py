@@ -33,6 +33,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from ...device import autocast_off
 from .e5_file import E5File, E5Shape, e5_file
 
 __all__ = ["E5Front", "E5Layer", "TextTail", "pad_states"]
@@ -81,8 +82,12 @@ class E5Layer(nn.Module):
         def split(y: torch.Tensor) -> torch.Tensor:
             return _unpack(y, at, mask).view(b, t, self.heads, d).transpose(1, 2)
 
-        ctx = nn.functional.scaled_dot_product_attention(split(self.q(x)), split(self.k(x)), split(self.v(x)),
-                                                         attn_mask=mask[:, None, None, :])
+        q, k, v = split(self.q(x)).float(), split(self.k(x)).float(), split(self.v(x)).float()
+        # attention itself in fp32 even under bf16 autocast (a no-op in fp32): torch's CPU flash-attention
+        # backward is ~3x slower in bf16 than in fp32 at these sizes (batch 256, 47 tokens), which cancelled
+        # what bf16 gains elsewhere in a training step
+        with autocast_off(x.device):
+            ctx = nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=mask[:, None, None, :])
         ctx = ctx.transpose(1, 2).reshape(b * t, h).index_select(0, at)
         x = self.aln(x + self.ao(ctx))
         return self.oln(x + self.fo(nn.functional.gelu(self.fi(x))))
