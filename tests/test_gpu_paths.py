@@ -194,3 +194,29 @@ def test_the_text_tails_attention_runs_in_fp32_under_bf16_autocast(monkeypatch):
             got = tail(states, lengths)
     assert seen == [(torch.float32,) * 3 + (False,)] * 2
     assert torch.nn.functional.cosine_similarity(got.float(), want, dim=-1).min() > 0.99
+
+
+@pytest.mark.parametrize("precision, autocast_on", [("fp32", False), ("bf16", True)])
+def test_a_cpu_training_step_runs_its_objective_under_the_runs_precision(precision, autocast_on):
+    """`polyvse train --precision bf16` on a CPU: the step's forward (the objective) runs under bf16 autocast; fp32
+    runs it without; the optimiser steps either way."""
+    from polyvse_train.train import train_step
+
+    model = torch.nn.Linear(3, 2)
+    seen = []
+
+    class Objective:
+        def __call__(self, forward, batch, dist_info, epoch):
+            seen.append(torch.is_autocast_enabled("cpu"))
+            return forward(batch).float().square().mean(), {}
+
+        def after_step(self, step):
+            pass
+
+    run = SimpleNamespace(device=torch.device("cpu"), precision=precision, objective=Objective(), forward=model,
+                          dist_info=None, epoch=0, optimiser=torch.optim.SGD(model.parameters(), lr=0.1),
+                          cfg=SimpleNamespace(schedule=SimpleNamespace(grad_clip=0.0)), model=model, average=None,
+                          step=0, alignment=None)
+    before = model.weight.detach().clone()
+    train_step(run, torch.ones(4, 3))
+    assert seen == [autocast_on] and run.step == 1 and not torch.equal(before, model.weight)
