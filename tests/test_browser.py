@@ -124,7 +124,11 @@ def _query(url: str) -> dict[str, list[str]]:
 
 
 def _status_has(pg, text: str) -> None:
-    pg.wait_for_function("t => document.querySelector('#status').textContent.includes(t)", arg=text)
+    """Wait for the status line of an answered request holding ``text``: the page shows a pending status
+    ending in "…" first ("photos like NAME…" before the answer), which must not count as the answer."""
+    pg.wait_for_function(
+        "t => { const s = document.querySelector('#status').textContent; return s.includes(t) && !s.endsWith('…'); }",
+        arg=text)
 
 
 def _form(pg) -> tuple[str, str, str]:
@@ -186,7 +190,7 @@ def test_language_detection_and_its_refusal_show_on_the_page(page):
     page.fill("#query", "zwei Hunde spielen im Schnee")
     page.select_option("#lang", "auto")
     page.click("#search-button")
-    page.wait_for_function("document.querySelector('#status').textContent.includes('detected de')")
+    _status_has(page, "detected de")
     page.fill("#query", "Hund")
     page.click("#search-button")
     page.wait_for_function("document.querySelector('#status').classList.contains('error')")
@@ -210,8 +214,7 @@ def test_drag_and_drop_a_photo_shows_similar_photos(page, server):
     _, assets = server
     target = assets.photos[9]
     _drop_photo(page, target.read_bytes(), target.name)
-    page.wait_for_function(
-        f"document.querySelector('#status').textContent.includes('photos like {target.name}')")
+    _status_has(page, f"photos like {target.name}")
     cards = _results(page)
     assert cards[0]["id"] == 9 and cards[0]["name"] == target.name and cards[0]["score"] == "1.000"
     assert page.is_visible("#upload-preview")
@@ -220,12 +223,11 @@ def test_drag_and_drop_a_photo_shows_similar_photos(page, server):
 def test_file_input_upload_and_click_for_similar(page, server):
     _, assets = server
     page.set_input_files("#file-input", str(assets.photos[11]))
-    page.wait_for_function(
-        f"document.querySelector('#status').textContent.includes('photos like {assets.photos[11].name}')")
+    _status_has(page, f"photos like {assets.photos[11].name}")
     cards = _results(page)
     assert cards[0]["id"] == 11
     page.click("#results figure.result:nth-child(2)")
-    page.wait_for_function(f"document.querySelector('#status').textContent.includes('photos like {cards[1]['name']}')")
+    _status_has(page, f"photos like {cards[1]['name']}")
     assert all(c["id"] != cards[1]["id"] for c in _results(page))  # the clicked photo itself is left out
 
 
