@@ -19,7 +19,7 @@ import torch
 
 import polyvse.device as device_mod
 from polyvse.device import (DeviceError, autocast, check_precision, loader_workers, pin_memory, resolve_device,
-                            to_device)
+                            to_device, training_precision)
 from polyvse.models import JointEmbeddingModel, ModelConfig
 
 
@@ -84,6 +84,34 @@ def test_malformed_or_missing_gpu_names_the_problem(two_fake_gpus, spec, words):
         resolve_device(spec)
 
 
+def _cpuinfo(tmp_path, flags: str):
+    path = tmp_path / "cpuinfo"
+    path.write_text(f"processor\t: 0\nmodel name\t: some CPU\nflags\t\t: fpu sse2 avx2 {flags}\n\n")
+    return path
+
+
+@pytest.mark.parametrize("flags, native", [("avx512f avx512_bf16", True), ("amx_tile amx_bf16", True),
+                                           ("avx512f avx512_vnni", False), ("", False)])
+def test_auto_precision_trains_in_bf16_only_on_a_cpu_that_computes_it_natively(tmp_path, flags, native):
+    cpuinfo = _cpuinfo(tmp_path, flags)
+    assert device_mod.cpu_has_native_bf16(cpuinfo) is native
+    assert training_precision("auto", torch.device("cpu"), cpuinfo=cpuinfo) == ("bf16" if native else "fp32")
+    # an explicit choice is kept whatever the CPU: bf16 emulated is slow, not wrong
+    assert training_precision("bf16", torch.device("cpu"), cpuinfo=cpuinfo) == "bf16"
+    assert training_precision("fp32", torch.device("cpu"), cpuinfo=cpuinfo) == "fp32"
+
+
+def test_auto_precision_without_a_cpuinfo_is_fp32_and_a_bad_name_lists_the_choices(tmp_path, two_fake_gpus,
+                                                                                  monkeypatch):
+    assert not device_mod.cpu_has_native_bf16(tmp_path / "absent")
+    assert training_precision("auto", torch.device("cpu"), cpuinfo=tmp_path / "absent") == "fp32"
+    for supported in (True, False):
+        monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda supported=supported: supported)
+        assert training_precision("auto", torch.device("cuda", 0)) == ("bf16" if supported else "fp32")
+    with pytest.raises(DeviceError, match="fp32, bf16, auto"):
+        training_precision("fp16", torch.device("cpu"))
+
+
 def test_bf16_features_are_cuda_only_training_steps_run_on_either_and_fp32_is_a_no_op(two_fake_gpus):
     cpu, gpu = torch.device("cpu"), torch.device("cuda", 0)
     assert check_precision("bf16", gpu) == "bf16"
@@ -138,6 +166,27 @@ def test_cli_commands_refuse_cuda_without_it_in_one_line(no_cuda, capsys, tmp_pa
     assert "device 'cuda:1'" in capsys.readouterr().err
 
 
+
+@pytest.mark.parametrize("native, expected", [(True, "bf16"), (False, "fp32")])
+def test_train_cli_resolves_auto_precision_before_training(no_cuda, monkeypatch, tmp_path, native, expected):
+    """`polyvse train --precision auto` hands the training loop what this machine computes natively."""
+    import polyvse_train.train as train_mod
+    from polyvse_app.cli import main
+
+    class Reached(Exception):
+        pass
+
+    def fake_train(*args, precision, **kwargs):
+        raise Reached(precision)
+
+    monkeypatch.setattr(device_mod, "cpu_has_native_bf16", lambda *a, **k: native)
+    monkeypatch.setattr(train_mod, "_train", fake_train)
+    config = tmp_path / "c.yaml"
+    config.write_text("name: c\n")
+    with pytest.raises(Reached) as reached:
+        main(["train", "--config", str(config), "--device", "cpu", "--precision", "auto",
+              "--out", str(tmp_path / "o"), "--quiet"])
+    assert reached.value.args == (expected,)
 
 
 # -- the model takes its inputs to its device ----------------------------------------------------------------

@@ -13,7 +13,9 @@ computed in bf16 on CUDA only: on CPU it moved EfficientNet features (min cosine
 Performance), and a feature cache must not depend on the machine that filled it. A training step may run under
 bf16 autocast on either (``check_precision(..., training=True)``): it reads the same fp32 caches, and on a CPU
 with native bf16 (AVX512_BF16 / AMX) its matmuls and 1x1 convolutions run about twice as fast; whether the
-result is as good is a recipe question, measured on val (docs/methods/f8k-full.md).
+result is as good is a recipe question, measured on val (docs/methods/f8k-full.md). ``auto``
+(:func:`training_precision`) picks bf16 for training where the hardware computes it natively (a CUDA GPU with
+bf16, a CPU with AVX512_BF16 or AMX) and fp32 elsewhere: on a CPU without them bf16 is emulated, slower than fp32.
 """
 from __future__ import annotations
 
@@ -26,6 +28,9 @@ from .errors import PolyvseError
 
 DEVICE_CHOICES = "auto, cpu, cuda or cuda:N"
 PRECISIONS = ("fp32", "bf16")
+TRAINING_PRECISIONS = ("fp32", "bf16", "auto")
+# /proc/cpuinfo flags of x86 CPUs that compute bf16 dot products in hardware
+_CPU_BF16_FLAGS = frozenset({"avx512_bf16", "amx_bf16"})
 
 
 class DeviceError(PolyvseError, ValueError):
@@ -104,6 +109,34 @@ def check_precision(precision: str, device: torch.device, *, training: bool = Fa
         raise DeviceError(f"precision bf16 computes features on CUDA only, not on {device}: on CPU it changed "
                           "image features (min cosine 0.995 to fp32); use --precision fp32")
     return precision
+
+
+def cpu_has_native_bf16(cpuinfo: str | os.PathLike = "/proc/cpuinfo") -> bool:
+    """Whether this CPU computes bf16 in hardware (AVX512_BF16 or AMX flags in ``cpuinfo``); False where the
+    file is absent (not Linux) or names neither."""
+    try:
+        with open(cpuinfo, encoding="utf-8", errors="replace") as f:
+            for line in f:
+                if line.startswith("flags") and _CPU_BF16_FLAGS & set(line.split(":", 1)[-1].split()):
+                    return True
+    except OSError:
+        return False
+    return False
+
+
+def training_precision(spec: str, device: torch.device, *, cpuinfo: str | os.PathLike = "/proc/cpuinfo") -> str:
+    """``fp32`` | ``bf16`` | ``auto`` -> the precision of training steps on ``device``. ``auto``: bf16 on a GPU
+    that supports it and on a CPU with native bf16 (:func:`cpu_has_native_bf16`), fp32 elsewhere."""
+    if spec not in TRAINING_PRECISIONS:
+        raise DeviceError(f"precision {spec!r}: use {', '.join(TRAINING_PRECISIONS)}")
+    if spec == "auto":
+        if device.type == "cuda":
+            spec = "bf16" if torch.cuda.is_bf16_supported() else "fp32"
+        elif device.type == "cpu":
+            spec = "bf16" if cpu_has_native_bf16(cpuinfo) else "fp32"
+        else:
+            spec = "fp32"
+    return check_precision(spec, device, training=True)
 
 
 def autocast(device: torch.device, precision: str = "fp32", *, training: bool = False):

@@ -137,17 +137,17 @@ def train(cfg: TrainConfig, out_dir: str | Path, root: Path, *, resume: bool = F
 
     max_steps stops after that many optimisation steps (state saved), for tests of resumption. Under torchrun
     every rank runs this; rank 0 alone writes state, checkpoint and metrics. ``device``: auto | cpu | cuda |
-    cuda:N (under torchrun auto and cuda mean this rank's GPU, cuda:$LOCAL_RANK); ``precision``: fp32 | bf16
+    cuda:N (under torchrun auto and cuda mean this rank's GPU, cuda:$LOCAL_RANK); ``precision``: fp32 | bf16 | auto
     (autocast of the training steps, on CUDA or the CPU; evaluation and features stay fp32). Neither is part of
     the run's identity: a state saved on a GPU resumes on a CPU.
     ``dist_timeout_min``: under torchrun, how long a rank waits for the others
     (``polyvse.distributed.init_distributed``).
     """
-    from polyvse.device import check_precision, resolve_device
+    from polyvse.device import resolve_device, training_precision
 
     cfg.validate()
     run_on = resolve_device(device)
-    check_precision(precision, run_on, training=True)
+    precision = training_precision(precision, run_on)  # auto -> what this machine computes natively
     dist_info = init_distributed(run_on, dist_timeout_min)
     try:
         return _train(cfg, Path(out_dir), root, dist_info, resume=resume, smoke=smoke, save_every=save_every,

@@ -10,9 +10,11 @@ def add_device_args(p: argparse.ArgumentParser, precision: bool = False) -> None
                    help="where to compute: auto (CUDA when available, else CPU), cpu, cuda or cuda:N "
                         "(default: %(default)s; under torchrun auto and cuda mean each rank's own GPU)")
     if precision:
-        p.add_argument("--precision", default="fp32", choices=["fp32", "bf16"],
+        p.add_argument("--precision", default="fp32", choices=["fp32", "bf16", "auto"],
                        help="fp32 (default) or bf16 autocast of the training steps, on CUDA or a CPU (fast on "
-                            "one with native bf16: AVX512_BF16 or AMX); features and evaluation stay fp32")
+                            "one with native bf16: AVX512_BF16 or AMX); auto: bf16 where this machine computes "
+                            "it natively, else fp32 (training.json records which); features and evaluation "
+                            "stay fp32")
 
 
 def device_of(args):
