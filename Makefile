@@ -48,13 +48,18 @@ MODEL_CONFIG := configs/f8k-full/polyvse-best.yaml
 # last layer fine-tuned); `make model MODEL_THREADS=1` for one, `MODEL_THREADS=` for the config's own; a stopped run
 # may resume at another thread count
 MODEL_THREADS ?= 2
+# training steps' precision: auto = bf16 autocast where this machine computes bf16 natively (a CPU with AVX512_BF16
+# or AMX, a GPU with bf16), fp32 elsewhere (polyvse.device.training_precision; the run records which); its photo
+# maps, sentence vectors and evaluation stay fp32. `make model MODEL_PRECISION=fp32` for the fp32 run
+MODEL_PRECISION ?= auto
 model: setup data runs/model/metrics.json runs/model/index/manifest.json
 
 # a finished model of an older config is moved aside (kept), never mixed into the new run; an interrupted one resumes
 runs/model/metrics.json: $(MODEL_CONFIG)
 	@if [ -e runs/model/metrics.json ]; then d=runs/model.stale-$$(date +%Y%m%d-%H%M%S); mv runs/model $$d; \
 		echo "make model: $(MODEL_CONFIG) changed; the previous model is kept in $$d"; fi
-	$(BIN)/polyvse train --config $(MODEL_CONFIG) --out runs/model --resume $(if $(MODEL_THREADS),--set threads=$(MODEL_THREADS))
+	$(BIN)/polyvse train --config $(MODEL_CONFIG) --out runs/model --resume --precision $(MODEL_PRECISION) \
+		$(if $(MODEL_THREADS),--set threads=$(MODEL_THREADS))
 
 runs/model/index/manifest.json: runs/model/metrics.json
 	$(BIN)/polyvse index build --checkpoint runs/model/checkpoint --images $(POLYVSE_DATA)/flickr8k-224/images \

@@ -1,9 +1,9 @@
 """`make model` timed from empty caches, as on a fresh machine (issue #27: under 90 minutes on 2 cores).
 
-    python benchmarks/bench_make_model.py --threads 2 [--out benchmarks/results/make_model.json]
+    python benchmarks/bench_make_model.py --threads 2 [--precision auto] [--out benchmarks/results/make_model.json]
 
-Runs `make model MODEL_THREADS=<threads>` in this checkout with ``POLYVSE_CACHE`` pointing at a new, empty folder,
-so every photo map and sentence vector the target needs is computed, not read back (the data copy under the data
+Runs `make model MODEL_THREADS=<threads> MODEL_PRECISION=<precision>` in this checkout with ``POLYVSE_CACHE``
+pointing at a new, empty folder, so every photo map and sentence vector the target needs is computed, not read back (the data copy under the data
 root is kept: it is `make data`'s, not the model's). It refuses when ``runs/model`` exists, since the target would
 resume that run instead of training one: move it aside first. Written on success:
 
@@ -96,6 +96,9 @@ def fresh_cache(root: Path | None, repo: Path) -> Path:
 def parse(argv: list[str] | None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--threads", type=int, default=2, help="MODEL_THREADS for the target (default %(default)s)")
+    ap.add_argument("--precision", default="auto", choices=["auto", "fp32", "bf16"],
+                    help="MODEL_PRECISION for the target (default %(default)s: bf16 where the machine computes it "
+                         "natively); the record keeps what the training resolved it to")
     ap.add_argument("--out", type=Path, default=REPO / "benchmarks" / "results" / "make_model.json")
     ap.add_argument("--cache-root", type=Path, help="the empty cache folder to use (default: a new one under runs/)")
     ap.add_argument("--command", help=argparse.SUPPRESS)  # tests: a stand-in for `make model`
@@ -110,7 +113,8 @@ def main(argv: list[str] | None = None) -> dict:
         raise SystemExit(f"bench_make_model: {model_dir} exists and `make model` would resume it; move it aside "
                          f"(e.g. mv runs/model runs/model.kept) and run again")
     cache = fresh_cache(args.cache_root, args.repo)
-    cmd = args.command.split() if args.command else ["make", "model", f"MODEL_THREADS={args.threads}"]
+    cmd = args.command.split() if args.command else ["make", "model", f"MODEL_THREADS={args.threads}",
+                                                          f"MODEL_PRECISION={args.precision}"]
     env = {**os.environ, "POLYVSE_CACHE": str(cache)}
     info = {**machine_info(), **tree_state()}
     started = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
@@ -121,7 +125,8 @@ def main(argv: list[str] | None = None) -> dict:
     metrics_file = model_dir / "metrics.json"
     metrics = json.loads(metrics_file.read_text()) if metrics_file.exists() else {}
     wall = lines[-1][0]
-    result = {"target": " ".join(cmd), "threads": args.threads, "started_utc": started, "wall_s": wall,
+    result = {"target": " ".join(cmd), "threads": args.threads,
+              "precision": {"asked": args.precision, "trained": metrics.get("precision")}, "started_utc": started, "wall_s": wall,
               "goal_s": GOAL_S, "within_goal": wall <= GOAL_S, "stages": stages(lines), "logged": logged_steps(lines),
               "training": {k: metrics.get(k) for k in ("wall_time_s", "cpu_time_s", "n_train_captions", "processes",
                                                         "time_complete")},

@@ -404,7 +404,8 @@ def test_make_model_timing_splits_stages_and_refuses_to_resume(tmp_path):
         'printf "50%%\\r100%%\\rextracting efficientnet-lite2:tail1 features: 7,941 photos, 300 s\\n"',
         'echo "e5-small [cs]: 22,703 sentences, 1075 s"', 'echo "use-multilingual [en]: 22,831 sentences, 28 s"',
         'echo "epoch 1/2: loss 6.769, 268 s"', 'echo "epoch 2/2: loss 3.996, 371 s"',
-        'mkdir -p runs/model; echo \'{"wall_time_s": 2000.0, "cpu_time_s": 3000.0}\' > runs/model/metrics.json',
+        'mkdir -p runs/model',
+        'echo \'{"wall_time_s": 2000.0, "cpu_time_s": 3000.0, "precision": "bf16"}\' > runs/model/metrics.json',
         'sleep 0.3; echo ".venv/bin/polyvse index build --checkpoint runs/model/checkpoint --out runs/model/index"',
         'sleep 0.2; exit "${FAKE_EXIT:-0}"', ""]))
     out = tmp_path / "make_model.json"
@@ -412,6 +413,7 @@ def test_make_model_timing_splits_stages_and_refuses_to_resume(tmp_path):
     run_script("bench_make_model.py", *args)
     r = json.loads(out.read_text())
     assert r["threads"] == 2 and r["goal_s"] == 5400 and r["within_goal"] and 0.7 < r["wall_s"] < 60
+    assert r["precision"] == {"asked": "auto", "trained": "bf16"}  # what the training resolved auto to
     st = r["stages"]
     assert set(st) == {"before_training", "training", "index"} and st["training"] >= 0.3 and st["index"] >= 0.2
     assert abs(sum(st.values()) - r["wall_s"]) < 0.5
