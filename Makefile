@@ -44,8 +44,8 @@ demo: setup data
 # written to runs/model/metrics.json (README: time per run).
 MODEL_CONFIG := configs/f8k-full/polyvse-best.yaml
 # training threads: two by default (both cores of the 2-core machine; the config says one), the setting the whole
-# target was timed at from empty caches (benchmarks/results/make_model.json: 59.8 min for the recipe before 2026-11-28, e5's
-# last layer fine-tuned); `make model MODEL_THREADS=1` for one, `MODEL_THREADS=` for the config's own; a stopped run
+# target was timed at from empty caches (benchmarks/results/make_model.json: 74.6 min for the recipe adopted on 2026-11-28,
+# at bf16 on a CPU with AVX512_BF16); `make model MODEL_THREADS=1` for one, `MODEL_THREADS=` for the config's own; a stopped run
 # may resume at another thread count
 MODEL_THREADS ?= 2
 # training steps' precision: auto = bf16 autocast where this machine computes bf16 natively (a CPU with AVX512_BF16

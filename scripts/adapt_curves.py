@@ -16,6 +16,7 @@ adaptations (their checkpoint folders under --work) are reused, a stopped teache
 from __future__ import annotations
 
 import argparse
+import functools
 import sys
 import time
 from pathlib import Path
@@ -165,7 +166,10 @@ def mean_recall(model, gallery: dict, lang: str, caption_emb: np.ndarray) -> dic
     from polyvse.evaluation.retrieval import evaluate_by_language
 
     _, rows = gallery["captions"][lang]
-    m = evaluate_by_language(gallery["images"], caption_emb, rows, [lang] * len(rows), score_fn=model.similarity)[lang]
+    # ranked as search ranks: CSLS against the checkpoint's banks when it has them (``lang``'s caption bank, the
+    # pooled one for a language without), else the model's similarity
+    m = evaluate_by_language(gallery["images"], caption_emb, rows, [lang] * len(rows),
+                             score_fn=functools.partial(model.retrieval_scores, lang=lang))[lang]
     return {"mr": m["mr"], "n_images": m["n_images"], "n_captions": m["n_captions"]}
 
 

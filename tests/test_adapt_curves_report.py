@@ -90,3 +90,26 @@ def test_sweep_scores_a_setting_by_its_mean_over_seeds():
     assert out["best"]["qu"] == "subword_word_ngrams=2,subwords=True" == out["best_over_languages"]
     assert out["means"]["qu"]["subword_word_ngrams=1,subwords=True"] == {"mr": 25.0, "sd": pytest.approx(7.0711, abs=1e-3),
                                                                        "seeds": 2}
+
+
+def test_scores_rank_as_search_does_csls_where_the_checkpoint_has_banks():
+    """mean_recall (adapt_curves' and language_table's score) ranks through model.retrieval_scores with the
+    caption's language, as `polyvse search` ranks: a CSLS checkpoint's table must not report plain cosine."""
+    import numpy as np
+
+    curves = _script("adapt_curves")
+    images, captions = np.eye(4, dtype=np.float32), np.eye(4, dtype=np.float32)
+    gallery = {"images": images, "captions": {"qu": (["a", "b", "c", "d"], np.arange(4))}}
+    asked = []
+
+    class Model:  # similarity finds every photo first; the checkpoint's own ranking finds each photo last
+        def similarity(self, a, b):
+            return a @ b.T
+
+        def retrieval_scores(self, a, b, lang=None):
+            asked.append(lang)
+            return -(a @ b.T)
+
+    m = curves.mean_recall(Model(), gallery, "qu", captions)
+    assert asked and set(asked) == {"qu"}  # the query language's caption bank (the pooled one when it has none)
+    assert m["mr"] < 100 and m["n_images"] == 4
