@@ -3,8 +3,8 @@
     python benchmarks/bench_make_model.py --threads 2 [--precision auto] [--out benchmarks/results/make_model.json]
 
 Runs `make model MODEL_THREADS=<threads> MODEL_PRECISION=<precision>` in this checkout with ``POLYVSE_CACHE``
-pointing at a new, empty folder, so every photo map and sentence vector the target needs is computed, not read back (the data copy under the data
-root is kept: it is `make data`'s, not the model's). It refuses when ``runs/model`` exists, since the target would
+pointing at a new, empty folder, so every photo map and sentence vector the target needs is computed, not read
+back (the data copy under the data root is kept: it is `make data`'s, not the model's). It refuses when ``runs/model`` exists, since the target would
 resume that run instead of training one: move it aside first. Written on success:
 
 - ``wall_s``: the whole target, against the goal (``goal_s``, 90 minutes);
@@ -126,7 +126,8 @@ def main(argv: list[str] | None = None) -> dict:
     metrics = json.loads(metrics_file.read_text()) if metrics_file.exists() else {}
     wall = lines[-1][0]
     result = {"target": " ".join(cmd), "threads": args.threads,
-              "precision": {"asked": args.precision, "trained": metrics.get("precision")}, "started_utc": started, "wall_s": wall,
+              "precision": {"asked": args.precision, "trained": metrics.get("precision")},
+              "started_utc": started, "wall_s": wall,
               "goal_s": GOAL_S, "within_goal": wall <= GOAL_S, "stages": stages(lines), "logged": logged_steps(lines),
               "training": {k: metrics.get(k) for k in ("wall_time_s", "cpu_time_s", "n_train_captions", "processes",
                                                         "time_complete")},
