@@ -29,7 +29,7 @@ from PIL import Image
 import polyvse
 from polyvse.atomic import write_json_atomic
 from polyvse.data.registry import load_dataset
-from polyvse.evaluation.corpus import evaluate_corpus
+from polyvse.evaluation.evaluators import RetrievalEvaluator
 from polyvse.features.backbones import get_extractor
 from polyvse.paths import cache_root, data_root
 
@@ -77,7 +77,7 @@ def main(argv: list[str] | None = None) -> dict:
     def run(corpus, squash: bool) -> dict:
         model._extractor = get_extractor(ck.backbone, ten_crop=ck.ten_crop, squash=squash)
         t = time.time()
-        res = evaluate_corpus(model, corpus, cache, split=args.split, progress=False)
+        res = RetrievalEvaluator.on_corpus(corpus, cache, split=args.split, progress=False)(model)
         per = {lang: round(m["mr"], 2) for lang, m in res["languages"].items()}
         return {"mr": per, "mean_mr": _mean(per.values()), "photos": {lang: m["n_images"] for lang, m in
                                                                       res["languages"].items()},

@@ -21,8 +21,6 @@ from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
 
 def parse_args(argv=None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -97,20 +95,21 @@ def summary(runs: dict, langs: list[str]) -> dict:
 def main(argv=None) -> int:
     import polyvse
     from polyvse.adaptation import AdaptRequest, TeacherSettings, adapt_language
+    from polyvse.adaptation.curves import scores_through_part
     from polyvse.adaptation.line_vectors import line_vectors
     from polyvse.atomic import write_json_atomic
+    from polyvse.evaluation.evaluators import LanguagesEvaluator
     from polyvse.models.pretrained.cache import sentence_cache_dir
     from polyvse.paths import data_root
     from polyvse_train.harness import git, machine_line
-
-    from adapt_curves import galleries, scores_through_part
 
     args = parse_args(argv)
     root, cache, progress = data_root(args.data_root), sentence_cache_dir(args.data_root), not args.quiet
     langs = [x.strip() for x in args.langs.split(",") if x.strip()]
     grid = settings_grid(args.grid, args.set)
     model = polyvse.load(args.checkpoint, device="cpu")
-    gals = galleries(model, root, langs, args.reference, progress, splits=("val",))
+    evaluator = LanguagesEvaluator(root, langs, splits=("val",), progress=progress)
+    gals = evaluator.galleries(model, langs, args.reference)
     record = {"checkpoint": str(args.checkpoint), "date": time.strftime("%Y-%m-%d"), "machine": machine_line(),
               "commit": git("rev-parse", "HEAD"),
               "command": "python scripts/adapt_sweep.py " + " ".join(argv if argv is not None else sys.argv[1:]),
@@ -131,7 +130,7 @@ def main(argv=None) -> int:
             adapted = polyvse.load(out, device="cpu")
             part = (adapted.subword_student(lang) if "subwords" in adapted.adapted_languages[lang]
                     else adapted.model.text_encoder.universal[lang])
-            score = scores_through_part(model, gals, vecs, lang, part)["val"]
+            score = scores_through_part(evaluator, model, gals, vecs, lang, part)["val"]
             record["runs"].setdefault(lang, {})[name] = {
                 "val": score, "held_out_translation_mr": adaptation["held_out_translation_mr"],
                 "epochs": adaptation.get("epochs"), "best_epoch": adaptation.get("best_epoch"),

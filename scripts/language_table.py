@@ -1,8 +1,9 @@
 """Every language a checkpoint serves, scored: image-sentence mR on Flickr8K's official val and test photos for the
 languages it trained on (f8k-full's captions) and for the MultiScript30k languages (es, ar, zh machine-translated,
 qu, gn: one machine-translated caption a photo, so a gallery is the photos that have one), each through the path a
-user's query takes (`model.encode_text(texts, lang)`: trained part, adapted part, or zero-shot). Writes one JSON
-record and, with --readme, README's `languages` block from it.
+user's query takes (`model.encode_text(texts, lang)`: trained part, adapted part, or zero-shot), ranked as search
+ranks: the languages evaluator of `polyvse evaluate --task languages`. Writes one JSON record and, with --readme,
+README's `languages` block from it.
 
     python scripts/language_table.py --checkpoint runs/model/checkpoint --out results/languages-model.json --readme
 
@@ -15,13 +16,10 @@ import sys
 import time
 from pathlib import Path
 
+from polyvse.adaptation.curves import adapted_rows  # noqa: F401  (the rows of adapted languages)
+from polyvse.evaluation.evaluators.languages import MULTISCRIPT
+
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from adapt_curves import chosen_adaptation, galleries, mean_recall, seed_summary  # noqa: E402  (a sibling script: the same galleries)
-
-MULTISCRIPT = ("es", "ar", "zh", "qu", "gn")
-MT_SUFFIX = "-mt"  # the machine-translated zh lines beside the native zh captions
 
 
 def parse_args(argv=None) -> argparse.Namespace:
@@ -40,48 +38,6 @@ def parse_args(argv=None) -> argparse.Namespace:
                         "adaptation chosen on val (`polyvse adapt`, served by the adapted checkpoint)")
     p.add_argument("--quiet", action="store_true")
     return p.parse_args(argv)
-
-
-def score_languages(model, root: Path, langs: list[str], progress: bool, max_photos=None,
-                    splits=("val", "test")) -> dict:
-    """{row name: {"lang", "status", "captions", "val", "test"}} for the trained languages and `langs`."""
-    from polyvse.languages import serving_status
-
-    trained = list(model.languages)
-    rows: dict[str, dict] = {}
-    for ref in trained:  # one gallery build per trained language (its f8k-full captions)
-        gals = galleries(model, root, [], ref, progress, max_photos, splits)
-        rows[ref] = {"lang": ref, "status": serving_status(model, ref), "captions": "f8k-full (human)",
-                     **{s: mean_recall(model, g, ref, model.encode_text(g["captions"][ref][0], ref))
-                        for s, g in gals.items()}}
-    readable = [x for x in langs if serving_status(model, x)]
-    gals = galleries(model, root, readable, trained[0], progress, max_photos, splits)
-    for lang in langs:
-        name = lang + MT_SUFFIX if lang in rows else lang
-        status = serving_status(model, lang)
-        row = {"lang": lang, "status": status, "captions": "MultiScript30k (machine-translated)"}
-        if status:
-            row.update({s: mean_recall(model, g, lang, model.encode_text(g["captions"][lang][0], lang))
-                        for s, g in gals.items()})
-        rows[name] = row
-    return rows
-
-
-def adapted_rows(rows: dict, curves: dict, curves_path: str) -> None:
-    """Fill the rows of languages the checkpoint does not serve with their adaptation chosen on val (in place); a
-    row an earlier curves record filled is filled again from this one."""
-    for name, row in rows.items():
-        served = row["status"] and not row["status"].startswith("adapted")
-        pick = None if served else chosen_adaptation(curves, row["lang"])
-        if pick:
-            method, size, scores = pick
-            row.update({"status": f"adapted ({method}, {size} lines)", "from": curves_path,
-                        **{s: scores[s] for s in ("val", "test") if s in scores}})
-            seeds = seed_summary(curves, row["lang"])
-            if seeds:  # the mean over training seeds of what seed 0's val chose
-                row["status"] = f"adapted ({method}, {size} lines; mean of {seeds['seeds']} seeds)"
-                for s in ("val", "test"):
-                    row[s] = {**row[s], "mr": seeds["mean"][s], "mr_sd": seeds["sd"][s]}
 
 
 def markdown(record: dict) -> str:
@@ -107,6 +63,7 @@ def markdown(record: dict) -> str:
 def main(argv=None) -> int:
     import polyvse
     from polyvse.atomic import write_json_atomic
+    from polyvse.evaluation.evaluators import LanguagesEvaluator
     from polyvse.paths import data_root
     from polyvse.provenance import provenance
     from polyvse_train.zoo.report import update_readme_block
@@ -126,7 +83,7 @@ def main(argv=None) -> int:
     model = polyvse.load(args.checkpoint, device="cpu")
     langs = [x.strip() for x in args.langs.split(",") if x.strip()]
     splits = tuple(x.strip() for x in args.splits.split(",") if x.strip())
-    rows = score_languages(model, data_root(args.data_root), langs, not args.quiet, args.max_photos, splits)
+    rows = LanguagesEvaluator(data_root(args.data_root), langs, splits, args.max_photos, not args.quiet)(model)
     if args.adapted:
         import json
 

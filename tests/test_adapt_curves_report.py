@@ -2,23 +2,21 @@
 from __future__ import annotations
 
 import importlib.util
-import sys
 from pathlib import Path
+from types import SimpleNamespace
 
+import numpy as np
 import pytest
 
 SCRIPTS = Path(__file__).parents[1] / "scripts"
 
 
 def _script(name: str):
-    sys.path.insert(0, str(SCRIPTS))
-    try:
-        spec = importlib.util.spec_from_file_location(name, SCRIPTS / f"{name}.py")
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-        return module
-    finally:
-        sys.path.remove(str(SCRIPTS))
+    """A script as a module, loaded from its file alone (the scripts import the library, never each other)."""
+    spec = importlib.util.spec_from_file_location(name, SCRIPTS / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 def _sc(val: float, test: float) -> dict:
@@ -92,24 +90,90 @@ def test_sweep_scores_a_setting_by_its_mean_over_seeds():
                                                                        "seeds": 2}
 
 
-def test_scores_rank_as_search_does_csls_where_the_checkpoint_has_banks():
-    """mean_recall (adapt_curves' and language_table's score) ranks through model.retrieval_scores with the
-    caption's language, as `polyvse search` ranks: a CSLS checkpoint's table must not report plain cosine."""
-    import numpy as np
+class CslsModel:
+    """Similarity finds every photo first; the checkpoint's own ranking (its CSLS banks) finds each photo last."""
 
-    curves = _script("adapt_curves")
-    images, captions = np.eye(4, dtype=np.float32), np.eye(4, dtype=np.float32)
-    gallery = {"images": images, "captions": {"qu": (["a", "b", "c", "d"], np.arange(4))}}
+    def __init__(self, langs=("en",), readable=("en", "qu")):
+        self.languages, self.asked, self.zero_shot = list(langs), [], "mean"
+        self.checkpoint = SimpleNamespace(adapted_languages=[])
+        self.captions = SimpleNamespace(towers=[SimpleNamespace(languages=frozenset(readable))])
+
+    def similarity(self, a, b):
+        return a @ b.T
+
+    def retrieval_scores(self, a, b, lang=None):
+        self.asked.append(lang)
+        return -(a @ b.T)
+
+    def encode_text(self, texts, lang):
+        return np.eye(len(texts), dtype=np.float32)
+
+
+def _galleries(model, langs, reference, splits=None):
+    caps = (["a", "b", "c", "d"], np.arange(4))
+    return {"val": {"images": np.eye(4, dtype=np.float32), "captions": {k: caps for k in [reference, *langs]}}}
+
+
+# each photo's caption ranked last of 4: R@1 0, R@5 and R@10 100; plain cosine would give 100
+AS_SEARCH_RANKS = 200 / 3
+
+
+def test_scores_rank_as_search_does_csls_where_the_checkpoint_has_banks(tmp_path):
+    """The languages evaluator's mean recall (adapt_curves', adapt_sweep's and language_table's score) ranks through
+    model.retrieval_scores with the caption's language, as `polyvse search` ranks: a CSLS checkpoint's table must
+    not report plain cosine."""
+    from polyvse.evaluation.evaluators import LanguagesEvaluator
+
+    model = CslsModel()
+    m = LanguagesEvaluator(tmp_path).mean_recall(model, _galleries(model, ["qu"], "en")["val"], "qu")
+    assert model.asked and set(model.asked) == {"qu"}  # the query language's caption bank (pooled if it has none)
+    assert m["mr"] == pytest.approx(AS_SEARCH_RANKS) and m["n_images"] == 4
+
+
+def test_evaluate_task_languages_ranks_as_search_ranks(tmp_path, monkeypatch):
+    """`polyvse evaluate --task languages` scores every served language ranked as search ranks (CSLS against the
+    checkpoint's banks for a CSLS checkpoint, never plain cosine), on the --split asked for only."""
+    import json
+
+    import polyvse
+    from polyvse.evaluation.evaluators import LanguagesEvaluator
+    from polyvse_app.cli import main
+
+    model = CslsModel()
+    monkeypatch.setattr(polyvse, "load", lambda *a, **k: model)
+    monkeypatch.setattr(LanguagesEvaluator, "galleries", lambda self, *a, **k: _galleries(*a, **k))
+    out = tmp_path / "languages.json"
+    assert main(["evaluate", "--checkpoint", str(tmp_path), "--task", "languages", "--langs", "qu,gn",
+                 "--split", "val", "--data-root", str(tmp_path), "--json", str(out), "--quiet"]) == 0
+    rows = json.loads(out.read_text())["result"]
+    assert rows["en"]["status"] == "trained" and rows["qu"]["status"] == "zero-shot"
+    assert rows["en"]["val"]["mr"] == pytest.approx(AS_SEARCH_RANKS) == rows["qu"]["val"]["mr"]
+    assert "test" not in rows["en"] and rows["gn"]["status"] is None and "val" not in rows["gn"]
+    assert set(model.asked) == {"en", "qu"}
+
+
+def test_points_val_did_not_choose_carry_no_test_figures():
+    """adapt_curves scores every point on val and computes test once, for what val chose (test reuse otherwise)."""
+    from polyvse.adaptation.curves import chosen_adaptation, measure_language
+
+    val = {("zs", "mean"): 20.0, ("zs", "en"): 35.0, ("teacher", 100): 30.0, ("teacher", None): 33.0,
+           ("procrustes", 100): 31.0, ("procrustes", None): 32.0}
     asked = []
 
-    class Model:  # similarity finds every photo first; the checkpoint's own ranking finds each photo last
-        def similarity(self, a, b):
-            return a @ b.T
+    def score(key, seed, splits):
+        asked.append((key, seed, tuple(splits)))
+        return {s: {"mr": val[key] + seed + (100 if s == "test" else 0)} for s in splits}
 
-        def retrieval_scores(self, a, b, lang=None):
-            asked.append(lang)
-            return -(a @ b.T)
-
-    m = curves.mean_recall(Model(), gallery, "qu", captions)
-    assert asked and set(asked) == {"qu"}  # the query language's caption bank (the pooled one when it has none)
-    assert m["mr"] < 100 and m["n_images"] == 4
+    record = {"zero_shot": {}, "adapted": {}}
+    measure_language(record, "qu", ["mean", "en"], lambda how, splits: score(("zs", how), 0, splits),
+                     ["teacher", "procrustes"], [100, None],
+                     lambda method, size, seed, splits: score((method, size), seed, splits), extra_seeds=[1, 2])
+    with_test = [(m, s) for m, by in record["adapted"]["qu"].items() for s, sc in by.items() if "test" in sc]
+    assert with_test == [("teacher", "all")] == [chosen_adaptation(record, "qu")[:2]]
+    assert record["adapted"]["qu"]["teacher"]["all"]["test"]["mr"] == 133.0
+    # zero-shot en beats every adaptation on val: it is what val chose, so it has test; mean does not
+    assert "test" in record["zero_shot"]["qu"]["en"] and "test" not in record["zero_shot"]["qu"]["mean"]
+    seeds = record["chosen_seeds"]["qu"]
+    assert (seeds["method"], seeds["size"], sorted(seeds["seeds"])) == ("teacher", "all", ["0", "1", "2"])
+    tested = {(k, seed) for k, seed, splits in asked if "test" in splits}
+    assert tested == {(("teacher", None), 0), (("teacher", None), 1), (("teacher", None), 2), (("zs", "en"), 0)}

@@ -88,14 +88,14 @@ def vocab_size(captions) -> int:
 
 def evaluate_split(model: PolyvseModel, data: PreparedData, caps: CaptionSet, rows: np.ndarray,
                    languages: list[str]) -> dict:
-    from polyvse.evaluation.corpus import evaluate_embeddings
+    from polyvse.evaluation.evaluators import RetrievalEvaluator
 
     local = {r: i for i, r in enumerate(rows)}
     keep = [i for i, r in enumerate(caps.photo_row) if r in local]
     feats = split_features(model, data, rows)
-    return evaluate_embeddings(model, feats, [caps.ids[i] for i in keep],
-                               np.array([local[caps.photo_row[i]] for i in keep], dtype=np.int64),
-                               [caps.langs[i] for i in keep], languages)
+    return RetrievalEvaluator.on_features(feats, [caps.ids[i] for i in keep],
+                                          np.array([local[caps.photo_row[i]] for i in keep], dtype=np.int64),
+                                          [caps.langs[i] for i in keep], languages)(model)["languages"]
 
 
 def build_optimiser(cfg: TrainConfig, model: torch.nn.Module, extra=()) -> torch.optim.Optimizer:

@@ -1,6 +1,6 @@
-"""Evaluation protocols and reports; all ranking goes through :func:`polyvse.metrics.retrieval_metrics`."""
+"""Evaluation protocols and reports; all ranking goes through :func:`polyvse.metrics.retrieval_metrics`. The
+evaluators (one class per protocol, each owning its scorer) are in :mod:`polyvse.evaluation.evaluators`."""
 from ..metrics import METRIC_KEYS, retrieval_metrics
-from .corpus import evaluate_corpus, evaluate_embeddings
 from .report import DEFAULT_KEYS, markdown_table, mean_std, mean_std_table
 from .retrieval import (
     CROSS_LINGUAL_KEYS,
@@ -20,8 +20,6 @@ __all__ = [
     "cosine_scores",
     "cross_lingual_retrieval",
     "evaluate_by_language",
-    "evaluate_corpus",
-    "evaluate_embeddings",
     "markdown_table",
     "mean_std",
     "mean_std_table",

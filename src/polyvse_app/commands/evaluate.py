@@ -1,5 +1,7 @@
-"""`polyvse evaluate --checkpoint DIR (--dataset NAME | --images DIR --captions FILE) [--split S] [--json OUT]`
-and `polyvse evaluate --checkpoint DIR --task crosslingual|sts|words [--json OUT]`."""
+"""`polyvse evaluate --checkpoint DIR (--dataset NAME | --images DIR --captions FILE) [--split S] [--json OUT]`,
+`polyvse evaluate --checkpoint DIR --task crosslingual|sts|words [--json OUT]` and
+`polyvse evaluate --checkpoint DIR --task languages [--langs L,..] [--split val|test] [--json OUT]`: each task one
+evaluator of polyvse.evaluation.evaluators."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -14,18 +16,23 @@ from .index import add_photo_fit_arg, squash_of
 def register(sub) -> None:
     p = sub.add_parser("evaluate", help="evaluate a saved model on a dataset (per-language retrieval)")
     p.add_argument("--checkpoint", required=True, help="checkpoint folder")
-    p.add_argument("--task", default="retrieval", choices=["retrieval", "crosslingual", "sts", "words"],
+    p.add_argument("--task", default="retrieval", choices=["retrieval", "crosslingual", "sts", "words", "languages"],
                    help="retrieval (default): per-language image-sentence retrieval on --dataset or --images; "
                         "crosslingual: caption-caption retrieval on F8K-ML test and Multi30K test_2016 (the "
                         "model's training photos left out); sts: SemEval STS Pearson x 100; words: word "
-                        "translation P@1 on the MUSE dictionaries")
+                        "translation P@1 on the MUSE dictionaries; languages: mR of every language the model serves (trained: "
+                        "f8k-full captions; --langs: MultiScript30k lines) on Flickr8K's official --split photos, "
+                        "ranked as search ranks")
     src = p.add_mutually_exclusive_group()
     src.add_argument("--dataset", help="a dataset name from `polyvse data list`")
     src.add_argument("--images", help="folder of photos (with --captions): your own data")
     p.add_argument("--captions", help="captions file (CSV or JSONL: image, lang, caption) for --images")
     p.add_argument("--lang", default="en", help="language of captions without a lang field (generic data)")
     p.add_argument("--split", help="evaluate this split only (default: test for built-in datasets, all for "
-                                   "your own data)")
+                                   "your own data); --task languages: val or test (default), or val,test")
+    p.add_argument("--langs", help="--task languages: the MultiScript30k languages to score beside the trained ones "
+                                   "(default es,ar,zh,qu,gn)")
+    p.add_argument("--max-photos", type=int, help="--task languages: the first N photos of each split only")
     p.add_argument("--data-root", help="data root (default: $POLYVSE_DATA, else ~/.cache/polyvse)")
     p.add_argument("--json", help="also write the metrics to this JSON file")
     p.add_argument("--quiet", action="store_true", help="no progress bars")
@@ -43,9 +50,8 @@ def run(args) -> int:
     import polyvse
     from polyvse.atomic import write_json_atomic
     from polyvse.data.registry import load_dataset
+    from polyvse.evaluation.evaluators import RetrievalEvaluator
     from polyvse.evaluation.report import markdown_table
-
-    from polyvse.evaluation.corpus import evaluate_corpus
 
     root = data_root(args.data_root)
     if args.task != "retrieval":
@@ -67,7 +73,8 @@ def run(args) -> int:
         name = args.dataset
     model = polyvse.load(args.checkpoint, device=args.device, squash_photos=squash_of(args))
     set_scoring(model, args.scoring, args.csls_k)
-    result = evaluate_corpus(model, corpus, cache_root(root) / "features", split=split, progress=not args.quiet)
+    result = RetrievalEvaluator.on_corpus(corpus, cache_root(root) / "features", split=split,
+                                          progress=not args.quiet)(model)
     result = {"dataset": name, "split": split or "all", "checkpoint": str(Path(args.checkpoint)),
               "retrieval": model.checkpoint.retrieval, **result}
     print(f"\n{name} · split {result['split']}\n")
@@ -102,29 +109,39 @@ def set_scoring(model, scoring: str, csls_k: int | None) -> None:
 def run_task(args, root: Path) -> int:
     import polyvse
     from polyvse.atomic import write_json_atomic
-    from polyvse.errors import DataError
-    from polyvse.evaluation.crosslingual import crosslingual_table
-    from polyvse.evaluation.report import markdown_table
-    from polyvse.evaluation.tasks import run_tasks
     from polyvse.models.pretrained.captions import use_sentence_cache
 
     if args.dataset or args.images:
         raise DataError(f"--task {args.task} uses its own data (see --help); drop --dataset/--images")
+    if args.task != "languages" and (args.langs or args.max_photos is not None):
+        raise DataError("--langs and --max-photos are options of --task languages")
     model = use_sentence_cache(polyvse.load(args.checkpoint, device=args.device), root)
-    result = run_tasks(model, root, [args.task])[args.task]
-    if result is None:
+    evaluator = task_evaluator(args, root)
+    why = evaluator.skip_reason(model)
+    if why:
         raise DataError(f"--task {args.task} does not apply to this model (languages: "
-                        f"{', '.join(model.languages)}; words needs word embeddings, sts needs English)")
-    if args.task == "crosslingual":
-        print(crosslingual_table(result))
-    elif args.task == "sts":
-        print(markdown_table({"Pearson r x 100": result}, keys=list(result), row_label="SemEval STS"))
-    else:
-        print(markdown_table(result, keys=["p_at_1", "n_words", "train_p_at_1", "n_train_words", "n_vocab"],
-                             row_label="language -> en"))
+                        f"{', '.join(model.languages)}; {why})")
+    result = evaluator.evaluate(model)
+    print(evaluator.table(result))
     if args.json:
         from polyvse.provenance import provenance
 
-        write_json_atomic(Path(args.json), {"task": args.task, "checkpoint": str(Path(args.checkpoint)),
+        extra = {"splits": list(evaluator.splits), "langs": evaluator.langs} if args.task == "languages" else {}
+        write_json_atomic(Path(args.json), {"task": args.task, "checkpoint": str(Path(args.checkpoint)), **extra,
                                             "result": result, **provenance()})
     return 0
+
+
+def task_evaluator(args, root: Path):
+    """The evaluator of ``--task`` (not retrieval), with its options from the command line."""
+    from polyvse.evaluation.evaluators import EVALUATORS, LanguagesEvaluator
+
+    if args.task != "languages":
+        return EVALUATORS[args.task](root)
+    splits = [s.strip() for s in (args.split or "test").split(",") if s.strip()]
+    bad = [s for s in splits if s not in ("val", "test")]
+    if bad:
+        raise DataError(f"--task languages scores Flickr8K's official val and test photos, not {', '.join(bad)}")
+    langs = [x.strip() for x in args.langs.split(",") if x.strip()] if args.langs else None
+    return LanguagesEvaluator(root, **({"langs": langs} if langs is not None else {}), splits=splits,
+                              max_photos=args.max_photos, progress=not args.quiet)
