@@ -6,7 +6,7 @@ costs in retrieval: the measurement its agreement threshold was chosen by (on th
         [--out benchmarks/results/auto_language.json]
 
 Each caption is searched with ``lang="auto"`` as ``polyvse search`` / the HTTP API do it (``Searcher``): a model
-whose frozen towers read the query without its language goes through ``polyvse.langid.choose_language``, here
+whose frozen towers read the query without its language goes through ``polyvse.text.langid.choose_language``, here
 with the plausible languages always compared (``compare=True``), so one run gives the answer at every agreement
 threshold; a word-level model goes through ``detect_language``. Captions: the ``--split`` (default test) captions
 of ``--dataset`` (default: the dataset the checkpoint trained on), plus ``--multiscript`` languages' MultiScript30k
@@ -73,7 +73,7 @@ def read_lines(spec: str) -> tuple[str, list[str]]:
 def labelled_captions(args, checkpoint) -> dict[str, list[tuple[str, str | None]]]:
     """{lang: [(caption, its photo id or None)]}, ``--per-lang`` a language, drawn with ``--seed``."""
     from polyvse.data.registry import load_dataset
-    from polyvse.paths import data_root
+    from polyvse.util.paths import data_root
 
     root = data_root(args.data_root)
     by_lang: dict[str, dict[str, str | None]] = defaultdict(dict)  # text -> photo (the first one it describes)
@@ -115,7 +115,7 @@ def measure(searcher, text: str, lang: str, photo: str | None, k: int) -> dict:
     """One caption through ``auto``, the plausible languages compared (so every threshold's answer is known);
     ``rank``: where ``photo`` is in the chosen language's top k (1-based; 0: not there; None without a photo),
     ``oracle_rank``: the same for the search told ``lang``."""
-    from polyvse.langid import DEFAULT_MIN_AGREEMENT, LanguageDetectionError, choose_language, detect_language
+    from polyvse.text.langid import DEFAULT_MIN_AGREEMENT, LanguageDetectionError, choose_language, detect_language
     from polyvse.languages import reads_without_language
 
     answers: dict[str, list[str]] = {}
@@ -151,7 +151,7 @@ def measure(searcher, text: str, lang: str, photo: str | None, k: int) -> dict:
 
 
 def strict_refusal(text: str, trained: list[str]) -> bool:
-    from polyvse.langid import LanguageDetectionError, detect_language
+    from polyvse.text.langid import LanguageDetectionError, detect_language
 
     try:
         detect_language(text, trained)
@@ -178,7 +178,7 @@ def recall(ranks: list[int], k: int) -> dict:
 
 def summarise(lang: str, records: list[dict], strict: list[bool], k: int = 10) -> dict:
     """One language's figures from its captions' measure() records."""
-    from polyvse.langid import DEFAULT_MIN_AGREEMENT
+    from polyvse.text.langid import DEFAULT_MIN_AGREEMENT
 
     n = len(records)
     why = Counter()
@@ -235,9 +235,9 @@ def choose_threshold(languages: dict[str, dict]) -> dict | None:
 
 def main(argv=None) -> int:
     args = parse_args(argv)
-    from polyvse.atomic import write_json_atomic
+    from polyvse.util.atomic import write_json_atomic
     from polyvse.index import PhotoIndex, Searcher, model_for_index
-    from polyvse.langid import CANDIDATE_FLOOR, CLEAR_RATIO, DEFAULT_MIN_AGREEMENT, DEFAULT_MIN_CONFIDENCE
+    from polyvse.text.langid import CANDIDATE_FLOOR, CLEAR_RATIO, DEFAULT_MIN_AGREEMENT, DEFAULT_MIN_CONFIDENCE
     from polyvse.languages import reads_without_language
 
     index = PhotoIndex.open(args.index)

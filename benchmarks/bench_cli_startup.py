@@ -7,11 +7,11 @@ The headline ``cli_search_s`` is the median wall time (``cli_search_cpu_s``: CPU
 Schnee" --lang de -k 5`` run as a fresh process (``python -m polyvse_app.cli``, what the ``polyvse`` script
 runs), ``--repeats`` times. The index is the demo's (``make demo``, then ``polyvse index build --checkpoint
 runs/demo/checkpoint --images $POLYVSE_DATA/flickr8k/images --out runs/demo/index``), or with ``--product`` the
-product model's (``make model``: runs/model/index; frozen e5 + USE towers, run by ``polyvse.tower_query``).
+product model's (``make model``: runs/model/index; frozen e5 + USE towers, run by ``polyvse.model.tower_query``).
 
 Beside it, in the same loop (A B C A B C ..., so machine noise hits all three alike), a fresh process does the
 same search stage by stage, timing each stage: once with the numpy text path the command uses
-(``polyvse.tower_query.query_model``: a word-level ``TextQueryModel`` or a frozen-tower ``TowerQueryModel``) and
+(``polyvse.model.loading.query_model``: a word-level ``TextQueryModel`` or a frozen-tower ``TowerQueryModel``) and
 once with the torch model (``polyvse.load``, what the command ran before). The stages: imports, opening the index,
 the checkpoint, the fingerprint check, the towers' load (frozen towers only: e5's engine, USE's tokenizer and
 weights, from its saved state after the first load), the tokenizer (word-level only), then embedding the query and
@@ -60,7 +60,7 @@ if path_kind == "torch":
     import polyvse
     model = polyvse.load(index.checkpoint_path)
 else:
-    from polyvse.tower_query import query_model
+    from polyvse.model.loading import query_model
     model = query_model(index.checkpoint_path)
 mark("load checkpoint (config, vocabulary, weights)")
 index.check_model(model)
@@ -104,7 +104,7 @@ def scratch_index(work: Path, product: bool = False) -> Path:
     import torch
 
     import polyvse
-    from polyvse.checkpoint import Checkpoint, save_checkpoint
+    from polyvse.model.checkpoint import Checkpoint, save_checkpoint
     from polyvse.index import PhotoEntry
     from polyvse.index.build import stored_vectors, write_new_index
     from polyvse.index.store import model_section

@@ -303,7 +303,7 @@ def main(argv: list[str] | None = None) -> dict:
         "cpu_count": os.cpu_count(),
         "versions": {"python": platform.python_version(), "torch": torch.__version__, "numpy": np.__version__},
     }
-    from polyvse.atomic import write_json_atomic
+    from polyvse.util.atomic import write_json_atomic
 
     write_json_atomic(args.out, report)
     log(f"extract_photos_per_s {report['extract_photos_per_s']:.1f} ({report['extract_best_config']}); "

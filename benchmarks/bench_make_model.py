@@ -32,7 +32,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from run_all import REPO, machine_info, tree_state  # noqa: E402
 
-from polyvse.atomic import write_json_atomic  # noqa: E402
+from polyvse.util.atomic import write_json_atomic  # noqa: E402
 
 GOAL_S = 90 * 60
 # "<what>: <details>, <seconds> s" as the training logs its extraction, embedding and epochs

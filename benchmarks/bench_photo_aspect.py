@@ -27,11 +27,11 @@ from pathlib import Path
 from PIL import Image
 
 import polyvse
-from polyvse.atomic import write_json_atomic
+from polyvse.util.atomic import write_json_atomic
 from polyvse.data.registry import load_dataset
 from polyvse.evaluation.evaluators import RetrievalEvaluator
 from polyvse.features.backbones import get_extractor
-from polyvse.paths import cache_root, data_root
+from polyvse.util.paths import cache_root, data_root
 
 
 FULL_SIZE = 450  # px, longest side: Flickr8K's photos are 500 px; the thumbnails among the 850 are 200

@@ -530,7 +530,7 @@ def main(argv: list[str] | None = None) -> dict:
                      "faiss": faiss.__version__},
     }
     args_out = cfg.out
-    from polyvse.atomic import write_json_atomic
+    from polyvse.util.atomic import write_json_atomic
 
     write_json_atomic(args_out, report)
     log(f"exact_scan_bandwidth_fraction {report['exact_scan_bandwidth_fraction']:.2f}; ann {report['ann_setting']}: "

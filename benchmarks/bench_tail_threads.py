@@ -20,7 +20,7 @@ import sys
 import time
 from pathlib import Path
 
-from polyvse.atomic import write_json_atomic
+from polyvse.util.atomic import write_json_atomic
 
 
 def time_steps(backbone: str, batch: int, steps: int, threads: int, precision: str = "fp32") -> float:

@@ -216,8 +216,8 @@ def measure_demo(root, epochs: int, quick: bool, device=None, precision: str = "
 
 
 def main(argv: list[str] | None = None) -> int:
-    from polyvse.atomic import write_json_atomic
-    from polyvse.paths import data_root
+    from polyvse.util.atomic import write_json_atomic
+    from polyvse.util.paths import data_root
 
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--out", required=True, help="JSON file to write")

@@ -250,7 +250,7 @@ def _fmt(v, nd: int = 3) -> str:
 
 
 def write_atomic(path: Path, text: str) -> None:
-    from polyvse.atomic import atomic_open
+    from polyvse.util.atomic import atomic_open
 
     with atomic_open(path, "w", suffix=".tmp") as fh:
         fh.write(text)

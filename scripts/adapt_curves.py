@@ -94,11 +94,11 @@ def main(argv=None) -> int:
     from polyvse.adaptation import trained_languages
     from polyvse.adaptation.line_vectors import line_vectors
     from polyvse.adaptation.multiscript_lines import write_multiscript_parallel
-    from polyvse.adaptation.zero_shot import fallback_part
-    from polyvse.atomic import write_json_atomic
+    from polyvse.model.zero_shot import fallback_part
+    from polyvse.util.atomic import write_json_atomic
     from polyvse.evaluation.evaluators import LanguagesEvaluator
     from polyvse.models.pretrained.cache import sentence_cache_dir
-    from polyvse.paths import data_root
+    from polyvse.util.paths import data_root
     from polyvse_train.harness import git, machine_line
 
     args = parse_args(argv)

@@ -97,10 +97,10 @@ def main(argv=None) -> int:
     from polyvse.adaptation import AdaptRequest, TeacherSettings, adapt_language
     from polyvse.adaptation.curves import scores_through_part
     from polyvse.adaptation.line_vectors import line_vectors
-    from polyvse.atomic import write_json_atomic
+    from polyvse.util.atomic import write_json_atomic
     from polyvse.evaluation.evaluators import LanguagesEvaluator
     from polyvse.models.pretrained.cache import sentence_cache_dir
-    from polyvse.paths import data_root
+    from polyvse.util.paths import data_root
     from polyvse_train.harness import git, machine_line
 
     args = parse_args(argv)

@@ -52,8 +52,8 @@ def old_teacher_leak(root: Path) -> dict:
 
 
 def main(argv=None) -> int:
-    from polyvse.atomic import write_json_atomic
-    from polyvse.paths import data_root
+    from polyvse.util.atomic import write_json_atomic
+    from polyvse.util.paths import data_root
 
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--out", required=True)

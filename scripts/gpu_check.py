@@ -173,9 +173,9 @@ def check_torchrun(device: torch.device, root: Path, languages: list[str], work:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from polyvse.atomic import write_json_atomic
+    from polyvse.util.atomic import write_json_atomic
     from polyvse.device import resolve_device
-    from polyvse.paths import data_root
+    from polyvse.util.paths import data_root
 
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", required=True, help="JSON record to write (rewritten after every stage)")

@@ -62,9 +62,9 @@ def markdown(record: dict) -> str:
 
 def main(argv=None) -> int:
     import polyvse
-    from polyvse.atomic import write_json_atomic
+    from polyvse.util.atomic import write_json_atomic
     from polyvse.evaluation.evaluators import LanguagesEvaluator
-    from polyvse.paths import data_root
+    from polyvse.util.paths import data_root
     from polyvse.provenance import provenance
     from polyvse_train.zoo.report import update_readme_block
 

@@ -339,7 +339,7 @@ def main(argv: list[str] | None = None) -> int:
     leftovers = [str(p) for p in (places.repo, places.data_root, places.work, places.checkpoint) if str(p) in text]
     if leftovers:
         raise WalkthroughError(f"absolute paths left in the page: {leftovers}")
-    from polyvse.atomic import atomic_path
+    from polyvse.util.atomic import atomic_path
 
     with atomic_path(out) as tmp:
         tmp.write_text(text, encoding="utf-8")
@@ -393,7 +393,7 @@ class Walkthrough:
         from polyvse.index.ann import N_PROBES
         from polyvse.index.search import MAX_QUERY_CHARS
         from polyvse.index.store import HNSW_EF_CONSTRUCTION, HNSW_M, IVF_RETRAIN_GROWTH
-        from polyvse.langid import (DEFAULT_MIN_CONFIDENCE, MAX_CANDIDATES, MIN_CJK,
+        from polyvse.text.langid import (DEFAULT_MIN_CONFIDENCE, MAX_CANDIDATES, MIN_CJK,
                                     MIN_LETTERS, MIN_WORDS)
         from polyvse_app.service.settings import THUMB_SIZES
 

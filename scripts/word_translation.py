@@ -15,7 +15,7 @@ import logging
 import sys
 from pathlib import Path
 
-from polyvse.paths import data_root
+from polyvse.util.paths import data_root
 from polyvse_train.zoo import find_configs, load_spec, plan_runs, run_zoo
 from polyvse_train.zoo.report import replace_section
 from polyvse_train.zoo.results import collect

@@ -25,7 +25,7 @@ import polyvse
 from polyvse.alignment import (LEXICON_PARTS, filter_lexicon, group_lexicon, muse_lexicon, muse_paths,
                                word_translation_p_at_1)
 from polyvse.evaluation.words import words_of
-from polyvse.paths import data_root
+from polyvse.util.paths import data_root
 
 
 def encode_words(pm, lang: str) -> tuple[dict[str, int], torch.Tensor, torch.Tensor]:

@@ -80,7 +80,7 @@ def test_adapted_model_keeps_old_vectors_and_index_and_serves_the_new_language(b
                                                                               shared_data):
     from polyvse.index import PhotoIndex, Searcher, build_index
     from polyvse.index.fingerprint import model_fingerprint
-    from polyvse.paths import cache_root
+    from polyvse.util.paths import cache_root
 
     out = tmp_path / "adapted"
     record = adapt_language(request(base_checkpoint, es_pairs, out, method="procrustes"), report=lambda s: None)
@@ -148,7 +148,7 @@ def test_a_stopped_teacher_run_resumes_to_the_same_part(base_checkpoint, es_pair
 
 def test_subword_student_learns_and_serves_alike_in_torch_and_numpy(base_checkpoint, es_pairs, tmp_path):
     from polyvse.index.fingerprint import model_fingerprint
-    from polyvse.tower_query import TowerQueryModel
+    from polyvse.model.tower_query import TowerQueryModel
 
     out = tmp_path / "subwords"
     settings = TeacherSettings(epochs=40, subwords=True, subword_buckets=4096, subword_dim=16)
@@ -174,7 +174,7 @@ def test_subword_student_learns_and_serves_alike_in_torch_and_numpy(base_checkpo
 
 
 def test_subword_ids_are_stable_and_casefolded():
-    from polyvse.adaptation.subwords import SubwordSpec, bag_inputs, subword_ids, subword_term
+    from polyvse.model.subwords import SubwordSpec, bag_inputs, subword_ids, subword_term
 
     spec = SubwordSpec(buckets=1000, dim=4)
     ids = subword_ids("Wasi", spec)
@@ -194,8 +194,8 @@ def test_subword_ids_are_stable_and_casefolded():
 
 
 def test_subword_dropout_leaves_rows_out_in_training_only():
-    from polyvse.adaptation.subword_student import SubwordStudent, _drop_rows
-    from polyvse.adaptation.subwords import SubwordSpec
+    from polyvse.model.subword_student import SubwordStudent, _drop_rows
+    from polyvse.model.subwords import SubwordSpec
 
     flat, offsets = np.arange(10, dtype=np.int64), np.array([0, 4, 4, 7], dtype=np.int64)  # bags 4, 0, 3, 3
     kept, new_offsets = _drop_rows(flat, offsets, 0.5, np.random.default_rng(0))
@@ -269,7 +269,7 @@ def tail_checkpoint(shared_data, tmp_path_factory) -> Path:
 
 def test_a_model_with_a_text_tail_learns_a_language_through_its_trained_tail(tail_checkpoint, es_pairs, tmp_path):
     from polyvse.adaptation.line_vectors import line_vectors
-    from polyvse.adaptation.zero_shot import encode_through_part
+    from polyvse.model.zero_shot import encode_through_part
     from polyvse.models.pretrained.cache import sentence_cache_dir
 
     out = tmp_path / "adapted"
@@ -370,8 +370,8 @@ def test_language_table_scores_trained_zero_shot_and_unserved_languages(base_che
 
 
 def test_a_subword_student_hashes_remembered_sentences_alike():
-    from polyvse.adaptation.subword_student import SubwordStudent
-    from polyvse.adaptation.subwords import SubwordSpec
+    from polyvse.model.subword_student import SubwordStudent
+    from polyvse.model.subwords import SubwordSpec
 
     student = SubwordStudent(torch.nn.Linear(4, 3), SubwordSpec(buckets=512, dim=2, word_ngrams=3), seed=1)
     with torch.no_grad():

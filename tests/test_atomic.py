@@ -2,7 +2,7 @@ import json
 
 import pytest
 
-from polyvse.atomic import atomic_open, atomic_path, write_json_atomic
+from polyvse.util.atomic import atomic_open, atomic_path, write_json_atomic
 
 
 def test_success_replaces_and_failure_keeps_the_old_file(tmp_path):

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 import polyvse
-from polyvse.checkpoint import load_training_state
+from polyvse.model.checkpoint import load_training_state
 from polyvse.errors import DataError
 from polyvse.features.backbones import backbone_tail, get_extractor
 from polyvse.features.images import load_image

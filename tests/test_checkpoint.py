@@ -5,7 +5,7 @@ import pytest
 import torch
 
 import polyvse
-from polyvse.checkpoint import Checkpoint, load_checkpoint, save_checkpoint
+from polyvse.model.checkpoint import Checkpoint, load_checkpoint, save_checkpoint
 from polyvse.errors import CheckpointError
 from polyvse.models import JointEmbeddingModel, ModelConfig
 from polyvse.models.text_input import CaptionEncoder
@@ -26,7 +26,7 @@ def test_round_trip_gives_identical_embeddings(tmp_path):
     assert sorted(p.name for p in (tmp_path / "c").iterdir()) == ["config.json", "model.safetensors",
                                                                   "training.json"]
     model = polyvse.load(tmp_path / "c")
-    original = polyvse.api.PolyvseModel(ckpt)
+    original = polyvse.model.torch_model.PolyvseModel(ckpt)
     for lang, text in [("en", "a dog sleeps"), ("de", "ein Hund")]:
         np.testing.assert_array_equal(model.encode_text([text], lang), original.encode_text([text], lang))
     feats = np.random.default_rng(0).normal(size=(3, 6)).astype(np.float32)
@@ -38,7 +38,7 @@ def test_round_trip_gives_identical_embeddings(tmp_path):
 
 def test_killed_save_leaves_previous_checkpoint_intact(tmp_path, monkeypatch):
     save_checkpoint(tiny_checkpoint(0), tmp_path / "c")
-    import polyvse.checkpoint as cp
+    import polyvse.model.checkpoint as cp
 
     def boom(*a, **k):
         raise KeyboardInterrupt("killed mid-save")
@@ -51,7 +51,7 @@ def test_killed_save_leaves_previous_checkpoint_intact(tmp_path, monkeypatch):
 
 
 def test_first_save_killed_leaves_nothing_that_loads(tmp_path, monkeypatch):
-    import polyvse.checkpoint as cp
+    import polyvse.model.checkpoint as cp
 
     monkeypatch.setattr(cp, "write_json_atomic", lambda *a, **k: (_ for _ in ()).throw(OSError("disk full")))
     with pytest.raises(OSError):

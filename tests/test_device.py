@@ -279,7 +279,7 @@ def storages_tagged_cuda(monkeypatch):
 
 
 def test_a_training_state_saved_on_a_gpu_loads_on_this_cpu(no_cuda, monkeypatch, tmp_path):
-    from polyvse.checkpoint import load_training_state, save_training_state
+    from polyvse.model.checkpoint import load_training_state, save_training_state
 
     model = tiny_model()
     optimiser = torch.optim.Adam(model.parameters())
@@ -304,8 +304,9 @@ def test_a_checkpoint_loads_on_the_requested_device_and_saves_cpu_tensors(tmp_pa
     """CPU -> another device: a checkpoint read on the CPU is moved onto the device asked for (meta here)."""
     from safetensors.torch import load_file
 
-    from polyvse.api import PolyvseModel, load
-    from polyvse.checkpoint import Checkpoint, save_checkpoint
+    from polyvse.model.checkpoint import Checkpoint, save_checkpoint
+    from polyvse.model.loading import load
+    from polyvse.model.torch_model import PolyvseModel
     from polyvse.models.text_input import CaptionEncoder
     from polyvse.text.vocab import Vocabulary
 
@@ -424,8 +425,8 @@ def test_features_extract_has_no_bf16_cache_that_training_never_reads(capsys, tm
 
 def test_a_checkpoint_keyed_bf16_loads_on_a_cpu(no_cuda):
     """bf16 runs on CUDA only: on a CPU a model trained on bf16 features reads the fp32 features they approximate."""
-    from polyvse.api import PolyvseModel
-    from polyvse.checkpoint import Checkpoint
+    from polyvse.model.torch_model import PolyvseModel
+    from polyvse.model.checkpoint import Checkpoint
     from polyvse.features.backbones import get_extractor
     from polyvse.models.text_input import CaptionEncoder
     from polyvse.text.vocab import Vocabulary

@@ -57,7 +57,7 @@ def test_default_cache_dir_is_cache_root_features(photo_dir, tmp_path, capsys, m
     assert "1 photos: 1 extracted" in capsys.readouterr().out
     assert len(list((root / "cache" / "features").rglob("*.npy"))) == 1
 
-    monkeypatch.setenv("POLYVSE_CACHE", str(tmp_path / "elsewhere"))  # polyvse.paths.cache_root honours it
+    monkeypatch.setenv("POLYVSE_CACHE", str(tmp_path / "elsewhere"))  # polyvse.util.paths.cache_root honours it
     assert run_cli(argv) == 0
     assert "1 photos: 1 extracted" in capsys.readouterr().out
     assert len(list((tmp_path / "elsewhere" / "features").rglob("*.npy"))) == 1

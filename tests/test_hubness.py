@@ -10,7 +10,7 @@ import torch
 from torch.nn import functional as F
 
 import polyvse
-from polyvse.checkpoint import load_checkpoint, save_checkpoint
+from polyvse.model.checkpoint import load_checkpoint, save_checkpoint
 from polyvse.errors import CheckpointError, DataError
 from polyvse.evaluation import evaluate_by_language
 from polyvse.similarity.hubness import HubnessBanks
@@ -108,6 +108,7 @@ def test_a_csls_run_builds_its_banks_from_training_photos_and_captions_only(csls
 def test_a_csls_checkpoint_evaluates_with_its_banks(csls_run, shared_data, tmp_path):
     """The run's metrics are CSLS's (not cosine's) and a reload reproduces them; the same weights scored by
     cosine rank differently."""
+    from polyvse.model.torch_model import PolyvseModel
     from polyvse_train.data import prepare_data
     from polyvse_train.train import evaluate_split
 
@@ -118,7 +119,7 @@ def test_a_csls_checkpoint_evaluates_with_its_banks(csls_run, shared_data, tmp_p
     assert again == metrics["languages"]
     plain = load_checkpoint(out / "checkpoint")
     plain.hubness = None
-    cosine = evaluate_split(polyvse.api.PolyvseModel(plain), data, data.eval, data.eval_rows, cfg.data.languages)
+    cosine = evaluate_split(PolyvseModel(plain), data, data.eval, data.eval_rows, cfg.data.languages)
     assert cosine != metrics["languages"]
     # by hand for one language: CSLS scores through evaluate_by_language
     img = model.encode_image_features(data.features[data.eval_rows])
@@ -189,10 +190,10 @@ def test_csls_config_is_checked(csls_run, shared_data):
 def test_text_search_ranks_by_csls_with_either_query_model(csls_run, shared_data, tmp_path):
     """A CSLS checkpoint's index search: text queries ranked by CSLS (scores as evaluation computes them), the
     same with the torch model and the numpy query model; photo queries stay cosine."""
-    from polyvse.paths import cache_root
+    from polyvse.util.paths import cache_root
     from polyvse.index import PhotoIndex, Searcher
     from polyvse.index.build import build_index
-    from polyvse.tower_query import query_model
+    from polyvse.model.loading import query_model
 
     from test_index import _smoke_photo_paths
 

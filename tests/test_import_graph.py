@@ -1,5 +1,7 @@
-"""No import cycles among the modules of src/: every import (module level or inside a function) is an edge
-from the importing module to the module it names, and the graph must have no cycle."""
+"""No import cycles among the modules of src/, nor among its packages: every import (module level or inside a
+function) is an edge from the importing module to the module it names, and neither graph may have a cycle. A
+package here is a first-level part of a layer (``polyvse.model``, ``polyvse.index``; a top-level module such as
+``polyvse.languages`` is one of its own)."""
 from __future__ import annotations
 
 import ast
@@ -98,6 +100,39 @@ def test_src_has_no_import_cycle():
     graph = import_graph()
     assert "polyvse.sampling.slots" in graph["polyvse.sampling.photo_tuples"]  # the walk sees relative imports
     assert cycles(graph) == []
+
+
+def package_of(module: str) -> str:
+    """``polyvse.index.search`` -> ``polyvse.index``; ``polyvse.languages`` -> itself; a layer's __init__ -> itself."""
+    return ".".join(module.split(".")[:2])
+
+
+def package_graph(graph: dict[str, set[str]]) -> dict[str, set[str]]:
+    """The module graph folded onto packages (imports inside a package dropped)."""
+    out: dict[str, set[str]] = {}
+    for mod, deps in graph.items():
+        out.setdefault(package_of(mod), set()).update(package_of(d) for d in deps if package_of(d) != package_of(mod))
+    return out
+
+
+def test_the_package_checker_sees_a_cycle_through_imports_inside_functions():
+    # what index <-> text_query <-> tower_query was: each edge an import inside a function
+    graph = {"polyvse.index.search": {"polyvse.tower_query"}, "polyvse.tower_query": {"polyvse.text_query"},
+             "polyvse.text_query": {"polyvse.index.hubness"}, "polyvse.index.hubness": set()}
+    assert cycles(package_graph(graph)) == [["polyvse.index", "polyvse.text_query", "polyvse.tower_query"]]
+
+
+def test_src_has_no_package_cycle():
+    """Counting the imports inside functions, which the module-level cycle check above sees too: no package of
+    src/ reaches back to itself through another (adaptation <-> model, index <-> model were such cycles)."""
+    assert cycles(package_graph(import_graph())) == []
+
+
+def test_the_library_has_few_top_level_modules():
+    """polyvse/'s top level holds its packages and at most ten modules: helpers live in polyvse.util, the model in
+    polyvse.model, a method's code with its kind (polyvse.alignment.rerank)."""
+    top = sorted(p.name for p in (SRC / "polyvse").glob("*.py"))
+    assert len(top) <= 10, top
 
 
 RANK = {"polyvse": 0, "polyvse_train": 1, "polyvse_app": 2}  # library <- trainer <- application

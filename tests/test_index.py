@@ -22,7 +22,7 @@ from polyvse.errors import CheckpointError, DataError
 from polyvse.index import (EXACT, EXACT_MODEL, HNSW, IVF, IndexFormatError, IndexMismatchError, PhotoIndex, Searcher,
                            add_to_index, build_index, model_fingerprint)
 from polyvse.index.store import index_lock
-from polyvse.paths import cache_root
+from polyvse.util.paths import cache_root
 
 TINY = dict(name="serve-tiny", languages=["en", "de", "zh"], embed_dim=64, word_dim=32, hidden_dim=64,
             batch_size=32, smoke_photos=48, smoke_epochs=3, lr=5e-4)
@@ -75,7 +75,7 @@ def serving_assets(shared_data: Path, tmp_path_factory) -> ServingAssets:
     """Train the tiny model and build the base index once per session (memoised)."""
     if "assets" in _ASSETS:
         return _ASSETS["assets"]
-    from polyvse.checkpoint import load_checkpoint, save_checkpoint
+    from polyvse.model.checkpoint import load_checkpoint, save_checkpoint
     from polyvse_train.config import TrainConfig
     from polyvse_train.train import train
 
@@ -324,7 +324,7 @@ def test_index_refuses_another_model(assets, tmp_path):
 
 # -- atomicity, locking, damage ---------------------------------------------------------------------------
 def test_a_write_killed_midway_leaves_the_previous_generation(assets, model, tmp_path, monkeypatch):
-    import polyvse.checkpoint as ckpt_module
+    import polyvse.model.checkpoint as ckpt_module
 
     root = _copy_index(assets, tmp_path / "index")
     gen = PhotoIndex.open(root).manifest["generation"]

@@ -11,7 +11,7 @@ import numpy as np
 from polyvse.errors import CheckpointError, UnknownLanguageError
 from polyvse.models.pretrained import get_pretrained_encoder
 from polyvse.index.search import Hit, Searcher
-from polyvse.langid import LanguageDetectionError, choose_language, detect_language, detectable_languages
+from polyvse.text.langid import LanguageDetectionError, choose_language, detect_language, detectable_languages
 
 DEMO = ["en", "de", "fr", "cs", "zh"]
 
@@ -115,7 +115,7 @@ def test_the_default_agreement_is_zero_as_chosen_on_val():
     import json
     from pathlib import Path
 
-    from polyvse.langid import DEFAULT_MIN_AGREEMENT
+    from polyvse.text.langid import DEFAULT_MIN_AGREEMENT
 
     record = json.loads((Path(__file__).resolve().parents[1] / "benchmarks" / "results"
                          / "auto_language_val.json").read_text(encoding="utf-8"))

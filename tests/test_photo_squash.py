@@ -10,7 +10,7 @@ import torch
 from PIL import Image
 
 import polyvse
-from polyvse.checkpoint import load_checkpoint, read_checkpoint_config, save_checkpoint
+from polyvse.model.checkpoint import load_checkpoint, read_checkpoint_config, save_checkpoint
 from polyvse.features import extract_features
 from polyvse.features.backbones import get_extractor
 from polyvse.features.extractor import Preprocess
@@ -91,7 +91,7 @@ def test_a_loaded_model_embeds_raw_photos_the_way_its_training_photos_were_made(
     assert model.extractor.preprocess.squash is squash  # and no key-mismatch error for the squashing one
     other = tiny_checkpoint()
     other.feature_key, other.squash_photos = plain.key, not squash
-    assert model_fingerprint(model) != model_fingerprint(polyvse.api.PolyvseModel(other))
+    assert model_fingerprint(model) != model_fingerprint(polyvse.model.torch_model.PolyvseModel(other))
 
 
 def test_photo_fit_overrides_the_checkpoint_and_an_index_keeps_what_it_was_built_with(tmp_path, shared_data, capsys):
@@ -99,7 +99,7 @@ def test_photo_fit_overrides_the_checkpoint_and_an_index_keeps_what_it_was_built
     the index by photo later fits photos the same way (the model check passes); the default stays squash."""
     import shutil
 
-    from polyvse.checkpoint import Checkpoint
+    from polyvse.model.checkpoint import Checkpoint
     from polyvse.index import PhotoIndex, model_for_index
     from polyvse.models import JointEmbeddingModel, ModelConfig
     from polyvse.models.text_input import CaptionEncoder

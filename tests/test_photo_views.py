@@ -14,7 +14,7 @@ from polyvse.features.augment import ViewPreprocess, pixel_seed, view_extractor
 from polyvse.features.backbones import get_extractor
 from polyvse.features.cache import FeatureCache, extract_features, file_sha256
 from polyvse.features.images import load_image
-from polyvse.paths import cache_root
+from polyvse.util.paths import cache_root
 from polyvse_train.config import TrainConfig
 from polyvse_train.data import prepare_data
 from polyvse_train.photo_views import PhotoViews

@@ -130,7 +130,7 @@ def test_loading_without_the_package_or_at_another_version_is_a_clear_error(use_
 
 def test_index_and_search_with_a_pretrained_tower(use_checkpoint, shared_data, tmp_path):
     from polyvse.index import PhotoIndex, Searcher, build_index
-    from polyvse.paths import cache_root
+    from polyvse.util.paths import cache_root
 
     model = polyvse.load(use_checkpoint)
     photos = sorted((shared_data / "flickr8k" / "images").glob("*.jpg"))[:6]

@@ -1,4 +1,4 @@
-"""Progress output (polyvse.progress): no bar refreshes when stderr is not a terminal (a log file, a pipe, CI),
+"""Progress output (polyvse.util.progress): no bar refreshes when stderr is not a terminal (a log file, a pipe, CI),
 one plain line per stage instead; on a terminal the tqdm bar is still drawn.
 
 capsys replaces stderr with a non-terminal stream, as `polyvse demo > log 2>&1` does.
@@ -14,7 +14,7 @@ from polyvse.data import fetch as fetch_mod
 from polyvse.features.cache import extract_features
 from polyvse.features.backbones import get_extractor
 from polyvse.models.pretrained import encode_cached
-from polyvse.progress import Progress, track
+from polyvse.util.progress import Progress, track
 from polyvse_train.config import TrainConfig
 from polyvse_train.train import train
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from polyvse.atomic import atomic_open
+from polyvse.util.atomic import atomic_open
 from polyvse.data._io import caption_key, flickr_id, read_lines
 from polyvse.data.flickr8k import Flickr8kReader
 from polyvse.data.flickr8kcn import Flickr8kCnReader, official_split, parse_caption_file

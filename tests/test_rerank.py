@@ -1,4 +1,4 @@
-"""N-best re-ranking with the photo (polyvse.rerank) and `polyvse rerank`.
+"""N-best re-ranking with the photo (polyvse.alignment.rerank) and `polyvse rerank`.
 
 No translation system is at hand: every n-best list here is built by the test."""
 from __future__ import annotations
@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from polyvse.errors import DataError, UnknownLanguageError
-from polyvse.rerank import (
+from polyvse.alignment.rerank import (
     Hypothesis,
     combine_scores,
     oracle_choice,
@@ -249,7 +249,7 @@ def _tiny_setup(tmp_path):
     """A real checkpoint on a 3-d "mean colour" backbone, 4 photos, an n-best file and references."""
     from PIL import Image
 
-    from polyvse.checkpoint import Checkpoint, save_checkpoint
+    from polyvse.model.checkpoint import Checkpoint, save_checkpoint
     from polyvse.features.backbones import register_backbone
     from polyvse.features.extractor import FeatureExtractor, Preprocess
     from polyvse.models import JointEmbeddingModel, ModelConfig

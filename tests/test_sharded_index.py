@@ -48,7 +48,7 @@ def polyvse(args: list[str], capsys) -> tuple[int, str, str]:
 
 
 def make_checkpoint(path: Path, seed: int) -> Path:
-    from polyvse.checkpoint import Checkpoint, save_checkpoint
+    from polyvse.model.checkpoint import Checkpoint, save_checkpoint
     from polyvse.features.backbones import get_extractor
     from polyvse.models import JointEmbeddingModel, ModelConfig
     from polyvse.models.text_input import CaptionEncoder

@@ -1,4 +1,4 @@
-"""Text queries of a frozen-tower checkpoint without torch: polyvse.tower_query.TowerQueryModel against the torch
+"""Text queries of a frozen-tower checkpoint without torch: polyvse.model.tower_query.TowerQueryModel against the torch
 model (trained, zero-shot and adapted languages; linear and MLP heads; cosine and order similarity), `polyvse
 search` for such a checkpoint running without importing torch, and USE's saved state (polyvse.models.pretrained.
 use_state) giving the package's own objects back, bit for bit. The checkpoints are untrained heads (random weights)
@@ -17,11 +17,12 @@ import torch
 
 import polyvse
 from polyvse.adaptation.adapted_checkpoint import with_language_part
-from polyvse.checkpoint import Checkpoint, save_checkpoint
+from polyvse.model.checkpoint import Checkpoint, save_checkpoint
 from polyvse.index import PhotoIndex, Searcher, model_fingerprint, model_for_index
 from polyvse.models import JointEmbeddingModel, ModelConfig
 from polyvse.models.pretrained.captions import PretrainedCaptionEncoder
-from polyvse.tower_query import TowerQueryModel, query_model
+from polyvse.model.loading import query_model
+from polyvse.model.tower_query import TowerQueryModel
 from test_text_query import REPO, SEARCH_WITHOUT_TORCH, THREAD_SETTINGS, _scratch_index
 
 TOWERS, TOWER_DIMS = "e5-small+use-multilingual", [384, 512]
@@ -97,10 +98,10 @@ def test_model_for_an_index_is_the_numpy_one_unless_it_cannot_serve_the_checkpoi
                                                                                    monkeypatch):
     index = PhotoIndex.open(_scratch_index(tmp_path, checkpoint))
     assert isinstance(model_for_index(index, text_only=True)[0], TowerQueryModel)
-    import polyvse.tower_query as tower_query
+    import polyvse.model.tower_query as tower_query
 
     monkeypatch.setattr(tower_query, "HEADS", {})  # a head this module does not run: the torch model serves it
-    from polyvse.api import PolyvseModel
+    from polyvse.model.torch_model import PolyvseModel
 
     assert isinstance(model_for_index(index, text_only=True)[0], PolyvseModel)
 

@@ -14,7 +14,7 @@ import torch
 
 import polyvse
 from polyvse_app.cli import main
-from polyvse.checkpoint import load_training_state, save_training_state
+from polyvse.model.checkpoint import load_training_state, save_training_state
 from polyvse_train.config import TrainConfig
 from polyvse_train.train import STATE, train
 

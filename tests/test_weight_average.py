@@ -4,7 +4,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from polyvse.checkpoint import load_checkpoint, load_training_state
+from polyvse.model.checkpoint import load_checkpoint, load_training_state
 from polyvse_train.config import TrainConfig
 from polyvse_train.train import STATE, train
 from polyvse_train.weight_average import WeightAverage

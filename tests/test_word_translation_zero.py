@@ -8,8 +8,8 @@ import pytest
 import torch
 
 from polyvse.alignment import filter_lexicon, muse_lexicon
-from polyvse.api import PolyvseModel
-from polyvse.checkpoint import Checkpoint
+from polyvse.model.torch_model import PolyvseModel
+from polyvse.model.checkpoint import Checkpoint
 from polyvse.data.registry import load_dataset
 from polyvse.data.splits import resolve_split
 from polyvse.evaluation.words import word_translation_by_language

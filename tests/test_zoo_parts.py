@@ -6,7 +6,7 @@ import pytest
 import torch
 
 import polyvse
-from polyvse.checkpoint import Checkpoint, save_checkpoint
+from polyvse.model.checkpoint import Checkpoint, save_checkpoint
 from polyvse.losses import GroupedHingeLoss, HingeRankingLoss, ParallelLoss, PivotLoss
 from polyvse.models import JointEmbeddingModel, MlpImageHead, ModelConfig, TextEncoder
 from polyvse.models.text_input import CaptionEncoder

@@ -11,6 +11,6 @@ def load(path, device="auto", squash_photos=None, zero_shot=None):
     photos that are not square are fitted (squashed / aspect kept + centre crop); None: as the model trained.
     ``zero_shot``: the part a language the towers read but the model has none for borrows ("mean", a trained
     language's code, or "off"; None: polyvse.adaptation.ZERO_SHOT_DEFAULT)."""
-    from .api import load as _load
+    from .model.loading import load as _load
 
     return _load(path, device=device, squash_photos=squash_photos, zero_shot=zero_shot)

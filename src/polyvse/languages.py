@@ -149,7 +149,7 @@ def serving_status(model: Any, lang: str) -> str | None:
 
 def _zero_shot_on(model: Any) -> bool:
     """Whether the model serves zero-shot languages: a loaded model's ``zero_shot`` fallback part is not "off"
-    (``polyvse.load(..., zero_shot=)``, polyvse.adaptation.zero_shot)."""
+    (``polyvse.load(..., zero_shot=)``, polyvse.model.zero_shot)."""
     return getattr(model, "zero_shot", None) != "off"
 
 

@@ -25,7 +25,7 @@ from polyvse.data.types import Corpus
 from polyvse.errors import DataError
 from polyvse.features.tail import BackboneTail
 from polyvse.models.text_input import CaptionEncoder
-from polyvse.paths import cache_root
+from polyvse.util.paths import cache_root
 
 from .config import TrainConfig
 from .photo_views import PhotoViews

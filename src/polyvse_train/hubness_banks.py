@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from polyvse.api import PolyvseModel
+from polyvse.model.torch_model import PolyvseModel
 from polyvse.errors import DataError
 from polyvse.similarity.hubness import HubnessBanks
 

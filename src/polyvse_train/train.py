@@ -20,15 +20,15 @@ from typing import Iterator
 import numpy as np
 import torch
 
-from polyvse.api import PolyvseModel
-from polyvse.checkpoint import (Checkpoint, load_training_state, save_checkpoint, save_training_state,
+from polyvse.model.torch_model import PolyvseModel
+from polyvse.model.checkpoint import (Checkpoint, load_training_state, save_checkpoint, save_training_state,
                                 write_json_atomic)
 from polyvse.data.registry import trained_on_squashed_photos
 from polyvse.device import autocast
 from polyvse.distributed import DistInfo, barrier, init_distributed, shutdown
 from polyvse.errors import DataError
 from polyvse.models import JointEmbeddingModel, ModelConfig
-from polyvse.progress import Progress
+from polyvse.util.progress import Progress
 
 from .config import TrainConfig, changed_fields
 from .data import CaptionSet, PreparedData, feature_backbone, prepare_data

@@ -10,7 +10,7 @@ serving languages it has no part for zero-shot. One concept per module:
     adapt               the whole run (`polyvse adapt`): resumable, held-out pairs to choose on
     multiscript_lines   parallel files from the Multi30K extension (MultiScript30k), evaluation photos excluded
 """
-from ..lazy import lazy_attributes
+from ..util.lazy import lazy_attributes
 from .options import METHODS, ZERO_SHOT_DEFAULT, ZERO_SHOT_OFF, TeacherSettings
 
 # the rest imports torch: only on first use (`polyvse` builds every command's parser, `adapt`'s too)

@@ -16,9 +16,9 @@ import dataclasses
 import torch
 from torch import nn
 
-from ..checkpoint import Checkpoint
+from ..model.checkpoint import Checkpoint
 from ..errors import CheckpointError
-from .parts import adapted_languages, is_subword_part, part_key, trained_languages
+from ..model.parts import adapted_languages, is_subword_part, part_key, trained_languages
 
 __all__ = ["adapted_languages", "trained_languages", "check_adaptable", "with_language_part", "part_key"]
 

@@ -121,7 +121,7 @@ def scores_through_part(evaluator: Any, model: Any, gals: dict, vecs: dict, lang
     model's text encoder) from their line vectors ``vecs[split]``, ranked by ``evaluator``'s scorer."""
     import torch
 
-    from .zero_shot import encode_through_part
+    from ..model.zero_shot import encode_through_part
 
     with torch.no_grad():  # a subword student also reads the captions themselves
         return {split: evaluator.mean_recall(model, gals[split], lang, encode_through_part(
@@ -140,7 +140,7 @@ class CurvePoint:
         self.lang, self.pairs, self.cache, self.progress = lang, pairs, cache, progress
 
     def run(self, method: str, size: int | None, seed: int = 0, splits: Sequence[str] = BOTH) -> dict:
-        from ..api import load
+        from ..model.loading import load
         from .adapt import AdaptRequest, adapt_language
         from .options import TeacherSettings
 

@@ -7,9 +7,7 @@ from dataclasses import dataclass
 #: map methods: the new language's tower vectors mapped onto the pivot's, then the pivot's part
 MAP_METHODS = ("procrustes", "rcsls")
 METHODS = ("teacher",) + MAP_METHODS
-#: the part a language without one is read through: the mean of the trained parts, or one trained language's
-ZERO_SHOT_DEFAULT = "mean"
-ZERO_SHOT_OFF = "off"
+from ..model.parts import ZERO_SHOT_DEFAULT, ZERO_SHOT_OFF  # noqa: F401  (polyvse adapt's --zero-shot choices)
 
 
 @dataclass(frozen=True)
@@ -21,7 +19,7 @@ class TeacherSettings:
     temperature: float = 0.3
     mse_weight: float = 0.0
     seed: int = 0
-    # a subword student (polyvse.adaptation.subwords): hashed words + character n-grams beside the Linear part;
+    # a subword student (polyvse.model.subwords): hashed words + character n-grams beside the Linear part;
     # None: on for teacher learning (chosen on val for qu, gn, es and ar: README's adapt-curves block)
     subwords: bool | None = None
     subword_buckets: int = 1 << 17

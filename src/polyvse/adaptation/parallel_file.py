@@ -167,7 +167,7 @@ def _checked(text: str, pivot_text: str, pivot_lang: str, number: int) -> Parall
 def write_parallel_file(path: str | os.PathLike, pairs, lang: str, pivot_lang: str) -> Path:
     """Write ``(text, pivot_text)`` pairs atomically in the format the file name says (TSV with a ``lang<TAB>pivot``
     header, or JSONL; gzipped when it ends in ``.gz``); tabs and newlines inside a sentence become spaces."""
-    from ..atomic import atomic_open
+    from ..util.atomic import atomic_open
 
     path = Path(path)
     clean = [(" ".join(a.split()), " ".join(b.split())) for a, b in pairs]

@@ -24,12 +24,12 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ..checkpoint import load_training_state, save_training_state
+from ..model.checkpoint import load_training_state, save_training_state
 from .options import TeacherSettings
 from ..errors import CheckpointError
 from ..losses import InfoNceLoss
-from ..progress import Progress
-from .zero_shot import encode_through_part
+from ..util.progress import Progress
+from ..model.zero_shot import encode_through_part
 
 __all__ = ["TeacherSettings", "fit_teacher", "held_out_mr", "auto_epochs"]
 
@@ -57,8 +57,8 @@ def _student(init: nn.Linear, settings: TeacherSettings) -> tuple[nn.Module, dic
     the dense weights, sparse Adam for a subword table."""
     student, optimisers = copy.deepcopy(init), {}
     if settings.subwords:
-        from .subword_student import SubwordStudent
-        from .subwords import SubwordSpec
+        from ..model.subword_student import SubwordStudent
+        from ..model.subwords import SubwordSpec
 
         student = SubwordStudent(student, SubwordSpec(settings.subword_buckets, settings.subword_dim,
                                                          word_ngrams=settings.subword_word_ngrams),

@@ -17,7 +17,7 @@ from typing import IO
 
 from ..errors import DataError
 from .types import Caption, Corpus
-from ..atomic import atomic_open
+from ..util.atomic import atomic_open
 
 
 def _line(c: Caption) -> str:

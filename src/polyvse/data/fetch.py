@@ -2,7 +2,7 @@
 repository (the layout every reader expects).
 
 Two ways:
-  * from the public source (default): HTTP downloads with requests, progress bars (polyvse.progress);
+  * from the public source (default): HTTP downloads with requests, progress bars (polyvse.util.progress);
   * from a local mirror of the same layout (`source_dir`, CLI `--from DIR`), e.g. ../shared/data:
     every file under the corpus folder of the mirror is copied.
 
@@ -50,11 +50,11 @@ from typing import Callable
 import requests
 
 from ..errors import DataError
-from ..progress import Progress, track
+from ..util.progress import Progress, track
 from . import flickr8kcn as _cn
 from . import multi30k as _m30k
 from . import multiscript30k as _ms30k
-from ..atomic import atomic_open
+from ..util.atomic import atomic_open
 
 CORPORA = ("multi30k", "flickr8kcn", "flickr8k", "flickr8k-224", "muse", "sts", "multiscript30k")  # "all" fetches them in this order
 

@@ -98,7 +98,7 @@ def evaluate_sts(model: Any, root: str | os.PathLike, *, lang: str = "en",
                  sets: Iterable[str] = STS_KEYS) -> dict[str, float]:
     """``{"sts12-msrvid": r, "sts14-images": r, "sts15-images": r}`` (Pearson r x 100) for ``model``.
 
-    model: anything with ``encode_text(texts, lang) -> (n, d)`` (e.g. :class:`polyvse.api.PolyvseModel`).
+    model: anything with ``encode_text(texts, lang) -> (n, d)`` (e.g. :class:`polyvse.model.torch_model.PolyvseModel`).
     root:  the data root holding ``sts/`` (or the ``sts`` folder itself).
     """
     out: dict[str, float] = {}

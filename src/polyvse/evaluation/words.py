@@ -26,7 +26,7 @@ __all__ = ["has_word_vectors", "word_translation_by_language", "words_of"]
 
 
 def has_word_vectors(model: Any) -> bool:
-    """True for a :class:`polyvse.api.PolyvseModel` whose text encoder exposes word vectors."""
+    """True for a :class:`polyvse.model.torch_model.PolyvseModel` whose text encoder exposes word vectors."""
     enc = getattr(getattr(model, "model", None), "text_encoder", None)
     return enc is not None and callable(getattr(enc, "word_vectors", None)) and hasattr(model, "captions")
 

@@ -10,7 +10,7 @@ for callers (e.g. an upload handler) that only need to validate photos.
 
 from __future__ import annotations
 
-from ..lazy import lazy_attributes
+from ..util.lazy import lazy_attributes
 from .images import DEFAULT_MAX_PIXELS, load_image, read_image_bytes
 
 __all__ = [

@@ -28,10 +28,10 @@ import torch
 from PIL import Image
 from torch.utils.data import DataLoader, Dataset
 
-from ..atomic import atomic_open
+from ..util.atomic import atomic_open
 from ..device import pin_memory
 from ..errors import DataError
-from ..progress import Progress
+from ..util.progress import Progress
 from .concat import ConcatExtractor
 from .extractor import FeatureExtractor
 from .images import DEFAULT_MAX_PIXELS, load_image, read_image_bytes

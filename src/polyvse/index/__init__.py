@@ -17,7 +17,7 @@ models. The manifest records the model's fingerprint: an index refuses queries e
 
 Names are imported on first use: searching needs ``search`` and ``store`` only, not the builders.
 """
-from ..lazy import lazy_attributes
+from ..util.lazy import lazy_attributes
 
 __all__ = [
     "DEFAULT_EXACT_THRESHOLD", "DEFAULT_RECALL_TARGET", "EXACT", "EXACT_MODEL", "HNSW", "IVF", "IVFPQ",

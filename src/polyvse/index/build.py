@@ -18,13 +18,14 @@ import numpy as np
 
 from ..errors import DataError
 from ..features.images import DEFAULT_MAX_PIXELS
+from ..util.arrays import normalize_rows
 from .ann import choose_kind, new_hnsw, new_ivf, search_section, tune_ef_search, tune_nprobe
 from .chunked import append_compressed, write_compressed_index
 from .compressed import CHUNK_ROWS, choose_sub_quantizers
 from .fingerprint import similarity_name
 from .store import (DEFAULT_EXACT_THRESHOLD, DEFAULT_RECALL_TARGET, HNSW, IVF, IVF_RETRAIN_GROWTH, IVFPQ, MANIFEST,
                     PhotoEntry, PhotoIndex,
-                    index_lock, is_index_dir, model_section, normalize_rows, now_iso, write_generation)
+                    index_lock, is_index_dir, model_section, now_iso, write_generation)
 
 _ENCODE_CHUNK = 4096
 EMBED_CHUNK = 50_000  # photos embedded at a time into a compressed index

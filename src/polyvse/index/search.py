@@ -23,8 +23,9 @@ from ..errors import CheckpointError, DataError
 from ..features.images import DEFAULT_MAX_PIXELS, load_image
 from ..languages import check_language, reads_without_language, served_language, served_languages
 from .fingerprint import similarity_name
-from .hubness import SearchHubness
-from .store import EXACT_MODEL, PhotoIndex, normalize_rows
+from ..model.search_hubness import SearchHubness
+from ..util.arrays import normalize_rows
+from .store import EXACT_MODEL, PhotoIndex
 
 MAX_QUERY_CHARS = 1000
 MAX_K = 1000
@@ -134,12 +135,12 @@ class Searcher:
 
     def resolve_language(self, text: str, lang: str, k: int = 10):
         """(language code, LanguageGuess or None, the hits already searched or None). 'auto' detects the language
-        or refuses (polyvse.langid: a model that reads a query without its language is searched as a plausible
+        or refuses (polyvse.text.langid: a model that reads a query without its language is searched as a plausible
         language, and refused only when the query is in a language it cannot read); an explicit code must be one
         the model serves."""
         if (lang or "").strip().lower() != "auto":
             return served_language(self.model, lang), None, None
-        from ..langid import choose_language, detect_language
+        from ..text.langid import choose_language, detect_language
 
         if not reads_without_language(self.model):
             guess = detect_language(text, self.languages)
@@ -188,7 +189,7 @@ class Searcher:
     def search_vectors(self, queries: np.ndarray, k: int, exclude: int | None = None,
                        lang: str | None = None) -> list[list[Hit]]:
         """Top-k photos of each query row; ``lang``: the rows are captions in that language (a CSLS model ranks
-        them by CSLS, polyvse.index.hubness), None: photos."""
+        them by CSLS, polyvse.model.search_hubness), None: photos."""
         extra = 1 if exclude is not None else 0
         scorer = self._scorer if self.index.kind == EXACT_MODEL else None
         if lang is not None and self.hubness is not None:
@@ -314,7 +315,7 @@ def read_caption_file(path: str | os.PathLike, default_lang: str | None = None) 
     import json
     from pathlib import Path
 
-    from ..user_files import read_text
+    from ..data.user_files import read_text
 
     path = Path(path)
     text = read_text(path, "captions file")
@@ -382,7 +383,7 @@ def model_for_index(index: PhotoIndex, checkpoint: str | os.PathLike | None = No
 
     Either way the model must be the one that built the index (IndexMismatchError otherwise). ``device``
     as in ``polyvse.load``. ``text_only``: the caller embeds text queries only, so on device auto or cpu the
-    checkpoint's text side loads in numpy (``polyvse.tower_query.query_model``: a word-level TextQueryModel or a
+    checkpoint's text side loads in numpy (``polyvse.model.loading.query_model``: a word-level TextQueryModel or a
     frozen-tower TowerQueryModel; no torch, no CUDA start-up for one caption; the same vectors), falling back to
     polyvse.load for a checkpoint it does not cover.
     """
@@ -394,18 +395,12 @@ def model_for_index(index: PhotoIndex, checkpoint: str | os.PathLike | None = No
     if not checkpoint and not Path(path).is_dir():
         raise CheckpointError(f"{index.root}: the index was built with checkpoint {path}, which is not there "
                               "any more; pass --checkpoint with the same model")
-    model = None
-    if text_only and str(device) in ("auto", "cpu"):
-        from ..tower_query import query_model
+    from ..model.loading import load, query_model
 
-        model = query_model(path)
-    if model is None:
-        from ..api import load
-
-        model = load(path, device=device)
     # photos added or queried later must be fitted as the index's were (polyvse index build --photo-fit)
-    recorded = index.manifest["model"].get("squash_photos")
-    if recorded is not None:
-        model.checkpoint.squash_photos = bool(recorded)
+    squash = index.manifest["model"].get("squash_photos")
+    model = query_model(path, squash_photos=squash) if text_only and str(device) in ("auto", "cpu") else None
+    if model is None:
+        model = load(path, device=device, squash_photos=squash)
     index.check_model(model)
     return model, str(path)

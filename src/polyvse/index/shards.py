@@ -37,7 +37,7 @@ from typing import Sequence
 
 import numpy as np
 
-from ..atomic import atomic_open
+from ..util.atomic import atomic_open
 from ..errors import DataError
 from ..features.images import DEFAULT_MAX_PIXELS
 from ..sharding import shard_bounds

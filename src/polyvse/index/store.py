@@ -48,7 +48,7 @@ from typing import Callable, Iterable, Iterator
 
 import numpy as np
 
-from ..atomic import atomic_path, fsync_dir
+from ..util.atomic import atomic_path, fsync_dir
 from .._version import __version__
 from ..errors import CheckpointError, DataError
 from .compressed import VectorsFile, open_rows, rerank_search
@@ -98,12 +98,6 @@ class PhotoEntry:
 
 def now_iso() -> str:
     return _dt.datetime.now(_dt.timezone.utc).replace(microsecond=0).isoformat()
-
-
-def normalize_rows(x: np.ndarray) -> np.ndarray:
-    x = np.ascontiguousarray(x, dtype=np.float32)
-    norms = np.linalg.norm(x, axis=1, keepdims=True)
-    return np.ascontiguousarray(x / np.maximum(norms, 1e-12), dtype=np.float32)
 
 
 def is_index_dir(path: str | os.PathLike) -> bool:
@@ -537,7 +531,7 @@ def write_generation(root: Path, manifest: dict, photos: Iterable[PhotoEntry], v
                 "updated": now_iso()}
     manifest.setdefault("created", manifest["updated"])
     fsync_dir(root)
-    from ..checkpoint import write_json_atomic
+    from ..model.checkpoint import write_json_atomic
 
     write_json_atomic(root / MANIFEST, manifest)
     fsync_dir(root)

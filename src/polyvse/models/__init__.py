@@ -1,9 +1,9 @@
 """Encoders and the joint embedding model.
 
 Names are imported on first use, so that ``polyvse.models.config`` loads without torch: the numpy text model
-(``polyvse.text_query``) reads it, and a text query from the command line never needs torch.
+(``polyvse.model.text_query``) reads it, and a text query from the command line never needs torch.
 """
-from ..lazy import lazy_attributes
+from ..util.lazy import lazy_attributes
 
 __all__ = ["GruTextEncoder", "LinearImageHead", "MlpImageHead", "JointEmbeddingModel", "ModelConfig",
            "TextEncoder"]

@@ -95,7 +95,7 @@ class HubnessBanks:
         with torch.no_grad():
             return 2.0 * (img @ txt.T) - self.photo_penalty(img, lang)[:, None] - self.caption_penalty(txt)[None, :]
 
-    # -- checkpoint form: tensors in the weights file (polyvse.checkpoint.hubness_tensors), sizes in config.json
+    # -- checkpoint form: tensors in the weights file (polyvse.model.checkpoint.hubness_tensors), sizes in config.json
     def describe(self) -> dict:
         return {"k": self.k, "photos": int(self.photos.shape[0]),
                 "captions": {lang: int(b.shape[0]) for lang, b in sorted(self.captions.items())}}

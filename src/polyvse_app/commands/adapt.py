@@ -42,7 +42,7 @@ def register(sub) -> None:
 
     p.add_argument("--subwords", action=argparse.BooleanOptionalAction, default=None,
                    help="teacher: a subword student, the part plus a learned bag of hashed words and character "
-                        "3-5-grams of each sentence (polyvse.adaptation.subwords). Default: on (chosen on val for qu, "
+                        "3-5-grams of each sentence (polyvse.model.subwords). Default: on (chosen on val for qu, "
                         "gn, es and ar); --no-subwords: the Linear part alone")
     p.add_argument("--subword-buckets", type=int, default=defaults.subword_buckets,
                    help="rows of the subword table (default %(default)s)")

@@ -62,7 +62,7 @@ def _list(args: argparse.Namespace) -> int:
 
 def _fetch(args: argparse.Namespace) -> int:
     from polyvse.data.fetch import fetch
-    from polyvse.paths import data_root
+    from polyvse.util.paths import data_root
 
     root = data_root(args.data_root)
     result = fetch(args.name, root, source_dir=args.source_dir, progress=not args.quiet, force=args.force)
@@ -73,7 +73,7 @@ def _fetch(args: argparse.Namespace) -> int:
 def _export(args: argparse.Namespace) -> int:
     from polyvse.data.export import export_jsonl
     from polyvse.data.registry import DEFAULT_DATASET, load_dataset, parse_options
-    from polyvse.paths import data_root
+    from polyvse.util.paths import data_root
 
     name = args.dataset or DEFAULT_DATASET
     opts = parse_options(name, args.opt)
@@ -95,7 +95,7 @@ def _export(args: argparse.Namespace) -> int:
 def _parallel(args: argparse.Namespace) -> int:
     from polyvse.adaptation.multiscript_lines import write_multiscript_parallel
     from polyvse.errors import DataError
-    from polyvse.paths import data_root
+    from polyvse.util.paths import data_root
 
     if args.lines is not None and args.lines < 1:
         raise DataError(f"--lines must be at least 1, got {args.lines}")

@@ -7,10 +7,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from polyvse.errors import DataError
-from polyvse.paths import cache_root, data_root
+from polyvse.util.paths import cache_root, data_root
 
-from .device_args import add_device_args
-from .index import add_photo_fit_arg, squash_of
+from .shared import add_device_args, add_photo_fit_arg, squash_of
 
 
 def register(sub) -> None:
@@ -48,7 +47,7 @@ def register(sub) -> None:
 
 def run(args) -> int:
     import polyvse
-    from polyvse.atomic import write_json_atomic
+    from polyvse.util.atomic import write_json_atomic
     from polyvse.data.registry import load_dataset
     from polyvse.evaluation.evaluators import RetrievalEvaluator
     from polyvse.evaluation.report import markdown_table
@@ -108,7 +107,7 @@ def set_scoring(model, scoring: str, csls_k: int | None) -> None:
 
 def run_task(args, root: Path) -> int:
     import polyvse
-    from polyvse.atomic import write_json_atomic
+    from polyvse.util.atomic import write_json_atomic
     from polyvse.models.pretrained.captions import use_sentence_cache
 
     if args.dataset or args.images:

@@ -8,12 +8,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from polyvse.paths import cache_root
-from polyvse.user_files import IMAGE_SUFFIXES
+from polyvse.util.paths import cache_root
+from polyvse.data.user_files import IMAGE_SUFFIXES
 
-from .device_args import add_device_args, device_of, workers_of
+from .shared import add_device_args, device_of, print_failures, workers_of
 
-_MAX_LISTED_FAILURES = 20
 
 
 def register(sub) -> None:
@@ -75,17 +74,6 @@ def register(sub) -> None:
     b.set_defaults(func=run_backbones)
 
 
-def print_failures(failures: list, heading: str) -> None:
-    """The first unreadable photos and why, for people (the rest counted)."""
-    if not failures:
-        return
-    print(heading)
-    for path, reason in failures[:_MAX_LISTED_FAILURES]:
-        print(f"  {path}: {reason}")
-    if len(failures) > _MAX_LISTED_FAILURES:
-        print(f"  ... and {len(failures) - _MAX_LISTED_FAILURES} more")
-
-
 def run_extract(args) -> int:
     from ..shard_role import run_with_shard_role
 
@@ -102,7 +90,7 @@ def _extract(args, role, device) -> int:
     from polyvse.errors import DataError
     from polyvse.features.cache import extract_features
     from polyvse.features.backbones import available_backbones, get_extractor
-    from polyvse.user_files import photo_source
+    from polyvse.data.user_files import photo_source
     from ..shard_role import run_shard
 
     workers = workers_of(args, device)
@@ -164,7 +152,7 @@ def run_embed_text(args) -> int:
     from polyvse.models.pretrained import get_pretrained_encoder, tower_names
     from polyvse.models.pretrained.cache import sentence_cache_dir
     from polyvse.models.pretrained.precompute import precompute_embeddings
-    from polyvse.paths import data_root
+    from polyvse.util.paths import data_root
 
     root = data_root(args.data_root)
     langs = [check_language(x.strip()) for x in args.langs.split(",") if x.strip()]

@@ -12,10 +12,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from polyvse.paths import cache_root
+from polyvse.util.paths import cache_root
 
-from .device_args import add_device_args, device_of, workers_of
-from .features import print_failures
+from .shared import add_device_args, add_photo_fit_arg, device_of, print_failures, squash_of, workers_of
 
 def _add_photo_source(p) -> None:
     src = p.add_mutually_exclusive_group(required=True)
@@ -32,23 +31,6 @@ def _add_photo_source(p) -> None:
     p.add_argument("--strict", action="store_true", help="stop at the first unreadable photo instead of skipping it")
     p.add_argument("--quiet", action="store_true", help="no progress bars")
     add_device_args(p)
-
-
-PHOTO_FITS = {"squash": True, "crop": False}
-
-
-def add_photo_fit_arg(p) -> None:
-    p.add_argument("--photo-fit", choices=sorted(PHOTO_FITS), default=None,
-                   help="how photos that are not square meet the backbone: squash (resize to a square, ignoring "
-                        "the aspect ratio) or crop (keep it, centre crop); default: as the model trained (squash "
-                        "for models trained on f8k-full's squashed photos, else crop). README, 'Photos of any "
-                        "shape', has both measured")
-
-
-def squash_of(args) -> bool | None:
-    """--photo-fit as polyvse.load's squash_photos (None: the checkpoint's own)."""
-    fit = getattr(args, "photo_fit", None)
-    return None if fit is None else PHOTO_FITS[fit]
 
 
 def register(sub) -> None:
@@ -111,7 +93,7 @@ def register(sub) -> None:
 def _photos(args) -> tuple[list[Path], list[str]]:
     """(photo paths, shown names) from --images or --list."""
     from polyvse.errors import DataError
-    from polyvse.user_files import photo_source
+    from polyvse.data.user_files import photo_source
 
     if args.batch_size < 1:
         raise DataError(f"--batch-size must be at least 1, not {args.batch_size}")
@@ -200,19 +182,12 @@ def run_merge(args) -> int:
     return 0
 
 
-def load_model_for(index, checkpoint: str | None, device="auto", *, text_only: bool = False):
-    """The model for an index: --checkpoint if given, else the checkpoint recorded in the index."""
-    from polyvse.index import model_for_index
-
-    return model_for_index(index, checkpoint, device=device, text_only=text_only)
-
-
 def run_add(args) -> int:
-    from polyvse.index import PhotoIndex, add_to_index
+    from polyvse.index import PhotoIndex, add_to_index, model_for_index
 
     index = PhotoIndex.open(args.index)
     device = device_of(args)
-    model, ckpt = load_model_for(index, args.checkpoint, device)
+    model, ckpt = model_for_index(index, args.checkpoint, device=device)
     photos, names = _photos(args)
     report = add_to_index(model, args.index, photos, cache_dir=_cache_dir(args), names=names,
                           checkpoint_path=ckpt if args.checkpoint else None, batch_size=args.batch_size,

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from polyvse.paths import cache_root, data_root
+from polyvse.util.paths import cache_root, data_root
 
 
 def register(sub) -> None:
@@ -42,11 +42,11 @@ def run(args) -> int:
     import numpy as np
 
     import polyvse
-    from polyvse.atomic import atomic_open, write_json_atomic
+    from polyvse.util.atomic import atomic_open, write_json_atomic
     from polyvse.errors import DataError
     from polyvse.features.cache import extract_features
     from polyvse.languages import check_language
-    from polyvse.rerank import (oracle_choice, read_images_list, read_nbest, read_references, rerank,
+    from polyvse.alignment.rerank import (oracle_choice, read_images_list, read_nbest, read_references, rerank,
                                 translation_scores)
 
     # Everything cheap and checkable first, so a bad file fails before any photo is read.

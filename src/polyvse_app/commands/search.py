@@ -2,7 +2,7 @@
 
 Prints the ranked photos with their scores. ``--lang`` takes any ISO 639 code the model serves (trained, adapted,
 or read zero-shot by its frozen towers); another is refused with how to teach it (``polyvse adapt``). ``--lang auto``
-detects the query's language, or refuses (exit code 2) with a message saying why (polyvse.langid).
+detects the query's language, or refuses (exit code 2) with a message saying why (polyvse.text.langid).
 """
 from __future__ import annotations
 
@@ -12,9 +12,9 @@ import sys
 
 _THREAD_SETTINGS = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
 
-from polyvse.paths import DEFAULT_INDEX
+from polyvse.util.paths import DEFAULT_INDEX
 
-from .device_args import add_device_args
+from .shared import add_device_args
 
 
 def register(sub) -> None:
@@ -63,9 +63,7 @@ def run(args) -> int:
     if args.image is None:
         one_math_thread()
     from polyvse.errors import DataError
-    from polyvse.index import PhotoIndex, Searcher
-
-    from .index import load_model_for
+    from polyvse.index import PhotoIndex, Searcher, model_for_index
 
     modes = [m for m, v in (("a text query", args.query), ("--image", args.image),
                             ("--similar-to", args.similar_to)) if v is not None]
@@ -78,7 +76,7 @@ def run(args) -> int:
         raise DataError("--lang is for text queries only")
     index = PhotoIndex.open(args.index)
     # a text query of a word-level model runs in numpy: no torch to import (seconds of start-up)
-    model, _ = load_model_for(index, args.checkpoint, args.device, text_only=args.query is not None)
+    model, _ = model_for_index(index, args.checkpoint, device=args.device, text_only=args.query is not None)
     searcher = Searcher(model, index)
 
     if args.query is not None:

@@ -11,9 +11,9 @@ import os
 import sys
 import time
 
-from polyvse.paths import DEFAULT_INDEX
+from polyvse.util.paths import DEFAULT_INDEX
 
-from .device_args import add_device_args
+from .shared import add_device_args
 
 
 def register(sub) -> None:
@@ -68,7 +68,7 @@ def warm_up(searcher, captions=None) -> float:
     """Load the image backbone and the language detector now, so the first requests are not slow."""
     from PIL import Image
 
-    from polyvse.langid import warm_up as langid_warm_up
+    from polyvse.text.langid import warm_up as langid_warm_up
 
     t0 = time.time()
     searcher.embed_image(Image.new("RGB", (64, 64), (128, 128, 128)))

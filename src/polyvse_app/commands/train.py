@@ -4,9 +4,9 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from polyvse.paths import data_root
+from polyvse.util.paths import data_root
 
-from .device_args import add_device_args
+from .shared import add_device_args
 
 
 def add_common(p: argparse.ArgumentParser) -> None:

@@ -6,7 +6,7 @@ import logging
 import sys
 from pathlib import Path
 
-from polyvse.paths import data_root
+from polyvse.util.paths import data_root
 
 DEFAULT_SPEC = "configs/zoo/cpu.yaml"
 COMMANDS = {"configs/zoo/cpu.yaml": "make zoo", "configs/zoo/f8k-full.yaml": "make zoo-f8k-full"}

@@ -35,7 +35,7 @@ class Detected(BaseModel):
     decided_by: str = Field("detection", description="'detection' (confident); 'plausible': the language is "
                             "unclear and the query was searched as a plausible one, a trained language first; or "
                             "'same answer': unclear, and every plausible one gave the same top photos (only when "
-                            "an agreement is asked; polyvse.langid)")
+                            "an agreement is asked; polyvse.text.langid)")
     agreement: Optional[float] = Field(None, description="with 'same answer': the share of the top k photos "
                                        "every plausible language's search has in common")
 

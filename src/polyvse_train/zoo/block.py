@@ -13,7 +13,7 @@ import re
 from pathlib import Path
 from typing import Any, Sequence
 
-from polyvse.atomic import atomic_path
+from polyvse.util.atomic import atomic_path
 from polyvse.evaluation.report import markdown_rows
 
 from .claims import CLAIMS, VERDICTS, Claim, claim_check, claim_check_seeds, per_language, seed_noise

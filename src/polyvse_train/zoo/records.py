@@ -12,7 +12,7 @@ import shutil
 from pathlib import Path
 from typing import Sequence
 
-from polyvse.atomic import atomic_path
+from polyvse.util.atomic import atomic_path
 
 from .runner import ERROR_FILE, RUN_FILE, TASKS_FILE, status
 from .spec import ZooRun, ZooSpec, run_dir

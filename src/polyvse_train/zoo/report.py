@@ -14,7 +14,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Sequence
 
-from polyvse.atomic import atomic_path
+from polyvse.util.atomic import atomic_path
 from polyvse.evaluation.report import markdown_rows
 
 from .block import blocks_in

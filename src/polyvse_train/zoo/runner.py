@@ -20,7 +20,7 @@ import traceback
 from pathlib import Path
 from typing import Sequence
 
-from polyvse.atomic import write_json_atomic
+from polyvse.util.atomic import write_json_atomic
 from polyvse.errors import MissingDataError
 from polyvse.provenance import provenance
 

@@ -41,7 +41,7 @@ class LanguagesEvaluator(Evaluator):
         from ...data.flickr8kcn import official_split
         from ...data.multiscript30k import MultiScript30kReader
         from ...features.cache import extract_features
-        from ...paths import cache_root
+        from ...util.paths import cache_root
 
         corpus = load_f8kfull(self.root, langs=[reference])
         reader = MultiScript30kReader(self.root)

@@ -38,8 +38,8 @@ from typing import TYPE_CHECKING, Iterable, Sequence
 
 import numpy as np
 
-from ...atomic import atomic_open
-from ...progress import Progress
+from ...util.atomic import atomic_open
+from ...util.progress import Progress
 
 if TYPE_CHECKING:  # pragma: no cover
     from .base import PretrainedSentenceEncoder
@@ -57,8 +57,8 @@ SENTENCE_CACHE = "sentences"
 
 
 def sentence_cache_dir(data_root: str | os.PathLike | None = None) -> Path:
-    """The shared sentence cache: ``<cache root>/sentences`` (``polyvse.paths.cache_root``)."""
-    from ...paths import cache_root
+    """The shared sentence cache: ``<cache root>/sentences`` (``polyvse.util.paths.cache_root``)."""
+    from ...util.paths import cache_root
 
     return cache_root(data_root) / SENTENCE_CACHE
 

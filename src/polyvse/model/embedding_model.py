@@ -1,7 +1,7 @@
 """What every polyvse model offers an index and a searcher, torch or not: ``EmbeddingModel``.
 
-Two classes implement it: ``polyvse.api.PolyvseModel`` (the torch model: text and photos, any device) and
-``polyvse.text_query.TextQueryModel`` (a word-level checkpoint's text branch in numpy, for text queries
+Two classes implement it: ``polyvse.model.torch_model.PolyvseModel`` (the torch model: text and photos, any device) and
+``polyvse.model.text_query.TextQueryModel`` (a word-level checkpoint's text branch in numpy, for text queries
 without importing torch). An index fingerprints either through ``config``, ``checkpoint``, ``captions``,
 ``similarity_name`` and ``weight_arrays()``, so it accepts one exactly when it accepts the other.
 This module imports no torch.

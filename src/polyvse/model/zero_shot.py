@@ -23,8 +23,7 @@ import torch
 from torch import nn
 
 from ..errors import CheckpointError
-from .options import ZERO_SHOT_DEFAULT, ZERO_SHOT_OFF
-from .parts import check_zero_shot, is_subword_part
+from .parts import ZERO_SHOT_DEFAULT, ZERO_SHOT_OFF, check_zero_shot, is_subword_part
 
 __all__ = ["ZERO_SHOT_DEFAULT", "ZERO_SHOT_OFF", "fallback_part", "encode_through_part", "check_zero_shot"]
 

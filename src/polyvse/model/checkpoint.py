@@ -21,16 +21,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ._version import __version__
-from .atomic import atomic_open, write_json_atomic
-from .errors import CheckpointError, DataError
-from .models.config import PRETRAINED_CAPTIONS, ModelConfig
-from .models.text_input import CaptionEncoder
+from .._version import __version__
+from ..util.atomic import atomic_open, write_json_atomic
+from ..errors import CheckpointError, DataError
+from ..models.config import PRETRAINED_CAPTIONS, ModelConfig
+from ..models.text_input import CaptionEncoder
 
 if TYPE_CHECKING:  # torch is imported where weights are read or written, not to read a config
-    from .similarity.hubness import HubnessBanks
-    from .models.joint import JointEmbeddingModel
-    from .models.pretrained.captions import PretrainedCaptionEncoder
+    from ..similarity.hubness import HubnessBanks
+    from ..models.joint import JointEmbeddingModel
+    from ..models.pretrained.captions import PretrainedCaptionEncoder
 
 FORMAT_VERSION = 1
 WEIGHTS = "model.safetensors"
@@ -71,7 +71,7 @@ class Checkpoint:
     # {code: {"method", "pivot_lang", "lines", ...}}; their parts are outside the index fingerprint
     adapted_languages: dict = field(default_factory=dict)
     # tensors of adapted languages' parts that are not model parameters (a subword student's table and projection,
-    # polyvse.adaptation.subwords), named under their part's prefix; stored in the weights file beside the model's
+    # polyvse.model.subwords), named under their part's prefix; stored in the weights file beside the model's
     part_extras: dict = field(default_factory=dict)
     # retrieval scored with CSLS against these banks (polyvse.similarity.hubness); None: the model's similarity
     hubness: HubnessBanks | None = None
@@ -173,7 +173,7 @@ def read_checkpoint_config(path: str | os.PathLike) -> CheckpointConfig:
         )
     try:
         if config["captions"].get("kind") == PRETRAINED_CAPTIONS:  # frozen sentence encoder + learned head
-            from .models.pretrained.captions import PretrainedCaptionEncoder
+            from ..models.pretrained.captions import PretrainedCaptionEncoder
 
             captions = PretrainedCaptionEncoder.from_dict(config["captions"], path)
         else:
@@ -189,7 +189,7 @@ def read_checkpoint_config(path: str | os.PathLike) -> CheckpointConfig:
     feats = config["image_features"]
     squash = feats.get("squash")
     if squash is None:  # written before the field existed: the dataset it trained on says
-        from .data.registry import trained_on_squashed_photos
+        from ..data.registry import trained_on_squashed_photos
 
         try:
             dataset = json.loads((path / TRAINING).read_text(encoding="utf-8")).get("data")
@@ -229,7 +229,7 @@ def is_pretrained_text(path: str | os.PathLike) -> bool:
 def load_checkpoint(path: str | os.PathLike) -> Checkpoint:
     from safetensors.torch import load_file
 
-    from .models.joint import JointEmbeddingModel
+    from ..models.joint import JointEmbeddingModel
 
     cfg = read_checkpoint_config(path)
     model = JointEmbeddingModel(cfg.model)
@@ -251,7 +251,7 @@ def load_checkpoint(path: str | os.PathLike) -> Checkpoint:
 
 def _hubness(state: dict, cfg: CheckpointConfig) -> HubnessBanks | None:
     """Pop the CSLS banks from ``state``; the banks when config.json's ``retrieval`` asks for CSLS."""
-    from .similarity.hubness import HubnessBanks
+    from ..similarity.hubness import HubnessBanks
 
     photos, captions = pop_hubness_banks(state)
     if not cfg.retrieval:
@@ -268,7 +268,7 @@ def _hubness(state: dict, cfg: CheckpointConfig) -> HubnessBanks | None:
 def _part_extras(state: dict, model_keys: set, adapted: dict) -> dict:
     """Pop from ``state`` the tensors of adapted languages' parts that the model does not hold (what
     ``Checkpoint.part_extras`` keeps); anything else unknown stays, for the strict load to name."""
-    from .adaptation.parts import part_key
+    from .parts import part_key
 
     prefixes = tuple(part_key(lang) for lang in adapted)
     return {k: state.pop(k) for k in [k for k in state if k not in model_keys and prefixes and k.startswith(prefixes)]}

@@ -43,8 +43,8 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from .errors import DataError
-from .languages import CJK_LANGUAGES, check_language
+from ..errors import DataError
+from ..languages import CJK_LANGUAGES, check_language
 
 __all__ = [
     "Hypothesis",
@@ -101,7 +101,7 @@ def read_nbest(path: str | os.PathLike, n_sentences: int | None = None) -> list[
     out-of-order sentence id, a sentence with no hypothesis, non-numeric scores, an empty file, or
     (when ``n_sentences`` is given) a different number of sentences.
     """
-    from .data._io import read_lines
+    from ..data._io import read_lines
 
     path = Path(path)
     lines = read_lines(path)
@@ -146,7 +146,7 @@ def read_nbest(path: str | os.PathLike, n_sentences: int | None = None) -> list[
 
 def read_references(path: str | os.PathLike, n_sentences: int | None = None) -> list[str]:
     """One reference translation per line; the count must be ``n_sentences`` when given."""
-    from .data._io import read_lines
+    from ..data._io import read_lines
 
     refs = [line.strip() for line in read_lines(path)]
     if not refs:
@@ -160,7 +160,7 @@ def read_images_list(path: str | os.PathLike, n_sentences: int | None = None,
                      base: str | os.PathLike | None = None) -> list[Path]:
     """Photo paths, one per line (line i = photo of sentence i). Relative paths are resolved against
     ``base`` (default: the folder of the list file). Every photo must exist."""
-    from .data._io import read_lines
+    from ..data._io import read_lines
 
     path = Path(path)
     base_dir = Path(base) if base is not None else path.parent

@@ -1,13 +1,18 @@
-"""Which language reads through which per-language part, torch-free: the torch model (``polyvse.api``) and the
-numpy query path (``polyvse.tower_query``) both read a checkpoint's parts through these."""
+"""Which language reads through which per-language part, torch-free: the torch model
+(``polyvse.model.torch_model``) and the numpy query path (``polyvse.model.tower_query``) both read a checkpoint's
+parts through these; the zero-shot fallback's choices too."""
 from __future__ import annotations
 
 from typing import Iterable
 
 from ..errors import CheckpointError
-from .options import ZERO_SHOT_OFF
 
-__all__ = ["adapted_languages", "trained_languages", "part_key", "check_zero_shot", "is_subword_part"]
+#: the part a language without one is read through: the mean of the trained parts, or one trained language's
+ZERO_SHOT_DEFAULT = "mean"
+ZERO_SHOT_OFF = "off"
+
+__all__ = ["ZERO_SHOT_DEFAULT", "ZERO_SHOT_OFF", "adapted_languages", "trained_languages", "part_key", "check_zero_shot",
+           "is_subword_part"]
 
 
 def adapted_languages(ck) -> dict:

@@ -4,7 +4,7 @@ A text search embeds one short caption. Importing torch and building the whole m
 takes seconds on a small CPU, far longer than the query itself; ``TextQueryModel`` reads the checkpoint's
 config and its safetensors weights with ``safetensors.numpy`` and runs the same arithmetic as
 ``polyvse.models.text_encoder.TextEncoder`` in eval mode (the ``EmbeddingModel`` interface of
-``polyvse.api.PolyvseModel``, text only):
+``polyvse.model.torch_model.PolyvseModel``, text only):
 
     word ids -> embedding rows -> [Translator map (x @ M)] -> [MULE universal projection]
              -> GRU / LSTM last hidden state (layers, both directions) or the mean of the word vectors
@@ -14,7 +14,7 @@ shared or per language, as the config says. tests/test_text_query.py checks its 
 model's for every kind of word-level text branch. It has the same index fingerprint as ``polyvse.load`` of
 the same checkpoint, so an index accepts it exactly when it accepts the torch model.
 
-A frozen pretrained sentence encoder's checkpoint (e5, USE) has its own numpy model, ``polyvse.tower_query``;
+A frozen pretrained sentence encoder's checkpoint (e5, USE) has its own numpy model, ``polyvse.model.tower_query``;
 ``TextQueryModel.load`` returns None for such checkpoints. ``NumpyQueryModel`` is what both share: the checkpoint
 read without torch, its weights, the fingerprint's view of them and the similarity.
 """
@@ -25,12 +25,12 @@ from typing import Sequence
 
 import numpy as np
 
-from .adaptation.parts import adapted_languages, part_key
+from .parts import adapted_languages, part_key
 from .checkpoint import CheckpointConfig, is_pretrained_text, pop_hubness_banks, read_checkpoint_config
 from .embedding_model import EmbeddingModel
-from .errors import CheckpointError
-from .languages import model_language
-from .models.config import ModelConfig
+from ..errors import CheckpointError
+from ..languages import model_language
+from ..models.config import ModelConfig
 
 _PREFIX = "text_encoder."
 
@@ -103,7 +103,7 @@ class NumpyQueryModel(EmbeddingModel):
         photos, captions = pop_hubness_banks(self._weights)
         self.hubness = None
         if checkpoint.retrieval:
-            from .index.hubness import SearchHubness
+            from .search_hubness import SearchHubness
 
             if photos is None or not captions:
                 raise CheckpointError(f"{checkpoint.weights}: config.json scores retrieval with CSLS but its banks "

@@ -1,4 +1,5 @@
-"""The --device (and --precision) options every computing command shares; resolved by polyvse.device."""
+"""What the commands share, in one module: the --device (and --precision) options every computing command takes
+(resolved by polyvse.device), --photo-fit, and the listing of unreadable photos."""
 from __future__ import annotations
 
 import argparse
@@ -34,3 +35,34 @@ def workers_of(args, device) -> int:
     if args.workers < 0:
         raise DataError(f"--workers must be 0 or more, not {args.workers}")
     return args.workers
+
+
+PHOTO_FITS = {"squash": True, "crop": False}
+
+
+def add_photo_fit_arg(p) -> None:
+    p.add_argument("--photo-fit", choices=sorted(PHOTO_FITS), default=None,
+                   help="how photos that are not square meet the backbone: squash (resize to a square, ignoring "
+                        "the aspect ratio) or crop (keep it, centre crop); default: as the model trained (squash "
+                        "for models trained on f8k-full's squashed photos, else crop). README, 'Photos of any "
+                        "shape', has both measured")
+
+
+def squash_of(args) -> bool | None:
+    """--photo-fit as polyvse.load's squash_photos (None: the checkpoint's own)."""
+    fit = getattr(args, "photo_fit", None)
+    return None if fit is None else PHOTO_FITS[fit]
+
+
+_MAX_LISTED_FAILURES = 20
+
+
+def print_failures(failures: list, heading: str) -> None:
+    """The first unreadable photos and why, for people (the rest counted)."""
+    if not failures:
+        return
+    print(heading)
+    for path, reason in failures[:_MAX_LISTED_FAILURES]:
+        print(f"  {path}: {reason}")
+    if len(failures) > _MAX_LISTED_FAILURES:
+        print(f"  ... and {len(failures) - _MAX_LISTED_FAILURES} more")

@@ -15,7 +15,8 @@ so no export step is needed and nothing can go stale: the weights are the checkp
 as ``PolyvseModel.encode_text`` serves them (trained, adapted by ``polyvse adapt``, zero-shot through
 ``zero_shot``'s fallback part), and the index fingerprint is the same (``NumpyQueryModel.weight_arrays``).
 tests/test_tower_query.py checks the vectors against the torch model's. ``query_model`` picks the numpy model of
-any checkpoint (this one or ``polyvse.text_query.TextQueryModel``), or None where only ``polyvse.load`` serves it.
+any checkpoint (this one or ``polyvse.model.text_query.TextQueryModel``; ``polyvse.model.loading``), or None where only
+``polyvse.load`` serves it.
 """
 from __future__ import annotations
 
@@ -24,12 +25,11 @@ from typing import Sequence
 
 import numpy as np
 
-from .adaptation.options import ZERO_SHOT_DEFAULT, ZERO_SHOT_OFF
-from .adaptation.parts import adapted_languages, check_zero_shot, part_key, trained_languages
-from .adaptation.subwords import TABLE, UP, SubwordSpec, subword_term
+from .parts import ZERO_SHOT_DEFAULT, ZERO_SHOT_OFF, adapted_languages, check_zero_shot, part_key, trained_languages
+from .subwords import TABLE, UP, SubwordSpec, subword_term
 from .checkpoint import CheckpointConfig, is_pretrained_text, read_checkpoint_config
-from .languages import check_language, model_language
-from .text_query import NumpyQueryModel, TextQueryModel
+from ..languages import check_language, model_language
+from .text_query import NumpyQueryModel
 
 _PREFIX = "text_encoder."
 HEADS = {"linear": ("head.net.",), "mlp": ("head.net.0.", "head.net.3.")}  # Linear, or Linear-ReLU-Dropout-Linear
@@ -106,7 +106,7 @@ class TowerQueryModel(NumpyQueryModel):
         return self._weights[prefix + TABLE], self._weights[prefix + UP], SubwordSpec.from_dict(record)
 
     def _fallback_part(self) -> tuple[np.ndarray, np.ndarray] | None:
-        """The part a zero-shot language reads through (polyvse.adaptation.zero_shot.fallback_part): the mean of the
+        """The part a zero-shot language reads through (polyvse.model.zero_shot.fallback_part): the mean of the
         trained languages' parts, or one trained language's; None for a model without per-language parts."""
         if not self._parts:
             return None
@@ -118,11 +118,3 @@ class TowerQueryModel(NumpyQueryModel):
                 self._zero_shot_part = tuple(np.stack([self._parts[lang][i] for lang in trained]).mean(axis=0)
                                              for i in (0, 1))
         return self._zero_shot_part
-
-
-def query_model(path: str | os.PathLike, zero_shot: str | None = None) -> NumpyQueryModel | None:
-    """The torch-free text model of a checkpoint folder (word-level or frozen towers), or None where only
-    ``polyvse.load`` serves it."""
-    if is_pretrained_text(path):
-        return TowerQueryModel.load(path, zero_shot)
-    return TextQueryModel.load(path)

@@ -1,0 +1,13 @@
+"""The model: a checkpoint folder and what serves it.
+
+    checkpoint       the folder: config.json + weights (+ CSLS banks, adapted parts), read and written
+    parts            which language reads through which per-language part (trained, adapted, zero-shot)
+    zero_shot        the fallback part of a language without one; subwords, subword_student: an adapted part
+                     that also reads the sentence's subwords
+    embedding_model  EmbeddingModel, the interface every model implements
+    torch_model      PolyvseModel: torch, text and photos
+    text_query       TextQueryModel: numpy, word-level text only (NumpyQueryModel: the numpy base)
+    tower_query      TowerQueryModel: numpy, frozen-tower text only
+    search_hubness   CSLS re-ranking of search in numpy
+    loading          load (PolyvseModel) and query_model (the numpy text model where one covers the checkpoint)
+"""
