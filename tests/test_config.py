@@ -230,3 +230,25 @@ def test_the_translator_is_named_and_keeps_its_recorded_identity():
     assert cfg.to_dict()["objective"] == "translator"
     assert changed_fields(cfg.to_dict()) == changed_fields(old)
     assert "objective" not in changed_fields(cfg.to_dict())
+
+
+def test_smoke_caps_are_the_overlays_and_no_objective_knows_smoke():
+    """A --smoke run's caps (MULE's LP epochs, the Translator's source-only epochs, AME's alignment period) come
+    from the smoke section (configs/overlays/smoke.yaml) applied to a copy of the config; no objective constructor
+    takes ``smoke``."""
+    import inspect
+
+    from polyvse_train.objectives import OBJECTIVES
+    from polyvse_train.objectives.word_alignment import build_alignment
+
+    for cls in OBJECTIVES.values():
+        assert "smoke" not in inspect.signature(cls.__init__).parameters, cls.name
+    assert "smoke" not in inspect.signature(build_alignment).parameters
+    cfg = TrainConfig.from_dict({"objective": "mule", "lp_epochs": 5, "align": True, "align_every": 10})
+    smoked = cfg.smoke.applied_to(cfg)
+    assert (smoked.objective.options.lp_epochs, smoked.align.every) == (1, 2)
+    assert (cfg.objective.options.lp_epochs, cfg.align.every) == (5, 10)  # the run's own config is untouched
+    vse = TrainConfig.from_dict({"objective": "vse", "smoke": {"caps": {"lp_epochs": 0, "epochs": 1}}})
+    assert vse.smoke.applied_to(vse).to_dict() == {**vse.to_dict(), "epochs": 1}  # another objective's cap: no-op
+    with pytest.raises(DataError, match="not a field's flat name"):
+        TrainConfig.from_dict({"smoke": {"caps": {"nonsense": 1}}})

@@ -363,21 +363,45 @@ class ScheduleSection(Section):
                               f"{self.ema_decay}")
 
 
+#: SmokeSection.caps' defaults (configs/overlays/smoke.yaml names them too)
+SMOKE_CAPS = {"lp_epochs": 1, "source_epochs": 1, "align_every": 2}
+
+
 @dataclass
 class SmokeSection(Section):
     """``--smoke``: a few steps on a slice of the data, for tests (the configs' values: configs/overlays/smoke.yaml)."""
 
     key: ClassVar[str] = "smoke"
     flat_names: ClassVar[dict[str, str]] = {"photos": "smoke_photos", "epochs": "smoke_epochs",
-                                            "max_batches": "smoke_max_batches"}
+                                            "max_batches": "smoke_max_batches", "caps": "smoke_caps"}
     photos: int = 64
     epochs: int = 1
     max_batches: int = 0  # > 0: a smoke epoch stops after this many batches (0 = the whole slice)
+    # the most a smoke run gives a field of the config, by flat name (a field this config lacks, e.g. another
+    # objective's option, is left alone): the objectives' own stages (MULE's LP epochs, the Translator's
+    # source-only epochs) and AME's alignment period
+    caps: dict[str, int] = field(default_factory=lambda: dict(SMOKE_CAPS))
 
     def check(self, fail) -> None:
         at_least(fail, self, "photos", 1)
         at_least(fail, self, "epochs", 1)
         at_least(fail, self, "max_batches", 0)
+        for name, cap in self.caps.items():
+            if name not in FLAT_FIELDS:
+                fail("caps", f"{name!r} is not a field's flat name")
+            elif cap < 0:
+                fail("caps", f"{name}: {cap}, a cap is 0 or more")
+
+    def applied_to(self, cfg: "TrainConfig") -> "TrainConfig":
+        """``cfg`` as a ``--smoke`` run trains it (a copy): every capped field it has at most its cap."""
+        out = copy.deepcopy(cfg)
+        for name, cap in self.caps.items():
+            section, field_name = FLAT_FIELDS[name]
+            holder = getattr(out, section)
+            holder = holder.options if section == ObjectiveSection.key and name in OPTION_DEFAULTS else holder
+            if hasattr(holder, field_name) and getattr(holder, field_name) > cap:
+                out.set(name, cap)
+        return out
 
 
 SECTIONS: tuple[type[Section], ...] = (DataSection, ModelSection, ObjectiveSection, AlignSection,

@@ -252,10 +252,11 @@ def setup_run(cfg: TrainConfig, out_dir: Path, root: Path, dist_info: DistInfo, 
     seed_everything(cfg.schedule.seed)
     data.features = data.features.to(device)  # once: batches index it where the model is
     model = build_model(cfg, data).to(device)  # initialised on the CPU, so every device starts from the same weights
-    alignment = build_alignment(cfg, model, data, root, smoke=smoke)  # AME: the lexicons, the translators W_l
+    built = cfg.smoke.applied_to(cfg) if smoke else cfg  # the smoke overlay's caps (MULE's LP epochs, ...)
+    alignment = build_alignment(built, model, data, root)  # AME: the lexicons, the translators W_l
     if alignment is not None:
         alignment.aligner.to(device)
-    objective = build_objective(cfg, model, data, root, smoke=smoke).to(device)  # its own parameters (MULE)
+    objective = build_objective(built, model, data, root).to(device)  # its own parameters (MULE)
     prepare_word_embeddings(cfg, model, alignment)  # AME: lexicon initialisation, frozen words
     forward = model
     if dist_info.enabled:

@@ -38,5 +38,6 @@ def objective_class(cfg) -> type[Objective]:
     return OBJECTIVES[cfg.objective.name]
 
 
-def build_objective(cfg, model, data, root: Path | None = None, smoke: bool = False) -> Objective:
-    return objective_class(cfg)(cfg, model, data, root, smoke)
+def build_objective(cfg, model, data, root: Path | None = None) -> Objective:
+    """The objective of ``cfg`` (a --smoke run passes the config its smoke caps were applied to)."""
+    return objective_class(cfg)(cfg, model, data, root)

@@ -54,7 +54,7 @@ class Objective(nn.Module):
     name: ClassVar[str] = ""
     Options: ClassVar[type[ObjectiveOptions]] = ObjectiveOptions
 
-    def __init__(self, cfg, model, data, root: Path | None = None, smoke: bool = False):
+    def __init__(self, cfg, model, data, root: Path | None = None):
         super().__init__()
         self.cfg = cfg
         self.options = cfg.objective.options  # this objective's own options (an instance of ``Options``)
@@ -63,7 +63,7 @@ class Objective(nn.Module):
         top_k = cfg.objective.top_k or None
         #: the negatives of every ranking loss: all, the hardest (max violation) or the K hardest
         self.rank = dict(max_violation=cfg.objective.max_violation and top_k is None, top_k=top_k)
-        self.root, self.smoke = root, smoke
+        self.root = root
 
     # -- the interface -------------------------------------------------------------------------------
     def batch_sampler(self):

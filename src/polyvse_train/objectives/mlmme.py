@@ -23,8 +23,8 @@ class MlmmeObjective(OneCaptionPerLanguage):
     name = "mlmme"
     Options = MlmmeOptions
 
-    def __init__(self, cfg, model, data, root=None, smoke: bool = False):
-        super().__init__(cfg, model, data, root, smoke)
+    def __init__(self, cfg, model, data, root=None):
+        super().__init__(cfg, model, data, root)
         self.loss = MlmmeLoss(self.options.beta, cfg.objective.margin, similarity=model.similarity, **self.rank)
 
     @classmethod

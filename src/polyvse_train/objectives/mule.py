@@ -36,15 +36,15 @@ class MuleObjective(TupleObjective):
     name = "mule"
     Options = MuleOptions
 
-    def __init__(self, cfg, model, data, root=None, smoke: bool = False):
-        super().__init__(cfg, model, data, root, smoke)
+    def __init__(self, cfg, model, data, root=None):
+        super().__init__(cfg, model, data, root)
         opts = self.options
         self.matching = GroupedHingeLoss(cfg.objective.margin, **self.rank)
         self.neighbourhood = NeighbourhoodConstraintLoss(opts.nc_margin, top_k=self.rank["top_k"])
         if opts.lc_weight > 0:
             u_dim = model.config.universal_dim or model.config.pretrained_dim or model.config.word_dim
             self.language_loss = LanguageAdversarialLoss(LanguageClassifier(u_dim, len(cfg.data.languages)))
-        self.lp_epochs = min(opts.lp_epochs, 1) if smoke else opts.lp_epochs  # a smoke run keeps one LP epoch
+        self.lp_epochs = opts.lp_epochs  # a smoke run keeps one (SmokeSection.caps)
 
     @property
     def pre_epochs(self) -> int:

@@ -10,8 +10,8 @@ from .tuples import OneCaptionPerLanguage
 class ParallelObjective(OneCaptionPerLanguage):
     name = "parallel"
 
-    def __init__(self, cfg, model, data, root=None, smoke: bool = False):
-        super().__init__(cfg, model, data, root, smoke)
+    def __init__(self, cfg, model, data, root=None):
+        super().__init__(cfg, model, data, root)
         self.pivot = PivotLoss(model.similarity, cfg.objective.margin, **self.rank)
         self.parallel = ParallelLoss(model.similarity, cfg.objective.margin, **self.rank)
 

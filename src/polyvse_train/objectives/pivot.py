@@ -9,8 +9,8 @@ from .tuples import OneCaptionPerLanguage
 class PivotObjective(OneCaptionPerLanguage):
     name = "pivot"
 
-    def __init__(self, cfg, model, data, root=None, smoke: bool = False):
-        super().__init__(cfg, model, data, root, smoke)
+    def __init__(self, cfg, model, data, root=None):
+        super().__init__(cfg, model, data, root)
         self.loss = PivotLoss(model.similarity, cfg.objective.margin, **self.rank)
 
     def tuple_loss(self, photo_rows, encoded, epoch):

@@ -90,12 +90,12 @@ def lexicon_rows(root: Path, vocab, src: str, tgt: str) -> tuple[torch.Tensor, t
 class TranslatorSchedule:
     """Checks the Translator fields, builds the staged sampler and initialises the map (module docstring)."""
 
-    def __init__(self, cfg, model, data, root: Path | None, smoke: bool):
+    def __init__(self, cfg, model, data, root: Path | None):
         self.cfg, self.model, self.data, self.root = cfg, model, data, root
         self.options = opts = cfg.objective.options
         if opts.language_map_init == "lexicon" and root is None:
             raise DataError("language_map_init lexicon needs the data root (MUSE dictionaries under <root>/muse)")
-        self.source_epochs = min(opts.source_epochs, 1) if smoke else opts.source_epochs
+        self.source_epochs = opts.source_epochs  # a smoke run keeps one (SmokeSection.caps)
         self.targets = [lang for lang in cfg.data.languages if lang != opts.source_language]
         if opts.freeze_language_map and model.text_encoder.language_map is not None:
             for p in model.text_encoder.language_map.parameters():
@@ -155,9 +155,9 @@ class TranslatorObjective(VseObjective):
     name = "translator"
     Options = TranslatorOptions
 
-    def __init__(self, cfg, model, data, root=None, smoke: bool = False):
-        super().__init__(cfg, model, data, root, smoke)
-        self.translator = TranslatorSchedule(cfg, model, data, root, smoke)
+    def __init__(self, cfg, model, data, root=None):
+        super().__init__(cfg, model, data, root)
+        self.translator = TranslatorSchedule(cfg, model, data, root)
 
     @property
     def pre_epochs(self) -> int:

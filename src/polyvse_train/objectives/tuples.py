@@ -82,8 +82,8 @@ class TupleObjective(Objective):
 
     Options = TupleOptions
 
-    def __init__(self, cfg, model, data, root=None, smoke: bool = False):
-        super().__init__(cfg, model, data, root, smoke)
+    def __init__(self, cfg, model, data, root=None):
+        super().__init__(cfg, model, data, root)
         #: captions per photo per language (image batches and text-only tuples); {} = 1 each
         self.quotas = self.options.quotas or {lang: 1 for lang in cfg.data.languages}
         self.slot_langs = slot_languages(self.quotas)
@@ -146,8 +146,8 @@ class TupleObjective(Objective):
 class OneCaptionPerLanguage(TupleObjective):
     """PIVOT, PARALLEL and MLMME pair one caption per language with each photo."""
 
-    def __init__(self, cfg, model, data, root=None, smoke: bool = False):
-        super().__init__(cfg, model, data, root, smoke)
+    def __init__(self, cfg, model, data, root=None):
+        super().__init__(cfg, model, data, root)
         if any(q != 1 for q in self.quotas.values()):
             raise DataError(f"objective {self.name} pairs one caption per language with each photo; "
                             f"quotas must all be 1, got {self.quotas}")

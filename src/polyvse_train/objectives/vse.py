@@ -100,8 +100,8 @@ class VseObjective(Objective):
     name = "vse"
     Options = VseOptions
 
-    def __init__(self, cfg, model, data, root=None, smoke: bool = False):
-        super().__init__(cfg, model, data, root, smoke)
+    def __init__(self, cfg, model, data, root=None):
+        super().__init__(cfg, model, data, root)
         opts = self.options
         self.ranking = (HingeRankingLoss(cfg.objective.margin, **self.rank) if opts.ranking_loss == "hinge"
                         else InfoNceLoss(opts.temperature, opts.hard_negative_beta))

@@ -14,7 +14,7 @@ log = logging.getLogger("polyvse.train")
 
 class WordAlignment:
     """The run's aligner with its schedule: a step every ``align.every`` iterations when ``align.loss`` is on (a
-    smoke run, a dozen steps, aligns every 2), the alignment ratio in every epoch's log. Its parameters (the
+    smoke run, a dozen steps, aligns every 2: SmokeSection.caps), the alignment ratio in every epoch's log. Its parameters (the
     translators W_l) are the aligner's own, trained by its own optimiser."""
 
     def __init__(self, aligner: LexiconAligner, loss: bool, every: int):
@@ -29,12 +29,12 @@ class WordAlignment:
         return {"alignment_ratio": self.aligner.ratios()}
 
 
-def build_alignment(cfg, model, data, root: Path | None, smoke: bool = False) -> WordAlignment | None:
+def build_alignment(cfg, model, data, root: Path | None) -> WordAlignment | None:
     """The run's word alignment when it needs the lexicons (alignment loss or lexicon initialisation), else None."""
     aligner = build_aligner(cfg, model, data, root)
     if aligner is None:
         return None
-    return WordAlignment(aligner, cfg.align.loss, min(cfg.align.every, 2) if smoke else cfg.align.every)
+    return WordAlignment(aligner, cfg.align.loss, cfg.align.every)
 
 
 def build_aligner(cfg, model, data, root: Path | None) -> LexiconAligner | None:
