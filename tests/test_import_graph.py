@@ -191,3 +191,23 @@ def test_the_application_runs_as_a_module():
                          timeout=120, check=False)
     assert out.returncode == 0, out.stderr
     assert out.stdout.startswith("usage: polyvse ") and "train" in out.stdout and "serve" in out.stdout
+
+
+def recipe_files(name: str) -> list[str]:
+    """The files docs/architecture.md's recipe ``name`` ("An objective") names, in order, once each."""
+    import re
+
+    text = (SRC.parent / "docs" / "architecture.md").read_text(encoding="utf-8")
+    recipe = re.search(rf"\*\*{name}\*\*(.*?)(?:\n\n|\Z)", text, re.S).group(1)
+    return list(dict.fromkeys(re.findall(r"`((?:src|configs)/[\w/.]+?\.(?:py|yaml))`", recipe)))
+
+
+def test_the_recipes_name_files_that_exist_and_an_objective_touches_three():
+    """docs/architecture.md's recipes name every file a newcomer touches: each exists (``NEW`` is the newcomer's
+    own), and an objective is three files."""
+    for name in ("An objective", "A reader", "An endpoint", "A backbone", "A language"):
+        for path in recipe_files(name):
+            if "NEW" not in path:
+                assert (SRC.parent / path).is_file(), f"{name}: {path}"
+    objective = [p for p in recipe_files("An objective") if p != "configs/overlays/smoke.yaml"]  # only if it has a stage
+    assert len(objective) <= 3, objective

@@ -1,9 +1,11 @@
 """What every polyvse model offers an index and a searcher, torch or not: ``EmbeddingModel``.
 
-Two classes implement it: ``polyvse.model.torch_model.PolyvseModel`` (the torch model: text and photos, any device) and
-``polyvse.model.text_query.TextQueryModel`` (a word-level checkpoint's text branch in numpy, for text queries
-without importing torch). An index fingerprints either through ``config``, ``checkpoint``, ``captions``,
-``similarity_name`` and ``weight_arrays()``, so it accepts one exactly when it accepts the other.
+Three classes implement it: ``polyvse.model.torch_model.PolyvseModel`` (the torch model: text and photos, any
+device), ``polyvse.model.text_query.TextQueryModel`` (a word-level checkpoint's text branch in numpy) and
+``polyvse.model.tower_query.TowerQueryModel`` (a frozen-tower checkpoint's learned parts in numpy), the last two for
+text queries without importing torch (``polyvse.model.loading.query_model`` picks one). An index fingerprints each
+through ``config``, ``checkpoint``, ``captions``, ``similarity_name`` and ``weight_arrays()``, so it accepts one
+exactly when it accepts the others.
 This module imports no torch.
 """
 from __future__ import annotations
