@@ -78,7 +78,7 @@ def _loss(model, langs) -> torch.Tensor:
 
 def test_gradient_reaches_the_map_from_fr_rows_only_and_never_when_frozen():
     model, cfg = _model()
-    TranslatorSchedule(cfg, model, data=None, root=None, smoke=False)
+    TranslatorSchedule(cfg, model, data=None, root=None)
     weight = model.text_encoder.language_map.maps["fr"]
     _loss(model, ["de", "de"]).backward()
     assert weight.grad is None  # no fr caption, no gradient (the source stage leaves M alone)
@@ -86,7 +86,7 @@ def test_gradient_reaches_the_map_from_fr_rows_only_and_never_when_frozen():
     assert weight.grad is not None and weight.grad.abs().sum() > 0
 
     frozen, cfg = _model(freeze=True)
-    TranslatorSchedule(cfg, frozen, data=None, root=None, smoke=False)
+    TranslatorSchedule(cfg, frozen, data=None, root=None)
     weight = frozen.text_encoder.language_map.maps["fr"]
     assert not weight.requires_grad
     before = weight.detach().clone()
