@@ -245,10 +245,38 @@ def test_smoke_caps_are_the_overlays_and_no_objective_knows_smoke():
         assert "smoke" not in inspect.signature(cls.__init__).parameters, cls.name
     assert "smoke" not in inspect.signature(build_alignment).parameters
     cfg = TrainConfig.from_dict({"objective": "mule", "lp_epochs": 5, "align": True, "align_every": 10})
-    smoked = cfg.smoke.applied_to(cfg)
+    smoked = cfg.for_smoke()
     assert (smoked.objective.options.lp_epochs, smoked.align.every) == (1, 2)
     assert (cfg.objective.options.lp_epochs, cfg.align.every) == (5, 10)  # the run's own config is untouched
     vse = TrainConfig.from_dict({"objective": "vse", "smoke": {"caps": {"lp_epochs": 0, "epochs": 1}}})
-    assert vse.smoke.applied_to(vse).to_dict() == {**vse.to_dict(), "epochs": 1}  # another objective's cap: no-op
+    assert vse.for_smoke().to_dict() == {**vse.to_dict(), "epochs": 1}  # another objective's cap: no-op
     with pytest.raises(DataError, match="not a field's flat name"):
         TrainConfig.from_dict({"smoke": {"caps": {"nonsense": 1}}})
+
+
+def test_two_objectives_may_give_one_option_name_different_defaults(monkeypatch):
+    """Each objective's options are its own namespace: the tables take an option whose default differs between
+    two objectives (this once broke the import), each objective keeps its default, and the other's option in the
+    flat form, at either default, is ignored."""
+    from dataclasses import dataclass
+
+    from polyvse_train.config import objective as section
+    from polyvse_train.objectives import ObjectiveOptions
+
+    @dataclass
+    class AOptions(ObjectiveOptions):
+        weight: float = 1.0
+
+    @dataclass
+    class BOptions(ObjectiveOptions):
+        weight: float = 0.5
+
+    fake = {"a": type("A", (), {"Options": AOptions}), "b": type("B", (), {"Options": BOptions})}
+    owners, by_objective, defaults = section._options_of_objectives(fake)
+    assert owners == {"weight": ["a", "b"]} and by_objective == {"weight": {"a": 1.0, "b": 0.5}}
+    assert defaults == {"weight": 1.0}  # what the flat form gives an objective without the option
+    for name, value in zip(("OBJECTIVES", "OPTION_OWNERS", "OPTION_DEFAULTS_BY", "OPTION_DEFAULTS"),
+                           (fake, owners, by_objective, defaults)):
+        monkeypatch.setattr(section, name, value)
+    assert section.ObjectiveSection(name="b").options.weight == 0.5
+    assert section.ObjectiveSection.from_values({"name": "b", "options": {"weight": 0.25}}, "<t>").options.weight == 0.25

@@ -252,7 +252,7 @@ def setup_run(cfg: TrainConfig, out_dir: Path, root: Path, dist_info: DistInfo, 
     seed_everything(cfg.schedule.seed)
     data.features = data.features.to(device)  # once: batches index it where the model is
     model = build_model(cfg, data).to(device)  # initialised on the CPU, so every device starts from the same weights
-    built = cfg.smoke.applied_to(cfg) if smoke else cfg  # the smoke overlay's caps (MULE's LP epochs, ...)
+    built = cfg.for_smoke() if smoke else cfg  # the smoke overlay's caps (MULE's LP epochs, ...)
     alignment = build_alignment(built, model, data, root)  # AME: the lexicons, the translators W_l
     if alignment is not None:
         alignment.aligner.to(device)
