@@ -26,7 +26,7 @@ import time
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from polyvse_train.harness import LOOPBACK, ServerError, free_port, start_serve, stop_serve, wait_until_up
+from polyvse_tooling.harness import LOOPBACK, ServerError, free_port, start_serve, stop_serve, wait_until_up
 
 QUERIES = {
     "en": ["a dog runs through the snow", "two children are playing on the beach", "a man rides a bicycle",

@@ -99,7 +99,7 @@ def main(argv=None) -> int:
     from polyvse.evaluation.evaluators import LanguagesEvaluator
     from polyvse.models.pretrained.cache import sentence_cache_dir
     from polyvse.util.paths import data_root
-    from polyvse_train.harness import git, machine_line
+    from polyvse_tooling.harness import git, machine_line
 
     args = parse_args(argv)
     if args.from_record:

@@ -101,7 +101,7 @@ def main(argv=None) -> int:
     from polyvse.evaluation.evaluators import LanguagesEvaluator
     from polyvse.models.pretrained.cache import sentence_cache_dir
     from polyvse.util.paths import data_root
-    from polyvse_train.harness import git, machine_line
+    from polyvse_tooling.harness import git, machine_line
 
     args = parse_args(argv)
     root, cache, progress = data_root(args.data_root), sentence_cache_dir(args.data_root), not args.quiet

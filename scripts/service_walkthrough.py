@@ -31,7 +31,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from polyvse_train.harness import ServerError, free_port, git, machine_line, serving
+from polyvse_tooling.harness import ServerError, free_port, git, machine_line, serving
 
 REPO = Path(__file__).resolve().parents[1]
 TEMPLATE = REPO / "docs" / "templates" / "service.md"

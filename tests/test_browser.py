@@ -18,7 +18,7 @@ from urllib.parse import parse_qs, urlparse
 
 import pytest
 
-from polyvse_train.harness import free_port
+from polyvse_tooling.harness import free_port
 from test_index import serving_assets
 
 CHROMIUM = Path("/usr/bin/chromium")

@@ -12,7 +12,7 @@ from safetensors.torch import load_file
 
 from polyvse.distributed import DistInfo
 from polyvse_train.distributed import gather_with_grad, shard
-from polyvse_train.harness import free_port
+from polyvse_tooling.harness import free_port
 
 # SGD without clipping: unlike Adam, its update is proportional to the gradient, so a 2-rank run whose
 # gradients were off by a factor (e.g. gathered without gradients) would not match.

@@ -1,4 +1,4 @@
-"""polyvse_train.harness: the free-port and server pieces the scripts, benchmarks and tests share."""
+"""polyvse_tooling.harness: the free-port and server pieces the scripts, benchmarks and tests share."""
 from __future__ import annotations
 
 import socket
@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from polyvse_train.harness import LOOPBACK, ServerError, cpu_model, free_port, machine_line, wait_until_up
+from polyvse_tooling.harness import LOOPBACK, ServerError, cpu_model, free_port, machine_line, wait_until_up
 
 
 def test_free_port_keeps_a_free_preferred_port_and_replaces_a_taken_one():

@@ -135,7 +135,7 @@ def test_the_library_has_few_top_level_modules():
     assert len(top) <= 10, top
 
 
-RANK = {"polyvse": 0, "polyvse_train": 1, "polyvse_app": 2}  # library <- trainer <- application
+RANK = {"polyvse": 0, "polyvse_train": 1, "polyvse_app": 2, "polyvse_tooling": 3}  # library <- trainer <- app <- tooling
 
 
 def upward_imports(graph: dict[str, set[str]]) -> list[str]:
@@ -211,3 +211,13 @@ def test_the_recipes_name_files_that_exist_and_an_objective_touches_three():
                 assert (SRC.parent / path).is_file(), f"{name}: {path}"
     objective = [p for p in recipe_files("An objective") if p != "configs/overlays/smoke.yaml"]  # only if it has a stage
     assert len(objective) <= 3, objective
+
+
+def test_the_tooling_imports_what_it_says():
+    """polyvse_tooling (the scripts', benchmarks' and tests' harness) imports of polyvse only polyvse.provenance, as
+    its docstring says, and no package of src/ imports it."""
+    graph = import_graph()
+    tooling = {mod for mod in graph if mod.startswith("polyvse_tooling")}
+    assert tooling and {d for mod in tooling for d in graph[mod] if not d.startswith("polyvse_tooling")} == {
+        "polyvse.provenance"}
+    assert not [mod for mod, deps in graph.items() if mod not in tooling and deps & tooling]

@@ -23,7 +23,7 @@ from polyvse.index import PhotoIndex
 from polyvse.sharding import parse_shard_spec, shard_bounds
 from polyvse_app.cli import main as cli_main
 from polyvse_train.distributed import shard
-from polyvse_train.harness import free_port
+from polyvse_tooling.harness import free_port
 
 N_PHOTOS = 7  # odd: the two shards differ in size
 TIMING_FIELDS = ("created", "updated")

@@ -24,7 +24,7 @@ from polyvse.util.atomic import write_json_atomic
 from polyvse.errors import MissingDataError
 from polyvse.provenance import provenance
 
-from ..harness import cpu_model
+from polyvse.provenance import cpu_model
 from .spec import OFFICIAL, ZooRun, ZooSpec, config_digest, effective_config, run_dir
 
 log = logging.getLogger("polyvse.zoo")

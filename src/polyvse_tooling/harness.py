@@ -1,8 +1,8 @@
 """What the scripts, benchmarks and tests that run polyvse for real share: a free loopback port, `polyvse serve`
 as a subprocess (started, waited for, stopped), and where a result came from (machine, git commit).
 
-It lives in the trainer because the zoo records the machine its runs used; it imports nothing of polyvse, and
-the application does not import it (`python -m polyvse_app serve` is started by name).
+It imports, of polyvse, only the library's ``polyvse.provenance`` (re-exported: where a record came from), and
+httpx when it waits for a server; the application it starts by name (`python -m polyvse_app serve`), never imports.
 """
 from __future__ import annotations
 
@@ -89,5 +89,5 @@ def serving(args: Sequence[str], log_path: Path, port: int, *, timeout: float, c
             stop_serve(proc)
 
 
-# -- where a result came from: polyvse.provenance (library), re-exported for the trainer's scripts --------
+# -- where a result came from: polyvse.provenance (library), re-exported for the scripts ------------------
 from polyvse.provenance import REPO, cpu_model, git, machine_line, provenance  # noqa: E402,F401
