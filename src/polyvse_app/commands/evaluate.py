@@ -79,7 +79,7 @@ def run(args) -> int:
     if args.json:
         from polyvse.provenance import provenance
 
-        write_json_atomic(Path(args.json), {**result, **provenance()})
+        write_json_atomic(Path(args.json), {**result, "provenance": provenance(model=args.checkpoint)})
     return 0
 
 
@@ -126,5 +126,5 @@ def run_task(args, root: Path) -> int:
         from polyvse.provenance import provenance
 
         write_json_atomic(Path(args.json), {"task": args.task, "checkpoint": str(Path(args.checkpoint)),
-                                            "result": result, **provenance()})
+                                            "result": result, "provenance": provenance(model=args.checkpoint)})
     return 0
