@@ -6,8 +6,8 @@
 - writes the Python API reference: one page per public module found by walking ``src/polyvse`` (modules and
   packages whose name starts with ``_`` are skipped), each a mkdocstrings ``:::`` block, so a module that moves
   moves its page with it;
-- mirrors the records (``results/`` and ``benchmarks/results/``, outside ``docs/``) into the site under
-  ``records/``, with a listing page per folder, and rewrites every Markdown link that points at a record (relative
+- mirrors the records (``results/`` and ``benchmarks/results/``, outside ``docs/``; and ``configs/``) into the site
+  under ``records/``, with a listing page per folder, and rewrites every Markdown link that points at a record (relative
   to the page, as it works on GitHub, or relative to the repository root, as README's generated blocks write it)
   to the mirrored copy. A link to a record that does not exist is a warning, which ``mkdocs build --strict`` turns
   into a failed build; so is a link to any other file outside ``docs/``.
@@ -32,10 +32,11 @@ log = logging.getLogger("mkdocs.hooks.polyvse_docs")
 
 REPO = Path(__file__).resolve().parents[2]
 SRC = REPO / "src"
-# repository folders mirrored into the site, below RECORDS
-RECORD_DIRS = ("results", "benchmarks/results")
+# repository folders mirrored into the site, below RECORDS: the records, and the configs the guides and method pages
+# point at (served as files, never rendered)
+RECORD_DIRS = ("results", "benchmarks/results", "configs")
 RECORDS = "records"
-RECORD_SUFFIXES = {".json", ".jsonl", ".md", ".csv", ".log", ".txt", ".tsv"}
+RECORD_SUFFIXES = {".json", ".jsonl", ".md", ".csv", ".log", ".txt", ".tsv", ".yaml"}
 CLI_DIR = "reference/cli"
 API_DIR = "reference/api"
 API_PACKAGES = ("polyvse",)
