@@ -94,7 +94,7 @@ def _build_parser() -> argparse.ArgumentParser:
 
 
 def _formatter(parser: argparse.ArgumentParser) -> argparse.HelpFormatter:
-    return argparse.HelpFormatter(prog=parser.prog, width=100, max_help_position=32)
+    return argparse.HelpFormatter(prog=parser.prog, width=80, max_help_position=32)
 
 
 def _md_text(text: str) -> str:
