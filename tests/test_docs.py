@@ -86,6 +86,18 @@ def test_records_are_mirrored_and_linked(site):
     record = site / "records" / "results" / "languages-model.json"
     assert record.exists()
     assert (site / "records" / "results" / "index.html").exists()  # a folder listing for folder links
+    # a page's link to a record outside docs/ (../results/...) lands on the mirrored copy
+    decisions = (site / "decisions" / "index.html").read_text(encoding="utf-8")
+    assert 'href="../records/results/model-crosslingual.json"' in decisions
+
+
+@pytest.mark.parametrize("page, block", [("product-model.md", "product-model"), ("languages.md", "languages"),
+                                         ("benchmarks.md", "bench")])
+def test_result_pages_keep_their_generated_blocks(page, block):
+    """`polyvse report` fills these blocks from the records; the pages must keep both markers."""
+    text = (REPO / "docs" / page).read_text(encoding="utf-8")
+    assert text.count(f"<!-- {block}:start -->") == 1 and text.count(f"<!-- {block}:end -->") == 1
+    assert text.index(f"<!-- {block}:start -->") < text.index(f"<!-- {block}:end -->")
 
 
 def test_a_link_to_a_missing_record_fails_the_build(tmp_path):
