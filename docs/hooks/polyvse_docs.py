@@ -432,8 +432,20 @@ def _rewrite_target(target: str, page_src: str, files: Files) -> str | None:
             return None
         return posixpath.relpath(site_rel, page_dir or ".") + sep + anchor
     if in_docs.startswith("../") or any(c.startswith(tuple(d + "/" for d in RECORD_DIRS)) for c in candidates):
-        log.warning("%s: link to %s, which is neither a page of the site nor a record that exists", page_src, bare)
+        log.warning("%s: link to %s, which is neither a page of the site nor a record that exists%s", page_src, bare,
+                    _archived_hint(candidates))
     return None
+
+
+def _archived_hint(candidates: list[str]) -> str:
+    """", now at X" when the record was moved into its folder's archive/ (superseded records are kept there)."""
+    for repo_rel in candidates:
+        for d in RECORD_DIRS:
+            if repo_rel.startswith(d + "/"):
+                moved = f"{d}/archive/{repo_rel[len(d) + 1:]}"
+                if (REPO / moved).exists():
+                    return f" (moved to {moved}: link there, and say it is history)"
+    return ""
 
 
 def on_page_markdown(markdown: str, page, config, files: Files, **kwargs) -> str:
