@@ -101,7 +101,7 @@ def main(argv=None) -> int:
     from polyvse.atomic import write_json_atomic
     from polyvse.models.pretrained.cache import sentence_cache_dir
     from polyvse.paths import data_root
-    from polyvse_train.harness import git, machine_line
+    from polyvse.provenance import provenance
 
     from adapt_curves import galleries, scores_through_part
 
@@ -111,9 +111,9 @@ def main(argv=None) -> int:
     grid = settings_grid(args.grid, args.set)
     model = polyvse.load(args.checkpoint, device="cpu")
     gals = galleries(model, root, langs, args.reference, progress, splits=("val",))
-    record = {"checkpoint": str(args.checkpoint), "date": time.strftime("%Y-%m-%d"), "machine": machine_line(),
-              "commit": git("rev-parse", "HEAD"),
-              "command": "python scripts/adapt_sweep.py " + " ".join(argv if argv is not None else sys.argv[1:]),
+    record = {"checkpoint": str(args.checkpoint),
+              "provenance": provenance(["python", "scripts/adapt_sweep.py", *(argv if argv is not None
+                                                                              else sys.argv[1:])], args.checkpoint),
               "split": "val", "runs": {}}
     for lang in langs:
         vecs = {"val": torch.from_numpy(line_vectors(model.captions, gals["val"]["captions"][lang][0], lang, cache,

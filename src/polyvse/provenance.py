@@ -34,7 +34,7 @@ import sys
 from pathlib import Path
 
 __all__ = ["SCHEMA", "REPO", "checkpoint_fingerprint", "checkpoint_model", "cpu_model", "git", "git_state",
-           "machine", "machine_line", "no_model", "provenance", "provenance_problems"]
+           "index_model", "machine", "machine_line", "no_model", "provenance", "provenance_problems"]
 
 #: version of the schema above (a reader can tell older blocks apart)
 SCHEMA = 1
@@ -54,7 +54,15 @@ def git(*args: str, cwd: str | os.PathLike = REPO) -> str | None:
 
 def git_state(cwd: str | os.PathLike = REPO) -> dict:
     """``{"commit", "dirty", "dirty_files"}`` of the checkout at ``cwd``: dirty when tracked files differ from HEAD,
-    staged or not (untracked files do not count); all None outside a git checkout."""
+    staged or not (untracked files do not count); all None outside a git checkout.
+
+    A machine that got a copy of the working tree (a GPU machine), whose .git, if any, need not match it, is told
+    by its caller: ``$POLYVSE_SOURCE_COMMIT`` (and ``$POLYVSE_SOURCE_DIRTY`` 0 or 1) stand for this checkout's
+    state, and the result says so (``commit_from``)."""
+    told = os.environ.get("POLYVSE_SOURCE_COMMIT")
+    if told and Path(cwd).resolve() == REPO:
+        return {"commit": told, "dirty": {"0": False, "1": True}.get(os.environ.get("POLYVSE_SOURCE_DIRTY", "")),
+                "dirty_files": None, "commit_from": "$POLYVSE_SOURCE_COMMIT (the caller's word: a copied tree)"}
     commit = git("rev-parse", "HEAD", cwd=cwd)
     changed = git("diff", "--name-only", "HEAD", "--", cwd=cwd) if commit else None  # staged or not
     if changed is None:
@@ -128,12 +136,27 @@ def checkpoint_model(path: str | os.PathLike, config: str | None = None, fingerp
     """The ``model`` block of a record that measured the checkpoint at ``path``; ``config``: the training config's
     name (default: the checkpoint's training.json); ``fingerprint`` when the caller has it already."""
     path = Path(path)
-    if config is None:
-        with contextlib.suppress(OSError, ValueError, AttributeError):
-            import json
+    return {"fingerprint": fingerprint or checkpoint_fingerprint(path), "checkpoint": str(path),
+            "config": config or _config_name(path)}
 
-            config = json.loads((path / "training.json").read_text(encoding="utf-8"))["config"]["name"]
-    return {"fingerprint": fingerprint or checkpoint_fingerprint(path), "checkpoint": str(path), "config": config}
+
+def _config_name(checkpoint: str | os.PathLike | None) -> str | None:
+    """The training config's name in a checkpoint's training.json, None where it cannot be read."""
+    import json
+
+    with contextlib.suppress(OSError, ValueError, AttributeError, KeyError, TypeError):
+        return json.loads((Path(checkpoint) / "training.json").read_text(encoding="utf-8"))["config"]["name"]
+    return None
+
+
+def index_model(index: str | os.PathLike) -> dict:
+    """The ``model`` block of a record that measured searches of an index: the model its manifest names (the
+    fingerprint it was built with, its checkpoint)."""
+    import json
+
+    m = json.loads((Path(index) / "manifest.json").read_text(encoding="utf-8"))["model"]
+    return {"fingerprint": m["fingerprint"], "checkpoint": m.get("checkpoint"),
+            "config": _config_name(m.get("checkpoint")) if m.get("checkpoint") else None, "index": str(index)}
 
 
 def no_model(why: str) -> dict:
@@ -146,9 +169,8 @@ def no_model(why: str) -> dict:
 def _command(command: str | list | tuple | None) -> str:
     if command is None:
         argv = list(sys.argv)
-        if argv and argv[0]:
-            with contextlib.suppress(ValueError):  # a path inside the checkout, relative to it
-                argv[0] = os.path.relpath(argv[0], REPO) if Path(argv[0]).is_absolute() else argv[0]
+        if argv and Path(argv[0]).is_absolute() and Path(argv[0]).resolve().is_relative_to(REPO):
+            argv[0] = Path(argv[0]).resolve().relative_to(REPO).as_posix()  # a script of the checkout: relative
         return shlex.join(argv)
     return command if isinstance(command, str) else shlex.join(str(x) for x in command)
 
@@ -177,6 +199,7 @@ def provenance(command: str | list | tuple | None = None, model: dict | str | os
         "commit": state.get("commit"),
         "dirty": state.get("dirty"),
         "dirty_files": state.get("dirty_files"),
+        **({"commit_from": state["commit_from"]} if state.get("commit_from") else {}),
         "machine": machine(),
         "command": _command(command),
         "polyvse_version": _version(),
@@ -185,7 +208,9 @@ def provenance(command: str | list | tuple | None = None, model: dict | str | os
 
 
 #: fields a block reconstructed after the fact may leave None, each with its reason in ``reconstructed.unknown``
-RECONSTRUCTED_MAY_BE_UNKNOWN = ("dirty", "model.fingerprint", "machine.memory_gb", "machine.os", "machine.python")
+#: (machine.gpu None with a reason: not recorded; without one: no GPU)
+RECONSTRUCTED_MAY_BE_UNKNOWN = ("dirty", "command", "model.fingerprint", "machine.cpu", "machine.cores",
+                                "machine.memory_gb", "machine.gpu", "machine.os", "machine.python")
 
 
 def provenance_problems(block) -> list[str]:
