@@ -482,6 +482,7 @@ def main(argv: list[str] | None = None) -> int:
         ("gpu", [str(HERE / "bench_gpu.py")] + q, 1200),  # writes only a "skipped" line without a GPU
         ("cli", [str(HERE / "bench_cli_startup.py"), "--index", str(DEMO_INDEX)] + q, 240),
         ("cli_product", [str(HERE / "bench_cli_startup.py"), "--product", "--index", str(PRODUCT_INDEX)] + q, 300),
+        ("milvus", [str(HERE / "bench_milvus.py")] + q, 2400),  # FAISS vs milvus-lite at 1M: milvus_1m_*, faiss_1m_*
         ("scale", [str(HERE / "bench_scale.py")] + q, SCALE_BUDGET_S if not args.quick else 600),
     ]
     results: dict = {k: None for k in HEADLINE}
@@ -518,7 +519,7 @@ def main(argv: list[str] | None = None) -> int:
             keys = {"eval": ["eval_5k_seconds"], "extract": ["extract_photos_per_s"], "train": ["train_throughput_ratio"],
                     "search": ["exact_scan_bandwidth_fraction", "ann_p50_ms", "ann_recall_at_10"],
                     "gpu": GPU_KEYS, "cli": ["cli_search_s"], "cli_product": ["cli_search_product_s"],
-                    "scale": SCALE_KEYS}[name]
+                    "scale": SCALE_KEYS, "milvus": ["milvus_1m_build_s", "faiss_1m_build_s"]}[name]
             for k in keys:
                 notes[k] = f"{Path(argv_[0]).name} {err}"
             log(f"{name}: {err}")
@@ -537,6 +538,8 @@ def main(argv: list[str] | None = None) -> int:
         elif name == "scale":
             results.update({k: v for k, v in data.items() if k.startswith("scale_")})
             notes.update({k: "; ".join(data["notes"]) for k in SCALE_KEYS if data.get("notes")})
+        elif name == "milvus":
+            results.update({k: v for k, v in data.items() if k.startswith(("milvus_", "faiss_"))})
         elif name == "search":
             for k in ("exact_scan_bandwidth_fraction", "ann_p50_ms", "ann_recall_at_10"):
                 results[k] = data.get(k)
