@@ -24,8 +24,8 @@ def languages_markdown(record: dict, link: str | None = None) -> str:
              _cell(r, "test"), str(r["test"]["n_images"]) if "test" in r else "-"] for name, r in record["rows"].items()]
     where = record.get("provenance", record)
     machine = where.get("machine")
-    if isinstance(machine, dict):
-        machine = ", ".join(str(machine[k]) for k in ("cpu", "cores", "gpu") if machine.get(k) is not None)
+    if isinstance(machine, dict):  # the provenance block's
+        machine = f"{machine.get('cpu')}, {machine.get('cores')} cores, GPU {machine.get('gpu') or 'none'}"
     splits = "/".join(record.get("splits", ["val", "test"]))
     text = (f"`{record['checkpoint']}` (config `{record['config']}`), Flickr8K official {splits} photos; mR = mean "
             f"of R@1/5/10 both ways, ranked as search ranks; record {link or '`' + record['out'] + '`'} "
