@@ -137,8 +137,8 @@ def test_provenance_fields_and_types():
     assert block["polyvse_version"] and block["model"] == {"none": "word lists"}
     script = Path(sys.argv[0]).resolve()
     first = script.relative_to(CHECKOUT).as_posix() if script.is_relative_to(CHECKOUT) else sys.argv[0]
-    assert provenance()["command"] == shlex.join([first if os.path.isabs(sys.argv[0]) else sys.argv[0],
-                                                  *sys.argv[1:]])
+    argv = [first if os.path.isabs(sys.argv[0]) else sys.argv[0], *sys.argv[1:]]
+    assert provenance()["command"] == shlex.join((["python"] if argv[0].endswith(".py") else []) + argv)
 
 
 def test_provenance_import_needs_no_torch():

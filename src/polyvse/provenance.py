@@ -171,6 +171,8 @@ def _command(command: str | list | tuple | None) -> str:
         argv = list(sys.argv)
         if argv and Path(argv[0]).is_absolute() and Path(argv[0]).resolve().is_relative_to(REPO):
             argv[0] = Path(argv[0]).resolve().relative_to(REPO).as_posix()  # a script of the checkout: relative
+        if argv and argv[0].endswith(".py"):
+            argv.insert(0, "python")  # `python script.py`: sys.argv starts at the script
         return shlex.join(argv)
     return command if isinstance(command, str) else shlex.join(str(x) for x in command)
 
