@@ -26,18 +26,33 @@ def bench_markdown(r: dict, link: str = f"`{RECORD}`") -> str:
     """The Performance figures, every one read from a latest.json written by a full run."""
     if r.get("quick"):
         raise ValueError("a --quick run's figures are meaningless: the docs take only a full run's latest.json")
-    m, d = r["machine"], r["details"]
+    lines = [_head(r, link), "", *_rows(r)]
+    variants = _variants(r["details"].get("extract"))
+    if variants:
+        lines += ["", variants]
+    return "\n".join(lines)
+
+
+def _head(r: dict, link: str) -> str:
+    """Where and when the record was made, and on which model."""
+    m = r["machine"]
     dirty = r.get("git_dirty", m.get("git_dirty"))
     commit = r.get("git_commit") or m.get("git_commit")
     head = (f"From {link} (`make bench` on "
             f"{m['date_utc'][:10]}, commit {str(commit)[:12]}; {m['cpu_model']}, {m['cores']} cores, "
             f"{m['memory_gib']} GiB, GPU {m.get('gpu') or 'none'}; load average {m['load_average_at_start'][0]:.1f} at "
-            f"start, {r['load_average_at_end'][0]:.1f} at the end; rendered by `polyvse report`). The product-model rows were measured on "
-            f"{measured_model(r)}.")
+            f"start, {r['load_average_at_end'][0]:.1f} at the end; rendered by `polyvse report`). The product-model "
+            f"rows were measured on {measured_model(r)}.")
     if dirty:
         files = r.get("git_dirty_files")
         head += (" **Written on a dirty tree" + (f" ({', '.join(files)})" if files else "")
                  + ": no commit reproduces these figures; rerun `make bench` in a clean clone.**")
+    return head
+
+
+def _rows(r: dict) -> list[str]:
+    """The table: one row per figure, its target beside it."""
+    d = r["details"]
     rows = ["| what | figure | target |", "|---|---|---|"]
 
     def row(what, fig, key):
@@ -102,20 +117,23 @@ def bench_markdown(r: dict, link: str = f"`{RECORD}`") -> str:
                f"({r.get('scale_data')} data)" if r.get(key) is not None else missing(key))
         row(f"compressed index (`--max-memory 8GB`), {size.upper()} photos (`scale_{size}_*`)", fig,
             "scale_10m_p50_ms" if size == "10m" else None)
-    lines = [head, "", *rows]
-    if e:
-        var = e["backbone_variants"]["variants"]
-        parts = []
-        if "fp32_contiguous_nchw" in var:
-            parts.append(f"channels-last is {1 / var['fp32_contiguous_nchw']['ratio_to_default']:.1f}× faster on the "
-                         "backbone than NCHW (kept)")
-        if "bf16_autocast_channels_last" in var:
-            b = var["bf16_autocast_channels_last"]
-            e2e = next((x for k, x in e.get("variants_end_to_end", {}).items() if k.startswith("bf16")), None)
-            parts.append(f"bf16 autocast {b['ratio_to_default']:.2f}× on the backbone"
-                         + (f", {e2e['ratio_to_default']:.2f}× end to end" if e2e else "")
-                         + f", minimum cosine {min(b['min_cosine_to_default'], e2e['min_cosine_to_default'] if e2e else 1):.4f}"
-                         " to fp32 features (not the default)")
-        if parts:
-            lines += ["", "Same run, backbone variants on one batch: " + "; ".join(parts) + "."]
-    return "\n".join(lines)
+    return rows
+
+
+def _variants(e: dict | None) -> str | None:
+    """The backbone variants measured in the same run, as one sentence."""
+    if not e:
+        return None
+    var = e["backbone_variants"]["variants"]
+    parts = []
+    if "fp32_contiguous_nchw" in var:
+        parts.append(f"channels-last is {1 / var['fp32_contiguous_nchw']['ratio_to_default']:.1f}× faster on the "
+                     "backbone than NCHW (kept)")
+    if "bf16_autocast_channels_last" in var:
+        b = var["bf16_autocast_channels_last"]
+        e2e = next((x for k, x in e.get("variants_end_to_end", {}).items() if k.startswith("bf16")), None)
+        parts.append(f"bf16 autocast {b['ratio_to_default']:.2f}× on the backbone"
+                     + (f", {e2e['ratio_to_default']:.2f}× end to end" if e2e else "")
+                     + f", minimum cosine {min(b['min_cosine_to_default'], e2e['min_cosine_to_default'] if e2e else 1):.4f}"
+                     " to fp32 features (not the default)")
+    return ("Same run, backbone variants on one batch: " + "; ".join(parts) + ".") if parts else None
