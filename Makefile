@@ -8,7 +8,7 @@ SHARED_DATA := $(abspath ../shared/data)
 # Data root for make targets: a folder inside the repo (git-ignored), filled from ../shared/data when present.
 export POLYVSE_DATA ?= $(CURDIR)/.data
 
-.PHONY: setup lock data demo model walkthrough test bench zoo zoo-f8k-full clean
+.PHONY: setup lock data demo model walkthrough test bench zoo zoo-f8k-full docs clean
 
 setup: $(VENV)/.installed
 
@@ -97,6 +97,11 @@ zoo: setup data
 # the same zoo on f8k-full's official split (configs/zoo/f8k-full.yaml), then its block of docs/results.md
 zoo-f8k-full: setup data
 	BIN=$(BIN) JOBS=$(JOBS) SPEC=configs/zoo/f8k-full.yaml bash scripts/run-zoo.sh
+
+# the documentation site (mkdocs.yml) into site/: mkdocs build --strict, so a broken link, a missing page or a record
+# that does not exist fails it; the command-line and Python API references are generated from the code at build time
+docs: setup
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --site-dir site
 
 clean:
 	rm -rf runs .pytest_cache

@@ -268,6 +268,9 @@ def main(argv=None) -> int:
         "extra_captions": args.captions, "seconds": round(time.time() - t0, 1),
         "languages": languages, "choice": choose_threshold(languages),
     }
+    from polyvse.provenance import checkpoint_model, provenance
+
+    result["provenance"] = provenance(model=checkpoint_model(checkpoint_path, fingerprint=index.fingerprint))
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     write_json_atomic(args.out, result)
     print(f"wrote {args.out}")

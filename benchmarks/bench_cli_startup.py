@@ -184,10 +184,14 @@ def main(argv: list[str] | None = None) -> dict:
                                  "runs/demo/checkpoint --images $POLYVSE_DATA/flickr8k/images --out runs/demo/index`")
         result = measure(index, repeats)
         manifest = json.loads((index / "manifest.json").read_text())
+        from polyvse.provenance import index_model, provenance
+
+        measured = index_model(index)  # inside the block: a --quick index is gone after it
     report = {**result, "command": f"polyvse search --index {index if not args.quick else 'INDEX'} {QUERY!r} "
               f"--lang {LANG} -k {K}", "index_photos": manifest["count"], "repeats": repeats, "quick": args.quick,
               "product": args.product,
               "load_average_at_end": list(os.getloadavg()), "python": platform.python_version()}
+    report["provenance"] = provenance(model=measured)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(report, indent=2) + "\n")
     print(f"cli_search_s {report['cli_search_s']:.2f} s (median of {repeats}; CPU {report['cli_search_cpu_s']:.2f} s); "

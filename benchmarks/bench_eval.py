@@ -72,6 +72,9 @@ def main(argv: list[str] | None = None) -> dict:
           f"median {statistics.median(numpy_s):.3f}s (numpy input), "
           f"{statistics.median(torch_s):.3f}s (torch input); "
           f"coco {folds}-fold {statistics.median(coco_s):.3f}s; random-score rsum {metrics['rsum']:.2f}")
+    from polyvse.provenance import no_model, provenance
+
+    report["provenance"] = provenance(model=no_model("random score matrices (the metrics' cost alone)"))
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(report, indent=2) + "\n")
     print(f"wrote {args.out}")

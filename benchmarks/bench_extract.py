@@ -304,7 +304,9 @@ def main(argv: list[str] | None = None) -> dict:
         "versions": {"python": platform.python_version(), "torch": torch.__version__, "numpy": np.__version__},
     }
     from polyvse.util.atomic import write_json_atomic
+    from polyvse.provenance import no_model, provenance
 
+    report["provenance"] = provenance(model=no_model("pretrained image backbones (no polyvse checkpoint)"))
     write_json_atomic(args.out, report)
     log(f"extract_photos_per_s {report['extract_photos_per_s']:.1f} ({report['extract_best_config']}); "
         f"skipped: {skipped or 'nothing'}; wall {report['wall_s']:.0f}s; wrote {args.out}")

@@ -45,22 +45,12 @@ def source_commit() -> dict:
     """The commit the code ran from: what the caller put in $POLYVSE_SOURCE_COMMIT where it is set (a machine that
     got a copy of the working tree, whose .git, if any, need not match it: the record says so), else git's, with
     whether the tree was clean."""
-    import subprocess
+    from polyvse.provenance import git_state
 
-    told = os.environ.get("POLYVSE_SOURCE_COMMIT")
-    if told:
-        return {"commit": told, "commit_from": "$POLYVSE_SOURCE_COMMIT (the caller's word: a copied tree)"}
-
-    def git(*args):
-        p = subprocess.run(["git", *args], capture_output=True, text=True, timeout=10, cwd=HERE)
-        if p.returncode:
-            raise OSError(p.stderr)
-        return p.stdout.strip()
-
-    try:
-        return {"commit": git("rev-parse", "HEAD"), "tree_clean": not git("status", "--porcelain")}
-    except (OSError, subprocess.SubprocessError):
-        return {}
+    state = git_state()
+    if state.get("commit_from"):
+        return {"commit": state["commit"], "commit_from": state["commit_from"]}
+    return {"commit": state["commit"], "tree_clean": not state["dirty"]} if state["commit"] else {}
 
 
 def gpu_info(device: torch.device) -> dict:
@@ -224,6 +214,9 @@ def main(argv: list[str] | None = None) -> int:
     result["command"] = "python benchmarks/bench_gpu.py " + " ".join(argv if argv is not None else sys.argv[1:])
     result["train"] = bench_train(device, root, args.epochs, args.quick, langs)
     result["search"] = bench_search(device, vectors, 512, args.quick, ivf=not args.skip_ivf)
+    from polyvse.provenance import no_model, provenance
+
+    result["provenance"] = provenance(result["command"], no_model("demo trainings and synthetic vectors (not kept)"))
     write_json_atomic(args.out, result)
     print(json.dumps(result, indent=2, default=str))
     return 0

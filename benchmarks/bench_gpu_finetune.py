@@ -224,6 +224,9 @@ def main(argv: list[str] | None = None) -> int:
             log(f"{precision} {record[precision]}")
             if device.type == "cuda":
                 torch.cuda.empty_cache()
+    from polyvse.provenance import no_model, provenance
+
+    record["provenance"] = provenance(model=no_model("a freshly initialised recipe training step (no checkpoint)"))
     args.out.parent.mkdir(parents=True, exist_ok=True)
     tmp = args.out.with_suffix(".tmp")
     tmp.write_text(json.dumps(record, indent=1) + "\n")

@@ -133,6 +133,10 @@ def main(argv: list[str] | None = None) -> dict:
                                                         "time_complete")},
               "cache_root_empty_at_start": str(cache), "load_average_at_end": list(os.getloadavg()),
               "machine": info, "log": [[t, line] for t, line in lines]}
+    from polyvse.provenance import checkpoint_model, no_model, provenance
+
+    result["provenance"] = provenance(model=checkpoint_model(model_dir / "checkpoint") if (
+        model_dir / "checkpoint").is_dir() else no_model(f"`{' '.join(cmd)}` left no checkpoint in {model_dir}"))
     write_json_atomic(args.out, result)
     print(f"make model: {wall / 60:.1f} min ({'within' if result['within_goal'] else 'over'} the 90-minute goal); "
           f"{args.out}")

@@ -97,6 +97,9 @@ def main(argv: list[str] | None = None) -> dict:
            f"variants_full_size_photos (longest side >= {FULL_SIZE} px)": full,
            "machine": f"{platform.processor() or platform.machine()}, {platform.system()}",
            "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+    from polyvse.provenance import provenance
+
+    out["provenance"] = provenance(model=args.checkpoint)
     for label, group in ((f"all {len(ids)} photos", every), (f"{len(full_size)} full-size photos", full)):
         print(label)
         for name, v in group.items():

@@ -194,6 +194,9 @@ def main(argv: list[str] | None = None) -> dict:
         "machine": {"cpus": os.cpu_count(), "platform": platform.platform(), "python": platform.python_version(),
                     "loadavg_at_end": os.getloadavg()},
     }
+    from polyvse.provenance import no_model, provenance
+
+    report["provenance"] = provenance(model=no_model("pretrained sentence encoders (no polyvse checkpoint)"))
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(report, indent=2) + "\n")
     print(f"wrote {args.out}")

@@ -316,6 +316,11 @@ def main(argv: list[str] | None = None) -> dict:
                                                                  photos if data == "photos" else None, cfg)
     report.update(headline(report["runs"], "photos" if "photos" in report["runs"] else "gaussian"))
     report.update(load_average_at_end=list(os.getloadavg()), python=platform.python_version())
+    from polyvse.provenance import index_model, no_model, provenance
+
+    # the photos data set is drawn around the photo vectors of an index: that index's model
+    report["provenance"] = provenance(model=index_model(cfg.photos_index) if photos is not None else no_model(
+        "random Gaussian vectors"))
     cfg.out.parent.mkdir(parents=True, exist_ok=True)
     cfg.out.write_text(json.dumps(report, indent=2) + "\n")
     log("headline: " + ", ".join(f"{k}={v:.3g}" if isinstance(v, float) else f"{k}={v}"

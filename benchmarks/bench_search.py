@@ -531,7 +531,9 @@ def main(argv: list[str] | None = None) -> dict:
     }
     args_out = cfg.out
     from polyvse.util.atomic import write_json_atomic
+    from polyvse.provenance import no_model, provenance
 
+    report["provenance"] = provenance(model=no_model("synthetic vectors (a clustered mixture on the unit sphere)"))
     write_json_atomic(args_out, report)
     log(f"exact_scan_bandwidth_fraction {report['exact_scan_bandwidth_fraction']:.2f}; ann {report['ann_setting']}: "
         f"p50 {report['ann_p50_ms']} ms, recall@10 {report['ann_recall_at_10']}; wall {report['wall_s']:.0f}s; wrote {args_out}")

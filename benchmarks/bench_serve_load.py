@@ -229,6 +229,10 @@ def main(argv: list[str] | None = None) -> int:
         raise SystemExit("--clients must be 1..1000, --duration 0..600 s, --max-requests at least 1")
 
     result = asyncio.run(run_load(args))
+    from polyvse.provenance import index_model, no_model, provenance
+
+    result["provenance"] = provenance(model=index_model(args.index) if args.index else no_model(
+        f"a server already running at {args.url}: the load test does not see its model"))
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
     lat = result["latency"]

@@ -86,6 +86,9 @@ def main(argv: list[str] | None = None) -> dict:
                  if "bf16" in timed else {}),
               "machine": f"{platform.processor() or platform.machine()}, {platform.system()}",
               "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+    from polyvse.provenance import no_model, provenance
+
+    result["provenance"] = provenance(model=no_model("a backbone tail's training step on random photo maps"))
     write_json_atomic(args.out, result)
     return result
 

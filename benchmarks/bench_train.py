@@ -234,6 +234,9 @@ def main(argv: list[str] | None = None) -> int:
     result = measure_demo(root, args.epochs, args.quick, torch.device("cpu"))
     if not args.no_mule:
         result.update(measure_mule(args.mule_config, root, args.epochs, args.quick))
+    from polyvse.provenance import no_model, provenance
+
+    result["provenance"] = provenance(model=no_model("demo and MULE models trained from scratch for timing (not kept)"))
     write_json_atomic(args.out, result)
     print(json.dumps(result, indent=2))
     return 0

@@ -89,20 +89,13 @@ def _meminfo_gib(field: str) -> float | None:
     return round(int(m.group(1)) / 2**20, 2) if m else None
 
 
-def _git(*args: str) -> str | None:
-    try:
-        return subprocess.run(["git", *args], cwd=REPO, capture_output=True, text=True, timeout=20).stdout.strip()
-    except (OSError, subprocess.SubprocessError):
-        return None
-
-
 def tree_state() -> dict:
-    """The commit checked out and the tracked files with uncommitted changes (untracked files do not count)."""
-    commit = _git("rev-parse", "HEAD")
-    status = _git("diff", "--name-only", "HEAD", "--") if commit else None  # staged or not, against HEAD
-    changed = [line for line in status.splitlines() if line.strip()] if status is not None else None
-    return {"git_commit": commit or None, "git_dirty": bool(changed) if changed is not None else None,
-            "git_changed_files": changed}
+    """The commit checked out and the tracked files with uncommitted changes (untracked files do not count), as
+    polyvse.provenance.git_state sees them."""
+    from polyvse.provenance import git_state
+
+    state = git_state(REPO)
+    return {"git_commit": state["commit"], "git_dirty": state["dirty"], "git_changed_files": state["dirty_files"]}
 
 
 def _numpy_blas() -> str:
@@ -143,7 +136,8 @@ def machine_info() -> dict:
     import numpy as np
     import torch
 
-    cpu = re.search(r"^model name\s*:\s*(.+)$", _read("/proc/cpuinfo"), re.M)
+    from polyvse.provenance import cpu_model
+
     torch_cfg = torch.__config__.show()
     blas = re.search(r"BLAS_INFO=(\w+)", torch_cfg)
     mkl = re.search(r"Math Kernel Library Version ([\w.\-]+)", torch_cfg)
@@ -153,7 +147,7 @@ def machine_info() -> dict:
         affinity = None
     return {
         "date_utc": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
-        "cpu_model": cpu.group(1).strip() if cpu else platform.processor(),
+        "cpu_model": cpu_model(),
         "cpu_flags_of_note": [f for f in ("avx2", "avx512f", "avx512_bf16", "amx_bf16", "amx_tile")
                               if re.search(rf"\b{f}\b", _read("/proc/cpuinfo"))],
         "cores": os.cpu_count(),
@@ -433,121 +427,6 @@ def gpu_markdown(g: dict | None) -> list[str]:
     return lines
 
 
-# -- README block ------------------------------------------------------------------------------------------------------
-README = REPO / "README.md"
-README_START, README_END = "<!-- bench:start -->", "<!-- bench:end -->"
-
-
-def readme_block(r: dict) -> str:
-    """README's Performance figures, every one read from a latest.json written by a full run."""
-    if r.get("quick"):
-        raise ValueError("a --quick run's figures are meaningless: README takes only a full run's latest.json")
-    m, d = r["machine"], r["details"]
-    dirty = r.get("git_dirty", m.get("git_dirty"))
-    commit = r.get("git_commit") or m.get("git_commit")
-    head = (f"From [`benchmarks/results/latest.json`](benchmarks/results/latest.json) (`make bench` on "
-            f"{m['date_utc'][:10]}, commit {str(commit)[:12]}; {m['cpu_model']}, {m['cores']} cores, "
-            f"{m['memory_gib']} GiB, GPU {m.get('gpu') or 'none'}; load average {m['load_average_at_start'][0]:.1f} at "
-            f"start, {r['load_average_at_end'][0]:.1f} at the end; written by `python benchmarks/run_all.py --readme`).")
-    if dirty:
-        files = r.get("git_dirty_files")
-        head += (" **Written on a dirty tree" + (f" ({', '.join(files)})" if files else "")
-                 + ": no commit reproduces these figures; rerun `make bench` in a clean clone.**")
-    rows = ["| what | figure | target |", "|---|---|---|"]
-
-    def row(what, fig, key):
-        rows.append(f"| {what} | {fig} | {r['targets'].get(key, '—') if key else '—'} |")
-
-    def missing(key):
-        return (f"not measured: {r['notes'][key]}" if key in r.get("notes", {})
-                else "not measured" if key in r else "not in this record (written before the benchmark was added)")
-
-    tr = d.get("train") or {}
-    v = r.get("train_throughput_ratio")
-    row("training throughput, demo model: real loop / bare-kernel bound (`train_throughput_ratio`)",
-        f"{v:.2f} ({tr['train_real_captions_per_s']:.0f} vs {tr['train_bound_captions_per_s']:.0f} captions/s)"
-        if v is not None else missing("train_throughput_ratio"), "train_throughput_ratio")
-    if tr.get("mule_throughput_ratio") is not None:
-        row("training throughput, MULE (`configs/mule-nc-lc.yaml`): real / bound",
-            f"{tr['mule_throughput_ratio']:.2f} ({tr['mule_real_captions_per_s']:.0f} vs "
-            f"{tr['mule_bound_captions_per_s']:.0f} captions/s)", "train_throughput_ratio")
-    s = d.get("search")
-    if s:
-        top = s["per_dim"][str(s["headline_dim"])]
-        bw, lib = top["read_bandwidth_gbs"], top["exact_best_single_library"]
-        if "exact_scan_bandwidth_fraction_raw" not in top:  # a record of the probe that was not a bound
-            fig = (f"withdrawn: this record measured against a read probe that was not a bound ({top['exact_scan_bandwidth_fraction']:.2f} "
-                   "of it); rerun `make bench`")
-        else:
-            fig = (f"{top['exact_scan_bandwidth_fraction']:.2f} ({lib} {top['exact_single'][lib]['scan_gbs_best']:.1f} GB/s "
-                   f"vs peak read {bw['best']:.1f} GB/s, {bw['best_kernel']}; p50 {top['exact_single'][lib]['p50_ms']:.0f} ms"
-                   + (f"; raw {top['exact_scan_bandwidth_fraction_raw']:.3f}, above the bound by noise"
-                      if top.get("exact_scan_exceeds_bound") else "") + ")")
-        row(f"exact scan of {top['n']:,} × {top['dim']} float32, one query: bytes/s / peak streaming read "
-            "(`exact_scan_bandwidth_fraction`)", fig, "exact_scan_bandwidth_fraction")
-        if r.get("ann_p50_ms") is not None:
-            row(f"ANN, {top['n']:,} × {top['dim']}, cheapest setting with recall@10 ≥ 0.95 (`ann_p50_ms`)",
-                f"{r['ann_setting']}: p50 {r['ann_p50_ms']:.2f} ms, p99 {s['ann_p99_ms']:.2f} ms, recall@10 "
-                f"{r['ann_recall_at_10']:.3f}", "ann_p50_ms")
-        else:
-            row("ANN (`ann_p50_ms`)", missing("ann_p50_ms"), "ann_p50_ms")
-    else:
-        row("exact scan / ANN", missing("exact_scan_bandwidth_fraction"), None)
-    e = d.get("extract")
-    row("feature extraction, EfficientNet-Lite0, real photos, fresh cache (`extract_photos_per_s`)",
-        (f"{e['extract_photos_per_s']:.1f} photos/s ({e['photos']} photos; "
-         + ", ".join(f"{k.replace('_', ' ')}: {x['photos_per_s']:.1f}" for k, x in e["single_crop_end_to_end"].items())
-         + ")") if e else missing("extract_photos_per_s"), None)
-    ev = r.get("eval_5k_seconds")
-    row("evaluator, 5k images × 25k captions (`eval_5k_seconds`)",
-        f"{ev:.2f} s" if ev is not None else missing("eval_5k_seconds"), None)
-    c = r.get("cli_search_s")
-    row("`polyvse search` text query on the demo index, fresh process (`cli_search_s`)",
-        (f"{c:.2f} s median (torch path {d['cli']['torch_path']['wall_s_median']:.2f} s)" if c is not None
-         else missing("cli_search_s")), "cli_search_s")
-    c = r.get("cli_search_product_s")
-    row("`polyvse search` text query on the product index (frozen e5 + USE), fresh process (`cli_search_product_s`)",
-        (f"{c:.2f} s median (torch path {d['cli_product']['torch_path']['wall_s_median']:.2f} s)" if c is not None
-         else missing("cli_search_product_s")), "cli_search_product_s")
-    for size in ("10m", "1m", "100k"):
-        key = f"scale_{size}_p50_ms"
-        fig = (f"peak RSS {r[f'scale_{size}_rss_gb']:.2f} GiB, recall@10 {r[f'scale_{size}_recall_at_10']:.3f}, p50 "
-               f"{r[key]:.2f} ms, p99 {r[f'scale_{size}_p99_ms']:.2f} ms (one thread, cold cache); built in "
-               f"{r[f'scale_{size}_build_s']:.0f} s, {r[f'scale_{size}_disk_gb']:.1f} GiB on disk "
-               f"({r.get('scale_data')} data)" if r.get(key) is not None else missing(key))
-        row(f"compressed index (`--max-memory 8GB`), {size.upper()} photos (`scale_{size}_*`)", fig,
-            "scale_10m_p50_ms" if size == "10m" else None)
-    lines = [head, "", *rows]
-    if e:
-        var = e["backbone_variants"]["variants"]
-        parts = []
-        if "fp32_contiguous_nchw" in var:
-            parts.append(f"channels-last is {1 / var['fp32_contiguous_nchw']['ratio_to_default']:.1f}× faster on the "
-                         "backbone than NCHW (kept)")
-        if "bf16_autocast_channels_last" in var:
-            b = var["bf16_autocast_channels_last"]
-            e2e = next((x for k, x in e.get("variants_end_to_end", {}).items() if k.startswith("bf16")), None)
-            parts.append(f"bf16 autocast {b['ratio_to_default']:.2f}× on the backbone"
-                         + (f", {e2e['ratio_to_default']:.2f}× end to end" if e2e else "")
-                         + f", minimum cosine {min(b['min_cosine_to_default'], e2e['min_cosine_to_default'] if e2e else 1):.4f}"
-                         " to fp32 features (not the default)")
-        if parts:
-            lines += ["", "Same run, backbone variants on one batch: " + "; ".join(parts) + "."]
-    return "\n".join(lines)
-
-
-def write_readme(results_dir: Path, readme: Path = README) -> None:
-    """Rewrite README's block between the bench markers from results_dir/latest.json."""
-    report = json.loads((results_dir / "latest.json").read_text())
-    text = readme.read_text()
-    if README_START not in text or README_END not in text:
-        raise SystemExit(f"run_all: {readme} has no {README_START} ... {README_END} block")
-    a, rest = text.split(README_START, 1)
-    _, b = rest.split(README_END, 1)
-    write_atomic(readme, a + README_START + "\n" + readme_block(report) + "\n" + README_END + b)
-    log(f"wrote the bench block of {readme} from {results_dir / 'latest.json'}")
-
-
 # -- main ---------------------------------------------------------------------------------------------------------------
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -561,11 +440,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--allow-dirty", action="store_true",
                     help="run on a tree with uncommitted changes to tracked files (the results say git_dirty: true)")
     ap.add_argument("--readme", action="store_true",
-                    help="run nothing: rewrite README's Performance block from <results-dir>/latest.json")
-    ap.add_argument("--readme-file", type=Path, default=README, help=argparse.SUPPRESS)
+                    help="run nothing: regenerate every generated block of README and docs from the committed "
+                         "records, the Performance block from benchmarks/results/latest.json among them (`polyvse "
+                         "report`)")
     args = ap.parse_args(argv)
     if args.readme:
-        write_readme(args.results_dir, args.readme_file)
+        from polyvse_train.report import write_all
+
+        for path in write_all(REPO):
+            log(f"wrote {path}")
         return 0
     tree = tree_state()
     if tree["git_commit"] is None and not args.allow_dirty:
@@ -599,6 +482,7 @@ def main(argv: list[str] | None = None) -> int:
         ("gpu", [str(HERE / "bench_gpu.py")] + q, 1200),  # writes only a "skipped" line without a GPU
         ("cli", [str(HERE / "bench_cli_startup.py"), "--index", str(DEMO_INDEX)] + q, 240),
         ("cli_product", [str(HERE / "bench_cli_startup.py"), "--product", "--index", str(PRODUCT_INDEX)] + q, 300),
+        ("milvus", [str(HERE / "bench_milvus.py")] + q, 2400),  # FAISS vs milvus-lite at 1M: milvus_1m_*, faiss_1m_*
         ("scale", [str(HERE / "bench_scale.py")] + q, SCALE_BUDGET_S if not args.quick else 600),
     ]
     results: dict = {k: None for k in HEADLINE}
@@ -635,7 +519,7 @@ def main(argv: list[str] | None = None) -> int:
             keys = {"eval": ["eval_5k_seconds"], "extract": ["extract_photos_per_s"], "train": ["train_throughput_ratio"],
                     "search": ["exact_scan_bandwidth_fraction", "ann_p50_ms", "ann_recall_at_10"],
                     "gpu": GPU_KEYS, "cli": ["cli_search_s"], "cli_product": ["cli_search_product_s"],
-                    "scale": SCALE_KEYS}[name]
+                    "scale": SCALE_KEYS, "milvus": ["milvus_1m_build_s", "faiss_1m_build_s"]}[name]
             for k in keys:
                 notes[k] = f"{Path(argv_[0]).name} {err}"
             log(f"{name}: {err}")
@@ -654,6 +538,8 @@ def main(argv: list[str] | None = None) -> int:
         elif name == "scale":
             results.update({k: v for k, v in data.items() if k.startswith("scale_")})
             notes.update({k: "; ".join(data["notes"]) for k in SCALE_KEYS if data.get("notes")})
+        elif name == "milvus":
+            results.update({k: v for k, v in data.items() if k.startswith(("milvus_", "faiss_"))})
         elif name == "search":
             for k in ("exact_scan_bandwidth_fraction", "ann_p50_ms", "ann_recall_at_10"):
                 results[k] = data.get(k)
@@ -681,6 +567,12 @@ def main(argv: list[str] | None = None) -> int:
     if machine["git_commit"] is None:
         dirty_files.append("(not a git checkout: the code measured is unknown)")
     git = {"git_commit": machine["git_commit"], "git_dirty": bool(dirty_files), "git_dirty_files": dirty_files}
+    from polyvse.provenance import index_model, no_model, provenance
+
+    git["provenance"] = provenance(  # the product-model rows' model: the product index's
+        model=index_model(PRODUCT_INDEX) if (PRODUCT_INDEX / "manifest.json").is_file() else no_model(
+            f"no product index at {PRODUCT_INDEX.relative_to(REPO)}: its rows were not measured"),
+        tree={"commit": git["git_commit"], "dirty": git["git_dirty"], "dirty_files": dirty_files})
     report = {**git, **results, "targets": {k: t for k, (t, _) in HEADLINE.items()}, "notes": notes,
               "quick": bool(args.quick), "machine": machine, "load_average_at_end": list(os.getloadavg()),
               "wall_s": time.perf_counter() - t_start, "step_seconds": step_seconds, "details": details}

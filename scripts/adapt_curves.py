@@ -77,14 +77,18 @@ def markdown(record: dict) -> str:
         else:
             row += ["-", "-", "-"]
         body.append(row)
+    from polyvse.provenance import machine_line
+
+    where = record.get("provenance", record)  # records before the provenance block: its fields at the top
+    machine = machine_line(where["machine"]) if isinstance(where.get("machine"), dict) else where.get("machine", "?")
     note = (f"`{record['checkpoint']}`; MultiScript30k lines (machine translations of Multi30K's English line, one "
             f"a photo) of Flickr8K's official val and test photos; parallel files from `polyvse data parallel` "
             f"(pivot {record['pivot']}, every evaluation photo and sentence left out); the reference, {ref_lang} "
             f"(trained), scores val {ref['val']['mr']:.1f} / test {ref['test']['mr']:.1f} mR on the same photos' "
             f"{ref_lang} captions. Zero-shot: the best fallback part on val; on every language together the best "
             f"fallback on val is {zs[0]!r} ({zs[1]:.1f}). A chosen adaptation's test mR is the mean ± sd over its "
-            f"training seeds where more than one ran (the choice itself is seed 0's val). Record `{record.get('out', '?')}` ({record.get('date', '?')}, "
-            f"{record.get('machine', '?')}{'' if record.get('complete') else '; PARTIAL: the run was stopped'}).\n\n")
+            f"training seeds where more than one ran (the choice itself is seed 0's val). Record `{record.get('out', '?')}` ({str(where.get('date', '?'))[:10]}, "
+            f"{machine}{'' if record.get('complete') else '; PARTIAL: the run was stopped'}).\n\n")
     return note + markdown_rows(head, body)
 
 
@@ -99,7 +103,7 @@ def main(argv=None) -> int:
     from polyvse.evaluation.evaluators import LanguagesEvaluator
     from polyvse.models.pretrained.cache import sentence_cache_dir
     from polyvse.util.paths import data_root
-    from polyvse_tooling.harness import git, machine_line
+    from polyvse.provenance import provenance
 
     args = parse_args(argv)
     if args.from_record:
@@ -116,8 +120,8 @@ def main(argv=None) -> int:
     evaluator = LanguagesEvaluator(root, langs, max_photos=args.max_photos, progress=progress)
     gals = evaluator.galleries(model, langs, args.reference)
     record = {"checkpoint": str(args.checkpoint), "pivot": args.pivot, "seed": args.seed,
-              "date": time.strftime("%Y-%m-%d"), "machine": machine_line(), "commit": git("rev-parse", "HEAD"),
-              "command": "python scripts/adapt_curves.py " + " ".join(argv if argv is not None else sys.argv[1:]),
+              "provenance": provenance(["python", "scripts/adapt_curves.py", *(argv if argv is not None
+                                                                               else sys.argv[1:])], args.checkpoint),
               "out": str(args.out), "complete": False, "languages_done": [],
               "captions": "MultiScript30k machine translations of Multi30K's English line (one a photo)",
               "reference": {args.reference: {s: evaluator.mean_recall(model, g, args.reference)

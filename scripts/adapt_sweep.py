@@ -101,7 +101,7 @@ def main(argv=None) -> int:
     from polyvse.evaluation.evaluators import LanguagesEvaluator
     from polyvse.models.pretrained.cache import sentence_cache_dir
     from polyvse.util.paths import data_root
-    from polyvse_tooling.harness import git, machine_line
+    from polyvse.provenance import provenance
 
     args = parse_args(argv)
     root, cache, progress = data_root(args.data_root), sentence_cache_dir(args.data_root), not args.quiet
@@ -110,9 +110,9 @@ def main(argv=None) -> int:
     model = polyvse.load(args.checkpoint, device="cpu")
     evaluator = LanguagesEvaluator(root, langs, splits=("val",), progress=progress)
     gals = evaluator.galleries(model, langs, args.reference)
-    record = {"checkpoint": str(args.checkpoint), "date": time.strftime("%Y-%m-%d"), "machine": machine_line(),
-              "commit": git("rev-parse", "HEAD"),
-              "command": "python scripts/adapt_sweep.py " + " ".join(argv if argv is not None else sys.argv[1:]),
+    record = {"checkpoint": str(args.checkpoint),
+              "provenance": provenance(["python", "scripts/adapt_sweep.py", *(argv if argv is not None
+                                                                              else sys.argv[1:])], args.checkpoint),
               "split": "val", "runs": {}}
     for lang in langs:
         vecs = {"val": torch.from_numpy(line_vectors(model.captions, gals["val"]["captions"][lang][0], lang, cache,

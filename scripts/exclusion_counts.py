@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-import time
 from collections import Counter
 from pathlib import Path
 
@@ -54,13 +53,15 @@ def old_teacher_leak(root: Path) -> dict:
 def main(argv=None) -> int:
     from polyvse.util.atomic import write_json_atomic
     from polyvse.util.paths import data_root
+    from polyvse.provenance import no_model, provenance
 
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--out", required=True)
     p.add_argument("--data-root")
     args = p.parse_args(argv)
     root = data_root(args.data_root)
-    record = {"date": time.strftime("%Y-%m-%d"), "split": "official, test as evaluation split",
+    record = {"provenance": provenance(model=no_model("counts of the data sets' photos and captions")),
+              "split": "official, test as evaluation split",
               "datasets": {n: dataset_counts(root, n) for n in ("f8k-full", "f8k-ml")},
               "old_teacher_rule": old_teacher_leak(root)}
     write_json_atomic(Path(args.out), record)

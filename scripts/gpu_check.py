@@ -202,6 +202,10 @@ def main(argv: list[str] | None = None) -> int:
     from bench_gpu import source_commit
 
     record.update(source_commit())
+    from polyvse.provenance import no_model, provenance
+
+    record["provenance"] = provenance(record["command"], no_model(
+        "checks the GPU paths on demo models trained in a scratch folder (not kept)"))
     with tempfile.TemporaryDirectory() as tmp:
         work = args.work or Path(tmp)
         os.environ.setdefault("POLYVSE_CACHE", str(work / "polyvse-cache"))

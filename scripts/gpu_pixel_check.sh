@@ -1,5 +1,5 @@
 #!/bin/bash
-# The trainer's pixel path on a GPU (benchmarks/results/gpu_pixel_h100/): `polyvse train` of configs/vse.yaml in
+# The trainer's pixel path on a GPU (benchmarks/results/archive/gpu_pixel_h100/): `polyvse train` of configs/vse.yaml in
 # English with the whole EfficientNet-Lite0 backbone fine-tuned (model.finetune_backbone) on F8K-ML's official split,
 # fp32 then bf16, each checkpoint then loaded on the GPU and on the CPU and compared (photos and captions).
 # Run from the repository root on a machine with a CUDA GPU, with the data and packages a device call could carry

@@ -3,7 +3,7 @@ languages it trained on (f8k-full's captions) and for the MultiScript30k languag
 qu, gn: one machine-translated caption a photo, so a gallery is the photos that have one), each through the path a
 user's query takes (`model.encode_text(texts, lang)`: trained part, adapted part, or zero-shot), ranked as search
 ranks: the languages evaluator of `polyvse evaluate --task languages`. Writes one JSON record and, with --readme,
-README's `languages` block from it.
+the docs' blocks (`polyvse report`: docs/languages.md renders results/languages-model.json).
 
     python scripts/language_table.py --checkpoint runs/model/checkpoint --out results/languages-model.json --readme
 
@@ -18,6 +18,7 @@ from pathlib import Path
 
 from polyvse.adaptation.curves import adapted_rows  # noqa: F401  (the rows of adapted languages)
 from polyvse.evaluation.evaluators.languages import MULTISCRIPT
+from polyvse_train.report.languages import languages_markdown as markdown  # the docs' table
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -30,34 +31,16 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--data-root")
     p.add_argument("--max-photos", type=int, help="the first N photos of each split only (a smoke run)")
     p.add_argument("--splits", default="val,test", help="Flickr8K splits to score (default %(default)s)")
-    p.add_argument("--readme", action="store_true", help="rewrite README's languages block from the record")
+    p.add_argument("--readme", action="store_true",
+                   help="then regenerate the docs' blocks (`polyvse report`: the languages block renders "
+                        "results/languages-model.json)")
     p.add_argument("--from-record", action="store_true",
-                   help="score nothing: rewrite README's block from the existing --out record")
+                   help="score nothing: regenerate the docs' blocks from the existing --out record")
     p.add_argument("--adapted", metavar="RECORD",
                    help="an adapt_curves.py record: a language the checkpoint does not serve gets the row of its "
                         "adaptation chosen on val (`polyvse adapt`, served by the adapted checkpoint)")
     p.add_argument("--quiet", action="store_true")
     return p.parse_args(argv)
-
-
-def markdown(record: dict) -> str:
-    from polyvse.evaluation.report import markdown_rows
-    from polyvse.languages import language_name
-
-    head = ["code", "language", "served as", "captions", "val mR", "test mR", "test photos"]
-    body = []
-    for name, r in record["rows"].items():
-        def cell(split: str) -> str:
-            if split not in r:
-                return "-"
-            return f"{r[split]['mr']:.1f}" + (f" ± {r[split]['mr_sd']:.1f}" if "mr_sd" in r[split] else "")
-
-        body.append([name, language_name(r["lang"]), r["status"] or "not served", r["captions"], cell("val"),
-                     cell("test"), str(r["test"]["n_images"]) if "test" in r else "-"])
-    splits = "/".join(record.get("splits", ["val", "test"]))
-    return (f"`{record['checkpoint']}` (config `{record['config']}`), Flickr8K official {splits} photos; mR = mean "
-            f"of R@1/5/10 both ways; record `{record['out']}` ({record['date']}, {record['machine']}).\n\n"
-            + markdown_rows(head, body))
 
 
 def main(argv=None) -> int:
@@ -66,18 +49,18 @@ def main(argv=None) -> int:
     from polyvse.evaluation.evaluators import LanguagesEvaluator
     from polyvse.util.paths import data_root
     from polyvse.provenance import provenance
-    from polyvse_train.zoo.report import update_readme_block
+    from polyvse_train.report import write_all
 
     args = parse_args(argv)
     if args.from_record:
         import json
 
         record = json.loads(Path(args.out).read_text(encoding="utf-8"))
-        if args.adapted:  # the adapted rows join the record itself: README's block is always one record's
+        if args.adapted:  # the adapted rows join the record itself: the docs' block is always one record's
             adapted_rows(record["rows"], json.loads(Path(args.adapted).read_text(encoding="utf-8")), args.adapted)
             record["adapted_from"] = args.adapted
             write_json_atomic(Path(args.out), record)
-        update_readme_block(REPO / "README.md", markdown(record), tag="languages")
+        write_all(REPO)
         return 0
     t0 = time.perf_counter()
     model = polyvse.load(args.checkpoint, device="cpu")
@@ -91,14 +74,15 @@ def main(argv=None) -> int:
     adapted_from = {"adapted_from": args.adapted} if args.adapted else {}
     training = getattr(getattr(model, "checkpoint", None), "training", None) or {}
     record = {"checkpoint": str(args.checkpoint), "config": (training.get("config") or {}).get("name", "?"),
-              "checkpoint_commit": training.get("commit"), "out": str(args.out), **provenance(),
+              "checkpoint_commit": training.get("commit"), "out": str(args.out),
+              "provenance": provenance(model=args.checkpoint),
               "max_photos": args.max_photos, "splits": list(splits), "rows": rows, **adapted_from,
               "seconds": round(time.perf_counter() - t0)}
     write_json_atomic(Path(args.out), record)
     table = markdown(record)
     print(table)
     if args.readme:
-        update_readme_block(REPO / "README.md", table, tag="languages")
+        write_all(REPO)
     return 0
 
 

@@ -142,6 +142,7 @@ def test_evaluate_task_languages_ranks_as_search_ranks(tmp_path, monkeypatch):
     model = CslsModel()
     monkeypatch.setattr(polyvse, "load", lambda *a, **k: model)
     monkeypatch.setattr(LanguagesEvaluator, "galleries", lambda self, *a, **k: _galleries(*a, **k))
+    monkeypatch.setattr("polyvse.provenance.provenance", lambda *a, **k: {})  # the fake has no weights to fingerprint
     out = tmp_path / "languages.json"
     assert main(["evaluate", "--checkpoint", str(tmp_path), "--task", "languages", "--langs", "qu,gn",
                  "--split", "val", "--data-root", str(tmp_path), "--json", str(out), "--quiet"]) == 0

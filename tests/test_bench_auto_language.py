@@ -1,6 +1,6 @@
 """benchmarks/bench_auto_language.py's parts: captions measured on a stub searcher (real lingua detection), recall
 and refusals summarised at every agreement threshold, and the threshold chosen by them. The benchmark itself
-measures the product model (benchmarks/results/auto_language_*.json); here nothing is measured."""
+measures the product model (benchmarks/results/archive/auto_language_*.json); here nothing is measured."""
 from __future__ import annotations
 
 import sys

@@ -242,55 +242,37 @@ def test_run_all_refuses_a_dirty_tree_and_names_the_commit(tmp_path):
     assert "DIRTY TREE" in (dirty / "latest.md").read_text()
 
 
-def _import_run_all():
-    sys.path.insert(0, str(BENCH))
-    try:
-        import run_all
-    finally:
-        sys.path.remove(str(BENCH))
-    return run_all
-
-
-def test_readme_block_comes_from_the_record(tmp_path):
-    """README's Performance figures are written from latest.json: a dirty record says so, a probe that was not a
-    bound is withdrawn, a quick record is refused, and only the marked block changes."""
+def test_performance_block_comes_from_the_record():
+    """The docs' Performance figures are rendered from latest.json (polyvse_train.report.bench): the commit and
+    the model measured are named, a dirty record says so, a probe that was not a bound is withdrawn, a quick
+    record is refused. That the committed block equals its rendering is tests/test_report.py's check."""
     import copy
 
-    run_all = _import_run_all()
+    from polyvse_train.report.bench import bench_markdown
+
     committed = json.loads((BENCH / "results" / "latest.json").read_text())
-    readme = tmp_path / "README.md"
-    readme.write_text("before\n<!-- bench:start -->\nold figures\n<!-- bench:end -->\nafter\n")
-    res = tmp_path / "res"
-    res.mkdir()
     new = copy.deepcopy(committed)
     new.update(git_commit="0123456789abcdef", git_dirty=False, git_dirty_files=[])
+    new["provenance"] = {**new.get("provenance", {}), "model": {"config": "f8k-full-polyvse-best",
+                                                                 "fingerprint": "abcdef0123456789"}}
     top = new["details"]["search"]["per_dim"]["1024"]
     top.update(exact_scan_bandwidth_fraction=0.93, exact_scan_bandwidth_fraction_raw=0.93, exact_scan_exceeds_bound=False)
-    (res / "latest.json").write_text(json.dumps(new))
-    run_all.write_readme(res, readme)
-    text = readme.read_text()
-    assert text.startswith("before\n<!-- bench:start -->\n") and text.endswith("<!-- bench:end -->\nafter\n")
-    assert "old figures" not in text and "commit 0123456789ab" in text and "dirty" not in text
+    text = bench_markdown(new)
+    assert "commit 0123456789ab" in text and "dirty" not in text
+    assert "measured on f8k-full-polyvse-best, fingerprint abcdef012345" in text
     assert "| 0.93 (numpy" in text and f"p50 {new['ann_p50_ms']:.2f} ms" in text
 
     old = copy.deepcopy(committed)  # as the record of 2026-11-22: a dirty tree, the old probe
     old.update(git_dirty=True, git_dirty_files=["src/x.py"])
+    old.pop("provenance", None)
     top = old["details"]["search"]["per_dim"][str(old["details"]["search"]["headline_dim"])]
     top.pop("exact_scan_bandwidth_fraction_raw", None)
     top["exact_scan_bandwidth_fraction"] = 1.21
-    block = run_all.readme_block(old)
+    block = bench_markdown(old)
     assert "dirty tree (src/x.py)" in block and "withdrawn" in block and "1.21" in block
+    assert "a product model the record does not name" in block
     with pytest.raises(ValueError, match="quick"):
-        run_all.readme_block({**committed, "quick": True})
-
-
-def test_readme_performance_block_matches_the_committed_record():
-    """README's block is what `run_all.py --readme` writes from the committed latest.json (no hand edits)."""
-    run_all = _import_run_all()
-    text = (REPO / "README.md").read_text()
-    block = text.split(run_all.README_START, 1)[1].split(run_all.README_END, 1)[0]
-    committed = json.loads((BENCH / "results" / "latest.json").read_text())
-    assert block.strip() == run_all.readme_block(committed).strip()
+        bench_markdown({**committed, "quick": True})
 
 
 def test_run_all_says_the_gpu_part_was_skipped_without_a_gpu(tmp_path):

@@ -117,7 +117,7 @@ def test_the_default_agreement_is_zero_as_chosen_on_val():
 
     from polyvse.text.langid import DEFAULT_MIN_AGREEMENT
 
-    record = json.loads((Path(__file__).resolve().parents[1] / "benchmarks" / "results"
+    record = json.loads((Path(__file__).resolve().parents[1] / "benchmarks" / "results" / "archive"
                          / "auto_language_val.json").read_text(encoding="utf-8"))
     assert record["split"] == "val" and record["choice"]["min_agreement"] == DEFAULT_MIN_AGREEMENT == 0.0
 

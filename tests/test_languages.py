@@ -99,7 +99,7 @@ def test_an_unreadable_language_is_refused_with_how_to_teach_it():
     assert served_language(product, "spa") == "es"
     with pytest.raises(CheckpointError, match=r"cannot read Quechua \('qu'\): its text towers \(e5-small\+"
                                               r"use-multilingual\) read \d+ languages.*polyvse adapt --checkpoint C "
-                                              r"--lang qu --parallel FILE --out C2.*README: Teach a new language"):
+                                              r"--lang qu --parallel FILE --out C2.*docs/guides/adapt.md"):
         served_language(product, "qu")
     with pytest.raises(CheckpointError, match=r"word-level model, not trained on 'es' \(it knows en, de\); a word-level "
                                               r"model learns its languages in training: train one that includes 'es'"):

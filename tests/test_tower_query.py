@@ -63,6 +63,9 @@ def test_numpy_tower_path_gives_the_torch_models_vectors(checkpoint):
     for shared in ("languages", "embed_dim", "similarity_name", "config", "zero_shot"):
         assert getattr(fast, shared) == getattr(reference, shared), shared
     assert model_fingerprint(fast) == model_fingerprint(reference)  # adapted parts left out by both
+    from polyvse.provenance import checkpoint_fingerprint
+
+    assert checkpoint_fingerprint(checkpoint) == model_fingerprint(reference)  # what a record's provenance names
     photos = reference.encode_image_features(np.random.default_rng(1).normal(size=(40, IMAGE_DIM)))
     for lang, text in QUERIES:
         want, got = reference.encode_text([text], lang), fast.encode_text(text, lang)

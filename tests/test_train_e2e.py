@@ -50,7 +50,17 @@ def test_smoke_run_writes_checkpoint_and_metrics(reference_run):
     assert (saved["dataset"], saved["seed"]) == ("f8k-ml", 0)
     model = polyvse.load(out / "checkpoint")
     assert model.languages == ["en", "de", "zh"]
-    assert json.loads((out / "checkpoint" / "training.json").read_text())["metrics"] == metrics["languages"]
+    training = json.loads((out / "checkpoint" / "training.json").read_text())
+    assert training["metrics"] == metrics["languages"]
+    # both records say where they came from, with the saved checkpoint's fingerprint (the index's definition)
+    from polyvse.index.fingerprint import model_fingerprint
+    from polyvse.provenance import provenance_problems
+
+    prov = saved["provenance"]
+    assert provenance_problems(prov) == [] and training["provenance"] == prov
+    assert prov["model"]["fingerprint"] == model_fingerprint(model) and prov["model"]["config"] == "tiny"
+    assert prov["model"]["checkpoint"] == str(out / "checkpoint") and prov["commit"] == training["commit"]
+    assert saved["threads_used"] == training["threads_used"] == [torch.get_num_threads()]
 
 
 def test_resume_after_stop_reaches_identical_metrics(reference_run, shared_data, tmp_path):
@@ -132,7 +142,11 @@ def test_evaluate_command_on_dataset_and_on_user_data(reference_run, shared_data
     full = json.loads((tmp_path / "eval.json").read_text())
     assert set(full["languages"]) == {"en", "de", "zh"}
     assert full["languages"]["en"]["n_images"] >= 120  # all official test photos, not the smoke slice
-    assert full["commit"] and full["machine"] and full["date"] and full["dirty"] in (True, False, None)
+    from polyvse.provenance import provenance_problems
+
+    assert provenance_problems(full["provenance"]) == []
+    assert full["provenance"]["model"]["fingerprint"] == ref["provenance"]["model"]["fingerprint"]
+    assert full["provenance"]["command"].split()[:1] != [] and full["provenance"]["dirty"] in (True, False)
     assert "| en |" in capsys.readouterr().out
     # user data: a folder of photos + a JSONL captions file, one of them broken
     images = tmp_path / "photos"

@@ -299,7 +299,9 @@ def test_zoo_end_to_end_on_real_data(shared_data, tmp_path, capsys):
     record = json.loads((tmp_path / "runs" / "vse" / "official-s0" / "zoo_run.json").read_text())
     metrics = json.loads((tmp_path / "runs" / "vse" / "official-s0" / "metrics.json").read_text())
     assert (record["cpu_seconds"], record["processes"], record["time_complete"]) == (metrics["cpu_time_s"], 1, True)
-    assert len(record["commit"]) == 40 and record["dirty"] in (True, False)  # the checkout that finished it
+    # the run's provenance: the checkout it trained on and the checkpoint it saved, as metrics.json says
+    assert record["provenance"] == metrics["provenance"] and len(record["provenance"]["commit"]) == 40
+    assert record["provenance"]["model"]["fingerprint"].startswith("sha256:") and len(record["threads_used"]) == 1
     tasks = json.loads((tmp_path / "runs" / "vse" / "official-s0" / "tasks.json").read_text())
     assert set(tasks["crosslingual"]["f8k-ml-test"]) == {"en-de"}
     assert tasks["crosslingual"]["multi30k-test_2016"]["en-de"]["n_pairs"] < 1000  # training photos left out

@@ -165,9 +165,9 @@ def served_languages(model: Any) -> dict[str, str]:
 
 
 def teach_hint(code: str) -> str:
-    """How to teach a model a language it cannot read (``polyvse adapt``, README: Teach a new language)."""
+    """How to teach a model a language it cannot read (``polyvse adapt``, docs/guides/adapt.md)."""
     return (f"teach it with `polyvse adapt --checkpoint C --lang {code} --parallel FILE --out C2` "
-            "(README: Teach a new language)")
+            "(docs/guides/adapt.md)")
 
 
 def served_language(model: Any, lang: str) -> str:

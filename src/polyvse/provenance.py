@@ -1,17 +1,74 @@
-"""Where a written result came from: the machine, the commit, the date. Library code, so the application's
-commands (`polyvse evaluate --json`) and the trainer's harness (runs, benchmarks, scripts) record it alike."""
+"""Where a written result came from: one schema for every record the project writes.
+
+Library code, importable without torch, so the application's commands (``polyvse evaluate --json``), the
+trainer (a run's ``metrics.json`` and its checkpoint's ``training.json``), the zoo (``zoo_run.json``), the
+benchmarks and the scripts record it alike. A record carries it under the key ``"provenance"``::
+
+    {"schema": 1,
+     "date": "2026-11-28T15:40:02+00:00",          # ISO 8601, with time and zone
+     "commit": "<40 hex>",                          # the checkout that wrote it (None: not a git checkout)
+     "dirty": false,                                # tracked files had uncommitted changes (None: unknown)
+     "dirty_files": [],                             # which ones
+     "machine": {"cpu": ..., "cores": 2, "memory_gb": 23.5, "gpu": null, "os": ..., "python": "3.11.7"},
+     "command": "polyvse evaluate --checkpoint ...",  # the argv that wrote it
+     "polyvse_version": "0.1.0",
+     "model": {"fingerprint": "sha256:...", "checkpoint": "runs/model/checkpoint", "config": "polyvse-best"}
+              # or {"none": "<why no model is measured: synthetic vectors, word lists, ...>"}
+    }
+
+The fingerprint is the index's (:func:`polyvse.index.fingerprint.model_fingerprint`), computed here on the
+checkpoint's numpy side (:func:`checkpoint_fingerprint`): a record's fingerprint equals the manifest's of an index
+built with that checkpoint. ``tests/test_record_provenance.py`` holds every record under ``results/`` and
+``benchmarks/results/`` to this schema.
+"""
 from __future__ import annotations
 
 import contextlib
+import datetime as _dt
 import os
 import platform
+import shlex
+import shutil
 import subprocess
+import sys
 from pathlib import Path
 
-__all__ = ["cpu_model", "git", "machine_line", "provenance", "REPO"]
+__all__ = ["SCHEMA", "REPO", "checkpoint_fingerprint", "checkpoint_model", "cpu_model", "git", "git_state",
+           "index_model", "machine", "machine_line", "no_model", "provenance", "provenance_problems"]
+
+#: version of the schema above (a reader can tell older blocks apart)
+SCHEMA = 1
 
 #: the checkout this package runs from (src/polyvse/.. /..)
 REPO = Path(__file__).resolve().parents[2]
+
+
+def git(*args: str, cwd: str | os.PathLike = REPO) -> str | None:
+    """`git ARGS` in the repository: its stripped output, None where git cannot run or fails."""
+    try:
+        out = subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, timeout=30, check=False)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return out.stdout.strip() if out.returncode == 0 else None
+
+
+def git_state(cwd: str | os.PathLike = REPO) -> dict:
+    """``{"commit", "dirty", "dirty_files"}`` of the checkout at ``cwd``: dirty when tracked files differ from HEAD,
+    staged or not (untracked files do not count); all None outside a git checkout.
+
+    A machine that got a copy of the working tree (a GPU machine), whose .git, if any, need not match it, is told
+    by its caller: ``$POLYVSE_SOURCE_COMMIT`` (and ``$POLYVSE_SOURCE_DIRTY`` 0 or 1) stand for this checkout's
+    state, and the result says so (``commit_from``)."""
+    told = os.environ.get("POLYVSE_SOURCE_COMMIT")
+    if told and Path(cwd).resolve() == REPO:
+        return {"commit": told, "dirty": {"0": False, "1": True}.get(os.environ.get("POLYVSE_SOURCE_DIRTY", "")),
+                "dirty_files": None, "commit_from": "$POLYVSE_SOURCE_COMMIT (the caller's word: a copied tree)"}
+    commit = git("rev-parse", "HEAD", cwd=cwd)
+    changed = git("diff", "--name-only", "HEAD", "--", cwd=cwd) if commit else None  # staged or not
+    if changed is None:
+        return {"commit": commit or None, "dirty": None, "dirty_files": None}
+    files = [line for line in changed.splitlines() if line.strip()]
+    return {"commit": commit, "dirty": bool(files), "dirty_files": files}
 
 
 def cpu_model() -> str:
@@ -23,37 +80,217 @@ def cpu_model() -> str:
     return platform.processor() or platform.machine()
 
 
-def machine_line() -> str:
-    """One line for a page: cores, CPU, memory, GPU, OS, Python."""
-    mem = ""
+def _memory_gb() -> float | None:
     with contextlib.suppress(OSError, ValueError, IndexError):
         for line in Path("/proc/meminfo").read_text().splitlines():
             if line.startswith("MemTotal:"):
-                mem = f", {int(line.split()[1]) / 1024 / 1024:.0f} GB RAM"
-                break
-    gpu = ""
-    with contextlib.suppress(Exception):
-        import torch
-
-        gpu = ", GPU: " + torch.cuda.get_device_name(0) if torch.cuda.is_available() else ", no GPU"
-    return (f"{os.cpu_count()} CPU cores ({cpu_model()}){mem}{gpu}; {platform.system()} {platform.release()}, "
-            f"Python {platform.python_version()}")
+                return round(int(line.split()[1]) / 1024 / 1024, 1)
+    return None
 
 
-def provenance() -> dict:
-    """What a written result says about where it came from: date, machine, commit, and whether tracked files had
-    uncommitted changes (a figure must name a commit that reproduces it)."""
-    import time
+def _gpu() -> str | None:
+    """The first GPU's name: torch's when torch is already loaded (no import for it), else nvidia-smi's."""
+    torch = sys.modules.get("torch")
+    if torch is not None:
+        with contextlib.suppress(Exception):
+            return torch.cuda.get_device_name(0) if torch.cuda.is_available() else None
+    if shutil.which("nvidia-smi"):
+        with contextlib.suppress(OSError, subprocess.SubprocessError):
+            out = subprocess.run(["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"], capture_output=True,
+                                 text=True, timeout=20, check=False)
+            names = [x.strip() for x in out.stdout.splitlines() if x.strip()]
+            return names[0] if out.returncode == 0 and names else None
+    return None
 
-    status = git("status", "--porcelain", "--untracked-files=no")
-    return {"date": time.strftime("%Y-%m-%d"), "machine": machine_line(), "commit": git("rev-parse", "HEAD"),
-            "dirty": None if status is None else bool(status)}
+
+def machine() -> dict:
+    """This machine: CPU model, cores, memory, GPU (None: none), OS, Python."""
+    return {"cpu": cpu_model(), "cores": os.cpu_count(), "memory_gb": _memory_gb(), "gpu": _gpu(),
+            "os": platform.platform(), "python": platform.python_version()}
 
 
-def git(*args: str, cwd: str | os.PathLike = REPO) -> str | None:
-    """`git ARGS` in the repository: its stripped output, None where git cannot run."""
-    try:
-        return subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, timeout=30,
-                              check=False).stdout.strip()
-    except (OSError, subprocess.SubprocessError):
-        return None
+def machine_line(m: dict | None = None) -> str:
+    """One line for a page: cores, CPU, memory, GPU, OS, Python (of :func:`machine`'s dict)."""
+    m = m or machine()
+    mem = f", {m['memory_gb']:.0f} GB RAM" if m.get("memory_gb") else ""
+    gpu = f", GPU: {m['gpu']}" if m.get("gpu") else ", no GPU"
+    return f"{m['cores']} CPU cores ({m['cpu']}){mem}{gpu}; {m['os']}, Python {m['python']}"
+
+
+def checkpoint_fingerprint(path: str | os.PathLike) -> str:
+    """The model fingerprint of a checkpoint folder, read on its numpy side (no torch): the same value as
+    ``model_fingerprint(polyvse.load(path))`` and as an index manifest's ``model.fingerprint``."""
+    from .model.checkpoint import read_checkpoint_config
+    from .index.fingerprint import model_fingerprint
+    from .model.text_query import NumpyQueryModel
+
+    class Weights(NumpyQueryModel):  # the checkpoint's config and weights: all the fingerprint reads
+        def encode_text(self, texts, lang):
+            raise NotImplementedError("a fingerprint's view of the checkpoint encodes nothing")
+
+    ck = read_checkpoint_config(path)
+    return model_fingerprint(Weights(ck, Weights.read_weights(ck)))
+
+
+def checkpoint_model(path: str | os.PathLike, config: str | None = None, fingerprint: str | None = None) -> dict:
+    """The ``model`` block of a record that measured the checkpoint at ``path``; ``config``: the training config's
+    name (default: the checkpoint's training.json); ``fingerprint`` when the caller has it already."""
+    path = Path(path)
+    return {"fingerprint": fingerprint or checkpoint_fingerprint(path), "checkpoint": str(path),
+            "config": config or _config_name(path)}
+
+
+def _config_name(checkpoint: str | os.PathLike | None) -> str | None:
+    """The training config's name in a checkpoint's training.json, None where it cannot be read."""
+    import json
+
+    with contextlib.suppress(OSError, ValueError, AttributeError, KeyError, TypeError):
+        return json.loads((Path(checkpoint) / "training.json").read_text(encoding="utf-8"))["config"]["name"]
+    return None
+
+
+def index_model(index: str | os.PathLike) -> dict:
+    """The ``model`` block of a record that measured searches of an index: the model its manifest names (the
+    fingerprint it was built with, its checkpoint)."""
+    import json
+
+    m = json.loads((Path(index) / "manifest.json").read_text(encoding="utf-8"))["model"]
+    return {"fingerprint": m["fingerprint"], "checkpoint": m.get("checkpoint"),
+            "config": _config_name(m.get("checkpoint")) if m.get("checkpoint") else None, "index": str(index)}
+
+
+def no_model(why: str) -> dict:
+    """The ``model`` block of a record that measures no trained model, saying why (synthetic vectors, ...)."""
+    if not why or not why.strip():
+        raise ValueError("no_model: say why no model is measured")
+    return {"none": why}
+
+
+def _command(command: str | list | tuple | None) -> str:
+    if command is None:
+        argv = list(sys.argv)
+        if argv and Path(argv[0]).is_absolute() and Path(argv[0]).resolve().is_relative_to(REPO):
+            argv[0] = Path(argv[0]).resolve().relative_to(REPO).as_posix()  # a script of the checkout: relative
+        if argv and argv[0].endswith(".py"):
+            argv.insert(0, "python")  # `python script.py`: sys.argv starts at the script
+        return shlex.join(argv)
+    return command if isinstance(command, str) else shlex.join(str(x) for x in command)
+
+
+def _version() -> str:
+    from ._version import __version__
+
+    return __version__
+
+
+def provenance(command: str | list | tuple | None = None, model: dict | str | os.PathLike | None = None, *,
+               tree: dict | None = None, cwd: str | os.PathLike = REPO) -> dict:
+    """The provenance block of a record (module docstring).
+
+    ``command``: what wrote it (a string or an argv; default this process's ``sys.argv``). ``model``: a model block
+    (:func:`checkpoint_model`, :func:`no_model`), or a checkpoint folder's path (its block is computed); None leaves
+    ``{"none": None}``, which the records' test rejects: a writer must say what it measured. ``tree``: the
+    :func:`git_state` to record instead of the current one (a long run names the checkout it started on).
+    """
+    if isinstance(model, (str, os.PathLike)):
+        model = checkpoint_model(model)
+    state = dict(tree) if tree is not None else git_state(cwd)
+    return {
+        "schema": SCHEMA,
+        "date": _dt.datetime.now(_dt.timezone.utc).astimezone().isoformat(timespec="seconds"),
+        "commit": state.get("commit"),
+        "dirty": state.get("dirty"),
+        "dirty_files": state.get("dirty_files"),
+        **({"commit_from": state["commit_from"]} if state.get("commit_from") else {}),
+        "machine": machine(),
+        "command": _command(command),
+        "polyvse_version": _version(),
+        "model": model if model is not None else {"none": None},
+    }
+
+
+#: fields a block reconstructed after the fact may leave None, each with its reason in ``reconstructed.unknown``
+#: (machine.gpu None with a reason: not recorded; without one: no GPU)
+RECONSTRUCTED_MAY_BE_UNKNOWN = ("dirty", "command", "model.fingerprint", "machine.cpu", "machine.cores",
+                                "machine.memory_gb", "machine.gpu", "machine.os", "machine.python")
+
+
+def provenance_problems(block) -> list[str]:
+    """What a provenance block lacks against the schema (empty: complete). None is accepted only inside a block
+    marked ``reconstructed`` (``{"from": [sources], "by": "<script>", "unknown": {field: why}}``, written after
+    the fact from a record's own files and git) and only for :data:`RECONSTRUCTED_MAY_BE_UNKNOWN`, each with a
+    reason."""
+    import re
+
+    if not isinstance(block, dict):
+        return ["no provenance block"]
+    out = []
+    rebuilt = block.get("reconstructed")
+    unknown = {}
+    if rebuilt is not None:
+        if not (isinstance(rebuilt, dict) and isinstance(rebuilt.get("from"), list) and rebuilt["from"]
+                and all(isinstance(x, str) and x for x in rebuilt["from"])
+                and isinstance(rebuilt.get("by"), str) and rebuilt["by"]):
+            out.append("reconstructed: needs 'from' (its sources) and 'by' (the script that wrote it)")
+        else:
+            unknown = rebuilt.get("unknown") or {}
+
+    def value(path: str):
+        v = block
+        for part in path.split("."):
+            v = v.get(part) if isinstance(v, dict) else None
+        return v
+
+    def allowed_none(path: str) -> bool:
+        if path in RECONSTRUCTED_MAY_BE_UNKNOWN and rebuilt is not None:
+            why = unknown.get(path)
+            if isinstance(why, str) and why.strip():
+                return True
+            out.append(f"{path}: None without a reason in reconstructed.unknown")
+            return True
+        return False
+
+    def check(path: str, ok, what: str):
+        v = value(path)
+        if v is None and allowed_none(path):
+            return
+        if v is None or not ok(v):
+            out.append(f"{path}: {what} (found {v!r})")
+
+    def iso_with_zone(v) -> bool:
+        try:
+            d = _dt.datetime.fromisoformat(v)
+        except (TypeError, ValueError):
+            return False
+        return "T" in v and d.tzinfo is not None
+
+    def text(v) -> bool:
+        return isinstance(v, str) and bool(v.strip())
+
+    check("schema", lambda v: v == SCHEMA, f"schema version {SCHEMA}")
+    check("date", iso_with_zone, "ISO 8601 date with time and zone")
+    check("commit", lambda v: isinstance(v, str) and re.fullmatch(r"[0-9a-f]{40}", v), "a full commit hash")
+    check("dirty", lambda v: isinstance(v, bool), "true or false")
+    check("command", text, "the command that wrote it")
+    check("polyvse_version", text, "the polyvse version")
+    if not isinstance(block.get("machine"), dict):
+        out.append("machine: a dict (cpu, cores, memory_gb, gpu, os, python)")
+    else:
+        check("machine.cpu", text, "the CPU model")
+        check("machine.cores", lambda v: isinstance(v, int) and v > 0, "cores, a positive int")
+        check("machine.memory_gb", lambda v: isinstance(v, (int, float)) and v > 0, "memory in GB")
+        if "gpu" not in block["machine"] or not (block["machine"]["gpu"] is None or text(block["machine"]["gpu"])):
+            out.append("machine.gpu: the GPU's name, or None for none")
+        check("machine.os", text, "the OS")
+        check("machine.python", text, "the Python version")
+    model = block.get("model")
+    if not isinstance(model, dict):
+        out.append("model: a dict ({fingerprint, checkpoint, config} or {none: why})")
+    elif "none" in model:
+        if not text(model["none"]):
+            out.append("model.none: say why no model is measured")
+    else:
+        check("model.fingerprint", lambda v: isinstance(v, str) and v.startswith("sha256:"), "sha256:<hex>")
+        check("model.checkpoint", text, "the checkpoint's path")
+        check("model.config", text, "the training config's name")
+    return out

@@ -11,7 +11,6 @@ import itertools
 import json
 import logging
 import random
-import subprocess
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -21,7 +20,7 @@ import numpy as np
 import torch
 
 from polyvse.model.torch_model import PolyvseModel
-from polyvse.model.checkpoint import (Checkpoint, load_training_state, save_checkpoint, save_training_state,
+from polyvse.model.checkpoint import (TRAINING, Checkpoint, load_training_state, save_checkpoint, save_training_state,
                                 write_json_atomic)
 from polyvse.data.registry import trained_on_squashed_photos
 from polyvse.device import autocast
@@ -29,6 +28,7 @@ from polyvse.distributed import DistInfo, barrier, init_distributed, shutdown
 from polyvse.errors import DataError
 from polyvse.models import JointEmbeddingModel, ModelConfig
 from polyvse.util.progress import Progress
+from polyvse.provenance import checkpoint_model, git_state, provenance
 
 from .config import TrainConfig, changed_fields
 from .data import CaptionSet, PreparedData, feature_backbone, prepare_data
@@ -122,12 +122,8 @@ def batch_items(batch) -> int:
 
 
 def git_commit() -> str | None:
-    try:
-        out = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, timeout=5,
-                             cwd=Path(__file__).resolve().parent)
-        return out.stdout.strip() or None
-    except (OSError, subprocess.SubprocessError):
-        return None
+    """The commit of the code this process runs (polyvse.provenance)."""
+    return git_state()["commit"]
 
 
 def train(cfg: TrainConfig, out_dir: str | Path, root: Path, *, resume: bool = False, smoke: bool = False,
@@ -193,12 +189,14 @@ class TrainingRun:
     device: torch.device
     precision: str  # fp32 | bf16 (autocast of the training steps, CUDA or CPU)
     commit: str | None  # the code this process runs, read when it starts: HEAD may move while a long run trains
+    tree: dict  # polyvse.provenance.git_state() when it started (commit, dirty), for the records' provenance
     epoch: int = 0
     batch_pos: int = 0
     step: int = 0
     # time spent by the earlier processes of a resumed run (from the training state), so that the log and
     # metrics.json count the whole run, not only its last process
-    spent: dict = field(default_factory=lambda: {"wall_s": 0.0, "cpu_s": 0.0, "processes": 0, "complete": True})
+    spent: dict = field(default_factory=lambda: {"wall_s": 0.0, "cpu_s": 0.0, "processes": 0, "complete": True,
+                                                 "threads": []})
     cpu0: float = 0.0  # this process's CPU time (time.process_time) when the run started in it
     average: WeightAverage | None = None  # schedule.ema_decay > 0: the moving average of the weights
 
@@ -213,9 +211,12 @@ class TrainingRun:
     def time_spent(self) -> dict:
         """Wall and CPU seconds of the whole run so far, over every process that trained it (``complete``: false
         when a state of older code did not say what its processes spent)."""
+        # the threads each process trained at (torch's, which --set threads=N sets); None: a process of older code
+        earlier = self.spent.get("threads") or [None] * self.spent["processes"]
         return {"wall_s": round(self.spent["wall_s"] + time.time() - self.t0, 1),
                 "cpu_s": round(self.spent["cpu_s"] + time.process_time() - self.cpu0, 1),
-                "processes": self.spent["processes"] + 1, "complete": self.spent["complete"]}
+                "processes": self.spent["processes"] + 1, "complete": self.spent["complete"],
+                "threads": [*earlier, torch.get_num_threads()]}
 
 
 def _train(cfg: TrainConfig, out_dir: Path, root: Path, dist_info: DistInfo, *, resume: bool, smoke: bool,
@@ -242,6 +243,7 @@ def setup_run(cfg: TrainConfig, out_dir: Path, root: Path, dist_info: DistInfo, 
               progress: bool, device: torch.device, precision: str) -> TrainingRun:
     """Data, model, objective, optimiser and sampler of a run, at epoch 0."""
     t0, cpu0, commit = time.time(), time.process_time(), git_commit()
+    tree = {**git_state(), "commit": commit}
     if dist_info.enabled and not dist_info.is_main:
         barrier(dist_info)  # rank 0 fills the feature cache first; the others then read it
     data = prepare_data(cfg, root, smoke=smoke, progress=progress, device=device)
@@ -269,7 +271,8 @@ def setup_run(cfg: TrainConfig, out_dir: Path, root: Path, dist_info: DistInfo, 
                        data=data, model=model, forward=forward, objective=objective, alignment=alignment,
                        optimiser=build_optimiser(cfg, model, objective.parameters()), sampler=objective.sampler(),
                        epochs=(cfg.smoke.epochs if smoke else cfg.schedule.epochs) + objective.pre_epochs,
-                       run_key=run_key, device=device, precision=precision, commit=commit, cpu0=cpu0,
+                       run_key=run_key, device=device, precision=precision, commit=commit, tree=tree,
+                       cpu0=cpu0,
                        average=WeightAverage(model, cfg.schedule.ema_decay) if cfg.schedule.ema_decay > 0 else None)
 
 
@@ -418,7 +421,9 @@ def _time_fields(spent: dict) -> dict:
     """metrics.json's account of the run's time: wall and CPU seconds over all its processes (a resumed run has
     several), and whether the count is complete."""
     return {"wall_time_s": spent["wall_s"], "cpu_time_s": spent["cpu_s"], "processes": spent["processes"],
-            "time_complete": spent["complete"]}
+            "time_complete": spent["complete"],
+            # torch threads it trained at, per process: the config's `threads` after --set, as torch applied it
+            "threads_used": spent["threads"]}
 
 
 def checkpoint_feature_key(cfg: TrainConfig, data: PreparedData, model: JointEmbeddingModel) -> str:
@@ -460,7 +465,12 @@ def finish_run(run: TrainingRun) -> dict:
     if data.text_tuples is not None:
         metrics["text_corpus"] = data.text_tuples.summary()
     ckpt.training = {"data": cfg.data.dataset, "split": metrics["split"], "seed": cfg.schedule.seed,
-                     "commit": run.commit, "config": cfg.to_dict(), "metrics": per_lang}
-    save_checkpoint(ckpt, run.out_dir / "checkpoint")
+                     "commit": run.commit, "config": cfg.to_dict(), "metrics": per_lang,
+                     "threads_used": metrics["threads_used"]}
+    checkpoint = save_checkpoint(ckpt, run.out_dir / "checkpoint")
+    # provenance with the saved checkpoint's fingerprint (an index built with it records the same), in both records
+    prov = provenance(model=checkpoint_model(checkpoint, config=cfg.name), tree=run.tree)
+    write_json_atomic(checkpoint / TRAINING, {**ckpt.training, "provenance": prov})
+    metrics["provenance"] = prov
     write_json_atomic(run.out_dir / "metrics.json", metrics)
     return metrics

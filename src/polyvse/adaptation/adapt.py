@@ -99,7 +99,7 @@ def adapt_language(req: AdaptRequest, report: Callable[[str], None] = print) -> 
     targets = _targets(model, x_pivot, [x.pivot_lang for x in pf.lines])
     val, train = _held_out_rows(len(pf.lines), req.teacher.seed)
     init = fallback_part(model.text_encoder, req.zero_shot_init, trained)
-    if req.teacher.subwords is None:  # on for teacher learning in every language: chosen on val (README)
+    if req.teacher.subwords is None:  # on for teacher learning in every language: chosen on val (docs/decisions.md)
         req = dataclasses.replace(req, teacher=dataclasses.replace(req.teacher, subwords=req.method == "teacher"))
     texts_new = [x.text for x in pf.lines]
     texts_val, texts_train = [texts_new[i] for i in val], [texts_new[i] for i in train]

@@ -1,7 +1,10 @@
-"""Markdown tables of retrieval results, and mean ± std over folds or seeds."""
+"""Markdown tables of retrieval results, mean ± std over folds or seeds, and the generated blocks of a Markdown
+page: the text between ``<!-- NAME:start -->`` and ``<!-- NAME:end -->``, one definition for every writer (`polyvse
+report`, the zoo): what lies between the markers is the renderer's, everything around it the author's."""
 from __future__ import annotations
 
 import math
+import re
 from numbers import Real
 from typing import Any, Mapping, Sequence
 
@@ -18,8 +21,8 @@ _DIRECTIONS = {"i2t": "i2t", "t2i": "t2i", "a2b": "a2b", "b2a": "b2a"}
 _STATS = {"r1": "R@1", "r5": "R@5", "r10": "R@10", "medr": "medR", "meanr": "meanR"}
 _PLAIN = {"rsum": "rsum", "mr": "mR", "n_images": "images", "n_captions": "captions"}
 
-__all__ = ["DEFAULT_KEYS", "column_label", "format_value", "markdown_rows", "markdown_table", "mean_std",
-           "mean_std_table"]
+__all__ = ["DEFAULT_KEYS", "block_body", "block_names", "column_label", "format_value", "markdown_rows",
+           "markdown_table", "markers", "mean_std", "mean_std_table", "replace_block"]
 
 
 def column_label(key: str) -> str:
@@ -130,3 +133,35 @@ def mean_std_table(
         summary = mean_std(value) if isinstance(value, (list, tuple)) else value
         rows.append([str(name)] + [_format_mean_std(k, summary.get(k)) for k in keys])
     return markdown_rows(header, rows)
+
+
+# -- generated blocks ---------------------------------------------------------------------------------------------------
+_BLOCK = re.compile(r"<!-- (?P<name>[A-Za-z0-9_.-]+):start -->(?P<body>.*?)<!-- (?P=name):end -->", re.S)
+
+
+def markers(name: str) -> tuple[str, str]:
+    return f"<!-- {name}:start -->", f"<!-- {name}:end -->"
+
+
+def block_names(text: str) -> list[str]:
+    """The names of the blocks of ``text``, in order (an unclosed or nested marker is not a block)."""
+    return [m.group("name") for m in _BLOCK.finditer(text)]
+
+
+def block_body(text: str, name: str) -> str | None:
+    """What the block ``name`` of ``text`` holds now (None when ``text`` has no such block)."""
+    start, end = markers(name)
+    if start not in text or end not in text.split(start, 1)[1]:
+        return None
+    return text.split(start, 1)[1].split(end, 1)[0]
+
+
+def replace_block(text: str, name: str, body: str) -> str:
+    """``text`` with the block ``name`` holding ``body`` (one newline after the start marker and before the end
+    marker); a text without the block is returned with it appended."""
+    start, end = markers(name)
+    inner = "\n" + body.strip("\n") + "\n"
+    if block_body(text, name) is None:
+        return text.rstrip("\n") + ("\n\n" if text.strip() else "") + start + inner + end + "\n"
+    head, rest = text.split(start, 1)
+    return head + start + inner + end + rest.split(end, 1)[1]

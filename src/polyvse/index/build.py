@@ -169,12 +169,20 @@ def build_index(model, photos: Sequence[str | os.PathLike], out: str | os.PathLi
                 kind: str = "auto", exact_threshold: int = DEFAULT_EXACT_THRESHOLD,
                 recall_target: float = DEFAULT_RECALL_TARGET, batch_size: int = 32, num_workers: int = 0,
                 progress: bool = True, strict: bool = False, overwrite: bool = False,
-                max_pixels: int | None = DEFAULT_MAX_PIXELS, max_memory: int | None = None) -> IndexReport:
+                max_pixels: int | None = DEFAULT_MAX_PIXELS, max_memory: int | None = None, backend: str = "faiss",
+                uri: str | None = None, collection: str | None = None, db_name: str | None = None) -> IndexReport:
     """Embed ``photos`` with ``model`` into a new index folder ``out`` (see polyvse.index.store for the layout).
-    ``max_memory``: a budget in bytes for the search structure and photo entries (compressed beyond it)."""
+    ``max_memory``: a budget in bytes for the search structure and photo entries (compressed beyond it).
+    ``backend="milvus"``: the photos go to a Milvus collection (``uri``: a server, or a milvus-lite .db file; see
+    polyvse.index.milvus), the folder keeps the manifest."""
+    from .milvus import check_milvus_build, target_for, write_milvus_index
+
     t0 = time.time()
     root = Path(out)
+    target = target_for(backend, uri, collection, root, db_name)
     entries = checked_entries(root, model, photos, names, kind, exact_threshold, overwrite)
+    if target is not None:
+        check_milvus_build(target, similarity_name(model), kind, max_memory, overwrite)
     embed = dict(batch_size=batch_size, num_workers=num_workers, progress=progress, strict=strict,
                  max_pixels=max_pixels)
     if choose_kind(len(entries), similarity_name(model), kind, exact_threshold, dim=model.embed_dim,
@@ -190,8 +198,12 @@ def build_index(model, photos: Sequence[str | os.PathLike], out: str | os.PathLi
             raise _no_photo_read(len(entries), result.failures)
         kept = [entries[int(i)] for i in ok]
         photo_list = [PhotoEntry(i, name, path) for i, (path, name) in enumerate(kept)]
-        write_new_index(root, model_section(model, checkpoint_path), similarity_name(model), photo_list, vectors,
-                        kind, exact_threshold, recall_target, max_memory)
+        if target is not None:
+            write_milvus_index(root, target, model_section(model, checkpoint_path), photo_list, vectors, kind,
+                               exact_threshold, recall_target)
+        else:
+            write_new_index(root, model_section(model, checkpoint_path), similarity_name(model), photo_list, vectors,
+                            kind, exact_threshold, recall_target, max_memory)
     return IndexReport(PhotoIndex.open(root), added=len(photo_list), failures=result.failures,
                        extracted=result.extracted, cached=result.cached, seconds=time.time() - t0)
 
@@ -232,6 +244,9 @@ def _append(root: Path, index: PhotoIndex, model, new_entries: list[PhotoEntry],
     model_info = dict(index.manifest["model"])
     if checkpoint_path:
         model_info["checkpoint"] = str(Path(checkpoint_path).resolve())
+    if hasattr(index, "append"):  # a Milvus collection (polyvse.index.milvus) appends itself
+        index.append(root, new_entries, vectors, model_info)
+        return
     n_total = index.count + len(new_entries)
     if index.kind == IVFPQ or choose_kind(n_total, similarity_name(model), requested,
                                           int(old_search["exact_threshold"]), dim=index.dim,

@@ -75,6 +75,9 @@ MAX_EF_SEARCH = 4096
 IVF_TRAIN_PER_LIST = 64  # k-means training sample: this many vectors per list (at most all of them)
 IVF_RETRAIN_GROWTH = 4  # an IVF index retrains its lists once it holds this many times what it was trained on
 
+#: indexes whose photos live in a database, not in the folder: manifest["backend"]["name"] -> its module
+BACKEND_MODULES = {"milvus": "polyvse.index.milvus"}
+
 _GEN_FILE = re.compile(r"^(vectors|photos|ann)\.(\d+)\.(npy|f32|jsonl|faiss)$")
 
 
@@ -302,6 +305,9 @@ class PhotoIndex:
             raise IndexFormatError("no index folder here; build one with `polyvse index build` (`make model` builds "
                                    "the default one, runs/model/index)", root)
         manifest = read_manifest(root)
+        backend = manifest.get("backend")
+        if isinstance(backend, dict) and backend.get("name", "faiss") != "faiss":
+            return _open_backend(root, manifest, str(backend.get("name")))
         files = manifest["files"]
         n, dim = int(manifest["count"]), int(manifest["dim"])
         vectors = _open_vectors(root, files, n, dim)
@@ -337,6 +343,17 @@ class PhotoIndex:
         else:
             raise IndexFormatError(f"unknown search kind {kind!r} in the manifest (known: {', '.join(KINDS)})", root)
         return cls(root, manifest, photos, vectors, ann)
+
+
+def _open_backend(root: Path, manifest: dict, name: str) -> "PhotoIndex":
+    """An index whose photos live elsewhere (the manifest's backend): its module's ``open_index(root, manifest)``,
+    named in BACKEND_MODULES (imported by name: the backend modules build on this one)."""
+    if name not in BACKEND_MODULES:
+        raise IndexFormatError(f"the manifest names the {name!r} backend, which this polyvse ({__version__}) does not "
+                               f"know (known: faiss, {', '.join(BACKEND_MODULES)})", root)
+    import importlib
+
+    return importlib.import_module(BACKEND_MODULES[name]).open_index(root, manifest)
 
 
 def _open_vectors(root: Path, files: dict, n: int, dim: int) -> np.ndarray:

@@ -34,7 +34,7 @@ anyway and refuses only where the choice changes the answer:
    as another's is not searched twice) and refused unless every candidate's top k photos share at least that
    share of them ("same answer" otherwise). On the product model's validation captions (400 a language: en, de,
    fr, cs, zh and MultiScript30k's es, ar; ``benchmarks/bench_auto_language.py --split val``, record
-   ``benchmarks/results/auto_language_val.json``) the plausible language's search matched the search told the
+   ``benchmarks/results/archive/auto_language_val.json``) the plausible language's search matched the search told the
    true language in mR in every language, while refusing at 0.8 agreement turned away 9% of English and 20% of
    Spanish captions and cost their recall; so the default, ``DEFAULT_MIN_AGREEMENT``, is 0: refuse only a query
    the model cannot read.

@@ -1,6 +1,5 @@
 """`polyvse adapt --checkpoint C --lang qu --parallel FILE --out C2 [--method teacher|procrustes|rcsls] ...`: teach
-a frozen-tower model a new language from sentence pairs, no photos (``polyvse.adaptation``; README: Teach a new
-language). The parallel file's format is in ``polyvse.adaptation.parallel_file``."""
+a frozen-tower model a new language from sentence pairs, no photos (``polyvse.adaptation``; docs/guides/adapt.md). The parallel file's format is in ``polyvse.adaptation.parallel_file``."""
 from __future__ import annotations
 
 from pathlib import Path

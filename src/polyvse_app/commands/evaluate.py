@@ -85,7 +85,7 @@ def run(args) -> int:
     if args.json:
         from polyvse.provenance import provenance
 
-        write_json_atomic(Path(args.json), {**result, **provenance()})
+        write_json_atomic(Path(args.json), {**result, "provenance": provenance(model=args.checkpoint)})
     return 0
 
 
@@ -127,7 +127,7 @@ def run_task(args, root: Path) -> int:
 
         extra = {"splits": list(evaluator.splits), "langs": evaluator.langs} if args.task == "languages" else {}
         write_json_atomic(Path(args.json), {"task": args.task, "checkpoint": str(Path(args.checkpoint)), **extra,
-                                            "result": result, **provenance()})
+                                            "result": result, "provenance": provenance(model=args.checkpoint)})
     return 0
 
 

@@ -16,6 +16,7 @@ from polyvse.util.paths import cache_root
 
 from .shared import add_device_args, add_photo_fit_arg, device_of, print_failures, squash_of, workers_of
 
+
 def _add_photo_source(p) -> None:
     src = p.add_mutually_exclusive_group(required=True)
     src.add_argument("--images", metavar="DIR", help="folder of photos (searched recursively)")
@@ -58,6 +59,16 @@ def register(sub) -> None:
     b.add_argument("--recall-target", type=float, default=DEFAULT_RECALL_TARGET, metavar="R",
                    help="recall@10 against exact search that IVF/HNSW is tuned to (default: %(default)s)")
     b.add_argument("--force", action="store_true", help="replace an existing index at --out")
+    b.add_argument("--backend", choices=["faiss", "milvus"], default="faiss",
+                   help="where the vectors live: faiss (files in --out, the default) or milvus (a collection in a "
+                   "Milvus server or cluster, or an embedded milvus-lite file: --uri; --out keeps the manifest, and "
+                   "`index add`, `search` and `serve` find the collection from it)")
+    b.add_argument("--uri", metavar="URI", help="with --backend milvus: http://host:19530 for a server or cluster "
+                   "(token, if it needs one, in $POLYVSE_MILVUS_TOKEN), or a FILE.db for embedded milvus-lite")
+    b.add_argument("--collection", metavar="NAME", help="with --backend milvus: the collection (default: polyvse_ "
+                   "and the --out folder's name)")
+    b.add_argument("--milvus-db", metavar="NAME", help="with --backend milvus: the Milvus database (default: the "
+                   "server's default one)")
     add_photo_fit_arg(b)
     b.add_argument("--shard", metavar="K/N", help="embed only shard K of N of the sorted photos into "
                    "INDEX/.shards, as an independent job; merge with `polyvse index merge` once all N are written "
@@ -148,9 +159,15 @@ def _build(args, role, device) -> int:
                    batch_size=args.batch_size, num_workers=workers_of(args, device), strict=args.strict,
                    overwrite=args.force)
     if not role.sharded:
-        report = build_index(model, photos, args.out, progress=not args.quiet, **options)
+        report = build_index(model, photos, args.out, progress=not args.quiet, backend=args.backend, uri=args.uri,
+                             collection=args.collection, db_name=args.milvus_db, **options)
         _report(report, "indexed")
         return 0
+    if args.backend != "faiss":
+        from polyvse.errors import DataError
+
+        raise DataError("sharded builds write FAISS indexes; build a Milvus one in one process (Milvus itself "
+                        "spreads the collection over its nodes)")
 
     shards = run_shard(role, lambda: build_index_shard(
         model, photos, args.out, shard=role.shard, num_shards=role.num_shards,

@@ -44,8 +44,8 @@ def add_photo_fit_arg(p) -> None:
     p.add_argument("--photo-fit", choices=sorted(PHOTO_FITS), default=None,
                    help="how photos that are not square meet the backbone: squash (resize to a square, ignoring "
                         "the aspect ratio) or crop (keep it, centre crop); default: as the model trained (squash "
-                        "for models trained on f8k-full's squashed photos, else crop). README, 'Photos of any "
-                        "shape', has both measured")
+                        "for models trained on f8k-full's squashed photos, else crop); the decisions log (docs) has "
+                        "both measured")
 
 
 def squash_of(args) -> bool | None:

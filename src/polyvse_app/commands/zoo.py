@@ -9,7 +9,6 @@ from pathlib import Path
 from polyvse.util.paths import data_root
 
 DEFAULT_SPEC = "configs/zoo/cpu.yaml"
-COMMANDS = {"configs/zoo/cpu.yaml": "make zoo", "configs/zoo/f8k-full.yaml": "make zoo-f8k-full"}
 
 
 def register(sub) -> None:
@@ -164,7 +163,9 @@ def _report(args, spec, configs, runs, out) -> int:
     from polyvse_train.zoo.report import write_report
 
     order, planned = [n for n, _ in configs], [r.run_id for r in runs]
-    command = COMMANDS.get(args.spec, f"polyvse zoo run --spec {args.spec}")
+    from polyvse_train.zoo.spec import MAKE_TARGETS
+
+    command = MAKE_TARGETS.get(args.spec, f"polyvse zoo run --spec {args.spec}")
     if spec.title:
         path = write_block_report(out, Path(args.docs) / "results.md", planned, order, command, spec,
                                   compare_out=Path(args.compare_out))

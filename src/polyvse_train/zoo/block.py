@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from polyvse.util.atomic import atomic_path
-from polyvse.evaluation.report import markdown_rows
+from polyvse.evaluation.report import markdown_rows, replace_block
 
 from .claims import CLAIMS, VERDICTS, Claim, claim_check, claim_check_seeds, per_language, seed_noise
 from .results import LANGS, RunResult, collect, machines, official_runs
@@ -22,10 +22,6 @@ from .tables import (budget_text, crosslingual_tables, fmt, language_table, sts_
                      words_table)
 
 F8KML_CLAIMS_HEADING = "## 8. Which of the papers' conclusions hold"
-
-
-def _block_tags(title: str) -> tuple[str, str]:
-    return f"<!-- zoo-{title}:start -->", f"<!-- zoo-{title}:end -->"
 
 
 def blocks_in(text: str) -> list[str]:
@@ -36,16 +32,10 @@ def blocks_in(text: str) -> list[str]:
 def write_block(doc: Path, title: str, text: str) -> None:
     """Put ``text`` between the block's markers in ``doc`` (appending the block when absent); nothing else
     of the document changes."""
-    start, end = _block_tags(title)
     content = doc.read_text(encoding="utf-8") if doc.exists() else ""
-    if start in content and end in content:
-        head, rest = content.split(start, 1)
-        tail = rest.split(end, 1)[1]
-    else:
-        head, tail = content.rstrip("\n") + ("\n\n" if content.strip() else ""), "\n"
     doc.parent.mkdir(parents=True, exist_ok=True)
     with atomic_path(doc) as tmp:
-        Path(tmp).write_text(f"{head}{start}\n{text.rstrip()}\n{end}{tail}", encoding="utf-8")
+        Path(tmp).write_text(replace_block(content, f"zoo-{title}", text.rstrip()), encoding="utf-8")
 
 
 def f8kml_claims_from_doc(doc: Path) -> dict[str, tuple[str, str]]:

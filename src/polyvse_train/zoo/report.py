@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from polyvse.util.atomic import atomic_path
-from polyvse.evaluation.report import markdown_rows
+from polyvse.evaluation.report import block_body, markdown_rows, replace_block
 
 from .block import blocks_in
 from .claims import claims_table
@@ -41,14 +41,11 @@ def replace_section(path: Path, heading: str, text: str) -> None:
 
 def update_readme_block(readme: Path, text: str, tag: str = "zoo-best") -> bool:
     """Replace the text between ``<!-- tag:start -->`` and ``<!-- tag:end -->`` in README; False if absent."""
-    start, end = f"<!-- {tag}:start -->", f"<!-- {tag}:end -->"
     content = readme.read_text(encoding="utf-8")
-    if start not in content or end not in content:
+    if block_body(content, tag) is None:
         return False
-    head, rest = content.split(start, 1)
-    _, tail = rest.split(end, 1)
     with atomic_path(readme) as tmp:
-        Path(tmp).write_text(f"{head}{start}\n{text}{end}{tail}", encoding="utf-8")
+        Path(tmp).write_text(replace_block(content, tag, text), encoding="utf-8")
     return True
 
 

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import time
 import traceback
 from pathlib import Path
@@ -22,9 +21,8 @@ from typing import Sequence
 
 from polyvse.util.atomic import write_json_atomic
 from polyvse.errors import MissingDataError
-from polyvse.provenance import provenance
-
-from polyvse.provenance import cpu_model
+from polyvse.provenance import machine as this_machine
+from polyvse.provenance import no_model, provenance
 from .spec import OFFICIAL, ZooRun, ZooSpec, config_digest, effective_config, run_dir
 
 log = logging.getLogger("polyvse.zoo")
@@ -34,8 +32,10 @@ ERROR_FILE = "error.json"
 
 
 def machine() -> str:
-    """This machine, as a run records it (``zoo_run.json``'s ``machine``)."""
-    return f"{cpu_model()}, {os.cpu_count()} cores, no GPU"
+    """This machine in short (``zoo_run.json``'s ``machine``, which the zoo's tables count; ``provenance`` has
+    the details)."""
+    m = this_machine()
+    return f"{m['cpu']}, {m['cores']} cores, {m['gpu'] or 'no GPU'}"
 
 
 def needs_tasks(run: ZooRun, spec: ZooSpec) -> bool:
@@ -167,9 +167,11 @@ def _execute(run: ZooRun, out: Path, root: Path, spec: ZooSpec, *, retry_failed:
                 "overrides": run.overrides,
                 **_time_spent(metrics),
                 "machine": machine(),
-                # the checkout that finished it (a run resumed across commits names its last)
-                **{k: v for k, v in provenance().items() if k in ("commit", "dirty")},
                 "finished_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                "threads_used": metrics.get("threads_used"),
+                # the run's: the checkout it trained on, the checkpoint it saved (metrics.json carries the same)
+                "provenance": metrics.get("provenance") or provenance(model=d / "checkpoint" if (
+                    d / "checkpoint").is_dir() else no_model("the training wrote no checkpoint")),
             })
         if needs_tasks(run, spec):
             import polyvse

@@ -20,6 +20,8 @@ from polyvse.errors import DataError
 from ..config import TrainConfig, changed_fields
 
 OFFICIAL = "official"
+# the make target that runs each committed spec (named in the reports it writes)
+MAKE_TARGETS = {"configs/zoo/cpu.yaml": "make zoo", "configs/zoo/f8k-full.yaml": "make zoo-f8k-full"}
 
 
 @dataclass

@@ -1,0 +1,43 @@
+"""The languages table: every language a checkpoint serves, scored as search ranks it, from a record of
+`scripts/language_table.py` (results/languages-model.json)."""
+from __future__ import annotations
+
+from polyvse.evaluation.report import markdown_rows
+
+from .records import Page
+
+RECORD = "results/languages-model.json"
+
+
+def _cell(row: dict, split: str) -> str:
+    if split not in row:
+        return "-"
+    return f"{row[split]['mr']:.1f}" + (f" ± {row[split]['mr_sd']:.1f}" if "mr_sd" in row[split] else "")
+
+
+def languages_markdown(record: dict, link: str | None = None) -> str:
+    """The table of a languages record: one row per served language with val and test mR and gallery size."""
+    from polyvse.languages import language_name
+
+    head = ["code", "language", "served as", "captions", "val mR", "test mR", "test photos"]
+    body = [[name, language_name(r["lang"]), r["status"] or "not served", r["captions"], _cell(r, "val"),
+             _cell(r, "test"), str(r["test"]["n_images"]) if "test" in r else "-"] for name, r in record["rows"].items()]
+    where = record.get("provenance", record)
+    machine = where.get("machine")
+    if isinstance(machine, dict):  # the provenance block's
+        machine = f"{machine.get('cpu')}, {machine.get('cores')} cores, GPU {machine.get('gpu') or 'none'}"
+    splits = "/".join(record.get("splits", ["val", "test"]))
+    text = (f"`{record['checkpoint']}` (config `{record['config']}`), Flickr8K official {splits} photos; mR = mean "
+            f"of R@1/5/10 both ways, ranked as search ranks; record {link or '`' + record['out'] + '`'} "
+            f"({str(where.get('date'))[:10]}, {machine}).\n\n" + markdown_rows(head, body))
+    adapted = sorted({r["from"] for r in record["rows"].values() if r.get("from")})
+    if adapted:
+        text += ("\nAdapted rows are served by the checkpoint `polyvse adapt` writes, not by the model itself; "
+                 f"their figures come from {', '.join(f'`{a}`' for a in adapted)}. Their method and size were "
+                 "chosen in adaptation rounds whose test scores were computed too, so their test figures are not "
+                 "an untouched held-out estimate (the decisions log says which rounds looked at test).\n")
+    return text
+
+
+def languages_block(page: Page) -> str:
+    return languages_markdown(page.read(RECORD), page.record_link(RECORD)).rstrip("\n")
