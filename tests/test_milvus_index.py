@@ -130,6 +130,9 @@ def test_ivf_recall_is_tuned_like_faiss(lite, tmp_path):
     s, f = manifest["search"], faiss_index.manifest["search"]
     assert s["kind"] == "ivf" and s["milvus"]["index_type"] == "IVF_FLAT"
     assert s["ivf"]["nlist"] == f["ivf"]["nlist"] and s["measured_recall"] >= 0.95
+    # the collection's index has those lists (milvus-lite reads only the nested params), and nprobe is obeyed
+    assert connect(target).describe_index("ivf_check", "vector")["params"]["nlist"] == s["ivf"]["nlist"]
+    one = milvus.raw_search(queries, 10, nprobe=1)[1]
     truth = np.argsort(-(queries @ x.T), axis=1)[:, :10]
 
     def recall(index):
@@ -137,6 +140,7 @@ def test_ivf_recall_is_tuned_like_faiss(lite, tmp_path):
         return np.mean([len(set(a) & set(b)) / 10 for a, b in zip(ids.tolist(), truth.tolist())])
 
     assert recall(milvus) >= 0.9 and abs(recall(milvus) - recall(faiss_index)) <= 0.05
+    assert np.mean([len(set(a) & set(b)) / 10 for a, b in zip(one.tolist(), truth.tolist())]) < recall(milvus) - 0.1
 
 
 def test_search_cli_answers_from_milvus_as_from_faiss(assets, milvus_index, capsys):
@@ -217,3 +221,23 @@ def test_errors_name_the_server_the_collection_and_the_model(assets, lite, milvu
     code, _, err = run(capsys, "index", "build", "--checkpoint", str(assets.checkpoint), "--images",
                        str(assets.photos_dir), "--out", str(tmp_path / "x"), "--backend", "milvus", "--quiet")
     assert code == 2 and "--backend milvus needs --uri" in err
+
+
+def test_make_bench_writes_the_side_by_side_keys(tmp_path):
+    """run_all.py's milvus step (benchmarks/bench_milvus.py, --quick: 5k vectors) merges both backends' figures into
+    latest.json, with the size in the keys."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    repo = Path(__file__).resolve().parents[1]
+    proc = subprocess.run([sys.executable, str(repo / "benchmarks" / "run_all.py"), "--quick", "--allow-dirty",
+                           "--only", "milvus", "--results-dir", str(tmp_path)], cwd=repo, capture_output=True,
+                          text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    r = json.loads((tmp_path / "latest.json").read_text())
+    for backend in ("faiss", "milvus"):
+        assert r[f"{backend}_5k_build_s"] > 0 and r[f"{backend}_5k_p50_ms"] > 0
+        assert r[f"{backend}_5k_recall_at_10"] == pytest.approx(1.0)  # 5k: below the exact threshold, both exact
+    assert r["details"]["milvus"]["runs"]["milvus"]["structure"].endswith("photos.db")
+    assert r["details"]["milvus"]["provenance"]["model"] == {"none": "synthetic vectors (random Gaussian directions)"}

@@ -198,7 +198,10 @@ def _index_params(client, kind: str, n: int) -> tuple[object, dict]:
         spec = {"index_type": "FLAT", "metric_type": "IP", "params": {}}
     else:
         spec = {"index_type": "IVF_FLAT", "metric_type": "IP", "params": {"nlist": min(ivf_lists(n), MAX_NLIST)}}
-    params.add_index(field_name="vector", **spec)
+    # pymilvus 3 sends the build parameters flattened (nlist=...), which a server reads; milvus-lite 3.2 reads only
+    # the older nested "params" entry and would build its default 128 lists: send both
+    params.add_index(field_name="vector", index_type=spec["index_type"], metric_type=spec["metric_type"],
+                     params={**spec["params"], "params": dict(spec["params"])} if spec["params"] else {})
     return params, spec
 
 
