@@ -156,7 +156,7 @@ def main(argv: list[str] | None = None) -> dict:
               "photos_index": str(cfg.photos_index) if photos is not None else None, "runs": runs,
               "versions": {"faiss": faiss.__version__, "pymilvus": pymilvus.__version__,
                            "milvus_lite": getattr(milvus_lite, "__version__", None)},
-              "faiss_threads": faiss.omp_get_max_threads(), "machine": platform.node(),
+              "omp_threads": faiss.omp_get_max_threads(), "machine": platform.node(),
               "cores": os.cpu_count(), "load_average_at_start": load_at_start,
               "load_average_at_end": list(os.getloadavg()), "python": platform.python_version()}
     for backend, r in runs.items():
