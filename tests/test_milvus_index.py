@@ -170,6 +170,14 @@ def test_serve_answers_from_a_milvus_index(assets, milvus_index):
         assert photo.status_code == 200 and photo.content == (assets.photos_dir / first["name"]).read_bytes()
         assert [h["id"] for h in client.get("/api/photos/5/similar", params={"k": 3}).json()["results"]] == \
             [h.id for h in Searcher(searcher.model, PhotoIndex.open(assets.index)).similar(5, k=3)]
+        # the database failing under the service: 503 naming the collection, not a 500 or the client's 422
+        def down(*args, **kwargs):
+            raise ConnectionError("server went away")
+
+        searcher.index.client = type("Down", (), {"search": staticmethod(down)})()
+        r = client.get("/api/search/text", params={"q": assets.german_query, "lang": "de", "k": 5})
+        assert r.status_code == 503 and "Milvus failed to search (collection 'polyvse_index'" in r.json()["detail"]
+        assert "server went away" in r.json()["detail"]
 
 
 def test_index_add_appends_only_new_photos(assets, lite, tmp_path, capsys):

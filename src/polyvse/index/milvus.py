@@ -56,6 +56,8 @@ CACHE_BYTES = 64 << 20  # photo entries + vectors kept from recent answers
 class MilvusError(PolyvseError):
     """Milvus could not be used: names the URI (and collection) and what to do."""
 
+    http_status = 503  # `polyvse serve`: the service's database is unavailable, not the request at fault
+
 
 class MilvusUnreachableError(MilvusError):
     """No Milvus answers at the URI (or a milvus-lite file that cannot be opened)."""
