@@ -14,7 +14,7 @@ import polyvse
 from polyvse.index import PhotoIndex, Searcher, model_fingerprint
 from polyvse.index.hubness import SearchHubness
 from polyvse.index.milvus import (MilvusCollectionError, MilvusPhotoIndex, MilvusUnreachableError, connect,
-                                  target_for, write_milvus_index)
+                                  nlist_for, target_for, write_milvus_index)
 from polyvse.index.store import PhotoEntry, normalize_rows
 from polyvse_app.cli import main
 from polyvse_app.service import ServeSettings
@@ -140,6 +140,11 @@ def test_ivf_recall_is_tuned_like_faiss(lite, tmp_path):
         return np.mean([len(set(a) & set(b)) / 10 for a, b in zip(ids.tolist(), truth.tolist())])
 
     assert recall(milvus) >= 0.9 and abs(recall(milvus) - recall(faiss_index)) <= 0.05
+    # Milvus clusters segment by segment: a collection past a segment gets a segment's lists, not the collection's
+    assert nlist_for(target, 4000, 32) == f["ivf"]["nlist"]
+    assert nlist_for(target, 10_000_000, 1024) == nlist_for(target, 100_000, 1024) == 1264  # lite: 100k-row segments
+    server = target_for("milvus", "http://milvus.example.org:19530", "c", tmp_path / "s")
+    assert nlist_for(server, 10_000_000, 1024) == 2048  # 1 GiB segments of 1024-d float32: 262,144 rows
     assert np.mean([len(set(a) & set(b)) / 10 for a, b in zip(one.tolist(), truth.tolist())]) < recall(milvus) - 0.1
 
 
