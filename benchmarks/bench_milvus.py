@@ -123,7 +123,8 @@ def main(argv: list[str] | None = None) -> dict:
     dim = photos.shape[1] if photos is not None else (cfg.dim or 1024)
     data = "photos" if photos is not None else "gaussian"
     label = size_label(cfg.n)
-    log(f"{cfg.n} {dim}-d vectors ({data}), {cfg.queries} queries; load {os.getloadavg()}")
+    load_at_start = list(os.getloadavg())
+    log(f"{cfg.n} {dim}-d vectors ({data}), {cfg.queries} queries; load {load_at_start}")
     source = Source(dim, photos, cfg.noise)
     vectors = np.concatenate(list(source.chunks(cfg.n, SEED)))
     queries = source.chunk(cfg.queries, QUERY_SEED)
@@ -155,8 +156,9 @@ def main(argv: list[str] | None = None) -> dict:
               "photos_index": str(cfg.photos_index) if photos is not None else None, "runs": runs,
               "versions": {"faiss": faiss.__version__, "pymilvus": pymilvus.__version__,
                            "milvus_lite": getattr(milvus_lite, "__version__", None)},
-              "faiss_threads": faiss.omp_get_max_threads(), "machine": platform.node(),
-              "cores": os.cpu_count(), "load_average_at_end": list(os.getloadavg()), "python": platform.python_version()}
+              "omp_threads": faiss.omp_get_max_threads(), "machine": platform.node(),
+              "cores": os.cpu_count(), "load_average_at_start": load_at_start,
+              "load_average_at_end": list(os.getloadavg()), "python": platform.python_version()}
     for backend, r in runs.items():
         report.update({f"{backend}_{label}_{key}": r[key] for key in ("build_s", "recall_at_10", "p50_ms", "p99_ms")})
     report["provenance"] = provenance(model=index_model(cfg.photos_index) if photos is not None else no_model(

@@ -14,7 +14,7 @@ import polyvse
 from polyvse.index import PhotoIndex, Searcher, model_fingerprint
 from polyvse.model.search_hubness import SearchHubness
 from polyvse.index.milvus import (MilvusCollectionError, MilvusPhotoIndex, MilvusUnreachableError, connect,
-                                  target_for, write_milvus_index)
+                                  nlist_for, target_for, write_milvus_index)
 from polyvse.index.store import PhotoEntry
 from polyvse.util.arrays import normalize_rows
 from polyvse_app.cli import main
@@ -131,6 +131,9 @@ def test_ivf_recall_is_tuned_like_faiss(lite, tmp_path):
     s, f = manifest["search"], faiss_index.manifest["search"]
     assert s["kind"] == "ivf" and s["milvus"]["index_type"] == "IVF_FLAT"
     assert s["ivf"]["nlist"] == f["ivf"]["nlist"] and s["measured_recall"] >= 0.95
+    # the collection's index has those lists (milvus-lite reads only the nested params), and nprobe is obeyed
+    assert connect(target).describe_index("ivf_check", "vector")["params"]["nlist"] == s["ivf"]["nlist"]
+    one = milvus.raw_search(queries, 10, nprobe=1)[1]
     truth = np.argsort(-(queries @ x.T), axis=1)[:, :10]
 
     def recall(index):
@@ -138,6 +141,12 @@ def test_ivf_recall_is_tuned_like_faiss(lite, tmp_path):
         return np.mean([len(set(a) & set(b)) / 10 for a, b in zip(ids.tolist(), truth.tolist())])
 
     assert recall(milvus) >= 0.9 and abs(recall(milvus) - recall(faiss_index)) <= 0.05
+    # Milvus clusters segment by segment: a collection past a segment gets a segment's lists, not the collection's
+    assert nlist_for(target, 4000, 32) == f["ivf"]["nlist"]
+    assert nlist_for(target, 10_000_000, 1024) == nlist_for(target, 100_000, 1024) == 1264  # lite: 100k-row segments
+    server = target_for("milvus", "http://milvus.example.org:19530", "c", tmp_path / "s")
+    assert nlist_for(server, 10_000_000, 1024) == 2048  # 1 GiB segments of 1024-d float32: 262,144 rows
+    assert np.mean([len(set(a) & set(b)) / 10 for a, b in zip(one.tolist(), truth.tolist())]) < recall(milvus) - 0.1
 
 
 def test_search_cli_answers_from_milvus_as_from_faiss(assets, milvus_index, capsys):
@@ -167,6 +176,14 @@ def test_serve_answers_from_a_milvus_index(assets, milvus_index):
         assert photo.status_code == 200 and photo.content == (assets.photos_dir / first["name"]).read_bytes()
         assert [h["id"] for h in client.get("/api/photos/5/similar", params={"k": 3}).json()["results"]] == \
             [h.id for h in Searcher(searcher.model, PhotoIndex.open(assets.index)).similar(5, k=3)]
+        # the database failing under the service: 503 naming the collection, not a 500 or the client's 422
+        def down(*args, **kwargs):
+            raise ConnectionError("server went away")
+
+        searcher.index.client = type("Down", (), {"search": staticmethod(down)})()
+        r = client.get("/api/search/text", params={"q": assets.german_query, "lang": "de", "k": 5})
+        assert r.status_code == 503 and "Milvus failed to search (collection 'polyvse_index'" in r.json()["detail"]
+        assert "server went away" in r.json()["detail"]
 
 
 def test_index_add_appends_only_new_photos(assets, lite, tmp_path, capsys):
@@ -218,3 +235,23 @@ def test_errors_name_the_server_the_collection_and_the_model(assets, lite, milvu
     code, _, err = run(capsys, "index", "build", "--checkpoint", str(assets.checkpoint), "--images",
                        str(assets.photos_dir), "--out", str(tmp_path / "x"), "--backend", "milvus", "--quiet")
     assert code == 2 and "--backend milvus needs --uri" in err
+
+
+def test_make_bench_writes_the_side_by_side_keys(tmp_path):
+    """run_all.py's milvus step (benchmarks/bench_milvus.py, --quick: 5k vectors) merges both backends' figures into
+    latest.json, with the size in the keys."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    repo = Path(__file__).resolve().parents[1]
+    proc = subprocess.run([sys.executable, str(repo / "benchmarks" / "run_all.py"), "--quick", "--allow-dirty",
+                           "--only", "milvus", "--results-dir", str(tmp_path)], cwd=repo, capture_output=True,
+                          text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    r = json.loads((tmp_path / "latest.json").read_text())
+    for backend in ("faiss", "milvus"):
+        assert r[f"{backend}_5k_build_s"] > 0 and r[f"{backend}_5k_p50_ms"] > 0
+        assert r[f"{backend}_5k_recall_at_10"] == pytest.approx(1.0)  # 5k: below the exact threshold, both exact
+    assert r["details"]["milvus"]["runs"]["milvus"]["structure"].endswith("photos.db")
+    assert r["details"]["milvus"]["provenance"]["model"] == {"none": "synthetic vectors (random Gaussian directions)"}

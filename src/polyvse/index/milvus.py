@@ -12,8 +12,11 @@ open it from the folder alone (``PhotoIndex.open`` hands a manifest with a Milvu
 (``user:password`` or an API key) and never written to the manifest.
 
 The search structure is chosen as for FAISS (``ann.choose_kind``): FLAT (exact, inner product) below the exact
-threshold, IVF_FLAT above it with ``nlist`` from ``ann.ivf_lists`` and ``nprobe`` tuned by ``ann.tune_nprobe`` to
-the recall target, against the same probe queries (the build measures Milvus's own answers). HNSW and the
+threshold, IVF_FLAT above it with ``nprobe`` tuned by ``ann.tune_nprobe`` to the recall target, against the same
+probe queries (the build measures Milvus's own answers). Milvus clusters each segment on its own, so ``nlist`` is
+``ann.ivf_lists`` of a segment's rows (of the collection's while it is smaller): milvus-lite's segments hold up to
+100,000 rows, a server's about 1 GiB of vectors (its default segment size); FAISS's rule over the whole collection
+would cut a 1M-photo collection's 32k-row lite segments into 4,000 lists of 8. HNSW and the
 compressed kind are FAISS-only here (milvus-lite 3.x has FLAT, IVF_FLAT, IVF_SQ8, HNSW and HNSW_SQ; a server has
 more, DiskANN and IVF_PQ among them). Only cosine models: Milvus ranks by inner product.
 
@@ -48,6 +51,8 @@ TIMEOUT_S = 30.0  # per request, connecting included
 INSERT_ROWS = 4096  # entities per insert request (a 1024-d batch: 16 MiB, under gRPC's 64 MiB)
 READ_ROWS = 4096  # entities per query when reading the collection back
 MAX_NLIST = 65536  # Milvus's bound on IVF's nlist
+LITE_SEGMENT_ROWS = 100_000  # milvus-lite 3.x: MAX_SEGMENT_ROWS
+SERVER_SEGMENT_BYTES = 1 << 30  # a Milvus server's default segment size (dataCoord.segment.maxSize, 1024 MB)
 TEXT_MAX = 65535  # VARCHAR bound: names and paths
 FIELDS = ["name", "path", "vector"]
 CACHE_BYTES = 64 << 20  # photo entries + vectors kept from recent answers
@@ -55,6 +60,8 @@ CACHE_BYTES = 64 << 20  # photo entries + vectors kept from recent answers
 
 class MilvusError(PolyvseError):
     """Milvus could not be used: names the URI (and collection) and what to do."""
+
+    http_status = 503  # `polyvse serve`: the service's database is unavailable, not the request at fault
 
 
 class MilvusUnreachableError(MilvusError):
@@ -191,14 +198,28 @@ def _call(target: MilvusTarget, what: str, fn, *args, **kwargs):
 
 
 # -- the collection ---------------------------------------------------------------------------------------
-def _index_params(client, kind: str, n: int) -> tuple[object, dict]:
+def segment_rows(target: MilvusTarget, dim: int) -> int:
+    """The rows of a full segment, which Milvus clusters on its own (see the module's note)."""
+    return LITE_SEGMENT_ROWS if target.is_lite else SERVER_SEGMENT_BYTES // (4 * int(dim))
+
+
+def nlist_for(target: MilvusTarget, n: int, dim: int) -> int:
+    """IVF lists of a segment: ``ann.ivf_lists`` of its rows (n while the collection is smaller than one)."""
+    return min(ivf_lists(min(int(n), segment_rows(target, dim))), MAX_NLIST)
+
+
+def _index_params(client, target: MilvusTarget, kind: str, n: int, dim: int) -> tuple[object, dict]:
     """(pymilvus index params, the manifest's record of them) for ``kind`` over n vectors."""
     params = client.prepare_index_params()
     if kind == EXACT:
         spec = {"index_type": "FLAT", "metric_type": "IP", "params": {}}
     else:
-        spec = {"index_type": "IVF_FLAT", "metric_type": "IP", "params": {"nlist": min(ivf_lists(n), MAX_NLIST)}}
-    params.add_index(field_name="vector", **spec)
+        spec = {"index_type": "IVF_FLAT", "metric_type": "IP", "params": {"nlist": nlist_for(target, n, dim)},
+                "segment_rows": segment_rows(target, dim)}
+    # pymilvus 3 sends the build parameters flattened (nlist=...), which a server reads; milvus-lite 3.2 reads only
+    # the older nested "params" entry and would build its default 128 lists: send both
+    params.add_index(field_name="vector", index_type=spec["index_type"], metric_type=spec["metric_type"],
+                     params={**spec["params"], "params": dict(spec["params"])} if spec["params"] else {})
     return params, spec
 
 
@@ -222,12 +243,12 @@ def _insert(client, target: MilvusTarget, entries: Sequence[PhotoEntry], vectors
     _call(target, "flush the collection", client.flush, target.collection)
 
 
-def _structure(client, target: MilvusTarget, kind: str, n: int, drop: bool) -> dict:
+def _structure(client, target: MilvusTarget, kind: str, n: int, dim: int, drop: bool) -> dict:
     """(Re)create the vector index for ``kind`` over n rows and load the collection; returns its spec."""
     if drop:
         _call(target, "release the collection", client.release_collection, target.collection)
         _call(target, "drop the vector index", client.drop_index, target.collection, "vector")
-    params, spec = _index_params(client, kind, n)
+    params, spec = _index_params(client, target, kind, n, dim)
     _call(target, "build the vector index", client.create_index, target.collection, params)
     _call(target, "load the collection", client.load_collection, target.collection)
     return spec
@@ -302,7 +323,7 @@ def write_milvus_index(root: Path, target: MilvusTarget, model_info: dict, photo
     chosen = choose_kind(n, "cosine", kind, exact_threshold)
     _create(client, target, dim)
     _insert(client, target, photo_list, vectors)
-    spec = _structure(client, target, chosen, n, drop=False)
+    spec = _structure(client, target, chosen, n, dim, drop=False)
     manifest = {"backend": target.to_manifest(), "model": model_info, "generation": 1, "count": n, "dim": int(dim)}
     index = MilvusPhotoIndex(root, {**manifest, "search": {"kind": chosen}}, target, client)
     search = _search_section(index, vectors, chosen, spec, exact_threshold, recall_target, trained_on=n)
@@ -485,7 +506,8 @@ class MilvusPhotoIndex(PhotoIndex):
     def append(self, root: Path, new_entries: list[PhotoEntry], vectors: np.ndarray, model_info: dict) -> dict:
         """Insert ``new_entries`` (ids from ``count`` on) and their stored ``vectors``, re-choose the structure for
         the new size (exact -> IVF past the threshold; IVF rebuilt once it holds IVF_RETRAIN_GROWTH times what it
-        was built on), re-tune nprobe, and switch the manifest. The caller holds ``index_lock(root)``."""
+        was built on and a segment's lists would change), re-tune nprobe, and switch the manifest. The caller
+        holds ``index_lock(root)``."""
         old = self.manifest["search"]
         t, client = self.target, self.client
         _call(t, "delete rows an interrupted append left", client.delete, t.collection, filter=f"id >= {self.count}")
@@ -493,8 +515,10 @@ class MilvusPhotoIndex(PhotoIndex):
         n = self.count + len(new_entries)
         kind = choose_kind(n, "cosine", old.get("requested", "auto"), int(old["exact_threshold"]))
         trained_on = int(old.get("ivf", {}).get("trained_on", 0))
-        if kind != old["kind"] or (kind == IVF and n > IVF_RETRAIN_GROWTH * trained_on):
-            spec, trained_on = _structure(client, t, kind, n, drop=True), n
+        regrown = kind == IVF and n > IVF_RETRAIN_GROWTH * trained_on and \
+            nlist_for(t, n, self.dim) != old.get("ivf", {}).get("nlist")
+        if kind != old["kind"] or regrown:
+            spec, trained_on = _structure(client, t, kind, n, self.dim, drop=True), n
         else:
             spec = {key: value for key, value in old["milvus"].items() if key != "search_params"}
         grown = MilvusPhotoIndex(root, {**self.manifest, "count": n, "search": {"kind": kind}}, t, client)

@@ -79,8 +79,9 @@ def readable(errors) -> str:
 
 
 async def polyvse_error(request: Request, exc: PolyvseError):
-    """The library's own errors (empty query, unknown language, not an image, ...) are the client's: 422."""
-    return JSONResponse({"detail": str(exc)}, status_code=422)
+    """The library's own errors (empty query, unknown language, not an image, ...) are the client's: 422; an error
+    that says what status it is (``http_status``: a Milvus index's database failing, 503) is sent with that."""
+    return JSONResponse({"detail": str(exc)}, status_code=int(getattr(exc, "http_status", 422)))
 
 
 async def validation_error(request: Request, exc: RequestValidationError):
