@@ -115,8 +115,8 @@ def measure(searcher, text: str, lang: str, photo: str | None, k: int) -> dict:
     """One caption through ``auto``, the plausible languages compared (so every threshold's answer is known);
     ``rank``: where ``photo`` is in the chosen language's top k (1-based; 0: not there; None without a photo),
     ``oracle_rank``: the same for the search told ``lang``."""
-    from polyvse.text.langid import DEFAULT_MIN_AGREEMENT, LanguageDetectionError, choose_language, detect_language
     from polyvse.languages import reads_without_language
+    from polyvse.text.langid import DEFAULT_MIN_AGREEMENT, LanguageDetectionError, choose_language, detect_language
 
     answers: dict[str, list[str]] = {}
 
@@ -235,10 +235,10 @@ def choose_threshold(languages: dict[str, dict]) -> dict | None:
 
 def main(argv=None) -> int:
     args = parse_args(argv)
-    from polyvse.util.atomic import write_json_atomic
     from polyvse.index import PhotoIndex, Searcher, model_for_index
-    from polyvse.text.langid import CANDIDATE_FLOOR, CLEAR_RATIO, DEFAULT_MIN_AGREEMENT, DEFAULT_MIN_CONFIDENCE
     from polyvse.languages import reads_without_language
+    from polyvse.text.langid import CANDIDATE_FLOOR, CLEAR_RATIO, DEFAULT_MIN_AGREEMENT, DEFAULT_MIN_CONFIDENCE
+    from polyvse.util.atomic import write_json_atomic
 
     index = PhotoIndex.open(args.index)
     model, checkpoint_path = model_for_index(index, args.checkpoint, device="cpu")

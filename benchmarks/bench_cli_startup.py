@@ -104,10 +104,10 @@ def scratch_index(work: Path, product: bool = False) -> Path:
     import torch
 
     import polyvse
-    from polyvse.model.checkpoint import Checkpoint, save_checkpoint
     from polyvse.index import PhotoEntry
     from polyvse.index.build import stored_vectors, write_new_index
     from polyvse.index.store import model_section
+    from polyvse.model.checkpoint import Checkpoint, save_checkpoint
     from polyvse.models import JointEmbeddingModel, ModelConfig
     from polyvse.models.text_input import CaptionEncoder
 

@@ -303,8 +303,8 @@ def main(argv: list[str] | None = None) -> dict:
         "cpu_count": os.cpu_count(),
         "versions": {"python": platform.python_version(), "torch": torch.__version__, "numpy": np.__version__},
     }
-    from polyvse.util.atomic import write_json_atomic
     from polyvse.provenance import no_model, provenance
+    from polyvse.util.atomic import write_json_atomic
 
     report["provenance"] = provenance(model=no_model("pretrained image backbones (no polyvse checkpoint)"))
     write_json_atomic(args.out, report)

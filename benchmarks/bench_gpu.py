@@ -182,8 +182,8 @@ def bench_ivf(host: np.ndarray, queries: np.ndarray, truth: np.ndarray, device: 
 
 
 def main(argv: list[str] | None = None) -> int:
-    from polyvse.util.atomic import write_json_atomic
     from polyvse.device import cuda_available, resolve_device
+    from polyvse.util.atomic import write_json_atomic
     from polyvse.util.paths import data_root
 
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)

@@ -27,10 +27,10 @@ from pathlib import Path
 from PIL import Image
 
 import polyvse
-from polyvse.util.atomic import write_json_atomic
 from polyvse.data.registry import load_dataset
 from polyvse.evaluation.evaluators import RetrievalEvaluator
 from polyvse.features.backbones import get_extractor
+from polyvse.util.atomic import write_json_atomic
 from polyvse.util.paths import cache_root, data_root
 
 

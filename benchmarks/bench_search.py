@@ -530,8 +530,8 @@ def main(argv: list[str] | None = None) -> dict:
                      "faiss": faiss.__version__},
     }
     args_out = cfg.out
-    from polyvse.util.atomic import write_json_atomic
     from polyvse.provenance import no_model, provenance
+    from polyvse.util.atomic import write_json_atomic
 
     report["provenance"] = provenance(model=no_model("synthetic vectors (a clustered mixture on the unit sphere)"))
     write_json_atomic(args_out, report)

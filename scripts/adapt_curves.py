@@ -98,12 +98,12 @@ def main(argv=None) -> int:
     from polyvse.adaptation import trained_languages
     from polyvse.adaptation.line_vectors import line_vectors
     from polyvse.adaptation.multiscript_lines import write_multiscript_parallel
-    from polyvse.model.zero_shot import fallback_part
-    from polyvse.util.atomic import write_json_atomic
     from polyvse.evaluation.evaluators import LanguagesEvaluator
+    from polyvse.model.zero_shot import fallback_part
     from polyvse.models.pretrained.cache import sentence_cache_dir
-    from polyvse.util.paths import data_root
     from polyvse.provenance import provenance
+    from polyvse.util.atomic import write_json_atomic
+    from polyvse.util.paths import data_root
 
     args = parse_args(argv)
     if args.from_record:

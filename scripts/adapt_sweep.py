@@ -97,11 +97,11 @@ def main(argv=None) -> int:
     from polyvse.adaptation import AdaptRequest, TeacherSettings, adapt_language
     from polyvse.adaptation.curves import scores_through_part
     from polyvse.adaptation.line_vectors import line_vectors
-    from polyvse.util.atomic import write_json_atomic
     from polyvse.evaluation.evaluators import LanguagesEvaluator
     from polyvse.models.pretrained.cache import sentence_cache_dir
-    from polyvse.util.paths import data_root
     from polyvse.provenance import provenance
+    from polyvse.util.atomic import write_json_atomic
+    from polyvse.util.paths import data_root
 
     args = parse_args(argv)
     root, cache, progress = data_root(args.data_root), sentence_cache_dir(args.data_root), not args.quiet

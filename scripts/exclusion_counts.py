@@ -51,9 +51,9 @@ def old_teacher_leak(root: Path) -> dict:
 
 
 def main(argv=None) -> int:
+    from polyvse.provenance import no_model, provenance
     from polyvse.util.atomic import write_json_atomic
     from polyvse.util.paths import data_root
-    from polyvse.provenance import no_model, provenance
 
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--out", required=True)

@@ -173,8 +173,8 @@ def check_torchrun(device: torch.device, root: Path, languages: list[str], work:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from polyvse.util.atomic import write_json_atomic
     from polyvse.device import resolve_device
+    from polyvse.util.atomic import write_json_atomic
     from polyvse.util.paths import data_root
 
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)

@@ -45,10 +45,10 @@ def parse_args(argv=None) -> argparse.Namespace:
 
 def main(argv=None) -> int:
     import polyvse
-    from polyvse.util.atomic import write_json_atomic
     from polyvse.evaluation.evaluators import LanguagesEvaluator
-    from polyvse.util.paths import data_root
     from polyvse.provenance import provenance
+    from polyvse.util.atomic import write_json_atomic
+    from polyvse.util.paths import data_root
     from polyvse_train.report import write_all
 
     args = parse_args(argv)

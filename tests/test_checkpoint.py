@@ -5,8 +5,8 @@ import pytest
 import torch
 
 import polyvse
-from polyvse.model.checkpoint import Checkpoint, load_checkpoint, save_checkpoint
 from polyvse.errors import CheckpointError
+from polyvse.model.checkpoint import Checkpoint, load_checkpoint, save_checkpoint
 from polyvse.models import JointEmbeddingModel, ModelConfig
 from polyvse.models.text_input import CaptionEncoder
 

@@ -13,8 +13,8 @@ import pytest
 import torch
 
 import polyvse
-from polyvse.model.checkpoint import Checkpoint, save_checkpoint
 from polyvse.errors import DataError
+from polyvse.model.checkpoint import Checkpoint, save_checkpoint
 from polyvse.index import (EXACT, IVF, IVFPQ, PhotoEntry, PhotoIndex, add_to_index, build_index, choose_kind,
                            parse_memory, write_compressed_index)
 from polyvse.index import build as build_module

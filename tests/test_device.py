@@ -238,10 +238,10 @@ def test_vse_loss_runs_on_fake_cuda():
     that fake tensors cannot run."""
     from types import SimpleNamespace
 
+    from polyvse.distributed import DistInfo
     from polyvse.models.text_input import CaptionEncoder
     from polyvse.text.vocab import Vocabulary
     from polyvse_train.config import TrainConfig
-    from polyvse.distributed import DistInfo
     from polyvse_train.objectives import build_objective
 
     class CpuPadding(CaptionEncoder):
@@ -425,9 +425,9 @@ def test_features_extract_has_no_bf16_cache_that_training_never_reads(capsys, tm
 
 def test_a_checkpoint_keyed_bf16_loads_on_a_cpu(no_cuda):
     """bf16 runs on CUDA only: on a CPU a model trained on bf16 features reads the fp32 features they approximate."""
-    from polyvse.model.torch_model import PolyvseModel
-    from polyvse.model.checkpoint import Checkpoint
     from polyvse.features.backbones import get_extractor
+    from polyvse.model.checkpoint import Checkpoint
+    from polyvse.model.torch_model import PolyvseModel
     from polyvse.models.text_input import CaptionEncoder
     from polyvse.text.vocab import Vocabulary
 

@@ -11,8 +11,8 @@ import yaml
 from safetensors.torch import load_file
 
 from polyvse.distributed import DistInfo
-from polyvse_train.distributed import gather_with_grad, shard
 from polyvse_tooling.harness import free_port
+from polyvse_train.distributed import gather_with_grad, shard
 
 # SGD without clipping: unlike Adam, its update is proportional to the gradient, so a 2-rank run whose
 # gradients were off by a factor (e.g. gathered without gradients) would not match.
@@ -65,8 +65,8 @@ def test_the_process_group_waits_an_hour_or_as_long_as_asked(monkeypatch):
     import pytest
     import torch.distributed as dist
 
-    from polyvse.errors import DataError
     from polyvse import distributed
+    from polyvse.errors import DataError
 
     timeouts = []
     monkeypatch.setenv("WORLD_SIZE", "2")

@@ -10,9 +10,9 @@ import torch
 from torch.nn import functional as F
 
 import polyvse
-from polyvse.model.checkpoint import load_checkpoint, save_checkpoint
 from polyvse.errors import CheckpointError, DataError
 from polyvse.evaluation import evaluate_by_language
+from polyvse.model.checkpoint import load_checkpoint, save_checkpoint
 from polyvse.similarity.hubness import HubnessBanks
 from polyvse_train.config import TrainConfig
 from polyvse_train.train import train
@@ -190,10 +190,10 @@ def test_csls_config_is_checked(csls_run, shared_data):
 def test_text_search_ranks_by_csls_with_either_query_model(csls_run, shared_data, tmp_path):
     """A CSLS checkpoint's index search: text queries ranked by CSLS (scores as evaluation computes them), the
     same with the torch model and the numpy query model; photo queries stay cosine."""
-    from polyvse.util.paths import cache_root
     from polyvse.index import PhotoIndex, Searcher
     from polyvse.index.build import build_index
     from polyvse.model.loading import query_model
+    from polyvse.util.paths import cache_root
 
     from test_index import _smoke_photo_paths
 

@@ -9,8 +9,8 @@ from types import SimpleNamespace
 import numpy as np
 
 from polyvse.errors import CheckpointError, UnknownLanguageError
-from polyvse.models.pretrained import get_pretrained_encoder
 from polyvse.index.search import Hit, Searcher
+from polyvse.models.pretrained import get_pretrained_encoder
 from polyvse.text.langid import LanguageDetectionError, choose_language, detect_language, detectable_languages
 
 DEMO = ["en", "de", "fr", "cs", "zh"]

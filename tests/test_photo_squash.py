@@ -10,10 +10,10 @@ import torch
 from PIL import Image
 
 import polyvse
-from polyvse.model.checkpoint import load_checkpoint, read_checkpoint_config, save_checkpoint
 from polyvse.features import extract_features
 from polyvse.features.backbones import get_extractor
 from polyvse.features.extractor import Preprocess
+from polyvse.model.checkpoint import load_checkpoint, read_checkpoint_config, save_checkpoint
 from test_checkpoint import tiny_checkpoint
 
 
@@ -99,8 +99,8 @@ def test_photo_fit_overrides_the_checkpoint_and_an_index_keeps_what_it_was_built
     the index by photo later fits photos the same way (the model check passes); the default stays squash."""
     import shutil
 
-    from polyvse.model.checkpoint import Checkpoint
     from polyvse.index import PhotoIndex, model_for_index
+    from polyvse.model.checkpoint import Checkpoint
     from polyvse.models import JointEmbeddingModel, ModelConfig
     from polyvse.models.text_input import CaptionEncoder
     from polyvse_app.cli import main

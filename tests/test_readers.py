@@ -7,13 +7,13 @@ from pathlib import Path
 
 import pytest
 
-from polyvse.util.atomic import atomic_open
 from polyvse.data._io import caption_key, flickr_id, read_lines
 from polyvse.data.flickr8k import Flickr8kReader
 from polyvse.data.flickr8kcn import Flickr8kCnReader, official_split, parse_caption_file
 from polyvse.data.multi30k import Multi30kReader, relative_files
 from polyvse.data.types import Corpus
 from polyvse.errors import DataError, UnknownLanguageError
+from polyvse.util.atomic import atomic_open
 
 
 # -- helpers ---------------------------------------------------------------------------------------------

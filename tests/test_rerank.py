@@ -249,9 +249,9 @@ def _tiny_setup(tmp_path):
     """A real checkpoint on a 3-d "mean colour" backbone, 4 photos, an n-best file and references."""
     from PIL import Image
 
-    from polyvse.model.checkpoint import Checkpoint, save_checkpoint
     from polyvse.features.backbones import register_backbone
     from polyvse.features.extractor import FeatureExtractor, Preprocess
+    from polyvse.model.checkpoint import Checkpoint, save_checkpoint
     from polyvse.models import JointEmbeddingModel, ModelConfig
     from polyvse.models.text_input import CaptionEncoder
 

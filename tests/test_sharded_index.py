@@ -22,8 +22,8 @@ from polyvse.errors import DataError
 from polyvse.index import PhotoIndex
 from polyvse.sharding import parse_shard_spec, shard_bounds
 from polyvse_app.cli import main as cli_main
-from polyvse_train.distributed import shard
 from polyvse_tooling.harness import free_port
+from polyvse_train.distributed import shard
 
 N_PHOTOS = 7  # odd: the two shards differ in size
 TIMING_FIELDS = ("created", "updated")
@@ -48,8 +48,8 @@ def polyvse(args: list[str], capsys) -> tuple[int, str, str]:
 
 
 def make_checkpoint(path: Path, seed: int) -> Path:
-    from polyvse.model.checkpoint import Checkpoint, save_checkpoint
     from polyvse.features.backbones import get_extractor
+    from polyvse.model.checkpoint import Checkpoint, save_checkpoint
     from polyvse.models import JointEmbeddingModel, ModelConfig
     from polyvse.models.text_input import CaptionEncoder
 

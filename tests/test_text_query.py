@@ -14,14 +14,14 @@ import pytest
 import torch
 
 import polyvse
-from polyvse.model.checkpoint import Checkpoint, save_checkpoint
-from polyvse.model.embedding_model import EmbeddingModel
 from polyvse.errors import CheckpointError
 from polyvse.index import PhotoEntry, PhotoIndex, Searcher, model_fingerprint, model_for_index
 from polyvse.index.build import stored_vectors, write_new_index
 from polyvse.index.store import model_section
-from polyvse.models import JointEmbeddingModel, ModelConfig
+from polyvse.model.checkpoint import Checkpoint, save_checkpoint
+from polyvse.model.embedding_model import EmbeddingModel
 from polyvse.model.text_query import TextQueryModel
+from polyvse.models import JointEmbeddingModel, ModelConfig
 from polyvse.models.text_input import CaptionEncoder
 
 REPO = Path(__file__).resolve().parents[1]

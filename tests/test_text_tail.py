@@ -12,15 +12,15 @@ import pytest
 import torch
 
 import polyvse
-from polyvse.model.torch_model import PolyvseModel
 from polyvse.model.checkpoint import Checkpoint, save_checkpoint
+from polyvse.model.loading import query_model
+from polyvse.model.torch_model import PolyvseModel
 from polyvse.models import JointEmbeddingModel, ModelConfig
 from polyvse.models.pretrained import get_pretrained_encoder
 from polyvse.models.pretrained.captions import PretrainedCaptionEncoder
 from polyvse.models.pretrained.e5_file import e5_file
 from polyvse.models.pretrained.e5_tail import E5Front, TextTail, pad_states
 from polyvse.models.pretrained.states_cache import HiddenStateCache, states_cached
-from polyvse.model.loading import query_model
 
 CAPTIONS_PER_LANGUAGE = 4
 

@@ -17,12 +17,12 @@ import torch
 
 import polyvse
 from polyvse.adaptation.adapted_checkpoint import with_language_part
-from polyvse.model.checkpoint import Checkpoint, save_checkpoint
 from polyvse.index import PhotoIndex, Searcher, model_fingerprint, model_for_index
-from polyvse.models import JointEmbeddingModel, ModelConfig
-from polyvse.models.pretrained.captions import PretrainedCaptionEncoder
+from polyvse.model.checkpoint import Checkpoint, save_checkpoint
 from polyvse.model.loading import query_model
 from polyvse.model.tower_query import TowerQueryModel
+from polyvse.models import JointEmbeddingModel, ModelConfig
+from polyvse.models.pretrained.captions import PretrainedCaptionEncoder
 from test_text_query import REPO, SEARCH_WITHOUT_TORCH, THREAD_SETTINGS, _scratch_index
 
 TOWERS, TOWER_DIMS = "e5-small+use-multilingual", [384, 512]

@@ -13,8 +13,8 @@ import pytest
 import torch
 
 import polyvse
-from polyvse_app.cli import main
 from polyvse.model.checkpoint import load_training_state, save_training_state
+from polyvse_app.cli import main
 from polyvse_train.config import TrainConfig
 from polyvse_train.train import STATE, train
 

@@ -59,8 +59,8 @@ def _tiny_data_root(shared_data: Path, root: Path) -> Path:
 
 def _tiny_checkpoint(script, out: Path) -> Path:
     """An untrained model with the real backbone's feature key and a vocabulary covering the page's queries."""
-    from polyvse.model.checkpoint import Checkpoint, save_checkpoint
     from polyvse.features.backbones import get_extractor
+    from polyvse.model.checkpoint import Checkpoint, save_checkpoint
     from polyvse.models import JointEmbeddingModel, ModelConfig
     from polyvse.models.text_input import CaptionEncoder
 

@@ -8,11 +8,11 @@ import pytest
 import torch
 
 from polyvse.alignment import filter_lexicon, muse_lexicon
-from polyvse.model.torch_model import PolyvseModel
-from polyvse.model.checkpoint import Checkpoint
 from polyvse.data.registry import load_dataset
 from polyvse.data.splits import resolve_split
 from polyvse.evaluation.words import word_translation_by_language
+from polyvse.model.checkpoint import Checkpoint
+from polyvse.model.torch_model import PolyvseModel
 from polyvse.models import JointEmbeddingModel, ModelConfig
 from polyvse.models.text_input import CaptionEncoder
 from polyvse_train.objectives.translator import vocabulary_rows

@@ -6,8 +6,8 @@ import pytest
 import torch
 
 import polyvse
-from polyvse.model.checkpoint import Checkpoint, save_checkpoint
 from polyvse.losses import GroupedHingeLoss, HingeRankingLoss, ParallelLoss, PivotLoss
+from polyvse.model.checkpoint import Checkpoint, save_checkpoint
 from polyvse.models import JointEmbeddingModel, MlpImageHead, ModelConfig, TextEncoder
 from polyvse.models.text_input import CaptionEncoder
 from polyvse.sampling import PhotoTupleBatchSampler

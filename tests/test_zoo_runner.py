@@ -258,9 +258,9 @@ def test_crosslingual_excludes_training_photos(shared_data):
 
 
 def test_word_translation_of_a_model_whose_words_are_aligned(tmp_path):
-    from polyvse.model.torch_model import PolyvseModel
-    from polyvse.model.checkpoint import Checkpoint
     from polyvse.evaluation.words import word_translation_by_language
+    from polyvse.model.checkpoint import Checkpoint
+    from polyvse.model.torch_model import PolyvseModel
     from polyvse.models import JointEmbeddingModel, ModelConfig
     from polyvse.models.text_input import CaptionEncoder
 

@@ -120,8 +120,8 @@ def machine_line(m: dict | None = None) -> str:
 def checkpoint_fingerprint(path: str | os.PathLike) -> str:
     """The model fingerprint of a checkpoint folder, read on its numpy side (no torch): the same value as
     ``model_fingerprint(polyvse.load(path))`` and as an index manifest's ``model.fingerprint``."""
-    from .model.checkpoint import read_checkpoint_config
     from .index.fingerprint import model_fingerprint
+    from .model.checkpoint import read_checkpoint_config
     from .model.text_query import NumpyQueryModel
 
     class Weights(NumpyQueryModel):  # the checkpoint's config and weights: all the fingerprint reads

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from polyvse.model.torch_model import PolyvseModel
 from polyvse.errors import DataError
+from polyvse.model.torch_model import PolyvseModel
 from polyvse.similarity.hubness import HubnessBanks
 
 from .data import PreparedData

@@ -27,8 +27,8 @@ from polyvse.device import autocast
 from polyvse.distributed import DistInfo, barrier, init_distributed, shutdown
 from polyvse.errors import DataError
 from polyvse.models import JointEmbeddingModel, ModelConfig
-from polyvse.util.progress import Progress
 from polyvse.provenance import checkpoint_model, git_state, provenance
+from polyvse.util.progress import Progress
 
 from .config import TrainConfig, changed_fields
 from .data import CaptionSet, PreparedData, feature_backbone, prepare_data

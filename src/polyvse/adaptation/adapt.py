@@ -23,17 +23,17 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from ..model.checkpoint import load_checkpoint, save_checkpoint
 from ..errors import DataError
+from ..model.checkpoint import load_checkpoint, save_checkpoint
+from ..model.parts import is_subword_part
+from ..model.zero_shot import ZERO_SHOT_DEFAULT, fallback_part
 from ..models.pretrained.cache import sentence_cache_dir
 from .adapted_checkpoint import check_adaptable, trained_languages, with_language_part
-from ..model.parts import is_subword_part
 from .line_vectors import line_vectors
+from .options import METHODS
 from .parallel_file import DEFAULT_PIVOT_LANG, LANGUAGE_CODE, read_parallel_file
 from .teacher import TeacherSettings, fit_teacher, held_out_mr
-from .options import METHODS
 from .tower_map import fit_tower_map, part_through_map
-from ..model.zero_shot import ZERO_SHOT_DEFAULT, fallback_part
 
 __all__ = ["AdaptRequest", "adapt_language", "METHODS", "state_path_of"]
 

@@ -16,8 +16,8 @@ import dataclasses
 import torch
 from torch import nn
 
-from ..model.checkpoint import Checkpoint
 from ..errors import CheckpointError
+from ..model.checkpoint import Checkpoint
 from ..model.parts import adapted_languages, is_subword_part, part_key, trained_languages
 
 __all__ = ["adapted_languages", "trained_languages", "check_adaptable", "with_language_part", "part_key"]

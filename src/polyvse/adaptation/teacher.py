@@ -24,12 +24,12 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ..model.checkpoint import load_training_state, save_training_state
-from .options import TeacherSettings
 from ..errors import CheckpointError
 from ..losses import InfoNceLoss
-from ..util.progress import Progress
+from ..model.checkpoint import load_training_state, save_training_state
 from ..model.zero_shot import encode_through_part
+from ..util.progress import Progress
+from .options import TeacherSettings
 
 __all__ = ["TeacherSettings", "fit_teacher", "held_out_mr", "auto_epochs"]
 

@@ -16,8 +16,8 @@ from pathlib import Path
 from typing import IO
 
 from ..errors import DataError
-from .types import Caption, Corpus
 from ..util.atomic import atomic_open
+from .types import Caption, Corpus
 
 
 def _line(c: Caption) -> str:

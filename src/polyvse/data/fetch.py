@@ -50,11 +50,11 @@ from typing import Callable
 import requests
 
 from ..errors import DataError
+from ..util.atomic import atomic_open
 from ..util.progress import Progress, track
 from . import flickr8kcn as _cn
 from . import multi30k as _m30k
 from . import multiscript30k as _ms30k
-from ..util.atomic import atomic_open
 
 CORPORA = ("multi30k", "flickr8kcn", "flickr8k", "flickr8k-224", "muse", "sts", "multiscript30k")  # "all" fetches them in this order
 

@@ -28,9 +28,9 @@ import torch
 from PIL import Image
 from torch.utils.data import DataLoader, Dataset
 
-from ..util.atomic import atomic_open
 from ..device import pin_memory
 from ..errors import DataError
+from ..util.atomic import atomic_open
 from ..util.progress import Progress
 from .concat import ConcatExtractor
 from .extractor import FeatureExtractor

@@ -22,9 +22,9 @@ import numpy as np
 from ..errors import CheckpointError, DataError
 from ..features.images import DEFAULT_MAX_PIXELS, load_image
 from ..languages import check_language, reads_without_language, served_language, served_languages
-from .fingerprint import similarity_name
 from ..model.search_hubness import SearchHubness
 from ..util.arrays import normalize_rows
+from .fingerprint import similarity_name
 from .store import EXACT_MODEL, PhotoIndex
 
 MAX_QUERY_CHARS = 1000

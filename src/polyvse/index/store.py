@@ -48,9 +48,9 @@ from typing import Callable, Iterable, Iterator
 
 import numpy as np
 
-from ..util.atomic import atomic_path, fsync_dir
 from .._version import __version__
 from ..errors import CheckpointError, DataError
+from ..util.atomic import atomic_path, fsync_dir
 from .compressed import VectorsFile, open_rows, rerank_search
 from .defaults import DEFAULT_EXACT_THRESHOLD, DEFAULT_RECALL_TARGET  # noqa: F401  (re-exported)
 from .fingerprint import model_fingerprint, short, similarity_name

@@ -22,15 +22,15 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from .._version import __version__
-from ..util.atomic import atomic_open, write_json_atomic
 from ..errors import CheckpointError, DataError
 from ..models.config import PRETRAINED_CAPTIONS, ModelConfig
 from ..models.text_input import CaptionEncoder
+from ..util.atomic import atomic_open, write_json_atomic
 
 if TYPE_CHECKING:  # torch is imported where weights are read or written, not to read a config
-    from ..similarity.hubness import HubnessBanks
     from ..models.joint import JointEmbeddingModel
     from ..models.pretrained.captions import PretrainedCaptionEncoder
+    from ..similarity.hubness import HubnessBanks
 
 FORMAT_VERSION = 1
 WEIGHTS = "model.safetensors"

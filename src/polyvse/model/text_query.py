@@ -25,12 +25,12 @@ from typing import Sequence
 
 import numpy as np
 
-from .parts import adapted_languages, part_key
-from .checkpoint import CheckpointConfig, is_pretrained_text, pop_hubness_banks, read_checkpoint_config
-from .embedding_model import EmbeddingModel
 from ..errors import CheckpointError
 from ..languages import model_language
 from ..models.config import ModelConfig
+from .checkpoint import CheckpointConfig, is_pretrained_text, pop_hubness_banks, read_checkpoint_config
+from .embedding_model import EmbeddingModel
+from .parts import adapted_languages, part_key
 
 _PREFIX = "text_encoder."
 

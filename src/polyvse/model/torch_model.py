@@ -7,10 +7,10 @@ from typing import Sequence
 import numpy as np
 import torch
 
-from .checkpoint import Checkpoint
-from .embedding_model import EmbeddingModel
 from ..errors import CheckpointError
 from ..languages import model_language
+from .checkpoint import Checkpoint
+from .embedding_model import EmbeddingModel
 
 
 class PolyvseModel(EmbeddingModel):
@@ -23,9 +23,9 @@ class PolyvseModel(EmbeddingModel):
 
     def __init__(self, checkpoint: Checkpoint, batch_size: int = 256, device: str | torch.device | None = None,
                  zero_shot: str | None = None):
+        from ..device import module_device, resolve_device
         from .parts import trained_languages
         from .zero_shot import ZERO_SHOT_DEFAULT, check_zero_shot
-        from ..device import module_device, resolve_device
 
         self.checkpoint = checkpoint
         self.device = module_device(checkpoint.model) if device is None else resolve_device(device)

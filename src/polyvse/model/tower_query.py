@@ -25,10 +25,10 @@ from typing import Sequence
 
 import numpy as np
 
+from ..languages import check_language, model_language
+from .checkpoint import CheckpointConfig, is_pretrained_text, read_checkpoint_config
 from .parts import ZERO_SHOT_DEFAULT, ZERO_SHOT_OFF, adapted_languages, check_zero_shot, part_key, trained_languages
 from .subwords import TABLE, UP, SubwordSpec, subword_term
-from .checkpoint import CheckpointConfig, is_pretrained_text, read_checkpoint_config
-from ..languages import check_language, model_language
 from .text_query import NumpyQueryModel
 
 _PREFIX = "text_encoder."

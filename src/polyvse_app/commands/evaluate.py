@@ -47,10 +47,10 @@ def register(sub) -> None:
 
 def run(args) -> int:
     import polyvse
-    from polyvse.util.atomic import write_json_atomic
     from polyvse.data.registry import load_dataset
     from polyvse.evaluation.evaluators import RetrievalEvaluator
     from polyvse.evaluation.report import markdown_table
+    from polyvse.util.atomic import write_json_atomic
 
     root = data_root(args.data_root)
     if args.task != "retrieval":
@@ -107,8 +107,8 @@ def set_scoring(model, scoring: str, csls_k: int | None) -> None:
 
 def run_task(args, root: Path) -> int:
     import polyvse
-    from polyvse.util.atomic import write_json_atomic
     from polyvse.models.pretrained.captions import use_sentence_cache
+    from polyvse.util.atomic import write_json_atomic
 
     if args.dataset or args.images:
         raise DataError(f"--task {args.task} uses its own data (see --help); drop --dataset/--images")

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from polyvse.util.paths import cache_root
 from polyvse.data.user_files import IMAGE_SUFFIXES
+from polyvse.util.paths import cache_root
 
 from .shared import add_device_args, device_of, print_failures, workers_of
 
@@ -87,10 +87,10 @@ def _extract(args, role, device) -> int:
     Shards need no merge step: the feature cache is keyed by photo content, so every shard's vectors land in
     the one cache (or, on machines without a shared folder, in caches that can be copied together).
     """
-    from polyvse.errors import DataError
-    from polyvse.features.cache import extract_features
-    from polyvse.features.backbones import available_backbones, get_extractor
     from polyvse.data.user_files import photo_source
+    from polyvse.errors import DataError
+    from polyvse.features.backbones import available_backbones, get_extractor
+    from polyvse.features.cache import extract_features
     from ..shard_role import run_shard
 
     workers = workers_of(args, device)

@@ -103,8 +103,8 @@ def register(sub) -> None:
 
 def _photos(args) -> tuple[list[Path], list[str]]:
     """(photo paths, shown names) from --images or --list."""
-    from polyvse.errors import DataError
     from polyvse.data.user_files import photo_source
+    from polyvse.errors import DataError
 
     if args.batch_size < 1:
         raise DataError(f"--batch-size must be at least 1, not {args.batch_size}")

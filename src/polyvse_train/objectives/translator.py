@@ -21,9 +21,9 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from polyvse.sampling import CaptionSubsetSampler, StagedSampler
 from polyvse.errors import DataError
 from polyvse.models.language_mapping import fit_language_map
+from polyvse.sampling import CaptionSubsetSampler, StagedSampler
 
 from ..sections import at_least, one_of
 from .vse import VseObjective, VseOptions

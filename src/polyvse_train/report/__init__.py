@@ -17,8 +17,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Callable
 
-from polyvse.util.atomic import atomic_path
 from polyvse.evaluation.report import block_body, block_names, replace_block
+from polyvse.util.atomic import atomic_path
 
 from .bench import bench_block
 from .f8k_full import f8k_full_block, headline_block, product_model_block

@@ -13,8 +13,8 @@ import re
 from pathlib import Path
 from typing import Any, Sequence
 
-from polyvse.util.atomic import atomic_path
 from polyvse.evaluation.report import markdown_rows, replace_block
+from polyvse.util.atomic import atomic_path
 
 from .claims import CLAIMS, VERDICTS, Claim, claim_check, claim_check_seeds, per_language, seed_noise
 from .results import LANGS, RunResult, collect, machines, official_runs

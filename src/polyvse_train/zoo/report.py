@@ -14,8 +14,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Sequence
 
-from polyvse.util.atomic import atomic_path
 from polyvse.evaluation.report import block_body, markdown_rows, replace_block
+from polyvse.util.atomic import atomic_path
 
 from .block import blocks_in
 from .claims import claims_table

@@ -19,10 +19,10 @@ import traceback
 from pathlib import Path
 from typing import Sequence
 
-from polyvse.util.atomic import write_json_atomic
 from polyvse.errors import MissingDataError
 from polyvse.provenance import machine as this_machine
 from polyvse.provenance import no_model, provenance
+from polyvse.util.atomic import write_json_atomic
 from .spec import OFFICIAL, ZooRun, ZooSpec, config_digest, effective_config, run_dir
 
 log = logging.getLogger("polyvse.zoo")
