@@ -2,6 +2,7 @@
 
     python benchmarks/bench_scale.py --out runs/bench_scale.json [--sizes 100k,1m,10m] [--data photos,gaussian]
                                      [--max-memory 8GB] [--queries 500] [--photos-index runs/model/index] [--quick]
+                                     [--note "what this run stands for"]
 
 For every data set and size, in child processes (one builds, a fresh one queries, so each one's peak memory is its
 own):
@@ -11,7 +12,12 @@ own):
      sample, the codes added in chunks, nprobe and the re-ranking depth tuned to recall@10 0.95 against a chunked
      exact scan) under ``--max-memory``; the same chunks update the exact top-10 of ``--queries`` held-out queries
      (a chunked scan: ground truth without holding the set). Build time excludes generating the vectors and the
-     ground truth; the disk size is the index folder's.
+     ground truth; the disk size is the index folder's. The build's peak resident memory (``build_peak_rss_bytes``,
+     headline ``scale_<size>_build_peak_rss_gb``: what the budget must hold on the machine that builds) is the
+     process's ``VmHWM`` from the moment the last chunk is in the vectors file, through training, adding, tuning
+     and writing (the peak is reset then: ``/proc/self/clear_refs``); the peak while the vectors were generated,
+     scanned for the truth and appended is ``generate_peak_rss_bytes``, the whole process's ``process_peak_rss_bytes``
+     (``ru_maxrss``; the build peak falls back to it where the reset is refused).
   2. a fresh process with one math thread (OpenMP, OpenBLAS, MKL) opens the index (``PhotoIndex.open``: photo
      list, codes, the vectors memory-mapped), after the vectors file was dropped from the page cache
      (``posix_fadvise DONTNEED``), and searches the held-out queries one at a time (``PhotoIndex.search``, k 10):
@@ -30,9 +36,9 @@ Data (``--data``):
   * ``gaussian``: random Gaussian directions (``--dim``, default the photos' dimension or 1024): no structure at
     all, the worst case for any index.
 
-The headline keys ``scale_<size>_{rss_gb,recall_at_10,p50_ms,p99_ms,build_s,disk_gb}`` (size 100k, 1m, 10m) come
-from the photos data set when it ran, else from the Gaussian one (``scale_data`` says which); both are under
-``runs``. ``--quick``: 5k vectors, 32 queries (smoke test; the figures mean nothing). Not a test.
+The headline keys ``scale_<size>_{rss_gb,build_peak_rss_gb,recall_at_10,p50_ms,p99_ms,build_s,disk_gb}`` (size
+100k, 1m, 10m) come from the photos data set when it ran, else from the Gaussian one (``scale_data`` says which);
+both are under ``runs``. ``--quick``: 5k vectors, 32 queries (smoke test; the figures mean nothing). Not a test.
 """
 from __future__ import annotations
 
@@ -52,6 +58,7 @@ import numpy as np
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "src"))
 K, CHUNK, SEED = 10, 65_536, 0
+TRUTH_ROWS = 8192
 SIZES = {"100k": 100_000, "1m": 1_000_000, "10m": 10_000_000, "5k": 5_000}
 NOISES = (0.25, 0.35, 0.5, 0.7, 1.0)
 THREAD_VARS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
@@ -63,7 +70,10 @@ def log(msg: str) -> None:
 
 # -- data -----------------------------------------------------------------------------------------------------
 def unit(x: np.ndarray) -> np.ndarray:
-    return (x / np.maximum(np.linalg.norm(x, axis=1, keepdims=True), 1e-12)).astype(np.float32)
+    """x's rows normalised, in place where x is float32 (the same numbers as a copy: one chunk's less memory)."""
+    x = x.astype(np.float32, copy=False)
+    x /= np.maximum(np.linalg.norm(x, axis=1, keepdims=True), 1e-12)
+    return x
 
 
 class Source:
@@ -138,23 +148,26 @@ def build_child(root: str, n: int, dim: int, photos: np.ndarray | None, noise: f
     import resource
 
     from polyvse.index import PhotoEntry, write_compressed_index
-    from polyvse.index.compressed import merge_topk
+    from polyvse.index.compressed import chunk_rows, compressed_lists, merge_topk, train_rows
 
     src = Source(dim, photos, noise)
     queries = src.chunk(n_queries, 999_983)
     best_s = np.full((n_queries, 0), -np.inf, dtype=np.float32)
     best_i = np.zeros((n_queries, 0), dtype=np.int64)
     side = [0.0]  # seconds spent generating and scanning (not building)
+    peaks: dict = {}
 
     def chunks():
         nonlocal best_s, best_i
         start = 0
         for chunk in src.chunks(n, SEED):
-            s = queries @ chunk.T
-            top = np.argpartition(-s, min(K, s.shape[1]) - 1, axis=1)[:, :K]
-            best_s, best_i = merge_topk(best_s, best_i, np.take_along_axis(s, top, 1), top + start, K)
+            for a in range(0, len(chunk), TRUTH_ROWS):  # queries x TRUTH_ROWS scores at a time
+                s = -(queries @ chunk[a:a + TRUTH_ROWS].T)
+                top = np.argpartition(s, min(K, s.shape[1]) - 1, axis=1)[:, :K]
+                best_s, best_i = merge_topk(best_s, best_i, -np.take_along_axis(s, top, 1), top + start + a, K)
             start += len(chunk)
             yield chunk
+        peaks["generate"] = reset_peak()  # every vector is in the file: the build's own peak starts here
 
     photos_list = (PhotoEntry(i, f"photo-{i:08d}.jpg", f"/photos/{i // 10_000:04d}/photo-{i:08d}.jpg")
                    for i in range(n))
@@ -166,8 +179,25 @@ def build_child(root: str, n: int, dim: int, photos: np.ndarray | None, noise: f
     disk = sum(f.stat().st_size for f in Path(root).iterdir() if f.is_file())
     np.save(Path(root) / ".queries.npy", queries)
     np.save(Path(root) / ".truth.npy", best_i)
+    reset = peaks.get("generate") is not None  # the reset lowers ru_maxrss as well: the larger of the two phases
+    process_peak = max(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024, peaks.get("generate") or 0)
     return {"build_s": build_s, "generate_and_truth_s": side[0], "disk_bytes": disk, "search": manifest["search"],
-            "build_peak_rss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024}
+            "build_peak_rss_bytes": status_bytes("VmHWM") if reset else process_peak,
+            "build_peak_from": "VmHWM after the vectors were written" if reset else "ru_maxrss of the whole process",
+            "generate_peak_rss_bytes": peaks.get("generate"), "process_peak_rss_bytes": process_peak,
+            "chunk_rows": chunk_rows(dim, max_memory),
+            "train_rows": train_rows(n, dim, compressed_lists(n), max_memory)}
+
+
+def reset_peak() -> int | None:
+    """This process's peak resident memory so far (VmHWM), then reset to the current one; None (and no reset)
+    where /proc/self/clear_refs refuses."""
+    before = status_bytes("VmHWM")
+    try:
+        Path("/proc/self/clear_refs").write_text("5")
+    except OSError:
+        return None
+    return before
 
 
 def timed_gen(gen, side: list[float]):
@@ -248,7 +278,8 @@ def run_one(label: str, n: int, dim: int, photos: np.ndarray | None, cfg) -> dic
         built = in_child(build_child, str(root), n, dim, photos, cfg.noise, cfg.queries, cfg.max_memory_bytes)
         s = built["search"]
         log(f"{label}: built in {built['build_s']:.0f} s ({s['ivfpq']['factory']}, nprobe {s['ivfpq']['nprobe']}, "
-            f"depth {s['ivfpq']['depth']}, probe recall {s['measured_recall']:.3f}); querying cold, one thread")
+            f"depth {s['ivfpq']['depth']}, probe recall {s['measured_recall']:.3f}, build peak RSS "
+            f"{built['build_peak_rss_bytes'] / 2**30:.2f} GiB); querying cold, one thread")
         evict(root / json.loads((root / "manifest.json").read_text())["files"]["vectors"])
         queried = in_child(query_child, str(root), env=dict.fromkeys(THREAD_VARS, "1"))
         cold, warm = queried["passes"]
@@ -265,6 +296,7 @@ def headline(runs: dict, data: str) -> dict:
     out = {"scale_data": data}
     for label, r in runs.get(data, {}).items():
         out.update({f"scale_{label}_rss_gb": r["peak_rss_bytes"] / 2**30,
+                    f"scale_{label}_build_peak_rss_gb": r["build_peak_rss_bytes"] / 2**30,
                     f"scale_{label}_recall_at_10": r["cold"]["recall_at_10"],
                     f"scale_{label}_p50_ms": r["cold"]["p50_ms"], f"scale_{label}_p99_ms": r["cold"]["p99_ms"],
                     f"scale_{label}_build_s": r["build_s"], f"scale_{label}_disk_gb": r["disk_bytes"] / 2**30})
@@ -285,6 +317,8 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
                     help="index whose vectors the photos data is drawn around (default runs/model/index)")
     ap.add_argument("--work-dir", default=None, help="where the indexes are built (default: the temp folder)")
     ap.add_argument("--quick", action="store_true", help="5k vectors, 32 queries (smoke test)")
+    ap.add_argument("--note", action="append", default=[],
+                    help="a line for the record's notes: what the run stands for (machine, load, budget); repeatable")
     cfg = ap.parse_args(argv)
     if cfg.quick:
         cfg.sizes, cfg.queries = "5k", 32
@@ -299,6 +333,7 @@ def main(argv: list[str] | None = None) -> dict:
     photos = photo_vectors(cfg.photos_index)
     report: dict = {"quick": cfg.quick, "max_memory": cfg.max_memory, "queries": cfg.queries, "noise": cfg.noise,
                     "photos_index": str(cfg.photos_index) if photos is not None else None, "runs": {}, "notes": []}
+    report["notes"] += cfg.note
     data_sets = [d for d in cfg.data.split(",") if d]
     if "photos" in data_sets and photos is None:
         report["notes"].append(f"no photos data: {cfg.photos_index} holds no index (make model builds it); "

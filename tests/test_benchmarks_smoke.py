@@ -333,8 +333,9 @@ def test_bench_scale_quick(tmp_path):
     assert r["scale_data"] == "gaussian" and "no photos data" in r["notes"][0]
     run = r["runs"]["gaussian"]["5k"]
     assert run["n"] == 5000 and run["search"]["kind"] == "ivfpq" and run["search"]["measured_recall"] >= 0.9
-    for key in ("rss_gb", "p50_ms", "p99_ms", "build_s", "disk_gb"):
+    for key in ("rss_gb", "build_peak_rss_gb", "p50_ms", "p99_ms", "build_s", "disk_gb"):
         assert finite_positive(r[f"scale_5k_{key}"]), key
+    assert run["build_peak_rss_bytes"] <= run["process_peak_rss_bytes"]
     assert 0.8 <= r["scale_5k_recall_at_10"] <= 1.0
     assert run["cold"]["p50_ms"] <= run["cold"]["p99_ms"] and run["peak_rss_bytes"] >= run["rss_after_open_bytes"]
 

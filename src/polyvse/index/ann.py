@@ -26,7 +26,8 @@ import numpy as np
 
 from ..errors import DataError
 from ..util.arrays import normalize_rows
-from .compressed import (DEFAULT_DEPTH, MAX_DEPTH, PHOTO_ENTRY_BYTES, exact_topk, flat_bytes, rerank_search)
+from .compressed import (DEFAULT_DEPTH, MAX_DEPTH, PHOTO_ENTRY_BYTES, chunk_rows, exact_topk, flat_bytes, gather,
+                         read_file_rows, rerank_search)
 from .store import (DEFAULT_EXACT_THRESHOLD, DEFAULT_RECALL_TARGET, EXACT, EXACT_MODEL, HNSW, HNSW_EF_CONSTRUCTION,
                     HNSW_M, IVF, IVF_TRAIN_PER_LIST, IVFPQ, MAX_EF_SEARCH, RECALL_K)
 
@@ -60,7 +61,7 @@ def probe_queries(vectors: np.ndarray, n_probes: int = N_PROBES, seed: int = 0) 
     n = len(vectors)
     a = rng.integers(0, n, size=n_probes)
     b = rng.integers(0, n, size=n_probes)
-    return normalize_rows(np.asarray(vectors[a], dtype=np.float32) + np.asarray(vectors[b], dtype=np.float32))
+    return normalize_rows(gather(vectors, a) + gather(vectors, b))  # a memory map: read, not mapped
 
 
 def member_rows(n: int, n_probes: int = N_PROBES, seed: int = 1) -> np.ndarray:
@@ -93,7 +94,7 @@ def probe_sets(vectors: np.ndarray, k: int, exact: Callable) -> list[ProbeSet]:
     if len(vectors) <= k:  # a member needs k others to be scored against
         return [ProbeSet(mids, exact(vectors, mids, k), None)]
     rows = member_rows(len(vectors))
-    members = np.ascontiguousarray(vectors[rows], dtype=np.float32)
+    members = read_file_rows(vectors, rows)
     truth = exact(vectors, np.concatenate([mids, members]), k + 1)  # best first: a midpoint's top k lead its k + 1
     return [ProbeSet(mids, truth[:len(mids), :k], None),
             ProbeSet(members, without_self(truth[len(mids):], rows, k), rows)]
@@ -159,14 +160,16 @@ def tune_nprobe(ann, vectors: np.ndarray, nlist: int, recall_target: float = DEF
 
 
 def tune_compressed(ann, vectors: np.ndarray, nlist: int, recall_target: float = DEFAULT_RECALL_TARGET,
-                    k: int = RECALL_K) -> tuple[int, int, float]:
+                    k: int = RECALL_K, budget: int | None = None) -> tuple[int, int, float]:
     """(nprobe, depth, recall@k) of the compressed structure that reach the recall target: nprobe doubles from 1
     with ``DEFAULT_DEPTH`` candidates re-ranked per 10; where recall stops rising with nprobe (or every list is
     probed) the codes, not the lists, hold it back, and the depth doubles instead (up to MAX_DEPTH). The exact
-    top-k comes from a chunked scan of ``vectors`` (a memory map: never loaded whole)."""
+    top-k comes from a chunked scan of ``vectors`` (a memory map: never loaded whole, and read, not mapped, as are
+    the candidates re-ranked: chunks that keep to ``budget`` bytes, ``compressed.chunk_rows``)."""
     _check_target(recall_target)
     k = min(k, len(vectors))
-    sets = probe_sets(vectors, k, exact_topk)
+    chunk = chunk_rows(vectors.shape[1], budget)
+    sets = probe_sets(vectors, k, lambda v, q, kk: exact_topk(v, q, kk, chunk))
     nprobe, depth, previous = 1, DEFAULT_DEPTH, None
     while True:
         recall = probe_recall(_rerank(ann, vectors, nprobe, depth), sets, k)
@@ -180,7 +183,7 @@ def tune_compressed(ann, vectors: np.ndarray, nlist: int, recall_target: float =
 
 
 def _rerank(ann, vectors: np.ndarray, nprobe: int, depth: int) -> Callable:
-    return lambda queries, k: rerank_search(ann, vectors, queries, k, nprobe, depth)[1]
+    return lambda queries, k: rerank_search(ann, vectors, queries, k, nprobe, depth, read=read_file_rows)[1]
 
 
 def _recall(found: np.ndarray, truth: np.ndarray) -> float:

@@ -18,7 +18,7 @@ import numpy as np
 
 from ..errors import DataError
 from .ann import search_section, tune_compressed
-from .compressed import CHUNK_ROWS, VectorsFile, add_rows, choose_sub_quantizers, new_structure
+from .compressed import CHUNK_ROWS, VectorsFile, add_rows, choose_sub_quantizers, chunk_rows, new_structure
 from .store import IVF_RETRAIN_GROWTH, IVFPQ, PhotoEntry, PhotoIndex, next_generation, now_iso, write_generation
 
 
@@ -27,16 +27,17 @@ def compressed_structure(vectors: np.ndarray, *, exact_threshold: int, recall_ta
                          n_old: int = 0):
     """(compressed structure over ``vectors``, the manifest's search section). An existing compressed structure
     gets rows ``n_old:`` added, unless the index has grown IVF_RETRAIN_GROWTH times past what its lists were
-    trained on: then (or without one) a new one is trained, with the finest codes that fit ``max_memory``."""
+    trained on: then (or without one) a new one is trained, with the finest codes that fit ``max_memory``, on a
+    sample and in chunks that keep the build within it (``compressed.train_rows``, ``compressed.chunk_rows``)."""
     old = (existing_search or {}).get("ivfpq")
     n, dim = vectors.shape
     if existing is not None and old and n <= IVF_RETRAIN_GROWTH * int(old["trained_on"]):
         ann, nlist, trained_on, m = existing, int(old["nlist"]), int(old["trained_on"]), int(old["sub_quantizers"])
-        add_rows(ann, vectors, n_old)
+        add_rows(ann, vectors, n_old, chunk_rows(dim, max_memory))
     else:
         m = choose_sub_quantizers(n, dim, max_memory)
-        (ann, nlist), trained_on = new_structure(vectors, m), n
-    nprobe, depth, recall = tune_compressed(ann, vectors, nlist, recall_target)
+        (ann, nlist), trained_on = new_structure(vectors, m, budget=max_memory), n
+    nprobe, depth, recall = tune_compressed(ann, vectors, nlist, recall_target, budget=max_memory)
     return ann, search_section(IVFPQ, exact_threshold=exact_threshold, recall_target=recall_target, recall=recall,
                                nlist=nlist, nprobe=nprobe, trained_on=trained_on, sub_quantizers=m, depth=depth,
                                max_memory=max_memory)

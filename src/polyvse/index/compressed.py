@@ -16,11 +16,18 @@ reach the recall of IVF-Flat itself at every nprobe (the coarse lists, not the c
 about 10x faster than IVF-Flat and 3x faster than 8-bit PQ of the same size. OPQ rotates the input so that PQ
 codes lose less; it would only help where the codes bound the recall, and re-ranking already removes that.
 
-Built in chunks: the lists are trained on a sample (``IVF_TRAIN_PER_LIST`` rows per list) and filled
-``CHUNK_ROWS`` rows at a time from the file, so no step holds all the vectors in memory. Appending adds the new
-rows' codes (and re-trains, in chunks again, once the index holds ``IVF_RETRAIN_GROWTH`` times what it was trained
-on); the vectors file is extended in place under the new generation's name (a hard link: only the new rows are
-written; a copy where the file system has no hard links).
+Built in chunks, within the memory budget: the lists are trained on a sample (``IVF_TRAIN_PER_LIST`` rows per list,
+no more than a quarter of the budget) and filled ``chunk_rows`` rows at a time (at most ``CHUNK_ROWS``, a block and
+FAISS's copies of it within an eighth of the budget), and the tuning's exact scan reads the same chunks. Every read
+of a build (the sample, the chunks, the tuning's candidates) is a plain file read (``read_block``, ``read_file_rows``),
+never through the memory map: the kernel maps up to 16 neighbouring pages on each fault of a mapping, so a sample of
+one row in sixteen, like a scan, left the whole file resident in the building process (22.2 GiB at 10M under an 8 GB
+budget, benchmarks/results/latest.json; 3.8 of 5.0 GiB at 1M under 800 MB, the rest mostly the tuning's scan of
+65,536 rows at a time against 512 probes: benchmarks/results/scale_build_memory.json); read, the pages stay in the
+page cache, which the kernel reclaims as it needs. Searching a served index still reads its candidates through the
+map (``read_rows``). Appending adds the new rows' codes (and re-trains, in chunks again, once the index holds
+``IVF_RETRAIN_GROWTH`` times what it was trained on); the vectors file is extended in place under the new
+generation's name (a hard link: only the new rows are written; a copy where the file system has no hard links).
 """
 from __future__ import annotations
 
@@ -35,6 +42,9 @@ import numpy as np
 from ..errors import DataError
 
 CHUNK_ROWS = 65_536
+MIN_CHUNK_ROWS = 1024
+CHUNK_SHARE = 8  # a chunk being added or scanned, with FAISS's copies of it: at most 1/8 of the budget
+TRAIN_SHARE = 4  # the training sample: at most 1/4 of the budget (FAISS's working copies about as much again)
 # code sizes tried under a memory budget, finest first: dim/4, dim/8, dim/16, dim/32 bytes a photo. The finest
 # came in when the 10M scale bench's held-out queries found recall@10 0.83 with dim/8 codes (4.2 GiB in all); with
 # dim/4 codes the same build fits 8 GB at ~6.2 GiB (benchmarks/README.md)
@@ -99,31 +109,103 @@ def choose_sub_quantizers(n: int, dim: int, budget: int | None) -> int:
 
 
 # -- building -------------------------------------------------------------------------------------------------
-def new_structure(vectors: np.ndarray, m: int, seed: int = 0):
+def chunk_rows(dim: int, budget: int | None = None) -> int:
+    """Rows added (or scanned) at a time: CHUNK_ROWS, fewer where a block of them, FAISS's copy of it (residuals,
+    assignments) and the tuning's scores against it (N_PROBES queries x 16 bytes a row) would pass 1/CHUNK_SHARE of
+    ``budget``; at least MIN_CHUNK_ROWS."""
+    if budget is None:
+        return CHUNK_ROWS
+    per_row = 3 * dim * 4 + 512 * 16
+    return int(min(CHUNK_ROWS, max(MIN_CHUNK_ROWS, budget // CHUNK_SHARE // per_row)))
+
+
+def train_rows(n: int, dim: int, nlist: int, budget: int | None = None) -> int:
+    """Rows the lists and codes are trained on: IVF_TRAIN_PER_LIST a list, fewer where they would pass
+    1/TRAIN_SHARE of ``budget`` (never under FAISS's 39 a list), at most n."""
+    take = IVF_TRAIN_PER_LIST * nlist
+    if budget is not None:
+        take = min(take, max(39 * nlist, budget // TRAIN_SHARE // (dim * 4)))
+    return int(min(n, take))
+
+
+def new_structure(vectors: np.ndarray, m: int, seed: int = 0, budget: int | None = None):
     """(trained and filled compressed structure, nlist) over ``vectors`` (an array or a memory map, read in
-    chunks)."""
+    chunks that keep to ``budget`` bytes: ``train_rows``, ``chunk_rows``)."""
     import faiss
 
     n, dim = vectors.shape
     nlist = compressed_lists(n)
     ann = faiss.index_factory(dim, f"IVF{nlist},PQ{m}x4fs", faiss.METRIC_INNER_PRODUCT)
     rng = np.random.default_rng(seed)
-    take = min(n, IVF_TRAIN_PER_LIST * nlist)
+    take = train_rows(n, dim, nlist, budget)
     rows = np.arange(n) if take == n else np.sort(rng.choice(n, size=take, replace=False))
     ann.cp.seed = seed
-    ann.train(read_rows(vectors, rows))
-    add_rows(ann, vectors, 0)
+    sample = read_block(vectors, 0, n) if take == n else read_file_rows(vectors, rows)
+    ann.train(sample)
+    del sample
+    add_rows(ann, vectors, 0, chunk_rows(dim, budget))
     return ann, nlist
 
 
-def add_rows(ann, vectors: np.ndarray, start: int) -> None:
-    """Add rows ``start:`` of ``vectors`` to ``ann``, CHUNK_ROWS at a time."""
-    for i in range(start, len(vectors), CHUNK_ROWS):
-        ann.add(np.ascontiguousarray(vectors[i:i + CHUNK_ROWS], dtype=np.float32))
+def add_rows(ann, vectors: np.ndarray, start: int, chunk: int = CHUNK_ROWS) -> None:
+    """Add rows ``start:`` of ``vectors`` to ``ann``, ``chunk`` at a time (read from the file, not mapped)."""
+    for i in range(start, len(vectors), chunk):
+        ann.add(read_block(vectors, i, min(i + chunk, len(vectors))))
+
+
+def mapped_file(vectors: np.ndarray) -> tuple[str, int] | None:
+    """(path, byte offset of row 0) of a memory map opened on a file (``open_rows``), None for anything else
+    (an array in memory, or a slice of a map)."""
+    if isinstance(vectors, np.memmap) and isinstance(vectors.base, mmap.mmap) and vectors.filename:
+        return vectors.filename, int(vectors.offset)
+    return None
+
+
+def read_block(vectors: np.ndarray, start: int, stop: int) -> np.ndarray:
+    """Rows ``start:stop`` as a float32 array: read from the file of a memory map (its pages are not mapped into
+    this process), sliced from an array."""
+    where = mapped_file(vectors)
+    if where is None:
+        return np.ascontiguousarray(vectors[start:stop], dtype=np.float32)
+    dim = vectors.shape[1]
+    out = np.fromfile(where[0], dtype=np.float32, count=(stop - start) * dim, offset=where[1] + start * dim * 4)
+    return out.reshape(stop - start, dim)
+
+
+def read_file_rows(vectors: np.ndarray, rows: np.ndarray) -> np.ndarray:
+    """``vectors[rows]`` (rows sorted, distinct) as a float32 array; from a memory map's file by plain reads, one
+    per run of adjacent rows, after asking the kernel for all of them at once (``prefetch``): the pages go to the
+    page cache, not into this process's resident memory, as faults on the map would (16 pages at a time)."""
+    where = mapped_file(vectors)
+    if where is None or not len(rows):
+        return read_rows(vectors, rows)
+    prefetch(vectors, rows)
+    dim = vectors.shape[1]
+    row_bytes = dim * 4
+    out = np.empty((len(rows), dim), dtype=np.float32)
+    rows = np.asarray(rows, dtype=np.int64)
+    breaks = np.flatnonzero(np.diff(rows) != 1) + 1
+    with open(where[0], "rb", buffering=0) as fh:
+        fd = fh.fileno()
+        for a, b in zip([0, *breaks.tolist()], [*breaks.tolist(), len(rows)]):
+            view, offset = memoryview(out[a:b]).cast("B"), where[1] + int(rows[a]) * row_bytes
+            while len(view):
+                got = os.preadv(fd, [view], offset)
+                if got <= 0:
+                    raise DataError(f"{where[0]} ends before row {int(rows[b - 1])}; the index is damaged")
+                view, offset = view[got:], offset + got
+    return out
+
+
+def gather(vectors: np.ndarray, rows: np.ndarray) -> np.ndarray:
+    """``vectors[rows]`` for any rows (repeated, unsorted), read as ``read_file_rows`` does."""
+    unique, back = np.unique(np.asarray(rows, dtype=np.int64), return_inverse=True)
+    return read_file_rows(vectors, unique)[back.reshape(-1)]
 
 
 def read_rows(vectors: np.ndarray, rows: np.ndarray) -> np.ndarray:
-    """``vectors[rows]`` as a float32 array; rows of a memory map are asked of the kernel all at once first."""
+    """``vectors[rows]`` as a float32 array; rows of a memory map are asked of the kernel all at once first (the
+    search's read: through the map)."""
     prefetch(vectors, rows)
     return np.ascontiguousarray(vectors[rows], dtype=np.float32)
 
@@ -154,10 +236,12 @@ def candidates_for(k: int, depth: int) -> int:
     return max(k, math.ceil(depth * max(k, 10) / 10))
 
 
-def rerank_search(ann, vectors: np.ndarray, queries: np.ndarray, k: int, nprobe: int, depth: int
-                  ) -> tuple[np.ndarray, np.ndarray]:
+def rerank_search(ann, vectors: np.ndarray, queries: np.ndarray, k: int, nprobe: int, depth: int,
+                  read=None) -> tuple[np.ndarray, np.ndarray]:
     """Top-k by exact inner product among each query's compressed-search candidates: (scores, ids), best first,
-    padded with id -1 where fewer than k were found."""
+    padded with id -1 where fewer than k were found. ``read(vectors, sorted rows)``: how the candidates' full
+    vectors are read (``read_rows``, through the map, by default; the build's tuning reads them unmapped)."""
+    read = read or read_rows
     import faiss
 
     want = min(candidates_for(k, depth), ann.ntotal)
@@ -168,23 +252,24 @@ def rerank_search(ann, vectors: np.ndarray, queries: np.ndarray, k: int, nprobe:
         c = np.unique(c[c >= 0])  # sorted: the file is read in order
         if not len(c):
             continue
-        s = read_rows(vectors, c) @ q
+        s = read(vectors, c) @ q
         top = np.argsort(-s, kind="stable")[:k]
         scores[row, :len(top)], ids[row, :len(top)] = s[top], c[top]
     return scores, ids
 
 
 def exact_topk(vectors: np.ndarray, queries: np.ndarray, k: int, chunk: int = CHUNK_ROWS) -> np.ndarray:
-    """Ids of the exact top-k (inner product) of each query, by a scan of ``vectors`` CHUNK_ROWS rows at a time
-    (the ground truth of the recall of a structure too large to hold as floats)."""
+    """Ids of the exact top-k (inner product) of each query, by a scan of ``vectors`` ``chunk`` rows at a time, read
+    from the file (``read_block``): the ground truth of the recall of a structure too large to hold as floats."""
     best_s = np.full((len(queries), 0), -np.inf, dtype=np.float32)
     best_i = np.zeros((len(queries), 0), dtype=np.int64)
     q = np.ascontiguousarray(queries, dtype=np.float32)
     for start in range(0, len(vectors), chunk):
-        block = np.ascontiguousarray(vectors[start:start + chunk], dtype=np.float32)
-        s = q @ block.T
-        top = np.argpartition(-s, min(k, s.shape[1]) - 1, axis=1)[:, :k]
-        best_s, best_i = merge_topk(best_s, best_i, np.take_along_axis(s, top, 1), top + start, k)
+        s = q @ read_block(vectors, start, min(start + chunk, len(vectors))).T
+        np.negative(s, out=s)
+        top = np.argpartition(s, min(k, s.shape[1]) - 1, axis=1)[:, :k]
+        best_s, best_i = merge_topk(best_s, best_i, -np.take_along_axis(s, top, 1), top + start, k)
+        del s, top
     return best_i
 
 
