@@ -79,6 +79,17 @@ def test_numpy_tower_path_gives_the_torch_models_vectors(checkpoint):
     assert fast.encode_text([], "en").shape == (0, EMBED_DIM)
 
 
+def test_an_unread_language_is_refused_with_how_to_teach_it_by_both_models(checkpoint):
+    """The Python API (torch model and numpy query model) refuses a language the towers do not read as the command
+    line does: naming what the model reads and the `polyvse adapt` command that teaches it."""
+    from polyvse.errors import CheckpointError
+
+    for model in (polyvse.load(checkpoint), query_model(checkpoint)):
+        with pytest.raises(CheckpointError, match=r"cannot read Quechua \('qu'\): its text towers .* read \d+ "
+                                                  r"languages.*polyvse adapt --checkpoint C --lang qu"):
+            model.encode_text(["allqo pampapi phawashan"], "qu")
+
+
 def test_cli_text_search_of_a_frozen_tower_checkpoint_does_not_import_torch(checkpoint, tmp_path):
     index = _scratch_index(tmp_path, checkpoint)
     env = {k: v for k, v in os.environ.items() if k not in THREAD_SETTINGS}

@@ -170,6 +170,16 @@ def teach_hint(code: str) -> str:
             "(docs/guides/adapt.md)")
 
 
+def trained_language(model: Any, lang: str) -> str:
+    """``lang`` as the trained language of ``model`` that serves it (a close CLDR match included); a language the
+    model cannot serve is refused as :func:`served_language` refuses it, saying how to teach it, so the Python API
+    and the command line give one message."""
+    code = check_language(lang)
+    if match_language(code, model.languages) is None:
+        served_language(model, code)  # raises: neither trained nor served another way on this path
+    return model_language(code, model.languages)
+
+
 def served_language(model: Any, lang: str) -> str:
     """``lang`` normalised when the model serves it, else a CheckpointError naming what it reads and how to teach it."""
     code = check_language(lang)
@@ -177,6 +187,12 @@ def served_language(model: Any, lang: str) -> str:
         return code
     if reads_without_language(model):
         names = "+".join(t.name for t in model.captions.towers)
+        if code in readable_languages(model):  # read by the towers, but the zero-shot fallback is off
+            raise CheckpointError(
+                f"this model does not serve {language_name(code)} ({code!r}): it was trained on "
+                f"{', '.join(model.languages)} and loaded with zero_shot='off', though its text towers ({names}) read "
+                f"{language_name(code)}; load it with zero_shot='mean' (the default) to serve it zero-shot, or "
+                + teach_hint(code))
         reads = f"its text towers ({names}) read {len(readable_languages(model))} languages, not {language_name(code)}"
         # `polyvse adapt` teaches a new per-language part: a model with none cannot take one
         parts = getattr(getattr(model, "config", None), "universal_dim", None)

@@ -26,7 +26,7 @@ from typing import Sequence
 import numpy as np
 
 from ..errors import CheckpointError
-from ..languages import model_language
+from ..languages import trained_language
 from ..models.config import ModelConfig
 from .checkpoint import CheckpointConfig, is_pretrained_text, pop_hubness_banks, read_checkpoint_config
 from .embedding_model import EmbeddingModel
@@ -175,7 +175,7 @@ class TextQueryModel(NumpyQueryModel):
         return cls(checkpoint, cls.read_weights(checkpoint))
 
     def encode_text(self, texts: str | Sequence[str], lang: str) -> np.ndarray:
-        lang = model_language(lang, self.languages)
+        lang = trained_language(self, lang)
         if isinstance(texts, str):
             texts = [texts]
         rows = [self._encode_ids(ids, lang) for ids in self.captions.ids_many(texts, lang)]

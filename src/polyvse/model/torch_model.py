@@ -8,7 +8,7 @@ import numpy as np
 import torch
 
 from ..errors import CheckpointError
-from ..languages import model_language
+from ..languages import trained_language
 from .checkpoint import Checkpoint
 from .embedding_model import EmbeddingModel
 
@@ -111,7 +111,7 @@ class PolyvseModel(EmbeddingModel):
             if "subwords" in self.checkpoint.adapted_languages[code]:
                 return self._encode_subwords(list(texts), code)
             return self.encode_ids(self.captions.ids_many(texts, code, unlisted=True), code)
-        lang = model_language(lang, self.languages)
+        lang = trained_language(self, lang)
         return self.encode_ids(self.captions.ids_many(texts, lang), lang)
 
     def _encode_subwords(self, texts: list[str], lang: str) -> np.ndarray:

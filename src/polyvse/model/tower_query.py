@@ -25,7 +25,7 @@ from typing import Sequence
 
 import numpy as np
 
-from ..languages import check_language, model_language
+from ..languages import check_language, trained_language
 from .checkpoint import CheckpointConfig, is_pretrained_text, read_checkpoint_config
 from .parts import ZERO_SHOT_DEFAULT, ZERO_SHOT_OFF, adapted_languages, check_zero_shot, part_key, trained_languages
 from .subwords import TABLE, UP, SubwordSpec, subword_term
@@ -82,7 +82,7 @@ class TowerQueryModel(NumpyQueryModel):
             rows, part = self.captions.ids_many(texts, code, unlisted=True), self._parts.get(code)
             subwords = self._subwords(code)
         else:
-            code = model_language(lang, self.languages)
+            code = trained_language(self, lang)
             rows, part = self.captions.ids_many(texts, code), self._parts.get(code)
         if not rows:
             return np.zeros((0, self.embed_dim), dtype=np.float32)
