@@ -37,8 +37,8 @@ BLOCKS: dict[str, Callable[[Page], str]] = {
     "languages": languages_block,
     "bench": bench_block,
 }
-#: pages rendered whole (their own marked blocks are theirs): path -> renderer(repo)
-PAGES: dict[str, Callable[[Path], str]] = {ZOO_PAGE: render_zoo_page}
+#: pages rendered whole (their own marked blocks are theirs): path -> renderer(repo, folder for its figures or None)
+PAGES: dict[str, Callable[[Path, Path | None], str]] = {ZOO_PAGE: render_zoo_page}
 
 
 def generated_files(repo: Path) -> list[Path]:
@@ -48,11 +48,12 @@ def generated_files(repo: Path) -> list[Path]:
                                                  or block_names(f.read_text(encoding="utf-8")))]
 
 
-def render_file(repo: Path, path: Path) -> str:
-    """What ``path`` holds once every generated part of it is rendered from the records."""
+def render_file(repo: Path, path: Path, figures: bool = False) -> str:
+    """What ``path`` holds once every generated part of it is rendered from the records (``figures``: a whole
+    page's figures are written beside it too)."""
     rel = path.relative_to(repo).as_posix()
     if rel in PAGES:
-        return PAGES[rel](repo)
+        return PAGES[rel](repo, path.parent if figures else None)
     text = path.read_text(encoding="utf-8")
     for name in block_names(text):
         if name not in BLOCKS:
@@ -62,8 +63,8 @@ def render_file(repo: Path, path: Path) -> str:
     return text
 
 
-def expected_files(repo: Path) -> dict[Path, str]:
-    return {path: render_file(repo, path) for path in generated_files(repo)}
+def expected_files(repo: Path, figures: bool = False) -> dict[Path, str]:
+    return {path: render_file(repo, path, figures) for path in generated_files(repo)}
 
 
 def stale(repo: Path) -> list[str]:
@@ -83,11 +84,9 @@ def stale(repo: Path) -> list[str]:
 def write_all(repo: Path) -> list[Path]:
     """Render every generated part and write the files that changed (atomically); the changed paths."""
     written = []
-    for path, want in expected_files(repo).items():
+    for path, want in expected_files(repo, figures=True).items():
         if path.read_text(encoding="utf-8") != want:
             with atomic_path(path) as tmp:
                 Path(tmp).write_text(want, encoding="utf-8")
             written.append(path)
-    if (repo / ZOO_PAGE).exists():  # the page's figures beside it
-        render_zoo_page(repo, keep_plots_in=(repo / ZOO_PAGE).parent)
     return written

@@ -3,13 +3,12 @@ photos (mean ± sd over seeds), and the headline rows README shows, all read fro
 (results/zoo-f8k-full/<config>/official-s<seed>/: metrics.json, zoo_run.json)."""
 from __future__ import annotations
 
-import json
 import statistics
 from pathlib import Path
 
 from polyvse.evaluation.report import markdown_rows
 
-from .records import Page, RecordError
+from .records import Page, read_record
 
 RUNS = "results/zoo-f8k-full"
 PRODUCT = "results/model-f8k-full-polyvse-best-s0"  # `make model`'s run, copied from runs/model/
@@ -24,17 +23,8 @@ BUDGET_KEYS = ("backbone", "pretrained_encoder", "finetune_blocks", "text_finetu
 
 def seed_runs(runs: Path, name: str, seeds=SEEDS) -> list[dict]:
     """The metrics.json of each seed of ``name`` (the zoo run's own record added under "zoo_run")."""
-    out = []
-    for seed in seeds:
-        folder = runs / name / f"official-s{seed}"
-        try:
-            metrics = json.loads((folder / "metrics.json").read_text(encoding="utf-8"))
-            zoo_run = json.loads((folder / "zoo_run.json").read_text(encoding="utf-8"))
-        except (OSError, ValueError) as exc:
-            raise RecordError(f"{folder}: no readable metrics.json / zoo_run.json ({exc}); `polyvse zoo records` "
-                              "writes them") from None
-        out.append({**metrics, "zoo_run": zoo_run})
-    return out
+    return [{**read_record(runs, f"{name}/official-s{seed}/metrics.json"),
+             "zoo_run": read_record(runs, f"{name}/official-s{seed}/zoo_run.json")} for seed in seeds]
 
 
 def mean_sd(values: list[float], digits: int = 1) -> str:
