@@ -221,6 +221,39 @@ class ResidentPhotos:
         return order, torch.cat(out).round_().clamp_(0, 255).to(torch.uint8)
 
 
+class FixedPhotoBatch:
+    """Pads every training batch entering the whole backbone to ``size`` photos (zeros) and drops the padding's
+    outputs, so that its convolutions see one batch shape. The distinct-photo sampler ends each epoch with batches
+    whose sizes depend on (seed, epoch) (f8k-full at 256: 201 and 3 in epoch 1, 200 and 4 in epoch 3, ...), and
+    on a GPU every epoch that brought a size not seen before took 10-20 s longer (configs/gpu/README.md, "Irregular
+    epochs"). Exact: the backbone's BatchNorm is folded into its convolutions, so a photo's output does not depend
+    on the other photos of its batch, and the padding's outputs, dropped, send no gradient back. Evaluation mode
+    is left alone (the extractor embeds photos in its own batches)."""
+
+    def __init__(self, tail: torch.nn.Module, size: int):
+        self.size, self.padded = size, 0
+        self._n: list[int] = []
+        self.handles = [tail.register_forward_pre_hook(self._pad), tail.register_forward_hook(self._cut)]
+
+    def _pad(self, module, args):
+        x = args[0]
+        n = x.shape[0]
+        if not module.training or x.dim() != 4 or n >= self.size:
+            self._n.append(-1)
+            return None
+        self._n.append(n)
+        self.padded += self.size - n
+        return (torch.cat([x, x.new_zeros((self.size - n, *x.shape[1:]))]), *args[1:])
+
+    def _cut(self, module, args, output):
+        n = self._n.pop()
+        return output if n < 0 else output[:n]
+
+    def remove(self) -> None:
+        for h in self.handles:
+            h.remove()
+
+
 def pixel_key(extractor: FeatureExtractor, whole: str, crop: TrainCrop, resident: bool = False) -> str:
     """What identifies a pixel path's input (a run's training state records it): the whole backbone's name, the
     starting weights, the preprocessing and the augmentation (resident photos' crops are resized by torch)."""

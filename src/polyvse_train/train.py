@@ -36,7 +36,7 @@ from .hubness_banks import split_features, training_banks
 from .objectives import build_objective
 from .objectives.word_alignment import WordAlignment, build_alignment, prepare_word_embeddings
 from .photo_views import PhotoViews
-from .pixels import PhotoPixels
+from .pixels import FixedPhotoBatch, PhotoPixels
 from .pretrained_tower import uses_pretrained_tower
 from .weight_average import WeightAverage
 
@@ -265,6 +265,8 @@ def setup_run(cfg: TrainConfig, out_dir: Path, root: Path, dist_info: DistInfo, 
         forward = torch.nn.parallel.DistributedDataParallel(
             model, device_ids=[device.index] if device.type == "cuda" else None,
             find_unused_parameters=model.needs_language)
+    if isinstance(data.features, PhotoPixels) and device.type == "cuda":  # one batch shape for the backbone
+        FixedPhotoBatch(model.image_tail, -(-cfg.schedule.batch_size // dist_info.world_size))
     run_key = {"config": cfg.to_dict(), "smoke": smoke, "vocab": data.captions.fingerprint(),
                "features": data.feature_key}
     return TrainingRun(cfg=cfg, out_dir=out_dir, dist_info=dist_info, smoke=smoke, progress=progress, t0=t0,
