@@ -146,7 +146,10 @@ def ignore_pack_folder(pack: Path) -> None:
         rel = pack.resolve().relative_to(REPO)
     except ValueError:
         return  # outside the checkout: never sent
-    exclude = REPO / ".git" / "info" / "exclude"
+    where = git("rev-parse", "--git-path", "info/exclude")  # a worktree's is its main checkout's
+    if where is None:
+        raise WindowError(f"{REPO}: not a git checkout; pack inside the repository so that {pack} stays ignored")
+    exclude = (REPO / where.strip()).resolve()
     line = f"/{rel.as_posix()}/"
     have = exclude.read_text(encoding="utf-8").splitlines() if exclude.exists() else []
     if line not in have:
