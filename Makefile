@@ -52,7 +52,7 @@ MODEL_THREADS ?= 2
 # or AMX, a GPU with bf16), fp32 elsewhere (polyvse.device.training_precision; the run records which); its photo
 # maps, sentence vectors and evaluation stay fp32. `make model MODEL_PRECISION=fp32` for the fp32 run
 MODEL_PRECISION ?= auto
-model: setup data runs/model/metrics.json runs/model/index/manifest.json
+model: setup data runs/model/metrics.json runs/model/index/manifest.json runs/model/adapted.json
 
 # a finished model of an older config is moved aside (kept), never mixed into the new run; an interrupted one resumes
 runs/model/metrics.json: $(MODEL_CONFIG)
@@ -64,6 +64,16 @@ runs/model/metrics.json: $(MODEL_CONFIG)
 runs/model/index/manifest.json: runs/model/metrics.json
 	$(BIN)/polyvse index build --checkpoint runs/model/checkpoint --images $(POLYVSE_DATA)/flickr8k-224/images \
 		--out runs/model/index --force --quiet
+
+# Then the languages of $(ADAPT_PLAN) taught from MultiScript30k's lines (issue #55): for each, `polyvse data parallel`
+# (every evaluation photo and sentence left out) and `polyvse adapt` from the previous step's checkpoint, so one
+# checkpoint serves them all; it becomes runs/model/checkpoint (the trained one is kept in runs/model/trained-checkpoint)
+# once the index above is checked to accept it (adaptation moves no photo and no old language). Resumable: a finished
+# language is not taught again, a stopped one resumes. Its record, with each language's seconds: runs/model/adapted.json
+ADAPT_PLAN := configs/adapt/product.yaml
+runs/model/adapted.json: runs/model/index/manifest.json $(ADAPT_PLAN)
+	$(BIN)/python scripts/adapt_model.py --model runs/model --plan $(ADAPT_PLAN) \
+		$(if $(MODEL_THREADS),--threads $(MODEL_THREADS))
 
 # docs/service.md: index, search and serve the product model (runs/model/checkpoint, from `make model`) for real
 walkthrough: setup data model

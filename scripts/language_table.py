@@ -39,8 +39,19 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--adapted", metavar="RECORD",
                    help="an adapt_curves.py record: a language the checkpoint does not serve gets the row of its "
                         "adaptation chosen on val (`polyvse adapt`, served by the adapted checkpoint)")
+    p.add_argument("--plan", metavar="YAML",
+                   help="the adaptation plan the checkpoint was taught by (configs/adapt/product.yaml, `make model`): "
+                        "each adapted row says how its method was chosen")
     p.add_argument("--quiet", action="store_true")
     return p.parse_args(argv)
+
+
+def plan_choices(plan: str) -> dict:
+    """{lang: how its method was chosen} from an adaptation plan (scripts/adapt_model.py's YAML)."""
+    import yaml
+
+    raw = yaml.safe_load(Path(plan).read_text(encoding="utf-8")) or {}
+    return {x["lang"]: x.get("chosen") for x in raw.get("languages", []) if isinstance(x, dict) and "lang" in x}
 
 
 def main(argv=None) -> int:
@@ -71,7 +82,13 @@ def main(argv=None) -> int:
         import json
 
         adapted_rows(rows, json.loads(Path(args.adapted).read_text(encoding="utf-8")), args.adapted)
+    if args.plan:
+        chosen = plan_choices(args.plan)
+        for row in rows.values():
+            if row.get("taught") and chosen.get(row["lang"]):
+                row["chosen"] = chosen[row["lang"]]
     adapted_from = {"adapted_from": args.adapted} if args.adapted else {}
+    adapted_from.update({"plan": args.plan} if args.plan else {})
     training = getattr(getattr(model, "checkpoint", None), "training", None) or {}
     record = {"checkpoint": str(args.checkpoint), "config": (training.get("config") or {}).get("name", "?"),
               "checkpoint_commit": training.get("commit"), "out": str(args.out),

@@ -49,6 +49,23 @@ def es_pairs(shared_data, tmp_path_factory) -> Path:
     return path
 
 
+def script(name: str):
+    """scripts/<name>.py as a module (scripts/ on the path while it loads, for the scripts' own imports)."""
+    import importlib.util
+    import sys
+
+    scripts = Path(__file__).parents[1] / "scripts"
+    sys.path.insert(0, str(scripts))
+    try:
+        spec = importlib.util.spec_from_file_location(name, scripts / f"{name}.py")
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module  # dataclasses look their module up
+        spec.loader.exec_module(module)
+    finally:
+        sys.path.remove(str(scripts))
+    return module
+
+
 def request(ck: Path, pairs: Path, out: Path, **over) -> AdaptRequest:
     return AdaptRequest(checkpoint=ck, lang="es", parallel=pairs, out=out, progress=False, **over)
 
@@ -320,11 +337,7 @@ def test_data_parallel_command_writes_nested_files_without_evaluation_photos(sha
 
 
 def test_learning_curve_script_records_zero_shot_and_adapted_scores(base_checkpoint, shared_data, tmp_path):
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location("adapt_curves", Path(__file__).parents[1] / "scripts" / "adapt_curves.py")
-    curves = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(curves)
+    curves = script("adapt_curves")
     out = tmp_path / "curves.json"
     assert curves.main(["--checkpoint", str(base_checkpoint), "--langs", "es", "--sizes", "60", "--methods",
                         "procrustes,teacher", "--reference", "en", "--work", str(tmp_path / "work"), "--out", str(out),
@@ -350,17 +363,7 @@ def test_learning_curve_script_records_zero_shot_and_adapted_scores(base_checkpo
 
 
 def test_language_table_scores_trained_zero_shot_and_unserved_languages(base_checkpoint, shared_data, tmp_path):
-    import importlib.util
-    import sys
-
-    scripts = Path(__file__).parents[1] / "scripts"
-    sys.path.insert(0, str(scripts))
-    try:
-        spec = importlib.util.spec_from_file_location("language_table", scripts / "language_table.py")
-        table = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(table)
-    finally:
-        sys.path.remove(str(scripts))
+    table = script("language_table")
     out = tmp_path / "languages.json"
     assert table.main(["--checkpoint", str(base_checkpoint), "--langs", "es,qu", "--out", str(out),
                        "--data-root", str(shared_data), "--max-photos", "10", "--splits", "test", "--quiet"]) == 0

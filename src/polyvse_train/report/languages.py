@@ -17,10 +17,11 @@ def _cell(row: dict, split: str) -> str:
 
 def languages_markdown(record: dict, link: str | None = None) -> str:
     """The table of a languages record: one row per served language with val and test mR and gallery size."""
+    from polyvse.evaluation.evaluators.languages import served_as
     from polyvse.languages import language_name
 
     head = ["code", "language", "served as", "captions", "val mR", "test mR", "test photos"]
-    body = [[name, language_name(r["lang"]), r["status"] or "not served", r["captions"], _cell(r, "val"),
+    body = [[name, language_name(r["lang"]), served_as(r), r["captions"], _cell(r, "val"),
              _cell(r, "test"), str(r["test"]["n_images"]) if "test" in r else "-"] for name, r in record["rows"].items()]
     where = record.get("provenance", record)
     machine = where.get("machine")
@@ -30,6 +31,7 @@ def languages_markdown(record: dict, link: str | None = None) -> str:
     text = (f"`{record['checkpoint']}` (config `{record['config']}`), Flickr8K official {splits} photos; mR = mean "
             f"of R@1/5/10 both ways, ranked as search ranks; record {link or '`' + record['out'] + '`'} "
             f"({str(where.get('date'))[:10]}, {machine}).\n\n" + markdown_rows(head, body))
+    text += _taught_note(record)
     adapted = sorted({r["from"] for r in record["rows"].values() if r.get("from")})
     if adapted:
         text += ("\nAdapted rows are served by the checkpoint `polyvse adapt` writes, not by the model itself; "
@@ -37,6 +39,22 @@ def languages_markdown(record: dict, link: str | None = None) -> str:
                  "chosen in adaptation rounds whose test scores were computed too, so their test figures are not "
                  "an untouched held-out estimate (the decisions log says which rounds looked at test).\n")
     return text
+
+
+def _taught_note(record: dict) -> str:
+    """What the rows of languages the checkpoint itself was taught after training say about their choice."""
+    taught = {name: r for name, r in record["rows"].items() if r.get("taught")}
+    if not taught:
+        return ""
+    by_choice: dict[str, list[str]] = {}
+    for name, r in taught.items():
+        by_choice.setdefault(r.get("chosen") or "not recorded", []).append(name)
+    plan = f" (`{record['plan']}`)" if record.get("plan") else ""
+    return ("\nAdapted rows are served by this checkpoint: `make model` teaches them after training" + plan
+            + ", each by `polyvse adapt` from MultiScript30k lines outside every evaluation, the old languages' "
+            "vectors and the photo index unchanged. How each was chosen: "
+            + "; ".join(f"{', '.join(names)}: {why}" for why, names in by_choice.items())
+            + ". The test figures of this record were computed once, for this model, after those choices.\n")
 
 
 def languages_block(page: Page) -> str:

@@ -75,7 +75,9 @@ class LanguagesEvaluator(Evaluator):
     def evaluate(self, model: Any) -> dict:
         from ...languages import serving_status
 
-        trained = list(model.languages)
+        # the languages it trained on (a checkpoint `polyvse adapt` taught lists its adapted ones too: they have
+        # no f8k-full captions, and are scored on their MultiScript30k lines below when ``langs`` names them)
+        trained = [x for x in model.languages if serving_status(model, x) == "trained"]
         rows: dict[str, dict] = {}
         for ref in trained:  # one gallery build per trained language (its f8k-full captions)
             gals = self.galleries(model, [], ref)
@@ -85,7 +87,8 @@ class LanguagesEvaluator(Evaluator):
         gals = self.galleries(model, readable, trained[0])
         for lang in self.langs:
             status = serving_status(model, lang)
-            row = {"lang": lang, "status": status, "captions": "MultiScript30k (machine-translated)"}
+            row = {"lang": lang, "status": status, "captions": "MultiScript30k (machine-translated)",
+                   **({"taught": taught_by(model, lang)} if status == "adapted" else {})}
             if status:
                 row.update({s: self.mean_recall(model, g, lang) for s, g in gals.items()})
             rows[lang + MT_SUFFIX if lang in rows else lang] = row
@@ -97,7 +100,25 @@ class LanguagesEvaluator(Evaluator):
 
         splits = [s for s in self.splits if any(s in r for r in result.values())]
         head = ["code", "language", "served as", "captions", *[f"{s} mR" for s in splits], "photos"]
-        body = [[name, language_name(r["lang"]), r["status"] or "not served", r["captions"],
+        body = [[name, language_name(r["lang"]), served_as(r), r["captions"],
                  *[f"{r[s]['mr']:.1f}" if s in r else "-" for s in splits],
                  "/".join(str(r[s]["n_images"]) for s in splits if s in r) or "-"] for name, r in result.items()]
         return markdown_rows(head, body)
+
+
+def taught_by(model: Any, lang: str) -> str:
+    """How `polyvse adapt` taught ``lang`` to ``model``: "teacher+subwords, 26,887 lines" (its checkpoint's record)."""
+    record = (getattr(model, "adapted_languages", None) or {}).get(lang) or {}
+    if not isinstance(record, dict) or not record:
+        return "polyvse adapt"
+    method = record.get("method", "?") + ("+subwords" if record.get("subwords") else "")
+    lines = f", {record['lines']:,} lines" if isinstance(record.get("lines"), int) else ""
+    return method + lines
+
+
+def served_as(row: dict) -> str:
+    """A row's "served as" cell: its status ("not served" when the model cannot read it), and how an adapted
+    language was taught."""
+    if not row.get("status"):
+        return "not served"
+    return row["status"] + (f" ({row['taught']})" if row.get("taught") else "")
