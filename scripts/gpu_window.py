@@ -81,7 +81,7 @@ SHRUNK_OVERLAY = {"data.backbone": "efficientnet-lite0", "smoke": {"photos": 8, 
                   "schedule.batch_size": 4, "objective.vse.teacher_batch_size": 4, "model.embed_dim": 32,
                   "model.universal_dim": 16, "schedule.threads": 1}
 SHRUNK_PHOTOS = 8  # photos of each split a rehearsal packs (the smoke run's: the first ones by id)
-EVAL_RESERVE_S = 90  # seconds a device call keeps for evaluating val after training, at least
+EVAL_RESERVE_S = 90  # seconds a device call keeps after training's last epoch (its val scores, then test)
 RECORD = "benchmarks/results/gpu_window_rehearsal.json"
 
 
@@ -554,6 +554,7 @@ def prepare(stage: Stage, manifest: dict, status: dict, log) -> None:
     wheels = sorted((stage.tree / "whl").glob("*.whl"))
     tag = f"cp{sys.version_info.major}{sys.version_info.minor}"
     if wheels and not stage.pysite.exists():
+        shutil.rmtree(str(stage.pysite) + ".tmp", ignore_errors=True)  # what a cut call left
         if not all(tag in w.name or "py3-none" in w.name for w in wheels):
             log(f"wheels not installed: they are for CPython 3.12, this is {tag} (a rehearsal off the device)")
         else:
@@ -725,24 +726,25 @@ def device(args) -> int:
             return 0
         for name in ("metrics.json", "train_log.jsonl"):
             shutil.copy(stage.run_dir / name, out / name)
-        have = {split: stage.root / record_name(manifest, split) for split in ("val", "test")}
-        if not have["val"].exists():  # with --test the two splits are scored in one process
-            splits = ["val", "test"] if args.test and not status["test_done"] else ["val"]
-            phase("evaluate", evaluate, stage, manifest, splits, out, log)
-            status["test_done"] = status["test_done"] or "test" in splits
-        record = read_json(have["val"], "the val record")
+        # val: the trainer's own scores of the checkpoint on the recipe's eval split (data.eval_split: val), in
+        # metrics.json with provenance; scoring val again with `polyvse evaluate` would spend device time on the same
+        record = read_json(stage.run_dir / "metrics.json", "the trained run's metrics")
+        if record.get("split") != "official/val":
+            raise WindowError(f"{stage.run_dir / 'metrics.json'}: split {record.get('split')!r}, not official/val: "
+                              "the recipe must evaluate on val (data.eval_split) before test is run")
+        log("val: mR " + ", ".join(f"{k} {v['mr']:.1f}" for k, v in record["languages"].items()))
         want = bool(args.test)
         if args.test_if:
             want, why = adopted(args.test_if, record)
             log(f"val rule {args.test_if!r}: {'adopted' if want else 'not adopted'} ({why})")
+        test = stage.root / record_name(manifest, "test")
         if want and not status["test_done"]:
             phase("test", evaluate, stage, manifest, ["test"], out, log)
             status["test_done"] = True
-        elif want and not (out / have["test"].name).exists():
-            log("test: evaluated once already in this window; its record is copied, not evaluated again")
-        for path in have.values():  # every call returns the records the window has so far
-            if path.exists() and not (out / path.name).exists():
-                shutil.copy(path, out / path.name)
+        elif want:
+            log("test: evaluated once already in this window; its record is returned, not evaluated again")
+        if test.exists() and not (out / test.name).exists():  # every call returns the window's records so far
+            shutil.copy(test, out / test.name)
         return 0
     except WindowError as exc:
         call["error"] = str(exc)
@@ -814,7 +816,7 @@ def rehearse(args) -> dict:
             if rc != 0:
                 raise WindowError(f"call {c['call']} failed: {window['calls'][-1].get('error', f'exit {rc}')}")
         last = out
-        val = read_json(last / "gpu-polyvse-full-finetune-s0-val.json", "the val record of the last call")
+        val = read_json(last / "metrics.json", "the val record (the run's metrics.json) of the last call")
         test = read_json(last / "gpu-polyvse-full-finetune-s0-test.json", "the test record of the last call")
         for name in ("window.json", "metrics.json", "train_log.jsonl", "train.log", "evaluate.log"):
             if not (last / name).exists():
