@@ -48,6 +48,12 @@ MILVUS, FAISS = "milvus", "faiss"
 BACKENDS = (FAISS, MILVUS)
 TOKEN_ENV = "POLYVSE_MILVUS_TOKEN"
 TIMEOUT_S = 30.0  # per request, connecting included
+# building the vector index (and loading it) clusters every segment within one request: minutes at 1M rows
+BUILD_TIMEOUT_S = 3600.0
+# milvus-lite's gRPC server keeps gRPC's default ping policy: pings under 5 minutes apart on a request that sends no
+# data are strikes, and after two it hangs up (GOAWAY too_many_pings), which pymilvus answers by sending the
+# request again ("index already exists" for a long index build); pymilvus pings every 10 s, so ask for 10 minutes
+LITE_GRPC_OPTIONS = {"grpc.keepalive_time_ms": 600_000}
 INSERT_ROWS = 4096  # entities per insert request (a 1024-d batch: 16 MiB, under gRPC's 64 MiB)
 READ_ROWS = 4096  # entities per query when reading the collection back
 MAX_NLIST = 65536  # Milvus's bound on IVF's nlist
@@ -171,7 +177,8 @@ def connect(target: MilvusTarget, *, create: bool = False):
         try:
             with _quiet_lite():
                 client = MilvusClient(uri=target.uri, token=os.environ.get(TOKEN_ENV, ""), db_name=target.db_name,
-                                      timeout=TIMEOUT_S)
+                                      timeout=TIMEOUT_S, **({"grpc_options": LITE_GRPC_OPTIONS}
+                                                            if target.is_lite else {}))
         except Exception as exc:  # noqa: BLE001 - pymilvus raises MilvusException and its config errors
             if target.is_lite:
                 raise MilvusUnreachableError(
@@ -249,8 +256,8 @@ def _structure(client, target: MilvusTarget, kind: str, n: int, dim: int, drop: 
         _call(target, "release the collection", client.release_collection, target.collection)
         _call(target, "drop the vector index", client.drop_index, target.collection, "vector")
     params, spec = _index_params(client, target, kind, n, dim)
-    _call(target, "build the vector index", client.create_index, target.collection, params)
-    _call(target, "load the collection", client.load_collection, target.collection)
+    _call(target, "build the vector index", client.create_index, target.collection, params, timeout=BUILD_TIMEOUT_S)
+    _call(target, "load the collection", client.load_collection, target.collection, timeout=BUILD_TIMEOUT_S)
     return spec
 
 

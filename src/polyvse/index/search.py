@@ -95,6 +95,18 @@ def check_k(k, max_k: int = MAX_K) -> int:
     return int(k)
 
 
+def csls_search(index: PhotoIndex, hubness: SearchHubness, queries: np.ndarray, k: int,
+                lang: str | None) -> tuple[list[np.ndarray], list[np.ndarray]]:
+    """(CSLS scores, ids) per unit caption row of ``queries`` in ``lang``, best first: the index's cosine top
+    ``hubness.fetch(k)`` re-ranked by CSLS with their stored vectors (how a CSLS model's text search ranks;
+    benchmarks/bench_scale.py times this same call)."""
+    scores, ids = index.search(queries, hubness.fetch(k))
+    out = [hubness.rerank(q, row, np.stack([index.vector(int(i)) for i in row]) if len(row) else
+                          np.zeros((0, index.dim), np.float32), lang, k)
+           for q, row in zip(np.atleast_2d(queries), ids)]
+    return [s for s, _ in out], [i for _, i in out]
+
+
 class Searcher:
     """A model and the index it built. Thread-safe.
 
@@ -193,7 +205,7 @@ class Searcher:
         extra = 1 if exclude is not None else 0
         scorer = self._scorer if self.index.kind == EXACT_MODEL else None
         if lang is not None and self.hubness is not None:
-            scores, ids = self._csls_search(queries, k + extra, lang)
+            scores, ids = csls_search(self.index, self.hubness, queries, k + extra, lang)
         else:
             scores, ids = self.index.search(queries, k + extra, scorer=scorer)
         out = []
@@ -208,13 +220,6 @@ class Searcher:
                 hits.append(Hit(len(hits) + 1, p.id, p.name, p.path, float(s)))
             out.append(hits)
         return out
-
-    def _csls_search(self, queries: np.ndarray, k: int, lang: str) -> tuple[list, list]:
-        scores, ids = self.index.search(queries, self.hubness.fetch(k))
-        out = [self.hubness.rerank(q, row, np.stack([self.index.vector(int(i)) for i in row]) if len(row) else
-                                   np.zeros((0, self.index.dim), np.float32), lang, k)
-               for q, row in zip(np.atleast_2d(queries), ids)]
-        return [s for s, _ in out], [i for _, i in out]
 
     def text(self, query: str, lang: str, k: int = 10, *, max_chars: int = MAX_QUERY_CHARS) -> TextResult:
         query = check_query(query, max_chars)

@@ -1,0 +1,112 @@
+"""benchmarks/bench_scale.py searches as a CSLS model's text search does: its queries go through
+polyvse.index.search.csls_search with the checkpoint's banks (read without the model's weights), and its ground
+truth is the CSLS re-ranking of the exact cosine top fetch(k)."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from polyvse.index.build import write_new_index
+from polyvse.index.search import csls_search
+from polyvse.index.store import PhotoEntry, PhotoIndex
+from polyvse.model.checkpoint import Checkpoint, save_checkpoint
+from polyvse.model.search_hubness import SearchHubness
+from polyvse.models import JointEmbeddingModel, ModelConfig
+from polyvse.models.text_input import CaptionEncoder
+from polyvse.similarity.hubness import HubnessBanks
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "benchmarks"))
+import bench_scale  # noqa: E402
+
+DIM = 32
+
+
+def unit(x: np.ndarray) -> np.ndarray:
+    return (x / np.linalg.norm(x, axis=1, keepdims=True)).astype(np.float32)
+
+
+def save_tiny(path: Path, banks: HubnessBanks | None) -> Path:
+    torch.manual_seed(0)
+    enc = CaptionEncoder.build({"en": ["a dog runs", "two cats sleep"], "de": ["ein Hund rennt"]})
+    model = JointEmbeddingModel(ModelConfig(vocab_size=len(enc.vocab), image_dim=6, embed_dim=DIM, word_dim=3,
+                                            hidden_dim=5))
+    return save_checkpoint(Checkpoint(model=model.eval(), captions=enc, backbone="efficientnet-lite0", feature_key="k",
+                                      ten_crop=False, languages=["en", "de"], hubness=banks), path)
+
+
+@pytest.fixture(scope="module")
+def csls_checkpoint(tmp_path_factory) -> Path:
+    """A tiny checkpoint that ranks by CSLS (k 3) against random banks."""
+    rng = np.random.default_rng(1)
+    banks = HubnessBanks(rng.standard_normal((40, DIM)), {"en": rng.standard_normal((60, DIM)),
+                                                          "de": rng.standard_normal((50, DIM))}, k=3)
+    return save_tiny(tmp_path_factory.mktemp("csls") / "checkpoint", banks)
+
+
+@pytest.fixture(scope="module")
+def index(tmp_path_factory) -> PhotoIndex:
+    root = tmp_path_factory.mktemp("index") / "index"
+    vectors = unit(np.random.default_rng(2).standard_normal((3000, DIM)))
+    write_new_index(root, {"fingerprint": "sha256:test", "similarity": "cosine", "checkpoint": None}, "cosine",
+                    [PhotoEntry(i, f"{i}.jpg", f"/p/{i}.jpg") for i in range(len(vectors))], vectors, "exact",
+                    20_000, 0.95)
+    return PhotoIndex.open(root)
+
+
+def test_the_banks_are_read_as_the_model_reads_them(csls_checkpoint, tmp_path):
+    import polyvse
+
+    ours = bench_scale.checkpoint_hubness(csls_checkpoint)
+    theirs = SearchHubness.of_model(polyvse.load(csls_checkpoint, device="cpu"))
+    assert ours.k == theirs.k == 3 and sorted(ours.captions) == sorted(theirs.captions) == ["de", "en"]
+    np.testing.assert_allclose(ours.photos, theirs.photos, atol=1e-6)
+    for lang in ("en", "de"):
+        np.testing.assert_allclose(ours.captions[lang], theirs.captions[lang], atol=1e-6)
+    assert bench_scale.checkpoint_hubness(save_tiny(tmp_path / "plain", None)) is None  # ranks by cosine
+
+
+def test_the_query_path_re_ranks_by_csls(csls_checkpoint, index):
+    """search_pass answers as csls_search (what `polyvse search` and serve call), not as the cosine ANN alone; on
+    an exact index its answers are the bench's ground truth exactly."""
+    hubness = bench_scale.checkpoint_hubness(csls_checkpoint)
+    queries = unit(np.random.default_rng(3).standard_normal((20, DIM)))
+    ids, seconds = bench_scale.search_pass(index, queries, hubness, "en")
+    assert ids.shape == (20, bench_scale.K) and seconds.shape == (20,) and (seconds > 0).all()
+    for q, row in zip(queries, ids):
+        assert row.tolist() == csls_search(index, hubness, q[None, :], bench_scale.K, "en")[1][0].tolist()
+    cosine, _ = bench_scale.search_pass(index, queries, None, "en")
+    assert cosine.tolist() == index.search(queries, bench_scale.K)[1].tolist()
+    assert sum(a.tolist() != b.tolist() for a, b in zip(ids, cosine)) >= 15  # the banks reorder most answers
+    candidates = index.search(queries, hubness.fetch(bench_scale.K))[1]  # exact: the chunked scan's top fetch(k)
+    truth = bench_scale.csls_truth(index, hubness, queries, candidates, "en")
+    assert bench_scale.recall(ids, truth) == 1.0 and bench_scale.recall(cosine, truth) < 0.9
+
+
+def test_quick_run_searches_the_photos_data_by_csls(csls_checkpoint, index, tmp_path):
+    """--quick on a photos index whose manifest names a CSLS checkpoint: caption-like queries, re-ranked by CSLS,
+    recall against the CSLS truth, the ANN alone beside it."""
+    photos = tmp_path / "photos-index"
+    vectors = unit(np.random.default_rng(4).standard_normal((400, DIM)))
+    write_new_index(photos, {"fingerprint": "sha256:test", "similarity": "cosine",
+                             "checkpoint": str(csls_checkpoint)}, "cosine",
+                    [PhotoEntry(i, f"{i}.jpg", f"/p/{i}.jpg") for i in range(len(vectors))], vectors, "exact",
+                    20_000, 0.95)
+    out = tmp_path / "scale.json"
+    proc = subprocess.run([sys.executable, str(REPO / "benchmarks" / "bench_scale.py"), "--quick", "--data", "photos",
+                           "--photos-index", str(photos), "--out", str(out)], cwd=REPO, capture_output=True,
+                          text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    r = json.loads(out.read_text())
+    assert r["scoring"] == {"csls": True, "checkpoint": str(csls_checkpoint), "lang": "en", "k": 3, "fetch": 110}
+    assert any(note.startswith("csls: ") for note in r["notes"])
+    run = r["runs"]["photos"]["5k"]
+    assert run["csls"] is True and r["scale_data"] == "photos"
+    assert 0.8 <= r["scale_5k_recall_at_10"] <= 1.0 and 0.8 <= run["cosine"]["recall_at_10"] <= 1.0
+    assert r["scale_5k_p50_ms"] > 0 and run["cosine"]["p50_ms"] > 0
