@@ -113,6 +113,23 @@ def test_csls_reranks_the_candidates_milvus_returns(assets, milvus_index, model)
     assert [h.score for h in a] == pytest.approx([h.score for h in b], abs=1e-5)
 
 
+def test_lite_clients_ping_within_the_servers_policy_and_builds_wait(monkeypatch, tmp_path):
+    """milvus-lite's gRPC server hangs up on pings under 5 minutes apart during a request that sends no data (a long
+    index build; pymilvus's retry then fails with "index already exists"): lite clients ask for rarer pings, a
+    server's keep pymilvus's; the index build and load are given far longer than one request's TIMEOUT_S."""
+    import pymilvus
+
+    from polyvse.index import milvus
+
+    made = []
+    monkeypatch.setattr(pymilvus, "MilvusClient", lambda **kw: made.append(kw) or object())
+    monkeypatch.setattr(milvus, "_CLIENTS", {})  # these stand-in clients are not kept for other tests
+    connect(target_for("milvus", str(tmp_path / "ping.db"), "c", tmp_path / "a"), create=True)
+    connect(target_for("milvus", "http://ping-check.invalid:19530", "c", tmp_path / "b"))
+    assert made[0]["grpc_options"]["grpc.keepalive_time_ms"] > 300_000 and "grpc_options" not in made[1]
+    assert milvus.BUILD_TIMEOUT_S >= 60 * milvus.TIMEOUT_S
+
+
 def test_ivf_recall_is_tuned_like_faiss(lite, tmp_path):
     """Past the exact threshold Milvus gets IVF_FLAT with FAISS's nlist and nprobe tuned to the target; held-out
     queries find the exact top 10 within the recall tolerance of the FAISS IVF index over the same vectors."""
