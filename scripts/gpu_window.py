@@ -76,8 +76,9 @@ class _NotOnTheDevice:  # written by scripts/gpu_window.py for a rehearsal: impo
 
 sys.meta_path.insert(0, _NotOnTheDevice())
 """
-#: the recipe shrunk for the CPU (tests/test_gpu_recipe.py's overlay): smallest backbone, 8 photos, one step of 4
-SHRUNK_OVERLAY = {"data.backbone": "efficientnet-lite0", "smoke": {"photos": 8, "epochs": 1, "max_batches": 1},
+#: the recipe shrunk for the CPU (tests/test_gpu_recipe.py's overlay): smallest backbone, 8 photos, two epochs of
+#: one step of 4 (a rehearsal trains one epoch a call, so that the second call resumes the first's state)
+SHRUNK_OVERLAY = {"data.backbone": "efficientnet-lite0", "smoke": {"photos": 8, "epochs": 2, "max_batches": 1},
                   "schedule.batch_size": 4, "objective.vse.teacher_batch_size": 4, "model.embed_dim": 32,
                   "model.universal_dim": 16, "schedule.threads": 1}
 SHRUNK_PHOTOS = 8  # photos of each split a rehearsal packs (the smoke run's: the first ones by id)
@@ -323,6 +324,7 @@ def pack(out: Path, data: Path, *, part_mib: float, photos_per_split: int | None
     """Write the parts (``out/c<i>/p<i>.tar.gz`` with a copy of the manifest beside each) and ``out/manifest.json``."""
     t0 = time.perf_counter()
     cfg = load_recipe(config, overlay)
+    train = {**train, "epochs": cfg.smoke.epochs if "--smoke" in train.get("extra", []) else cfg.schedule.epochs}
     tree = tree_bytes()
     cap = min(int(part_mib * MIB), CARRY_LIMIT - tree - 2 * MIB)
     if cap < 4 * MIB:
@@ -564,18 +566,27 @@ def prepare(stage: Stage, manifest: dict, status: dict, log) -> None:
                 raise WindowError(f"pip install of {len(wheels)} wheels from {stage.tree / 'whl'} failed (above)")
             os.replace(str(stage.pysite) + ".tmp", stage.pysite)
             log(f"installed {len(wheels)} wheels")
-    code = ("import importlib, importlib.metadata as m, json, sys\nbad = []\n"
-            f"for mod, dist in {PREFLIGHT!r}:\n"
-            "    try:\n        importlib.import_module(mod)\n        dist and m.version(dist)\n"
+    site = stage.tree / "site"
+    staged = sorted(d.name for d in site.iterdir() if d.is_dir() and (d / "__init__.py").exists())
+    code = ("import importlib, importlib.metadata as m, json, sys\nbad, where = [], {}\n"
+            f"for mod, dist in {PREFLIGHT!r} + tuple((s, None) for s in {staged!r}):\n"
+            "    try:\n        where[mod] = getattr(importlib.import_module(mod), '__file__', None)\n"
+            "        dist and m.version(dist)\n"
             "    except Exception as exc:\n        bad.append(f'{mod} ({dist}): {type(exc).__name__}: {exc}')\n"
-            "print(json.dumps(bad))")
+            "print(json.dumps([bad, where]))")
     out = subprocess.run([sys.executable, "-c", code], env=run_env(stage, manifest), capture_output=True, text=True,
                          cwd=REPO, check=False)
-    bad = json.loads(out.stdout.strip().splitlines()[-1]) if out.returncode == 0 and out.stdout.strip() else \
-        [out.stderr.strip()[-2000:]]
+    if out.returncode != 0 or not out.stdout.strip():
+        raise WindowError(f"preflight: the import check itself failed: {out.stderr.strip()[-2000:]}")
+    bad, where = json.loads(out.stdout.strip().splitlines()[-1])
+    # the staged packages must be the ones imported (a rehearsal's environment has its own copies)
+    bad += [f"{mod} came from {where[mod]}, not from {site}" for mod in staged
+            if where.get(mod) and not Path(where[mod]).resolve().is_relative_to(site.resolve())]
     if bad:
         raise WindowError("preflight: these imports fail with the staged packages: " + "; ".join(bad) +
                           ". Add what is missing to SITE_DISTS or WHEELS in scripts/gpu_window.py and pack again")
+    call_log = {mod: where.get(mod) for mod in staged}
+    status["imported_from_stage"] = call_log
     status["ready"] = True
     stage.save(status)
     log("preflight: every import and distribution found")
@@ -597,9 +608,10 @@ def epochs_logged(run_dir: Path) -> list[dict]:
     return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
 
 
-def train(stage: Stage, manifest: dict, deadline: float, log) -> bool:
+def train(stage: Stage, manifest: dict, deadline: float, log, epochs_per_call: int = 0) -> bool:
     """Train (``--resume``) until done or until the next epoch would not end before ``deadline`` (stopped right
-    after an epoch's state is saved). True when the run finished (its metrics.json written)."""
+    after an epoch's state is saved; ``epochs_per_call`` > 0 also stops it after that many epochs, as a rehearsal
+    does to resume in the next call). True when the run finished (its metrics.json written)."""
     if (stage.run_dir / "metrics.json").exists():
         return True
     t = manifest["train"]
@@ -623,13 +635,22 @@ def train(stage: Stage, manifest: dict, deadline: float, log) -> bool:
                 longest = max(longest, time.time() - last_epoch_end if seen > before else 0.0,
                               *(e.get("loop_seconds", 0.0) for e in done[seen:]))
                 seen, last_epoch_end = len(done), time.time()
+                if done[-1]["epoch"] >= t["epochs"]:  # the last: the trainer now scores val and saves the checkpoint
+                    continue
+                if epochs_per_call and seen - before >= epochs_per_call:
+                    log(f"train: stopping after epoch {done[-1]['epoch']} ({epochs_per_call} this call, as asked); "
+                        "the next call resumes")
+                    os.killpg(proc.pid, signal.SIGTERM)
+                    proc.wait(60)
+                    return False
                 if time.time() + 1.2 * longest > deadline:
                     log(f"train: stopping after epoch {done[-1]['epoch']}: the next (~{longest:.0f} s) would end "
                         "past this call's deadline; the next call resumes")
                     os.killpg(proc.pid, signal.SIGTERM)
                     proc.wait(60)
                     return False
-            if time.time() > deadline + EVAL_RESERVE_S / 2:  # a first epoch that outlasts the call: keep its steps
+            if time.time() > deadline + EVAL_RESERVE_S / 2:  # an epoch still running at the call's end: its steps
+                # are lost, and the next call resumes from the last epoch saved
                 log("train: stopped at the call's deadline inside an epoch; the next call resumes from the last "
                     "saved state")
                 os.killpg(proc.pid, signal.SIGTERM)
@@ -719,7 +740,7 @@ def device(args) -> int:
         if not status["ready"]:
             phase("prepare", prepare, stage, manifest, status, log)
         call["gpu"] = gpu_line()
-        finished = phase("train", train, stage, manifest, deadline - EVAL_RESERVE_S, log)
+        finished = phase("train", train, stage, manifest, deadline - EVAL_RESERVE_S, log, args.epochs_per_call)
         call["epochs"] = epochs_logged(stage.run_dir)
         if not finished:
             log(f"training continues in the next call ({len(call['epochs'])} epochs so far)")
@@ -803,7 +824,7 @@ def rehearse(args) -> dict:
                 shutil.copytree(src, tree / folder)
             out = tree / "OUT"
             cmd = [sys.executable, str(REPO / "scripts" / "gpu_window.py"), "device", "--stage", str(stage),
-                   "--out", str(out), "--deadline-s", str(args.deadline_s), "--test"]
+                   "--out", str(out), "--deadline-s", str(args.deadline_s), "--test", "--epochs-per-call", "1"]
             if c["carry"]:
                 cmd += ["--part", str(tree / c["carry"][0])]
             t = time.perf_counter()
@@ -840,6 +861,8 @@ def rehearse(args) -> dict:
             "part_cap_bytes": manifest["part_cap_bytes"], "tree_bytes": manifest["tree_bytes"],
             "joins": [{"path": j["path"], "pieces": len(j["pieces"]), "bytes": j["bytes"]} for j in manifest["joins"]],
             "plan": p["calls"], "calls": calls, "phases_s": phases,
+            "training": {"epochs": len(epochs_logged(work / "stage" / "run")), "processes": val["processes"],
+                         "calls": [c["call"] for c in calls if "train" in c["phases"]]},
             "val_mr": {k: round(v["mr"], 2) for k, v in val["languages"].items()},
             "test_mr": {k: round(v["mr"], 2) for k, v in test["languages"].items()},
             "files_back": files_back,
@@ -963,6 +986,8 @@ def main(argv=None) -> int:
     g.add_argument("--test-if", default="", help="evaluate test once if val meets this rule, fixed beforehand "
                                                   "(LANG>=MR,...; mean>=MR)")
     p.add_argument("--fresh", action="store_true", help="empty the stage first")
+    p.add_argument("--epochs-per-call", type=int, default=0, help="stop training after this many epochs a call "
+                                                                   "(a rehearsal of the resume; 0: the deadline only)")
 
     p = sub.add_parser("rehearse", help="the whole window here on the CPU, shrunk; writes a rehearsal record")
     p.add_argument("--data", default=default_data)

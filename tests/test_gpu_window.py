@@ -34,8 +34,12 @@ def test_the_rehearsal_runs_the_window_end_to_end_on_the_cpu(shared_data, tmp_pa
     # one call per part, then one with nothing carried; each succeeded
     assert [c["carry"] != [] for c in r["calls"]] == [True] * len(r["parts"]) + [False]
     assert all(c["rc"] == 0 for c in r["calls"])
-    last_part_call = r["calls"][len(r["parts"]) - 1]["phases"]
-    assert {"unpack", "prepare", "train", "test"} <= set(last_part_call)
+    # the call with the last part prepares and trains one epoch; the next, carrying nothing, resumes the saved state,
+    # trains the second, and scores test
+    last_part_call, resumed = r["calls"][len(r["parts"]) - 1]["phases"], r["calls"][-1]["phases"]
+    assert {"unpack", "prepare", "train"} <= set(last_part_call) and "test" not in last_part_call
+    assert {"train", "test"} <= set(resumed) and "unpack" not in resumed
+    assert r["training"] == {"epochs": 2, "processes": 2, "calls": [len(r["parts"]), len(r["parts"]) + 1]}
     # the records come back: at most the device's 8 files, val (the run's metrics.json) and test scored for every
     # trained language
     assert {"window.json", "metrics.json", "train_log.jsonl", "train.log", "evaluate.log",
