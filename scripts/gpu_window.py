@@ -386,12 +386,12 @@ def h100_estimates() -> dict:
             "epochs_logged": len(epochs), "caches_s": round(sum(caches), 1)}
 
 
-def device_command(manifest: dict, part: dict | None, *, deadline: int, test: str) -> str:
+def device_command(manifest: dict, part: dict | None, *, deadline: int, test: str, unpack_only: bool = False) -> str:
     """The shell command of one device call."""
     env = f"POLYVSE_SOURCE_COMMIT={manifest['source']['commit']} " \
           f"POLYVSE_SOURCE_DIRTY={int(bool(manifest['source']['dirty']))} "
     opts = f" --part {part['folder']}" if part else ""
-    opts += f" --deadline-s {deadline}" + (f" {test}" if test else "")
+    opts += " --unpack-only" if unpack_only else f" --deadline-s {deadline}" + (f" {test}" if test else "")
     return f"{env}PYTHONUNBUFFERED=1 python3 scripts/gpu_window.py device{opts} --out $OUT"
 
 
@@ -403,7 +403,8 @@ def plan(manifest: dict, *, test: str = "", budget_s: int = 900, call_limit_s: i
     for i, part in enumerate(manifest["parts"]):
         last = i == len(manifest["parts"]) - 1
         calls.append({"call": i + 1, "carry": [part["folder"]], "timeout_s": call_limit_s if last else 120,
-                      "command": device_command(manifest, part, deadline=deadline, test=test if last else ""),
+                      "command": device_command(manifest, part, deadline=deadline, test=test if last else "",
+                                                unpack_only=not last),
                       "does": f"unpack {part['name']} ({part['bytes'] / MIB:.1f} MiB)" +
                               ("; then join, wheels, preflight, train (--resume) until its deadline, val"
                                + (", test" if test else "") if last else "")})
@@ -480,6 +481,11 @@ def unpack(stage: Stage, folder: Path, status: dict, log) -> str:
     manifest = read_json(folder / "manifest.json", "the part's manifest (carry the folder pack wrote)")
     if manifest.get("format") != FORMAT:
         raise WindowError(f"{folder}/manifest.json: format {manifest.get('format')}, this script reads {FORMAT}")
+    lacking = [k for k in ("pack_id", "parts", "joins", "config", "source") if k not in manifest]
+    lacking += [f"train.{k}" for k in ("device", "precision", "seed", "epochs") if k not in manifest.get("train", {})]
+    if lacking:  # found at the first call, not after the window's minutes of unpacking
+        raise WindowError(f"{folder}/manifest.json lacks {', '.join(lacking)}: it was packed by an older "
+                          "scripts/gpu_window.py; pack again with this one and carry the new parts")
     if status["pack_id"] not in (None, manifest["pack_id"]):
         raise WindowError(f"{folder}: part of pack {manifest['pack_id']}, but the stage {stage.root} holds pack "
                           f"{status['pack_id']}: carry parts of one pack (or --fresh to start the stage again)")
@@ -737,6 +743,9 @@ def device(args) -> int:
         if missing:
             log(f"waiting for {', '.join(missing)}: the next calls carry them")
             return 0
+        if args.unpack_only:  # a call with a short timeout: the next call prepares and trains
+            log("every part is unpacked; the next call prepares and trains")
+            return 0
         if not status["ready"]:
             phase("prepare", prepare, stage, manifest, status, log)
         call["gpu"] = gpu_line()
@@ -792,6 +801,26 @@ def device(args) -> int:
 
 
 # -- rehearse (here) -----------------------------------------------------------------------------------------------
+def rehearsal_command(command: str, tree: Path, out: Path) -> tuple[list[str], dict]:
+    """A plan's device command as this machine runs it: its VAR=value words into the environment, python3 as this
+    interpreter, $OUT as ``out``, the carried folder inside the call's ``tree``; the device's missing modules
+    refused (GPUW_DENY)."""
+    import shlex
+
+    words = shlex.split(command)
+    env = {**os.environ, "GPUW_DENY": ",".join(ABSENT_ON_DEVICE)}
+    while words and re.fullmatch(r"[A-Z_][A-Z0-9_]*=.*", words[0]):
+        name, _, value = words.pop(0).partition("=")
+        env[name] = value
+    if words[:2] != ["python3", "scripts/gpu_window.py"]:
+        raise WindowError(f"the plan's command {command!r} does not run scripts/gpu_window.py with python3")
+    cmd = [sys.executable, str(REPO / "scripts" / "gpu_window.py")]
+    for i, w in enumerate(words[2:]):
+        prev = words[2:][i - 1] if i else ""
+        cmd.append(str(out) if w == "$OUT" else str(tree / w) if prev == "--part" else w)
+    return cmd, env
+
+
 def rehearse(args) -> dict:
     """The whole window on the CPU, shrunk: pack, then one fresh "device" tree per call holding only its carried
     folder, unpacked into one stage (the warm machine's), trained, evaluated on val and test; the record says
@@ -823,13 +852,13 @@ def rehearse(args) -> dict:
                                       f"({src}); pack again")
                 shutil.copytree(src, tree / folder)
             out = tree / "OUT"
-            cmd = [sys.executable, str(REPO / "scripts" / "gpu_window.py"), "device", "--stage", str(stage),
-                   "--out", str(out), "--deadline-s", str(args.deadline_s), "--test", "--epochs-per-call", "1"]
-            if c["carry"]:
-                cmd += ["--part", str(tree / c["carry"][0])]
+            cmd, env = rehearsal_command(c["command"], tree, out)
+            cmd += ["--stage", str(stage), "--epochs-per-call", "1"]  # the warm machine's stage; resume once
             t = time.perf_counter()
-            env = {**os.environ, "PYTHONUNBUFFERED": "1", "GPUW_DENY": ",".join(ABSENT_ON_DEVICE)}
-            rc = subprocess.run(cmd, cwd=REPO, check=False, env=env).returncode
+            try:
+                rc = subprocess.run(cmd, cwd=REPO, check=False, env=env, timeout=c["timeout_s"]).returncode
+            except subprocess.TimeoutExpired:
+                raise WindowError(f"call {c['call']} outran its timeout_s {c['timeout_s']}") from None
             window = read_json(out / "window.json", f"call {c['call']}'s window record")
             calls.append({"call": c["call"], "carry": c["carry"], "rc": rc,
                           "seconds": round(time.perf_counter() - t, 2),
@@ -986,6 +1015,8 @@ def main(argv=None) -> int:
     g.add_argument("--test-if", default="", help="evaluate test once if val meets this rule, fixed beforehand "
                                                   "(LANG>=MR,...; mean>=MR)")
     p.add_argument("--fresh", action="store_true", help="empty the stage first")
+    p.add_argument("--unpack-only", action="store_true", help="unpack this call's part and stop (the calls before "
+                                                               "the last part's: their timeout is short)")
     p.add_argument("--epochs-per-call", type=int, default=0, help="stop training after this many epochs a call "
                                                                    "(a rehearsal of the resume; 0: the deadline only)")
 
@@ -995,7 +1026,6 @@ def main(argv=None) -> int:
     p.add_argument("--photos", type=int, default=SHRUNK_PHOTOS, help="photos of each split to pack")
     p.add_argument("--part-mib", type=float, default=24.0, help="small parts, so that files are split and joined")
     p.add_argument("--wheels", choices=["download", "cache", "none"], default="cache")
-    p.add_argument("--deadline-s", type=float, default=560)
     p.add_argument("--record", default=RECORD, help="where to write the record ('' for none)")
     p.add_argument("--drop-part", type=int, help=argparse.SUPPRESS)
     p.add_argument("--keep", action="store_true", help="keep the temp pack, stage and call trees")

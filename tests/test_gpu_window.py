@@ -96,6 +96,11 @@ def test_parts_of_another_pack_are_refused(small_pack, tmp_path):
     (other / "manifest.json").write_text(json.dumps(manifest))
     rc, window = device(other, tmp_path / "stage", tmp_path / "out2")
     assert rc == 2 and "carry parts of one pack" in window["calls"][-1]["error"]
+    del manifest["train"]["epochs"]  # a manifest written by an older gpu_window: refused at once
+    (other / "manifest.json").write_text(json.dumps(manifest))
+    rc, window = device(other, tmp_path / "stage2", tmp_path / "out3")
+    error = window["calls"][-1]["error"]
+    assert rc == 2 and "lacks train.epochs" in error and "pack again" in error
 
 
 def test_the_val_rule_reads_each_language(tmp_path):
