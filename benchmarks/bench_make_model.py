@@ -8,7 +8,8 @@ back (the data copy under the data root is kept: it is `make data`'s, not the mo
 resume that run instead of training one: move it aside first. Written on success:
 
 - ``wall_s``: the whole target, against the goal (``goal_s``, 90 minutes);
-- ``stages``: the seconds between the commands `make` echoes (setup and data, training, the index build);
+- ``stages``: the seconds between the commands `make` echoes (setup and data, training, the index build, the
+  adaptation stage: scripts/adapt_model.py teaching es, ar, qu, gn);
 - ``logged``: what the training's own log says each step took (photo maps extracted, sentences embedded per
   encoder and language, each epoch) and their sums, so the cost of empty caches reads apart from the epochs';
 - the training's own ``wall_time_s`` / ``cpu_time_s`` (``runs/model/metrics.json``), the machine, its load
@@ -38,7 +39,8 @@ GOAL_S = 90 * 60
 # "<what>: <details>, <seconds> s" as the training logs its extraction, embedding and epochs
 _TIMED = re.compile(r"^(?P<what>.+?): (?P<detail>.*?),? (?P<s>\d+(?:\.\d+)?) s$")
 # the commands make echoes: where each stage starts
-_STAGES = (("training", re.compile(r"\bpolyvse train\b")), ("index", re.compile(r"\bpolyvse index build\b")))
+_STAGES = (("training", re.compile(r"\bpolyvse train\b")), ("index", re.compile(r"\bpolyvse index build\b")),
+           ("adaptation", re.compile(r"\bscripts/adapt_model\.py\b")))
 
 
 def run_logged(cmd: list[str], env: dict, cwd: Path) -> tuple[int, list[tuple[float, str]]]:
@@ -56,7 +58,7 @@ def run_logged(cmd: list[str], env: dict, cwd: Path) -> tuple[int, list[tuple[fl
 
 def stages(lines: list[tuple[float, str]]) -> dict[str, float]:
     """Seconds of each stage, split where make echoes the stage's command: 'before_training' (setup, data),
-    'training', 'index'; a stage the log never reaches is absent."""
+    'training', 'index', 'adaptation'; a stage the log never reaches is absent."""
     starts = {"before_training": 0.0}
     for t, line in lines:
         for name, pattern in _STAGES:

@@ -42,6 +42,9 @@ def parse_args(argv=None) -> argparse.Namespace:
                    help="more training seeds (e.g. 1,2) for each language's adaptation chosen on val: its test mR is "
                         "then reported as the mean over seed 0 (the curve's point) and these")
     p.add_argument("--max-photos", type=int, help="the first N photos of each split only (a smoke run)")
+    p.add_argument("--val-only", action="store_true",
+                   help="score val only (a choice whose test figure comes from one later evaluation of the model "
+                        "it goes into); no README block")
     p.add_argument("--quiet", action="store_true")
     p.add_argument("--readme", action="store_true", help="rewrite README's adapt-curves block from the record")
     p.add_argument("--from-record", action="store_true",
@@ -117,7 +120,10 @@ def main(argv=None) -> int:
     methods = [m.strip() for m in args.methods.split(",") if m.strip()]
     extra_seeds = [int(x) for x in args.chosen_seeds.split(",") if x.strip()]
     model = polyvse.load(args.checkpoint, device="cpu")
-    evaluator = LanguagesEvaluator(root, langs, max_photos=args.max_photos, progress=progress)
+    if args.val_only and (args.chosen_seeds or args.readme):
+        raise SystemExit("--val-only scores no test: drop --chosen-seeds and --readme")
+    evaluator = LanguagesEvaluator(root, langs, splits=("val",) if args.val_only else ("val", "test"),
+                                   max_photos=args.max_photos, progress=progress)
     gals = evaluator.galleries(model, langs, args.reference)
     record = {"checkpoint": str(args.checkpoint), "pivot": args.pivot, "seed": args.seed,
               "provenance": provenance(["python", "scripts/adapt_curves.py", *(argv if argv is not None
@@ -126,7 +132,7 @@ def main(argv=None) -> int:
               "captions": "MultiScript30k machine translations of Multi30K's English line (one a photo)",
               "reference": {args.reference: {s: evaluator.mean_recall(model, g, args.reference)
                                              for s, g in gals.items()}},
-              "zero_shot": {}, "adapted": {}}
+              "zero_shot": {}, "adapted": {}, **({"splits": ["val"]} if args.val_only else {})}
     for lang in langs:
         vecs = {s: torch.from_numpy(line_vectors(model.captions, g["captions"][lang][0], lang, cache, progress,
                                                 model.model.text_encoder))
@@ -139,7 +145,7 @@ def main(argv=None) -> int:
                            cache, progress)
         measure_language(record, lang, ["mean"] + trained_languages(model), lambda how, splits: scores_through_part(
             evaluator, model, gals, vecs, lang, fallback_part(model.model.text_encoder, how, trained_languages(model)),
-            splits), methods, sizes, point.run, extra_seeds)
+            splits), methods, sizes, point.run, extra_seeds, test=not args.val_only)
         # a partial record after each language: a stopped run keeps what it measured (and resumes its adaptations)
         record["languages_done"].append(lang)
         record["seconds"] = round(time.perf_counter() - t0)

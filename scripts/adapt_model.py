@@ -261,6 +261,8 @@ class Stage:
         command = adapt_command(entry, source, pairs, out)
         self.report("$ " + " ".join(command))
         record = self._adapt(entry, source, pairs, out)
+        seconds = time.perf_counter() - t0
+        self.report(f"adapted {entry.lang}: {entry.method}, {record['lines']:,} lines, {seconds:.1f} s")
         language = {"method": entry.method, "chosen": entry.chosen, "command": " ".join(command),
                     "parallel_file": written or {"file": str(pairs)}, "adaptation": record,
                     "seconds": {"parallel_file": round(t1 - t0, 1), "adapt": round(time.perf_counter() - t1, 1)}}

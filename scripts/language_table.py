@@ -46,6 +46,23 @@ def parse_args(argv=None) -> argparse.Namespace:
     return p.parse_args(argv)
 
 
+def stage_summary(checkpoint: Path) -> dict:
+    """``{"adaptation_stage": ...}`` from the record `make model`'s adaptation stage left beside the checkpoint
+    (``<model>/adapted.json``, scripts/adapt_model.py): each language's method, lines and seconds; {} without one."""
+    import json
+
+    path = checkpoint.parent / "adapted.json"
+    if not path.is_file():
+        return {}
+    stage = json.loads(path.read_text(encoding="utf-8"))
+    languages = {lang: {"method": x["method"], **({"lines": x["adaptation"]["lines"],
+                                                    "held_out_translation_mr": x["adaptation"]["held_out_translation_mr"],
+                                                    "seconds": x["seconds"]} if "adaptation" in x else {})}
+                 for lang, x in stage["languages"].items()}
+    return {"adaptation_stage": {"record": str(path), "commit": stage["provenance"]["commit"],
+                                 "seconds": stage["seconds"], "languages": languages}}
+
+
 def plan_choices(plan: str) -> dict:
     """{lang: how its method was chosen} from an adaptation plan (scripts/adapt_model.py's YAML)."""
     import yaml
@@ -89,6 +106,7 @@ def main(argv=None) -> int:
                 row["chosen"] = chosen[row["lang"]]
     adapted_from = {"adapted_from": args.adapted} if args.adapted else {}
     adapted_from.update({"plan": args.plan} if args.plan else {})
+    adapted_from.update(stage_summary(Path(args.checkpoint)))
     training = getattr(getattr(model, "checkpoint", None), "training", None) or {}
     record = {"checkpoint": str(args.checkpoint), "config": (training.get("config") or {}).get("name", "?"),
               "checkpoint_commit": training.get("commit"), "out": str(args.out),

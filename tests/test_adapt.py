@@ -362,6 +362,19 @@ def test_learning_curve_script_records_zero_shot_and_adapted_scores(base_checkpo
     assert record["provenance"]["model"]["fingerprint"] == checkpoint_fingerprint(base_checkpoint)
 
 
+def test_a_val_only_curve_scores_no_test_photo(base_checkpoint, shared_data, tmp_path):
+    """--val-only: a choice made on val whose test figure comes later, from one evaluation of the model it goes into."""
+    out = tmp_path / "choice.json"
+    assert script("adapt_curves").main([
+        "--checkpoint", str(base_checkpoint), "--langs", "es", "--sizes", "60", "--methods", "teacher,teacher+subwords",
+        "--reference", "en", "--work", str(tmp_path / "work"), "--out", str(out), "--data-root", str(shared_data),
+        "--max-photos", "12", "--val-only", "--quiet"]) == 0
+    record = json.loads(out.read_text())
+    assert record["splits"] == ["val"] and '"test"' not in json.dumps(record)
+    assert set(record["adapted"]["es"]) == {"teacher", "teacher+subwords"} and "val" in record["zero_shot"]["es"]["mean"]
+    assert record["reference"]["en"]["val"]["n_images"] == 12
+
+
 def test_language_table_scores_trained_zero_shot_and_unserved_languages(base_checkpoint, shared_data, tmp_path):
     table = script("language_table")
     out = tmp_path / "languages.json"

@@ -112,6 +112,8 @@ def test_the_stage_leaves_one_checkpoint_serving_every_language_that_the_old_ind
         "adapted", "teacher+subwords, 200 lines", "a test")
     assert rows["ar"]["taught"] == "teacher, 200 lines" and "chosen" not in rows["ar"]
     assert 0 < rows["ar"]["test"]["n_images"] <= 10 and table["plan"].endswith("plan.yaml")
+    stage = table["adaptation_stage"]  # the stage's record beside the checkpoint: each language's cost
+    assert stage["languages"]["es"]["seconds"]["adapt"] > 0 and stage["languages"]["fr"] == {"method": "zero-shot"}
     from polyvse_train.report.languages import languages_markdown
 
     text = languages_markdown(table)

@@ -390,6 +390,8 @@ def test_make_model_timing_splits_stages_and_refuses_to_resume(tmp_path):
         'mkdir -p runs/model',
         'echo \'{"wall_time_s": 2000.0, "cpu_time_s": 3000.0, "precision": "bf16"}\' > runs/model/metrics.json',
         'sleep 0.3; echo ".venv/bin/polyvse index build --checkpoint runs/model/checkpoint --out runs/model/index"',
+        'sleep 0.2; echo ".venv/bin/python scripts/adapt_model.py --model runs/model --plan configs/adapt/product.yaml"',
+        'echo "adapted qu: teacher+subwords, 26,887 lines, 350.5 s"',
         'sleep 0.2; exit "${FAKE_EXIT:-0}"', ""]))
     out = tmp_path / "make_model.json"
     args = ("--repo", str(tmp_path), "--command", f"bash {fake}", "--out", str(out), "--threads", "2")
@@ -398,11 +400,13 @@ def test_make_model_timing_splits_stages_and_refuses_to_resume(tmp_path):
     assert r["threads"] == 2 and r["goal_s"] == 5400 and r["within_goal"] and 0.7 < r["wall_s"] < 60
     assert r["precision"] == {"asked": "auto", "trained": "bf16"}  # what the training resolved auto to
     st = r["stages"]
-    assert set(st) == {"before_training", "training", "index"} and st["training"] >= 0.3 and st["index"] >= 0.2
+    assert set(st) == {"before_training", "training", "index", "adaptation"} and st["training"] >= 0.3
+    assert st["index"] >= 0.2 and st["adaptation"] >= 0.2
     assert abs(sum(st.values()) - r["wall_s"]) < 0.5
     lg = r["logged"]
     assert (lg["photo_maps_s"], lg["sentence_vectors_s"], lg["epochs_s"]) == (300.0, 1103.0, 639.0)
     assert lg["steps"][1]["what"] == "extracting efficientnet-lite2:tail1 features"  # the bar's redraws dropped
+    assert lg["steps"][-1] == {"what": "adapted qu", "detail": "teacher+subwords, 26,887 lines", "seconds": 350.5}
     assert r["training"]["cpu_time_s"] == 3000.0 and Path(r["cache_root_empty_at_start"]).is_dir()
     again = subprocess.run([sys.executable, str(BENCH / "bench_make_model.py"), *args], capture_output=True, text=True)
     assert again.returncode != 0 and "runs/model exists" in again.stderr and "move it aside" in again.stderr

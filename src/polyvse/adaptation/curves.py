@@ -94,14 +94,17 @@ def adapted_rows(rows: dict, curves: dict, curves_path: str) -> None:
 
 def measure_language(record: dict, lang: str, fallbacks: Sequence[str], zero_shot: ScoreRun,
                      methods: Sequence[str], sizes: Sequence[int | None], adapt: ScoreRun,
-                     extra_seeds: Sequence[int] = ()) -> None:
+                     extra_seeds: Sequence[int] = (), test: bool = True) -> None:
     """``lang``'s points into ``record`` (in place): ``zero_shot(how, splits)`` of each fallback and
-    ``adapt(method, size, seed, splits)`` of each method and size on val, then test for what val chose."""
+    ``adapt(method, size, seed, splits)`` of each method and size on val, then test for what val chose (``test``
+    False: val only, the choice's test left to the one evaluation of the model it goes into)."""
     record["zero_shot"][lang] = {how: zero_shot(how, VAL) for how in fallbacks}
     for method in methods:
         for size in sizes:
             record["adapted"].setdefault(lang, {}).setdefault(method, {})[str(size or "all")] = adapt(
                 method, size, 0, VAL)
+    if not test:
+        return
     pick = chosen_adaptation(record, lang)
     if pick:
         pick[2]["test"] = adapt(pick[0], None if pick[1] == "all" else int(pick[1]), 0, ("test",))["test"]

@@ -78,8 +78,13 @@ def run(args) -> int:
               "retrieval": model.checkpoint.retrieval, **result}
     print(f"\n{name} · split {result['split']}\n")
     print(markdown_table(result["languages"]))
+    others = {lang: how for lang, how in result.get("served_as", {}).items() if how != "trained"}
+    if others:
+        print("\nserved " + "; ".join(f"{how}: {', '.join(x for x in others if others[x] == how)}"
+                                      for how in sorted(set(others.values())))
+              + " (scored as search embeds a query in that language)")
     if result["skipped_languages"]:
-        print(f"\nnot evaluated (model has no such language): {', '.join(result['skipped_languages'])}")
+        print(f"\nnot evaluated (the model cannot read them): {', '.join(result['skipped_languages'])}")
     if result["n_failed_photos"]:
         print(f"\n{result['n_failed_photos']} photos could not be read and were skipped")
     if args.json:
