@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 import polyvse
-from test_adapt import base_checkpoint, script  # noqa: F401  (base_checkpoint: the fixture)
+from test_adapt import base_checkpoint, script, tail_checkpoint  # noqa: F401  (the fixtures)
 
 REPO = Path(__file__).resolve().parents[1]
 EN, DE = ["a dog runs on the beach", "two children play football in a park"], ["ein Hund läuft am Strand"]
@@ -217,3 +217,32 @@ def test_make_model_runs_the_stage_on_the_product_plan():
     assert "scripts/adapt_model.py --model runs/model --plan configs/adapt/product.yaml" in dry
     makefile = (REPO / "Makefile").read_text(encoding="utf-8")
     assert re.search(r"^model: .*runs/model/adapted\.json", makefile, re.M)
+
+
+def test_the_product_plan_teaches_its_languages_through_the_trained_text_tail(tail_checkpoint, shared_data, tmp_path):
+    """configs/adapt/product.yaml's languages and methods (a few lines each) on a model that fine-tuned e5's last
+    layer, as the product does: Quechua and Guarani, which only e5 reads, and Spanish and Arabic all end in one
+    checkpoint that the index built before accepts and that answers a search in each."""
+    from polyvse.index import PhotoIndex, Searcher, build_index
+    from polyvse.languages import serving_status
+    from polyvse.util.paths import cache_root
+
+    plan = adapt_model.read_plan(REPO / "configs" / "adapt" / "product.yaml")
+    small = tmp_path / "plan.yaml"
+    small.write_text("pivot: en\nlanguages:\n" + "".join(f"  - {{lang: {e.lang}, method: {e.method}, lines: 120}}\n"
+                                                         for e in plan.entries), encoding="utf-8")
+    folder = tmp_path / "model"
+    shutil.copytree(tail_checkpoint, folder / "checkpoint")
+    photos = sorted((shared_data / "flickr8k" / "images").glob("*.jpg"))[:4]
+    build_index(polyvse.load(folder / "checkpoint"), photos, folder / "index", cache_dir=cache_root() / "features",
+                progress=False)
+    assert adapt_model.main(["--model", str(folder), "--plan", str(small), "--threads", "1",
+                             "--data-root", str(shared_data)]) == 0
+    model, index = polyvse.load(folder / "checkpoint"), PhotoIndex.open(folder / "index")
+    taught = [e.lang for e in plan.taught]
+    assert set(model.adapted_languages) == set(taught) and model.captions.tail_layers == 1
+    queries = {"qu": "iskay allqukuna rit'ipi pukllachkanku", "gn": "mokõi jagua ohuga ama'ẽme",
+               "es": "dos perros juegan en la nieve", "ar": "كلبان يلعبان في الثلج", "en": EN[0], "de": DE[0]}
+    for lang, text in queries.items():
+        assert serving_status(model, lang) == ("adapted" if lang in taught else "trained")
+        assert len(Searcher(model, index).text(text, lang, k=2).hits) == 2, lang
