@@ -32,20 +32,26 @@ QUERIES = [("en", "two dogs play in the snow"), ("de", "zwei Hunde spielen im Sc
            ("es", "un perro corre en la playa")]  # adapted: a part taught after training
 IMAGE_DIM, EMBED_DIM = 8, 16
 HEADS = {"linear-cosine": dict(text_head="linear"), "mlp-order": dict(text_head="mlp", hidden_dim=20,
-                                                                      similarity="order")}
+                                                                      similarity="order"),
+         "tail-mlp-cosine": dict(text_head="mlp", hidden_dim=20, text_tail_layers=1)}  # e5's last layer trained
 
 
 def tower_checkpoint(path: Path, seed: int = 0, **config) -> Path:
-    """Random heads with per-language parts on the fused towers, one language (es) adapted after "training"."""
+    """Random heads with per-language parts on the fused towers, one language (es) adapted after "training"; with
+    ``text_tail_layers``, e5's last layers moved away from e5's weights as training moves them."""
     torch.manual_seed(seed)
     cfg = ModelConfig(vocab_size=0, text_encoder="pretrained", pretrained_dim=sum(TOWER_DIMS),
                       pretrained_towers=TOWER_DIMS, universal_dim=24, embed_dim=EMBED_DIM, image_dim=IMAGE_DIM,
                       languages=LANGUAGES, **config)
     model = JointEmbeddingModel(cfg).eval()
     with torch.no_grad():
-        for p in model.parameters():
-            p.normal_(0.0, 0.1)  # biases too: every part of the arithmetic counts
-    ck = Checkpoint(model=model, captions=PretrainedCaptionEncoder(TOWERS), backbone="efficientnet-lite0",
+        for name, p in model.named_parameters():
+            if name.startswith("text_encoder.tail."):
+                p.add_(torch.randn_like(p), alpha=0.02)
+            else:
+                p.normal_(0.0, 0.1)  # biases too: every part of the arithmetic counts
+    captions = PretrainedCaptionEncoder(TOWERS, tail_layers=cfg.text_tail_layers)
+    ck = Checkpoint(model=model, captions=captions, backbone="efficientnet-lite0",
                     feature_key="k1", ten_crop=False, languages=list(LANGUAGES))
     part = torch.nn.Linear(sum(TOWER_DIMS), 24)
     ck = with_language_part(ck, "es", part, {"method": "teacher", "pivot_lang": "en", "lines": 0})

