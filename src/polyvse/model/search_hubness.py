@@ -15,6 +15,8 @@ from ..util.arrays import normalize_rows
 
 __all__ = ["SearchHubness"]
 
+#: the key of the pooled caption bank (as polyvse.similarity.hubness.POOLED, which imports torch)
+POOLED = "*"
 #: cosine candidates re-ranked for a top-k search: at least this many more than k, and at least 4 k
 EXTRA_CANDIDATES = 100
 
@@ -25,14 +27,58 @@ def knn_mean(queries: np.ndarray, keys: np.ndarray, k: int) -> np.ndarray:
     return -np.partition(-sims, k - 1, axis=1)[:, :k].mean(axis=1)
 
 
+class _ArrayBanks:
+    """Banks already in memory, with ``HubnessBankFile``'s interface (photos(), caption(lang), languages)."""
+
+    def __init__(self, photos: np.ndarray, captions: dict[str, np.ndarray]):
+        self._photos, self._captions = photos, captions
+        self.languages = sorted(captions)
+
+    def photos(self) -> np.ndarray:
+        return self._photos
+
+    def caption(self, lang: str) -> np.ndarray | None:
+        return self._captions.get(lang)
+
+
 class SearchHubness:
-    """A checkpoint's CSLS banks as unit float32 rows: ``photos`` (n_p, d), ``captions`` {language: (n_c, d)}."""
+    """A checkpoint's CSLS banks as unit float32 rows: ``photos`` (n_p, d), ``captions`` {language: (n_c, d)}.
+    ``from_bank_file`` reads each bank from the checkpoint when first needed: a query needs the photo bank and its
+    own language's (the pooled bank of every language only for a language without one)."""
 
     def __init__(self, k: int, photos: np.ndarray, captions: dict[str, np.ndarray]):
+        self._setup(k, _ArrayBanks(photos, captions))
+
+    @classmethod
+    def from_bank_file(cls, k: int, banks) -> SearchHubness:
+        """Banks read on demand from ``banks`` (a ``polyvse.model.checkpoint.HubnessBankFile``)."""
+        out = cls.__new__(cls)
+        out._setup(k, banks)
+        return out
+
+    def _setup(self, k: int, banks) -> None:
         self.k = int(k)
-        self.photos = normalize_rows(photos)
-        self.captions = {lang: normalize_rows(bank) for lang, bank in captions.items()}
-        self._pooled = np.concatenate(list(self.captions.values()))
+        self._banks = banks
+        self._unit: dict[str | None, np.ndarray] = {}  # language (None: the photo bank) -> its unit rows
+
+    @property
+    def photos(self) -> np.ndarray:
+        if None not in self._unit:
+            self._unit[None] = normalize_rows(self._banks.photos())
+        return self._unit[None]
+
+    @property
+    def captions(self) -> dict[str, np.ndarray]:
+        """Every language's caption bank (all of them read)."""
+        return {lang: self.caption_bank(lang) for lang in self._banks.languages}
+
+    def caption_bank(self, lang: str | None) -> np.ndarray:
+        """The unit rows of ``lang``'s caption bank, the pooled bank of every language for one without a bank."""
+        key = lang if lang in self._banks.languages else POOLED
+        if key not in self._unit:
+            self._unit[key] = (normalize_rows(self._banks.caption(key)) if key != POOLED else
+                               np.concatenate([self.caption_bank(code) for code in self._banks.languages]))
+        return self._unit[key]
 
     @classmethod
     def of_model(cls, model) -> SearchHubness | None:
@@ -51,7 +97,7 @@ class SearchHubness:
 
     def photo_penalty(self, vectors: np.ndarray, lang: str | None) -> np.ndarray:
         """r_C of unit photo rows for queries in ``lang`` (the pooled bank for a language without one)."""
-        return knn_mean(np.asarray(vectors, dtype=np.float32), self.captions.get(lang, self._pooled), self.k)
+        return knn_mean(np.asarray(vectors, dtype=np.float32), self.caption_bank(lang), self.k)
 
     def caption_penalty(self, vectors: np.ndarray) -> np.ndarray:
         """r_I of unit caption rows: each one's mean cosine to its k nearest bank photos."""

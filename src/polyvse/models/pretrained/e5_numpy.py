@@ -18,10 +18,11 @@ tokenizer's dict of 250k pieces (~0.2 s) and dequantising the front's 4-bit matr
 both beside the other tower caches (``<cache root>/towers/e5-small-<stamp>``, :func:`polyvse.util.paths.
 cache_root`; ``<stamp>`` hashes the model file's path, size and mtime, so a reinstall is a miss)::
 
-    pieces.npz    the piece table as a ``PrefixTable`` (sorted CRC-32s: a look-up without the dict)
-    matrices.npy  every layer's dequantised weight matrices, float32, memory-mapped when read
+    prefix_*.npy  the piece table as a ``PrefixTable`` (sorted CRC-32s: a look-up without the dict)
+    matrices.npy  every layer's dequantised weight matrices, float32
+    meta.json     where each matrix lies in matrices.npy (written last: the state is complete when it exists)
 
-and later processes map them in milliseconds. A cache that cannot be written or read is skipped (logged): the
+and later processes memory-map them in milliseconds. A cache that cannot be written or read is skipped (logged): the
 weights are then dequantised in memory, and the vectors are the same either way.
 """
 from __future__ import annotations
@@ -46,7 +47,7 @@ __all__ = ["E5LayerWeights", "NumpyE5Front", "tail_sentence_vectors", "tail_laye
 
 log = logging.getLogger(__name__)
 
-FORMAT = 1
+FORMAT = 2
 _LINEARS = ("q", "k", "v", "ao", "fi", "fo")
 _NORMS = ("aln", "oln")
 # Abramowitz & Stegun 7.1.26: erf to 1.5e-7 absolute, below float32's resolution of GELU's output at these sizes
@@ -210,8 +211,8 @@ def _read_state(f: E5File, folder: Path) -> Callable[[str], np.ndarray]:
     if meta.get("format") != FORMAT:
         raise ValueError(f"format {meta.get('format')!r}, not {FORMAT}")
     flat = np.load(folder / "matrices.npy", mmap_mode="r", allow_pickle=False)
-    with np.load(folder / "pieces.npz", allow_pickle=False) as z:
-        table = PrefixTable(*(z[name] for name in PrefixTable.NAMES))
+    table = PrefixTable(*(np.load(folder / f"{name}.npy", mmap_mode="r", allow_pickle=False)
+                          for name in PrefixTable.NAMES))
     layout = {name: (int(at), tuple(shape)) for name, at, shape in meta["matrices"]}
 
     def matrix(name: str) -> np.ndarray:
@@ -228,9 +229,10 @@ def _write_state(f: E5File, folder: Path, matrices: dict[str, np.ndarray]) -> No
     for name, m in matrices.items():
         layout.append([name, at, list(m.shape)])
         at += m.size
-    with atomic_path(folder / "pieces.npz", fsync=False) as tmp:
-        with open(tmp, "wb") as fh:
-            np.savez(fh, **PrefixTable.arrays(f.piece_index()))
+    for name, array in PrefixTable.arrays(f.piece_index()).items():
+        with atomic_path(folder / f"{name}.npy", fsync=False) as tmp:
+            with open(tmp, "wb") as fh:
+                np.save(fh, array, allow_pickle=False)
     with atomic_path(folder / "matrices.npy", fsync=False) as tmp:
         with open(tmp, "wb") as fh:
             np.save(fh, np.concatenate([m.reshape(-1) for m in matrices.values()]), allow_pickle=False)
