@@ -26,7 +26,7 @@ from typing import Sequence
 import numpy as np
 
 from ..errors import CheckpointError
-from ..languages import trained_language
+from ..languages import route_language
 from ..models.config import ModelConfig
 from .checkpoint import (HUBNESS_PREFIX, CheckpointConfig, is_pretrained_text, pop_hubness_banks,
                          read_checkpoint_config)
@@ -176,7 +176,7 @@ class TextQueryModel(NumpyQueryModel):
         return cls(checkpoint, cls.read_weights(checkpoint))
 
     def encode_text(self, texts: str | Sequence[str], lang: str) -> np.ndarray:
-        lang = trained_language(self, lang)
+        _, lang = route_language(self, lang)  # a word-level model serves its trained languages only
         if isinstance(texts, str):
             texts = [texts]
         rows = [self._encode_ids(ids, lang) for ids in self.captions.ids_many(texts, lang)]

@@ -27,9 +27,9 @@ from typing import Sequence
 
 import numpy as np
 
-from ..languages import check_language, trained_language
+from ..languages import ADAPTED, ZERO_SHOT, route_language
 from .checkpoint import CheckpointConfig, is_pretrained_text, read_checkpoint_config
-from .parts import ZERO_SHOT_DEFAULT, ZERO_SHOT_OFF, adapted_languages, check_zero_shot, part_key, trained_languages
+from .parts import adapted_languages, part_key, trained_languages, zero_shot_option
 from .subwords import TABLE, UP, SubwordSpec, subword_term
 from .text_query import NumpyQueryModel
 
@@ -51,9 +51,7 @@ class TowerQueryModel(NumpyQueryModel):
         self._head = [_linear(w, prefix) for prefix in HEADS[config.text_head]]
         self._parts = ({lang: _linear(w, f"universal.{lang}.") for lang in config.languages}
                        if config.universal_dim else {})
-        self.zero_shot = zero_shot or ZERO_SHOT_DEFAULT
-        if config.universal_dim:
-            self.zero_shot = check_zero_shot(self.zero_shot, trained_languages(checkpoint))
+        self.zero_shot = zero_shot_option(zero_shot, checkpoint, bool(config.universal_dim))
         self._zero_shot_part = None
         self._tail = None
         if config.text_tail_layers:  # e5's last layers trained: e5 runs here, its front in numpy too
@@ -73,24 +71,17 @@ class TowerQueryModel(NumpyQueryModel):
             return None
         return cls(checkpoint, cls.read_weights(checkpoint), zero_shot)
 
-    def reads_zero_shot(self, lang: str) -> bool:
-        """As ``PolyvseModel.reads_zero_shot``: a language the towers read that the model has no part of its own
-        for, served through the fallback part unless ``zero_shot`` is "off"."""
-        return (lang not in self.languages and self.zero_shot != ZERO_SHOT_OFF
-                and bool(self.captions.towers) and self.captions.reads(lang))
-
     def encode_text(self, texts: str | Sequence[str], lang: str) -> np.ndarray:
         if isinstance(texts, str):
             texts = [texts]
-        code = check_language(lang)
+        status, code = route_language(self, lang)
         subwords = None
-        if self.reads_zero_shot(code):
+        if status == ZERO_SHOT:
             rows, part = self.captions.ids_many(texts, code), self._fallback_part()
-        elif code in adapted_languages(self.checkpoint):  # read by the towers that read it, listed or not
+        elif status == ADAPTED:  # read by the towers that read it, listed or not
             rows, part = self.captions.ids_many(texts, code, unlisted=True), self._parts.get(code)
             subwords = self._subwords(code)
         else:
-            code = trained_language(self, lang)
             rows, part = self.captions.ids_many(texts, code), self._parts.get(code)
         if not rows:
             return np.zeros((0, self.embed_dim), dtype=np.float32)
