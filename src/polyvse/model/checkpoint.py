@@ -291,7 +291,7 @@ def _hubness(state: dict, cfg: CheckpointConfig) -> HubnessBanks | None:
     try:
         if photos is None:
             raise KeyError("no photo bank")
-        return HubnessBanks(photos, captions, cfg.retrieval["k"])
+        return HubnessBanks(photos, captions, cfg.retrieval["k"], stored=True)
     except (KeyError, ValueError) as exc:
         raise CheckpointError(f"{cfg.weights}: config.json scores retrieval with CSLS but its banks do not load "
                               f"({exc}); the checkpoint is incomplete") from exc
