@@ -191,3 +191,25 @@ def test_saved_use_state_rebuilds_the_packages_own_objects(tmp_path):
     (state_dir(tmp_path) / "state.npz").write_bytes(b"damaged")
     assert attach_state(USE(threads=1), tmp_path) is False  # a damaged state: loaded the ordinary way, saved again
     assert attach_state(USE(threads=1), tmp_path) is True
+
+
+def test_a_query_reads_only_the_csls_banks_it_needs_and_missing_banks_are_named(tmp_path):
+    """The numpy query model reads the photo bank and the query language's caption bank when a search first needs
+    them (every language's only for the pooled bank of a language without one); a CSLS checkpoint whose banks are
+    gone is refused as incomplete."""
+    from safetensors.numpy import load_file, save_file
+
+    from polyvse.errors import CheckpointError
+
+    path = tower_checkpoint(tmp_path / "checkpoint", text_head="linear", csls=True)
+    model = query_model(path)
+    assert model.hubness._unit == {}  # nothing read at load
+    index = PhotoIndex.open(_scratch_index(tmp_path, path))
+    Searcher(model, index).text("zwei Hunde spielen im Schnee", "de", k=5)
+    assert set(model.hubness._unit) == {None, "de"}
+    Searcher(model, index).text("un perro corre en la playa", "es", k=5)  # adapted: no bank of its own
+    assert set(model.hubness._unit) == {None, "de", "en", "cs", "*"}
+    weights = path / "model.safetensors"
+    save_file({k: v for k, v in load_file(weights).items() if not k.startswith("hubness.")}, weights)
+    with pytest.raises(CheckpointError, match="photo bank is missing; the checkpoint is incomplete"):
+        query_model(path)
