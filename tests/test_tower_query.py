@@ -32,21 +32,35 @@ QUERIES = [("en", "two dogs play in the snow"), ("de", "zwei Hunde spielen im Sc
            ("es", "un perro corre en la playa")]  # adapted: a part taught after training
 IMAGE_DIM, EMBED_DIM = 8, 16
 HEADS = {"linear-cosine": dict(text_head="linear"), "mlp-order": dict(text_head="mlp", hidden_dim=20,
-                                                                      similarity="order")}
+                                                                      similarity="order"),
+         "tail-mlp-cosine": dict(text_head="mlp", hidden_dim=20, text_tail_layers=1),  # e5 last layer trained
+         "tail-linear-csls": dict(text_head="linear", text_tail_layers=1, csls=True)}  # the product model's kind
 
 
-def tower_checkpoint(path: Path, seed: int = 0, **config) -> Path:
-    """Random heads with per-language parts on the fused towers, one language (es) adapted after "training"."""
+def tower_checkpoint(path: Path, seed: int = 0, csls: bool = False, **config) -> Path:
+    """Random heads with per-language parts on the fused towers, one language (es) adapted after "training"; with
+    ``text_tail_layers``, e5's last layers moved away from e5's weights as training moves them; with ``csls``,
+    retrieval ranked by CSLS against random banks (k 3; es has none: the pooled bank)."""
+    from polyvse.similarity.hubness import HubnessBanks
+
     torch.manual_seed(seed)
     cfg = ModelConfig(vocab_size=0, text_encoder="pretrained", pretrained_dim=sum(TOWER_DIMS),
                       pretrained_towers=TOWER_DIMS, universal_dim=24, embed_dim=EMBED_DIM, image_dim=IMAGE_DIM,
                       languages=LANGUAGES, **config)
     model = JointEmbeddingModel(cfg).eval()
     with torch.no_grad():
-        for p in model.parameters():
-            p.normal_(0.0, 0.1)  # biases too: every part of the arithmetic counts
-    ck = Checkpoint(model=model, captions=PretrainedCaptionEncoder(TOWERS), backbone="efficientnet-lite0",
+        for name, p in model.named_parameters():
+            if name.startswith("text_encoder.tail."):
+                p.add_(torch.randn_like(p), alpha=0.02)
+            else:
+                p.normal_(0.0, 0.1)  # biases too: every part of the arithmetic counts
+    captions = PretrainedCaptionEncoder(TOWERS, tail_layers=cfg.text_tail_layers)
+    ck = Checkpoint(model=model, captions=captions, backbone="efficientnet-lite0",
                     feature_key="k1", ten_crop=False, languages=list(LANGUAGES))
+    if csls:
+        rng = np.random.default_rng(seed)
+        ck.hubness = HubnessBanks(rng.normal(size=(40, EMBED_DIM)), {lang: rng.normal(size=(30, EMBED_DIM))
+                                                                    for lang in LANGUAGES}, k=3)
     part = torch.nn.Linear(sum(TOWER_DIMS), 24)
     ck = with_language_part(ck, "es", part, {"method": "teacher", "pivot_lang": "en", "lines": 0})
     return save_checkpoint(ck, path)
@@ -79,6 +93,30 @@ def test_numpy_tower_path_gives_the_torch_models_vectors(checkpoint):
     assert fast.encode_text([], "en").shape == (0, EMBED_DIM)
 
 
+def test_numpy_tower_path_ranks_as_the_torch_model_ranks(checkpoint):
+    """Every query's ranking of 40 photos and its scores: the torch model's ``retrieval_scores`` (CSLS against the
+    checkpoint's banks through HubnessBanks where it has them, else its similarity) against the numpy query model's
+    (SearchHubness's re-ranking over every photo, else its similarity)."""
+    from polyvse.index.build import stored_vectors
+
+    reference, fast = polyvse.load(checkpoint), query_model(checkpoint)
+    assert (reference.hubness is None) == (fast.hubness is None)
+    photos = reference.encode_image_features(np.random.default_rng(1).normal(size=(40, IMAGE_DIM)))
+    for lang, text in QUERIES:
+        want = reference.retrieval_scores(photos, reference.encode_text([text], lang), lang)[:, 0]
+        query = fast.encode_text(text, lang)
+        if fast.hubness is None:
+            got = fast.similarity(photos, query)[:, 0]
+            order = np.argsort(-got, kind="stable")
+        else:  # what a search does: unit rows, re-ranked by CSLS (here every photo is a candidate)
+            scores, order = fast.hubness.rerank(stored_vectors(fast, query)[0], np.arange(len(photos)),
+                                                stored_vectors(fast, photos), lang, len(photos))
+            got = np.empty_like(scores)
+            got[order] = scores
+        assert list(order) == list(np.argsort(-want, kind="stable")), lang
+        np.testing.assert_allclose(got, want, atol=2e-5, err_msg=lang)
+
+
 def test_an_unread_language_is_refused_with_how_to_teach_it_by_both_models(checkpoint):
     """The Python API (torch model and numpy query model) refuses a language the towers do not read as the command
     line does: naming what the model reads and the `polyvse adapt` command that teaches it."""
@@ -105,7 +143,8 @@ def test_cli_text_search_of_a_frozen_tower_checkpoint_does_not_import_torch(chec
         got = json.loads(proc.stdout)["results"]
         want = reference.text(text, lang, k=30)
         assert [h["id"] for h in got] == [h.id for h in want.hits], lang
-        np.testing.assert_allclose([h["score"] for h in got], [h.score for h in want.hits], atol=2e-6)
+        # e5 in numpy against torch's e5 tail: float32 rounding apart (CSLS doubles a cosine's)
+        np.testing.assert_allclose([h["score"] for h in got], [h.score for h in want.hits], atol=2e-5)
 
 
 def test_model_for_an_index_is_the_numpy_one_unless_it_cannot_serve_the_checkpoint(checkpoint, tmp_path,
@@ -152,3 +191,25 @@ def test_saved_use_state_rebuilds_the_packages_own_objects(tmp_path):
     (state_dir(tmp_path) / "state.npz").write_bytes(b"damaged")
     assert attach_state(USE(threads=1), tmp_path) is False  # a damaged state: loaded the ordinary way, saved again
     assert attach_state(USE(threads=1), tmp_path) is True
+
+
+def test_a_query_reads_only_the_csls_banks_it_needs_and_missing_banks_are_named(tmp_path):
+    """The numpy query model reads the photo bank and the query language's caption bank when a search first needs
+    them (every language's only for the pooled bank of a language without one); a CSLS checkpoint whose banks are
+    gone is refused as incomplete."""
+    from safetensors.numpy import load_file, save_file
+
+    from polyvse.errors import CheckpointError
+
+    path = tower_checkpoint(tmp_path / "checkpoint", text_head="linear", csls=True)
+    model = query_model(path)
+    assert model.hubness._unit == {}  # nothing read at load
+    index = PhotoIndex.open(_scratch_index(tmp_path, path))
+    Searcher(model, index).text("zwei Hunde spielen im Schnee", "de", k=5)
+    assert set(model.hubness._unit) == {None, "de"}
+    Searcher(model, index).text("un perro corre en la playa", "es", k=5)  # adapted: no bank of its own
+    assert set(model.hubness._unit) == {None, "de", "en", "cs", "*"}
+    weights = path / "model.safetensors"
+    save_file({k: v for k, v in load_file(weights).items() if not k.startswith("hubness.")}, weights)
+    with pytest.raises(CheckpointError, match="photo bank is missing; the checkpoint is incomplete"):
+        query_model(path)

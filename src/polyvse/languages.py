@@ -14,7 +14,9 @@ What a model serves (``serving_status(model, lang)``)
     ``"zero-shot"``  a frozen text tower reads it (its documented language list; the union for fused towers)
                      although the model never trained on it (unless loaded with ``zero_shot="off"``)
     ``None``         the model cannot read it: refused, with :func:`teach_hint` saying how to teach it
-A word-level model reads only the languages it trained on: its vocabulary is theirs.
+A word-level model reads only the languages it trained on: its vocabulary is theirs. :func:`route_language` is the
+one router every model embeds a caption through (the torch ``PolyvseModel`` and the numpy query models alike): the
+status and code it serves a language as, or the refusal.
 """
 
 from __future__ import annotations
@@ -28,7 +30,8 @@ from .errors import CheckpointError, UnknownLanguageError
 
 __all__ = ["CJK_LANGUAGES", "check_language", "language_name", "language_script", "model_language",
            "readable_languages", "served_language", "served_languages", "serving_status", "teach_hint",
-           "adapted_languages", "match_language", "reads_without_language", "SERVING_STATUSES"]
+           "adapted_languages", "match_language", "reads_without_language", "route_language", "SERVING_STATUSES",
+           "TRAINED", "ADAPTED", "ZERO_SHOT"]
 
 #: languages written without spaces between words that have their own word tokenisers (jieba, MeCab), and
 #: their own BLEU tokenisation
@@ -37,7 +40,7 @@ CJK_LANGUAGES = frozenset({"zh", "ja"})
 #: valid registry codes that name no language: undetermined, multiple, no linguistic content, uncoded
 _NOT_A_LANGUAGE = frozenset({"und", "mul", "zxx", "mis"})
 
-SERVING_STATUSES = ("trained", "adapted", "zero-shot")
+TRAINED, ADAPTED, ZERO_SHOT = SERVING_STATUSES = ("trained", "adapted", "zero-shot")
 
 
 @functools.lru_cache(maxsize=4096)
@@ -136,15 +139,28 @@ def adapted_languages(model: Any) -> list[str]:
 
 
 def serving_status(model: Any, lang: str) -> str | None:
-    """``"trained"``, ``"adapted"``, ``"zero-shot"`` or None (cannot read it): see the module docstring."""
+    """``TRAINED``, ``ADAPTED``, ``ZERO_SHOT`` or None (cannot read it): see the module docstring."""
     code = check_language(lang)
     if code in adapted_languages(model):  # polyvse adapt lists them in `languages` too
-        return "adapted"
+        return ADAPTED
     if code in model.languages:
-        return "trained"
+        return TRAINED
     if _zero_shot_on(model) and match_language(code, readable_languages(model)) is not None:
-        return "zero-shot"
+        return ZERO_SHOT
     return None
+
+
+def route_language(model: Any, lang: str) -> tuple[str, str]:
+    """How ``model`` embeds a caption in ``lang``: (its serving status, the canonical code its parts and towers
+    read), or the CheckpointError that refuses the language, naming what the model reads and how to teach it (the
+    command line's message). A trained language goes through its own part, an adapted one through the part
+    ``polyvse adapt`` taught (read by the towers that read it, listed or not), a zero-shot one through the fallback
+    part (``polyvse.model.zero_shot``)."""
+    code = check_language(lang)
+    status = serving_status(model, code)
+    if status is None:
+        trained_language(model, code)  # refuses it: neither trained nor served another way
+    return status, code
 
 
 def _zero_shot_on(model: Any) -> bool:

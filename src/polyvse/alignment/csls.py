@@ -18,6 +18,8 @@ from __future__ import annotations
 import torch
 from torch.nn import functional as F
 
+from ..similarity.csls_scoring import knn_mean
+
 __all__ = ["csls_scores", "csls_retrieve", "nn_retrieve", "knn_mean_similarity"]
 
 
@@ -56,12 +58,7 @@ def knn_mean_similarity(queries: torch.Tensor, keys: torch.Tensor, k: int,
 
     With unit rows this is CSLS's ``r`` term (mean cosine to the k nearest neighbours). Shape ``(n_q,)``.
     """
-    k = _check_k(k, keys.shape[0], "the neighbour set")
-    out = queries.new_empty(queries.shape[0])
-    for start in range(0, queries.shape[0], chunk_size):
-        sims = queries[start:start + chunk_size] @ keys.T
-        out[start:start + chunk_size] = sims.topk(k, dim=1).values.mean(dim=1)
-    return out
+    return knn_mean(queries, keys, _check_k(k, keys.shape[0], "the neighbour set"), chunk_size)
 
 
 def csls_scores(src_emb: torch.Tensor, tgt_emb: torch.Tensor, k: int = 10,

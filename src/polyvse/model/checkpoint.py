@@ -56,6 +56,38 @@ def pop_hubness_banks(state: dict) -> tuple:
     return banks.get(_HUBNESS_PHOTOS), captions
 
 
+class HubnessBankFile:
+    """The CSLS banks of a weights file read one at a time as asked for, as numpy arrays: ``photos()`` and
+    ``caption(lang)`` (None for a language without a bank), ``languages``. A query reads the photo bank and its own
+    language's; reading every language's with the weights would cost each fresh process far more than its query."""
+
+    def __init__(self, weights: str | os.PathLike):
+        from safetensors import safe_open
+
+        self.path = str(weights)
+        with safe_open(self.path, "np") as f:
+            names = list(f.keys())
+        if _HUBNESS_PHOTOS not in names:
+            raise CheckpointError(f"{self.path}: config.json scores retrieval with CSLS but the photo bank is "
+                                  "missing; the checkpoint is incomplete")
+        self.languages = sorted(k[len(_HUBNESS_CAPTIONS):] for k in names if k.startswith(_HUBNESS_CAPTIONS))
+        if not self.languages:
+            raise CheckpointError(f"{self.path}: config.json scores retrieval with CSLS but it holds no caption "
+                                  "bank; the checkpoint is incomplete")
+
+    def _read(self, name: str):
+        from safetensors import safe_open
+
+        with safe_open(self.path, "np") as f:
+            return f.get_tensor(name)
+
+    def photos(self):
+        return self._read(_HUBNESS_PHOTOS)
+
+    def caption(self, lang: str):
+        return self._read(_HUBNESS_CAPTIONS + lang) if lang in self.languages else None
+
+
 @dataclass
 class Checkpoint:
     model: JointEmbeddingModel
@@ -259,7 +291,7 @@ def _hubness(state: dict, cfg: CheckpointConfig) -> HubnessBanks | None:
     try:
         if photos is None:
             raise KeyError("no photo bank")
-        return HubnessBanks(photos, captions, cfg.retrieval["k"])
+        return HubnessBanks(photos, captions, cfg.retrieval["k"], stored=True)
     except (KeyError, ValueError) as exc:
         raise CheckpointError(f"{cfg.weights}: config.json scores retrieval with CSLS but its banks do not load "
                               f"({exc}); the checkpoint is incomplete") from exc

@@ -40,6 +40,13 @@ class EmbeddingModel(ABC):
         """"cosine" or "order": how the model scores a photo against a caption."""
         return self.config.similarity
 
+    def reads_zero_shot(self, lang: str) -> bool:
+        """Whether ``lang`` is served zero-shot: not one of the model's languages, but one its frozen towers read,
+        and a fallback part is on (``zero_shot`` not "off"); ``polyvse.languages.route_language`` decides."""
+        from ..languages import ZERO_SHOT, serving_status
+
+        return serving_status(self, lang) == ZERO_SHOT
+
     @abstractmethod
     def weight_arrays(self) -> Iterator[np.ndarray]:
         """The weights as numpy arrays, in state-dict order (what the index fingerprint hashes)."""

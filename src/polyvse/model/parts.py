@@ -12,7 +12,7 @@ ZERO_SHOT_DEFAULT = "mean"
 ZERO_SHOT_OFF = "off"
 
 __all__ = ["ZERO_SHOT_DEFAULT", "ZERO_SHOT_OFF", "adapted_languages", "trained_languages", "part_key", "check_zero_shot",
-           "is_subword_part"]
+           "is_subword_part", "zero_shot_option"]
 
 
 def adapted_languages(ck) -> dict:
@@ -48,3 +48,10 @@ def check_zero_shot(how: str, trained: Iterable[str]) -> str:
         return norm
     raise CheckpointError(f"zero-shot fallback {how!r}: choose 'mean' (the mean of the trained languages' parts), "
                           f"a trained language ({', '.join(trained)}) or 'off'")
+
+
+def zero_shot_option(how: str | None, checkpoint, per_language_parts: bool) -> str:
+    """A load's ``zero_shot`` option (``polyvse.load``, the numpy query models) normalised: ZERO_SHOT_DEFAULT when
+    None, checked against the trained languages when the model has per-language parts to borrow from."""
+    how = how or ZERO_SHOT_DEFAULT
+    return check_zero_shot(how, trained_languages(checkpoint)) if per_language_parts else how

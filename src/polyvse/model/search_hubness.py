@@ -1,4 +1,6 @@
-"""Text->photo search under a checkpoint's CSLS scoring (polyvse.similarity.hubness), in numpy.
+"""Text->photo search under a checkpoint's CSLS scoring, in numpy: the definition of
+:mod:`polyvse.similarity.csls_scoring` (which ``polyvse.similarity.hubness.HubnessBanks``, torch, computes too) on
+numpy banks.
 
 For one query caption c in language L the CSLS score of photo i is 2 cos(i, c) - r_C(i, L) - r_I(c): r_I(c) is
 the same for every photo, so the ranking moves only by each photo's r_C(i, L) (its mean cosine to its k nearest
@@ -6,11 +8,16 @@ bank captions of L). The searcher asks its index for the cosine top ``fetch(k)``
 re-ranks them by CSLS; with CSLS's penalties spanning a few hundredths of cosine, the CSLS top k lies inside a
 cosine top max(4k, k + 100) (the search tests compare with the CSLS ranking of every photo). Scores are CSLS
 values, as evaluation computes them.
+
+A checkpoint's banks are read from its weights file as a query first needs them (``from_bank_file``): the photo
+bank and the query language's, or every language's for the pooled bank; taken as stored (unit float16 rows, as
+``polyvse.load``'s HubnessBanks takes them), so both paths score with the same rows.
 """
 from __future__ import annotations
 
 import numpy as np
 
+from ..similarity.csls_scoring import POOLED, bank_key, csls, knn_mean
 from ..util.arrays import normalize_rows
 
 __all__ = ["SearchHubness"]
@@ -19,20 +26,34 @@ __all__ = ["SearchHubness"]
 EXTRA_CANDIDATES = 100
 
 
-def knn_mean(queries: np.ndarray, keys: np.ndarray, k: int) -> np.ndarray:
-    """Each query row's mean of its ``k`` largest dot products with the rows of ``keys``."""
-    sims = queries @ keys.T
-    return -np.partition(-sims, k - 1, axis=1)[:, :k].mean(axis=1)
+class _ArrayBanks:
+    """Banks already in memory, with ``HubnessBankFile``'s interface (photos(), caption(lang), languages)."""
+
+    def __init__(self, photos: np.ndarray, captions: dict[str, np.ndarray]):
+        self._photos, self._captions = photos, captions
+        self.languages = sorted(captions)
+
+    def photos(self) -> np.ndarray:
+        return self._photos
+
+    def caption(self, lang: str) -> np.ndarray | None:
+        return self._captions.get(lang)
 
 
 class SearchHubness:
-    """A checkpoint's CSLS banks as unit float32 rows: ``photos`` (n_p, d), ``captions`` {language: (n_c, d)}."""
+    """A checkpoint's CSLS banks as float32 unit rows: ``photos`` (n_p, d), ``captions`` {language: (n_c, d)}.
+    Arrays given to the constructor are normalised (any scale); ``from_bank_file`` and ``of_model`` take a
+    checkpoint's rows as stored."""
 
     def __init__(self, k: int, photos: np.ndarray, captions: dict[str, np.ndarray]):
-        self.k = int(k)
-        self.photos = normalize_rows(photos)
-        self.captions = {lang: normalize_rows(bank) for lang, bank in captions.items()}
-        self._pooled = np.concatenate(list(self.captions.values()))
+        self._setup(k, _ArrayBanks(photos, captions), normalize_rows)
+
+    @classmethod
+    def from_bank_file(cls, k: int, banks) -> SearchHubness:
+        """Banks read on demand from ``banks`` (a ``polyvse.model.checkpoint.HubnessBankFile``)."""
+        out = cls.__new__(cls)
+        out._setup(k, banks, _stored_rows)
+        return out
 
     @classmethod
     def of_model(cls, model) -> SearchHubness | None:
@@ -42,8 +63,34 @@ class SearchHubness:
             return None
         if isinstance(banks, SearchHubness):
             return banks
-        return cls(banks.k, banks.photos.float().cpu().numpy(),
-                   {lang: b.float().cpu().numpy() for lang, b in banks.captions.items()})
+        out = cls.__new__(cls)
+        out._setup(banks.k, _ArrayBanks(banks.photos.cpu().numpy(),
+                                        {lang: b.cpu().numpy() for lang, b in banks.captions.items()}), _stored_rows)
+        return out
+
+    def _setup(self, k: int, banks, rows) -> None:
+        self.k = int(k)
+        self._banks, self._rows = banks, rows
+        self._unit: dict[str | None, np.ndarray] = {}  # language (None: the photo bank) -> its unit rows
+
+    @property
+    def photos(self) -> np.ndarray:
+        if None not in self._unit:
+            self._unit[None] = self._rows(self._banks.photos())
+        return self._unit[None]
+
+    @property
+    def captions(self) -> dict[str, np.ndarray]:
+        """Every language's caption bank (all of them read)."""
+        return {lang: self.caption_bank(lang) for lang in self._banks.languages}
+
+    def caption_bank(self, lang: str | None) -> np.ndarray:
+        """The unit rows that score captions in ``lang``: its bank, or the pooled bank of every language's."""
+        key = bank_key(lang, self._banks.languages)
+        if key not in self._unit:
+            self._unit[key] = (np.concatenate([self.caption_bank(code) for code in self._banks.languages])
+                               if key == POOLED else self._rows(self._banks.caption(key)))
+        return self._unit[key]
 
     def fetch(self, k: int) -> int:
         """How many cosine candidates a top-``k`` search re-ranks."""
@@ -51,7 +98,7 @@ class SearchHubness:
 
     def photo_penalty(self, vectors: np.ndarray, lang: str | None) -> np.ndarray:
         """r_C of unit photo rows for queries in ``lang`` (the pooled bank for a language without one)."""
-        return knn_mean(np.asarray(vectors, dtype=np.float32), self.captions.get(lang, self._pooled), self.k)
+        return knn_mean(np.asarray(vectors, dtype=np.float32), self.caption_bank(lang), self.k)
 
     def caption_penalty(self, vectors: np.ndarray) -> np.ndarray:
         """r_I of unit caption rows: each one's mean cosine to its k nearest bank photos."""
@@ -63,7 +110,7 @@ class SearchHubness:
         languages ``langs``): the photo's r_C is taken against each caption's language's bank."""
         p = np.asarray(photo, dtype=np.float32).reshape(1, -1)
         r_c = {lang: float(self.photo_penalty(p, lang)[0]) for lang in set(langs)}
-        return 2.0 * (captions @ p[0]) - caption_penalty - np.array([r_c[lang] for lang in langs], np.float32)
+        return csls(captions @ p[0], np.array([r_c[lang] for lang in langs], np.float32), caption_penalty)
 
     def rerank(self, query: np.ndarray, ids: np.ndarray, vectors: np.ndarray, lang: str | None,
                k: int) -> tuple[np.ndarray, np.ndarray]:
@@ -72,6 +119,11 @@ class SearchHubness:
         q = np.asarray(query, dtype=np.float32).reshape(1, -1)
         if len(ids) == 0:
             return np.zeros(0, np.float32), np.asarray(ids, dtype=np.int64)
-        scores = 2.0 * (vectors @ q[0]) - self.photo_penalty(vectors, lang) - knn_mean(q, self.photos, self.k)[0]
+        scores = csls(vectors @ q[0], self.photo_penalty(vectors, lang), self.caption_penalty(q)[0])
         order = np.argsort(-scores, kind="stable")[:k]
         return scores[order].astype(np.float32), np.asarray(ids, dtype=np.int64)[order]
+
+
+def _stored_rows(bank: np.ndarray) -> np.ndarray:
+    """A checkpoint's bank (unit rows, float16) as float32 rows to compute with, not normalised again."""
+    return np.ascontiguousarray(bank, dtype=np.float32)

@@ -26,9 +26,10 @@ from typing import Sequence
 import numpy as np
 
 from ..errors import CheckpointError
-from ..languages import trained_language
+from ..languages import route_language
 from ..models.config import ModelConfig
-from .checkpoint import CheckpointConfig, is_pretrained_text, pop_hubness_banks, read_checkpoint_config
+from .checkpoint import (HUBNESS_PREFIX, CheckpointConfig, is_pretrained_text, pop_hubness_banks,
+                         read_checkpoint_config)
 from .embedding_model import EmbeddingModel
 from .parts import adapted_languages, part_key
 
@@ -100,22 +101,22 @@ class NumpyQueryModel(EmbeddingModel):
         self.captions = checkpoint.captions
         # CSLS banks (polyvse.similarity.hubness) are no weights: outside weight_arrays, as in polyvse.load
         self._weights = dict(weights)
-        photos, captions = pop_hubness_banks(self._weights)
+        pop_hubness_banks(self._weights)  # read_weights leaves them out; weights given otherwise may hold them
         self.hubness = None
-        if checkpoint.retrieval:
+        if checkpoint.retrieval:  # each bank read from the file when a query first needs it
+            from .checkpoint import HubnessBankFile
             from .search_hubness import SearchHubness
 
-            if photos is None or not captions:
-                raise CheckpointError(f"{checkpoint.weights}: config.json scores retrieval with CSLS but its banks "
-                                      "are missing; the checkpoint is incomplete")
-            self.hubness = SearchHubness(checkpoint.retrieval["k"], photos, captions)
+            self.hubness = SearchHubness.from_bank_file(checkpoint.retrieval["k"], HubnessBankFile(checkpoint.weights))
 
     @staticmethod
     def read_weights(checkpoint: CheckpointConfig) -> dict[str, np.ndarray]:
-        from safetensors.numpy import load_file
+        """The model's weights, less the CSLS banks (``NumpyQueryModel.hubness`` reads those when needed)."""
+        from safetensors import safe_open
 
         try:
-            return load_file(str(checkpoint.weights))
+            with safe_open(str(checkpoint.weights), "np") as f:
+                return {name: f.get_tensor(name) for name in f.keys() if not name.startswith(HUBNESS_PREFIX)}
         except Exception as exc:  # safetensors raises several types for truncated/corrupt files
             raise CheckpointError(f"{checkpoint.weights}: cannot load weights ({exc})") from exc
 
@@ -175,7 +176,7 @@ class TextQueryModel(NumpyQueryModel):
         return cls(checkpoint, cls.read_weights(checkpoint))
 
     def encode_text(self, texts: str | Sequence[str], lang: str) -> np.ndarray:
-        lang = trained_language(self, lang)
+        _, lang = route_language(self, lang)  # a word-level model serves its trained languages only
         if isinstance(texts, str):
             texts = [texts]
         rows = [self._encode_ids(ids, lang) for ids in self.captions.ids_many(texts, lang)]

@@ -8,7 +8,7 @@ import numpy as np
 import torch
 
 from ..errors import CheckpointError
-from ..languages import trained_language
+from ..languages import ADAPTED, ZERO_SHOT, route_language
 from .checkpoint import Checkpoint
 from .embedding_model import EmbeddingModel
 
@@ -24,8 +24,7 @@ class PolyvseModel(EmbeddingModel):
     def __init__(self, checkpoint: Checkpoint, batch_size: int = 256, device: str | torch.device | None = None,
                  zero_shot: str | None = None):
         from ..device import module_device, resolve_device
-        from .parts import trained_languages
-        from .zero_shot import ZERO_SHOT_DEFAULT, check_zero_shot
+        from .parts import zero_shot_option
 
         self.checkpoint = checkpoint
         self.device = module_device(checkpoint.model) if device is None else resolve_device(device)
@@ -34,9 +33,7 @@ class PolyvseModel(EmbeddingModel):
         self.batch_size = batch_size
         self._extractor = None
         # a language the towers read but the model has no part for borrows this part (polyvse.model.zero_shot)
-        self.zero_shot = zero_shot or ZERO_SHOT_DEFAULT
-        if self.model.config.universal_dim:
-            self.zero_shot = check_zero_shot(self.zero_shot, trained_languages(checkpoint))
+        self.zero_shot = zero_shot_option(zero_shot, checkpoint, bool(self.model.config.universal_dim))
         self._zero_shot_part = None
 
     @property
@@ -90,29 +87,18 @@ class PolyvseModel(EmbeddingModel):
             self._extractor = ext
         return self._extractor
 
-    def reads_zero_shot(self, lang: str) -> bool:
-        """Whether ``lang`` (canonical) is served zero-shot: not one of the model's languages, but one its frozen
-        towers document, and a fallback part is on (``zero_shot`` not "off")."""
-        from .zero_shot import ZERO_SHOT_OFF
-
-        return (lang not in self.languages and self.zero_shot != ZERO_SHOT_OFF
-                and bool(getattr(self.captions, "towers", None)) and self.captions.reads(lang))
-
     @torch.no_grad()
     def encode_text(self, texts: str | Sequence[str], lang: str) -> np.ndarray:
-        from ..languages import check_language
-
         if isinstance(texts, str):
             texts = [texts]
-        code = check_language(lang)
-        if self.reads_zero_shot(code):
+        status, code = route_language(self, lang)
+        if status == ZERO_SHOT:
             return self._encode_zero_shot(list(texts), code)
-        if code in self.checkpoint.adapted_languages:  # read by the towers that read it, listed or not
+        if status == ADAPTED:  # read by the towers that read it, listed or not
             if "subwords" in self.checkpoint.adapted_languages[code]:
                 return self._encode_subwords(list(texts), code)
             return self.encode_ids(self.captions.ids_many(texts, code, unlisted=True), code)
-        lang = trained_language(self, lang)
-        return self.encode_ids(self.captions.ids_many(texts, lang), lang)
+        return self.encode_ids(self.captions.ids_many(texts, code), code)
 
     def _encode_subwords(self, texts: list[str], lang: str) -> np.ndarray:
         """An adapted language taught with a subword student: its Linear part plus the bag of its sentences'

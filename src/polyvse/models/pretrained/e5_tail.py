@@ -34,7 +34,7 @@ import torch
 from torch import nn
 
 from ...device import autocast_off
-from .e5_file import E5File, E5Shape, e5_file
+from .e5_file import E5File, E5Shape, check_cut, e5_file
 
 __all__ = ["E5Front", "E5Layer", "TextTail", "pad_states"]
 
@@ -154,10 +154,7 @@ class E5Front(nn.Module):
         super().__init__()
         self.file = f or e5_file()
         shape = self.file.shape
-        if not 1 <= tail_layers <= shape.layers:
-            raise ValueError(f"e5 has {shape.layers} layers; cut before 1 to {shape.layers} of them, "
-                             f"not {tail_layers}")
-        self.tail_layers, self.prefix = int(tail_layers), prefix
+        self.tail_layers, self.prefix = check_cut(shape, tail_layers), prefix
         self.layers = nn.ModuleList(E5Layer(shape).load_from(self.file, i)
                                     for i in range(shape.layers - tail_layers))
         self.ln = nn.LayerNorm(shape.hidden, eps=shape.eps)

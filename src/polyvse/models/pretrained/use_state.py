@@ -20,13 +20,11 @@ written or read is skipped: the model then loads the ordinary way.
 """
 from __future__ import annotations
 
-import bisect
 import hashlib
 import json
 import logging
 import os
 import struct
-import zlib
 from array import array
 from pathlib import Path
 from typing import Any
@@ -35,6 +33,7 @@ import numpy as np
 
 from ...util.atomic import atomic_path
 from ...util.paths import cache_root
+from .prefix_table import PrefixTable
 
 log = logging.getLogger(__name__)
 
@@ -147,47 +146,6 @@ def _read(folder: Path, threads: int):
         if name != "threads":
             setattr(backend, name, value)
     return tokenizer, backend
-
-
-class PrefixTable:
-    """The tokenizer's table {prefix of a piece: piece id + 1, or 0 for a prefix only}, read-only, answering
-    ``get(prefix)`` (all the tokenizer asks of it) like the dict: the keys' UTF-8 bytes in one blob, their CRC-32s
-    sorted, a look-up a binary search plus a byte comparison. One query asks a few hundred prefixes: building the
-    dict of 250k strings would cost far more."""
-
-    NAMES = ("prefix_blob", "prefix_offsets", "prefix_crcs", "prefix_order", "prefix_values")
-
-    def __init__(self, blob: np.ndarray, offsets: np.ndarray, crcs: np.ndarray, order: np.ndarray,
-                 values: np.ndarray):
-        self._blob = blob.tobytes()
-        self._offsets = array("q", offsets.astype(np.int64).tobytes())
-        self._crcs = array("Q", crcs.astype(np.uint64).tobytes())
-        self._order = array("q", order.astype(np.int64).tobytes())
-        self._values = array("q", values.astype(np.int64).tobytes())
-
-    @classmethod
-    def arrays(cls, table: dict[str, int]) -> dict[str, np.ndarray]:
-        """What ``__init__`` takes, from the tokenizer's own dict."""
-        keys = [k.encode("utf-8") for k in table]
-        crcs = np.fromiter((zlib.crc32(k) for k in keys), dtype=np.uint64, count=len(keys))
-        order = np.argsort(crcs, kind="stable")
-        offsets = np.concatenate([[0], np.cumsum([len(k) for k in keys], dtype=np.int64)])
-        return dict(zip(cls.NAMES, (np.frombuffer(b"".join(keys), dtype=np.uint8), offsets, crcs[order], order,
-                                    np.fromiter(table.values(), dtype=np.int64, count=len(keys)))))
-
-    def get(self, key: str, default=None):
-        raw = key.encode("utf-8")
-        crc = zlib.crc32(raw)
-        at = bisect.bisect_left(self._crcs, crc)
-        while at < len(self._crcs) and self._crcs[at] == crc:
-            j = self._order[at]
-            if self._blob[self._offsets[j]:self._offsets[j + 1]] == raw:
-                return self._values[j]
-            at += 1
-        return default
-
-    def __len__(self) -> int:
-        return len(self._values)
 
 
 def _thread_limiter():
