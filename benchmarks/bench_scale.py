@@ -239,24 +239,16 @@ def timed_gen(gen, side: list[float]):
 
 
 def checkpoint_hubness(path: str | os.PathLike):
-    """A checkpoint's CSLS banks as its text search uses them (``SearchHubness``), read without torch and without
-    its model weights; None for a checkpoint that ranks by its similarity alone."""
-    from safetensors import safe_open
-
-    from polyvse.errors import CheckpointError
-    from polyvse.model.checkpoint import HUBNESS_PREFIX, pop_hubness_banks, read_checkpoint_config
+    """A checkpoint's CSLS banks as its text search uses them (``SearchHubness`` on the stored rows, as the query
+    model reads them: not normalised again), read without torch and without its model weights; None for a checkpoint
+    that ranks by its similarity alone."""
+    from polyvse.model.checkpoint import HubnessBankFile, read_checkpoint_config
     from polyvse.model.search_hubness import SearchHubness
 
     cfg = read_checkpoint_config(path)
     if not cfg.retrieval:
         return None
-    with safe_open(str(cfg.weights), framework="numpy") as fh:
-        state = {key: fh.get_tensor(key) for key in fh.keys() if key.startswith(HUBNESS_PREFIX)}
-    photos, captions = pop_hubness_banks(state)
-    if photos is None or not captions:
-        raise CheckpointError(f"{cfg.weights}: config.json scores retrieval with CSLS but its banks are missing; "
-                              "the checkpoint is incomplete")
-    return SearchHubness(cfg.retrieval["k"], photos, captions)
+    return SearchHubness.from_bank_file(cfg.retrieval["k"], HubnessBankFile(cfg.weights))
 
 
 def search_pass(index, queries: np.ndarray, hubness, lang: str | None) -> tuple[np.ndarray, np.ndarray]:

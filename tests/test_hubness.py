@@ -228,6 +228,43 @@ def test_text_search_ranks_by_csls_with_either_query_model(csls_run, shared_data
     assert np.allclose([h.score for h in ranked], [by_hand[(h.lang, h.caption)] for h in ranked], atol=1e-3)
 
 
+def test_index_build_and_add_store_each_photos_penalty_and_search_ranks_as_without(csls_run, shared_data, tmp_path,
+                                                                                   capsys):
+    """`polyvse index build` / `index add` of a CSLS checkpoint store each photo's r_C for every bank key
+    (polyvse.index.penalties); the searches that read them rank and score as those that compute them."""
+    from polyvse.index import PhotoIndex, Searcher, add_to_index
+    from polyvse.model.loading import query_model
+    from polyvse.model.search_hubness import SearchHubness
+    from polyvse.util.paths import cache_root
+    from polyvse_app.cli import main
+
+    from test_index import _smoke_photo_paths
+
+    out, cfg, _ = csls_run
+    photos = [str(p) for p in _smoke_photo_paths(cfg, shared_data)[:36]]
+    root = tmp_path / "index"
+    base = ["--checkpoint", str(out / "checkpoint"), "--cache-dir", str(cache_root() / "features"), "--quiet"]
+    (tmp_path / "photos.txt").write_text("\n".join(photos[:24]) + "\n")
+    assert main(["index", "build", "--out", str(root), "--list", str(tmp_path / "photos.txt"), *base]) == 0
+    assert " s CSLS penalties)" in capsys.readouterr().out  # the build's line says what they added
+    model = polyvse.load(out / "checkpoint", device="cpu")
+    hubness = SearchHubness.of_model(model)
+    queries = [("en", "a dog runs through the grass"), ("de", "ein Hund rennt durch das Gras")]
+    for n in (24, 36):
+        index = PhotoIndex.open(root)
+        assert index.penalties.shape == (n, 4) and index.manifest["csls"]["keys"] == ["de", "en", "zh", "*"]
+        np.testing.assert_allclose(index.penalties, hubness.penalty_table(index.vectors), atol=1e-5)
+        bare = PhotoIndex.open(root)
+        bare.penalties = None  # as an index built before the table existed
+        for make in (lambda: model, lambda: query_model(out / "checkpoint")):
+            for lang, text in queries:
+                got, want = Searcher(make(), index).text(text, lang, k=8), Searcher(make(), bare).text(text, lang, k=8)
+                assert [h.id for h in got.hits] == [h.id for h in want.hits], lang
+                assert np.allclose([h.score for h in got.hits], [h.score for h in want.hits], atol=1e-5)
+        if n == 24:
+            add_to_index(model, root, photos, cache_dir=cache_root() / "features", progress=False)
+
+
 def test_evaluate_command_scores_as_asked(csls_run, shared_data, tmp_path, capsys):
     """`polyvse evaluate` on a CSLS checkpoint: CSLS by default, the similarity alone with --scoring similarity,
     another k with --csls-k; each record says which."""

@@ -23,6 +23,7 @@ from .ann import choose_kind, new_hnsw, new_ivf, search_section, tune_ef_search,
 from .chunked import append_compressed, write_compressed_index
 from .compressed import CHUNK_ROWS, choose_sub_quantizers
 from .fingerprint import similarity_name
+from .penalties import penalty_writer
 from .store import (DEFAULT_EXACT_THRESHOLD, DEFAULT_RECALL_TARGET, HNSW, IVF, IVF_RETRAIN_GROWTH, IVFPQ, MANIFEST,
                     PhotoEntry, PhotoIndex,
                     index_lock, is_index_dir, model_section, now_iso, write_generation)
@@ -138,23 +139,25 @@ def check_new_index(root: Path, similarity: str, kind: str, exact_threshold: int
 
 
 def write_new_index(root: Path, model_info: dict, similarity: str, photo_list: list[PhotoEntry], vectors: np.ndarray,
-                    kind: str, exact_threshold: int, recall_target: float, max_memory: int | None = None) -> None:
+                    kind: str, exact_threshold: int, recall_target: float, max_memory: int | None = None,
+                    csls=None) -> None:
     """Choose and build the search structure for ``vectors`` and commit them as a new index generation.
 
     The caller holds :func:`index_lock`. ``model_info`` is the manifest's model section (:func:`model_section`).
     ``max_memory``: the budget in bytes the structure must fit (recorded, so that appending keeps to it).
+    ``csls``: the model's ``penalties.PenaltyWriter`` (a CSLS checkpoint's photo penalties are stored too).
     """
     chosen = choose_kind(len(vectors), similarity, kind, exact_threshold, dim=vectors.shape[1], max_memory=max_memory)
     if chosen == IVFPQ:
         chunks = (vectors[i:i + CHUNK_ROWS] for i in range(0, len(vectors), CHUNK_ROWS))
         write_compressed_index(root, model_info, photo_list, chunks, dim=vectors.shape[1],
                                exact_threshold=exact_threshold, recall_target=recall_target, max_memory=max_memory,
-                               requested=kind)
+                               requested=kind, csls=csls)
         return
     ann, search = _structure(similarity, vectors, kind, exact_threshold, recall_target)
     _record_request(search, kind, max_memory)
     manifest = {"model": model_info, "search": search, "created": now_iso()}
-    write_generation(root, manifest, photo_list, vectors, ann)
+    write_generation(root, manifest, photo_list, vectors, ann, csls=csls)
 
 
 def _record_request(search: dict, requested: str, max_memory: int | None) -> None:
@@ -203,7 +206,7 @@ def build_index(model, photos: Sequence[str | os.PathLike], out: str | os.PathLi
                                exact_threshold, recall_target)
         else:
             write_new_index(root, model_section(model, checkpoint_path), similarity_name(model), photo_list, vectors,
-                            kind, exact_threshold, recall_target, max_memory)
+                            kind, exact_threshold, recall_target, max_memory, csls=penalty_writer(model, max_memory))
     return IndexReport(PhotoIndex.open(root), added=len(photo_list), failures=result.failures,
                        extracted=result.extracted, cached=result.cached, seconds=time.time() - t0)
 
@@ -230,7 +233,7 @@ def _build_compressed(model, root: Path, entries: list[tuple[str, str]], cache_d
 
     write_compressed_index(root, model_section(model, checkpoint_path), photo_list, chunks(), dim=model.embed_dim,
                            exact_threshold=exact_threshold, recall_target=recall_target, max_memory=max_memory,
-                           requested=kind)
+                           requested=kind, csls=penalty_writer(model, max_memory))
     report.index, report.added = PhotoIndex.open(root), len(photo_list)
     return report
 
@@ -244,14 +247,15 @@ def _append(root: Path, index: PhotoIndex, model, new_entries: list[PhotoEntry],
     model_info = dict(index.manifest["model"])
     if checkpoint_path:
         model_info["checkpoint"] = str(Path(checkpoint_path).resolve())
-    if hasattr(index, "append"):  # a Milvus collection (polyvse.index.milvus) appends itself
+    if hasattr(index, "append"):  # a Milvus collection (polyvse.index.milvus) appends itself; CSLS per query
         index.append(root, new_entries, vectors, model_info)
         return
+    csls = penalty_writer(model, max_memory, old=index)  # the indexed photos' penalties are copied, not recomputed
     n_total = index.count + len(new_entries)
     if index.kind == IVFPQ or choose_kind(n_total, similarity_name(model), requested,
                                           int(old_search["exact_threshold"]), dim=index.dim,
                                           max_memory=max_memory) == IVFPQ:
-        append_compressed(root, index, new_entries, vectors, model_info, requested, max_memory)
+        append_compressed(root, index, new_entries, vectors, model_info, requested, max_memory, csls=csls)
         return
     all_vectors = np.concatenate([np.asarray(index.vectors, dtype=np.float32), vectors])
     ann, search = _structure(similarity_name(model), all_vectors, requested, int(old_search["exact_threshold"]),
@@ -259,7 +263,7 @@ def _append(root: Path, index: PhotoIndex, model, new_entries: list[PhotoEntry],
                              existing_search=old_search, n_old=index.count)
     _record_request(search, requested, max_memory)
     manifest = {"model": model_info, "search": search, "created": index.manifest.get("created", now_iso())}
-    write_generation(root, manifest, index.photos + new_entries, all_vectors, ann)
+    write_generation(root, manifest, index.photos + new_entries, all_vectors, ann, csls=csls)
 
 
 def add_to_index(model, index_dir: str | os.PathLike, photos: Sequence[str | os.PathLike], *, cache_dir,

@@ -45,10 +45,12 @@ def compressed_structure(vectors: np.ndarray, *, exact_threshold: int, recall_ta
 
 def write_compressed_index(root: Path, model_info: dict, photos: Iterable[PhotoEntry], chunks: Iterable[np.ndarray],
                            *, dim: int, exact_threshold: int, recall_target: float, max_memory: int | None = None,
-                           requested: str = "auto") -> dict:
+                           requested: str = "auto", csls=None) -> dict:
     """A new generation of ``root`` with the compressed structure over the rows of ``chunks`` (float32 arrays of
     ``dim`` columns, stored as given: normalise them first for a cosine model). ``photos`` is read after the chunks
-    (it may be filled while they are produced) and must hold one entry per row. Returns the manifest."""
+    (it may be filled while they are produced) and must hold one entry per row. ``csls``: a CSLS checkpoint's
+    ``penalties.PenaltyWriter`` (computed from the vectors file in chunks, within ``max_memory``). Returns the
+    manifest."""
     root.mkdir(parents=True, exist_ok=True)
     gen = next_generation(root)
     vectors = VectorsFile.create(root / f"vectors.{gen}.f32", dim)
@@ -60,11 +62,11 @@ def write_compressed_index(root: Path, model_info: dict, photos: Iterable[PhotoE
                                        max_memory=max_memory)
     search["requested"] = requested
     manifest = {"model": model_info, "search": search, "created": now_iso()}
-    return write_generation(root, manifest, photos, vectors, ann, generation=gen)
+    return write_generation(root, manifest, photos, vectors, ann, generation=gen, csls=csls)
 
 
 def append_compressed(root: Path, index: PhotoIndex, new_entries: Sequence[PhotoEntry], vectors: np.ndarray,
-                      model_info: dict, requested: str, max_memory: int | None) -> dict:
+                      model_info: dict, requested: str, max_memory: int | None, csls=None) -> dict:
     """The next generation of ``index``: its photos and ``new_entries``, the compressed structure over its vectors
     and the new ``vectors``. A compressed index's vectors file is extended in place (hard link + append); another
     kind's vectors are copied into a new one, chunk by chunk. Returns the manifest."""
@@ -84,4 +86,4 @@ def append_compressed(root: Path, index: PhotoIndex, new_entries: Sequence[Photo
                                        existing=existing, existing_search=old_search, n_old=index.count)
     search["requested"] = requested
     manifest = {"model": model_info, "search": search, "created": index.manifest.get("created", now_iso())}
-    return write_generation(root, manifest, [*index.photos, *new_entries], store, ann, generation=gen)
+    return write_generation(root, manifest, [*index.photos, *new_entries], store, ann, generation=gen, csls=csls)

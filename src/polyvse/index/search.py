@@ -12,6 +12,7 @@ over-long and all-unknown-word queries with a DataError that says why, and detec
 """
 from __future__ import annotations
 
+import logging
 import os
 import threading
 from dataclasses import dataclass, field
@@ -25,7 +26,10 @@ from ..languages import check_language, reads_without_language, served_language,
 from ..model.search_hubness import SearchHubness
 from ..util.arrays import normalize_rows
 from .fingerprint import similarity_name
+from .penalties import stored_penalties
 from .store import EXACT_MODEL, PhotoIndex
+
+log = logging.getLogger(__name__)
 
 MAX_QUERY_CHARS = 1000
 MAX_K = 1000
@@ -99,12 +103,29 @@ def csls_search(index: PhotoIndex, hubness: SearchHubness, queries: np.ndarray, 
                 lang: str | None) -> tuple[list[np.ndarray], list[np.ndarray]]:
     """(CSLS scores, ids) per unit caption row of ``queries`` in ``lang``, best first: the index's cosine top
     ``hubness.fetch(k)`` re-ranked by CSLS with their stored vectors (how a CSLS model's text search ranks;
-    benchmarks/bench_scale.py times this same call)."""
+    benchmarks/bench_scale.py times this same call). The candidates' r_C is read from the index where it stores
+    it for these banks (polyvse.index.penalties), else computed against the caption bank (with a hint, once)."""
+    column = stored_penalties(index, hubness)
+    if column is None:
+        _hint_rebuild(index)
     scores, ids = index.search(queries, hubness.fetch(k))
-    out = [hubness.rerank(q, row, np.stack([index.vector(int(i)) for i in row]) if len(row) else
-                          np.zeros((0, index.dim), np.float32), lang, k)
-           for q, row in zip(np.atleast_2d(queries), ids)]
+    out = []
+    for q, row in zip(np.atleast_2d(queries), ids):
+        vectors = np.stack([index.vector(int(i)) for i in row]) if len(row) else np.zeros((0, index.dim), np.float32)
+        penalty = None if column is None else index.penalties[np.asarray(row, dtype=np.int64), column(lang)]
+        out.append(hubness.rerank(q, row, vectors, lang, k, photo_penalty=penalty))
     return [s for s, _ in out], [i for _, i in out]
+
+
+def _hint_rebuild(index: PhotoIndex) -> None:
+    """Say once per opened index why its CSLS searches are slower than they could be (not for a Milvus collection,
+    whose searches always compute them: polyvse.index.penalties)."""
+    if getattr(index, "_csls_hint", False) or hasattr(index, "append"):
+        return
+    index._csls_hint = True
+    why = "stores them for other banks" if index.penalties is not None else "was built without them"
+    log.warning("%s: each query computes its candidates' CSLS penalties, as the index %s; rebuild it "
+                "(`polyvse index build --force`) to store them", index.root, why)
 
 
 class Searcher:

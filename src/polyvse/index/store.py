@@ -7,6 +7,8 @@ Layout of an index folder (``<g>`` is the generation, bumped by every build and 
     vectors.<g>.f32      the same as raw float32 rows, for the compressed structure (memory-mapped, appended to)
     photos.<g>.jsonl     one line per photo: {"id": row, "name": shown name, "path": absolute file path}
     ann.<g>.faiss        the IVF, HNSW or compressed structure (only when the index is approximate)
+    penalties.<g>.npy    float32 (n, keys): each photo's CSLS penalty r_C per caption bank, for a CSLS checkpoint
+                         (polyvse.index.penalties; the manifest's ``csls`` section says for which banks)
     .lock                taken while a build or an append writes
 
 Atomicity: the files of a new generation are written under new names (temp file + fsync + rename),
@@ -54,6 +56,7 @@ from ..util.atomic import atomic_path, fsync_dir
 from .compressed import VectorsFile, open_rows, rerank_search
 from .defaults import DEFAULT_EXACT_THRESHOLD, DEFAULT_RECALL_TARGET  # noqa: F401  (re-exported)
 from .fingerprint import model_fingerprint, short, similarity_name
+from .penalties import open_penalties
 
 FORMAT = "polyvse-index"
 FORMAT_VERSION = 1
@@ -78,7 +81,7 @@ IVF_RETRAIN_GROWTH = 4  # an IVF index retrains its lists once it holds this man
 #: indexes whose photos live in a database, not in the folder: manifest["backend"]["name"] -> its module
 BACKEND_MODULES = {"milvus": "polyvse.index.milvus"}
 
-_GEN_FILE = re.compile(r"^(vectors|photos|ann)\.(\d+)\.(npy|f32|jsonl|faiss)$")
+_GEN_FILE = re.compile(r"^(vectors|photos|ann|penalties)\.(\d+)\.(npy|f32|jsonl|faiss)$")
 
 
 class IndexFormatError(DataError):
@@ -141,6 +144,9 @@ class PhotoIndex:
     Read-only and safe to share between threads; writers (build / append) produce a new generation on
     disk and a new PhotoIndex.
     """
+
+    #: each photo's CSLS penalty per bank key (polyvse.index.penalties), memory-mapped; None when not stored
+    penalties: np.ndarray | None = None
 
     def __init__(self, root: Path, manifest: dict, photos: list[PhotoEntry], vectors: np.ndarray, ann=None):
         self.root = Path(root)
@@ -342,7 +348,9 @@ class PhotoIndex:
             ann = None
         else:
             raise IndexFormatError(f"unknown search kind {kind!r} in the manifest (known: {', '.join(KINDS)})", root)
-        return cls(root, manifest, photos, vectors, ann)
+        index = cls(root, manifest, photos, vectors, ann)
+        index.penalties = open_penalties(root, manifest, n)
+        return index
 
 
 def _open_backend(root: Path, manifest: dict, name: str) -> "PhotoIndex":
@@ -505,12 +513,13 @@ def next_generation(root: Path) -> int:
 
 
 def write_generation(root: Path, manifest: dict, photos: Iterable[PhotoEntry], vectors: np.ndarray | VectorsFile,
-                     ann=None, *, generation: int | None = None) -> dict:
+                     ann=None, *, generation: int | None = None, csls=None) -> dict:
     """Write a complete new generation and switch the manifest to it (the commit point). Returns the manifest.
 
     The caller holds :func:`index_lock`. ``manifest`` carries everything but ``files``/``generation``/
     ``count``/``dim``, which are filled in here. ``vectors``: an array (written here as ``vectors.<g>.npy``) or the
     generation's raw vectors file, already written (``generation`` is then the number it was named for).
+    ``csls``: a CSLS checkpoint's ``polyvse.index.penalties.PenaltyWriter``, which stores each photo's r_C.
     """
     root.mkdir(parents=True, exist_ok=True)
     gen = generation or next_generation(root)
@@ -543,6 +552,10 @@ def write_generation(root: Path, manifest: dict, photos: Iterable[PhotoEntry], v
 
         files["ann"] = f"ann.{gen}.faiss"
         files["ann_bytes"] = _write_atomic(root / files["ann"], lambda tmp: faiss.write_index(ann, tmp))
+    manifest = {k: v for k, v in manifest.items() if k != "csls"}  # only a table written now is this generation's
+    if csls is not None:
+        table_files, manifest["csls"] = csls(root, gen, vectors.rows() if isinstance(vectors, VectorsFile) else vectors)
+        files.update(table_files)
     manifest = {**manifest, "format": FORMAT, "format_version": FORMAT_VERSION, "polyvse_version": __version__,
                 "generation": gen, "count": count[0], "dim": dim, "files": files,
                 "updated": now_iso()}

@@ -56,6 +56,10 @@ def pop_hubness_banks(state: dict) -> tuple:
     return banks.get(_HUBNESS_PHOTOS), captions
 
 
+#: safetensors' dtype names as numpy names them (how a bank held in memory names its dtype)
+_NUMPY_DTYPES = {"F16": "float16", "F32": "float32", "F64": "float64", "BF16": "bfloat16"}
+
+
 class HubnessBankFile:
     """The CSLS banks of a weights file read one at a time as asked for, as numpy arrays: ``photos()`` and
     ``caption(lang)`` (None for a language without a bank), ``languages``. A query reads the photo bank and its own
@@ -86,6 +90,15 @@ class HubnessBankFile:
 
     def caption(self, lang: str):
         return self._read(_HUBNESS_CAPTIONS + lang) if lang in self.languages else None
+
+    def caption_shapes(self) -> dict[str, tuple[str, list[int]]]:
+        """{language: (numpy dtype name, shape)} of each caption bank, from the file's header (no rows read)."""
+        from safetensors import safe_open
+
+        with safe_open(self.path, "np") as f:
+            slices = {lang: f.get_slice(_HUBNESS_CAPTIONS + lang) for lang in self.languages}
+            return {lang: (_NUMPY_DTYPES.get(s.get_dtype(), s.get_dtype()), list(s.get_shape()))
+                    for lang, s in slices.items()}
 
 
 @dataclass

@@ -12,12 +12,20 @@ values, as evaluation computes them.
 A checkpoint's banks are read from its weights file as a query first needs them (``from_bank_file``): the photo
 bank and the query language's, or every language's for the pooled bank; taken as stored (unit float16 rows, as
 ``polyvse.load``'s HubnessBanks takes them), so both paths score with the same rows.
+
+r_C depends only on the photo and the banks, so an index stores it for every photo and every bank key
+(``penalty_table`` at build, ``polyvse.index.penalties``) and ``rerank`` takes the candidates' stored rows
+(``photo_penalty``): a query then reads no caption bank at all. ``digest`` names the banks those rows were computed
+with, from what every query reads anyway (the photo bank's rows, the caption banks' names and shapes, k).
 """
 from __future__ import annotations
 
+import hashlib
+import json
+
 import numpy as np
 
-from ..similarity.csls_scoring import POOLED, bank_key, csls, knn_mean
+from ..similarity.csls_scoring import POOLED, bank_key, csls, knn_mean, top_k_values
 from ..util.arrays import normalize_rows
 
 __all__ = ["SearchHubness"]
@@ -38,6 +46,9 @@ class _ArrayBanks:
 
     def caption(self, lang: str) -> np.ndarray | None:
         return self._captions.get(lang)
+
+    def caption_shapes(self) -> dict[str, tuple[str, list[int]]]:
+        return {lang: (np.asarray(b).dtype.name, list(np.shape(b))) for lang, b in self._captions.items()}
 
 
 class SearchHubness:
@@ -72,6 +83,7 @@ class SearchHubness:
         self.k = int(k)
         self._banks, self._rows = banks, rows
         self._unit: dict[str | None, np.ndarray] = {}  # language (None: the photo bank) -> its unit rows
+        self._digest: str | None = None
 
     @property
     def photos(self) -> np.ndarray:
@@ -91,6 +103,37 @@ class SearchHubness:
             self._unit[key] = (np.concatenate([self.caption_bank(code) for code in self._banks.languages])
                                if key == POOLED else self._rows(self._banks.caption(key)))
         return self._unit[key]
+
+    @property
+    def penalty_keys(self) -> list[str]:
+        """The bank keys an index stores r_C for, in its columns' order: every language's bank, then the pooled."""
+        return [*self._banks.languages, POOLED]
+
+    def key_of(self, lang: str | None) -> str:
+        """The bank key (a column of ``penalty_keys``) that scores captions in ``lang``."""
+        return bank_key(lang, self._banks.languages)
+
+    def digest(self) -> str:
+        """``sha256:<hex>`` of k, the photo bank's stored rows and each caption bank's name, dtype and shape: what
+        an index's stored r_C rows were computed with. The caption banks' rows are left out so that checking it
+        reads none of them; they come from the same training run as the photo bank and the weights (which the
+        index's model fingerprint pins), so a bank rebuilt in any other way changes the photo bank too."""
+        if self._digest is None:
+            photos = np.ascontiguousarray(self._banks.photos())
+            h = hashlib.sha256(json.dumps({"k": self.k, "photos": [photos.dtype.name, list(photos.shape)],
+                                           "captions": self._banks.caption_shapes()}, sort_keys=True).encode())
+            h.update(photos.view(np.uint8).reshape(-1).data)
+            self._digest = "sha256:" + h.hexdigest()
+        return self._digest
+
+    def penalty_table(self, vectors: np.ndarray) -> np.ndarray:
+        """r_C of unit photo rows for every key of ``penalty_keys``: float32 (len(vectors), len(keys)). The pooled
+        bank's k nearest are the k best of each language's k nearest, so the pooled bank is never scanned (nor
+        built); callers bound the memory by passing rows in chunks (chunk x largest bank floats at once)."""
+        v = np.asarray(vectors, dtype=np.float32)
+        tops = [top_k_values(v @ self.caption_bank(lang).T, self.k) for lang in self._banks.languages]
+        pooled = top_k_values(np.concatenate(tops, axis=1), self.k)
+        return np.stack([t.mean(axis=1) for t in tops] + [pooled.mean(axis=1)], axis=1).astype(np.float32)
 
     def fetch(self, k: int) -> int:
         """How many cosine candidates a top-``k`` search re-ranks."""
@@ -113,13 +156,16 @@ class SearchHubness:
         return csls(captions @ p[0], np.array([r_c[lang] for lang in langs], np.float32), caption_penalty)
 
     def rerank(self, query: np.ndarray, ids: np.ndarray, vectors: np.ndarray, lang: str | None,
-               k: int) -> tuple[np.ndarray, np.ndarray]:
+               k: int, photo_penalty: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
         """(CSLS scores, ids) of the best ``k`` of candidate photos ``ids`` (their unit rows ``vectors``) for one
-        unit ``query`` row, best first (ties: the cosine order)."""
+        unit ``query`` row, best first (ties: the cosine order). ``photo_penalty``: the candidates' r_C for
+        ``lang`` as the index stores them; None computes it against the caption bank."""
         q = np.asarray(query, dtype=np.float32).reshape(1, -1)
         if len(ids) == 0:
             return np.zeros(0, np.float32), np.asarray(ids, dtype=np.int64)
-        scores = csls(vectors @ q[0], self.photo_penalty(vectors, lang), self.caption_penalty(q)[0])
+        if photo_penalty is None:
+            photo_penalty = self.photo_penalty(vectors, lang)
+        scores = csls(vectors @ q[0], np.asarray(photo_penalty, dtype=np.float32), self.caption_penalty(q)[0])
         order = np.argsort(-scores, kind="stable")[:k]
         return scores[order].astype(np.float32), np.asarray(ids, dtype=np.int64)[order]
 

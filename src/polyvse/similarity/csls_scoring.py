@@ -16,7 +16,7 @@ from typing import Collection
 
 import numpy as np
 
-__all__ = ["POOLED", "bank_key", "csls", "knn_mean", "top_k_mean"]
+__all__ = ["POOLED", "bank_key", "csls", "knn_mean", "top_k_mean", "top_k_values"]
 
 #: key of the bank of every language's captions together (for languages without a bank of their own)
 POOLED = "*"
@@ -27,10 +27,15 @@ def bank_key(lang: str | None, languages: Collection[str]) -> str:
     return lang if lang is not None and lang in languages else POOLED
 
 
+def top_k_values(sims: np.ndarray, k: int) -> np.ndarray:
+    """Each row's ``k`` largest entries (numpy, in no order)."""
+    return -np.partition(-sims, k - 1, axis=1)[:, :k]
+
+
 def top_k_mean(sims, k: int):
     """Each row's mean of its ``k`` largest entries (numpy: partition; torch: topk)."""
     if isinstance(sims, np.ndarray):
-        return -np.partition(-sims, k - 1, axis=1)[:, :k].mean(axis=1)
+        return top_k_values(sims, k).mean(axis=1)
     return sims.topk(k, dim=1).values.mean(dim=1)
 
 

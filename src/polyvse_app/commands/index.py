@@ -128,8 +128,10 @@ def _report(report, verb: str) -> None:
     if report.already_indexed:
         parts.append(f"{report.already_indexed} already in the index")
     parts.append(f"{len(report.failures)} unreadable")
+    csls = index.manifest.get("csls")  # a CSLS checkpoint's photo penalties, computed with this generation
+    penalties = f", of which {csls['seconds']:.1f} s CSLS penalties" if csls else ""
     print(", ".join(parts) + f" ({report.extracted} features computed, {report.cached} from the cache, "
-          f"{report.seconds:.1f} s)")
+          f"{report.seconds:.1f} s{penalties})")
     print(f"index: {index.root}  ({index.describe()})")
     print_failures(report.failures, "unreadable photos (skipped):")
 
@@ -230,4 +232,22 @@ def run_info(args) -> int:
           f"languages {', '.join(m['model']['languages'])}, {m['model']['backbone']})")
     print(f"checkpoint: {m['model'].get('checkpoint') or '(not recorded)'}")
     print(f"updated:    {m.get('updated')}  (generation {m.get('generation')})")
+    if m.get("csls"):
+        keys = [key for key in m["csls"]["keys"] if key != "*"]
+        print(f"csls:       each photo's penalty stored for the banks of {', '.join(keys)} and the pooled bank "
+              f"(k {m['csls']['k']}): text searches read no caption bank")
+    elif m.get("backend", {}).get("name", "faiss") == "faiss" and _scores_with_csls(m["model"].get("checkpoint")):
+        print("csls:       no photo penalties stored: each text search computes its candidates' against the caption "
+              "bank (rebuild with `polyvse index build --force` to store them)")
     return 0
+
+
+def _scores_with_csls(checkpoint: str | None) -> bool:
+    """Whether the recorded checkpoint's config.json scores retrieval with CSLS (False when it cannot be read)."""
+    import json
+
+    try:
+        config = json.loads((Path(checkpoint) / "config.json").read_text(encoding="utf-8"))
+        return (config.get("retrieval") or {}).get("scoring") == "csls"
+    except (TypeError, OSError, ValueError, AttributeError):
+        return False

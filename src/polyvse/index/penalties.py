@@ -1,0 +1,125 @@
+"""Each indexed photo's CSLS penalty r_C, stored with the index of a CSLS checkpoint.
+
+A CSLS checkpoint ranks text->photo by 2 cos(i, c) - r_C(i, L) - r_I(c) (polyvse.similarity.csls_scoring). r_C(i, L),
+photo i's mean cosine to its k nearest captions of language L's bank, depends only on the photo and the model's
+banks, not on the query; computed per query it costs each candidate a scan of the whole caption bank (and a fresh
+search process the read of that bank). So `polyvse index build` and `polyvse index add` compute it once per photo
+and bank key (every language's bank, then the pooled bank '*' that scores languages without one) and store
+
+    penalties.<g>.npy    float32 (n_photos, n_keys), memory-mapped on open, written atomically with the generation
+
+with the manifest's ``csls`` section: its ``keys`` (the columns), ``k``, ``banks`` (``SearchHubness.digest``: the
+banks they were computed with) and ``seconds`` (what computing them added to the build). A search takes the
+candidates' rows when the digest is its model's (``stored_penalties``), else computes r_C as before.
+
+Rows are computed ``chunk_rows`` at a time, read from a vectors file by plain reads (``compressed.read_block``), so a
+build under ``--max-memory`` holds one chunk's similarities to the largest bank at a time (within 1/CHUNK_SHARE of
+its budget), besides the banks themselves, and writes each chunk to the file as it comes. An append copies the
+rows of the photos already indexed when their section matches, and computes only the new photos'.
+Milvus indexes and the merge of a sharded build (no model at hand) store none: their searches compute r_C per
+query.
+"""
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+
+from ..errors import DataError
+from ..util.atomic import atomic_path
+from .compressed import CHUNK_SHARE, read_block
+
+__all__ = ["CHUNK_ROWS", "PenaltyWriter", "penalty_writer", "stored_penalties"]
+
+#: photos whose r_C is computed at once without a budget: 1024 x a 6,000-caption bank is 25 MB of similarities a copy
+CHUNK_ROWS = 1024
+MIN_CHUNK_ROWS = 64
+
+
+def chunk_rows(hubness, budget: int | None = None) -> int:
+    """Photos scored at a time: CHUNK_ROWS, fewer where their rows, their similarities to the largest bank (three
+    copies at once: the products, their negation, its partition) and the k best of each bank would pass
+    1/CHUNK_SHARE of ``budget``."""
+    if budget is None:
+        return CHUNK_ROWS
+    largest = max(len(hubness.caption_bank(lang)) for lang in hubness.penalty_keys[:-1])
+    per_row = 4 * (3 * largest + hubness.k * len(hubness.penalty_keys) + hubness.photos.shape[1])
+    return int(min(CHUNK_ROWS, max(MIN_CHUNK_ROWS, budget // CHUNK_SHARE // per_row)))
+
+
+class PenaltyWriter:
+    """Writes the r_C table of a generation (``write_generation``'s ``csls`` hook): ``hubness`` is the model's
+    SearchHubness, ``old`` the index being appended to (its matching rows are copied, not computed again)."""
+
+    def __init__(self, hubness, budget: int | None = None, old=None):
+        self.hubness, self.budget = hubness, budget
+        self.reused = old.penalties if old is not None and stored_penalties(old, hubness) is not None else None
+
+    def __call__(self, root: Path, gen: int, vectors: np.ndarray) -> tuple[dict, dict]:
+        """Write ``penalties.<gen>.npy`` for every row of ``vectors``; (its files entries, the ``csls`` section)."""
+        t0 = time.time()
+        keys = self.hubness.penalty_keys
+        n = len(vectors)
+        start = 0 if self.reused is None else min(len(self.reused), n)
+        step = chunk_rows(self.hubness, self.budget)
+
+        def write(tmp: str) -> None:
+            with open(tmp, "wb") as fh:
+                np.lib.format.write_array_header_1_0(fh, {"descr": "<f4", "fortran_order": False,
+                                                          "shape": (n, len(keys))})
+                for i in range(0, start, step):  # the photos already indexed: their rows as stored
+                    fh.write(read_block(self.reused, i, min(i + step, start)).tobytes())
+                for i in range(start, n, step):
+                    rows = self.hubness.penalty_table(read_block(vectors, i, min(i + step, n)))
+                    fh.write(rows.astype("<f4", copy=False).tobytes())
+
+        name = f"penalties.{gen}.npy"
+        with atomic_path(root / name, suffix=".tmp") as tmp:
+            write(str(tmp))
+            size = tmp.stat().st_size
+        section = {"keys": keys, "k": self.hubness.k, "banks": self.hubness.digest(),
+                   "seconds": round(time.time() - t0, 3)}
+        return {"penalties": name, "penalties_bytes": size}, section
+
+
+def penalty_writer(model, budget: int | None = None, old=None) -> PenaltyWriter | None:
+    """The writer of ``model``'s r_C table, None for a model that does not score with CSLS."""
+    from ..model.search_hubness import SearchHubness
+    from .fingerprint import similarity_name
+
+    hubness = SearchHubness.of_model(model) if similarity_name(model) == "cosine" else None
+    return PenaltyWriter(hubness, budget, old) if hubness is not None else None
+
+
+def open_penalties(root: Path, manifest: dict, n: int) -> np.ndarray | None:
+    """The generation's r_C table, memory-mapped, or None where the manifest names none."""
+    files, section = manifest["files"], manifest.get("csls")
+    name = files.get("penalties")
+    if not name:
+        return None
+    path = root / name
+    try:
+        table = np.load(path, mmap_mode="r", allow_pickle=False)
+    except FileNotFoundError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - numpy raises several types for damaged files
+        raise DataError(f"unreadable CSLS penalties file {name} ({exc}); rebuild the index", root) from None
+    keys = (section or {}).get("keys") or []
+    if table.dtype != np.float32 or table.shape != (n, len(keys)):
+        raise DataError(f"{name} holds {table.shape} {table.dtype}, the manifest says ({n}, {len(keys)}) float32; "
+                        "the index is damaged, rebuild it", root)
+    return table
+
+
+def stored_penalties(index, hubness) -> Callable[[str | None], int] | None:
+    """Where ``index`` stores r_C for ``hubness``'s banks: a function from a query language to its column; None when
+    it stores none, or stores them for other banks or another k."""
+    table, section = getattr(index, "penalties", None), index.manifest.get("csls") or {}
+    if table is None or section.get("k") != hubness.k or section.get("keys") != hubness.penalty_keys:
+        return None
+    if section.get("banks") != hubness.digest():
+        return None
+    columns = {key: j for j, key in enumerate(section["keys"])}
+    return lambda lang: columns[hubness.key_of(lang)]
