@@ -25,10 +25,11 @@ own):
      from the page cache (``posix_fadvise DONTNEED``), and searches the held-out queries one at a time as text
      queries in ``--lang`` are searched by `polyvse search` and `polyvse serve`: ``polyvse.index.search.csls_search``
      (k 10), the index's cosine top ``fetch(10)`` = 110 re-ranked by CSLS against the banks (each candidate's
-     r_C against the language's caption bank). p50/p99 latency include the re-ranking: a cold first pass, then a
-     warm second; then the ANN alone (``PhotoIndex.search``, k 10, warm: ``cosine``). Its peak resident memory
-     (``VmHWM``, taken before the ground truth is worked out: banks, anonymous memory and the pages of the
-     vectors file the searches touched) is ``rss_gb``.
+     r_C against the language's caption bank: the bench's index stores none of the photo penalties that `polyvse
+     index build` stores for a CSLS checkpoint, polyvse.index.penalties). p50/p99 latency include the re-ranking: a
+     cold first pass, then a warm second; then the ANN alone (``PhotoIndex.search``, k 10, warm: ``cosine``). Its
+     peak resident memory (``VmHWM``, taken before the ground truth is worked out: banks, anonymous memory and the
+     pages of the vectors file the searches touched) is ``rss_gb``.
 
 Ground truth. recall@10 (headline) is against the CSLS re-ranking of each query's EXACT cosine top 110 from the
 chunked scan: CSLS over every vector would need each vector's r_C against the caption bank, ~10^14 flops at 10M,
