@@ -47,19 +47,24 @@ def polyvse(args: list[str], capsys) -> tuple[int, str, str]:
     return code, out.out, out.err
 
 
-def make_checkpoint(path: Path, seed: int) -> Path:
+def make_checkpoint(path: Path, seed: int, csls: bool = False) -> Path:
+    """A random word-level model; with ``csls``, ranking by CSLS against random banks (k 3)."""
     from polyvse.features.backbones import get_extractor
     from polyvse.model.checkpoint import Checkpoint, save_checkpoint
     from polyvse.models import JointEmbeddingModel, ModelConfig
     from polyvse.models.text_input import CaptionEncoder
+    from polyvse.similarity.hubness import HubnessBanks
 
     extractor = get_extractor()
     torch.manual_seed(seed)
     enc = CaptionEncoder.build({"en": ["a dog runs in the snow"]})
     model = JointEmbeddingModel(ModelConfig(vocab_size=len(enc.vocab), image_dim=extractor.dim, embed_dim=16,
                                             word_dim=8, hidden_dim=16))
+    rng = np.random.default_rng(seed)
+    banks = HubnessBanks(rng.normal(size=(20, 16)), {"en": rng.normal(size=(25, 16))}, k=3) if csls else None
     return save_checkpoint(Checkpoint(model=model.eval(), captions=enc, backbone=extractor.name,
-                                      feature_key=extractor.key, ten_crop=False, languages=["en"]), path)
+                                      feature_key=extractor.key, ten_crop=False, languages=["en"], hubness=banks),
+                           path)
 
 
 @pytest.fixture(scope="module")
@@ -75,8 +80,10 @@ def setup(shared_data, tmp_path_factory):
     return dict(tmp=tmp, photos=photos, ckpt=ckpt, other=other)
 
 
-def build_args(setup, out: Path, cache: Path, *extra: str, images: Path | None = None) -> list[str]:
-    return ["index", "build", "--checkpoint", str(setup["ckpt"]), "--images", str(images or setup["photos"]),
+def build_args(setup, out: Path, cache: Path, *extra: str, images: Path | None = None,
+               checkpoint: Path | None = None) -> list[str]:
+    return ["index", "build", "--checkpoint", str(checkpoint or setup["ckpt"]),
+            "--images", str(images or setup["photos"]),
             "--out", str(out), "--cache-dir", str(cache), "--workers", "0", "--quiet", *extra]
 
 
@@ -222,3 +229,20 @@ def test_shard_flag_is_refused_under_torchrun(setup, monkeypatch, capsys):
     monkeypatch.setenv("WORLD_SIZE", "2")
     code, _, err = polyvse(build_args(setup, setup["tmp"] / "x", setup["tmp"] / "c", "--shard", "0/2"), capsys)
     assert code == 2 and "under torchrun every rank already takes its own shard" in err
+
+
+def test_the_merge_of_a_csls_checkpoints_shards_stores_the_photo_penalties_one_build_stores(setup, capsys):
+    """Each photo's CSLS penalty (polyvse.index.penalties): the merge reads the banks of the checkpoint the shards
+    recorded and stores the table a single-process build stores."""
+    ckpt = make_checkpoint(setup["tmp"] / "csls-ckpt", seed=2, csls=True)
+    cache = setup["tmp"] / "cache-csls"
+    one, jobs = setup["tmp"] / "csls-one", setup["tmp"] / "csls-jobs"
+    assert polyvse(build_args(setup, one, cache, checkpoint=ckpt), capsys)[0] == 0
+    for k in (0, 1):
+        assert polyvse(build_args(setup, jobs, cache, "--shard", f"{k}/2", checkpoint=ckpt), capsys)[0] == 0
+    assert polyvse(["index", "merge", "--out", str(jobs)], capsys)[0] == 0
+    a, b = PhotoIndex.open(one), PhotoIndex.open(jobs)
+    assert a.penalties.shape == (N_PHOTOS, 2) and b.penalties.shape == (N_PHOTOS, 2)
+    np.testing.assert_allclose(b.penalties, a.penalties, atol=1e-6)
+    assert ({k: v for k, v in b.manifest["csls"].items() if k != "seconds"}
+            == {k: v for k, v in a.manifest["csls"].items() if k != "seconds"})

@@ -16,8 +16,10 @@ Rows are computed ``chunk_rows`` at a time, read from a vectors file by plain re
 build under ``--max-memory`` holds one chunk's similarities to the largest bank at a time (within 1/CHUNK_SHARE of
 its budget), besides the banks themselves, and writes each chunk to the file as it comes. An append copies the
 rows of the photos already indexed when their section matches, and computes only the new photos'.
-Milvus indexes and the merge of a sharded build (no model at hand) store none: their searches compute r_C per
-query.
+The merge of a sharded build (no model loaded) reads the banks of the checkpoint the shards recorded
+(``recorded_penalty_writer``); a checkpoint replaced since has other banks, whose digest then fails to match the
+model that embedded the photos, so its searches compute r_C as without a table. Milvus indexes store none: their
+searches compute r_C per query.
 """
 from __future__ import annotations
 
@@ -31,7 +33,7 @@ from ..errors import DataError
 from ..util.atomic import atomic_path
 from .compressed import CHUNK_SHARE, read_block
 
-__all__ = ["CHUNK_ROWS", "PenaltyWriter", "penalty_writer", "stored_penalties"]
+__all__ = ["CHUNK_ROWS", "PenaltyWriter", "penalty_writer", "recorded_penalty_writer", "stored_penalties"]
 
 #: photos whose r_C is computed at once without a budget: 1024 x a 6,000-caption bank is 25 MB of similarities a copy
 CHUNK_ROWS = 1024
@@ -91,6 +93,24 @@ def penalty_writer(model, budget: int | None = None, old=None) -> PenaltyWriter 
 
     hubness = SearchHubness.of_model(model) if similarity_name(model) == "cosine" else None
     return PenaltyWriter(hubness, budget, old) if hubness is not None else None
+
+
+def recorded_penalty_writer(model_info: dict, budget: int | None = None) -> PenaltyWriter | None:
+    """The r_C writer of the CSLS checkpoint a manifest's model section records (its banks read from the weights
+    file, without torch), None when it records none, the folder is gone or unreadable, or it does not score with
+    CSLS."""
+    from ..errors import CheckpointError
+    from ..model.checkpoint import HubnessBankFile, read_checkpoint_config
+    from ..model.search_hubness import SearchHubness
+
+    path = model_info.get("checkpoint")
+    try:
+        cfg = read_checkpoint_config(path) if path else None
+        if cfg is None or not cfg.retrieval or model_info.get("similarity") != "cosine":
+            return None
+        return PenaltyWriter(SearchHubness.from_bank_file(cfg.retrieval["k"], HubnessBankFile(cfg.weights)), budget)
+    except (CheckpointError, DataError, OSError):
+        return None
 
 
 def open_penalties(root: Path, manifest: dict, n: int) -> np.ndarray | None:

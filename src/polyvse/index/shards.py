@@ -9,7 +9,8 @@ content-addressed feature cache and writes, atomically,
 
 The merge reads all n files, checks that they belong to one build (same photo list, same model, same build
 settings, slices that tile the list) and writes the index a single-process build of the same photos writes:
-same photo order and ids, same vectors, same manifest apart from its timestamps. It then deletes
+same photo order and ids, same vectors, same manifest apart from its timestamps (and, for a CSLS checkpoint, the
+same photo penalties, from the banks of the checkpoint the shards recorded: polyvse.index.penalties). It then deletes
 ``.shards``. A rerun reuses every shard file that matches it, so after a killed rank only the missing
 shards are computed.
 
@@ -44,6 +45,7 @@ from ..util.atomic import atomic_open
 from .build import (IndexReport, _no_photo_read, check_new_index, checked_entries, embed_photo_files,
                     write_new_index)
 from .fingerprint import short
+from .penalties import recorded_penalty_writer
 from .store import (DEFAULT_EXACT_THRESHOLD, DEFAULT_RECALL_TARGET, PhotoEntry, PhotoIndex, index_lock,
                     model_section)
 
@@ -317,7 +319,8 @@ def merge_index_shards(out: str | os.PathLike, *, num_shards: int | None = None,
     vectors = np.concatenate([shard.vectors for shard in shards])
     with index_lock(root):
         write_new_index(root, model_info, model_info["similarity"], photo_list, vectors, build["kind"],
-                        int(build["exact_threshold"]), float(build["recall_target"]), build.get("max_memory"))
+                        int(build["exact_threshold"]), float(build["recall_target"]), build.get("max_memory"),
+                        csls=recorded_penalty_writer(model_info, build.get("max_memory")))
     if not keep_shards:
         shutil.rmtree(root / SHARDS_DIR, ignore_errors=True)
     return IndexReport(PhotoIndex.open(root), added=len(photo_list), failures=failures,
