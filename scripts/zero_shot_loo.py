@@ -29,9 +29,6 @@ import sys
 import time
 from pathlib import Path
 
-MULTI30K = ("de", "fr", "cs")  # Multi30K task1 has line-aligned human translations of these
-
-
 def parse_args(argv=None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--checkpoint", required=True)
@@ -50,24 +47,13 @@ def parse_args(argv=None) -> argparse.Namespace:
 
 
 def teaching_pairs(root, lang: str, lines: int, seed: int) -> list[tuple[str, str]]:
-    """(sentence in ``lang``, English counterpart) of Multi30K's training split, no evaluation photo or sentence,
-    a seeded draw of ``lines`` of them."""
+    """(sentence in ``lang``, English counterpart) of Multi30K's training split, no evaluation photo or sentence
+    (Multi30K's human lines for de/fr/cs, MultiScript30k's for the others), a seeded draw of ``lines`` of them."""
     import numpy as np
 
     from polyvse.adaptation.multiscript_lines import multiscript_pairs
-    from polyvse.data._io import read_lines
-    from polyvse.data.exclusion import evaluation_exclusion
-    from polyvse.data.multi30k import caption_file_paths, image_list_path
 
-    exclusion = evaluation_exclusion(root)
-    if lang in MULTI30K:
-        photos = [x.strip().rsplit(".", 1)[0] for x in read_lines(image_list_path(root, "task1", "train"))]
-        texts, pivots = (read_lines(caption_file_paths(root, "task1", "train", x)[0]) for x in (lang, "en"))
-        pairs = [(t.strip(), e.strip()) for p, t, e in zip(photos, texts, pivots)
-                 if t.strip() and e.strip() and not exclusion.excludes(p, t.strip())
-                 and not exclusion.excludes(p, e.strip())]
-    else:
-        pairs = [(t, e) for t, e, _ in multiscript_pairs(root, lang, "en", exclusion=exclusion)]
+    pairs = [(t, e) for t, e, _ in multiscript_pairs(root, lang, "en")]
     order = np.random.default_rng([seed, len(pairs)]).permutation(len(pairs))
     return [pairs[i] for i in order[:lines]]
 
@@ -76,7 +62,7 @@ def main(argv=None) -> int:
     import polyvse
     import torch
     from polyvse.adaptation import trained_languages
-    from polyvse.adaptation.adapt import _held_out_rows, _targets
+    from polyvse.adaptation.adapt import held_out_rows, teacher_targets
     from polyvse.adaptation.curves import scores_through_part
     from polyvse.adaptation.line_vectors import line_vectors
     from polyvse.adaptation.options import TeacherSettings
@@ -106,7 +92,7 @@ def main(argv=None) -> int:
 
     pairs = {lang: teaching_pairs(root, lang, args.lines, args.seed) for lang in teach}
     x_new = {lang: vectors([a for a, _ in p], lang) for lang, p in pairs.items()}
-    targets = {lang: _targets(model.model, vectors([b for _, b in p], "en"), ["en"] * len(p))
+    targets = {lang: teacher_targets(model.model, vectors([b for _, b in p], "en"), ["en"] * len(p))
                for lang, p in pairs.items()}
     record = {"checkpoint": str(args.checkpoint), "split": "val", "lines_per_language": args.lines,
               "teach": {lang: len(p) for lang, p in pairs.items()}, "trained": trained,
@@ -121,7 +107,7 @@ def main(argv=None) -> int:
         taught = [x for x in teach if x != lang]
         x = torch.cat([x_new[t] for t in taught])
         t = torch.cat([targets[t] for t in taught])
-        val, train = _held_out_rows(len(x), args.seed)
+        val, train = held_out_rows(len(x), args.seed)
         settings = TeacherSettings(subwords=False, seed=args.seed)
         universal, details = fit_teacher(
             model.model, mean, x[train], t[train], x[val], t[val], settings,

@@ -336,6 +336,27 @@ def test_data_parallel_command_writes_nested_files_without_evaluation_photos(sha
     assert pairs and not {pid for _, _, pid in pairs} & eval_ids
 
 
+def test_multi30k_languages_pair_with_the_pivot_without_evaluation_photos_or_sentences(shared_data):
+    """Multi30K's own languages (de) pair line by line with the English pivot, as MultiScript30k's do, through the
+    same exclusion: no evaluation photo, no evaluation sentence on either side."""
+    from polyvse.adaptation.multiscript_lines import multiscript_pairs
+    from polyvse.data._io import read_lines
+    from polyvse.data.exclusion import evaluation_exclusion
+    from polyvse.data.multi30k import caption_file_paths, image_list_path
+
+    exclusion = evaluation_exclusion(shared_data)
+    pairs = multiscript_pairs(shared_data, "de", "en", exclusion=exclusion)
+    photos = [x.strip().rsplit(".", 1)[0] for x in read_lines(image_list_path(shared_data, "task1", "train"))]
+    de, en = (read_lines(caption_file_paths(shared_data, "task1", "train", x)[0]) for x in ("de", "en"))
+    assert len(photos) > len(pairs) > 0.9 * len(photos)  # some rows are left out, most kept
+    row = {p: (d.strip(), e.strip()) for p, d, e in zip(photos, de, en)}
+    assert all(row[p] == (t, e) for t, e, p in pairs[:500])  # aligned by photo
+    assert not any(exclusion.excludes(p, t) or exclusion.excludes(p, e) for t, e, p in pairs)
+    dropped = [p for p in photos if p not in {x[2] for x in pairs}]
+    assert dropped and all(exclusion.excludes(p, row[p][0]) or exclusion.excludes(p, row[p][1]) or not all(row[p])
+                           for p in dropped[:200])
+
+
 def test_learning_curve_script_records_zero_shot_and_adapted_scores(base_checkpoint, shared_data, tmp_path):
     curves = script("adapt_curves")
     out = tmp_path / "curves.json"
@@ -404,3 +425,21 @@ def test_a_subword_student_hashes_remembered_sentences_alike():
     assert torch.equal(student(vecs, texts), fresh) and torch.equal(student(vecs, ["otro", "", "wasi"])[1:], fresh[1:])
     student.forget()
     assert student._known is None and torch.equal(student(vecs, texts), fresh)
+
+
+def test_leave_one_language_out_script_scores_mean_and_universal_parts(base_checkpoint, shared_data, tmp_path):
+    """scripts/zero_shot_loo.py: a held-out unseen language (es) and a held-out trained one (de), each scored on val
+    through the mean of the other parts and through a universal part taught without it."""
+    loo = script("zero_shot_loo")
+    out = tmp_path / "loo.json"
+    assert loo.main(["--checkpoint", str(base_checkpoint), "--held-out", "es,de", "--teach", "es,fr,de",
+                     "--lines", "80", "--reference", "en", "--work", str(tmp_path / "work"), "--out", str(out),
+                     "--data-root", str(shared_data), "--max-photos", "12", "--quiet"]) == 0
+    record = json.loads(out.read_text())
+    assert record["complete"] and record["split"] == "val" and record["teach"] == {"es": 80, "fr": 80, "de": 80}
+    assert set(record["held_out"]) == {"es", "de"}
+    assert record["held_out"]["es"]["taught_from"] == ["fr", "de"]  # never its own lines
+    assert record["held_out"]["de"]["held_out"].startswith("its part only")
+    for row in record["held_out"].values():
+        for part in ("mean", "universal"):
+            assert 0 <= row[part]["mr"] <= 100 and 0 < row[part]["n_images"] <= 12  # es: photos with a line

@@ -35,7 +35,7 @@ from .parallel_file import DEFAULT_PIVOT_LANG, LANGUAGE_CODE, read_parallel_file
 from .teacher import TeacherSettings, fit_teacher, held_out_mr
 from .tower_map import fit_tower_map, part_through_map
 
-__all__ = ["AdaptRequest", "adapt_language", "METHODS", "state_path_of"]
+__all__ = ["AdaptRequest", "adapt_language", "held_out_rows", "METHODS", "state_path_of", "teacher_targets"]
 
 VAL_SHARE, VAL_MAX, VAL_MIN_LINES = 0.1, 1000, 20  # held-out pairs; files under VAL_MIN_LINES hold none out
 
@@ -96,8 +96,8 @@ def adapt_language(req: AdaptRequest, report: Callable[[str], None] = print) -> 
         rows = [i for i, x in enumerate(pf.lines) if x.pivot_lang == pivot]
         x_pivot[rows] = torch.from_numpy(line_vectors(captions, [pf.lines[i].pivot_text for i in rows], pivot,
                                                       cache, req.progress, model.text_encoder))
-    targets = _targets(model, x_pivot, [x.pivot_lang for x in pf.lines])
-    val, train = _held_out_rows(len(pf.lines), req.teacher.seed)
+    targets = teacher_targets(model, x_pivot, [x.pivot_lang for x in pf.lines])
+    val, train = held_out_rows(len(pf.lines), req.teacher.seed)
     init = fallback_part(model.text_encoder, req.zero_shot_init, trained)
     if req.teacher.subwords is None:  # on for teacher learning in every language: chosen on val (docs/decisions.md)
         req = dataclasses.replace(req, teacher=dataclasses.replace(req.teacher, subwords=req.method == "teacher"))
@@ -146,7 +146,7 @@ def _language_code(lang: str) -> str:
 
 
 @torch.no_grad()
-def _targets(model, x_pivot: torch.Tensor, langs: list[str], batch: int = 1024) -> torch.Tensor:
+def teacher_targets(model, x_pivot: torch.Tensor, langs: list[str], batch: int = 1024) -> torch.Tensor:
     """Unit-length embeddings of the counterparts by the model itself, in their own languages (fixed). The rows
     are sentence vectors (2-D: past the e5 tail, if the model has one)."""
     out = [model.encode_text_ids(x_pivot[i:i + batch], torch.ones(len(x_pivot[i:i + batch])),
@@ -154,7 +154,7 @@ def _targets(model, x_pivot: torch.Tensor, langs: list[str], batch: int = 1024) 
     return F.normalize(torch.cat(out), dim=-1).cpu()
 
 
-def _held_out_rows(n: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+def held_out_rows(n: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
     """(held-out rows, training rows): a seeded draw of VAL_SHARE of the pairs (at most VAL_MAX)."""
     n_val = 0 if n < VAL_MIN_LINES else min(VAL_MAX, int(round(n * VAL_SHARE)))
     order = np.random.default_rng([seed, n]).permutation(n)

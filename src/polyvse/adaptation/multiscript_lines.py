@@ -30,16 +30,27 @@ DEFAULT_SPLITS = ("train",)
 def multiscript_pairs(root: str | os.PathLike, lang: str, pivot_lang: str = "en", splits=DEFAULT_SPLITS,
                       exclusion=None) -> list[tuple[str, str, str]]:
     """``(text, pivot_text, photo_id)`` of every usable line pair, in file order; ``exclusion``: an
-    ``EvaluationExclusion`` (default: every evaluation photo and sentence polyvse knows)."""
+    ``EvaluationExclusion`` (default: every evaluation photo and sentence polyvse knows). ``lang`` is a MultiScript30k
+    language, or one of Multi30K's own (de, fr, cs, en: its human task1 lines, aligned with the pivot's the same way)."""
     from ..data._io import read_lines
     from ..data.exclusion import evaluation_exclusion
-    from ..data.multi30k import caption_file_paths
+    from ..data.multi30k import caption_file_paths, image_list_path
     from ..data.multiscript30k import MultiScript30kReader
+
+    def multi30k_lines(split: str) -> list[tuple[int, str, str]]:
+        path = caption_file_paths(root, "task1", split, lang)[0]
+        if not path.is_file():
+            raise DataError(f"no Multi30K task1 {lang} lines for {split}; run `polyvse data fetch multi30k`", path)
+        photos = [x.strip().rsplit(".", 1)[0] for x in read_lines(image_list_path(root, "task1", split))]
+        return [(i + 1, t.strip(), p) for i, (p, t) in enumerate(zip(photos, read_lines(path))) if t.strip()]
+
+    def multiscript_lines(split: str) -> list[tuple[int, str, str]]:
+        return [(x.line, x.text, x.photo_id) for x in reader.lines(lang, split)]
 
     if pivot_lang not in PIVOT_SOURCES:
         raise DataError(f"pivot {pivot_lang!r}: Multi30K task1 has line-aligned files in {', '.join(PIVOT_SOURCES)}")
     exclusion = evaluation_exclusion(root) if exclusion is None else exclusion
-    reader = MultiScript30kReader(root)
+    reader = None if lang in PIVOT_SOURCES else MultiScript30kReader(root)
     out = []
     for split in splits:
         pivot_path = caption_file_paths(root, "task1", split, pivot_lang)[0]
@@ -47,12 +58,11 @@ def multiscript_pairs(root: str | os.PathLike, lang: str, pivot_lang: str = "en"
             raise DataError(f"no Multi30K task1 {pivot_lang} lines for {split}; run `polyvse data fetch multi30k`",
                             pivot_path)
         pivot_lines = read_lines(pivot_path)
-        for line in reader.lines(lang, split):
-            pivot_text = pivot_lines[line.line - 1].strip()
-            if not pivot_text or exclusion.excludes(line.photo_id, line.text) \
-                    or exclusion.excludes(line.photo_id, pivot_text):
+        for line, text, photo in (multi30k_lines if lang in PIVOT_SOURCES else multiscript_lines)(split):
+            pivot_text = pivot_lines[line - 1].strip()
+            if not pivot_text or exclusion.excludes(photo, text) or exclusion.excludes(photo, pivot_text):
                 continue
-            out.append((line.text, pivot_text, line.photo_id))
+            out.append((text, pivot_text, photo))
     return out
 
 
