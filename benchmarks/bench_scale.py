@@ -3,7 +3,7 @@
     python benchmarks/bench_scale.py --out runs/bench_scale.json [--sizes 100k,1m,10m] [--gaussian-sizes 100k,1m]
                                      [--data photos,gaussian] [--max-memory 8GB] [--queries 500]
                                      [--photos-index runs/model/index] [--checkpoint DIR] [--lang en] [--quick]
-                                     [--note "what this run stands for"]
+                                     [--no-penalties] [--note "what this run stands for"]
 
 For every data set and size, in child processes (one builds, a fresh one queries, so each one's peak memory is its
 own):
@@ -12,24 +12,28 @@ own):
      ``polyvse.index.write_compressed_index`` (the vectors file written as the chunks come, the lists trained on a
      sample, the codes added in chunks, nprobe and the re-ranking depth tuned to recall@10 0.95 against a chunked
      exact scan) under ``--max-memory``; the same chunks update the exact cosine top ``fetch(10)`` (110: see 2) of
-     ``--queries`` held-out queries (a chunked scan: ground truth without holding the set). Build time excludes
-     generating the vectors and the ground truth; the disk size is the index folder's. The build's peak resident
-     memory (``build_peak_rss_bytes``, headline ``scale_<size>_build_peak_rss_gb``: what the budget must hold on
-     the machine that builds) is the process's ``VmHWM`` from the moment the last chunk is in the vectors file,
-     through training, adding, tuning and writing (the peak is reset then: ``/proc/self/clear_refs``); the peak
-     while the vectors were generated, scanned for the truth and appended is ``generate_peak_rss_bytes``, the whole
-     process's ``process_peak_rss_bytes`` (``ru_maxrss``; the build peak falls back to it where the reset is
-     refused).
+     ``--queries`` held-out queries (a chunked scan: ground truth without holding the set). With the checkpoint's
+     CSLS banks (see Scoring) the index also stores each vector's CSLS penalty r_C for every bank, as `polyvse index
+     build` does for a CSLS checkpoint (``polyvse.index.penalties.PenaltyWriter``, in chunks within
+     ``--max-memory``); ``penalties_s`` is the time that took, part of ``build_s``; ``--no-penalties`` leaves them
+     out (``penalties_s`` null), to measure the per-query r_C path of an index built with `--no-csls-penalties`.
+     Build time excludes generating the vectors and the ground truth; the disk size is the index folder's. The
+     build's peak resident memory (``build_peak_rss_bytes``, headline ``scale_<size>_build_peak_rss_gb``: what the
+     budget must hold on the machine that builds) is the process's ``VmHWM`` from the moment the last chunk is in
+     the vectors file, through training, adding, tuning, the penalties (banks included) and writing (the peak is
+     reset then: ``/proc/self/clear_refs``); the peak while the vectors were generated, scanned for the truth and
+     appended is ``generate_peak_rss_bytes``, the whole process's ``process_peak_rss_bytes`` (``ru_maxrss``; the
+     build peak falls back to it where the reset is refused).
   2. a fresh process with one math thread (OpenMP, OpenBLAS, MKL) holds the checkpoint's CSLS banks, opens the
-     index (``PhotoIndex.open``: photo list, codes, the vectors memory-mapped), after the vectors file was dropped
-     from the page cache (``posix_fadvise DONTNEED``), and searches the held-out queries one at a time as text
-     queries in ``--lang`` are searched by `polyvse search` and `polyvse serve`: ``polyvse.index.search.csls_search``
-     (k 10), the index's cosine top ``fetch(10)`` = 110 re-ranked by CSLS against the banks (each candidate's
-     r_C against the language's caption bank: the bench's index stores none of the photo penalties that `polyvse
-     index build` stores for a CSLS checkpoint, polyvse.index.penalties). p50/p99 latency include the re-ranking: a
+     index (``PhotoIndex.open``: photo list, codes, the vectors and penalties memory-mapped), after the vectors and
+     penalties files were dropped from the page cache (``posix_fadvise DONTNEED``), and searches the held-out queries
+     one at a time as text queries in ``--lang`` are searched by `polyvse search` and `polyvse serve`:
+     ``polyvse.index.search.csls_search`` (k 10), the index's cosine top ``fetch(10)`` = 110 re-ranked by CSLS
+     against the banks (each candidate's r_C read from the stored penalties, whose banks digest is the checkpoint's;
+     with ``--no-penalties`` computed against the language's caption bank). p50/p99 latency include the re-ranking: a
      cold first pass, then a warm second; then the ANN alone (``PhotoIndex.search``, k 10, warm: ``cosine``). Its
      peak resident memory (``VmHWM``, taken before the ground truth is worked out: banks, anonymous memory and the
-     pages of the vectors file the searches touched) is ``rss_gb``.
+     pages of the vectors and penalties files the searches touched) is ``rss_gb``.
 
 Ground truth. recall@10 (headline) is against the CSLS re-ranking of each query's EXACT cosine top 110 from the
 chunked scan: CSLS over every vector would need each vector's r_C against the caption bank, ~10^14 flops at 10M,
@@ -63,8 +67,9 @@ The headline keys ``scale_<size>_{rss_gb,build_peak_rss_gb,recall_at_10,p50_ms,p
 100k, 1m, 10m) come from the photos data set when it ran, else from the Gaussian one (``scale_data`` says which);
 both are under ``runs``; ``scoring`` and the notes say whether the queries were re-ranked by CSLS. Time on the
 shared 2-core machine (benchmarks/README.md): photos 100k + 1M + 10M with Gaussian 100k + 1M, about 30 minutes,
-10M's build and generation most of it. ``--quick``: 5k vectors, 32 queries (smoke test; the figures mean nothing).
-Not a test.
+10M's build and generation most of it, without the penalties (``--no-penalties``); the penalties add a scan of
+every caption bank per vector (hours at 10M: ``penalties_s``). ``--quick``: 5k vectors, 32 queries (smoke test; the
+figures mean nothing). Not a test.
 """
 from __future__ import annotations
 
@@ -170,13 +175,15 @@ def recall(found: np.ndarray, truth: np.ndarray) -> float:
 
 # -- children -------------------------------------------------------------------------------------------------
 def build_child(root: str, n: int, dim: int, photos: np.ndarray | None, noise: float, queries: np.ndarray,
-                depth: int, max_memory: int) -> dict:
+                depth: int, max_memory: int, hubness=None) -> dict:
     """Generate n vectors into a compressed index at root while scanning them for the queries' exact cosine top
-    ``depth`` (best first)."""
+    ``depth`` (best first); with ``hubness`` (CSLS banks), each vector's r_C stored as `polyvse index build` stores
+    it (``penalties_s``: the seconds that took, within ``build_s``)."""
     import resource
 
     from polyvse.index import PhotoEntry, write_compressed_index
     from polyvse.index.compressed import chunk_rows, compressed_lists, merge_topk, train_rows
+    from polyvse.index.penalties import PenaltyWriter
 
     src = Source(dim, photos, noise)
     best_s = np.full((len(queries), 0), -np.inf, dtype=np.float32)
@@ -201,14 +208,17 @@ def build_child(root: str, n: int, dim: int, photos: np.ndarray | None, noise: f
     t0 = time.perf_counter()
     manifest = write_compressed_index(Path(root), {"fingerprint": "sha256:bench", "similarity": "cosine"},
                                       photos_list, timed_gen(chunks(), side), dim=dim, exact_threshold=20_000,
-                                      recall_target=0.95, max_memory=max_memory)
+                                      recall_target=0.95, max_memory=max_memory,
+                                      csls=PenaltyWriter(hubness, max_memory) if hubness is not None else None)
     build_s = time.perf_counter() - t0 - side[0]
     disk = sum(f.stat().st_size for f in Path(root).iterdir() if f.is_file())
     np.save(Path(root) / ".queries.npy", queries)
     np.save(Path(root) / ".truth.npy", best_i)
     reset = peaks.get("generate") is not None  # the reset lowers ru_maxrss as well: the larger of the two phases
     process_peak = max(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024, peaks.get("generate") or 0)
-    return {"build_s": build_s, "generate_and_truth_s": side[0], "disk_bytes": disk, "search": manifest["search"],
+    return {"build_s": build_s, "penalties_s": manifest["csls"]["seconds"] if hubness is not None else None,
+            "penalties": hubness is not None, "generate_and_truth_s": side[0], "disk_bytes": disk,
+            "search": manifest["search"],
             "build_peak_rss_bytes": status_bytes("VmHWM") if reset else process_peak,
             "build_peak_from": "VmHWM after the vectors were written" if reset else "ru_maxrss of the whole process",
             "generate_peak_rss_bytes": peaks.get("generate"), "process_peak_rss_bytes": process_peak,
@@ -363,13 +373,19 @@ def run_one(label: str, n: int, dim: int, photos: np.ndarray | None, cfg) -> dic
         log(f"{label}: generating {n:,} x {dim} vectors into a compressed index ({root})")
         queries = query_vectors(dim, photos, hubness, cfg)
         depth = hubness.fetch(K) if hubness is not None else K  # the exact cosine candidates the truth needs
-        built = in_child(build_child, str(root), n, dim, photos, cfg.noise, queries, depth, cfg.max_memory_bytes)
+        built = in_child(build_child, str(root), n, dim, photos, cfg.noise, queries, depth, cfg.max_memory_bytes,
+                         hubness if cfg.penalties else None)
         s = built["search"]
-        log(f"{label}: built in {built['build_s']:.0f} s ({s['ivfpq']['factory']}, nprobe {s['ivfpq']['nprobe']}, "
-            f"depth {s['ivfpq']['depth']}, probe recall {s['measured_recall']:.3f}, build peak RSS "
-            f"{built['build_peak_rss_bytes'] / 2**30:.2f} GiB); querying cold, one thread"
-            + (f", re-ranked by CSLS ({cfg.lang})" if hubness is not None else ", cosine"))
-        evict(root / json.loads((root / "manifest.json").read_text())["files"]["vectors"])
+        stored = f", of which {built['penalties_s']:.0f} s CSLS penalties" if built["penalties"] else ""
+        log(f"{label}: built in {built['build_s']:.0f} s{stored} ({s['ivfpq']['factory']}, nprobe "
+            f"{s['ivfpq']['nprobe']}, depth {s['ivfpq']['depth']}, probe recall {s['measured_recall']:.3f}, build "
+            f"peak RSS {built['build_peak_rss_bytes'] / 2**30:.2f} GiB); querying cold, one thread"
+            + (f", re-ranked by CSLS ({cfg.lang}, r_C {'stored' if built['penalties'] else 'per query'})"
+               if hubness is not None else ", cosine"))
+        files = json.loads((root / "manifest.json").read_text())["files"]
+        for name in (files["vectors"], files.get("penalties")):
+            if name:
+                evict(root / name)
         queried = in_child(query_child, str(root), hubness, cfg.lang, env=dict.fromkeys(THREAD_VARS, "1"))
         cold, warm = queried["passes"]
         log(f"{label}: p50 {cold['p50_ms']:.2f} ms (warm {warm['p50_ms']:.2f}), recall@10 {cold['recall_at_10']:.3f} "
@@ -414,6 +430,9 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
                          "records; none without a photos index: cosine alone)")
     ap.add_argument("--lang", default="en", help="the queries' language: its caption bank scores CSLS (default en)")
     ap.add_argument("--work-dir", default=None, help="where the indexes are built (default: the temp folder)")
+    ap.add_argument("--no-penalties", dest="penalties", action="store_false",
+                    help="store no CSLS penalties with the index: each query computes its candidates' r_C against "
+                         "the caption bank (an index built with `polyvse index build --no-csls-penalties`)")
     ap.add_argument("--quick", action="store_true", help="5k vectors, 32 queries (smoke test)")
     ap.add_argument("--note", action="append", default=[],
                     help="a line for the record's notes: what the run stands for (machine, load, budget); repeatable")
@@ -444,13 +463,18 @@ def scoring_note(cfg, checkpoint: Path | None, photos_data: bool) -> str:
                else "no checkpoint (no photos index, no --checkpoint)")
         return f"queries ranked by cosine alone, no CSLS: {why}"
     fetch = h.fetch(K)
+    penalties = ("each indexed vector's r_C stored with the index as `polyvse index build` stores it (its time is "
+                 "each run's penalties_s, within build_s), so a query reads its candidates' rows" if cfg.penalties
+                 else "no r_C stored with the index (--no-penalties, as `polyvse index build --no-csls-penalties`): "
+                 "each query computes its candidates' against the caption bank")
     return (f"csls: each query is searched as `polyvse search` and `polyvse serve` search a {cfg.lang} text query "
             f"of {checkpoint} (CSLS k {h.k}; banks of {len(h.photos):,} training photos and of captions in "
             f"{', '.join(sorted(h.captions))}): polyvse.index.search.csls_search, the index's cosine top {fetch} "
-            f"re-ranked by CSLS; p50/p99 include the re-ranking. recall@10 is against the CSLS re-ranking of each "
-            f"query's exact cosine top {fetch} (the chunked scan), not CSLS over every vector (the r_C of each "
-            f"against the caption bank: ~10^14 flops at 10M); SearchHubness's contract is that the CSLS top 10 lies "
-            f"in that set. The ANN alone (cosine, warm, against the exact cosine top 10) is each run's 'cosine'."
+            f"re-ranked by CSLS; {penalties}; p50/p99 include the re-ranking. recall@10 is against the CSLS "
+            f"re-ranking of each query's exact cosine top {fetch} (the chunked scan), not CSLS over every vector (the "
+            f"r_C of each against the caption bank: ~10^14 flops at 10M); SearchHubness's contract is that the CSLS "
+            f"top 10 lies in that set. The ANN alone (cosine, warm, against the exact cosine top 10) is each run's "
+            "'cosine'."
             + (f" The photos data's queries are caption-like: drawn around the {cfg.lang} caption bank (embeddings "
                "of training captions) with the captions' own covariance at the photos' noise scale" if photos_data
                else ""))
@@ -476,8 +500,9 @@ def main(argv: list[str] | None = None) -> dict:
     checkpoint = scoring_checkpoint(cfg, photos is not None)
     cfg.hubness = checkpoint_hubness(checkpoint) if checkpoint is not None else None
     report["scoring"] = {"csls": cfg.hubness is not None, "checkpoint": str(checkpoint) if checkpoint else None,
-                         "lang": cfg.lang, **({"k": cfg.hubness.k, "fetch": cfg.hubness.fetch(K)} if cfg.hubness
-                                              else {})}
+                         "lang": cfg.lang, **({"k": cfg.hubness.k, "fetch": cfg.hubness.fetch(K),
+                                               "penalties": "stored" if cfg.penalties else "per query"}
+                                              if cfg.hubness else {})}
     report["notes"].append(scoring_note(cfg, checkpoint, "photos" in data_sets))
     if photos is not None:
         report["photos"] = {"n": len(photos), "dim": photos.shape[1]}

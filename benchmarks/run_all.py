@@ -391,6 +391,15 @@ def cli_markdown(c: dict | None, title: str) -> list[str]:
     return lines
 
 
+def ranked_by(run: dict) -> str:
+    """A bench_scale run's scoring: cosine, or CSLS with each photo's r_C stored or computed per query."""
+    if not run["csls"]:
+        return "cosine"
+    if "penalties" not in run:  # a record from before the bench stored them
+        return "CSLS"
+    return "CSLS, r_C stored" if run["penalties"] else "CSLS, r_C per query"
+
+
 def scale_markdown(sc: dict | None) -> list[str]:
     """bench_scale.py's runs: one row per data set and size."""
     if not sc:
@@ -407,7 +416,7 @@ def scale_markdown(sc: dict | None) -> list[str]:
         for label, x in runs.items():
             c = x["search"]["ivfpq"]
             lines.append(f"| {data} | {x['n']:,} × {x['dim']} | {c['factory']}, nprobe {c['nprobe']}, "
-                         f"depth {c['depth']} | {'CSLS' if x['csls'] else 'cosine'} "
+                         f"depth {c['depth']} | {ranked_by(x)} "
                          f"| {x['build_s']:.0f} | {x['build_peak_rss_bytes'] / 2**30:.2f} "
                          f"| {x['disk_bytes'] / 2**30:.2f} | {x['peak_rss_bytes'] / 2**30:.2f} "
                          f"| {x['cold']['recall_at_10']:.3f} | {x['cold']['p50_ms']:.2f} | {x['cold']['p99_ms']:.2f} "

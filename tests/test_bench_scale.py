@@ -104,9 +104,42 @@ def test_quick_run_searches_the_photos_data_by_csls(csls_checkpoint, index, tmp_
                           text=True, timeout=600)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     r = json.loads(out.read_text())
-    assert r["scoring"] == {"csls": True, "checkpoint": str(csls_checkpoint), "lang": "en", "k": 3, "fetch": 110}
+    assert r["scoring"] == {"csls": True, "checkpoint": str(csls_checkpoint), "lang": "en", "k": 3, "fetch": 110,
+                            "penalties": "stored"}
     assert any(note.startswith("csls: ") for note in r["notes"])
     run = r["runs"]["photos"]["5k"]
     assert run["csls"] is True and r["scale_data"] == "photos"
+    assert run["penalties"] is True and 0 < run["penalties_s"] <= run["build_s"]  # stored, as `index build` does
     assert 0.8 <= r["scale_5k_recall_at_10"] <= 1.0 and 0.8 <= run["cosine"]["recall_at_10"] <= 1.0
     assert r["scale_5k_p50_ms"] > 0 and run["cosine"]["p50_ms"] > 0
+
+
+def test_the_bench_index_stores_the_penalties_its_queries_read_and_no_penalties_answers_alike(csls_checkpoint,
+                                                                                             tmp_path, monkeypatch):
+    """build_child stores each vector's r_C as `polyvse index build` does (PenaltyWriter, the checkpoint's banks);
+    the query child's copy of the banks (pickled into it) matches their digest, so csls_search reads the stored rows
+    and computes no r_C; --no-penalties builds without them, and its per-query r_C gives the same answers."""
+    import pickle
+
+    from polyvse.index.penalties import stored_penalties
+
+    hubness = bench_scale.checkpoint_hubness(csls_checkpoint)
+    queries = unit(np.random.default_rng(5).standard_normal((12, DIM)))
+    found = {}
+    for stored in (True, False):
+        root = tmp_path / ("stored" if stored else "per-query")
+        built = bench_scale.build_child(str(root), 2000, DIM, None, 0.5, queries, hubness.fetch(bench_scale.K),
+                                        2**30, hubness if stored else None)
+        index = PhotoIndex.open(root)
+        assert built["penalties"] is stored and index.manifest["search"]["kind"] == "ivfpq"
+        query_banks = pickle.loads(pickle.dumps(hubness))  # what in_child hands the query process
+        if stored:
+            assert 0 < built["penalties_s"] <= built["build_s"] and index.penalties.shape == (2000, 3)
+            assert stored_penalties(index, query_banks) is not None
+            with monkeypatch.context() as m:  # the stored rows are read: no r_C computed per query
+                m.setattr(SearchHubness, "photo_penalty", lambda *a, **k: pytest.fail("r_C computed per query"))
+                found[stored] = bench_scale.search_pass(index, queries, query_banks, "en")[0]
+        else:
+            assert built["penalties_s"] is None and index.penalties is None and not list(root.glob("penalties.*"))
+            found[stored] = bench_scale.search_pass(index, queries, query_banks, "en")[0]
+    assert found[True].tolist() == found[False].tolist()

@@ -246,3 +246,47 @@ def test_the_merge_of_a_csls_checkpoints_shards_stores_the_photo_penalties_one_b
     np.testing.assert_allclose(b.penalties, a.penalties, atol=1e-6)
     assert ({k: v for k, v in b.manifest["csls"].items() if k != "seconds"}
             == {k: v for k, v in a.manifest["csls"].items() if k != "seconds"})
+
+
+def test_no_csls_penalties_builds_adds_and_merges_without_the_table_and_searches_alike(setup, capsys):
+    """`--no-csls-penalties` (a very large build's opt-out): no penalties file, the manifest's csls section says they
+    were skipped, `index add` keeps the choice unless told otherwise, a sharded merge skips them too, and every
+    search ranks and scores as the default build's (it computes r_C per query)."""
+    from polyvse import load
+    from polyvse.index import Searcher
+
+    ckpt = make_checkpoint(setup["tmp"] / "skip-ckpt", seed=3, csls=True)
+    cache = setup["tmp"] / "cache-skip"
+    stored, skipped, jobs = (setup["tmp"] / name for name in ("skip-stored", "skip-skipped", "skip-jobs"))
+    listing = setup["tmp"] / "skip-first.txt"
+    listing.write_text("\n".join(str(p) for p in sorted(setup["photos"].glob("*.jpg"))[:4]) + "\n")
+    assert polyvse(build_args(setup, stored, cache, checkpoint=ckpt), capsys)[0] == 0
+    first = build_args(setup, skipped, cache, "--no-csls-penalties", checkpoint=ckpt)
+    first[first.index("--images"):first.index("--images") + 2] = ["--list", str(listing)]
+    code, out, _ = polyvse(first, capsys)
+    assert code == 0 and "CSLS penalties skipped" in out
+    add = ["index", "add", "--index", str(skipped), "--images", str(setup["photos"]), "--cache-dir", str(cache),
+           "--workers", "0", "--quiet"]
+    assert polyvse(add, capsys)[0] == 0  # the rest of the photos, the index's choice kept
+    for k in (0, 1):
+        assert polyvse(build_args(setup, jobs, cache, "--shard", f"{k}/2", "--no-csls-penalties", checkpoint=ckpt),
+                       capsys)[0] == 0
+    assert polyvse(["index", "merge", "--out", str(jobs)], capsys)[0] == 0
+    assert PhotoIndex.open(stored).penalties.shape == (N_PHOTOS, 2)
+    model = load(ckpt, device="cpu")
+    want = Searcher(model, PhotoIndex.open(stored)).text("a dog runs in the snow", "en", k=N_PHOTOS).hits
+    for root in (skipped, jobs):
+        index = PhotoIndex.open(root)
+        assert index.count == N_PHOTOS and index.penalties is None and not list(root.glob("penalties.*"))
+        assert index.manifest["csls"] == {"skipped": True} and "penalties" not in index.manifest["files"]
+        assert polyvse(["index", "info", "--index", str(root)], capsys)[1].count("photo penalties skipped") == 1
+        got = Searcher(model, index).text("a dog runs in the snow", "en", k=N_PHOTOS).hits
+        assert [h.path for h in got] == [h.path for h in want]
+        np.testing.assert_allclose([h.score for h in got], [h.score for h in want], atol=1e-5)
+    extra = setup["tmp"] / "skip-extra"  # a new photo (another path), added with the table asked for
+    extra.mkdir()
+    shutil.copyfile(sorted(setup["photos"].glob("*.jpg"))[0], extra / "extra.jpg")
+    add[add.index("--images") + 1] = str(extra)
+    assert polyvse([*add, "--csls-penalties"], capsys)[0] == 0
+    grown = PhotoIndex.open(skipped)
+    assert grown.penalties.shape == (N_PHOTOS + 1, 2) and grown.manifest["csls"]["keys"] == ["en", "*"]

@@ -23,7 +23,7 @@ from .ann import choose_kind, new_hnsw, new_ivf, search_section, tune_ef_search,
 from .chunked import append_compressed, write_compressed_index
 from .compressed import CHUNK_ROWS, choose_sub_quantizers
 from .fingerprint import similarity_name
-from .penalties import penalty_writer
+from .penalties import penalties_skipped, penalty_writer
 from .store import (DEFAULT_EXACT_THRESHOLD, DEFAULT_RECALL_TARGET, HNSW, IVF, IVF_RETRAIN_GROWTH, IVFPQ, MANIFEST,
                     PhotoEntry, PhotoIndex,
                     index_lock, is_index_dir, model_section, now_iso, write_generation)
@@ -173,9 +173,12 @@ def build_index(model, photos: Sequence[str | os.PathLike], out: str | os.PathLi
                 recall_target: float = DEFAULT_RECALL_TARGET, batch_size: int = 32, num_workers: int = 0,
                 progress: bool = True, strict: bool = False, overwrite: bool = False,
                 max_pixels: int | None = DEFAULT_MAX_PIXELS, max_memory: int | None = None, backend: str = "faiss",
-                uri: str | None = None, collection: str | None = None, db_name: str | None = None) -> IndexReport:
+                uri: str | None = None, collection: str | None = None, db_name: str | None = None,
+                csls_penalties: bool = True) -> IndexReport:
     """Embed ``photos`` with ``model`` into a new index folder ``out`` (see polyvse.index.store for the layout).
     ``max_memory``: a budget in bytes for the search structure and photo entries (compressed beyond it).
+    ``csls_penalties=False``: a CSLS checkpoint's photo penalties are not stored (polyvse.index.penalties: searches
+    then compute them per query), for builds too large to spend the time on them.
     ``backend="milvus"``: the photos go to a Milvus collection (``uri``: a server, or a milvus-lite .db file; see
     polyvse.index.milvus), the folder keeps the manifest."""
     from .milvus import check_milvus_build, target_for, write_milvus_index
@@ -192,7 +195,7 @@ def build_index(model, photos: Sequence[str | os.PathLike], out: str | os.PathLi
                    max_memory=max_memory) == IVFPQ:
         with index_lock(root):
             report = _build_compressed(model, root, entries, cache_dir, embed, checkpoint_path, kind, exact_threshold,
-                                       recall_target, max_memory)
+                                       recall_target, max_memory, csls_penalties)
         report.seconds = time.time() - t0
         return report
     with index_lock(root):
@@ -206,13 +209,15 @@ def build_index(model, photos: Sequence[str | os.PathLike], out: str | os.PathLi
                                exact_threshold, recall_target)
         else:
             write_new_index(root, model_section(model, checkpoint_path), similarity_name(model), photo_list, vectors,
-                            kind, exact_threshold, recall_target, max_memory, csls=penalty_writer(model, max_memory))
+                            kind, exact_threshold, recall_target, max_memory,
+                            csls=penalty_writer(model, max_memory, store=csls_penalties))
     return IndexReport(PhotoIndex.open(root), added=len(photo_list), failures=result.failures,
                        extracted=result.extracted, cached=result.cached, seconds=time.time() - t0)
 
 
 def _build_compressed(model, root: Path, entries: list[tuple[str, str]], cache_dir, embed: dict, checkpoint_path,
-                      kind: str, exact_threshold: int, recall_target: float, max_memory: int | None) -> IndexReport:
+                      kind: str, exact_threshold: int, recall_target: float, max_memory: int | None,
+                      csls_penalties: bool = True) -> IndexReport:
     """build_index for the compressed structure: photos embedded EMBED_CHUNK at a time into the vectors file."""
     choose_sub_quantizers(len(entries), model.embed_dim, max_memory)  # a budget too small: refused before any work
     photo_list: list[PhotoEntry] = []
@@ -233,15 +238,16 @@ def _build_compressed(model, root: Path, entries: list[tuple[str, str]], cache_d
 
     write_compressed_index(root, model_section(model, checkpoint_path), photo_list, chunks(), dim=model.embed_dim,
                            exact_threshold=exact_threshold, recall_target=recall_target, max_memory=max_memory,
-                           requested=kind, csls=penalty_writer(model, max_memory))
+                           requested=kind, csls=penalty_writer(model, max_memory, store=csls_penalties))
     report.index, report.added = PhotoIndex.open(root), len(photo_list)
     return report
 
 
 def _append(root: Path, index: PhotoIndex, model, new_entries: list[PhotoEntry], vectors: np.ndarray,
-            checkpoint_path) -> None:
+            checkpoint_path, csls_penalties: bool | None = None) -> None:
     """Commit the next generation of ``index`` with ``new_entries`` and their ``vectors``, the structure re-chosen
-    for the new size under the recorded request and memory budget."""
+    for the new size under the recorded request and memory budget. ``csls_penalties``: store a CSLS checkpoint's
+    photo penalties (None: unless the index was built without them, --no-csls-penalties)."""
     old_search = index.manifest["search"]
     requested, max_memory = old_search.get("requested", "auto"), old_search.get("max_memory")
     model_info = dict(index.manifest["model"])
@@ -250,7 +256,10 @@ def _append(root: Path, index: PhotoIndex, model, new_entries: list[PhotoEntry],
     if hasattr(index, "append"):  # a Milvus collection (polyvse.index.milvus) appends itself; CSLS per query
         index.append(root, new_entries, vectors, model_info)
         return
-    csls = penalty_writer(model, max_memory, old=index)  # the indexed photos' penalties are copied, not recomputed
+    if csls_penalties is None:
+        csls_penalties = not penalties_skipped(index.manifest)
+    # the indexed photos' penalties are copied where stored, not recomputed
+    csls = penalty_writer(model, max_memory, old=index, store=csls_penalties)
     n_total = index.count + len(new_entries)
     if index.kind == IVFPQ or choose_kind(n_total, similarity_name(model), requested,
                                           int(old_search["exact_threshold"]), dim=index.dim,
@@ -269,8 +278,10 @@ def _append(root: Path, index: PhotoIndex, model, new_entries: list[PhotoEntry],
 def add_to_index(model, index_dir: str | os.PathLike, photos: Sequence[str | os.PathLike], *, cache_dir,
                  names: Sequence[str] | None = None, checkpoint_path: str | os.PathLike | None = None,
                  batch_size: int = 32, num_workers: int = 0, progress: bool = True, strict: bool = False,
-                 max_pixels: int | None = DEFAULT_MAX_PIXELS) -> IndexReport:
+                 max_pixels: int | None = DEFAULT_MAX_PIXELS, csls_penalties: bool | None = None) -> IndexReport:
     """Append photos not yet in the index (by absolute path); the indexed ones are not recomputed.
+    ``csls_penalties``: store a CSLS checkpoint's photo penalties (True: every photo's, those already stored copied),
+    skip them (False), or as the index was built (None: skipped when its manifest says so, else stored).
 
     The search structure is re-chosen for the new size: an exact index that grows past its threshold
     becomes IVF (trained on the stored vectors); an IVF or HNSW index gets the new vectors added, and its
@@ -295,7 +306,7 @@ def add_to_index(model, index_dir: str | os.PathLike, photos: Sequence[str | os.
         if len(ok) == 0:
             raise _no_photo_read(len(fresh), result.failures)
         new_entries = [PhotoEntry(index.count + j, fresh[int(i)][1], fresh[int(i)][0]) for j, i in enumerate(ok)]
-        _append(root, index, model, new_entries, vectors, checkpoint_path)
+        _append(root, index, model, new_entries, vectors, checkpoint_path, csls_penalties)
     return IndexReport(PhotoIndex.open(root), added=len(new_entries), already_indexed=skipped,
                        failures=result.failures, extracted=result.extracted, cached=result.cached,
                        seconds=time.time() - t0)

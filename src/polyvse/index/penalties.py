@@ -20,6 +20,10 @@ The merge of a sharded build (no model loaded) reads the banks of the checkpoint
 (``recorded_penalty_writer``); a checkpoint replaced since has other banks, whose digest then fails to match the
 model that embedded the photos, so its searches compute r_C as without a table. Milvus indexes store none: their
 searches compute r_C per query.
+
+A very large build may skip them (`polyvse index build --no-csls-penalties`: at 10M photos they would add hours):
+no table is written, the ``csls`` section is ``{"skipped": true}`` (``SKIPPED``), and searches compute r_C per query
+as for an index without a table. `polyvse index add` keeps an index's choice unless told otherwise.
 """
 from __future__ import annotations
 
@@ -33,7 +37,8 @@ from ..errors import DataError
 from ..util.atomic import atomic_path
 from .compressed import CHUNK_SHARE, read_block
 
-__all__ = ["CHUNK_ROWS", "PenaltyWriter", "penalty_writer", "recorded_penalty_writer", "stored_penalties"]
+__all__ = ["CHUNK_ROWS", "SKIPPED", "PenaltyWriter", "penalty_writer", "penalties_skipped", "recorded_penalty_writer",
+           "stored_penalties"]
 
 #: photos whose r_C is computed at once without a budget: 1024 x a 6,000-caption bank is 25 MB of similarities a copy
 CHUNK_ROWS = 1024
@@ -86,19 +91,36 @@ class PenaltyWriter:
         return {"penalties": name, "penalties_bytes": size}, section
 
 
-def penalty_writer(model, budget: int | None = None, old=None) -> PenaltyWriter | None:
-    """The writer of ``model``'s r_C table, None for a model that does not score with CSLS."""
+def _skip_penalties(root: Path, gen: int, vectors: np.ndarray) -> tuple[dict, dict]:
+    """``write_generation``'s ``csls`` hook of a build told to skip the table: no file, the section says so."""
+    return {}, {"skipped": True}
+
+
+#: the ``csls`` hook of a CSLS checkpoint's build without the r_C table (--no-csls-penalties)
+SKIPPED = _skip_penalties
+
+
+def penalties_skipped(manifest: dict) -> bool:
+    """Whether the index was built (or last appended to) with the r_C table skipped (--no-csls-penalties)."""
+    return bool((manifest.get("csls") or {}).get("skipped"))
+
+
+def penalty_writer(model, budget: int | None = None, old=None, store: bool = True):
+    """The writer of ``model``'s r_C table, None for a model that does not score with CSLS; ``SKIPPED`` when not
+    ``store`` (the manifest then says the table was skipped)."""
     from ..model.search_hubness import SearchHubness
     from .fingerprint import similarity_name
 
     hubness = SearchHubness.of_model(model) if similarity_name(model) == "cosine" else None
-    return PenaltyWriter(hubness, budget, old) if hubness is not None else None
+    if hubness is None:
+        return None
+    return PenaltyWriter(hubness, budget, old) if store else SKIPPED
 
 
-def recorded_penalty_writer(model_info: dict, budget: int | None = None) -> PenaltyWriter | None:
+def recorded_penalty_writer(model_info: dict, budget: int | None = None, store: bool = True):
     """The r_C writer of the CSLS checkpoint a manifest's model section records (its banks read from the weights
     file, without torch), None when it records none, the folder is gone or unreadable, or it does not score with
-    CSLS."""
+    CSLS; ``SKIPPED`` for such a checkpoint when not ``store``."""
     from ..errors import CheckpointError
     from ..model.checkpoint import HubnessBankFile, read_checkpoint_config
     from ..model.search_hubness import SearchHubness
@@ -108,6 +130,8 @@ def recorded_penalty_writer(model_info: dict, budget: int | None = None) -> Pena
         cfg = read_checkpoint_config(path) if path else None
         if cfg is None or not cfg.retrieval or model_info.get("similarity") != "cosine":
             return None
+        if not store:
+            return SKIPPED
         return PenaltyWriter(SearchHubness.from_bank_file(cfg.retrieval["k"], HubnessBankFile(cfg.weights)), budget)
     except (CheckpointError, DataError, OSError):
         return None

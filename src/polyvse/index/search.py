@@ -26,7 +26,7 @@ from ..languages import check_language, reads_without_language, served_language,
 from ..model.search_hubness import SearchHubness
 from ..util.arrays import normalize_rows
 from .fingerprint import similarity_name
-from .penalties import stored_penalties
+from .penalties import penalties_skipped, stored_penalties
 from .store import EXACT_MODEL, PhotoIndex
 
 log = logging.getLogger(__name__)
@@ -123,7 +123,9 @@ def _hint_rebuild(index: PhotoIndex) -> None:
     if getattr(index, "_csls_hint", False) or hasattr(index, "append"):
         return
     index._csls_hint = True
-    why = "stores them for other banks" if index.penalties is not None else "was built without them"
+    why = ("stores them for other banks" if index.penalties is not None
+           else "was built without them (--no-csls-penalties)" if penalties_skipped(index.manifest)
+           else "was built without them")
     log.warning("%s: each query computes its candidates' CSLS penalties, as the index %s; rebuild it "
                 "(`polyvse index build --force`) to store them", index.root, why)
 

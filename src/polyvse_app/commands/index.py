@@ -10,6 +10,7 @@ INDEX`` merges once all N are written (see polyvse.index.shards).
 """
 from __future__ import annotations
 
+import argparse
 from pathlib import Path
 
 from polyvse.util.paths import cache_root
@@ -59,6 +60,11 @@ def register(sub) -> None:
     b.add_argument("--recall-target", type=float, default=DEFAULT_RECALL_TARGET, metavar="R",
                    help="recall@10 against exact search that IVF/HNSW is tuned to (default: %(default)s)")
     b.add_argument("--force", action="store_true", help="replace an existing index at --out")
+    b.add_argument("--csls-penalties", action=argparse.BooleanOptionalAction, default=True,
+                   help="for a checkpoint that ranks by CSLS, store each photo's CSLS penalty with the index, so that "
+                   "a text search reads them instead of scanning the caption bank (default: stored); "
+                   "--no-csls-penalties skips them for a very large build (at 10M photos they add hours), and each "
+                   "search then computes its candidates' penalties")
     b.add_argument("--backend", choices=["faiss", "milvus"], default="faiss",
                    help="where the vectors live: faiss (files in --out, the default) or milvus (a collection in a "
                    "Milvus server or cluster, or an embedded milvus-lite file: --uri; --out keeps the manifest, and "
@@ -92,6 +98,9 @@ def register(sub) -> None:
         "ones are not recomputed. The checkpoint must be the one that built the index.")
     a.add_argument("--index", required=True, metavar="INDEX", help="index folder")
     a.add_argument("--checkpoint", metavar="DIR", help="checkpoint folder (default: the one recorded in the index)")
+    a.add_argument("--csls-penalties", action=argparse.BooleanOptionalAction, default=None,
+                   help="store each photo's CSLS penalty (--csls-penalties: the indexed photos' too, where the index "
+                   "has none) or not (--no-csls-penalties); default: as the index was built")
     _add_photo_source(a)
     a.set_defaults(func=run_add)
 
@@ -128,8 +137,9 @@ def _report(report, verb: str) -> None:
     if report.already_indexed:
         parts.append(f"{report.already_indexed} already in the index")
     parts.append(f"{len(report.failures)} unreadable")
-    csls = index.manifest.get("csls")  # a CSLS checkpoint's photo penalties, computed with this generation
-    penalties = f", of which {csls['seconds']:.1f} s CSLS penalties" if csls else ""
+    csls = index.manifest.get("csls") or {}  # a CSLS checkpoint's photo penalties, computed with this generation
+    penalties = (f", of which {csls['seconds']:.1f} s CSLS penalties" if "seconds" in csls
+                 else ", CSLS penalties skipped" if csls.get("skipped") else "")
     print(", ".join(parts) + f" ({report.extracted} features computed, {report.cached} from the cache, "
           f"{report.seconds:.1f} s{penalties})")
     print(f"index: {index.root}  ({index.describe()})")
@@ -159,7 +169,7 @@ def _build(args, role, device) -> int:
                    exact_threshold=args.exact_threshold, recall_target=args.recall_target,
                    max_memory=parse_memory(args.max_memory),
                    batch_size=args.batch_size, num_workers=workers_of(args, device), strict=args.strict,
-                   overwrite=args.force)
+                   overwrite=args.force, csls_penalties=args.csls_penalties)
     if not role.sharded:
         report = build_index(model, photos, args.out, progress=not args.quiet, backend=args.backend, uri=args.uri,
                              collection=args.collection, db_name=args.milvus_db, **options)
@@ -210,7 +220,8 @@ def run_add(args) -> int:
     photos, names = _photos(args)
     report = add_to_index(model, args.index, photos, cache_dir=_cache_dir(args), names=names,
                           checkpoint_path=ckpt if args.checkpoint else None, batch_size=args.batch_size,
-                          num_workers=workers_of(args, device), progress=not args.quiet, strict=args.strict)
+                          num_workers=workers_of(args, device), progress=not args.quiet, strict=args.strict,
+                          csls_penalties=args.csls_penalties)
     _report(report, "added")
     return 0
 
@@ -232,7 +243,10 @@ def run_info(args) -> int:
           f"languages {', '.join(m['model']['languages'])}, {m['model']['backbone']})")
     print(f"checkpoint: {m['model'].get('checkpoint') or '(not recorded)'}")
     print(f"updated:    {m.get('updated')}  (generation {m.get('generation')})")
-    if m.get("csls"):
+    if (m.get("csls") or {}).get("skipped"):
+        print("csls:       photo penalties skipped (--no-csls-penalties): each text search computes its candidates' "
+              "against the caption bank (a rebuild, or the next `polyvse index add --csls-penalties`, stores them)")
+    elif m.get("csls"):
         keys = [key for key in m["csls"]["keys"] if key != "*"]
         print(f"csls:       each photo's penalty stored for the banks of {', '.join(keys)} and the pooled bank "
               f"(k {m['csls']['k']}): text searches read no caption bank")
