@@ -37,6 +37,11 @@ QUERIES = {
     "cs": ["dva psi si hrají na sněhu", "muž jede na kole", "děti si hrají na pláži"],
     "zh": ["两只狗在雪地里玩", "一个男人骑自行车", "孩子们在海滩上玩"],
     "ja": ["雪の中で遊ぶ二匹の犬", "自転車に乗る男性"],
+    # the languages `make model` adapts (MultiScript30k training lines, no evaluation photo's)
+    "es": ["Un hombre sonríe a un león de peluche", "Dos niños se sientan en un pequeño columpio en la arena."],
+    "ar": ["رجل يبتسم إلى أسد محشو", "طفلين صغيرين بالخارج على العشب"],
+    "qu": ["Uj niña, kʼullpi wasiman wicharikushan.", "Uj runa uj leónta rikuspa sonqota chʼichin."],
+    "gn": ["Mitãkuña'i ojupi peteĩ óga yvyrágui.", "Heta kuña oha'ãrõ okápe peteĩ távape."],
 }
 # kind -> weight; uploads are the expensive ones (the CNN backbone runs on every one)
 MIX = {"text": 45, "text_auto": 10, "thumbnail": 25, "similar": 10, "model": 3, "health": 2, "upload": 5}

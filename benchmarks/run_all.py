@@ -71,7 +71,7 @@ HEADLINE = {  # key -> (target as text, predicate on the value or None)
     "gpu_exact_10m_p50_ms": ("(measured, GPU)", None),
     "gpu_ivf_10m_p50_ms": ("(measured, GPU, recall@10 >= 0.95)", None),
     "cli_search_s": ("about 1 s", lambda v: v <= 1.5),
-    "cli_search_product_s": ("< 1 s", lambda v: v < 1),
+    "cli_search_product_s": ("< 0.5 s (issue #53)", lambda v: v < 0.5),
     "scale_10m_rss_gb": ("<= 8 GB", lambda v: v <= 8),
     "scale_10m_build_peak_rss_gb": ("<= 8 GB, building under --max-memory 8GB", lambda v: v <= 8),
     "scale_10m_recall_at_10": (">= 0.95 (CSLS, issue #53)", lambda v: v >= 0.95),
