@@ -213,3 +213,19 @@ def test_a_query_reads_only_the_csls_banks_it_needs_and_missing_banks_are_named(
     save_file({k: v for k, v in load_file(weights).items() if not k.startswith("hubness.")}, weights)
     with pytest.raises(CheckpointError, match="photo bank is missing; the checkpoint is incomplete"):
         query_model(path)
+
+
+def test_the_query_model_reads_an_adapted_languages_weights_only_for_its_queries(checkpoint):
+    """The weights are read lazily: a query in a trained language (and the fingerprint check) never reads an adapted
+    language's part -- the product's adapted subword tables are 32 MiB each, more than every other weight."""
+    from polyvse.model.text_query import LazyTensors
+
+    fast = TowerQueryModel.load(checkpoint)
+    assert isinstance(fast._weights, LazyTensors)
+    model_fingerprint(fast)
+    fast.encode_text("zwei Hunde im Schnee", "de")
+    adapted = "text_encoder.universal.es."
+    assert not any(name.startswith(adapted) for name in fast._weights._read)
+    assert any(name.startswith("text_encoder.universal.de.") for name in fast._weights._read)
+    fast.encode_text("un perro corre en la playa", "es")
+    assert any(name.startswith(adapted) for name in fast._weights._read)

@@ -21,6 +21,7 @@ read without torch, its weights, the fingerprint's view of them and the similari
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from typing import Sequence
 
 import numpy as np
@@ -92,16 +93,68 @@ class _Branch:
         return pooled @ self.proj_w.T + self.proj_b
 
 
+class LazyTensors(Mapping):
+    """A safetensors file's tensors (less those under ``skip``) as a read-only mapping whose arrays are read when
+    first asked for: a query in one language never reads another adapted language's subword table (32 MiB each),
+    which reading the whole file would cost every fresh process."""
+
+    def __init__(self, path: str | os.PathLike, skip: str = HUBNESS_PREFIX):
+        from safetensors import safe_open
+
+        self.path = str(path)
+        with safe_open(self.path, "np") as f:
+            self._names = [name for name in f.keys() if not name.startswith(skip)]
+        self._known, self._read = set(self._names), {}
+
+    def __getitem__(self, name: str) -> np.ndarray:
+        if name not in self._read:
+            if name not in self._known:
+                raise KeyError(name)
+            from safetensors import safe_open
+
+            try:
+                with safe_open(self.path, "np") as f:
+                    self._read[name] = f.get_tensor(name)
+            except Exception as exc:  # safetensors raises several types for truncated/corrupt files
+                raise CheckpointError(f"{self.path}: cannot load weights ({exc})") from exc
+        return self._read[name]
+
+    def __iter__(self):
+        return iter(self._names)
+
+    def __len__(self) -> int:
+        return len(self._names)
+
+
+class Prefixed(Mapping):
+    """The entries of ``weights`` under ``prefix``, named without it; a view, so lazy weights stay unread."""
+
+    def __init__(self, weights: Mapping[str, np.ndarray], prefix: str):
+        self.weights, self.prefix = weights, prefix
+
+    def __getitem__(self, name: str) -> np.ndarray:
+        return self.weights[self.prefix + name]
+
+    def __iter__(self):
+        return (name[len(self.prefix):] for name in self.weights if name.startswith(self.prefix))
+
+    def __len__(self) -> int:
+        return sum(1 for _ in self)
+
+
 class NumpyQueryModel(EmbeddingModel):
     """A checkpoint's text side in numpy (no ``encode_image``): its config read without torch and its safetensors
     weights as numpy arrays."""
 
-    def __init__(self, checkpoint: CheckpointConfig, weights: dict[str, np.ndarray]):
+    def __init__(self, checkpoint: CheckpointConfig, weights: Mapping[str, np.ndarray]):
         self.checkpoint = checkpoint
         self.captions = checkpoint.captions
         # CSLS banks (polyvse.similarity.hubness) are no weights: outside weight_arrays, as in polyvse.load
-        self._weights = dict(weights)
-        pop_hubness_banks(self._weights)  # read_weights leaves them out; weights given otherwise may hold them
+        if isinstance(weights, LazyTensors):  # read_weights: the banks left out, each array read when needed
+            self._weights = weights
+        else:  # weights given otherwise may hold the banks
+            self._weights = dict(weights)
+            pop_hubness_banks(self._weights)
         self.hubness = None
         if checkpoint.retrieval:  # each bank read from the file when a query first needs it
             from .checkpoint import HubnessBankFile
@@ -110,13 +163,11 @@ class NumpyQueryModel(EmbeddingModel):
             self.hubness = SearchHubness.from_bank_file(checkpoint.retrieval["k"], HubnessBankFile(checkpoint.weights))
 
     @staticmethod
-    def read_weights(checkpoint: CheckpointConfig) -> dict[str, np.ndarray]:
-        """The model's weights, less the CSLS banks (``NumpyQueryModel.hubness`` reads those when needed)."""
-        from safetensors import safe_open
-
+    def read_weights(checkpoint: CheckpointConfig) -> Mapping[str, np.ndarray]:
+        """The model's weights, less the CSLS banks (``NumpyQueryModel.hubness`` reads those when needed), each
+        read when first used (``LazyTensors``)."""
         try:
-            with safe_open(str(checkpoint.weights), "np") as f:
-                return {name: f.get_tensor(name) for name in f.keys() if not name.startswith(HUBNESS_PREFIX)}
+            return LazyTensors(checkpoint.weights)
         except Exception as exc:  # safetensors raises several types for truncated/corrupt files
             raise CheckpointError(f"{checkpoint.weights}: cannot load weights ({exc})") from exc
 
@@ -127,7 +178,8 @@ class NumpyQueryModel(EmbeddingModel):
     def weight_arrays(self):
         """As ``PolyvseModel.weight_arrays``: every weight but the parts of adapted languages."""
         adapted = tuple(part_key(lang) for lang in adapted_languages(self.checkpoint))
-        return (array for name, array in self._weights.items() if not (adapted and name.startswith(adapted)))
+        # names first: lazy weights read only the arrays the fingerprint covers (no adapted subword table)
+        return (self._weights[name] for name in self._weights if not (adapted and name.startswith(adapted)))
 
     def similarity(self, images: np.ndarray, texts: np.ndarray) -> np.ndarray:
         """Score matrix (len(images), len(texts)), as ``PolyvseModel.similarity``."""
@@ -151,7 +203,7 @@ class NumpyQueryModel(EmbeddingModel):
 class TextQueryModel(NumpyQueryModel):
     """The text side of a word-level checkpoint (module docstring)."""
 
-    def __init__(self, checkpoint: CheckpointConfig, weights: dict[str, np.ndarray]):
+    def __init__(self, checkpoint: CheckpointConfig, weights: Mapping[str, np.ndarray]):
         config = checkpoint.model
         if config.text_encoder not in ("gru", "lstm", "mean"):
             raise CheckpointError(f"{checkpoint.path}: text_encoder {config.text_encoder!r} has no numpy path; "

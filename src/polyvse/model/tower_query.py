@@ -23,6 +23,7 @@ any checkpoint (this one or ``polyvse.model.text_query.TextQueryModel``; ``polyv
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from typing import Sequence
 
 import numpy as np
@@ -31,7 +32,7 @@ from ..languages import ADAPTED, ZERO_SHOT, route_language
 from .checkpoint import CheckpointConfig, is_pretrained_text, read_checkpoint_config
 from .parts import adapted_languages, part_key, trained_languages, zero_shot_option
 from .subwords import TABLE, UP, SubwordSpec, subword_term
-from .text_query import NumpyQueryModel
+from .text_query import NumpyQueryModel, Prefixed
 
 _PREFIX = "text_encoder."
 HEADS = {"linear": ("head.net.",), "mlp": ("head.net.0.", "head.net.3.")}  # Linear, or Linear-ReLU-Dropout-Linear
@@ -41,16 +42,35 @@ def _linear(weights: dict[str, np.ndarray], prefix: str) -> tuple[np.ndarray, np
     return weights[prefix + "weight"], weights[prefix + "bias"]
 
 
+class _Parts(Mapping):
+    """language -> its part (weight, bias), each read when a query first needs it."""
+
+    def __init__(self, weights: Mapping[str, np.ndarray], languages: Sequence[str]):
+        self.weights, self.languages, self._read = weights, list(languages), {}
+
+    def __getitem__(self, lang: str) -> tuple[np.ndarray, np.ndarray]:
+        if lang not in self._read:
+            if lang not in self.languages:
+                raise KeyError(lang)
+            self._read[lang] = _linear(self.weights, f"universal.{lang}.")
+        return self._read[lang]
+
+    def __iter__(self):
+        return iter(self.languages)
+
+    def __len__(self) -> int:
+        return len(self.languages)
+
+
 class TowerQueryModel(NumpyQueryModel):
     """The text side of a frozen-tower checkpoint (module docstring). ``zero_shot`` as in ``polyvse.load``."""
 
-    def __init__(self, checkpoint: CheckpointConfig, weights: dict[str, np.ndarray], zero_shot: str | None = None):
+    def __init__(self, checkpoint: CheckpointConfig, weights: Mapping[str, np.ndarray], zero_shot: str | None = None):
         super().__init__(checkpoint, weights)
         config = checkpoint.model
-        w = {name[len(_PREFIX):]: a for name, a in weights.items() if name.startswith(_PREFIX)}
+        w = Prefixed(weights, _PREFIX)  # a view: an adapted language's subword table is read when queried
         self._head = [_linear(w, prefix) for prefix in HEADS[config.text_head]]
-        self._parts = ({lang: _linear(w, f"universal.{lang}.") for lang in config.languages}
-                       if config.universal_dim else {})
+        self._parts = _Parts(w, config.languages if config.universal_dim else [])
         self.zero_shot = zero_shot_option(zero_shot, checkpoint, bool(config.universal_dim))
         self._zero_shot_part = None
         self._tail = None
