@@ -93,7 +93,27 @@ class _Branch:
         return pooled @ self.proj_w.T + self.proj_b
 
 
-class LazyTensors(Mapping):
+class LazyMapping(Mapping):
+    """A read-only mapping over ``names`` whose values ``read(name)`` gives when first asked for, then kept."""
+
+    def __init__(self, names: Sequence[str], read):
+        self._names, self._known, self._load, self._read = list(names), set(names), read, {}
+
+    def __getitem__(self, name: str):
+        if name not in self._read:
+            if name not in self._known:
+                raise KeyError(name)
+            self._read[name] = self._load(name)
+        return self._read[name]
+
+    def __iter__(self):
+        return iter(self._names)
+
+    def __len__(self) -> int:
+        return len(self._names)
+
+
+class LazyTensors(LazyMapping):
     """A safetensors file's tensors (less those under ``skip``) as a read-only mapping whose arrays are read when
     first asked for: a query in one language never reads another adapted language's subword table (32 MiB each),
     which reading the whole file would cost every fresh process."""
@@ -103,27 +123,17 @@ class LazyTensors(Mapping):
 
         self.path = str(path)
         with safe_open(self.path, "np") as f:
-            self._names = [name for name in f.keys() if not name.startswith(skip)]
-        self._known, self._read = set(self._names), {}
+            names = [name for name in f.keys() if not name.startswith(skip)]
+        super().__init__(names, self._tensor)
 
-    def __getitem__(self, name: str) -> np.ndarray:
-        if name not in self._read:
-            if name not in self._known:
-                raise KeyError(name)
-            from safetensors import safe_open
+    def _tensor(self, name: str) -> np.ndarray:
+        from safetensors import safe_open
 
-            try:
-                with safe_open(self.path, "np") as f:
-                    self._read[name] = f.get_tensor(name)
-            except Exception as exc:  # safetensors raises several types for truncated/corrupt files
-                raise CheckpointError(f"{self.path}: cannot load weights ({exc})") from exc
-        return self._read[name]
-
-    def __iter__(self):
-        return iter(self._names)
-
-    def __len__(self) -> int:
-        return len(self._names)
+        try:
+            with safe_open(self.path, "np") as f:
+                return f.get_tensor(name)
+        except Exception as exc:  # safetensors raises several types for truncated/corrupt files
+            raise CheckpointError(f"{self.path}: cannot load weights ({exc})") from exc
 
 
 class Prefixed(Mapping):

@@ -32,7 +32,7 @@ from ..languages import ADAPTED, ZERO_SHOT, route_language
 from .checkpoint import CheckpointConfig, is_pretrained_text, read_checkpoint_config
 from .parts import adapted_languages, part_key, trained_languages, zero_shot_option
 from .subwords import TABLE, UP, SubwordSpec, subword_term
-from .text_query import NumpyQueryModel, Prefixed
+from .text_query import LazyMapping, NumpyQueryModel, Prefixed
 
 _PREFIX = "text_encoder."
 HEADS = {"linear": ("head.net.",), "mlp": ("head.net.0.", "head.net.3.")}  # Linear, or Linear-ReLU-Dropout-Linear
@@ -40,26 +40,6 @@ HEADS = {"linear": ("head.net.",), "mlp": ("head.net.0.", "head.net.3.")}  # Lin
 
 def _linear(weights: dict[str, np.ndarray], prefix: str) -> tuple[np.ndarray, np.ndarray]:
     return weights[prefix + "weight"], weights[prefix + "bias"]
-
-
-class _Parts(Mapping):
-    """language -> its part (weight, bias), each read when a query first needs it."""
-
-    def __init__(self, weights: Mapping[str, np.ndarray], languages: Sequence[str]):
-        self.weights, self.languages, self._read = weights, list(languages), {}
-
-    def __getitem__(self, lang: str) -> tuple[np.ndarray, np.ndarray]:
-        if lang not in self._read:
-            if lang not in self.languages:
-                raise KeyError(lang)
-            self._read[lang] = _linear(self.weights, f"universal.{lang}.")
-        return self._read[lang]
-
-    def __iter__(self):
-        return iter(self.languages)
-
-    def __len__(self) -> int:
-        return len(self.languages)
 
 
 class TowerQueryModel(NumpyQueryModel):
@@ -70,7 +50,9 @@ class TowerQueryModel(NumpyQueryModel):
         config = checkpoint.model
         w = Prefixed(weights, _PREFIX)  # a view: an adapted language's subword table is read when queried
         self._head = [_linear(w, prefix) for prefix in HEADS[config.text_head]]
-        self._parts = _Parts(w, config.languages if config.universal_dim else [])
+        # language -> its part (weight, bias), read when a query first needs it
+        self._parts = LazyMapping(config.languages if config.universal_dim else [],
+                                  lambda lang: _linear(w, f"universal.{lang}."))
         self.zero_shot = zero_shot_option(zero_shot, checkpoint, bool(config.universal_dim))
         self._zero_shot_part = None
         self._tail = None
