@@ -370,3 +370,22 @@ def test_damaged_or_wrong_folders_fail_clearly(assets, tmp_path):
     (root2 / "manifest.json").write_text(json.dumps(manifest))
     with pytest.raises(IndexFormatError, match="format version 99"):
         PhotoIndex.open(root2)
+
+
+def test_a_damaged_photo_list_names_its_line(tmp_path):
+    """read_photos parses the whole list at once; a bad or out-of-order line is still named by its number."""
+    from polyvse.index.store import read_photos
+
+    good = [json.dumps({"id": i, "name": f"p{i}.jpg", "path": f"/x/p{i}.jpg"}) for i in range(4)]
+    path = tmp_path / "photos.jsonl"
+    path.write_text("\n".join(good) + "\n")
+    assert [p.name for p in read_photos(path, 4)] == ["p0.jpg", "p1.jpg", "p2.jpg", "p3.jpg"]
+    for bad, where in ((good[:2] + ['{"id": 2, "name": "p2.jpg"'] + good[3:], ":3: bad photo line"),
+                       (good[:2] + ['{"id": 2, "name": "p2.jpg"}'] + good[3:], ":3: bad photo line"),
+                       ([good[0], good[2], good[1], good[3]], ":2: photo id 2 out of order")):
+        path.write_text("\n".join(bad) + "\n")
+        with pytest.raises(IndexFormatError, match=where):
+            read_photos(path, 4)
+    path.write_text("\n".join(good[:3]) + "\n")
+    with pytest.raises(IndexFormatError, match="3 photo lines, the manifest says 4"):
+        read_photos(path, 4)
