@@ -67,6 +67,8 @@ EXACT = "exact"
 IVF = "ivf"
 HNSW = "hnsw"
 EXACT_MODEL = "exact-model"
+#: an exact index scans up to this many queries at once in numpy (a fresh process need not import faiss)
+NUMPY_EXACT_QUERIES = 8
 IVFPQ = "ivfpq"
 KINDS = (EXACT, IVF, HNSW, EXACT_MODEL, IVFPQ)
 APPROXIMATE = (IVF, HNSW, IVFPQ)
@@ -153,9 +155,28 @@ class PhotoIndex:
         self.manifest = manifest
         self.photos = photos
         self.vectors = vectors
-        self._ann = ann  # faiss index (IndexFlatIP or IndexHNSWFlat) or None for exact-model
+        self._ann = ann  # faiss index (IndexFlatIP or IndexHNSWFlat) or None for exact-model (exact: built on use)
         self._by_path = None
         self._device_vectors = None  # torch tensor on a GPU for exact search there (use_device), else None
+
+    @property
+    def _ann(self):
+        """The FAISS structure searched; an exact index's IndexFlatIP is built from the vectors when first needed
+        (a fresh process's few queries are scanned in numpy instead: importing faiss and copying the vectors into
+        it cost more than the scan)."""
+        if self._ann_index is None and self._flat_pending:
+            import faiss
+
+            ann = faiss.IndexFlatIP(self.dim)
+            if self.count:
+                ann.add(np.ascontiguousarray(self.vectors))
+            self._ann_index, self._flat_pending = ann, False
+        return self._ann_index
+
+    @_ann.setter
+    def _ann(self, value) -> None:
+        self._ann_index = value
+        self._flat_pending = value is None and self.manifest["search"]["kind"] == EXACT
 
     def use_device(self, device) -> "PhotoIndex":
         """Exact search on ``device`` (a torch.device, or None for the CPU): on a GPU the vectors are copied
@@ -278,6 +299,8 @@ class PhotoIndex:
             return _exact_topk(self.vectors, q, k, scorer)
         if self._device_vectors is not None:
             return torch_exact_topk(self._device_vectors, q, k)
+        if self.kind == EXACT and m <= NUMPY_EXACT_QUERIES:
+            return _exact_topk(self.vectors, q, k, _inner_product)
         if self.kind == IVFPQ:
             c = self.manifest["search"]["ivfpq"]
             return _drop_missing(*rerank_search(self._ann, self.vectors, q, k, int(c["nprobe"]), int(c["depth"])))
@@ -323,11 +346,7 @@ class PhotoIndex:
         photos = read_photos(root / files["photos"], n)
         kind = manifest["search"]["kind"]
         if kind == EXACT:
-            import faiss
-
-            ann = faiss.IndexFlatIP(dim)
-            if n:
-                ann.add(np.ascontiguousarray(vectors))
+            ann = None  # its IndexFlatIP is built when first needed (PhotoIndex._ann)
         elif kind in APPROXIMATE:
             import faiss
 
@@ -421,6 +440,10 @@ def torch_exact_topk(vectors, queries: np.ndarray, k: int, chunk: int | None = N
             top_i = torch.gather(cat_i, 1, order)
         best_s, best_i = top_s, top_i
     return best_s.float().cpu().numpy(), best_i.cpu().numpy().astype(np.int64)
+
+
+def _inner_product(vectors: np.ndarray, q: np.ndarray) -> np.ndarray:
+    return vectors @ q.T
 
 
 def _exact_topk(vectors: np.ndarray, q: np.ndarray, k: int, scorer, chunk: int = 16384):
