@@ -114,3 +114,27 @@ def test_a_model_without_language_parts_is_not_told_to_run_adapt():
         served_language(with_parts, "qu")
     with pytest.raises(CheckpointError, match=r"this one has none: use such a model, or train one with 'qu'"):
         served_language(without, "qu")
+
+
+def test_the_two_letter_fast_path_is_langcodes_own_answer(monkeypatch):
+    """CANONICAL_TWO_LETTER (accepted without importing langcodes) is exactly the two-letter codes langcodes leaves
+    unchanged: a new langcodes or language-data release that changes one fails here."""
+    import string
+
+    from polyvse import languages
+
+    table = languages.CANONICAL_TWO_LETTER
+    monkeypatch.setattr(languages, "CANONICAL_TWO_LETTER", frozenset())  # langcodes answers every code
+    codes = {a + b for a in string.ascii_lowercase for b in string.ascii_lowercase}
+    assert table == {c for c in codes if languages._canonical.__wrapped__(c) == c}
+
+
+def test_a_query_in_a_canonical_code_does_not_import_langcodes():
+    import subprocess
+    import sys
+
+    code = ("import sys; from polyvse.languages import check_language; "
+            "assert check_language('de') == 'de' and check_language('qu') == 'qu'; "
+            "print('langcodes' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert out.stdout.strip() == "False", out.stderr

@@ -64,6 +64,7 @@ def run(args) -> int:
         one_math_thread()
     from polyvse.errors import DataError
     from polyvse.index import PhotoIndex, Searcher, model_for_index
+    from polyvse.languages import serving_status
 
     modes = [m for m, v in (("a text query", args.query), ("--image", args.image),
                             ("--similar-to", args.similar_to)) if v is not None]
@@ -88,7 +89,8 @@ def run(args) -> int:
                               "results": [h.to_dict(with_path=True) for h in result.hits]}, ensure_ascii=False,
                              indent=2))
             return 0
-        status = searcher.served_languages.get(result.lang, "trained")
+        # this language's status only: the whole served list would canonicalise every tower's documented codes
+        status = serving_status(searcher.model, result.lang) or "trained"
         how = result.lang if status == "trained" else f"{result.lang}, {status}"
         if result.detected and result.detected.decided_by == "same answer":
             how = (f"{how}; language unclear, but every plausible one gives {result.detected.agreement:.0%} the "

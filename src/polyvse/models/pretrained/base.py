@@ -118,6 +118,8 @@ class PretrainedSentenceEncoder(ABC):
         accept any ISO 639 code when the model reads languages it was not trained on
         (``reads_unlisted_languages``)."""
         norm = check_language(lang, f"pretrained encoder {self.name!r}")
+        if norm in self.model_languages:  # documented as canonical: no need to canonicalise the whole list
+            return norm
         listed = match_language(norm, self.languages)
         if listed is not None:
             return listed
