@@ -230,3 +230,32 @@ def test_the_query_model_reads_an_adapted_languages_weights_only_for_its_queries
     assert any(name.startswith("text_encoder.universal.de.") for name in fast._weights._read)
     fast.encode_text("un perro corre en la playa", "es")
     assert any(name.startswith(adapted) for name in fast._weights._read)
+
+
+def test_the_fingerprint_of_a_checkpoint_file_is_kept_and_a_new_file_gets_its_own(checkpoint, tmp_path, monkeypatch):
+    """The query model's tensor digests are cached by the weights file's stat: a second process reads no weight for
+    the fingerprint check, and a checkpoint whose weights file is written again is hashed again."""
+    import shutil
+
+    from polyvse.index import fingerprint
+
+    monkeypatch.setenv("POLYVSE_CACHE", str(tmp_path / "cache"))
+    copy = tmp_path / "ck"
+    shutil.copytree(checkpoint, copy)
+    first = model_fingerprint(TowerQueryModel.load(copy))
+    assert len(list((tmp_path / "cache" / "fingerprints").glob("*.json"))) == 1
+    again = TowerQueryModel.load(copy)
+    read_by_loading = set(again._weights._read)  # the head (and the tail, if any)
+    assert model_fingerprint(again) == first
+    assert set(again._weights._read) == read_by_loading  # from the cache: no weight read for the fingerprint
+    from safetensors import safe_open
+    from safetensors.numpy import save_file
+
+    weights = copy / "model.safetensors"
+    with safe_open(str(weights), "np") as f:
+        tensors, metadata = {name: f.get_tensor(name) for name in f.keys()}, f.metadata()
+    head = next(name for name in tensors if name.startswith("text_encoder.head."))
+    tensors[head] = tensors[head] + 1.0  # one weight the fingerprint covers changed, the file written again
+    save_file(tensors, str(weights), metadata=metadata)
+    assert model_fingerprint(TowerQueryModel.load(copy)) != first
+    assert len(list((tmp_path / "cache" / "fingerprints").glob("*.json"))) == 2

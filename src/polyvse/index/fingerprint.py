@@ -15,7 +15,9 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import os
 import weakref
+from pathlib import Path
 
 import numpy as np
 
@@ -77,12 +79,7 @@ def model_fingerprint(model) -> str:
                            **({"squash": True} if ck.squash_photos else {})},
         "languages": [x for x in ck.languages if x not in adapted],
     }
-    tensor_digests = []
-    for array in model.weight_arrays():
-        arr = np.ascontiguousarray(array)
-        t = hashlib.sha256(f"{arr.dtype.str}{arr.shape}".encode())
-        t.update(arr.view(np.uint8).reshape(-1).data)
-        tensor_digests.append(t.hexdigest())
+    tensor_digests = _tensor_digests(model)
     h = hashlib.sha256(json.dumps(described, sort_keys=True, ensure_ascii=False, default=str).encode("utf-8"))
     for d in sorted(tensor_digests):
         h.update(d.encode())
@@ -92,6 +89,52 @@ def model_fingerprint(model) -> str:
     except TypeError:  # an object that cannot be weakly referenced: just do not cache
         pass
     return value
+
+
+def _tensor_digests(model) -> list[str]:
+    """sha256 of each weight array the fingerprint covers. For a model read from a checkpoint folder (the numpy
+    query models) they are kept under ``<cache>/fingerprints/``, keyed by the weights file's and config.json's path,
+    size, modification time and inode (as git's index trusts a file's stat): a fresh `polyvse search` process then
+    reads no weight it does not use (hashing the product's ~45 MB cost ~45 ms a query). A file written again gets a
+    new modification time, so a new key."""
+    key = _stat_key(model)
+    path = None
+    if key is not None:
+        from ..util.paths import cache_root
+
+        path = cache_root() / "fingerprints" / f"{key}.json"
+        try:
+            cached = json.loads(path.read_text(encoding="utf-8"))
+            if isinstance(cached, list) and all(isinstance(x, str) for x in cached):
+                return cached
+        except (OSError, ValueError):
+            pass
+    digests = []
+    for array in model.weight_arrays():
+        arr = np.ascontiguousarray(array)
+        t = hashlib.sha256(f"{arr.dtype.str}{arr.shape}".encode())
+        t.update(arr.view(np.uint8).reshape(-1).data)
+        digests.append(t.hexdigest())
+    if path is not None:
+        try:
+            from ..util.atomic import write_json_atomic
+
+            write_json_atomic(path, digests)
+        except OSError:  # a read-only cache: computed again next time
+            pass
+    return digests
+
+
+def _stat_key(model) -> str | None:
+    folder = getattr(getattr(model, "checkpoint", None), "path", None)
+    if folder is None or not hasattr(model.checkpoint, "weights"):
+        return None
+    try:
+        stats = [(str(Path(f).resolve()), st.st_size, st.st_mtime_ns, st.st_ino)
+                 for f in (model.checkpoint.weights, Path(folder) / "config.json") for st in [os.stat(f)]]
+    except OSError:
+        return None
+    return hashlib.sha256(json.dumps(["tensor-digests-1", stats]).encode()).hexdigest()[:32]
 
 
 def short(fingerprint: str | None) -> str:
