@@ -440,6 +440,9 @@ def test_leave_one_language_out_script_scores_mean_and_universal_parts(base_chec
     assert set(record["held_out"]) == {"es", "de"}
     assert record["held_out"]["es"]["taught_from"] == ["fr", "de"]  # never its own lines
     assert record["held_out"]["de"]["held_out"].startswith("its part only")
-    for row in record["held_out"].values():
-        for part in ("mean", "universal"):
+    trained = record["trained"]
+    for lang, row in record["held_out"].items():
+        singles = [f"part:{x}" for x in trained if x != lang]  # every other trained part alone, and their outputs' mean
+        for part in ("mean", "universal", "ensemble", *singles):
             assert 0 <= row[part]["mr"] <= 100 and 0 < row[part]["n_images"] <= 12  # es: photos with a line
+        assert f"part:{lang}" not in row
