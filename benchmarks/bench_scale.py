@@ -3,7 +3,7 @@
     python benchmarks/bench_scale.py --out runs/bench_scale.json [--sizes 100k,1m,10m] [--gaussian-sizes 100k,1m]
                                      [--data photos,gaussian] [--max-memory 8GB] [--queries 500]
                                      [--photos-index runs/model/index] [--checkpoint DIR] [--lang en] [--quick]
-                                     [--no-penalties] [--note "what this run stands for"]
+                                     [--no-penalties | --penalty-langs en] [--note "what this run stands for"]
 
 For every data set and size, in child processes (one builds, a fresh one queries, so each one's peak memory is its
 own):
@@ -16,7 +16,9 @@ own):
      CSLS banks (see Scoring) the index also stores each vector's CSLS penalty r_C for every bank, as `polyvse index
      build` does for a CSLS checkpoint (``polyvse.index.penalties.PenaltyWriter``, in chunks within
      ``--max-memory``); ``penalties_s`` is the time that took, part of ``build_s``; ``--no-penalties`` leaves them
-     out (``penalties_s`` null), to measure the per-query r_C path of an index built with `--no-csls-penalties`.
+     out (``penalties_s`` null), to measure the per-query r_C path of an index built with `--no-csls-penalties`;
+     ``--penalty-langs en`` stores the columns of those query languages only (`polyvse index build
+     --csls-penalty-langs en`: one bank's scan per vector instead of every bank's; ``penalty_keys`` says which).
      Build time excludes generating the vectors and the ground truth; the disk size is the index folder's. The
      build's peak resident memory (``build_peak_rss_bytes``, headline ``scale_<size>_build_peak_rss_gb``: what the
      budget must hold on the machine that builds) is the process's ``VmHWM`` from the moment the last chunk is in
@@ -68,7 +70,8 @@ The headline keys ``scale_<size>_{rss_gb,build_peak_rss_gb,recall_at_10,p50_ms,p
 both are under ``runs``; ``scoring`` and the notes say whether the queries were re-ranked by CSLS. Time on the
 shared 2-core machine (benchmarks/README.md): photos 100k + 1M + 10M with Gaussian 100k + 1M, about 30 minutes,
 10M's build and generation most of it, without the penalties (``--no-penalties``); the penalties add a scan of
-every caption bank per vector (hours at 10M: ``penalties_s``). ``--quick``: 5k vectors, 32 queries (smoke test; the
+each stored bank per vector (``penalties_s``: over an hour at 10M for the product model's five banks on 2 cores, a
+fifth of that with ``--penalty-langs en``, which `make bench` passes). ``--quick``: 5k vectors, 32 queries (smoke test; the
 figures mean nothing). Not a test.
 """
 from __future__ import annotations
@@ -175,7 +178,7 @@ def recall(found: np.ndarray, truth: np.ndarray) -> float:
 
 # -- children -------------------------------------------------------------------------------------------------
 def build_child(root: str, n: int, dim: int, photos: np.ndarray | None, noise: float, queries: np.ndarray,
-                depth: int, max_memory: int, hubness=None) -> dict:
+                depth: int, max_memory: int, hubness=None, penalty_keys: list[str] | None = None) -> dict:
     """Generate n vectors into a compressed index at root while scanning them for the queries' exact cosine top
     ``depth`` (best first); with ``hubness`` (CSLS banks), each vector's r_C stored as `polyvse index build` stores
     it (``penalties_s``: the seconds that took, within ``build_s``)."""
@@ -209,7 +212,8 @@ def build_child(root: str, n: int, dim: int, photos: np.ndarray | None, noise: f
     manifest = write_compressed_index(Path(root), {"fingerprint": "sha256:bench", "similarity": "cosine"},
                                       photos_list, timed_gen(chunks(), side), dim=dim, exact_threshold=20_000,
                                       recall_target=0.95, max_memory=max_memory,
-                                      csls=PenaltyWriter(hubness, max_memory) if hubness is not None else None)
+                                      csls=(PenaltyWriter(hubness, max_memory, keys=penalty_keys)
+                                            if hubness is not None else None))
     build_s = time.perf_counter() - t0 - side[0]
     disk = sum(f.stat().st_size for f in Path(root).iterdir() if f.is_file())
     np.save(Path(root) / ".queries.npy", queries)
@@ -217,7 +221,9 @@ def build_child(root: str, n: int, dim: int, photos: np.ndarray | None, noise: f
     reset = peaks.get("generate") is not None  # the reset lowers ru_maxrss as well: the larger of the two phases
     process_peak = max(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024, peaks.get("generate") or 0)
     return {"build_s": build_s, "penalties_s": manifest["csls"]["seconds"] if hubness is not None else None,
-            "penalties": hubness is not None, "generate_and_truth_s": side[0], "disk_bytes": disk,
+            "penalties": hubness is not None,
+            "penalty_keys": manifest["csls"]["keys"] if hubness is not None else None,
+            "generate_and_truth_s": side[0], "disk_bytes": disk,
             "search": manifest["search"],
             "build_peak_rss_bytes": status_bytes("VmHWM") if reset else process_peak,
             "build_peak_from": "VmHWM after the vectors were written" if reset else "ru_maxrss of the whole process",
@@ -373,10 +379,12 @@ def run_one(label: str, n: int, dim: int, photos: np.ndarray | None, cfg) -> dic
         log(f"{label}: generating {n:,} x {dim} vectors into a compressed index ({root})")
         queries = query_vectors(dim, photos, hubness, cfg)
         depth = hubness.fetch(K) if hubness is not None else K  # the exact cosine candidates the truth needs
+        keys = hubness.penalty_columns(cfg.penalty_langs) if hubness is not None and cfg.penalty_langs else None
         built = in_child(build_child, str(root), n, dim, photos, cfg.noise, queries, depth, cfg.max_memory_bytes,
-                         hubness if cfg.penalties else None)
+                         hubness if cfg.penalties else None, keys)
         s = built["search"]
-        stored = f", of which {built['penalties_s']:.0f} s CSLS penalties" if built["penalties"] else ""
+        stored = (f", of which {built['penalties_s']:.0f} s CSLS penalties ({', '.join(built['penalty_keys'])})"
+                  if built["penalties"] else "")
         log(f"{label}: built in {built['build_s']:.0f} s{stored} ({s['ivfpq']['factory']}, nprobe "
             f"{s['ivfpq']['nprobe']}, depth {s['ivfpq']['depth']}, probe recall {s['measured_recall']:.3f}, build "
             f"peak RSS {built['build_peak_rss_bytes'] / 2**30:.2f} GiB); querying cold, one thread"
@@ -433,12 +441,20 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--no-penalties", dest="penalties", action="store_false",
                     help="store no CSLS penalties with the index: each query computes its candidates' r_C against "
                          "the caption bank (an index built with `polyvse index build --no-csls-penalties`)")
+    ap.add_argument("--penalty-langs", default=None, metavar="LANGS",
+                    help="store the penalties of these query languages' banks only, e.g. en (as `polyvse index build "
+                         "--csls-penalty-langs`; default: every bank, as the build's default)")
     ap.add_argument("--quick", action="store_true", help="5k vectors, 32 queries (smoke test)")
     ap.add_argument("--note", action="append", default=[],
                     help="a line for the record's notes: what the run stands for (machine, load, budget); repeatable")
     cfg = ap.parse_args(argv)
     if cfg.quick:
         cfg.sizes, cfg.gaussian_sizes, cfg.queries = "5k", "5k", 32
+    if cfg.penalty_langs is not None:
+        cfg.penalty_langs = [c.strip() for c in cfg.penalty_langs.split(",") if c.strip()]
+        if not cfg.penalties or not cfg.penalty_langs:
+            ap.error("--penalty-langs names the languages whose penalties are stored: not with --no-penalties, "
+                     "and at least one")
     return cfg
 
 
@@ -463,8 +479,10 @@ def scoring_note(cfg, checkpoint: Path | None, photos_data: bool) -> str:
                else "no checkpoint (no photos index, no --checkpoint)")
         return f"queries ranked by cosine alone, no CSLS: {why}"
     fetch = h.fetch(K)
-    penalties = ("each indexed vector's r_C stored with the index as `polyvse index build` stores it (its time is "
-                 "each run's penalties_s, within build_s), so a query reads its candidates' rows" if cfg.penalties
+    banks = (f"for the banks of the query languages {', '.join(cfg.penalty_langs)} only (--penalty-langs, as "
+             "`polyvse index build --csls-penalty-langs`)" if cfg.penalty_langs else "for every bank")
+    penalties = (f"each indexed vector's r_C stored with the index as `polyvse index build` stores it, {banks} (its "
+                 "time is each run's penalties_s, within build_s), so a query reads its candidates' rows" if cfg.penalties
                  else "no r_C stored with the index (--no-penalties, as `polyvse index build --no-csls-penalties`): "
                  "each query computes its candidates' against the caption bank")
     return (f"csls: each query is searched as `polyvse search` and `polyvse serve` search a {cfg.lang} text query "
@@ -501,7 +519,8 @@ def main(argv: list[str] | None = None) -> dict:
     cfg.hubness = checkpoint_hubness(checkpoint) if checkpoint is not None else None
     report["scoring"] = {"csls": cfg.hubness is not None, "checkpoint": str(checkpoint) if checkpoint else None,
                          "lang": cfg.lang, **({"k": cfg.hubness.k, "fetch": cfg.hubness.fetch(K),
-                                               "penalties": "stored" if cfg.penalties else "per query"}
+                                               "penalties": "stored" if cfg.penalties else "per query",
+                                               "penalty_langs": cfg.penalty_langs}
                                               if cfg.hubness else {})}
     report["notes"].append(scoring_note(cfg, checkpoint, "photos" in data_sets))
     if photos is not None:

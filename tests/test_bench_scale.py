@@ -105,7 +105,7 @@ def test_quick_run_searches_the_photos_data_by_csls(csls_checkpoint, index, tmp_
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     r = json.loads(out.read_text())
     assert r["scoring"] == {"csls": True, "checkpoint": str(csls_checkpoint), "lang": "en", "k": 3, "fetch": 110,
-                            "penalties": "stored"}
+                            "penalties": "stored", "penalty_langs": None}
     assert any(note.startswith("csls: ") for note in r["notes"])
     run = r["runs"]["photos"]["5k"]
     assert run["csls"] is True and r["scale_data"] == "photos"
@@ -126,15 +126,17 @@ def test_the_bench_index_stores_the_penalties_its_queries_read_and_no_penalties_
     hubness = bench_scale.checkpoint_hubness(csls_checkpoint)
     queries = unit(np.random.default_rng(5).standard_normal((12, DIM)))
     found = {}
-    for stored in (True, False):
-        root = tmp_path / ("stored" if stored else "per-query")
+    for stored, keys in ((True, None), ("en", ["en"]), (False, None)):  # "en": --penalty-langs en, one column
+        root = tmp_path / ("stored" if stored is True else "en" if stored else "per-query")
         built = bench_scale.build_child(str(root), 2000, DIM, None, 0.5, queries, hubness.fetch(bench_scale.K),
-                                        2**30, hubness if stored else None)
+                                        2**30, hubness if stored else None, keys)
         index = PhotoIndex.open(root)
-        assert built["penalties"] is stored and index.manifest["search"]["kind"] == "ivfpq"
+        assert built["penalties"] is bool(stored) and index.manifest["search"]["kind"] == "ivfpq"
         query_banks = pickle.loads(pickle.dumps(hubness))  # what in_child hands the query process
         if stored:
-            assert 0 < built["penalties_s"] <= built["build_s"] and index.penalties.shape == (2000, 3)
+            columns = 3 if stored is True else 1
+            assert 0 < built["penalties_s"] <= built["build_s"] and index.penalties.shape == (2000, columns)
+            assert built["penalty_keys"] == (hubness.penalty_keys if keys is None else keys)
             assert stored_penalties(index, query_banks) is not None
             with monkeypatch.context() as m:  # the stored rows are read: no r_C computed per query
                 m.setattr(SearchHubness, "photo_penalty", lambda *a, **k: pytest.fail("r_C computed per query"))
@@ -142,4 +144,5 @@ def test_the_bench_index_stores_the_penalties_its_queries_read_and_no_penalties_
         else:
             assert built["penalties_s"] is None and index.penalties is None and not list(root.glob("penalties.*"))
             found[stored] = bench_scale.search_pass(index, queries, query_banks, "en")[0]
+    assert found["en"].tolist() == found[True].tolist()
     assert found[True].tolist() == found[False].tolist()

@@ -50,12 +50,13 @@ def _photos(model, rng, n: int, start: int, root):
     return entries, stored_vectors(model, model.encode_image_features(feats))
 
 
-def _index(checkpoint, root, seed: int, table: bool = True):
-    """(model, root, photo vectors): an exact index of 30 made-up photos, with the r_C table when ``table``."""
+def _index(checkpoint, root, seed: int, table: bool = True, langs=None):
+    """(model, root, photo vectors): an exact index of 30 made-up photos, with the r_C table when ``table`` (the
+    columns of ``langs`` only, when given)."""
     model = polyvse.load(checkpoint)
     entries, vectors = _photos(model, np.random.default_rng(seed), 30, 0, root.parent)
     write_new_index(root, model_section(model, checkpoint), model.similarity_name, entries, vectors, "auto", 20_000,
-                    0.95, csls=penalty_writer(model) if table else None)
+                    0.95, csls=penalty_writer(model, langs=langs) if table else None)
     return model, root, vectors
 
 
@@ -137,3 +138,65 @@ def test_an_index_without_the_table_or_with_other_banks_is_searched_as_before_wi
         other = _results(Searcher(query_model(csls_checkpoint), PhotoIndex.open(root)))
     assert "stores them for other banks" in caplog.text
     _same(other, old)
+
+
+def test_an_index_storing_some_languages_columns_reads_them_and_computes_the_others(csls_checkpoint, tmp_path,
+                                                                                   monkeypatch, caplog, capsys):
+    """--csls-penalty-langs de,en: only those banks' columns are computed and stored (a fifth of the work for one
+    language of five at 10M photos); de/en queries read them, the others (cs, zero-shot fr, adapted es: the pooled
+    bank) compute theirs, with a hint, and every ranking equals the one computed per query; an append keeps the
+    choice and copies the stored rows."""
+    from polyvse_app.cli import main
+
+    model, root, vectors = _index(csls_checkpoint, tmp_path / "index", 6, langs=["en", "de"])
+    want = _results(Searcher(query_model(csls_checkpoint), _without_table(root)))
+    index = PhotoIndex.open(root)
+    hubness = SearchHubness.of_model(model)
+    assert index.manifest["csls"]["keys"] == ["de", "en"] and index.penalties.shape == (30, 2)
+    np.testing.assert_allclose(index.penalties, hubness.penalty_table(vectors)[:, [1, 2]], atol=1e-6)
+    assert main(["index", "info", "--index", str(root)]) == 0
+    assert "stored for the banks of de, en (k 3)" in capsys.readouterr().out
+
+    computed = []
+    original = SearchHubness.photo_penalty
+    monkeypatch.setattr(SearchHubness, "photo_penalty",
+                        lambda self, v, lang: computed.append(lang) or original(self, v, lang))
+    caplog.clear()
+    with caplog.at_level(logging.WARNING):
+        _same(_results(Searcher(query_model(csls_checkpoint), index)), want)
+    assert set(computed) == {"cs", "fr", "es"}  # never de or en
+    assert "each cs query computes its candidates' CSLS penalties" in caplog.text and "de query" not in caplog.text
+
+    new_entries, new_vectors = _photos(model, np.random.default_rng(30), 5, 30, tmp_path)
+    with index_lock(root):
+        _append(root, index, model, new_entries, new_vectors, None)
+    grown = PhotoIndex.open(root)
+    assert grown.manifest["csls"]["keys"] == ["de", "en"] and grown.penalties.shape == (35, 2)
+    np.testing.assert_array_equal(grown.penalties[:30], index.penalties)
+    np.testing.assert_allclose(grown.penalties[30:], hubness.penalty_table(new_vectors)[:, [1, 2]], atol=1e-6)
+
+    # a language without a bank of its own (es, adapted) is served by the pooled column, which scans every bank
+    _, pooled_root, pooled_vectors = _index(csls_checkpoint, tmp_path / "pooled", 7, langs=["es"])
+    pooled = PhotoIndex.open(pooled_root)
+    assert pooled.manifest["csls"]["keys"] == ["*"]
+    np.testing.assert_allclose(pooled.penalties[:, 0], hubness.photo_penalty(pooled_vectors, None), atol=1e-6)
+
+
+def test_penalty_languages_are_checked_where_they_are_given():
+    import argparse
+
+    from polyvse.errors import DataError
+    from polyvse.index.penalties import PenaltyWriter
+    from polyvse_app.commands.index import _lang_list
+
+    assert _lang_list("EN, de,en") == ["en", "de"]
+    for bad in ("", " , ", "english-ish"):
+        with pytest.raises(argparse.ArgumentTypeError):
+            _lang_list(bad)
+    rng = np.random.default_rng(0)
+    hubness = SearchHubness(3, rng.normal(size=(20, 8)), {"en": rng.normal(size=(10, 8))})
+    assert hubness.penalty_columns(["en", "qu"]) == ["en", "*"] and hubness.penalty_columns(["en"]) == ["en"]
+    with pytest.raises(DataError, match="no caption bank"):
+        PenaltyWriter(hubness, keys=["de"])
+    with pytest.raises(DataError, match="no caption bank"):
+        PenaltyWriter(hubness, keys=[])

@@ -246,6 +246,14 @@ def test_the_merge_of_a_csls_checkpoints_shards_stores_the_photo_penalties_one_b
     np.testing.assert_allclose(b.penalties, a.penalties, atol=1e-6)
     assert ({k: v for k, v in b.manifest["csls"].items() if k != "seconds"}
             == {k: v for k, v in a.manifest["csls"].items() if k != "seconds"})
+    some = setup["tmp"] / "csls-jobs-en"  # --csls-penalty-langs en: the shards record it, the merge stores that column
+    for k in (0, 1):
+        assert polyvse(build_args(setup, some, cache, "--shard", f"{k}/2", "--csls-penalty-langs", "EN",
+                                  checkpoint=ckpt), capsys)[0] == 0
+    assert polyvse(["index", "merge", "--out", str(some)], capsys)[0] == 0
+    c = PhotoIndex.open(some)
+    assert c.manifest["csls"]["keys"] == ["en"] and c.penalties.shape == (N_PHOTOS, 1)
+    np.testing.assert_allclose(c.penalties[:, 0], a.penalties[:, 0], atol=1e-6)
 
 
 def test_no_csls_penalties_builds_adds_and_merges_without_the_table_and_searches_alike(setup, capsys):

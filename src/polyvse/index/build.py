@@ -174,11 +174,12 @@ def build_index(model, photos: Sequence[str | os.PathLike], out: str | os.PathLi
                 progress: bool = True, strict: bool = False, overwrite: bool = False,
                 max_pixels: int | None = DEFAULT_MAX_PIXELS, max_memory: int | None = None, backend: str = "faiss",
                 uri: str | None = None, collection: str | None = None, db_name: str | None = None,
-                csls_penalties: bool = True) -> IndexReport:
+                csls_penalties: bool = True, csls_penalty_langs: Sequence[str] | None = None) -> IndexReport:
     """Embed ``photos`` with ``model`` into a new index folder ``out`` (see polyvse.index.store for the layout).
     ``max_memory``: a budget in bytes for the search structure and photo entries (compressed beyond it).
     ``csls_penalties=False``: a CSLS checkpoint's photo penalties are not stored (polyvse.index.penalties: searches
-    then compute them per query), for builds too large to spend the time on them.
+    then compute them per query), for builds too large to spend the time on them; ``csls_penalty_langs``: stored only
+    for queries in these languages (default: every language's bank).
     ``backend="milvus"``: the photos go to a Milvus collection (``uri``: a server, or a milvus-lite .db file; see
     polyvse.index.milvus), the folder keeps the manifest."""
     from .milvus import check_milvus_build, target_for, write_milvus_index
@@ -195,7 +196,7 @@ def build_index(model, photos: Sequence[str | os.PathLike], out: str | os.PathLi
                    max_memory=max_memory) == IVFPQ:
         with index_lock(root):
             report = _build_compressed(model, root, entries, cache_dir, embed, checkpoint_path, kind, exact_threshold,
-                                       recall_target, max_memory, csls_penalties)
+                                       recall_target, max_memory, csls_penalties, csls_penalty_langs)
         report.seconds = time.time() - t0
         return report
     with index_lock(root):
@@ -210,14 +211,14 @@ def build_index(model, photos: Sequence[str | os.PathLike], out: str | os.PathLi
         else:
             write_new_index(root, model_section(model, checkpoint_path), similarity_name(model), photo_list, vectors,
                             kind, exact_threshold, recall_target, max_memory,
-                            csls=penalty_writer(model, max_memory, store=csls_penalties))
+                            csls=penalty_writer(model, max_memory, store=csls_penalties, langs=csls_penalty_langs))
     return IndexReport(PhotoIndex.open(root), added=len(photo_list), failures=result.failures,
                        extracted=result.extracted, cached=result.cached, seconds=time.time() - t0)
 
 
 def _build_compressed(model, root: Path, entries: list[tuple[str, str]], cache_dir, embed: dict, checkpoint_path,
                       kind: str, exact_threshold: int, recall_target: float, max_memory: int | None,
-                      csls_penalties: bool = True) -> IndexReport:
+                      csls_penalties: bool = True, csls_penalty_langs: Sequence[str] | None = None) -> IndexReport:
     """build_index for the compressed structure: photos embedded EMBED_CHUNK at a time into the vectors file."""
     choose_sub_quantizers(len(entries), model.embed_dim, max_memory)  # a budget too small: refused before any work
     photo_list: list[PhotoEntry] = []
@@ -238,16 +239,19 @@ def _build_compressed(model, root: Path, entries: list[tuple[str, str]], cache_d
 
     write_compressed_index(root, model_section(model, checkpoint_path), photo_list, chunks(), dim=model.embed_dim,
                            exact_threshold=exact_threshold, recall_target=recall_target, max_memory=max_memory,
-                           requested=kind, csls=penalty_writer(model, max_memory, store=csls_penalties))
+                           requested=kind, csls=penalty_writer(model, max_memory, store=csls_penalties,
+                                                               langs=csls_penalty_langs))
     report.index, report.added = PhotoIndex.open(root), len(photo_list)
     return report
 
 
 def _append(root: Path, index: PhotoIndex, model, new_entries: list[PhotoEntry], vectors: np.ndarray,
-            checkpoint_path, csls_penalties: bool | None = None) -> None:
+            checkpoint_path, csls_penalties: bool | None = None,
+            csls_penalty_langs: Sequence[str] | None = None) -> None:
     """Commit the next generation of ``index`` with ``new_entries`` and their ``vectors``, the structure re-chosen
     for the new size under the recorded request and memory budget. ``csls_penalties``: store a CSLS checkpoint's
-    photo penalties (None: unless the index was built without them, --no-csls-penalties)."""
+    photo penalties (None: unless the index was built without them, --no-csls-penalties); ``csls_penalty_langs``:
+    for these languages (None: the languages the index stores them for, else all)."""
     old_search = index.manifest["search"]
     requested, max_memory = old_search.get("requested", "auto"), old_search.get("max_memory")
     model_info = dict(index.manifest["model"])
@@ -259,7 +263,7 @@ def _append(root: Path, index: PhotoIndex, model, new_entries: list[PhotoEntry],
     if csls_penalties is None:
         csls_penalties = not penalties_skipped(index.manifest)
     # the indexed photos' penalties are copied where stored, not recomputed
-    csls = penalty_writer(model, max_memory, old=index, store=csls_penalties)
+    csls = penalty_writer(model, max_memory, old=index, store=csls_penalties, langs=csls_penalty_langs)
     n_total = index.count + len(new_entries)
     if index.kind == IVFPQ or choose_kind(n_total, similarity_name(model), requested,
                                           int(old_search["exact_threshold"]), dim=index.dim,
@@ -278,10 +282,12 @@ def _append(root: Path, index: PhotoIndex, model, new_entries: list[PhotoEntry],
 def add_to_index(model, index_dir: str | os.PathLike, photos: Sequence[str | os.PathLike], *, cache_dir,
                  names: Sequence[str] | None = None, checkpoint_path: str | os.PathLike | None = None,
                  batch_size: int = 32, num_workers: int = 0, progress: bool = True, strict: bool = False,
-                 max_pixels: int | None = DEFAULT_MAX_PIXELS, csls_penalties: bool | None = None) -> IndexReport:
+                 max_pixels: int | None = DEFAULT_MAX_PIXELS, csls_penalties: bool | None = None,
+                 csls_penalty_langs: Sequence[str] | None = None) -> IndexReport:
     """Append photos not yet in the index (by absolute path); the indexed ones are not recomputed.
     ``csls_penalties``: store a CSLS checkpoint's photo penalties (True: every photo's, those already stored copied),
-    skip them (False), or as the index was built (None: skipped when its manifest says so, else stored).
+    skip them (False), or as the index was built (None: skipped when its manifest says so, else stored);
+    ``csls_penalty_langs``: for queries in these languages (None: those the index stores them for, else all).
 
     The search structure is re-chosen for the new size: an exact index that grows past its threshold
     becomes IVF (trained on the stored vectors); an IVF or HNSW index gets the new vectors added, and its
@@ -306,7 +312,7 @@ def add_to_index(model, index_dir: str | os.PathLike, photos: Sequence[str | os.
         if len(ok) == 0:
             raise _no_photo_read(len(fresh), result.failures)
         new_entries = [PhotoEntry(index.count + j, fresh[int(i)][1], fresh[int(i)][0]) for j, i in enumerate(ok)]
-        _append(root, index, model, new_entries, vectors, checkpoint_path, csls_penalties)
+        _append(root, index, model, new_entries, vectors, checkpoint_path, csls_penalties, csls_penalty_langs)
     return IndexReport(PhotoIndex.open(root), added=len(new_entries), already_indexed=skipped,
                        failures=result.failures, extracted=result.extracted, cached=result.cached,
                        seconds=time.time() - t0)

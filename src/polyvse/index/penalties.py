@@ -21,9 +21,12 @@ The merge of a sharded build (no model loaded) reads the banks of the checkpoint
 model that embedded the photos, so its searches compute r_C as without a table. Milvus indexes store none: their
 searches compute r_C per query.
 
-A very large build may skip them (`polyvse index build --no-csls-penalties`: at 10M photos they would add hours):
-no table is written, the ``csls`` section is ``{"skipped": true}`` (``SKIPPED``), and searches compute r_C per query
-as for an index without a table. `polyvse index add` keeps an index's choice unless told otherwise.
+A very large build may skip them (`polyvse index build --no-csls-penalties`: at 10M photos they would add an hour
+and more on two cores): no table is written, the ``csls`` section is ``{"skipped": true}`` (``SKIPPED``), and
+searches compute r_C per query as for an index without a table. Or it may store the columns of the languages it
+will be searched in (`--csls-penalty-langs en,de`: ``keys`` lists only those banks, the pooled one where a language
+has no bank of its own; a bank costs each photo a scan of it, so one language of five costs a fifth): a query in
+another language computes its candidates' r_C. `polyvse index add` keeps an index's choice unless told otherwise.
 """
 from __future__ import annotations
 
@@ -38,39 +41,48 @@ from ..util.atomic import atomic_path
 from .compressed import CHUNK_SHARE, read_block
 
 __all__ = ["CHUNK_ROWS", "SKIPPED", "PenaltyWriter", "penalty_writer", "penalties_skipped", "recorded_penalty_writer",
-           "stored_penalties"]
+           "stored_keys", "stored_penalties"]
 
 #: photos whose r_C is computed at once without a budget: 1024 x a 6,000-caption bank is 25 MB of similarities a copy
 CHUNK_ROWS = 1024
 MIN_CHUNK_ROWS = 64
 
 
-def chunk_rows(hubness, budget: int | None = None) -> int:
+def chunk_rows(hubness, budget: int | None = None, keys: list[str] | None = None) -> int:
     """Photos scored at a time: CHUNK_ROWS, fewer where their rows, their similarities to the largest bank (three
     copies at once: the products, their negation, its partition) and the k best of each bank would pass
     1/CHUNK_SHARE of ``budget``."""
     if budget is None:
         return CHUNK_ROWS
+    keys = hubness.penalty_keys if keys is None else keys
     largest = max(len(hubness.caption_bank(lang)) for lang in hubness.penalty_keys[:-1])
-    per_row = 4 * (3 * largest + hubness.k * len(hubness.penalty_keys) + hubness.photos.shape[1])
+    per_row = 4 * (3 * largest + hubness.k * (len(hubness.penalty_keys) + len(keys)) + hubness.photos.shape[1])
     return int(min(CHUNK_ROWS, max(MIN_CHUNK_ROWS, budget // CHUNK_SHARE // per_row)))
 
 
 class PenaltyWriter:
     """Writes the r_C table of a generation (``write_generation``'s ``csls`` hook): ``hubness`` is the model's
-    SearchHubness, ``old`` the index being appended to (its matching rows are copied, not computed again)."""
+    SearchHubness, ``old`` the index being appended to (its matching rows are copied, not computed again), ``keys``
+    the bank keys stored (default every one of ``hubness.penalty_keys``; ``hubness.penalty_columns`` gives a
+    language list's)."""
 
-    def __init__(self, hubness, budget: int | None = None, old=None):
+    def __init__(self, hubness, budget: int | None = None, old=None, keys: list[str] | None = None):
         self.hubness, self.budget = hubness, budget
-        self.reused = old.penalties if old is not None and stored_penalties(old, hubness) is not None else None
+        self.keys = list(hubness.penalty_keys if keys is None else keys)
+        unknown = [key for key in self.keys if key not in hubness.penalty_keys]
+        if unknown or not self.keys:
+            raise DataError(f"no caption bank {unknown or self.keys} to store CSLS penalties for: the model's banks "
+                            f"are {', '.join(hubness.penalty_keys)}")
+        self.reused = (old.penalties if old is not None and stored_penalties(old, hubness) is not None
+                       and stored_keys(old.manifest) == self.keys else None)
 
     def __call__(self, root: Path, gen: int, vectors: np.ndarray) -> tuple[dict, dict]:
         """Write ``penalties.<gen>.npy`` for every row of ``vectors``; (its files entries, the ``csls`` section)."""
         t0 = time.time()
-        keys = self.hubness.penalty_keys
+        keys = self.keys
         n = len(vectors)
         start = 0 if self.reused is None else min(len(self.reused), n)
-        step = chunk_rows(self.hubness, self.budget)
+        step = chunk_rows(self.hubness, self.budget, keys)
 
         def write(tmp: str) -> None:
             with open(tmp, "wb") as fh:
@@ -79,7 +91,7 @@ class PenaltyWriter:
                 for i in range(0, start, step):  # the photos already indexed: their rows as stored
                     fh.write(read_block(self.reused, i, min(i + step, start)).tobytes())
                 for i in range(start, n, step):
-                    rows = self.hubness.penalty_table(read_block(vectors, i, min(i + step, n)))
+                    rows = self.hubness.penalty_table(read_block(vectors, i, min(i + step, n)), keys)
                     fh.write(rows.astype("<f4", copy=False).tobytes())
 
         name = f"penalties.{gen}.npy"
@@ -105,22 +117,41 @@ def penalties_skipped(manifest: dict) -> bool:
     return bool((manifest.get("csls") or {}).get("skipped"))
 
 
-def penalty_writer(model, budget: int | None = None, old=None, store: bool = True):
+def stored_keys(manifest: dict) -> list[str] | None:
+    """The bank keys an index stores r_C for (its table's columns), None where it stores none."""
+    section = manifest.get("csls") or {}
+    return None if section.get("skipped") else section.get("keys")
+
+
+def _writer(hubness, budget, old, store: bool, langs):
+    """The writer of ``hubness``'s table: ``langs`` given, their columns; else those ``old`` stores (an append
+    keeps the index's choice), else every bank's."""
+    if not store:
+        return SKIPPED
+    keys = hubness.penalty_columns(langs) if langs is not None else None
+    if keys is None and old is not None and stored_keys(old.manifest):
+        kept = [key for key in stored_keys(old.manifest) if key in hubness.penalty_keys]
+        keys = kept or None
+    return PenaltyWriter(hubness, budget, old, keys)
+
+
+def penalty_writer(model, budget: int | None = None, old=None, store: bool = True, langs=None):
     """The writer of ``model``'s r_C table, None for a model that does not score with CSLS; ``SKIPPED`` when not
-    ``store`` (the manifest then says the table was skipped)."""
+    ``store`` (the manifest then says the table was skipped). ``langs``: store only the columns that score queries
+    in these languages (default: those ``old`` stores, else every bank's)."""
     from ..model.search_hubness import SearchHubness
     from .fingerprint import similarity_name
 
     hubness = SearchHubness.of_model(model) if similarity_name(model) == "cosine" else None
     if hubness is None:
         return None
-    return PenaltyWriter(hubness, budget, old) if store else SKIPPED
+    return _writer(hubness, budget, old, store, langs)
 
 
-def recorded_penalty_writer(model_info: dict, budget: int | None = None, store: bool = True):
+def recorded_penalty_writer(model_info: dict, budget: int | None = None, store: bool = True, langs=None):
     """The r_C writer of the CSLS checkpoint a manifest's model section records (its banks read from the weights
     file, without torch), None when it records none, the folder is gone or unreadable, or it does not score with
-    CSLS; ``SKIPPED`` for such a checkpoint when not ``store``."""
+    CSLS; ``SKIPPED`` for such a checkpoint when not ``store``; ``langs`` as for ``penalty_writer``."""
     from ..errors import CheckpointError
     from ..model.checkpoint import HubnessBankFile, read_checkpoint_config
     from ..model.search_hubness import SearchHubness
@@ -132,7 +163,8 @@ def recorded_penalty_writer(model_info: dict, budget: int | None = None, store: 
             return None
         if not store:
             return SKIPPED
-        return PenaltyWriter(SearchHubness.from_bank_file(cfg.retrieval["k"], HubnessBankFile(cfg.weights)), budget)
+        return _writer(SearchHubness.from_bank_file(cfg.retrieval["k"], HubnessBankFile(cfg.weights)), budget, None,
+                       True, langs)
     except (CheckpointError, DataError, OSError):
         return None
 
@@ -157,13 +189,15 @@ def open_penalties(root: Path, manifest: dict, n: int) -> np.ndarray | None:
     return table
 
 
-def stored_penalties(index, hubness) -> Callable[[str | None], int] | None:
-    """Where ``index`` stores r_C for ``hubness``'s banks: a function from a query language to its column; None when
-    it stores none, or stores them for other banks or another k."""
+def stored_penalties(index, hubness) -> Callable[[str | None], int | None] | None:
+    """Where ``index`` stores r_C for ``hubness``'s banks: a function from a query language to its column (None for a
+    language whose bank the index stores no column for, --csls-penalty-langs); None when it stores none, or stores
+    them for other banks or another k."""
     table, section = getattr(index, "penalties", None), index.manifest.get("csls") or {}
-    if table is None or section.get("k") != hubness.k or section.get("keys") != hubness.penalty_keys:
+    keys = section.get("keys") or []
+    if table is None or section.get("k") != hubness.k or not set(keys) <= set(hubness.penalty_keys):
         return None
     if section.get("banks") != hubness.digest():
         return None
-    columns = {key: j for j, key in enumerate(section["keys"])}
-    return lambda lang: columns[hubness.key_of(lang)]
+    columns = {key: j for j, key in enumerate(keys)}
+    return lambda lang: columns.get(hubness.key_of(lang))

@@ -105,24 +105,32 @@ def csls_search(index: PhotoIndex, hubness: SearchHubness, queries: np.ndarray, 
     ``hubness.fetch(k)`` re-ranked by CSLS with their stored vectors (how a CSLS model's text search ranks;
     benchmarks/bench_scale.py times this same call). The candidates' r_C is read from the index where it stores
     it for these banks (polyvse.index.penalties), else computed against the caption bank (with a hint, once)."""
-    column = stored_penalties(index, hubness)
+    columns = stored_penalties(index, hubness)
+    column = None if columns is None else columns(lang)
     if column is None:
-        _hint_rebuild(index)
+        _hint_rebuild(index, lang if columns is not None else None)
     scores, ids = index.search(queries, hubness.fetch(k))
     out = []
     for q, row in zip(np.atleast_2d(queries), ids):
         vectors = np.stack([index.vector(int(i)) for i in row]) if len(row) else np.zeros((0, index.dim), np.float32)
-        penalty = None if column is None else index.penalties[np.asarray(row, dtype=np.int64), column(lang)]
+        penalty = None if column is None else index.penalties[np.asarray(row, dtype=np.int64), column]
         out.append(hubness.rerank(q, row, vectors, lang, k, photo_penalty=penalty))
     return [s for s, _ in out], [i for _, i in out]
 
 
-def _hint_rebuild(index: PhotoIndex) -> None:
-    """Say once per opened index why its CSLS searches are slower than they could be (not for a Milvus collection,
-    whose searches always compute them: polyvse.index.penalties)."""
-    if getattr(index, "_csls_hint", False) or hasattr(index, "append"):
+def _hint_rebuild(index: PhotoIndex, lang: str | None = None) -> None:
+    """Say once per opened index (and query language, where it stores other languages' columns) why its CSLS
+    searches are slower than they could be (not for a Milvus collection, whose searches always compute them:
+    polyvse.index.penalties)."""
+    hinted = index.__dict__.setdefault("_csls_hints", set())
+    if lang in hinted or hasattr(index, "append"):
         return
-    index._csls_hint = True
+    hinted.add(lang)
+    if lang is not None:
+        log.warning("%s: each %s query computes its candidates' CSLS penalties, as the index stores them for other "
+                    "languages only (--csls-penalty-langs); `polyvse index build --force` with %s among them stores "
+                    "its", index.root, lang, lang)
+        return
     why = ("stores them for other banks" if index.penalties is not None
            else "was built without them (--no-csls-penalties)" if penalties_skipped(index.manifest)
            else "was built without them")

@@ -20,8 +20,8 @@ A shard file is a numpy ``.npz`` (no pickles):
     meta      uint8, UTF-8 JSON: format, shard, num_shards, start, stop, total, photo_list (sha256 of the whole
               list), entries ([path, name] for each photo of the slice), stamps ([size, mtime_ns] of each of
               those files, so that a rerun notices a changed photo), model (the manifest's model section), build
-              (kind, exact_threshold, recall_target, max_memory when given, csls_penalties when false), failures ([path, reason]), extracted,
-              cached, seconds
+              (kind, exact_threshold, recall_target, max_memory when given, csls_penalties when false,
+              csls_penalty_langs when given), failures ([path, reason]), extracted, cached, seconds
 """
 from __future__ import annotations
 
@@ -188,7 +188,8 @@ def build_index_shard(model, photos: Sequence[str | os.PathLike], out: str | os.
                       exact_threshold: int = DEFAULT_EXACT_THRESHOLD, recall_target: float = DEFAULT_RECALL_TARGET,
                       batch_size: int = 32, num_workers: int = 0, progress: bool = True, strict: bool = False,
                       overwrite: bool = False, max_pixels: int | None = DEFAULT_MAX_PIXELS,
-                      max_memory: int | None = None, csls_penalties: bool = True) -> ShardReport:
+                      max_memory: int | None = None, csls_penalties: bool = True,
+                      csls_penalty_langs: Sequence[str] | None = None) -> ShardReport:
     """Embed shard ``shard`` of ``num_shards`` of ``photos`` into ``<out>/.shards/`` (see the module doc).
 
     Every shard of a build must get the same ``photos`` (and names) in the same order. A shard file an earlier
@@ -201,7 +202,9 @@ def build_index_shard(model, photos: Sequence[str | os.PathLike], out: str | os.
     model_info = model_section(model, checkpoint_path)
     build = {"kind": kind, "exact_threshold": int(exact_threshold), "recall_target": float(recall_target),
              **({"max_memory": int(max_memory)} if max_memory is not None else {}),
-             **({} if csls_penalties else {"csls_penalties": False})}
+             **({} if csls_penalties else {"csls_penalties": False}),
+             **({"csls_penalty_langs": list(csls_penalty_langs)} if csls_penalties and csls_penalty_langs is not None
+                else {})}
     identity = {"shard": shard, "num_shards": num_shards, "start": start, "stop": stop, "total": len(entries),
                 "photo_list": photo_list_digest(entries)}
     path = shard_path(root, shard, num_shards)
@@ -256,7 +259,7 @@ def _check_against(shard: IndexShard, first: IndexShard, expected_bounds: tuple[
     if m["build"] != f["build"]:
         raise IndexShardError(f"written with other build settings ({m['build']}) than {name0} ({f['build']}); "
                               "build every shard with the same --kind / --exact-threshold / --recall-target / "
-                              "--csls-penalties", shard.path)
+                              "--csls-penalties / --csls-penalty-langs", shard.path)
     if (int(m["start"]), int(m["stop"])) != expected_bounds:
         raise IndexShardError(f"holds photos {m['start']}..{int(m['stop']) - 1}, shard {shard.shard} of "
                               f"{shard.num_shards} should hold {expected_bounds[0]}..{expected_bounds[1] - 1}",
@@ -322,7 +325,8 @@ def merge_index_shards(out: str | os.PathLike, *, num_shards: int | None = None,
         write_new_index(root, model_info, model_info["similarity"], photo_list, vectors, build["kind"],
                         int(build["exact_threshold"]), float(build["recall_target"]), build.get("max_memory"),
                         csls=recorded_penalty_writer(model_info, build.get("max_memory"),
-                                                     store=build.get("csls_penalties", True)))
+                                                     store=build.get("csls_penalties", True),
+                                                     langs=build.get("csls_penalty_langs")))
     if not keep_shards:
         shutil.rmtree(root / SHARDS_DIR, ignore_errors=True)
     return IndexReport(PhotoIndex.open(root), added=len(photo_list), failures=failures,

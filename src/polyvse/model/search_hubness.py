@@ -126,14 +126,24 @@ class SearchHubness:
             self._digest = "sha256:" + h.hexdigest()
         return self._digest
 
-    def penalty_table(self, vectors: np.ndarray) -> np.ndarray:
-        """r_C of unit photo rows for every key of ``penalty_keys``: float32 (len(vectors), len(keys)). The pooled
-        bank's k nearest are the k best of each language's k nearest, so the pooled bank is never scanned (nor
-        built); callers bound the memory by passing rows in chunks (chunk x largest bank floats at once)."""
+    def penalty_table(self, vectors: np.ndarray, keys: list[str] | None = None) -> np.ndarray:
+        """r_C of unit photo rows for every key of ``keys`` (default ``penalty_keys``): float32 (len(vectors),
+        len(keys)). Only the banks the keys need are scanned; the pooled bank's k nearest are the k best of each
+        language's k nearest, so the pooled bank is never scanned (nor built), but it needs every language's. Callers
+        bound the memory by passing rows in chunks (chunk x largest bank floats at once)."""
+        keys = self.penalty_keys if keys is None else list(keys)
         v = np.asarray(vectors, dtype=np.float32)
-        tops = [top_k_values(v @ self.caption_bank(lang).T, self.k) for lang in self._banks.languages]
-        pooled = top_k_values(np.concatenate(tops, axis=1), self.k)
-        return np.stack([t.mean(axis=1) for t in tops] + [pooled.mean(axis=1)], axis=1).astype(np.float32)
+        scanned = self._banks.languages if POOLED in keys else [key for key in keys if key != POOLED]
+        tops = {lang: top_k_values(v @ self.caption_bank(lang).T, self.k) for lang in scanned}
+        if POOLED in keys:
+            tops[POOLED] = top_k_values(np.concatenate([tops[lang] for lang in self._banks.languages], axis=1), self.k)
+        return np.stack([tops[key].mean(axis=1) for key in keys], axis=1).astype(np.float32)
+
+    def penalty_columns(self, langs) -> list[str]:
+        """The bank keys that score queries in ``langs`` (each language's own, the pooled one for a language
+        without), in ``penalty_keys``' order: the columns an index stores when told to store these languages'."""
+        wanted = {self.key_of(lang) for lang in langs}
+        return [key for key in self.penalty_keys if key in wanted]
 
     def fetch(self, k: int) -> int:
         """How many cosine candidates a top-``k`` search re-ranks."""

@@ -18,6 +18,19 @@ from polyvse.util.paths import cache_root
 from .shared import add_device_args, add_photo_fit_arg, device_of, print_failures, squash_of, workers_of
 
 
+def _lang_list(text: str) -> list[str]:
+    """--csls-penalty-langs: comma-separated language codes, canonical (ISO 639-1 where there is one)."""
+    from polyvse.languages import UnknownLanguageError, check_language
+
+    codes = [c.strip() for c in text.split(",") if c.strip()]
+    if not codes:
+        raise argparse.ArgumentTypeError("give at least one language code, e.g. en,de")
+    try:
+        return list(dict.fromkeys(check_language(c) for c in codes))
+    except UnknownLanguageError as exc:  # it names the code and what to give instead
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
 def _add_photo_source(p) -> None:
     src = p.add_mutually_exclusive_group(required=True)
     src.add_argument("--images", metavar="DIR", help="folder of photos (searched recursively)")
@@ -63,8 +76,12 @@ def register(sub) -> None:
     b.add_argument("--csls-penalties", action=argparse.BooleanOptionalAction, default=True,
                    help="for a checkpoint that ranks by CSLS, store each photo's CSLS penalty with the index, so that "
                    "a text search reads them instead of scanning the caption bank (default: stored); "
-                   "--no-csls-penalties skips them for a very large build (at 10M photos they add hours), and each "
-                   "search then computes its candidates' penalties")
+                   "--no-csls-penalties skips them for a very large build (at 10M photos they add over an hour on two "
+                   "cores), and each search then computes its candidates' penalties")
+    b.add_argument("--csls-penalty-langs", metavar="LANGS", type=_lang_list,
+                   help="store the CSLS penalties for queries in these languages only, e.g. en,de (each costs a scan "
+                   "of its caption bank per photo; a language without a bank of its own takes the pooled one, which "
+                   "scans every bank); queries in other languages compute their candidates' (default: every bank)")
     b.add_argument("--backend", choices=["faiss", "milvus"], default="faiss",
                    help="where the vectors live: faiss (files in --out, the default) or milvus (a collection in a "
                    "Milvus server or cluster, or an embedded milvus-lite file: --uri; --out keeps the manifest, and "
@@ -101,6 +118,9 @@ def register(sub) -> None:
     a.add_argument("--csls-penalties", action=argparse.BooleanOptionalAction, default=None,
                    help="store each photo's CSLS penalty (--csls-penalties: the indexed photos' too, where the index "
                    "has none) or not (--no-csls-penalties); default: as the index was built")
+    a.add_argument("--csls-penalty-langs", metavar="LANGS", type=_lang_list,
+                   help="store the CSLS penalties for queries in these languages only (the indexed photos' too, where "
+                   "the index stores other languages'); default: the languages the index stores them for")
     _add_photo_source(a)
     a.set_defaults(func=run_add)
 
@@ -169,7 +189,8 @@ def _build(args, role, device) -> int:
                    exact_threshold=args.exact_threshold, recall_target=args.recall_target,
                    max_memory=parse_memory(args.max_memory),
                    batch_size=args.batch_size, num_workers=workers_of(args, device), strict=args.strict,
-                   overwrite=args.force, csls_penalties=args.csls_penalties)
+                   overwrite=args.force, csls_penalties=args.csls_penalties,
+                   csls_penalty_langs=args.csls_penalty_langs)
     if not role.sharded:
         report = build_index(model, photos, args.out, progress=not args.quiet, backend=args.backend, uri=args.uri,
                              collection=args.collection, db_name=args.milvus_db, **options)
@@ -221,7 +242,7 @@ def run_add(args) -> int:
     report = add_to_index(model, args.index, photos, cache_dir=_cache_dir(args), names=names,
                           checkpoint_path=ckpt if args.checkpoint else None, batch_size=args.batch_size,
                           num_workers=workers_of(args, device), progress=not args.quiet, strict=args.strict,
-                          csls_penalties=args.csls_penalties)
+                          csls_penalties=args.csls_penalties, csls_penalty_langs=args.csls_penalty_langs)
     _report(report, "added")
     return 0
 
@@ -248,8 +269,10 @@ def run_info(args) -> int:
               "against the caption bank (a rebuild, or the next `polyvse index add --csls-penalties`, stores them)")
     elif m.get("csls"):
         keys = [key for key in m["csls"]["keys"] if key != "*"]
-        print(f"csls:       each photo's penalty stored for the banks of {', '.join(keys)} and the pooled bank "
-              f"(k {m['csls']['k']}): text searches read no caption bank")
+        banks = [f"the banks of {', '.join(keys)}"] if keys else []
+        banks += ["the pooled bank"] if "*" in m["csls"]["keys"] else []
+        print(f"csls:       each photo's penalty stored for {' and '.join(banks)} (k {m['csls']['k']}): text "
+              "searches in those languages read no caption bank")
     elif m.get("backend", {}).get("name", "faiss") == "faiss" and _scores_with_csls(m["model"].get("checkpoint")):
         print("csls:       no photo penalties stored: each text search computes its candidates' against the caption "
               "bank (rebuild with `polyvse index build --force` to store them)")
