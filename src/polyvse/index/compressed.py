@@ -237,14 +237,17 @@ def candidates_for(k: int, depth: int) -> int:
 
 
 def rerank_search(ann, vectors: np.ndarray, queries: np.ndarray, k: int, nprobe: int, depth: int,
-                  read=None) -> tuple[np.ndarray, np.ndarray]:
+                  read=None, tuned_for: int | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Top-k by exact inner product among each query's compressed-search candidates: (scores, ids), best first,
     padded with id -1 where fewer than k were found. ``read(vectors, sorted rows)``: how the candidates' full
-    vectors are read (``read_rows``, through the map, by default; the build's tuning reads them unmapped)."""
+    vectors are read (``read_rows``, through the map, by default; the build's tuning reads them unmapped).
+    ``tuned_for``: the number of results the caller will keep, when it asks for more to re-rank them itself (CSLS
+    asks for 110 to keep 10): the candidates re-ranked are those ``depth`` gives for it (at least k), not for k,
+    which would read 11 times as many full vectors from disk for the same top 10."""
     read = read or read_rows
     import faiss
 
-    want = min(candidates_for(k, depth), ann.ntotal)
+    want = min(max(k, candidates_for(k if tuned_for is None else min(tuned_for, k), depth)), ann.ntotal)
     _, cand = ann.search(queries, want, params=faiss.SearchParametersIVF(nprobe=int(nprobe)))
     scores = np.full((len(queries), k), -np.inf, dtype=np.float32)
     ids = np.full((len(queries), k), -1, dtype=np.int64)

@@ -500,7 +500,10 @@ class MilvusPhotoIndex(PhotoIndex):
                 self._remember(hit)
         return scores, ids
 
-    def search(self, queries: np.ndarray, k: int, scorer=None) -> tuple[np.ndarray, np.ndarray]:
+    def search(self, queries: np.ndarray, k: int, scorer=None, tuned_for: int | None = None
+               ) -> tuple[np.ndarray, np.ndarray]:
+        """Top-k by Milvus's own index; ``tuned_for`` (PhotoIndex.search's) changes nothing: it returns exact
+        scores of its candidates."""
         q = np.ascontiguousarray(np.atleast_2d(np.asarray(queries, dtype=np.float32)))
         if q.shape[1] != self.dim:
             raise DataError(f"query vectors are {q.shape[1]}-d, the index holds {self.dim}-d vectors")

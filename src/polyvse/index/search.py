@@ -109,7 +109,7 @@ def csls_search(index: PhotoIndex, hubness: SearchHubness, queries: np.ndarray, 
     column = None if columns is None else columns(lang)
     if column is None:
         _hint_rebuild(index, lang if columns is not None else None)
-    scores, ids = index.search(queries, hubness.fetch(k))
+    scores, ids = index.search(queries, hubness.fetch(k), tuned_for=k)  # a compressed index re-ranks as for k
     out = []
     for q, row in zip(np.atleast_2d(queries), ids):
         vectors = np.stack([index.vector(int(i)) for i in row]) if len(row) else np.zeros((0, index.dim), np.float32)

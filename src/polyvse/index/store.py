@@ -279,11 +279,13 @@ class PhotoIndex:
 
     # -- search ---------------------------------------------------------------------------------------
     def search(self, queries: np.ndarray, k: int, scorer: Callable[[np.ndarray, np.ndarray], np.ndarray] | None = None,
-               ) -> tuple[np.ndarray, np.ndarray]:
+               tuned_for: int | None = None) -> tuple[np.ndarray, np.ndarray]:
         """Top-k photos for each query row: (scores (m, k'), ids (m, k')), k' = min(k, count), best first.
 
         ``queries`` must be prepared like the stored vectors (L2-normalised for cosine indexes).
         ``scorer(photo_vectors, queries) -> (n, m)`` is the model's similarity; exact-model indexes need it.
+        ``tuned_for``: how many of the k the caller keeps after re-ranking them itself (CSLS: 10 of 110); the
+        compressed index then re-ranks as many full vectors as its tuning gives for that many (``rerank_search``).
         """
         q = np.ascontiguousarray(np.atleast_2d(np.asarray(queries, dtype=np.float32)))
         if q.shape[1] != self.dim:
@@ -303,7 +305,8 @@ class PhotoIndex:
             return _exact_topk(self.vectors, q, k, _inner_product)
         if self.kind == IVFPQ:
             c = self.manifest["search"]["ivfpq"]
-            return _drop_missing(*rerank_search(self._ann, self.vectors, q, k, int(c["nprobe"]), int(c["depth"])))
+            return _drop_missing(*rerank_search(self._ann, self.vectors, q, k, int(c["nprobe"]), int(c["depth"]),
+                                                tuned_for=tuned_for))
         params = self.search_params(k)
         if params is not None:
             scores, ids = self._ann.search(q, k, params=params)
