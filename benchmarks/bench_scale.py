@@ -268,7 +268,8 @@ def checkpoint_hubness(path: str | os.PathLike):
     return SearchHubness.from_bank_file(cfg.retrieval["k"], HubnessBankFile(cfg.weights))
 
 
-def search_pass(index, queries: np.ndarray, hubness, lang: str | None) -> tuple[np.ndarray, np.ndarray]:
+def search_pass(index, queries: np.ndarray, hubness, lang: str | None,
+                rerank_for: int | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Each query alone, timed: (ids (m, K), seconds (m,)). With CSLS banks through
     ``polyvse.index.search.csls_search``, the call a CSLS model's text search makes (`polyvse search`, `polyvse
     serve`: the cosine top ``fetch(K)`` re-ranked by CSLS, which the timing includes); without, ``PhotoIndex.search``."""
@@ -280,7 +281,7 @@ def search_pass(index, queries: np.ndarray, hubness, lang: str | None) -> tuple[
         if hubness is None:
             ids = index.search(q[None, :], K)[1][0]
         else:
-            ids = csls_search(index, hubness, q[None, :], K, lang)[1][0]
+            ids = csls_search(index, hubness, q[None, :], K, lang, rerank_for=rerank_for)[1][0]
         times.append(time.perf_counter() - t)
         found.append(ids)
     return np.stack(found), np.asarray(times)
@@ -299,9 +300,11 @@ def timings(seconds: np.ndarray) -> dict:
     return {"p50_ms": float(np.percentile(ms, 50)), "p99_ms": float(np.percentile(ms, 99)), "mean_ms": float(ms.mean())}
 
 
-def query_child(root: str, hubness, lang: str | None, passes: int = 2) -> dict:
+def query_child(root: str, hubness, lang: str | None, passes: int = 2, rerank_for: int | None = None,
+                sweep: bool = False) -> dict:
     """Open the index cold and search the saved queries one at a time, with one math thread, as text queries in
-    ``lang`` (re-ranked by CSLS where ``hubness`` holds banks); then the ANN alone (cosine, warm)."""
+    ``lang`` (re-ranked by CSLS where ``hubness`` holds banks); then the ANN alone (cosine, warm). ``rerank_for``:
+    csls_search's (its default where None); ``sweep``: the found ids returned, not scored, and no ANN-alone pass."""
     import faiss
 
     from polyvse.index import PhotoIndex
@@ -315,18 +318,22 @@ def query_child(root: str, hubness, lang: str | None, passes: int = 2) -> dict:
     out = {"open_s": open_s, "rss_after_open_bytes": rss_open, "passes": []}
     found = []
     for _ in range(passes):
-        ids, seconds = search_pass(index, queries, hubness, lang)
+        ids, seconds = search_pass(index, queries, hubness, lang, rerank_for)
         found.append(ids)
         out["passes"].append(timings(seconds))
-    cosine_ids, seconds = search_pass(index, queries, None, lang) if hubness is not None else (found[-1], seconds)
+    if not sweep:
+        cosine_ids, seconds = search_pass(index, queries, None, lang) if hubness is not None else (found[-1], seconds)
     # the peak before the truth is worked out: that reads the vectors of every query's candidates
     out.update(peak_rss_bytes=status_bytes("VmHWM"), rss_anon_bytes=status_bytes("RssAnon"),
                rss_file_bytes=status_bytes("RssFile"))
+    if sweep:
+        return {**out, "ids": found[-1]}
     cosine_truth = candidates[:, :K]
     truth = cosine_truth if hubness is None else csls_truth(index, hubness, queries, candidates, lang)
     for p, ids in zip(out["passes"], found):
         p["recall_at_10"] = recall(ids, truth)
     out["cosine"] = {**timings(seconds), "recall_at_10": recall(cosine_ids, cosine_truth)}
+    out["truth_ids"] = truth  # for the sweep's recall (run_one drops it from the record)
     return out
 
 
@@ -391,19 +398,38 @@ def run_one(label: str, n: int, dim: int, photos: np.ndarray | None, cfg) -> dic
             + (f", re-ranked by CSLS ({cfg.lang}, r_C {'stored' if built['penalties'] else 'per query'})"
                if hubness is not None else ", cosine"))
         files = json.loads((root / "manifest.json").read_text())["files"]
-        for name in (files["vectors"], files.get("penalties")):
-            if name:
-                evict(root / name)
+        cold_files = [root / name for name in (files["vectors"], files.get("penalties")) if name]
+        for path in cold_files:
+            evict(path)
         queried = in_child(query_child, str(root), hubness, cfg.lang, env=dict.fromkeys(THREAD_VARS, "1"))
+        truth = queried.pop("truth_ids")
         cold, warm = queried["passes"]
         log(f"{label}: p50 {cold['p50_ms']:.2f} ms (warm {warm['p50_ms']:.2f}), recall@10 {cold['recall_at_10']:.3f} "
             f"(ANN alone: p50 {queried['cosine']['p50_ms']:.2f} ms, cosine recall@10 "
             f"{queried['cosine']['recall_at_10']:.3f}), peak RSS {queried['peak_rss_bytes'] / 2**30:.2f} GiB")
-        return {"n": n, "dim": dim, "csls": hubness is not None, **built, **queried, "cold": cold, "warm": warm,
+        sweep = [sweep_point(str(root), cold_files, hubness, cfg.lang, r, s["ivfpq"]["depth"], truth)
+                 for r in (cfg.sweep_rerank_for if hubness is not None and "ivfpq" in s else [])]
+        return {"rerank_sweep": sweep, "n": n, "dim": dim, "csls": hubness is not None, **built, **queried, "cold": cold, "warm": warm,
                 "auto_kind_under_budget": choose_kind(n, "cosine", dim=dim, max_memory=cfg.max_memory_bytes),
                 "float_vectors_gb": n * dim * 4 / 2**30}
     finally:
         shutil.rmtree(work, ignore_errors=True)
+
+
+def sweep_point(root: str, cold_files: list[Path], hubness, lang: str, rerank_for: int, depth: int,
+                truth: np.ndarray) -> dict:
+    """One cold pass of the CSLS searches re-ranking the candidates of a top-``rerank_for`` search (a fresh
+    process, the files dropped from the page cache again): p50/p99 and recall@10 against the same truth."""
+    from polyvse.index.compressed import candidates_for
+
+    for path in cold_files:
+        evict(path)
+    got = in_child(query_child, root, hubness, lang, 1, rerank_for, True, env=dict.fromkeys(THREAD_VARS, "1"))
+    point = {"rerank_for": rerank_for, "candidates": candidates_for(rerank_for, depth), **got["passes"][0],
+             "recall_at_10": recall(got["ids"], truth), "peak_rss_bytes": got["peak_rss_bytes"]}
+    log(f"  re-ranking as for {rerank_for} ({point['candidates']} rows): p50 {point['p50_ms']:.2f} ms, p99 "
+        f"{point['p99_ms']:.2f}, recall@10 {point['recall_at_10']:.3f}")
+    return point
 
 
 def headline(runs: dict, data: str) -> dict:
@@ -444,10 +470,15 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--penalty-langs", default=None, metavar="LANGS",
                     help="store the penalties of these query languages' banks only, e.g. en (as `polyvse index build "
                          "--csls-penalty-langs`; default: every bank, as the build's default)")
+    ap.add_argument("--sweep-rerank-for", default="", metavar="KS",
+                    help="after the headline passes, one cold CSLS pass per value, e.g. 10,20,40: the compressed "
+                         "index re-ranks the candidates of a top-K search (csls_search's rerank_for): p50, p99 and "
+                         "recall@10 of each under the run's rerank_sweep")
     ap.add_argument("--quick", action="store_true", help="5k vectors, 32 queries (smoke test)")
     ap.add_argument("--note", action="append", default=[],
                     help="a line for the record's notes: what the run stands for (machine, load, budget); repeatable")
     cfg = ap.parse_args(argv)
+    cfg.sweep_rerank_for = [int(v) for v in cfg.sweep_rerank_for.split(",") if v.strip()]
     if cfg.quick:
         cfg.sizes, cfg.gaussian_sizes, cfg.queries = "5k", "5k", 32
     if cfg.penalty_langs is not None:

@@ -99,17 +99,29 @@ def check_k(k, max_k: int = MAX_K) -> int:
     return int(k)
 
 
+# A CSLS search keeps k of its cosine top fetch(k), and may keep one from deep in them: a compressed index re-ranks
+# the candidates of a top-(CSLS_RERANK_FACTOR k) search for it (decisions log, "The 10M search with CSLS")
+CSLS_RERANK_FACTOR = 1
+
+
+def csls_rerank_for(k: int) -> int:
+    """The k a compressed index re-ranks as for, for a CSLS search that keeps k (PhotoIndex.search's tuned_for)."""
+    return CSLS_RERANK_FACTOR * k
+
+
 def csls_search(index: PhotoIndex, hubness: SearchHubness, queries: np.ndarray, k: int,
-                lang: str | None) -> tuple[list[np.ndarray], list[np.ndarray]]:
+                lang: str | None, rerank_for: int | None = None) -> tuple[list[np.ndarray], list[np.ndarray]]:
     """(CSLS scores, ids) per unit caption row of ``queries`` in ``lang``, best first: the index's cosine top
     ``hubness.fetch(k)`` re-ranked by CSLS with their stored vectors (how a CSLS model's text search ranks;
     benchmarks/bench_scale.py times this same call). The candidates' r_C is read from the index where it stores
-    it for these banks (polyvse.index.penalties), else computed against the caption bank (with a hint, once)."""
+    it for these banks (polyvse.index.penalties), else computed against the caption bank (with a hint, once).
+    ``rerank_for``: the tuned_for of the index's search (default ``csls_rerank_for(k)``; benchmarks sweep it)."""
     columns = stored_penalties(index, hubness)
     column = None if columns is None else columns(lang)
     if column is None:
         _hint_rebuild(index, lang if columns is not None else None)
-    scores, ids = index.search(queries, hubness.fetch(k), tuned_for=k)  # a compressed index re-ranks as for k
+    # a compressed index re-ranks the candidates of a top-``rerank_for`` search (default: csls_rerank_for(k))
+    scores, ids = index.search(queries, hubness.fetch(k), tuned_for=rerank_for or csls_rerank_for(k))
     out = []
     for q, row in zip(np.atleast_2d(queries), ids):
         vectors = np.stack([index.vector(int(i)) for i in row]) if len(row) else np.zeros((0, index.dim), np.float32)
