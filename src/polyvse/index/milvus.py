@@ -464,6 +464,11 @@ class MilvusPhotoIndex(PhotoIndex):
         entry = self.photo(photo_id)
         return np.array(self.fetch([entry.id])[0][1], dtype=np.float32)
 
+    def vectors_of(self, photo_ids) -> np.ndarray:
+        """PhotoIndex.vectors_of: from the cache of the last search's hits, or in one request for the rest."""
+        ids = [self.photo(int(i)).id for i in np.asarray(photo_ids).reshape(-1)]
+        return np.array([v for _, v in self.fetch(ids)], dtype=np.float32).reshape(len(ids), self.dim)
+
     def read_all(self, *, with_vectors: bool) -> Iterator[tuple[list[PhotoEntry], np.ndarray | None]]:
         """The photos in id order, READ_ROWS at a time: (entries, their vectors or None)."""
         fields = FIELDS if with_vectors else ["name", "path"]
@@ -500,10 +505,10 @@ class MilvusPhotoIndex(PhotoIndex):
                 self._remember(hit)
         return scores, ids
 
-    def search(self, queries: np.ndarray, k: int, scorer=None, tuned_for: int | None = None
-               ) -> tuple[np.ndarray, np.ndarray]:
-        """Top-k by Milvus's own index; ``tuned_for`` (PhotoIndex.search's) changes nothing: it returns exact
-        scores of its candidates."""
+    def search(self, queries: np.ndarray, k: int, scorer=None, tuned_for: int | None = None,
+               prior: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """Top-k by Milvus's own index; ``tuned_for`` and ``prior`` (PhotoIndex.search's) change nothing: it
+        returns exact scores of its candidates."""
         q = np.ascontiguousarray(np.atleast_2d(np.asarray(queries, dtype=np.float32)))
         if q.shape[1] != self.dim:
             raise DataError(f"query vectors are {q.shape[1]}-d, the index holds {self.dim}-d vectors")

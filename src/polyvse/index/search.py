@@ -27,7 +27,7 @@ from ..model.search_hubness import SearchHubness
 from ..util.arrays import normalize_rows
 from .fingerprint import similarity_name
 from .penalties import penalties_skipped, stored_penalties
-from .store import EXACT_MODEL, PhotoIndex
+from .store import EXACT_MODEL, IVFPQ, PhotoIndex
 
 log = logging.getLogger(__name__)
 
@@ -99,35 +99,36 @@ def check_k(k, max_k: int = MAX_K) -> int:
     return int(k)
 
 
-# A CSLS search keeps k of its cosine top fetch(k), and may keep one from deep in them: a compressed index re-ranks
-# the candidates of a top-(CSLS_RERANK_FACTOR k) search for it (decisions log, "The 10M search with CSLS")
-CSLS_RERANK_FACTOR = 1
-
-
-def csls_rerank_for(k: int) -> int:
-    """The k a compressed index re-ranks as for, for a CSLS search that keeps k (PhotoIndex.search's tuned_for)."""
-    return CSLS_RERANK_FACTOR * k
-
-
 def csls_search(index: PhotoIndex, hubness: SearchHubness, queries: np.ndarray, k: int,
                 lang: str | None, rerank_for: int | None = None) -> tuple[list[np.ndarray], list[np.ndarray]]:
     """(CSLS scores, ids) per unit caption row of ``queries`` in ``lang``, best first: the index's cosine top
     ``hubness.fetch(k)`` re-ranked by CSLS with their stored vectors (how a CSLS model's text search ranks;
     benchmarks/bench_scale.py times this same call). The candidates' r_C is read from the index where it stores
     it for these banks (polyvse.index.penalties), else computed against the caption bank (with a hint, once).
-    ``rerank_for``: the tuned_for of the index's search (default ``csls_rerank_for(k)``; benchmarks sweep it)."""
+    ``rerank_for``: the tuned_for of the index's search (default k; benchmarks sweep it). With stored penalties,
+    half the r_C column is the search's prior: a compressed index also reads the candidates CSLS may lift."""
     columns = stored_penalties(index, hubness)
     column = None if columns is None else columns(lang)
     if column is None:
         _hint_rebuild(index, lang if columns is not None else None)
-    # a compressed index re-ranks the candidates of a top-``rerank_for`` search (default: csls_rerank_for(k))
-    scores, ids = index.search(queries, hubness.fetch(k), tuned_for=rerank_for or csls_rerank_for(k))
+    # a compressed index re-ranks the candidates of a top-``rerank_for`` search, and those the prior lifts
+    prior = _half_penalties(index, column) if column is not None and getattr(index, "kind", None) == IVFPQ else None
+    scores, ids = index.search(queries, hubness.fetch(k), tuned_for=rerank_for or k, prior=prior)
     out = []
     for q, row in zip(np.atleast_2d(queries), ids):
-        vectors = np.stack([index.vector(int(i)) for i in row]) if len(row) else np.zeros((0, index.dim), np.float32)
+        vectors = index.vectors_of(row)
         penalty = None if column is None else index.penalties[np.asarray(row, dtype=np.int64), column]
         out.append(hubness.rerank(q, row, vectors, lang, k, photo_penalty=penalty))
     return [s for s, _ in out], [i for _, i in out]
+
+
+def _half_penalties(index: PhotoIndex, column: int) -> np.ndarray:
+    """Half the stored r_C column (CSLS = 2 cos - r_C - r_T ranks as cos - r_C / 2), read whole once per opened
+    index: 40 MB at 10M photos, where the memory map would fault a page per candidate of every query."""
+    cache = index.__dict__.setdefault("_half_penalties", {})
+    if column not in cache:
+        cache[column] = np.asarray(index.penalties[:, column], dtype=np.float32) / 2
+    return cache[column]
 
 
 def _hint_rebuild(index: PhotoIndex, lang: str | None = None) -> None:

@@ -264,6 +264,14 @@ class PhotoIndex:
         entry = self.photo(photo_id)
         return np.array(self.vectors[entry.id], dtype=np.float32)
 
+    def vectors_of(self, photo_ids) -> np.ndarray:
+        """The stored vectors of ``photo_ids``, one row each in that order: one read of the map, not one per photo
+        (a CSLS search re-ranks 110 candidates a query)."""
+        ids = np.asarray(photo_ids, dtype=np.int64).reshape(-1)
+        for i in ids[(ids < 0) | (ids >= len(self.photos))][:1]:
+            self.photo(int(i))  # says which id is out of range
+        return np.array(self.vectors[ids], dtype=np.float32).reshape(len(ids), self.dim)
+
     # -- model check ----------------------------------------------------------------------------------
     def check_model(self, model) -> None:
         """Refuse a model other than the one that built this index (its vectors would be meaningless)."""
@@ -279,13 +287,16 @@ class PhotoIndex:
 
     # -- search ---------------------------------------------------------------------------------------
     def search(self, queries: np.ndarray, k: int, scorer: Callable[[np.ndarray, np.ndarray], np.ndarray] | None = None,
-               tuned_for: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+               tuned_for: int | None = None, prior: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
         """Top-k photos for each query row: (scores (m, k'), ids (m, k')), k' = min(k, count), best first.
 
         ``queries`` must be prepared like the stored vectors (L2-normalised for cosine indexes).
         ``scorer(photo_vectors, queries) -> (n, m)`` is the model's similarity; exact-model indexes need it.
         ``tuned_for``: how many of the k the caller keeps after re-ranking them itself (CSLS: 10 of 110); the
         compressed index then re-ranks as many full vectors as its tuning gives for that many (``rerank_search``).
+        ``prior``: one value per photo that the caller subtracts from the scores when it re-ranks (CSLS: half the
+        r_C); the compressed index then also reads the photos that rank best by their approximate score minus it
+        (``rerank_search``). Other kinds return the top k as they would without it.
         """
         q = np.ascontiguousarray(np.atleast_2d(np.asarray(queries, dtype=np.float32)))
         if q.shape[1] != self.dim:
@@ -306,7 +317,7 @@ class PhotoIndex:
         if self.kind == IVFPQ:
             c = self.manifest["search"]["ivfpq"]
             return _drop_missing(*rerank_search(self._ann, self.vectors, q, k, int(c["nprobe"]), int(c["depth"]),
-                                                tuned_for=tuned_for))
+                                                tuned_for=tuned_for, prior=prior))
         params = self.search_params(k)
         if params is not None:
             scores, ids = self._ann.search(q, k, params=params)
