@@ -3,7 +3,8 @@
     python benchmarks/bench_scale.py --out runs/bench_scale.json [--sizes 100k,1m,10m] [--gaussian-sizes 100k,1m]
                                      [--data photos,gaussian] [--max-memory 8GB] [--queries 500]
                                      [--photos-index runs/model/index] [--checkpoint DIR] [--lang en] [--quick]
-                                     [--no-penalties | --penalty-langs en] [--note "what this run stands for"]
+                                     [--no-penalties | --penalty-langs en] [--sweep-rerank-for 15,20,40]
+                                     [--note "what this run stands for"]
 
 For every data set and size, in child processes (one builds, a fresh one queries, so each one's peak memory is its
 own):
@@ -36,6 +37,12 @@ own):
      cold first pass, then a warm second; then the ANN alone (``PhotoIndex.search``, k 10, warm: ``cosine``). Its
      peak resident memory (``VmHWM``, taken before the ground truth is worked out: banks, anonymous memory and the
      pages of the vectors and penalties files the searches touched) is ``rss_gb``.
+
+  3. with ``--sweep-rerank-for``, for each value K a further fresh process, the files dropped from the page cache
+     again, makes one cold pass of the same CSLS searches, the compressed index re-ranking the candidates of a
+     top-K search (``csls_search(rerank_for=K)``, default 10: ``tuned_for``) with the prior as the product uses it:
+     p50, p99 and recall@10 against the same truth, per K, in the run's ``rerank_sweep`` (the width against the
+     recall, on the index the headline measured).
 
 Ground truth. recall@10 (headline) is against the CSLS re-ranking of each query's EXACT cosine top 110 from the
 chunked scan: CSLS over every vector would need each vector's r_C against the caption bank, ~10^14 flops at 10M,

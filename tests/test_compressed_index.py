@@ -8,6 +8,7 @@ import json
 from pathlib import Path
 from types import SimpleNamespace
 
+import faiss
 import numpy as np
 import pytest
 import torch
@@ -342,3 +343,42 @@ def test_a_wide_search_kept_to_its_top_ten_reranks_as_many_vectors_as_a_top_ten_
     np.testing.assert_allclose(kept[0][0], data.vectors[kept[1][0]] @ q[0], atol=1e-5)
     assert len(set(kept[1][0, :10].tolist()) & set(wide[1][0, :10].tolist())) >= 9  # the top ten all but alike
     np.testing.assert_array_equal(index.search(q, 110, tuned_for=10)[1], kept[1])
+
+
+def test_a_search_with_a_prior_also_reads_the_candidates_the_prior_lifts_from_deep_in_the_list(data, tmp_path):
+    """CSLS ranks its candidates by cosine minus half their r_C, and may keep one from deep in its top 110: given
+    that prior, the compressed index reads, beside the candidates its depth gives for the 10 kept, PRIOR_SHARE more:
+    the best by approximate score minus prior among the rest of what a top-110 search would re-rank. With a prior of
+    zero those are the next in the approximate order; a photo the prior favours is read from wherever it lies."""
+    root = tmp_path / "index"
+    manifest = _write_in_chunks(data, root)
+    index = PhotoIndex.open(root)
+    c = manifest["search"]["ivfpq"]
+    q = data.queries[:1]
+    want = max(110, compressed.candidates_for(10, c["depth"]))
+    lift = int(np.ceil(compressed.PRIOR_SHARE * want))
+    wide = compressed.candidates_for(110, c["depth"])
+    assert wide > want + lift + 50  # else the test below cannot tell the lifted rows apart
+    order = index._ann.search(q, wide, params=faiss.SearchParametersIVF(nprobe=int(c["nprobe"])))[1][0]
+    read = []
+
+    def keeping(vectors, rows):
+        read.append(set(rows.tolist()))
+        return compressed.read_rows(vectors, rows)
+
+    prior = np.zeros(index.count, np.float32)
+    rerank_search(index._ann, index.vectors, q, 110, c["nprobe"], c["depth"], read=keeping, tuned_for=10, prior=prior)
+    assert read[-1] == set(order[:want + lift].tolist())
+    deep = int(order[want + lift + 40])
+    prior[deep] = -1.0  # far better than any approximate score could make up
+    _, ids = rerank_search(index._ann, index.vectors, q, 110, c["nprobe"], c["depth"], read=keeping, tuned_for=10,
+                           prior=prior)
+    assert deep in read[-1] and len(read[-1]) == want + lift and int(order[want + lift - 1]) not in read[-1]
+    np.testing.assert_array_equal(index.search(q, 110, tuned_for=10, prior=prior)[1], ids)
+    for with_prior in (prior, None):  # a prior without tuned_for changes nothing
+        rerank_search(index._ann, index.vectors, q, 110, c["nprobe"], c["depth"], read=keeping, prior=with_prior)
+    assert read[-1] == read[-2]
+    # the 110 candidates' vectors, which CSLS re-ranks, come in one read
+    np.testing.assert_array_equal(index.vectors_of(ids[0, :3]), np.stack([index.vector(int(i)) for i in ids[0, :3]]))
+    with pytest.raises(DataError, match=f"no photo with id {index.count}"):
+        index.vectors_of([0, index.count])

@@ -8,7 +8,10 @@ A query scans the ``nprobe`` nearest lists' codes for its ``depth`` best candida
 asked), then re-ranks them exactly: their full vectors are read from the memory-mapped file (the kernel is asked
 for all of them at once, ``MADV_WILLNEED``, so a cold cache costs one round of parallel reads, not ``depth``
 sequential ones) and scored by inner product. nprobe and depth are tuned at build time to the recall target
-(``polyvse.index.ann.tune_compressed``), against exact search by a chunked scan of the file.
+(``polyvse.index.ann.tune_compressed``), against exact search by a chunked scan of the file. A caller that keeps
+fewer results than it asks for (CSLS: 10 of 110) gets the candidates the depth gives for those it keeps, plus a
+tenth more picked by approximate score minus its prior (half each photo's stored r_C): those CSLS may lift from deep
+in the list (``rerank_search``'s ``tuned_for`` and ``prior``).
 
 Why this structure (measured on 100,000 1024-d vectors drawn around the product model's real photo embeddings;
 benchmarks/README.md, "Scale", has the table): with re-ranking of 50 candidates, 4-bit codes of dim/8 bytes
