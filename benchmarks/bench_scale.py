@@ -298,7 +298,7 @@ def csls_truth(index, hubness, queries: np.ndarray, candidates: np.ndarray, lang
     """The CSLS top K of each query among ``candidates``, its exact cosine top ``fetch(K)`` (the chunked scan's):
     CSLS over every vector would need each one's r_C against the caption bank (~10^14 flops at 10M), and
     SearchHubness's own contract is that the CSLS top K lies in the cosine top fetch(K)."""
-    return np.stack([hubness.rerank(q, row, np.stack([index.vector(int(i)) for i in row]), lang, K)[1]
+    return np.stack([hubness.rerank(q, row, index.vectors_of(row), lang, K)[1]
                      for q, row in zip(queries, candidates)])
 
 
