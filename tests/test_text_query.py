@@ -122,14 +122,15 @@ import json, sys
 from polyvse_app.cli import main
 code = main(sys.argv[1:])
 print(json.dumps({"code": code, "torch": "torch" in sys.modules,
-                  "faiss_threads": sys.modules["faiss"].omp_get_max_threads() if "faiss" in sys.modules else None}),
+                  "faiss_threads": sys.modules["faiss"].omp_get_max_threads() if "faiss" in sys.modules else None,
+                  "pil": "PIL" in sys.modules, "regex": "regex" in sys.modules}),
       file=sys.stderr)
 """
 THREAD_SETTINGS = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
 
 
 def test_cli_text_search_of_a_word_level_checkpoint_does_not_import_torch(tmp_path):
-    """...nor FAISS: an exact index scans a query's few rows in numpy (PhotoIndex.search)."""
+    """...nor FAISS (an exact index scans a query's few rows in numpy: PhotoIndex.search), nor Pillow."""
     checkpoint = trained_checkpoint(tmp_path / "c")
     index = _scratch_index(tmp_path, checkpoint)
     env = {k: v for k, v in os.environ.items() if k not in THREAD_SETTINGS}
@@ -138,7 +139,8 @@ def test_cli_text_search_of_a_word_level_checkpoint_does_not_import_torch(tmp_pa
                            "zwei Hunde spielen im Schnee", "--lang", "de", "-k", "30", "--json"],
                           capture_output=True, text=True, env=env, timeout=120)
     status = json.loads(proc.stderr.strip().splitlines()[-1])
-    assert status == {"code": 0, "torch": False, "faiss_threads": None}, proc.stderr
+    # Pillow is for photo queries only; a word-level model tokenises the query (`regex`)
+    assert status == {"code": 0, "torch": False, "faiss_threads": None, "pil": False, "regex": True}, proc.stderr
     got = json.loads(proc.stdout)["results"]
     want = Searcher(polyvse.load(checkpoint), PhotoIndex.open(index)).text("zwei Hunde spielen im Schnee", "de", k=30)
     assert [h["id"] for h in got] == [h.id for h in want.hits]

@@ -19,12 +19,9 @@ from typing import BinaryIO, Union
 from PIL import Image, ImageOps, UnidentifiedImageError
 
 from ..errors import DataError
+from .limits import DEFAULT_MAX_PIXELS
 
 __all__ = ["DEFAULT_MAX_PIXELS", "ImageSource", "load_image", "read_image_bytes"]
-
-#: Refuse photos with more pixels than this (40 megapixels: above any phone or DSLR photo a
-#: retrieval system meets in practice, far below what would exhaust memory when decoded).
-DEFAULT_MAX_PIXELS = 40_000_000
 
 ImageSource = Union[str, os.PathLike, bytes, bytearray, memoryview, BinaryIO, Image.Image]
 

@@ -17,7 +17,7 @@ from typing import Sequence
 import numpy as np
 
 from ..errors import DataError
-from ..features.images import DEFAULT_MAX_PIXELS
+from ..features.limits import DEFAULT_MAX_PIXELS
 from ..util.arrays import normalize_rows
 from .ann import choose_kind, new_hnsw, new_ivf, search_section, tune_ef_search, tune_nprobe
 from .chunked import append_compressed, write_compressed_index

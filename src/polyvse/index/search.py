@@ -21,7 +21,7 @@ from typing import Sequence
 import numpy as np
 
 from ..errors import CheckpointError, DataError
-from ..features.images import DEFAULT_MAX_PIXELS, load_image
+from ..features.limits import DEFAULT_MAX_PIXELS
 from ..languages import check_language, reads_without_language, served_language, served_languages
 from ..model.search_hubness import SearchHubness
 from ..util.arrays import normalize_rows
@@ -217,12 +217,12 @@ class Searcher:
 
     def unknown_words(self, text: str, lang: str) -> tuple[list[str], int]:
         """(words of the query the model's vocabulary lacks, number of words)."""
-        from ..models.text_input import tag_tokens
-        from ..text.tokenize import tokenize
-
         captions = self.model.captions
         if captions.vocab is None:  # a pretrained sentence encoder: no word vocabulary, no unknown words
             return [], 0
+        from ..models.text_input import tag_tokens
+        from ..text.tokenize import tokenize
+
         words = [t for t in tokenize(text, lang, lowercase=captions.lowercase) if any(ch.isalnum() for ch in t)]
         unknown = [w for w, tagged in zip(words, tag_tokens(words, lang)) if tagged not in captions.vocab]
         return unknown, len(words)
@@ -233,6 +233,8 @@ class Searcher:
 
     def embed_image(self, photo, *, max_pixels: int | None = DEFAULT_MAX_PIXELS, name: str | None = None) -> np.ndarray:
         """photo: a path, bytes, a binary file object or a PIL image (validated by load_image)."""
+        from ..features.images import load_image  # Pillow: only for a photo query
+
         image = load_image(photo, max_pixels, name=name)
         return self.embed_pil(image)
 

@@ -39,7 +39,7 @@ from typing import Sequence
 import numpy as np
 
 from ..errors import DataError
-from ..features.images import DEFAULT_MAX_PIXELS
+from ..features.limits import DEFAULT_MAX_PIXELS
 from ..sharding import shard_bounds
 from ..util.atomic import atomic_open
 from .build import (IndexReport, _no_photo_read, check_new_index, checked_entries, embed_photo_files,

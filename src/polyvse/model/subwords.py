@@ -18,18 +18,26 @@ Python (Python's own ``hash`` is salted per process).
 """
 from __future__ import annotations
 
+import functools
 import zlib
 from dataclasses import asdict, dataclass
 from typing import Sequence
 
 import numpy as np
-import regex
 
 __all__ = ["SubwordSpec", "TABLE", "UP", "subword_ids", "bag_inputs", "subword_term"]
 
 #: the tensors' names under the language's part prefix
 TABLE, UP = "subword_table", "subword_up"
-_WORD = regex.compile(r"\w+")
+
+
+@functools.cache
+def _words():
+    """The word pattern (``regex``'s ``\\w``: letters with their combining marks), compiled on first use, so a query
+    in a language without a subword student does not import ``regex``."""
+    import regex
+
+    return regex.compile(r"\w+")
 
 
 @dataclass(frozen=True)
@@ -50,7 +58,7 @@ class SubwordSpec:
 
 
 def _grams(text: str, spec: SubwordSpec) -> list[str]:
-    out, words = [], _WORD.findall(text.casefold())
+    out, words = [], _words().findall(text.casefold())
     for word in words:
         out.append("w:" + word)
         marked = f"<{word}>"

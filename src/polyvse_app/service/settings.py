@@ -5,7 +5,7 @@ import os
 from dataclasses import dataclass, field
 from typing import ClassVar
 
-from polyvse.features.images import DEFAULT_MAX_PIXELS
+from polyvse.features.limits import DEFAULT_MAX_PIXELS
 from polyvse.index.search import MAX_QUERY_CHARS
 
 THUMB_SIZES = (64, 128, 192, 256, 384, 512)
