@@ -13,6 +13,13 @@ here):
   no Czech, so the Czech part learnt its map with USE's slice at zero; for a language USE reads, it is left out);
 * ``ensemble``: every trained part's joint-space embedding of the caption, each unit-normalised, averaged: the mean
   of the parts' outputs after the shared head (not of their weights, as ``mean``);
+* ``centred``: the mean part reading H's tower vectors moved by the difference of the languages' means, ``x - mu_H +
+  mu_en`` (language-mean centring, Libovický et al. 2020: what tells languages apart in a multilingual encoder is
+  largely a per-language offset); ``mu_H`` from H's own training lines alone (``--lines`` of them, monolingual: no
+  pairing is used), ``mu_en`` from the English counterparts of every ``--teach`` language's lines;
+* ``slice:<tower>x<w>``: the mean part reading H's vectors with one tower's slice scaled by ``w`` (0 or 0.5): whether
+  one tower reads H worse than the other (the model trained with tower dropout, so a zeroed slice is an input it
+  knows);
 * ``universal``: one part learnt by teacher learning (``polyvse.adaptation.teacher``, plain Linear: no subword
   student, which is language-specific) from that mean, on the training lines of every ``--teach`` language but H
   (``--lines`` a language, English counterparts; Multi30K task1 lines for de/fr/cs, MultiScript30k for es/ar/zh/qu/gn;
@@ -33,6 +40,8 @@ import argparse
 import sys
 import time
 from pathlib import Path
+
+SLICE_WEIGHTS = (0.0, 0.5)  # ``slice:<tower>x<w>``: one tower's slice of a held-out language's vectors scaled
 
 def parse_args(argv=None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -61,6 +70,15 @@ def teaching_pairs(root, lang: str, lines: int, seed: int) -> list[tuple[str, st
     pairs = [(t, e) for t, e, _ in multiscript_pairs(root, lang, "en")]
     order = np.random.default_rng([seed, len(pairs)]).permutation(len(pairs))
     return [pairs[i] for i in order[:lines]]
+
+
+def tower_slices(captions) -> dict[str, tuple[int, int]]:
+    """Each tower's columns ``(start, end)`` in the fused vector a part reads."""
+    out, start = {}, 0
+    for tower in captions.towers:
+        out[tower.name] = (start, start + tower.dim)
+        start += tower.dim
+    return out
 
 
 def output_ensemble(model, vecs, parts, texts):
@@ -107,12 +125,13 @@ def main(argv=None) -> int:
     def vectors(texts, lang):
         return torch.from_numpy(line_vectors(model.captions, texts, lang, cache, progress, encoder))
 
-    pairs = {lang: teaching_pairs(root, lang, args.lines, args.seed) for lang in teach}
+    pairs = {lang: teaching_pairs(root, lang, args.lines, args.seed) for lang in dict.fromkeys([*teach, *unseen])}
     x_new = {lang: vectors([a for a, _ in p], lang) for lang, p in pairs.items()}
-    targets = {lang: teacher_targets(model.model, vectors([b for _, b in p], "en"), ["en"] * len(p))
-               for lang, p in pairs.items()}
+    x_en = {lang: vectors([b for _, b in p], "en") for lang, p in pairs.items() if lang in teach}
+    targets = {lang: teacher_targets(model.model, x, ["en"] * len(x)) for lang, x in x_en.items()}
+    mu_en = torch.cat(list(x_en.values())).mean(0)
     record = {"checkpoint": str(args.checkpoint), "split": "val", "lines_per_language": args.lines,
-              "teach": {lang: len(p) for lang, p in pairs.items()}, "trained": trained,
+              "teach": {lang: len(pairs[lang]) for lang in teach}, "trained": trained,
               "reference": {args.reference: {"val": reference}}, "held_out": {}, "complete": False,
               "provenance": provenance(["python", "scripts/zero_shot_loo.py",
                                         *(argv if argv is not None else sys.argv[1:])], args.checkpoint)}
@@ -142,6 +161,16 @@ def main(argv=None) -> int:
             row["same_towers"] = same
         for name, part in parts.items():
             row[name] = scores_through_part(evaluator, model, gals, vecs, lang, part, ["val"])["val"]
+        moved = {"centred": vecs["val"] - x_new[lang].mean(0) + mu_en} if lang in unseen else {}
+        for tower, (a, b) in tower_slices(model.captions).items():
+            if tower in towers:
+                for w in SLICE_WEIGHTS:
+                    x_w = vecs["val"].clone()
+                    x_w[:, a:b] *= w
+                    moved[f"slice:{tower}x{w:g}"] = x_w
+        for name, x_moved in moved.items():
+            row[name] = scores_through_part(evaluator, model, gals, {"val": x_moved}, lang, mean, ["val"])["val"]
+        parts = {**parts, **moved}
         row["ensemble"] = evaluator.mean_recall(model, gals["val"], lang, output_ensemble(
             model, vecs["val"], [encoder.universal[x] for x in others], gals["val"]["captions"][lang][0]))
         for name in [*parts, "ensemble"]:

@@ -446,3 +446,8 @@ def test_leave_one_language_out_script_scores_mean_and_universal_parts(base_chec
         for part in ("mean", "universal", "ensemble", *singles):
             assert 0 <= row[part]["mr"] <= 100 and 0 < row[part]["n_images"] <= 12  # es: photos with a line
         assert f"part:{lang}" not in row
+        towers = [t.name for t in polyvse.load(base_checkpoint).captions.towers if t.reads(lang, unlisted=True)]
+        for tower in towers:  # the mean part reading one tower's slice scaled
+            assert 0 <= row[f"slice:{tower}x0"]["mr"] <= 100 and 0 <= row[f"slice:{tower}x0.5"]["mr"] <= 100
+    # an unseen language's vectors moved by the languages' means (from its training lines, not its val captions)
+    assert 0 <= record["held_out"]["es"]["centred"]["mr"] <= 100 and "centred" not in record["held_out"]["de"]
