@@ -43,6 +43,7 @@ from pathlib import Path
 
 SLICE_WEIGHTS = (0.0, 0.5)  # ``slice:<tower>x<w>``: one tower's slice of a held-out language's vectors scaled
 
+
 def parse_args(argv=None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--checkpoint", required=True)
