@@ -4,6 +4,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Iterable, Sequence
 
 from ..languages import check_language
+from ..text.tokenize import tokenize
 from ..text.vocab import UNK, Vocabulary
 
 if TYPE_CHECKING:
@@ -27,15 +28,11 @@ class CaptionEncoder:
     def build(cls, texts_by_lang: dict[str, Sequence[str]], min_count: int = 1, max_len: int = 64,
               lowercase: bool = True) -> "CaptionEncoder":
         """Build the vocabulary from the given texts; pass training captions only."""
-        from ..text.tokenize import tokenize  # here: `regex` is not for a tower model's query process
-
         token_lists = [tag_tokens(tokenize(t, lang, lowercase=lowercase), lang)
                        for lang, texts in texts_by_lang.items() for t in texts]
         return cls(Vocabulary.build(token_lists, min_count=min_count), max_len=max_len, lowercase=lowercase)
 
     def ids(self, text: str, lang: str) -> list[int]:
-        from ..text.tokenize import tokenize
-
         lang = check_language(lang)
         ids = self.vocab.encode(tag_tokens(tokenize(text, lang, lowercase=self.lowercase), lang))
         return ids[: self.max_len] or [UNK]  # an empty caption still needs one step for the GRU

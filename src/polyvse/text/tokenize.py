@@ -29,7 +29,6 @@ import threading
 
 import unicodedata
 
-import regex
 
 from ..languages import check_language
 
@@ -122,17 +121,25 @@ def moses_languages() -> frozenset[str]:
 
 
 _SPACELESS = r"\p{Han}\p{Hiragana}\p{Katakana}\p{Thai}\p{Lao}\p{Khmer}\p{Myanmar}"
-_UNICODE_TOKEN = regex.compile(
-    rf"[{_SPACELESS}]\p{{M}}*"  # one character of a script without spaces
-    r"|\p{N}+(?:[.,]\p{N}+)+"  # 3.5, 5,300
-    rf"|[[\p{{L}}\p{{M}}\p{{N}}]--[{_SPACELESS}]]+(?:['’ʼ\-\u200c\u200d][[\p{{L}}\p{{M}}\p{{N}}]--[{_SPACELESS}]]+)*"
-    r"|[^\s\p{M}]\p{M}*",  # anything else: one token a character
-    regex.V1)
+
+
+@functools.cache
+def _unicode_token():
+    """The Unicode rule's pattern, compiled on first use: importing this module (every model's checkpoint code
+    does) then costs no `regex` import, which a query of a model with pretrained towers never needs."""
+    import regex
+
+    return regex.compile(
+        rf"[{_SPACELESS}]\p{{M}}*"  # one character of a script without spaces
+        r"|\p{N}+(?:[.,]\p{N}+)+"  # 3.5, 5,300
+        rf"|[[\p{{L}}\p{{M}}\p{{N}}]--[{_SPACELESS}]]+(?:['’ʼ\-\u200c\u200d][[\p{{L}}\p{{M}}\p{{N}}]--[{_SPACELESS}]]+)*"
+        r"|[^\s\p{M}]\p{M}*",  # anything else: one token a character
+        regex.V1)
 
 
 def unicode_words(text: str) -> list[str]:
     """The Unicode rule (module docstring) on NFC-normalised text."""
-    return _UNICODE_TOKEN.findall(unicodedata.normalize("NFC", text))
+    return _unicode_token().findall(unicodedata.normalize("NFC", text))
 
 
 @functools.lru_cache(maxsize=None)
