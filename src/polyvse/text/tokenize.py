@@ -29,7 +29,6 @@ import threading
 
 import unicodedata
 
-
 from ..languages import check_language
 
 __all__ = ["tokenize", "moses_languages", "tokenizer_name", "unicode_words"]
