@@ -31,48 +31,29 @@ data: setup
 		$(BIN)/polyvse data fetch all; \
 	fi
 
+# the quick start: train and evaluate the demo model, index its photos (runs/demo/index), show one search, and print
+# the `polyvse search` and `polyvse serve` commands to run next
 demo: setup data
 	$(BIN)/polyvse demo --out runs/demo
 
-# The product model (issue #13): configs/f8k-full/polyvse-best.yaml trained on f8k-full's official split (5,867
-# photos), then an index of all 7,941 photos for `polyvse search` / `polyvse serve`. Resumable: after a stop, run it
-# again. Sentence vectors of the frozen towers are cached (<data root>/cache/sentences, or $POLYVSE_CACHE): the
-# first run computes e5's hidden states entering its fine-tuned last layer and USE's vectors for the captions it
-# needs (test split + every training caption) and the teacher's Multi30K lines, and extracts the EfficientNet-Lite2
-# maps entering its fine-tuned last block (and three augmented views of each training photo); then 15 epochs (mostly
-# the two tails) and the CSLS banks of the training photos and captions the checkpoint carries. Its times are
-# written to runs/model/metrics.json (README: time per run).
-MODEL_CONFIG := configs/f8k-full/polyvse-best.yaml
-# training threads: two by default (both cores of the 2-core machine; the config says one), the setting the whole
-# target was timed at from empty caches (benchmarks/results/make_model.json: 74.6 min for the recipe adopted on 2026-11-28,
-# at bf16 on a CPU with AVX512_BF16); `make model MODEL_THREADS=1` for one, `MODEL_THREADS=` for the config's own; a stopped run
-# may resume at another thread count
+# The product model: `polyvse model build` trains the product recipe (f8k-full/polyvse-best, a packaged config)
+# on f8k-full's official split (5,867 photos), indexes all 7,941 photos for `polyvse search` / `polyvse serve`,
+# then teaches the languages of the adaptation plan (product: MultiScript30k's lines, every evaluation photo and
+# sentence left out) into one checkpoint, runs/model/checkpoint, once the index is checked to accept it (the
+# trained one is kept in runs/model/trained-checkpoint). Resumable: after a stop, run it again; a finished stage
+# is skipped, a finished model of another config is moved aside (kept). Sentence vectors of the frozen towers and
+# the photo maps are cached (<data root>/cache, or $POLYVSE_CACHE). Each stage's seconds, the machine, precision,
+# threads and fingerprints: runs/model/build.json (the training's own times: runs/model/metrics.json).
+# threads: two by default (both cores of the 2-core machine; the config says one), the setting the whole target was
+# timed at from empty caches (benchmarks/results/make_model.json); `make model MODEL_THREADS=1` for one,
+# `MODEL_THREADS=` for the config's own; a stopped run may resume at another thread count
 MODEL_THREADS ?= 2
 # training steps' precision: auto = bf16 autocast where this machine computes bf16 natively (a CPU with AVX512_BF16
 # or AMX, a GPU with bf16), fp32 elsewhere (polyvse.device.training_precision; the run records which); its photo
 # maps, sentence vectors and evaluation stay fp32. `make model MODEL_PRECISION=fp32` for the fp32 run
 MODEL_PRECISION ?= auto
-model: setup data runs/model/metrics.json runs/model/index/manifest.json runs/model/adapted.json
-
-# a finished model of an older config is moved aside (kept), never mixed into the new run; an interrupted one resumes
-runs/model/metrics.json: $(MODEL_CONFIG)
-	@if [ -e runs/model/metrics.json ]; then d=runs/model.stale-$$(date +%Y%m%d-%H%M%S); mv runs/model $$d; \
-		echo "make model: $(MODEL_CONFIG) changed; the previous model is kept in $$d"; fi
-	$(BIN)/polyvse train --config $(MODEL_CONFIG) --out runs/model --resume --precision $(MODEL_PRECISION) \
-		$(if $(MODEL_THREADS),--set threads=$(MODEL_THREADS))
-
-runs/model/index/manifest.json: runs/model/metrics.json
-	$(BIN)/polyvse index build --checkpoint runs/model/checkpoint --images $(POLYVSE_DATA)/flickr8k-224/images \
-		--out runs/model/index --force --quiet
-
-# Then the languages of $(ADAPT_PLAN) taught from MultiScript30k's lines (issue #55): for each, `polyvse data parallel`
-# (every evaluation photo and sentence left out) and `polyvse adapt` from the previous step's checkpoint, so one
-# checkpoint serves them all; it becomes runs/model/checkpoint (the trained one is kept in runs/model/trained-checkpoint)
-# once the index above is checked to accept it (adaptation moves no photo and no old language). Resumable: a finished
-# language is not taught again, a stopped one resumes. Its record, with each language's seconds: runs/model/adapted.json
-ADAPT_PLAN := configs/adapt/product.yaml
-runs/model/adapted.json: runs/model/index/manifest.json $(ADAPT_PLAN)
-	$(BIN)/python scripts/adapt_model.py --model runs/model --plan $(ADAPT_PLAN) \
+model: setup data
+	$(BIN)/polyvse model build --out runs/model --precision $(MODEL_PRECISION) \
 		$(if $(MODEL_THREADS),--threads $(MODEL_THREADS))
 
 # docs/service.md: index, search and serve the product model (runs/model/checkpoint, from `make model`) for real
@@ -87,16 +68,15 @@ test: setup
 	@bash scripts/install-browser.sh || echo "make test: going on without Chromium (see above)" >&2
 	$(BIN)/python -m pytest -q -n $(TEST_WORKERS)
 
-# the speed suite; it times `polyvse search` on the demo model's index (built here first when absent: ~2 min) and on
+# the speed suite; it times `polyvse search` on the demo model's index (`make demo` first when absent) and on
 # the product model's (`make model`, ~1 h, not built here: without it that figure and the 10M photos data are
 # skipped, saying so)
 bench: setup data runs/demo/index/manifest.json
 	$(BIN)/python benchmarks/run_all.py
 
+# the demo's index: `polyvse demo` builds it after training
 runs/demo/index/manifest.json:
-	@test -e runs/demo/checkpoint/config.json || $(MAKE) demo
-	$(BIN)/polyvse index build --checkpoint runs/demo/checkpoint --images $(POLYVSE_DATA)/flickr8k/images \
-		--out runs/demo/index --force --quiet
+	$(MAKE) demo
 
 # the method zoo: every config of configs/ on F8K-ML (5 folds + official split), then docs/results.md;
 # JOBS worker processes of one thread each (default 2, one per core of the 2-core machine)

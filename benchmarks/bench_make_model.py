@@ -8,8 +8,8 @@ back (the data copy under the data root is kept: it is `make data`'s, not the mo
 resume that run instead of training one: move it aside first. Written on success:
 
 - ``wall_s``: the whole target, against the goal (``goal_s``, 90 minutes);
-- ``stages``: the seconds between the commands `make` echoes (setup and data, training, the index build, the
-  adaptation stage: scripts/adapt_model.py teaching es, ar, qu, gn);
+- ``stages``: the seconds between the stages' starts in the log (setup and data, training, the index build, the
+  adaptation stage teaching es, ar, qu, gn: `polyvse model build` prints each);
 - ``logged``: what the training's own log says each step took (photo maps extracted, sentences embedded per
   encoder and language, each epoch) and their sums, so the cost of empty caches reads apart from the epochs';
 - the training's own ``wall_time_s`` / ``cpu_time_s`` (``runs/model/metrics.json``), the machine, its load
@@ -38,9 +38,9 @@ from polyvse.util.atomic import write_json_atomic  # noqa: E402
 GOAL_S = 90 * 60
 # "<what>: <details>, <seconds> s" as the training logs its extraction, embedding and epochs
 _TIMED = re.compile(r"^(?P<what>.+?): (?P<detail>.*?),? (?P<s>\d+(?:\.\d+)?) s$")
-# the commands make echoes: where each stage starts
+# where each stage starts: the commands make echoes, or `polyvse model build`'s stage lines ("[3/3] adapt: ...")
 _STAGES = (("training", re.compile(r"\bpolyvse train\b")), ("index", re.compile(r"\bpolyvse index build\b")),
-           ("adaptation", re.compile(r"\bscripts/adapt_model\.py\b")))
+           ("adaptation", re.compile(r"\bscripts/adapt_model\.py\b|^\[\d+/\d+\] adapt: ")))
 
 
 def run_logged(cmd: list[str], env: dict, cwd: Path) -> tuple[int, list[tuple[float, str]]]:

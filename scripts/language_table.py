@@ -48,7 +48,7 @@ def parse_args(argv=None) -> argparse.Namespace:
 
 def stage_summary(checkpoint: Path) -> dict:
     """``{"adaptation_stage": ...}`` from the record `make model`'s adaptation stage left beside the checkpoint
-    (``<model>/adapted.json``, scripts/adapt_model.py): each language's method, lines and seconds; {} without one."""
+    (``<model>/adapted.json``, `polyvse model build`): each language's method, lines and seconds; {} without one."""
     import json
 
     path = checkpoint.parent / "adapted.json"
@@ -64,7 +64,7 @@ def stage_summary(checkpoint: Path) -> dict:
 
 
 def plan_choices(plan: str) -> dict:
-    """{lang: how its method was chosen} from an adaptation plan (scripts/adapt_model.py's YAML)."""
+    """{lang: how its method was chosen} from an adaptation plan (polyvse.adaptation.plan's YAML)."""
     import yaml
 
     raw = yaml.safe_load(Path(plan).read_text(encoding="utf-8")) or {}

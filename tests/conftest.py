@@ -181,3 +181,34 @@ def raw(shared_data):
     key = {t: caption_key(t) for t in {t for _, _, t, _ in caps}}
     return {"images": images, "images224": images224, "splits": splits, "m30k_split": m30k_split, "caps": caps, "attested": attested,
             "key": key}
+
+
+# -- a real Milvus server -------------------------------------------------------------------------------------
+@pytest.fixture(scope="session")
+def milvus_server(tmp_path_factory):
+    """The URI of a Milvus standalone server on a free loopback port, for this session: the binary the `milvus`
+    wheel ships (a development dependency), with its embedded etcd and local storage in a temporary folder. A
+    server that cannot start fails the test that asked for it, saying why (its log's tail)."""
+    import socket
+
+    try:
+        from milvus import MilvusServer
+    except ImportError as exc:
+        pytest.fail(f"the milvus package (a real Milvus server) is not installed ({exc}): run `make setup`")
+    base = tmp_path_factory.mktemp("milvus-server")
+    server = MilvusServer()
+    server.set_base_dir(str(base))
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        server.listen_port = s.getsockname()[1]
+    try:
+        server.start()
+    except Exception as exc:  # noqa: BLE001 - the package raises TimeoutError / RuntimeError / OSError
+        log = base / "logs" / "milvus-stderr.log"
+        tail = log.read_text(errors="replace")[-2000:] if log.is_file() else "(no log)"
+        server.stop()
+        pytest.fail(f"the Milvus server did not start ({exc!r}); its stderr ends:\n{tail}")
+    try:
+        yield f"http://127.0.0.1:{server.listen_port}"
+    finally:
+        server.stop()

@@ -96,7 +96,7 @@ def test_bad_lines_are_named_by_file_and_line(tmp_path):
 def test_adapted_model_keeps_old_vectors_and_index_and_serves_the_new_language(base_checkpoint, es_pairs, tmp_path,
                                                                               shared_data):
     from polyvse.index import PhotoIndex, Searcher, build_index
-    from polyvse.index.fingerprint import model_fingerprint
+    from polyvse.index.fingerprint import model_fingerprint, photo_fingerprint
     from polyvse.util.paths import cache_root
 
     out = tmp_path / "adapted"
@@ -109,8 +109,9 @@ def test_adapted_model_keeps_old_vectors_and_index_and_serves_the_new_language(b
     assert np.array_equal(old.encode_text(DE, "de"), new.encode_text(DE, "de"))
     feats = np.random.default_rng(0).standard_normal((3, old.config.image_dim)).astype(np.float32)
     assert np.array_equal(old.encode_image_features(feats), new.encode_image_features(feats))
-    # an index built with the old checkpoint serves the adapted one, in the new language
-    assert model_fingerprint(old) == model_fingerprint(new)
+    # an index built with the old checkpoint serves the adapted one, in the new language: the photo side is the
+    # same, the model is not
+    assert photo_fingerprint(old) == photo_fingerprint(new) and model_fingerprint(old) != model_fingerprint(new)
     photos = sorted((shared_data / "flickr8k" / "images").glob("*.jpg"))[:5]
     build_index(old, photos, tmp_path / "index", cache_dir=cache_root() / "features", progress=False)
     hits = Searcher(new, PhotoIndex.open(tmp_path / "index")).text("un perro corre en la playa", "es", k=3).hits
@@ -164,7 +165,7 @@ def test_a_stopped_teacher_run_resumes_to_the_same_part(base_checkpoint, es_pair
 
 
 def test_subword_student_learns_and_serves_alike_in_torch_and_numpy(base_checkpoint, es_pairs, tmp_path):
-    from polyvse.index.fingerprint import model_fingerprint
+    from polyvse.index.fingerprint import legacy_fingerprint, model_fingerprint, photo_fingerprint
     from polyvse.model.tower_query import TowerQueryModel
 
     out = tmp_path / "subwords"
@@ -183,7 +184,9 @@ def test_subword_student_learns_and_serves_alike_in_torch_and_numpy(base_checkpo
     assert not np.allclose(new.encode_text(es[:1], "es"), polyvse.load(tmp_path / "linear").encode_text(es[:1], "es"))
     # old languages and the photo index are untouched
     assert np.array_equal(new.encode_text(EN, "en"), old.encode_text(EN, "en"))
-    assert model_fingerprint(new) == model_fingerprint(old) == model_fingerprint(fast)
+    assert photo_fingerprint(new) == photo_fingerprint(old) == photo_fingerprint(fast)
+    assert model_fingerprint(new) == model_fingerprint(fast) != model_fingerprint(old)
+    assert legacy_fingerprint(new) == model_fingerprint(old)  # what indexes and records held before
     # a procrustes map has no sentences to read
     with pytest.raises(polyvse.errors.DataError, match="subwords"):
         adapt_language(request(base_checkpoint, es_pairs, tmp_path / "map", method="procrustes", teacher=settings),

@@ -1,4 +1,4 @@
-"""`make model`'s adaptation stage (scripts/adapt_model.py, issue #55): a trained checkpoint taught the plan's
+"""`polyvse model build`'s adaptation stage (polyvse.adaptation.plan): a trained checkpoint taught the plan's
 languages one after another ends as one checkpoint serving them all, at the model's own path, with every old vector
 bit for bit and the index built before the stage still accepting it; the stage's parallel files hold no evaluation
 photo or sentence; a stopped stage resumes without redoing a finished language, a stop inside the swap is finished
@@ -17,6 +17,8 @@ import numpy as np
 import pytest
 
 import polyvse
+from polyvse.adaptation import plan as adaptation_plan
+from polyvse.errors import CheckpointError
 from test_adapt import base_checkpoint, script, tail_checkpoint  # noqa: F401  (the fixtures)
 
 REPO = Path(__file__).resolve().parents[1]
@@ -28,8 +30,6 @@ languages:
   - {lang: fr, method: zero-shot}
 """
 
-
-adapt_model = script("adapt_model")
 
 
 @pytest.fixture(scope="module")
@@ -53,19 +53,28 @@ def model(trained, shared_data, tmp_path) -> Path:
     return folder
 
 
-def run_stage(model: Path, shared_data: Path) -> int:
-    return adapt_model.main(["--model", str(model), "--plan", str(model.parent / "plan.yaml"), "--threads", "1",
-                             "--data-root", str(shared_data)])
+@pytest.fixture(autouse=True)
+def one_thread():
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+def run_stage(model: Path, shared_data: Path, plan: Path | None = None) -> dict:
+    plan = adaptation_plan.read_plan(plan or model.parent / "plan.yaml")
+    return adaptation_plan.Stage(model, plan, str(shared_data), report=lambda s: None).run()
 
 
 def test_the_stage_leaves_one_checkpoint_serving_every_language_that_the_old_index_accepts(model, trained,
                                                                                           shared_data):
-    from polyvse.index import PhotoIndex, Searcher
-    from polyvse.index.fingerprint import model_fingerprint
+    from polyvse.index import PhotoIndex, Searcher, check_index_accepts
     from polyvse.languages import serving_status
-    from polyvse.provenance import provenance_problems
+    from polyvse.provenance import checkpoint_fingerprint, provenance_problems
 
-    assert run_stage(model, shared_data) == 0
+    run_stage(model, shared_data)
     old, new = polyvse.load(trained), polyvse.load(model / "checkpoint")
     assert new.languages == ["en", "de", "es", "ar"] and set(new.adapted_languages) == {"es", "ar"}
     assert [serving_status(new, x) for x in ("en", "es", "ar", "fr")] == ["trained", "adapted", "adapted", "zero-shot"]
@@ -78,8 +87,7 @@ def test_the_stage_leaves_one_checkpoint_serving_every_language_that_the_old_ind
     assert np.array_equal(old.encode_text(DE, "de"), new.encode_text(DE, "de"))
     feats = np.random.default_rng(0).standard_normal((3, old.config.image_dim)).astype(np.float32)
     assert np.array_equal(old.encode_image_features(feats), new.encode_image_features(feats))
-    manifest = json.loads((model / "index" / "manifest.json").read_text())
-    assert model_fingerprint(new) == model_fingerprint(old) == manifest["model"]["fingerprint"]
+    check_index_accepts(model / "index", new)  # the index's own check: no IndexMismatchError
     index = PhotoIndex.open(model / "index")
     for text, lang in (("un perro corre en la playa", "es"), ("كلب يجري على الشاطئ", "ar")):
         assert len(Searcher(new, index).text(text, lang, k=3).hits) == 3
@@ -88,7 +96,7 @@ def test_the_stage_leaves_one_checkpoint_serving_every_language_that_the_old_ind
         assert not np.allclose(new.encode_text([text], lang), old.encode_text([text], lang))
     record = json.loads((model / "adapted.json").read_text())
     assert provenance_problems(record["provenance"]) == []
-    assert record["provenance"]["model"]["fingerprint"] == manifest["model"]["fingerprint"]
+    assert record["provenance"]["model"]["fingerprint"] == checkpoint_fingerprint(model / "checkpoint")
     assert set(record["languages"]) == {"es", "ar", "fr"} and record["languages"]["fr"]["method"] == "zero-shot"
     es = record["languages"]["es"]
     assert es["command"].startswith("polyvse adapt --checkpoint ") and "--subwords" in es["command"]
@@ -97,7 +105,7 @@ def test_the_stage_leaves_one_checkpoint_serving_every_language_that_the_old_ind
     assert not list((model / "adapt").glob("*.step.json")) and not list((model / "adapt").glob("[0-9]-*"))
     # a finished stage is not redone
     before = (model / "checkpoint" / "config.json").stat().st_mtime_ns
-    assert run_stage(model, shared_data) == 0
+    run_stage(model, shared_data)
     assert (model / "checkpoint" / "config.json").stat().st_mtime_ns == before
     # the languages table of the adapted checkpoint: trained rows on f8k-full, adapted ones on their MultiScript30k
     # lines through their own parts, each saying how it was taught and chosen
@@ -125,8 +133,8 @@ def test_the_stage_files_hold_no_evaluation_photo_or_sentence(model, shared_data
     from polyvse.adaptation.multiscript_lines import multiscript_pairs
     from polyvse.data.exclusion import evaluation_exclusion, evaluation_photo_ids
 
-    stage = adapt_model.Stage(model, adapt_model.read_plan(model.parent / "plan.yaml"), str(shared_data),
-                              report=lambda s: None)
+    stage = adaptation_plan.Stage(model, adaptation_plan.read_plan(model.parent / "plan.yaml"), str(shared_data),
+                                  report=lambda s: None)
     path, written = stage.parallel_file(stage.plan.entries[1])  # ar
     assert path == model / "adapt" / "ar-en.tsv" and written["written"] == written["available"] > 20000
     lines = read_parallel_file(path).lines
@@ -142,7 +150,7 @@ def test_the_stage_files_hold_no_evaluation_photo_or_sentence(model, shared_data
 
 def test_a_stopped_stage_resumes_without_redoing_a_finished_language(model, shared_data, monkeypatch):
     taught = []
-    real = adapt_model.Stage._adapt
+    real = adaptation_plan.Stage._adapt
 
     def stop_at_ar(self, entry, *args):
         if entry.lang == "ar":
@@ -150,7 +158,7 @@ def test_a_stopped_stage_resumes_without_redoing_a_finished_language(model, shar
         taught.append(entry.lang)
         return real(self, entry, *args)
 
-    monkeypatch.setattr(adapt_model.Stage, "_adapt", stop_at_ar)
+    monkeypatch.setattr(adaptation_plan.Stage, "_adapt", stop_at_ar)
     with pytest.raises(KeyboardInterrupt):
         run_stage(model, shared_data)
     assert (model / "adapt" / "1-es" / "config.json").is_file() and not (model / "adapted.json").exists()
@@ -160,8 +168,8 @@ def test_a_stopped_stage_resumes_without_redoing_a_finished_language(model, shar
         taught.append(entry.lang)
         return real(self, entry, *args)
 
-    monkeypatch.setattr(adapt_model.Stage, "_adapt", count)
-    real_swap = adapt_model.Stage.swap
+    monkeypatch.setattr(adaptation_plan.Stage, "_adapt", count)
+    real_swap = adaptation_plan.Stage.swap
 
     def stop_inside_swap(self, adapted):
         import os
@@ -169,25 +177,27 @@ def test_a_stopped_stage_resumes_without_redoing_a_finished_language(model, shar
         os.replace(self.model / "checkpoint", self.model / "trained-checkpoint")  # the first rename, then a stop
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(adapt_model.Stage, "swap", stop_inside_swap)
+    monkeypatch.setattr(adaptation_plan.Stage, "swap", stop_inside_swap)
     with pytest.raises(KeyboardInterrupt):
         run_stage(model, shared_data)
     assert taught == ["es", "ar"] and not (model / "checkpoint").exists()
-    monkeypatch.setattr(adapt_model.Stage, "swap", real_swap)
-    assert run_stage(model, shared_data) == 0  # finishes the swap: no language taught again
+    monkeypatch.setattr(adaptation_plan.Stage, "swap", real_swap)
+    run_stage(model, shared_data)  # finishes the swap: no language taught again
     assert taught == ["es", "ar"]
     assert set(polyvse.load(model / "checkpoint").adapted_languages) == {"es", "ar"}
     record = json.loads((model / "adapted.json").read_text())
     assert record["languages"]["es"]["chosen"] == "a test"  # the record of the step done before the stops
 
 
-def test_the_stage_refuses_an_adapted_checkpoint_the_index_would_not_accept(model, shared_data, capsys):
+def test_the_stage_refuses_an_adapted_checkpoint_the_index_would_not_accept(model, shared_data):
     manifest = model / "index" / "manifest.json"
     data = json.loads(manifest.read_text())
-    data["model"]["fingerprint"] = "sha256:" + "0" * 64
+    for key in ("fingerprint", "photo_fingerprint"):  # an index another model built
+        if key in data["model"]:
+            data["model"][key] = "sha256:" + "0" * 64
     manifest.write_text(json.dumps(data))
-    assert run_stage(model, shared_data) == 2
-    assert "nothing was swapped" in capsys.readouterr().err
+    with pytest.raises(CheckpointError, match="refuses the adapted checkpoint.*nothing was swapped"):
+        run_stage(model, shared_data)
     assert polyvse.load(model / "checkpoint").languages == ["en", "de"] and not (model / "adapted.json").exists()
 
 
@@ -205,18 +215,19 @@ def test_a_bad_plan_is_refused_saying_what_is_wrong(tmp_path, text, message):
     path = tmp_path / "plan.yaml"
     path.write_text(text, encoding="utf-8")
     with pytest.raises(PolyvseError, match=re.escape(message)):
-        adapt_model.read_plan(path)
+        adaptation_plan.read_plan(path)
 
 
-def test_make_model_runs_the_stage_on_the_product_plan():
-    plan = adapt_model.read_plan(REPO / "configs" / "adapt" / "product.yaml")
+def test_make_model_builds_with_the_product_plan():
+    from polyvse_app.commands.model import PRODUCT_PLAN
+    from polyvse_train.config.packaged import PLAN, resolve_config
+
+    plan = adaptation_plan.read_plan(resolve_config(PRODUCT_PLAN, kind=PLAN))
     assert [e.lang for e in plan.entries] == ["qu", "gn", "es", "ar"] and plan.pivot == "en"
     assert {e.lang: e.method for e in plan.entries}["qu"] == "teacher+subwords"
-    dry = subprocess.run(["make", "-n", "-B", "-o", "runs/model/index/manifest.json", "runs/model/adapted.json"],
+    dry = subprocess.run(["make", "-n", "-o", "setup", "-o", "data", "model", "MODEL_THREADS=1", "MODEL_PRECISION=fp32"],
                          cwd=REPO, capture_output=True, text=True, check=True).stdout
-    assert "scripts/adapt_model.py --model runs/model --plan configs/adapt/product.yaml" in dry
-    makefile = (REPO / "Makefile").read_text(encoding="utf-8")
-    assert re.search(r"^model: .*runs/model/adapted\.json", makefile, re.M)
+    assert re.search(r"polyvse model build --out runs/model --precision fp32 \\\n\s*--threads 1", dry), dry
 
 
 def test_the_product_plan_teaches_its_languages_through_the_trained_text_tail(tail_checkpoint, shared_data, tmp_path):
@@ -227,7 +238,7 @@ def test_the_product_plan_teaches_its_languages_through_the_trained_text_tail(ta
     from polyvse.languages import serving_status
     from polyvse.util.paths import cache_root
 
-    plan = adapt_model.read_plan(REPO / "configs" / "adapt" / "product.yaml")
+    plan = adaptation_plan.read_plan(REPO / "configs" / "adapt" / "product.yaml")
     small = tmp_path / "plan.yaml"
     small.write_text("pivot: en\nlanguages:\n" + "".join(f"  - {{lang: {e.lang}, method: {e.method}, lines: 120}}\n"
                                                          for e in plan.entries), encoding="utf-8")
@@ -236,8 +247,7 @@ def test_the_product_plan_teaches_its_languages_through_the_trained_text_tail(ta
     photos = sorted((shared_data / "flickr8k" / "images").glob("*.jpg"))[:4]
     build_index(polyvse.load(folder / "checkpoint"), photos, folder / "index", cache_dir=cache_root() / "features",
                 progress=False)
-    assert adapt_model.main(["--model", str(folder), "--plan", str(small), "--threads", "1",
-                             "--data-root", str(shared_data)]) == 0
+    run_stage(folder, shared_data, small)
     model, index = polyvse.load(folder / "checkpoint"), PhotoIndex.open(folder / "index")
     taught = [e.lang for e in plan.taught]
     assert set(model.adapted_languages) == set(taught) and model.captions.tail_layers == 1

@@ -190,7 +190,7 @@ def test_reranking_reads_the_full_vectors_from_disk(data, tmp_path, monkeypatch)
     with open(root / manifest["files"]["vectors"], "r+b") as fh:
         fh.seek(best * DIM * 4)
         fh.write((-data.queries[0]).astype(np.float32).tobytes())
-    moved = PhotoIndex.open(root)
+    moved = index  # its memory map reads the changed bytes (opened again, the index is refused as damaged)
     top_s, top_i = rerank_search(moved._ann, moved.vectors, data.queries[:1], 10, c["nprobe"], c["depth"])
     assert best not in top_i[0].tolist()
 

@@ -104,6 +104,108 @@ def test_every_config_file_in_the_repo_loads():
         TrainConfig.load(path)
 
 
+# -- the packaged configs ---------------------------------------------------------------------------------
+def test_the_repo_configs_folder_is_the_packaged_one():
+    """configs/ is a relative link to polyvse_train/configs/, so the repository's paths and the package's names
+    read the same files; every packaged training config loads by its name."""
+    from pathlib import Path
+
+    from polyvse_train.config.packaged import CONFIG_DIR, packaged_configs
+
+    link = Path(__file__).resolve().parents[1] / "configs"
+    assert link.is_symlink() and not Path(link.readlink()).is_absolute() and link.resolve() == CONFIG_DIR
+    names = packaged_configs()
+    assert {"mule-full", "f8k-full/polyvse-best", "gpu/polyvse-full-finetune"} <= set(names)
+    assert not {n for n in names if n.startswith(("adapt/", "zoo/", "overlays/"))}
+    for name in names:
+        assert TrainConfig.load(name) == TrainConfig.load(names[name].path)
+
+
+def test_a_packaged_config_loads_by_name_from_anywhere(tmp_path, monkeypatch):
+    """By name, by name with .yaml, by its repository path: whatever the working directory, since nothing is
+    looked up relative to it but a path given as one."""
+    from pathlib import Path
+
+    monkeypatch.chdir(tmp_path)
+    by_path = TrainConfig.load(Path(__file__).resolve().parents[1] / "configs" / "f8k-full" / "polyvse-best.yaml")
+    for spec in ("f8k-full/polyvse-best", "f8k-full/polyvse-best.yaml", "configs/f8k-full/polyvse-best.yaml"):
+        assert TrainConfig.load(spec) == by_path
+    assert by_path.name == "f8k-full-polyvse-best" and TrainConfig.load("mule-full").objective.name == "mule"
+    # a file of that name in the working directory is the user's own, and wins
+    write(tmp_path / "mule-full.yaml", "name: mine\nepochs: 2\n")
+    assert TrainConfig.load("mule-full.yaml").name == "mine"
+
+
+def test_a_users_file_may_base_a_packaged_config_by_name(tmp_path):
+    from polyvse_train.config.packaged import packaged_configs
+
+    mine = TrainConfig.load(write(tmp_path / "mine.yaml", "base: mule-full\nschedule: {epochs: 2}\n"))
+    packaged = TrainConfig.load("mule-full")
+    assert mine.name == "mine" and mine.schedule.epochs == 2  # its own name, its own field
+    assert mine.with_overrides({"epochs": packaged.schedule.epochs, "name": "mule-full"}, "t") == packaged
+    nested = TrainConfig.load(write(tmp_path / "nested.yaml", "base: f8k-full/polyvse-best.yaml\n"))
+    assert nested.data.backbone == "efficientnet-lite2" and "f8k-full/polyvse-best" in packaged_configs()
+    # a file beside it that the base names is the base, before the packaged one
+    write(tmp_path / "mule-full.yaml", "epochs: 7\n")
+    beside = TrainConfig.load(write(tmp_path / "beside.yaml", "base: mule-full.yaml\n"))
+    assert (beside.objective.name, beside.schedule.epochs) == ("vse", 7)
+    assert TrainConfig.load(tmp_path / "mine.yaml").objective.name == "mule"  # `mule-full` names no file there
+
+
+@pytest.mark.parametrize("spec, close", [("mule-ful", "mule-full, mule-full-mt"),
+                                         ("polyvse-bst", "polyvse-best, f8k-full/polyvse-best"),
+                                         ("f8k-full/e5-frozn", "f8k-full/e5-frozen")])
+def test_an_unknown_name_is_refused_naming_close_ones(tmp_path, spec, close):
+    with pytest.raises(DataError, match=rf"no packaged training config named '{spec}'; did you mean {close}.*"
+                                        r"--list-configs"):
+        TrainConfig.load(spec)
+    with pytest.raises(DataError, match=rf"mine\.yaml: no file .* named '{spec}'; did you mean {close}"):
+        TrainConfig.load(write(tmp_path / "mine.yaml", f"base: {spec}\n"))
+
+
+def test_list_configs_names_each_with_its_description(capsys):
+    from polyvse_app import cli
+
+    assert cli.main(["train", "--list-configs"]) == 0
+    out = capsys.readouterr().out
+    lines = {line.split()[0]: line for line in out.splitlines() if line.startswith("  ")}
+    assert lines["mule-full"].split(None, 1)[1] == "MULE full (EmbN + NC + LC + LP): mule-nc-lc after 5 epochs of LP " \
+                                                    "pretraining"
+    assert {"f8k-full/polyvse-best", "adapt/product", "zoo/cpu"} <= set(lines) and "overlays/smoke" not in lines
+    assert out.index("training configs") < out.index("adaptation plans") < out.index("zoo specs")
+    assert all(len(line) <= 140 for line in lines.values())
+    assert cli.main(["train"]) == 2 and "--list-configs" in capsys.readouterr().err
+
+
+def test_the_wheel_holds_the_packaged_configs(tmp_path):
+    """`pip wheel` of a copy of the checkout (built in a temporary folder): every packaged file is in the wheel,
+    where the package looks for it."""
+    import shutil
+    import subprocess
+    import sys
+    import zipfile
+    from pathlib import Path
+
+    from polyvse_train.config.packaged import CONFIG_DIR
+
+    repo = Path(__file__).resolve().parents[1]
+    copy = tmp_path / "src-copy"
+    copy.mkdir()
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy(repo / name, copy / name)
+    shutil.copytree(repo / "src", copy / "src", ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
+    done = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", str(copy),
+                           "-w", str(tmp_path / "dist")], capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr
+    (wheel,) = (tmp_path / "dist").glob("polyvse-*.whl")
+    held = set(zipfile.ZipFile(wheel).namelist())
+    shipped = {f"polyvse_train/configs/{p.relative_to(CONFIG_DIR).as_posix()}" for p in CONFIG_DIR.rglob("*")
+               if p.is_file() and p.suffix in (".yaml", ".md")}
+    assert len(shipped) > 35 and shipped <= held, sorted(shipped - held)
+    assert {"polyvse_train/configs/f8k-full/polyvse-best.yaml", "polyvse_train/configs/adapt/product.yaml",
+            "polyvse_train/configs/overlays/smoke.yaml"} <= held
+
+
 def test_invalid_yaml_and_missing_file(tmp_path):
     p = write(tmp_path / "c.yaml", "epochs: [1\n")
     with pytest.raises(DataError, match="not valid YAML"):
@@ -129,7 +231,8 @@ def test_base_cycle_and_missing_base_are_named(tmp_path):
     write(tmp_path / "b.yaml", "base: a.yaml\n")
     with pytest.raises(DataError, match=r"cycle: .*a\.yaml -> .*b\.yaml -> .*a\.yaml"):
         TrainConfig.load(tmp_path / "a.yaml")
-    with pytest.raises(DataError, match=r"missing\.yaml: cannot read config"):
+    with pytest.raises(DataError, match=r"c\.yaml: no file .*missing\.yaml and no packaged training config named "
+                                        r"'missing'"):
         TrainConfig.load(write(tmp_path / "c.yaml", "base: missing.yaml\n"))
 
 

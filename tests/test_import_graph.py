@@ -158,10 +158,11 @@ def test_layers_import_downwards_only():
     assert upward_imports(import_graph()) == []
 
 
-#: the application's modules that may import the trainer: the commands that train (a run, the demo, the zoo) and
-#: the report, which renders the zoo's page
+#: the application's modules that may import the trainer: the commands that train (a run, the demo, the zoo, the
+#: product model's build) and the report, which renders the zoo's page
 TRAINING_COMMANDS = frozenset({"polyvse_app.commands.train", "polyvse_app.commands.demo",
-                               "polyvse_app.commands.zoo", "polyvse_app.commands.report"})
+                               "polyvse_app.commands.zoo", "polyvse_app.commands.model",
+                               "polyvse_app.commands.report"})
 
 
 def trainer_imports(graph: dict[str, set[str]]) -> list[str]:

@@ -315,7 +315,8 @@ def test_index_refuses_another_model(assets, tmp_path):
     index = PhotoIndex.open(assets.index)
     assert model_fingerprint(other) != index.fingerprint
     assert model_fingerprint(polyvse.load(assets.checkpoint)) == index.fingerprint  # stable across loads
-    with pytest.raises(IndexMismatchError, match="built with model .* but the model given is"):
+    with pytest.raises(IndexMismatchError, match="built with model .* whose photos land elsewhere than those of the "
+                                                  "model given"):
         Searcher(other, index)
     with pytest.raises(IndexMismatchError, match="rebuild the index"):
         add_to_index(other, _copy_index(assets, tmp_path / "i"), assets.photos[-2:], cache_dir=assets.cache_dir,

@@ -1,6 +1,7 @@
-"""The service's guards under real use: a bound on concurrent photo decodes, the optional token (401 / 200, header
-or cookie), the warning for an address other machines can reach, and 405 answers whose Allow header names every
-method of the path."""
+"""The service's guards under real use: a bound on concurrent photo decodes, the token (401 / 200, header or
+cookie), closed by default (an address other machines can reach is refused without a token unless
+--allow-unauthenticated, and then warned about), and 405 answers whose Allow header names every method of the
+path."""
 from __future__ import annotations
 
 import threading
@@ -123,15 +124,63 @@ def test_an_address_other_machines_reach_gets_a_warning():
     assert "WITHOUT" not in quiet and "TLS" in quiet
 
 
-def test_serve_prints_the_warning_before_serving(assets, capsys, monkeypatch):
+@pytest.fixture
+def started(monkeypatch):
+    """The keyword arguments of every uvicorn.run `polyvse serve` reached (none: it refused before serving)."""
     import uvicorn
 
-    started = []
+    calls = []
     monkeypatch.delenv("POLYVSE_TOKEN", raising=False)
-    monkeypatch.setattr(uvicorn, "run", lambda app, **kw: started.append(kw))
-    assert main(["serve", "--index", str(assets.index), "--host", "0.0.0.0", "--no-warm-up", "--device", "cpu"]) == 0
-    assert started and started[0]["host"] == "0.0.0.0"
+    monkeypatch.setattr(uvicorn, "run", lambda app, **kw: calls.append((app, kw)))
+    return calls
+
+
+@pytest.mark.parametrize("host", ["0.0.0.0", "::", "192.168.1.20", "my-laptop.local"])
+def test_a_reachable_address_without_a_token_is_refused(assets, started, capsys, monkeypatch, host):
+    import polyvse_app.service as service
+
+    # refused before the index and the model load
+    monkeypatch.setattr(service, "build_app", lambda *a, **k: pytest.fail("loaded the index"))
+    assert main(["serve", "--index", str(assets.index), "--host", host, "--no-warm-up", "--device", "cpu"]) == 2
+    err = capsys.readouterr().err
+    assert not started
+    assert f"--host {host}" in err and "POLYVSE_TOKEN" in err and "--allow-unauthenticated" in err
+    assert "every indexed photo" in err
+
+
+@pytest.mark.parametrize("host", ["127.0.0.1", "127.0.0.2", "::1", "localhost"])
+def test_loopback_without_a_token_still_serves(assets, started, capsys, host):
+    assert main(["serve", "--index", str(assets.index), "--host", host, "--no-warm-up", "--device", "cpu"]) == 0
+    assert started and started[0][1]["host"] == host
+    assert "WARNING" not in capsys.readouterr().err
+
+
+def test_allow_unauthenticated_serves_with_the_warning(assets, started, capsys):
+    assert main(["serve", "--index", str(assets.index), "--host", "0.0.0.0", "--allow-unauthenticated",
+                 "--no-warm-up", "--device", "cpu"]) == 0
+    assert started and started[0][1]["host"] == "0.0.0.0"
     assert "WITHOUT authentication" in capsys.readouterr().err
+    with TestClient(started[0][0]) as client:  # and it is open: nothing asked
+        assert client.get("/api/health").status_code == 200
+
+
+@pytest.mark.parametrize("how", ["option", "environment"])
+def test_a_reachable_address_with_a_token_serves_page_and_api_behind_it(assets, started, capsys, monkeypatch, how):
+    extra = ["--token", TOKEN] if how == "option" else []
+    if how == "environment":
+        monkeypatch.setenv("POLYVSE_TOKEN", TOKEN)
+    assert main(["serve", "--index", str(assets.index), "--host", "0.0.0.0", "--no-warm-up", "--device", "cpu",
+                 *extra]) == 0
+    err = capsys.readouterr().err
+    assert "WITHOUT" not in err and "TLS" in err
+    with TestClient(started[0][0]) as client:
+        assert client.get("/").status_code == 200  # the page holds no photos
+        assert client.get("/api/photos/1/thumbnail").status_code == 401
+        assert client.post("/api/search/text", json={"query": "a dog", "lang": "en"}).status_code == 401
+        bearer = {"Authorization": f"Bearer {TOKEN}"}
+        assert client.post("/api/search/text", json={"query": "a dog", "lang": "en"},
+                           headers=bearer).status_code == 200
+        assert client.get("/api/photos/1/thumbnail", headers={"Cookie": f"polyvse_token={TOKEN}"}).status_code == 200
 
 
 # -- methods --------------------------------------------------------------------------------------------------

@@ -17,7 +17,8 @@ import torch
 
 import polyvse
 from polyvse.adaptation.adapted_checkpoint import with_language_part
-from polyvse.index import PhotoIndex, Searcher, model_fingerprint, model_for_index
+from polyvse.index import PhotoIndex, Searcher, model_fingerprint, model_for_index, photo_fingerprint
+from polyvse.index.fingerprint import legacy_fingerprint
 from polyvse.model.checkpoint import Checkpoint, save_checkpoint
 from polyvse.model.loading import query_model
 from polyvse.model.tower_query import TowerQueryModel
@@ -76,10 +77,15 @@ def test_numpy_tower_path_gives_the_torch_models_vectors(checkpoint):
     assert isinstance(fast, TowerQueryModel)
     for shared in ("languages", "embed_dim", "similarity_name", "config", "zero_shot"):
         assert getattr(fast, shared) == getattr(reference, shared), shared
-    assert model_fingerprint(fast) == model_fingerprint(reference)  # adapted parts left out by both
+    assert model_fingerprint(fast) == model_fingerprint(reference)  # adapted parts counted by both
+    assert photo_fingerprint(fast) == photo_fingerprint(reference)
+    assert legacy_fingerprint(fast) == legacy_fingerprint(reference)
     from polyvse.provenance import checkpoint_fingerprint
 
     assert checkpoint_fingerprint(checkpoint) == model_fingerprint(reference)  # what a record's provenance names
+    from polyvse.provenance import checkpoint_model
+
+    assert checkpoint_model(checkpoint)["photo_fingerprint"] == photo_fingerprint(reference)
     photos = reference.encode_image_features(np.random.default_rng(1).normal(size=(40, IMAGE_DIM)))
     for lang, text in QUERIES:
         want, got = reference.encode_text([text], lang), fast.encode_text(text, lang)
@@ -218,14 +224,18 @@ def test_a_query_reads_only_the_csls_banks_it_needs_and_missing_banks_are_named(
         query_model(path)
 
 
-def test_the_query_model_reads_an_adapted_languages_weights_only_for_its_queries(checkpoint):
-    """The weights are read lazily: a query in a trained language (and the fingerprint check) never reads an adapted
-    language's part -- the product's adapted subword tables are 32 MiB each, more than every other weight."""
+def test_the_query_model_reads_an_adapted_languages_weights_only_for_its_queries(checkpoint, tmp_path, monkeypatch):
+    """The weights are read lazily: a query in a trained language (and an index's check of the model, new index or
+    old, on a cold digest cache) never reads an adapted language's part -- the product's adapted subword tables are
+    32 MiB each, more than every other weight."""
+    from polyvse.index.store import check_index_accepts
     from polyvse.model.text_query import LazyTensors
 
+    monkeypatch.setenv("POLYVSE_CACHE", str(tmp_path / "cache"))
     fast = TowerQueryModel.load(checkpoint)
     assert isinstance(fast._weights, LazyTensors)
-    model_fingerprint(fast)
+    check_index_accepts({"model": {"fingerprint": "sha256:x", "photo_fingerprint": photo_fingerprint(fast)}}, fast)
+    check_index_accepts({"model": {"fingerprint": legacy_fingerprint(fast)}}, fast)
     fast.encode_text("zwei Hunde im Schnee", "de")
     adapted = "text_encoder.universal.es."
     assert not any(name.startswith(adapted) for name in fast._weights._read)

@@ -277,12 +277,22 @@ def _first_line(module: str) -> str:
         doc = ast.get_docstring(ast.parse(path.read_text(encoding="utf-8"))) or ""
     except (SyntaxError, OSError):
         return ""
-    first = " ".join(doc.strip().split("\n\n")[0].split())
+    first = _rewrite_roles(" ".join(doc.strip().split("\n\n")[0].split()))
     m = re.match(r"(.+?[.:;])(\s|$)", first)
     first = m.group(1) if m else first
     if len(first) > 160:
         first = first[:157].rsplit(" ", 1)[0] + " …"
     return _md_text(first)
+
+
+def _rewrite_roles(text: str) -> str:
+    """Sphinx roles as code spans, as the API pages show them (docs/hooks/griffe_docstring_roles.py)."""
+    hooks = str(REPO / "docs" / "hooks")
+    if hooks not in sys.path:
+        sys.path.insert(0, hooks)
+    from griffe_docstring_roles import rewrite_roles
+
+    return rewrite_roles(text)
 
 
 def _api_nav(modules: list[str]) -> list:

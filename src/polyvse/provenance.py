@@ -12,14 +12,17 @@ benchmarks and the scripts record it alike. A record carries it under the key ``
      "machine": {"cpu": ..., "cores": 2, "memory_gb": 23.5, "gpu": null, "os": ..., "python": "3.11.7"},
      "command": "polyvse evaluate --checkpoint ...",  # the argv that wrote it
      "polyvse_version": "0.1.0",
-     "model": {"fingerprint": "sha256:...", "checkpoint": "runs/model/checkpoint", "config": "polyvse-best"}
+     "model": {"fingerprint": "sha256:...", "photo_fingerprint": "sha256:...",
+               "checkpoint": "runs/model/checkpoint", "config": "polyvse-best"}
               # or {"none": "<why no model is measured: synthetic vectors, word lists, ...>"}
     }
 
-The fingerprint is the index's (:func:`polyvse.index.fingerprint.model_fingerprint`), computed here on the
-checkpoint's numpy side (:func:`checkpoint_fingerprint`): a record's fingerprint equals the manifest's of an index
-built with that checkpoint. ``tests/test_record_provenance.py`` holds every record under ``results/`` and
-``benchmarks/results/`` to this schema.
+The fingerprints are the index's (:func:`polyvse.index.fingerprint.model_fingerprint`, every part of the model, and
+:func:`~polyvse.index.fingerprint.photo_fingerprint`, what decides where a photo lands), computed here on the
+checkpoint's numpy side (:func:`checkpoint_fingerprints`): they equal the manifest's of an index built with that
+checkpoint. Records written before photo sides were recorded name ``fingerprint`` alone, the legacy value that left
+adapted languages out (:func:`~polyvse.index.fingerprint.legacy_fingerprint`). ``tests/test_record_provenance.py``
+holds every record under ``results/`` and ``benchmarks/results/`` to this schema.
 """
 from __future__ import annotations
 
@@ -27,20 +30,36 @@ import contextlib
 import datetime as _dt
 import os
 import platform
+import re
 import shlex
 import shutil
 import subprocess
 import sys
 from pathlib import Path
 
-__all__ = ["SCHEMA", "REPO", "checkpoint_fingerprint", "checkpoint_model", "cpu_model", "git", "git_state",
-           "index_model", "machine", "machine_line", "no_model", "provenance", "provenance_problems"]
+__all__ = ["PRODUCT_BUILD_RECORD", "PRODUCT_CHECKPOINT", "SCHEMA", "REPO", "checkpoint_fingerprint",
+           "checkpoint_fingerprints", "checkpoint_model", "cpu_model", "git", "git_state", "index_model",
+           "is_product_checkpoint", "machine", "machine_line", "no_model", "provenance", "provenance_problems"]
 
 #: version of the schema above (a reader can tell older blocks apart)
 SCHEMA = 1
 
 #: the checkout this package runs from (src/polyvse/.. /..)
 REPO = Path(__file__).resolve().parents[2]
+
+#: the record of the product model's build (`make model`, written by benchmarks/bench_make_model.py): every record of
+#: the product model names the fingerprints it names (tests/test_record_provenance.py)
+PRODUCT_BUILD_RECORD = "benchmarks/results/make_model.json"
+#: where `make model` leaves the product checkpoint (polyvse.util.paths.MODEL_DIR), as a record's model block names it
+PRODUCT_CHECKPOINT = "runs/model/checkpoint"
+
+
+def is_product_checkpoint(checkpoint) -> bool:
+    """Whether a record's ``model.checkpoint`` is the product's: ``runs/model/checkpoint`` of some checkout."""
+    if not isinstance(checkpoint, str):
+        return False
+    path = checkpoint.strip().rstrip("/")
+    return path == PRODUCT_CHECKPOINT or path.endswith("/" + PRODUCT_CHECKPOINT)
 
 
 def git(*args: str, cwd: str | os.PathLike = REPO) -> str | None:
@@ -117,26 +136,50 @@ def machine_line(m: dict | None = None) -> str:
     return f"{m['cores']} CPU cores ({m['cpu']}){mem}{gpu}; {m['os']}, Python {m['python']}"
 
 
+def checkpoint_fingerprints(path: str | os.PathLike) -> dict:
+    """``{"fingerprint", "photo_fingerprint"}`` of a checkpoint folder, read on its numpy side (no torch): the
+    values of ``model_fingerprint`` / ``photo_fingerprint`` of ``polyvse.load(path)``, which an index built with it
+    records in its manifest's ``model`` section."""
+    from .index.fingerprint import model_fingerprint, photo_fingerprint
+
+    weights = _fingerprint_view(path)
+    return {"fingerprint": model_fingerprint(weights), "photo_fingerprint": photo_fingerprint(weights)}
+
+
 def checkpoint_fingerprint(path: str | os.PathLike) -> str:
-    """The model fingerprint of a checkpoint folder, read on its numpy side (no torch): the same value as
-    ``model_fingerprint(polyvse.load(path))`` and as an index manifest's ``model.fingerprint``."""
+    """The model fingerprint of a checkpoint folder (every part, adapted languages included), read on its numpy side
+    (no torch): the same value as ``model_fingerprint(polyvse.load(path))`` and as the manifest's ``model.fingerprint``
+    of an index built with it."""
     from .index.fingerprint import model_fingerprint
+
+    return model_fingerprint(_fingerprint_view(path))
+
+
+def _fingerprint_view(path: str | os.PathLike):
     from .model.checkpoint import read_checkpoint_config
     from .model.text_query import NumpyQueryModel
 
-    class Weights(NumpyQueryModel):  # the checkpoint's config and weights: all the fingerprint reads
+    class Weights(NumpyQueryModel):  # the checkpoint's config and weights: all the fingerprints read
         def encode_text(self, texts, lang):
             raise NotImplementedError("a fingerprint's view of the checkpoint encodes nothing")
 
     ck = read_checkpoint_config(path)
-    return model_fingerprint(Weights(ck, Weights.read_weights(ck)))
+    return Weights(ck, Weights.read_weights(ck))
 
 
-def checkpoint_model(path: str | os.PathLike, config: str | None = None, fingerprint: str | None = None) -> dict:
-    """The ``model`` block of a record that measured the checkpoint at ``path``; ``config``: the training config's
-    name (default: the checkpoint's training.json); ``fingerprint`` when the caller has it already."""
+def checkpoint_model(path: str | os.PathLike, config: str | None = None, fingerprint: str | None = None,
+                     photo_fingerprint: str | None = None) -> dict:
+    """The ``model`` block of a record that measured the checkpoint at ``path``: both fingerprints (the model's and
+    its photo side's), the path and ``config``, the training config's name (default: the checkpoint's
+    training.json); ``fingerprint`` / ``photo_fingerprint`` when the caller has them already."""
     path = Path(path)
-    return {"fingerprint": fingerprint or checkpoint_fingerprint(path), "checkpoint": str(path),
+    if fingerprint is None or photo_fingerprint is None:
+        from .index import fingerprint as fp
+
+        weights = _fingerprint_view(path)  # only what is missing is hashed
+        fingerprint = fingerprint or fp.model_fingerprint(weights)
+        photo_fingerprint = photo_fingerprint or fp.photo_fingerprint(weights)
+    return {"fingerprint": fingerprint, "photo_fingerprint": photo_fingerprint, "checkpoint": str(path),
             "config": config or _config_name(path)}
 
 
@@ -155,7 +198,9 @@ def index_model(index: str | os.PathLike) -> dict:
     import json
 
     m = json.loads((Path(index) / "manifest.json").read_text(encoding="utf-8"))["model"]
-    return {"fingerprint": m["fingerprint"], "checkpoint": m.get("checkpoint"),
+    return {"fingerprint": m["fingerprint"],
+            **({"photo_fingerprint": m["photo_fingerprint"]} if m.get("photo_fingerprint") else {}),
+            "checkpoint": m.get("checkpoint"),
             "config": _config_name(m.get("checkpoint")) if m.get("checkpoint") else None, "index": str(index)}
 
 
@@ -220,8 +265,6 @@ def provenance_problems(block) -> list[str]:
     marked ``reconstructed`` (``{"from": [sources], "by": "<script>", "unknown": {field: why}}``, written after
     the fact from a record's own files and git) and only for :data:`RECONSTRUCTED_MAY_BE_UNKNOWN`, each with a
     reason."""
-    import re
-
     if not isinstance(block, dict):
         return ["no provenance block"]
     out = []
@@ -291,6 +334,8 @@ def provenance_problems(block) -> list[str]:
             out.append("model.none: say why no model is measured")
     else:
         check("model.fingerprint", lambda v: isinstance(v, str) and v.startswith("sha256:"), "sha256:<hex>")
+        if model.get("photo_fingerprint") is not None:  # absent from records older than recorded photo sides
+            check("model.photo_fingerprint", lambda v: isinstance(v, str) and v.startswith("sha256:"), "sha256:<hex>")
         check("model.checkpoint", text, "the checkpoint's path")
         check("model.config", text, "the training config's name")
     return out

@@ -6,9 +6,12 @@ import sys
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from polyvse._version import __version__
+
     from .commands import COMMANDS
 
     parser = argparse.ArgumentParser(prog="polyvse", description=__doc__)
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
     for module in COMMANDS:
         module.register(sub)

@@ -469,7 +469,8 @@ def finish_run(run: TrainingRun) -> dict:
     ckpt.training = {"data": cfg.data.dataset, "split": metrics["split"], "seed": cfg.schedule.seed,
                      "commit": run.commit, "config": cfg.to_dict(), "metrics": per_lang,
                      "threads_used": metrics["threads_used"]}
-    checkpoint = save_checkpoint(ckpt, run.out_dir / "checkpoint")
+    # with its image encoder as ONNX: an install without torch embeds its photos (polyvse.features.onnx_encoder)
+    checkpoint = save_checkpoint(ckpt, run.out_dir / "checkpoint", image_encoder=True)
     # provenance with the saved checkpoint's fingerprint (an index built with it records the same), in both records
     prov = provenance(model=checkpoint_model(checkpoint, config=cfg.name), tree=run.tree)
     write_json_atomic(checkpoint / TRAINING, {**ckpt.training, "provenance": prov})

@@ -9,6 +9,7 @@ serving languages it has no part for zero-shot. One concept per module:
     adapted_checkpoint  the checkpoint plus one part, recorded in ``adapted_languages``
     adapt               the whole run (`polyvse adapt`): resumable, held-out pairs to choose on
     multiscript_lines   parallel files from the Multi30K extension (MultiScript30k), evaluation photos excluded
+    plan                a plan of languages taught one after another into one checkpoint (`polyvse model build`)
 """
 from ..util.lazy import lazy_attributes
 from .options import METHODS, ZERO_SHOT_DEFAULT, ZERO_SHOT_OFF, TeacherSettings

@@ -127,7 +127,8 @@ def adapt_language(req: AdaptRequest, report: Callable[[str], None] = print) -> 
                   "best_epoch": details["best_epoch"], "settings": dataclasses.asdict(req.teacher)}
                  if req.method == "teacher" else {}),
               **({"subwords": part.spec.to_dict()} if is_subword_part(part) else {})}
-    save_checkpoint(with_language_part(ck, lang, part, record), req.out)
+    # the image side is the source checkpoint's: so is its ONNX image encoder (exported where it has none)
+    save_checkpoint(with_language_part(ck, lang, part, record), req.out, image_encoder=req.checkpoint)
     if req.method == "teacher":
         state_path_of(req.out).unlink(missing_ok=True)
     if zero_shot_mr is not None:

@@ -6,8 +6,8 @@ languages keep their index) and records how it was taught in ``adapted_languages
     "adapted_languages": {"qu": {"method": "teacher", "pivot_lang": "en", "lines": 29000, ...}}
 
 Every other weight is copied unchanged, so old languages' vectors and photo vectors are bit for bit the same
-and an index built with the old checkpoint serves the new one (the index fingerprint leaves adapted parts out,
-``polyvse.index.fingerprint``).
+and an index built with the old checkpoint serves the new one (its photo fingerprint is the old one's; the model
+fingerprint, which covers every part, is its own: ``polyvse.index.fingerprint``).
 """
 from __future__ import annotations
 

@@ -22,7 +22,7 @@ from ..util.arrays import normalize_rows
 from .ann import choose_kind, new_hnsw, new_ivf, search_section, tune_ef_search, tune_nprobe
 from .chunked import append_compressed, write_compressed_index
 from .compressed import CHUNK_ROWS, choose_sub_quantizers
-from .fingerprint import similarity_name
+from .fingerprint import photo_fingerprint, similarity_name
 from .penalties import penalties_skipped, penalty_writer
 from .store import (DEFAULT_EXACT_THRESHOLD, DEFAULT_RECALL_TARGET, HNSW, IVF, IVF_RETRAIN_GROWTH, IVFPQ, MANIFEST,
                     PhotoEntry, PhotoIndex,
@@ -52,6 +52,11 @@ def stored_vectors(model, embeddings: np.ndarray) -> np.ndarray:
 def embed_photo_files(model, paths: Sequence[str], cache_dir, *, batch_size: int = 32, num_workers: int = 0,
                       progress: bool = True, strict: bool = False, max_pixels: int | None = DEFAULT_MAX_PIXELS):
     """(stored vectors of the readable photos, their positions in ``paths``, the FeatureResult)."""
+    encoder = getattr(model, "image_encoder", None)
+    if encoder is not None:  # ONNX Runtime, pixels to vectors (polyvse.features.onnx_encoder): no feature cache
+        result = encoder.embed_files(paths, batch_size=batch_size, num_workers=num_workers, progress=progress,
+                                     strict=strict, max_pixels=max_pixels)
+        return stored_vectors(model, result.vectors), result.index, result
     from ..features.cache import extract_features
 
     result = extract_features(list(paths), model.extractor, cache_dir, strict=strict, batch_size=batch_size,
@@ -255,6 +260,8 @@ def _append(root: Path, index: PhotoIndex, model, new_entries: list[PhotoEntry],
     old_search = index.manifest["search"]
     requested, max_memory = old_search.get("requested", "auto"), old_search.get("max_memory")
     model_info = dict(index.manifest["model"])
+    # an index older than recorded photo sides accepted this model by its legacy fingerprint: same photo side
+    model_info.setdefault("photo_fingerprint", photo_fingerprint(model))
     if checkpoint_path:
         model_info["checkpoint"] = str(Path(checkpoint_path).resolve())
     if hasattr(index, "append"):  # a Milvus collection (polyvse.index.milvus) appends itself; CSLS per query

@@ -127,6 +127,7 @@ def target_for(backend: str, uri: str | None, collection: str | None, root, db_n
     if not uri:
         raise DataError("--backend milvus needs --uri: http://host:19530 for a Milvus server or cluster, or a "
                         "file ending in .db for embedded milvus-lite")
+    _check_installed(str(uri).strip())
     uri = str(uri).strip()
     if "://" not in uri:
         if not uri.endswith(".db"):
@@ -137,6 +138,17 @@ def target_for(backend: str, uri: str | None, collection: str | None, root, db_n
         raise DataError(f"collection name {name!r}: letters, digits and underscores, starting with a letter or "
                         "underscore, at most 255 characters")
     return MilvusTarget(uri, name, db_name or "")
+
+
+def _check_installed(uri: str) -> None:
+    """The Milvus client (and milvus-lite for a .db file) come with the milvus extra, not the base install."""
+    import importlib.util
+
+    needed = ["pymilvus"] + ([] if "://" in uri else ["milvus_lite"])
+    missing = [name for name in needed if importlib.util.find_spec(name) is None]
+    if missing:
+        raise DataError(f"--backend milvus needs {' and '.join(missing)}, which this install lacks: "
+                        "pip install 'polyvse[milvus]'")
 
 
 # -- connecting -------------------------------------------------------------------------------------------
@@ -166,6 +178,7 @@ def connect(target: MilvusTarget, *, create: bool = False):
     with _CLIENTS_LOCK:
         if key in _CLIENTS:
             return _CLIENTS[key]
+        _check_installed(target.uri)
         from pymilvus import MilvusClient
 
         if target.is_lite:

@@ -446,12 +446,13 @@ def model_for_index(index: PhotoIndex, checkpoint: str | os.PathLike | None = No
     if not checkpoint and not Path(path).is_dir():
         raise CheckpointError(f"{index.root}: the index was built with checkpoint {path}, which is not there "
                               "any more; pass --checkpoint with the same model")
-    from ..model.loading import load, query_model
+    from ..model.loading import load, photo_model, query_model
 
     # photos added or queried later must be fitted as the index's were (polyvse index build --photo-fit)
     squash = index.manifest["model"].get("squash_photos")
     model = query_model(path, squash_photos=squash) if text_only and str(device) in ("auto", "cpu") else None
-    if model is None:
-        model = load(path, device=device, squash_photos=squash)
+    if model is None:  # photos too: torch where installed, else the checkpoint's ONNX image encoder
+        model = load(path, device=device, squash_photos=squash) if text_only else \
+            photo_model(path, device=device, squash_photos=squash)
     index.check_model(model)
     return model, str(path)

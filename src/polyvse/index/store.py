@@ -11,6 +11,14 @@ Layout of an index folder (``<g>`` is the generation, bumped by every build and 
                          (polyvse.index.penalties; the manifest's ``csls`` section says for which banks)
     .lock                taken while a build or an append writes
 
+Integrity: the manifest records each file's size and SHA-256 (``files["sha256"]``: ``[end byte, digest]`` segments,
+one per file, one per append for the raw vectors file, which an append extends in place) and its modification time
+(``files["mtime_ns"]``). Opening checks every size, the photo list's digest (it is read whole anyway), and the
+other files' digests when their modification time is not the recorded one; each only when the file is small enough
+to hash at once (``CHECK_AT_OPEN_BYTES``: memory-mapped vectors are never read whole to open an index). All of them on
+``verify_index`` (`polyvse index verify`). A manifest written before digests were recorded opens as before, sizes
+checked.
+
 Atomicity: the files of a new generation are written under new names (temp file + fsync + rename),
 and only then is ``manifest.json`` replaced (again temp file + rename). The manifest is the single
 commit point: a killed build or append leaves the previous generation in force, never a half-written
@@ -40,6 +48,7 @@ from __future__ import annotations
 import contextlib
 import datetime as _dt
 import errno
+import hashlib
 import json
 import os
 import re
@@ -52,10 +61,10 @@ import numpy as np
 
 from .._version import __version__
 from ..errors import CheckpointError, DataError
-from ..util.atomic import atomic_path, fsync_dir
+from ..util.atomic import DiskFullError, atomic_path, disk_full_error, fsync_dir, is_disk_full
 from .compressed import VectorsFile, open_rows, rerank_search
 from .defaults import DEFAULT_EXACT_THRESHOLD, DEFAULT_RECALL_TARGET  # noqa: F401  (re-exported)
-from .fingerprint import model_fingerprint, short, similarity_name
+from .fingerprint import legacy_fingerprint, model_fingerprint, photo_fingerprint, short, similarity_name
 from .penalties import open_penalties
 
 FORMAT = "polyvse-index"
@@ -82,6 +91,12 @@ IVF_RETRAIN_GROWTH = 4  # an IVF index retrains its lists once it holds this man
 
 #: indexes whose photos live in a database, not in the folder: manifest["backend"]["name"] -> its module
 BACKEND_MODULES = {"milvus": "polyvse.index.milvus"}
+
+#: the files of a generation whose sizes and digests the manifest records
+CHECKED_FILES = ("vectors", "photos", "ann", "penalties")
+DIGESTS, MTIMES = "sha256", "mtime_ns"
+#: a file something wrote since the manifest recorded it is checked against its digest on open up to this size
+CHECK_AT_OPEN_BYTES = 64 << 20
 
 _GEN_FILE = re.compile(r"^(vectors|photos|ann|penalties)\.(\d+)\.(npy|f32|jsonl|faiss)$")
 
@@ -113,9 +128,10 @@ def is_index_dir(path: str | os.PathLike) -> bool:
 
 
 # -- low-level writes -----------------------------------------------------------------------------------
-def _write_atomic(path: Path, write: Callable[[str], None]) -> int:
-    """write(tmp_path) fills a temp file beside ``path``; it is fsynced and renamed. Returns its size."""
-    with atomic_path(path, suffix=".tmp") as tmp:
+def _write_atomic(path: Path, write: Callable[[str], None], needed: int | None = None) -> int:
+    """write(tmp_path) fills a temp file beside ``path``; it is fsynced and renamed. Returns its size. ``needed``:
+    its size when known beforehand, for the message when the disk fills."""
+    with atomic_path(path, suffix=".tmp", needed=needed) as tmp:
         write(str(tmp))
         size = tmp.stat().st_size
     return size
@@ -123,7 +139,9 @@ def _write_atomic(path: Path, write: Callable[[str], None]) -> int:
 
 @contextlib.contextmanager
 def index_lock(root: Path) -> Iterator[None]:
-    """Exclusive writer lock on an index folder; a second writer gets a clear error, not a corrupt index."""
+    """Exclusive writer lock on an index folder; a second writer gets a clear error, not a corrupt index. A writer
+    that fails leaves the committed generation in force and takes the files of the one it did not commit with it;
+    a full disk becomes a DiskFullError naming the file."""
     from filelock import FileLock, Timeout
 
     root.mkdir(parents=True, exist_ok=True)
@@ -135,8 +153,28 @@ def index_lock(root: Path) -> Iterator[None]:
                         "wait for it to finish", root) from None
     try:
         yield
+    except BaseException as exc:
+        _remove_uncommitted(root)
+        if isinstance(exc, Exception) and not isinstance(exc, DiskFullError) and is_disk_full(exc, root):
+            where = getattr(exc, "filename", None) or root
+            raise disk_full_error(where, kept="the index's previous generation stays in force") from exc
+        raise
     finally:
         lock.release()
+
+
+def _remove_uncommitted(root: Path) -> None:
+    """Files of generations the manifest does not name (a failed writer's), and temporary files (the lock holder's
+    own, since only it writes)."""
+    try:
+        manifest = json.loads((root / MANIFEST).read_text(encoding="utf-8"))
+        keep = {v for v in (manifest.get("files") or {}).values() if isinstance(v, str)}
+    except (OSError, ValueError, AttributeError):
+        keep = set()
+    with contextlib.suppress(OSError):
+        for f in os.listdir(root):
+            if (_GEN_FILE.match(f) and f not in keep) or (f.startswith(".") and f.endswith(".tmp")):
+                (root / f).unlink(missing_ok=True)
 
 
 # -- the index ------------------------------------------------------------------------------------------
@@ -209,6 +247,11 @@ class PhotoIndex:
         return self.manifest["model"]["fingerprint"]
 
     @property
+    def photo_fingerprint(self) -> str | None:
+        """The photo side's fingerprint (None for an index built before it was recorded)."""
+        return self.manifest["model"].get("photo_fingerprint")
+
+    @property
     def similarity(self) -> str:
         return self.manifest["model"]["similarity"]
 
@@ -273,17 +316,10 @@ class PhotoIndex:
         return np.array(self.vectors[ids], dtype=np.float32).reshape(len(ids), self.dim)
 
     # -- model check ----------------------------------------------------------------------------------
-    def check_model(self, model) -> None:
-        """Refuse a model other than the one that built this index (its vectors would be meaningless)."""
-        fp = model_fingerprint(model)
-        if fp != self.fingerprint:
-            m = self.manifest["model"]
-            raise IndexMismatchError(
-                f"{self.root}: this index was built with model {short(self.fingerprint)} "
-                f"(checkpoint {m.get('checkpoint') or 'unknown'}), but the model given is {short(fp)}; "
-                "its embeddings live in a different space. Query with the checkpoint that built the index, "
-                "or rebuild the index with `polyvse index build --checkpoint ...`"
-            )
+    def check_model(self, model) -> str:
+        """Refuse a model whose photos land elsewhere than this index's (its vectors would be meaningless); a model
+        that only differs on the text side (languages added by `polyvse adapt`) is accepted. ``index_accepts``."""
+        return check_index_accepts(self, model)
 
     # -- search ---------------------------------------------------------------------------------------
     def search(self, queries: np.ndarray, k: int, scorer: Callable[[np.ndarray, np.ndarray], np.ndarray] | None = None,
@@ -357,6 +393,10 @@ class PhotoIndex:
         if vectors.dtype != np.float32 or vectors.shape != (n, dim):
             raise IndexFormatError(f"{files['vectors']} holds {vectors.shape} {vectors.dtype}, the manifest "
                                    f"says ({n}, {dim}) float32; the index is damaged, rebuild it", root)
+        _check_contents(root, files, "vectors")
+        _check_size(root / files["photos"], files.get("photos_bytes"))
+        # the photo list is read whole anyway: its digest too, up to the size a fresh process may hash
+        _check_contents(root, files, "photos", full=int(files.get("photos_bytes") or 0) <= CHECK_AT_OPEN_BYTES)
         photos = read_photos(root / files["photos"], n)
         kind = manifest["search"]["kind"]
         if kind == EXACT:
@@ -370,6 +410,7 @@ class PhotoIndex:
             if not path.is_file():
                 raise FileNotFoundError(errno.ENOENT, "missing", str(path))
             _check_size(path, files.get("ann_bytes"))
+            _check_contents(root, files, "ann")
             try:
                 ann = faiss.read_index(str(path))
             except Exception as exc:  # noqa: BLE001 - faiss raises RuntimeError for damaged files
@@ -382,6 +423,9 @@ class PhotoIndex:
         else:
             raise IndexFormatError(f"unknown search kind {kind!r} in the manifest (known: {', '.join(KINDS)})", root)
         index = cls(root, manifest, photos, vectors, ann)
+        if files.get("penalties") and (root / files["penalties"]).is_file():
+            _check_size(root / files["penalties"], files.get("penalties_bytes"))
+            _check_contents(root, files, "penalties")
         index.penalties = open_penalties(root, manifest, n)
         return index
 
@@ -421,6 +465,75 @@ def _check_size(path: Path, expected, at_least: bool = False) -> None:
     if size < int(expected) or (size != int(expected) and not at_least):
         raise IndexFormatError(f"{path.name} is {size} bytes, the manifest says {expected}; the index is "
                                "damaged (copied while being written?), rebuild it", path.parent)
+
+
+def _sha256(path: Path, start: int, end: int) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as fh:
+        fh.seek(start)
+        left = end - start
+        while left > 0 and (block := fh.read(min(left, 1 << 22))):
+            digest.update(block)
+            left -= len(block)
+    return digest.hexdigest()
+
+
+def _check_contents(root: Path, files: dict, key: str, full: bool = False) -> None:
+    """IndexFormatError naming the file when its bytes are not those the manifest recorded a digest of. Unless
+    ``full``, only a file written since it was recorded (another modification time) and at most
+    CHECK_AT_OPEN_BYTES long is read: opening must not read a large memory-mapped file whole."""
+    segments = (files.get(DIGESTS) or {}).get(key)
+    if not segments:
+        return  # a manifest from before digests were recorded: its sizes are checked
+    path = root / files[key]
+    if not full and (path.stat().st_mtime_ns == (files.get(MTIMES) or {}).get(key)
+                     or int(segments[-1][0]) > CHECK_AT_OPEN_BYTES):
+        return
+    start = 0
+    for end, digest in segments:
+        if _sha256(path, start, int(end)) != digest:
+            raise IndexFormatError(
+                f"{path.name}: bytes {start}..{end} do not match the SHA-256 the manifest recorded; the file is "
+                "damaged: rebuild the index (`polyvse index build`) or restore it from a copy", root)
+        start = int(end)
+
+
+def _record_digests(root: Path, files: dict, old_files: dict | None) -> None:
+    """Fill ``files`` with each file's digest segments and modification time (before the commit point). The raw
+    vectors file an append extended in place (the same file as the old generation's) keeps the old segments and
+    hashes only its new rows."""
+    digests, mtimes = {}, {}
+    for key in CHECKED_FILES:
+        if not files.get(key):
+            continue
+        path = root / files[key]
+        end = int(files.get(f"{key}_bytes") or path.stat().st_size)
+        segments = []
+        old = (old_files or {}).get(key)
+        old_segments = ((old_files or {}).get(DIGESTS) or {}).get(key)
+        if key == "vectors" and path.suffix == ".f32" and old and old_segments and (root / old).is_file() \
+                and os.path.samefile(root / old, path) and int(old_segments[-1][0]) <= end:
+            segments = [[int(e), d] for e, d in old_segments]
+        start = segments[-1][0] if segments else 0
+        if end > start or not segments:
+            segments.append([end, _sha256(path, start, end)])
+        digests[key], mtimes[key] = segments, path.stat().st_mtime_ns
+    files[DIGESTS], files[MTIMES] = digests, mtimes
+
+
+def verify_index(root: str | os.PathLike) -> dict:
+    """Open the index (sizes, structure) and check every file against the digests its manifest recorded, reading each
+    whole: IndexFormatError naming the first damaged file. Returns {"files": {name: bytes}, "digests": whether the
+    manifest records them (an index written before they were: sizes and structure checked only)}."""
+    root = Path(root)
+    index = PhotoIndex.open(root)
+    files = index.manifest.get("files") or {}
+    checked = {}
+    for key in CHECKED_FILES:
+        if files.get(key):
+            _check_contents(root, files, key, full=True)
+            checked[files[key]] = (root / files[key]).stat().st_size
+    return {"index": index, "files": checked, "digests": bool(files.get(DIGESTS))}
 
 
 def _drop_missing(scores: np.ndarray, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -499,7 +612,30 @@ def read_manifest(root: Path) -> dict:
     for key in ("files", "count", "dim", "model", "search"):
         if key not in manifest:
             raise IndexFormatError(f"{MANIFEST} lacks {key!r}; the index is damaged, rebuild it", root)
+    _check_manifest_fields(root, manifest)
     return manifest
+
+
+def _check_manifest_fields(root: Path, manifest: dict) -> None:
+    """The fields an open reads, of the types it reads them as: a damaged manifest is refused by name."""
+    def bad(field: str, want: str):
+        return IndexFormatError(f"{MANIFEST}: {field} is not {want}; the index is damaged, rebuild it", root)
+
+    for key in ("count", "dim"):
+        if not isinstance(manifest[key], int) or isinstance(manifest[key], bool) or manifest[key] < 0:
+            raise bad(key, "a count")
+    for key in ("files", "model", "search"):
+        if not isinstance(manifest[key], dict):
+            raise bad(key, "an object")
+    backend = manifest.get("backend")
+    if isinstance(backend, dict) and backend.get("name", "faiss") != "faiss":
+        return  # its photos live in a database: the backend checks its own section
+    if not isinstance(manifest["search"].get("kind"), str):
+        raise bad("search.kind", "a name")
+    for key in ("vectors", "photos"):
+        name = manifest["files"].get(key)
+        if not isinstance(name, str) or not _GEN_FILE.match(name):
+            raise bad(f"files.{key}", "a file of this index")
 
 
 def read_photos(path: Path, n: int) -> list[PhotoEntry]:
@@ -536,10 +672,66 @@ def _read_photo_lines(path: Path, lines: list[str], n: int) -> list[PhotoEntry]:
     return photos
 
 
+#: how ``check_index_accepts`` accepted a model: its photo side is the index's; or, for an index whose manifest
+#: predates recorded photo sides, its legacy fingerprint is the manifest's
+SAME_PHOTO_SIDE, SAME_LEGACY = "same photo side", "same legacy fingerprint"
+
+
+def check_index_accepts(index_or_manifest, model) -> str:
+    """Whether an index (a PhotoIndex, its folder or its manifest dict) serves queries embedded by ``model``: how
+    it accepts (``SAME_PHOTO_SIDE``, whatever the text side, e.g. languages added; ``SAME_LEGACY``: a manifest written
+    before indexes recorded the photo side, whose fingerprint is the model's legacy one), else IndexMismatchError
+    saying what differs and what to do.
+
+    A manifest that records ``photo_fingerprint`` is checked on it alone, so a fresh process hashes only the photo
+    side's weights (none once their digests are cached)."""
+    if isinstance(index_or_manifest, dict):
+        manifest, root = index_or_manifest, None
+    elif isinstance(index_or_manifest, (str, os.PathLike)):
+        root = Path(index_or_manifest)
+        try:
+            manifest = json.loads((root / MANIFEST).read_text(encoding="utf-8"))
+        except (OSError, ValueError) as exc:
+            raise IndexFormatError(f"unreadable {MANIFEST} ({exc}); is this a polyvse index?", root) from None
+    else:
+        manifest, root = index_or_manifest.manifest, index_or_manifest.root
+    m = manifest.get("model") or {}
+    where = f"{root}: " if root is not None else ""
+    built = f"model {short(m.get('fingerprint'))} (checkpoint {m.get('checkpoint') or 'unknown'})"
+    recorded = m.get("photo_fingerprint")
+    if recorded:
+        photo = photo_fingerprint(model)
+        if photo == recorded:
+            return SAME_PHOTO_SIDE
+        raise IndexMismatchError(
+            f"{where}this index was built with {built}, whose photos land elsewhere than those of the model given "
+            f"(photo side {short(recorded)} in the index, {short(photo)} in the model); its embeddings live in a "
+            "different space. Query with the checkpoint that built the index (or one that only adds languages to "
+            "it), or rebuild the index with `polyvse index build --checkpoint ...`")
+    legacy = legacy_fingerprint(model)
+    if m.get("fingerprint") == legacy:
+        return SAME_LEGACY
+    raise IndexMismatchError(
+        f"{where}this index was built with {built}, but the model given is {short(legacy)}; its embeddings live in "
+        "a different space (the index predates recorded photo sides, so only the model that built it, or that model "
+        "with languages added, can query it). Query with the checkpoint that built the index, or rebuild the index "
+        "with `polyvse index build --checkpoint ...`")
+
+
+def index_accepts(index_or_manifest, model) -> bool:
+    """``check_index_accepts`` as a yes or no."""
+    try:
+        check_index_accepts(index_or_manifest, model)
+    except IndexMismatchError:
+        return False
+    return True
+
+
 def model_section(model, checkpoint_path: str | os.PathLike | None) -> dict:
     ck = model.checkpoint
     return {
         "fingerprint": model_fingerprint(model),
+        "photo_fingerprint": photo_fingerprint(model),
         "checkpoint": str(Path(checkpoint_path).resolve()) if checkpoint_path else None,
         "similarity": similarity_name(model),
         "embed_dim": int(model.embed_dim),
@@ -573,6 +765,10 @@ def write_generation(root: Path, manifest: dict, photos: Iterable[PhotoEntry], v
     ``csls``: a CSLS checkpoint's ``polyvse.index.penalties.PenaltyWriter``, which stores each photo's r_C.
     """
     root.mkdir(parents=True, exist_ok=True)
+    try:
+        old_files = json.loads((root / MANIFEST).read_text(encoding="utf-8")).get("files")
+    except (OSError, ValueError, AttributeError):
+        old_files = None
     gen = generation or next_generation(root)
     files = {"vectors": f"vectors.{gen}.npy", "photos": f"photos.{gen}.jsonl", "ann": None}
     if isinstance(vectors, VectorsFile):
@@ -585,7 +781,8 @@ def write_generation(root: Path, manifest: dict, photos: Iterable[PhotoEntry], v
             with open(tmp, "wb") as fh:
                 np.save(fh, vectors, allow_pickle=False)
 
-        files["vectors_bytes"] = _write_atomic(root / files["vectors"], save_vectors)
+        header = 128  # np.save's header of a 2-d float32 array
+        files["vectors_bytes"] = _write_atomic(root / files["vectors"], save_vectors, needed=vectors.nbytes + header)
     count = [0]
 
     def save_photos(tmp: str) -> None:
@@ -607,6 +804,7 @@ def write_generation(root: Path, manifest: dict, photos: Iterable[PhotoEntry], v
     if csls is not None:
         table_files, manifest["csls"] = csls(root, gen, vectors.rows() if isinstance(vectors, VectorsFile) else vectors)
         files.update(table_files)
+    _record_digests(root, files, old_files if isinstance(old_files, dict) else None)
     manifest = {**manifest, "format": FORMAT, "format_version": FORMAT_VERSION, "polyvse_version": __version__,
                 "generation": gen, "count": count[0], "dim": dim, "files": files,
                 "updated": now_iso()}

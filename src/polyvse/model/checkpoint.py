@@ -25,7 +25,7 @@ from .._version import __version__
 from ..errors import CheckpointError, DataError
 from ..models.config import PRETRAINED_CAPTIONS, ModelConfig
 from ..models.text_input import CaptionEncoder
-from ..util.atomic import atomic_open, write_json_atomic
+from ..util.atomic import DiskFullError, atomic_open, disk_full_error, is_disk_full, write_json_atomic
 
 if TYPE_CHECKING:  # torch is imported where weights are read or written, not to read a config
     from ..models.joint import JointEmbeddingModel
@@ -113,7 +113,8 @@ class Checkpoint:
     # trained on photos squashed to a square (f8k-full): other photos are squashed alike before the backbone
     squash_photos: bool = False
     # languages taught after training by `polyvse adapt` (polyvse.adaptation), also in `languages`:
-    # {code: {"method", "pivot_lang", "lines", ...}}; their parts are outside the index fingerprint
+    # {code: {"method", "pivot_lang", "lines", ...}}; their parts count in the model fingerprint, not in the photo
+    # side's (polyvse.index.fingerprint)
     adapted_languages: dict = field(default_factory=dict)
     # tensors of adapted languages' parts that are not model parameters (a subword student's table and projection,
     # polyvse.model.subwords), named under their part's prefix; stored in the weights file beside the model's
@@ -144,12 +145,19 @@ class Checkpoint:
         }
 
 
-def save_checkpoint(ckpt: Checkpoint, path: str | os.PathLike) -> Path:
+def save_checkpoint(ckpt: Checkpoint, path: str | os.PathLike,
+                    image_encoder: bool | str | os.PathLike = False) -> Path:
+    """Write ``ckpt`` to the folder ``path`` (replaced whole, atomically), with its image encoder as ONNX
+    (polyvse.features.onnx_encoder: what embeds photos in an install without torch) where one fits: the graph of
+    the folder being replaced, or of the folder ``image_encoder`` names (the one ``ckpt`` was loaded from), is
+    kept when it was exported from the same image weights; otherwise ``image_encoder`` True or a folder exports
+    it (the trainer and ``polyvse adapt`` do), False leaves it out."""
     from safetensors.torch import save_file
 
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp"))
+    state: dict = {}
     try:
         # on the CPU: a checkpoint written on a GPU loads anywhere (load_file reads onto the CPU)
         state = {k: v.detach().cpu().contiguous() for k, v in ckpt.model.state_dict().items()}
@@ -160,6 +168,7 @@ def save_checkpoint(ckpt: Checkpoint, path: str | os.PathLike) -> Path:
         save_file(state, str(tmp / WEIGHTS), metadata={"format": "polyvse", "format_version": str(FORMAT_VERSION)})
         write_json_atomic(tmp / CONFIG, ckpt.config_dict)
         write_json_atomic(tmp / TRAINING, ckpt.training)
+        _image_encoder(ckpt, tmp, path, image_encoder)
         old = None
         if path.exists():
             old = path.with_name(f".{path.name}.old")
@@ -169,10 +178,47 @@ def save_checkpoint(ckpt: Checkpoint, path: str | os.PathLike) -> Path:
         os.replace(tmp, path)
         if old is not None:
             shutil.rmtree(old, ignore_errors=True)
-    except BaseException:
+    except BaseException as exc:
         shutil.rmtree(tmp, ignore_errors=True)
+        if isinstance(exc, DiskFullError) or is_disk_full(exc, path.parent):  # named as the folder, not its temp
+            needed = sum(v.numel() * v.element_size() for v in state.values()) or None
+            raise disk_full_error(path, needed, kept="the checkpoint that was there is untouched") from exc
         raise
     return path
+
+
+def _image_encoder(ckpt: Checkpoint, tmp: Path, path: Path, how) -> None:
+    """The ONNX image encoder of the checkpoint being written to ``tmp`` (``save_checkpoint``'s ``image_encoder``):
+    copied from the folder it replaces, or from the folder ``how`` names, where that one's was exported from the
+    same image weights; else exported when ``how`` asks for one."""
+    import warnings
+
+    from ..features.onnx_encoder import ENCODER_FILE, ENCODER_META, has_encoder, image_weights_digest
+
+    sources = [path] + ([Path(how)] if isinstance(how, (str, os.PathLike)) else [])
+    digest = None
+    for source in sources:
+        if not has_encoder(source):
+            continue
+        try:
+            digest = digest or image_weights_digest(tmp / WEIGHTS)
+            same = json.loads((source / ENCODER_META).read_text(encoding="utf-8")).get("image_weights") == digest
+        except (OSError, ValueError, CheckpointError):
+            same = False
+        if same:
+            for name in (ENCODER_FILE, ENCODER_META):
+                shutil.copyfile(source / name, tmp / name)
+            return
+    if how is False:
+        return
+    from ..features.onnx_export import export_image_encoder
+
+    try:
+        export_image_encoder(ckpt, tmp, tmp / WEIGHTS)
+    except Exception as exc:  # noqa: BLE001 - the trained weights are saved whatever the exporter says
+        warnings.warn(f"{path}: the checkpoint is saved without its ONNX image encoder ({type(exc).__name__}: "
+                      f"{exc}); an install without torch cannot embed its photos until `polyvse export onnx "
+                      f"--checkpoint {path}` writes it", stacklevel=3)
 
 
 @dataclass

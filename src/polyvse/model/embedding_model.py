@@ -4,14 +4,14 @@ Three classes implement it: ``polyvse.model.torch_model.PolyvseModel`` (the torc
 device), ``polyvse.model.text_query.TextQueryModel`` (a word-level checkpoint's text branch in numpy) and
 ``polyvse.model.tower_query.TowerQueryModel`` (a frozen-tower checkpoint's learned parts in numpy), the last two for
 text queries without importing torch (``polyvse.model.loading.query_model`` picks one). An index fingerprints each
-through ``config``, ``checkpoint``, ``captions``, ``similarity_name`` and ``weight_arrays()``, so it accepts one
+through ``config``, ``checkpoint``, ``captions``, ``similarity_name`` and ``named_weights()``, so it accepts one
 exactly when it accepts the others.
 This module imports no torch.
 """
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from typing import Any, Iterator, Sequence
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 
@@ -48,8 +48,9 @@ class EmbeddingModel(ABC):
         return serving_status(self, lang) == ZERO_SHOT
 
     @abstractmethod
-    def weight_arrays(self) -> Iterator[np.ndarray]:
-        """The weights as numpy arrays, in state-dict order (what the index fingerprint hashes)."""
+    def named_weights(self) -> Mapping[str, Any]:
+        """Every weight by its state-dict name, as numpy arrays or torch tensors (what the index fingerprints
+        hash)."""
 
     @abstractmethod
     def encode_text(self, texts: str | Sequence[str], lang: str) -> np.ndarray:

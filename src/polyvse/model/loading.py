@@ -15,7 +15,7 @@ if TYPE_CHECKING:
     from .text_query import NumpyQueryModel
     from .torch_model import PolyvseModel
 
-__all__ = ["load", "query_model"]
+__all__ = ["load", "photo_model", "query_model"]
 
 
 def load(path: str | os.PathLike, device: str | torch.device = "auto",
@@ -46,4 +46,38 @@ def query_model(path: str | os.PathLike, zero_shot: str | None = None,
     model = TowerQueryModel.load(path, zero_shot) if is_pretrained_text(path) else TextQueryModel.load(path)
     if model is not None and squash_photos is not None:
         model.checkpoint.squash_photos = bool(squash_photos)
+    return model
+
+
+class OnnxDevice:
+    """What a model embedding photos through ONNX Runtime reports as its device (the CPU, no torch.device)."""
+    type = "cpu"
+
+    def __str__(self) -> str:
+        return "cpu (ONNX Runtime)"
+
+
+def photo_model(path: str | os.PathLike, device: str = "auto", squash_photos: bool | None = None,
+                zero_shot: str | None = None):
+    """The model that embeds photos and text for an index (build, add, photo search, the service): :func:`load`
+    where torch is installed (or a device other than the CPU is asked for), else the numpy text model
+    (:func:`query_model`) with the checkpoint's ONNX image encoder (polyvse.features.onnx_encoder);
+    $POLYVSE_IMAGE_ENCODER=torch or onnx forces one. Without torch, a checkpoint without the encoder is refused
+    with the command that writes it."""
+    from ..errors import CheckpointError
+    from ..features.onnx_encoder import OnnxImageEncoder, encoder_choice, torch_installed
+
+    choice = encoder_choice()
+    on_cpu = str(device) in ("auto", "cpu")
+    if choice == "torch" or (choice == "auto" and (torch_installed() or not on_cpu)):
+        return load(path, device=device, squash_photos=squash_photos, zero_shot=zero_shot)
+    if not on_cpu:
+        raise CheckpointError(f"--device {device}: the ONNX image encoder runs on the CPU; give --device cpu, or "
+                              "install torch (pip install 'polyvse[train]') for a GPU")
+    model = query_model(path, zero_shot=zero_shot, squash_photos=squash_photos)
+    if model is None:
+        raise CheckpointError(f"{path}: this checkpoint's text branch has no numpy path, so it needs torch: "
+                              "pip install 'polyvse[train]'")
+    model.image_encoder = OnnxImageEncoder(path, squash=model.checkpoint.squash_photos)
+    model.device = OnnxDevice()
     return model

@@ -12,7 +12,7 @@ learned table; the mean of the sentence's rows, projected to the part's output, 
 
 The table ``E`` and the projection ``U`` are stored in the checkpoint beside the language's Linear part, under the
 part's own key prefix (``text_encoder.universal.<lang>.subword_table`` / ``.subword_up``), so they are, like the
-part, outside the index fingerprint. This module holds what both the torch model and the numpy query path need:
+part, in the model's fingerprint and outside its photo side's. This module holds what both the torch model and the numpy query path need:
 the n-grams, their hashes and the numpy arithmetic. The hash is CRC-32 (``zlib``), the same on every machine and
 Python (Python's own ``hash`` is salted per process).
 """

@@ -32,7 +32,6 @@ from ..models.config import ModelConfig
 from .checkpoint import (HUBNESS_PREFIX, CheckpointConfig, is_pretrained_text, pop_hubness_banks,
                          read_checkpoint_config)
 from .embedding_model import EmbeddingModel
-from .parts import adapted_languages, part_key
 
 _PREFIX = "text_encoder."
 
@@ -159,7 +158,7 @@ class NumpyQueryModel(EmbeddingModel):
     def __init__(self, checkpoint: CheckpointConfig, weights: Mapping[str, np.ndarray]):
         self.checkpoint = checkpoint
         self.captions = checkpoint.captions
-        # CSLS banks (polyvse.similarity.hubness) are no weights: outside weight_arrays, as in polyvse.load
+        # CSLS banks (polyvse.similarity.hubness) are no weights: outside named_weights, as in polyvse.load
         if isinstance(weights, LazyTensors):  # read_weights: the banks left out, each array read when needed
             self._weights = weights
         else:  # weights given otherwise may hold the banks
@@ -171,6 +170,22 @@ class NumpyQueryModel(EmbeddingModel):
             from .search_hubness import SearchHubness
 
             self.hubness = SearchHubness.from_bank_file(checkpoint.retrieval["k"], HubnessBankFile(checkpoint.weights))
+
+    #: the checkpoint's ONNX image encoder (polyvse.features.onnx_encoder), which
+    #: ``polyvse.model.loading.photo_model`` attaches: photos embedded without torch
+    image_encoder = None
+
+    def encode_image(self, photos) -> np.ndarray:
+        """Photos as paths or PIL images -> ``(n, embed_dim)``, as ``PolyvseModel.encode_image``, through the
+        image encoder."""
+        if self.image_encoder is None:
+            raise CheckpointError(f"{self.checkpoint.path}: this model was loaded for text only; load it with "
+                                  "polyvse.model.loading.photo_model to embed photos")
+        from ..features.images import load_image
+
+        if isinstance(photos, (str, os.PathLike)) or hasattr(photos, "convert"):
+            photos = [photos]
+        return self.image_encoder.encode([p if hasattr(p, "convert") else load_image(p) for p in photos])
 
     @staticmethod
     def read_weights(checkpoint: CheckpointConfig) -> Mapping[str, np.ndarray]:
@@ -185,11 +200,10 @@ class NumpyQueryModel(EmbeddingModel):
     def config(self) -> ModelConfig:
         return self.checkpoint.model
 
-    def weight_arrays(self):
-        """As ``PolyvseModel.weight_arrays``: every weight but the parts of adapted languages."""
-        adapted = tuple(part_key(lang) for lang in adapted_languages(self.checkpoint))
-        # names first: lazy weights read only the arrays the fingerprint covers (no adapted subword table)
-        return (self._weights[name] for name in self._weights if not (adapted and name.startswith(adapted)))
+    def named_weights(self) -> Mapping[str, np.ndarray]:
+        """As ``PolyvseModel.named_weights``: the weights file's tensors but the CSLS banks; lazy weights are read
+        only when the fingerprint asks for them (an index's check reads no adapted subword table)."""
+        return self._weights
 
     def similarity(self, images: np.ndarray, texts: np.ndarray) -> np.ndarray:
         """Score matrix (len(images), len(texts)), as ``PolyvseModel.similarity``."""

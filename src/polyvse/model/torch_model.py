@@ -51,15 +51,11 @@ class PolyvseModel(EmbeddingModel):
         """The similarity module's name (a caller may swap the module), else the config's."""
         return str(getattr(self.model.similarity, "name", None) or self.model.config.similarity)
 
-    def weight_arrays(self):
-        """The weights as numpy arrays, in state-dict order (what the index fingerprint hashes), less the parts of
-        adapted languages: adding a language moves no photo and no other language's vector."""
-        from .parts import part_key
-
-        adapted = tuple(part_key(lang) for lang in self.checkpoint.adapted_languages)
-        for name, tensor in self.model.state_dict().items():
-            if not name.startswith(adapted):
-                yield tensor.detach().cpu().numpy()
+    def named_weights(self) -> dict:
+        """Every weight by its state-dict name (what the index fingerprints hash): the model's, and an adapted
+        language's tensors that are no model parameters (``Checkpoint.part_extras``), as the weights file holds
+        them."""
+        return {**self.model.state_dict(), **self.checkpoint.part_extras}
 
     @property
     def extractor(self):

@@ -15,7 +15,7 @@ arithmetic of ``polyvse.models.pretrained.text_branch.PretrainedTextEncoder`` in
 
 so no export step is needed and nothing can go stale: the weights are the checkpoint's own. Languages are served
 as ``PolyvseModel.encode_text`` serves them (trained, adapted by ``polyvse adapt``, zero-shot through
-``zero_shot``'s fallback part), and the index fingerprint is the same (``NumpyQueryModel.weight_arrays``).
+``zero_shot``'s fallback part), and the index fingerprints are the same (``NumpyQueryModel.named_weights``).
 tests/test_tower_query.py checks the vectors against the torch model's. ``query_model`` picks the numpy model of
 any checkpoint (this one or ``polyvse.model.text_query.TextQueryModel``; ``polyvse.model.loading``), or None where only
 ``polyvse.load`` serves it.

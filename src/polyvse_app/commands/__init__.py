@@ -1,4 +1,4 @@
 """One module per top-level command; each defines register(subparsers) and sets args.func."""
-from . import adapt, data, demo, evaluate, features, index, report, rerank, search, serve, train, zoo
+from . import adapt, data, demo, evaluate, export, features, index, model, report, rerank, search, serve, train, zoo
 
-COMMANDS = [data, train, adapt, demo, evaluate, features, rerank, index, search, serve, zoo, report]
+COMMANDS = [data, train, adapt, model, demo, evaluate, features, rerank, index, export, search, serve, zoo, report]

@@ -124,10 +124,22 @@ def register(sub) -> None:
     _add_photo_source(a)
     a.set_defaults(func=run_add)
 
+    _register_info_verify(actions)
+
+
+def _register_info_verify(actions) -> None:
     i = actions.add_parser("info", help="describe an index")
     i.add_argument("--index", required=True, metavar="INDEX", help="index folder")
     i.add_argument("--json", action="store_true", help="print the manifest as JSON")
     i.set_defaults(func=run_info)
+    v = actions.add_parser(
+        "verify", help="check every file of an index against the checksums its manifest recorded",
+        description="Read every file of an index whole and compare it with the size and SHA-256 its manifest "
+        "recorded when it was written (opening an index checks sizes, and the contents only of small files written "
+        "since). A damaged file is named, exit status 2. An index written before checksums were recorded gets its "
+        "sizes and structure checked.")
+    v.add_argument("--index", required=True, metavar="INDEX", help="index folder")
+    v.set_defaults(func=run_verify)
 
 
 def _photos(args) -> tuple[list[Path], list[str]]:
@@ -166,29 +178,54 @@ def _report(report, verb: str) -> None:
     print_failures(report.failures, "unreadable photos (skipped):")
 
 
+def _without_torch(args) -> tuple[str, int] | None:
+    """(device, decoding threads) in an install without torch, where photos go through the checkpoint's ONNX image
+    encoder on the CPU in this one process; None where torch is installed."""
+    import os
+
+    from polyvse.errors import DataError
+    from polyvse.features.onnx_encoder import torch_installed
+
+    if torch_installed():
+        return None
+    if getattr(args, "shard", None):
+        raise DataError("sharded builds need torch: pip install 'polyvse[train]'")
+    if args.workers is not None and args.workers < 0:
+        raise DataError(f"--workers must be 0 or more, not {args.workers}")
+    return args.device, min(2, os.cpu_count() or 1) if args.workers is None else args.workers
+
+
+class _OneProcess:
+    sharded = False
+
+
 def run_build(args) -> int:
+    light = _without_torch(args)
+    if light is not None:
+        return _build(args, _OneProcess(), *light)
     from ..shard_role import run_with_shard_role
 
     device = device_of(args)  # before the process group: a GPU rank's group is NCCL on its own GPU
     return run_with_shard_role(getattr(args, "shard", None), lambda role: _build(args, role, device), device)
 
 
-def _build(args, role, device) -> int:
+def _build(args, role, device, workers: int | None = None) -> int:
     import dataclasses
     import time
 
-    import polyvse
     from polyvse.index import build_index, build_index_shard, merge_index_shards
     from polyvse.index.compressed import parse_memory
-    from ..shard_role import run_shard
+    from polyvse.model.loading import photo_model
 
     t0 = time.time()
-    model = polyvse.load(args.checkpoint, device=device, squash_photos=squash_of(args))
+    # torch where installed, else the checkpoint's ONNX image encoder (polyvse.model.loading.photo_model)
+    model = photo_model(args.checkpoint, device=device, squash_photos=squash_of(args))
     photos, names = _photos(args)
     options = dict(cache_dir=_cache_dir(args), names=names, checkpoint_path=args.checkpoint, kind=args.kind,
                    exact_threshold=args.exact_threshold, recall_target=args.recall_target,
                    max_memory=parse_memory(args.max_memory),
-                   batch_size=args.batch_size, num_workers=workers_of(args, device), strict=args.strict,
+                   batch_size=args.batch_size,
+                   num_workers=workers_of(args, device) if workers is None else workers, strict=args.strict,
                    overwrite=args.force, csls_penalties=args.csls_penalties,
                    csls_penalty_langs=args.csls_penalty_langs)
     if not role.sharded:
@@ -201,6 +238,8 @@ def _build(args, role, device) -> int:
 
         raise DataError("sharded builds write FAISS indexes; build a Milvus one in one process (Milvus itself "
                         "spreads the collection over its nodes)")
+
+    from ..shard_role import run_shard
 
     shards = run_shard(role, lambda: build_index_shard(
         model, photos, args.out, shard=role.shard, num_shards=role.num_shards,
@@ -236,12 +275,13 @@ def run_add(args) -> int:
     from polyvse.index import PhotoIndex, add_to_index, model_for_index
 
     index = PhotoIndex.open(args.index)
-    device = device_of(args)
+    light = _without_torch(args)
+    device, workers = light if light is not None else (device_of(args), None)
     model, ckpt = model_for_index(index, args.checkpoint, device=device)
     photos, names = _photos(args)
     report = add_to_index(model, args.index, photos, cache_dir=_cache_dir(args), names=names,
                           checkpoint_path=ckpt if args.checkpoint else None, batch_size=args.batch_size,
-                          num_workers=workers_of(args, device), progress=not args.quiet, strict=args.strict,
+                          num_workers=workers_of(args, device) if workers is None else workers, progress=not args.quiet, strict=args.strict,
                           csls_penalties=args.csls_penalties, csls_penalty_langs=args.csls_penalty_langs)
     _report(report, "added")
     return 0
@@ -276,6 +316,20 @@ def run_info(args) -> int:
     elif m.get("backend", {}).get("name", "faiss") == "faiss" and _scores_with_csls(m["model"].get("checkpoint")):
         print("csls:       no photo penalties stored: each text search computes its candidates' against the caption "
               "bank (rebuild with `polyvse index build --force` to store them)")
+    return 0
+
+
+def run_verify(args) -> int:
+    from polyvse.index.store import verify_index
+
+    report = verify_index(args.index)
+    size = sum(report["files"].values())
+    if report["digests"]:
+        print(f"ok: {report['index'].root}: {len(report['files'])} files ({size} bytes) match their recorded sizes and "
+              "SHA-256")
+    else:
+        print(f"ok: {report['index'].root}: {len(report['files'])} files ({size} bytes) match their recorded sizes; "
+              "the manifest predates recorded checksums (the next `polyvse index add` or a rebuild records them)")
     return 0
 
 

@@ -1,12 +1,12 @@
 """`polyvse serve --index INDEX [--checkpoint C] [--captions FILE] [--host H] [--port P] [--token T]`.
 
 Starts the FastAPI service (uvicorn) with the web page at http://HOST:PORT/ and the OpenAPI schema at
-/openapi.json. Binds to 127.0.0.1 unless --host says otherwise; another address gets a warning, louder without
-a token. Photos added to the index while it runs are searched without a restart (service/live.py).
+/openapi.json. Binds to 127.0.0.1 unless --host says otherwise; another address wants a token, and is refused
+without one unless --allow-unauthenticated says so (then with a loud warning). Photos added to the index while
+it runs are searched without a restart (service/live.py).
 """
 from __future__ import annotations
 
-import ipaddress
 import os
 import sys
 import time
@@ -30,7 +30,7 @@ def register(sub) -> None:
     p.add_argument("--captions-lang", metavar="LANG", help="language of captions that do not name one")
     p.add_argument("--host", default="127.0.0.1",
                    help="address to bind (default: %(default)s, this machine only; 0.0.0.0 serves the network: "
-                   "then set a token)")
+                   "then a token is needed, or --allow-unauthenticated)")
     p.add_argument("--port", type=int, default=8000, help="port (default: %(default)s)")
     p.add_argument("--max-upload-mb", type=float, default=8.0, metavar="MB",
                    help="largest accepted photo upload in MiB (default: %(default)s)")
@@ -40,6 +40,9 @@ def register(sub) -> None:
                    help="require `Authorization: Bearer TOKEN` on the API (the web page asks for it once); default: "
                    "$POLYVSE_TOKEN, which keeps it out of the process list. Make one with "
                    "python -c 'import secrets; print(secrets.token_urlsafe())'")
+    p.add_argument("--allow-unauthenticated", action="store_true",
+                   help="with --host other than loopback and no token, serve anyway: every indexed photo goes to "
+                   "anyone who can reach the port (without this, such a start is refused)")
     p.add_argument("--decode-concurrency", type=int, default=os.cpu_count() or 1, metavar="N",
                    help="photos decoded at once, for uploads and thumbnails; each may hold a --max-megapixels "
                    "photo in memory (default: the number of cores, %(default)s)")
@@ -58,9 +61,14 @@ def register(sub) -> None:
 
 def set_threads(n: int) -> None:
     import faiss
-    import torch
 
-    torch.set_num_threads(n)
+    from polyvse.features.onnx_encoder import set_threads as onnx_threads, torch_installed
+
+    if torch_installed():  # the base install has none: photos go through ONNX Runtime
+        import torch
+
+        torch.set_num_threads(n)
+    onnx_threads(n)
     faiss.omp_set_num_threads(n)
 
 
@@ -90,25 +98,18 @@ def show_service_log(level: str) -> None:
     log.setLevel(level.upper())
 
 
-def is_loopback(host: str) -> bool:
-    if host.strip("[]").lower() == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:  # a host name: it may resolve to any address
-        return False
-
-
 def exposure_warning(host: str, port: int, token: str | None) -> str | None:
     """What `polyvse serve` says before it binds an address other machines can reach (None for loopback)."""
+    from ..service.auth import is_loopback
+
     if is_loopback(host):
         return None
     if token:
         return (f"note: --host {host} serves the API to the network over plain HTTP; the token guards it, but "
                 "anyone on the path can read it: put a TLS proxy in front beyond a trusted network")
     return (f"WARNING: --host {host} serves the API to the network WITHOUT authentication: anyone who can reach "
-            f"port {port} can search and download every indexed photo. Set POLYVSE_TOKEN (or pass --token) to "
-            "require `Authorization: Bearer <token>`, or bind 127.0.0.1 (the default)")
+            f"port {port} can search and download every indexed photo (--allow-unauthenticated). Set POLYVSE_TOKEN "
+            "(or pass --token) to require `Authorization: Bearer <token>`, or bind 127.0.0.1 (the default)")
 
 
 def run(args) -> int:
@@ -127,13 +128,17 @@ def run(args) -> int:
                         f"{args.decode_concurrency}")
     if not args.reload_interval >= 0:
         raise DataError(f"--reload-interval must be 0 or more seconds, not {args.reload_interval}")
-    if args.token is not None:
-        from ..service.auth import check_token
+    from ..service.auth import check_exposure, check_token
 
+    if args.token is not None:
         try:
             check_token(args.token)
         except ValueError as exc:
             raise DataError(f"--token / POLYVSE_TOKEN: {exc}") from None
+    try:  # before the index and model load: a refused start costs nothing
+        check_exposure(args.host, args.token, args.allow_unauthenticated)
+    except ValueError as exc:
+        raise DataError(f"refusing to start: {exc}") from None
     set_threads(args.threads)
     show_service_log(args.log_level)
     settings = ServeSettings(max_upload_bytes=int(args.max_upload_mb * 1024 * 1024),

@@ -76,7 +76,9 @@ def print_metrics(metrics: dict, out: Path) -> None:
 
 def register(sub) -> None:
     p = sub.add_parser("train", help="train a model from a config file")
-    p.add_argument("--config", required=True, help="YAML/JSON config (see configs/)")
+    p.add_argument("--config", help="a packaged config's name (mule-full, f8k-full/polyvse-best: --list-configs) or "
+                                    "the path of a YAML/JSON config")
+    p.add_argument("--list-configs", action="store_true", help="list the packaged configs and exit")
     p.add_argument("--out", help="output folder (default runs/<config name>)")
     add_common(p)
     p.set_defaults(func=run)
@@ -85,6 +87,15 @@ def register(sub) -> None:
 def run(args) -> int:
     from polyvse_train.config import TrainConfig
 
+    if args.list_configs:
+        from polyvse_train.config.packaged import list_configs
+
+        print(list_configs())
+        return 0
+    if not args.config:
+        from polyvse.errors import DataError
+
+        raise DataError("give --config NAME or FILE (`polyvse train --list-configs` lists the packaged configs)")
     cfg = apply_overrides(TrainConfig.load(args.config), args)
     out = Path(args.out or f"runs/{cfg.name}")
     return run_training(cfg, args, out)

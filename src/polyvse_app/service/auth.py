@@ -1,9 +1,13 @@
-"""An optional shared token (`polyvse serve --token`, or $POLYVSE_TOKEN): with one, every /api endpoint wants
+"""A shared token (`polyvse serve --token`, or $POLYVSE_TOKEN): with one, every /api endpoint wants
 ``Authorization: Bearer <token>``, or the ``polyvse_token`` cookie, which the web page sets after asking for the
 token once (an <img> cannot send a header). The page itself and /openapi.json stay open: they hold no photos.
+
+Closed by default: without a token the service binds only a loopback address, unless the user says
+``--allow-unauthenticated`` (check_exposure).
 """
 from __future__ import annotations
 
+import ipaddress
 import secrets
 from typing import Annotated, Callable
 
@@ -27,6 +31,27 @@ def check_token(token: str) -> str:
                          "is sent in a header and a cookie); e.g. python -c 'import secrets; "
                          "print(secrets.token_urlsafe())'")
     return token
+
+
+def is_loopback(host: str) -> bool:
+    """Whether ``host`` is this machine only: 127.0.0.0/8, ::1 or localhost (a host name may resolve anywhere)."""
+    if host.strip("[]").lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def check_exposure(host: str, token: str | None, allow_unauthenticated: bool = False) -> None:
+    """ValueError, saying what to do, for an address other machines can reach without a token (unless allowed)."""
+    if token or allow_unauthenticated or is_loopback(host):
+        return
+    raise ValueError(
+        f"--host {host} would serve every indexed photo to anyone who can reach the port, and no token is set. "
+        "Set one (POLYVSE_TOKEN=$(python -c 'import secrets; print(secrets.token_urlsafe())'), or --token) so the "
+        "API wants `Authorization: Bearer <token>`; or bind 127.0.0.1 (the default); or, on a network you trust, "
+        "pass --allow-unauthenticated to serve without one")
 
 
 def token_dependency(token: str) -> Callable:

@@ -3,8 +3,9 @@ YAML/JSON. Each section is a dataclass that checks its own fields: pydantic, str
 its field's type (``languages: [1, 2]``, ``quotas: {en: 1.5}`` and ``epochs: "3"`` are refused), then the section's
 ``check`` its values; errors name the file and the field path (``model.embed_dim``).
 
-A config file may name a ``base:`` file (a path relative to itself) whose settings it overrides, section by
-section; chains are allowed, cycles are an error. A file's ``name`` defaults to its file name (it is never
+The configs that ship with polyvse (``polyvse_train/configs/``) load by name as well as by path
+(``TrainConfig.load("mule-full")``; ``polyvse train --list-configs``). A config file may name a ``base:`` file
+(a path relative to itself, else a packaged config's name) whose settings it overrides, section by section; chains are allowed, cycles are an error. A file's ``name`` defaults to its file name (it is never
 inherited). The smoke settings (how few steps ``--smoke`` runs) of every config of a folder live in one overlay,
 ``overlays/smoke.yaml`` in that folder or one above it (``configs/overlays/smoke.yaml``), put under the chain:
 what it sets holds unless the config names its own ``smoke:`` settings.
@@ -23,8 +24,8 @@ Every field also has a flat name, unique across sections and objectives (``embed
 sections still load).
 
 One module a job: ``schema`` (the sections), ``objective`` (the objective section and its options), ``loading``
-(files, the base: chain, the smoke overlay, normalising), ``legacy`` (the flat layout), ``train_config``
-(TrainConfig).
+(files, the base: chain, the smoke overlay, normalising), ``legacy`` (the flat layout), ``packaged`` (the
+packaged configs by name), ``train_config`` (TrainConfig).
 """
 from .legacy import FLAT_FIELDS
 from .train_config import TrainConfig, changed_fields

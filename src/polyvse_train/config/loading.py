@@ -1,5 +1,6 @@
-"""Loading a config: a file and its ``base:`` chain on top of the smoke overlay (``overlays/smoke.yaml`` in the
-config's folder or one above it), and any mapping of flat names, dotted paths and section mappings normalised to
+"""Loading a config: a file (or a packaged config's name) and its ``base:`` chain (each base a file relative to the
+config, else a packaged config's name) on top of the smoke overlay (``overlays/smoke.yaml`` in the
+config's folder or one above it; the packaged one under a chain that reaches a packaged config), and any mapping of flat names, dotted paths and section mappings normalised to
 ``{name, section: {field: value}}`` (the objective's options under ``objective: {options: {...}}``)."""
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from ..objectives import OBJECTIVES
 from ..sections import Section
 from .legacy import FLAT_FIELDS, moved_option
 from .objective import OPTION_DEFAULTS, SECTION_BY_KEY, ObjectiveSection
+from .packaged import CONFIG_DIR, resolve_config
 
 SMOKE_OVERLAY = Path("overlays") / "smoke.yaml"
 
@@ -141,9 +143,12 @@ def read_mapping(path: Path) -> dict[str, Any]:
     return data
 
 
-def load_chain(path: Path, seen: tuple[Path, ...] = ()) -> dict[str, Any]:
-    """The normalised settings of ``path`` on top of those of its ``base:`` file (recursively)."""
+def load_chain(path: Path, seen: tuple[Path, ...] = (), files: list[Path] | None = None) -> dict[str, Any]:
+    """The normalised settings of ``path`` on top of those of its ``base:`` file (recursively); ``files``, when
+    given, gets every file of the chain."""
     resolved = path.resolve()
+    if files is not None:
+        files.append(resolved)
     if resolved in seen:
         chain = " -> ".join(str(p) for p in (*seen, resolved))
         raise DataError(f"the base: chain is a cycle: {chain}; remove one of the base: lines", path)
@@ -153,15 +158,19 @@ def load_chain(path: Path, seen: tuple[Path, ...] = ()) -> dict[str, Any]:
     if base is None:
         return nested
     if not isinstance(base, str):
-        raise DataError(f"base: must be a file path relative to this config, got {base!r}", path)
-    parent = load_chain(path.parent / base, (*seen, resolved))
+        raise DataError(f"base: must be a file path relative to this config or a packaged config's name "
+                        f"(mule-full), got {base!r}", path)
+    parent = load_chain(resolve_config(base, relative_to=path.parent, source=path), (*seen, resolved), files)
     parent.pop("name", None)  # a name is never inherited
     return merge(parent, nested)
 
 
-def find_smoke_overlay(config_path: Path) -> Path | None:
-    """``overlays/smoke.yaml`` in the config's folder or the nearest folder above it that has one."""
+def find_smoke_overlay(config_path: Path, chain: list[Path] = ()) -> Path | None:
+    """``overlays/smoke.yaml`` in the config's folder or the nearest folder above it that has one; else, for a
+    config whose ``base:`` chain (``chain``: its files) reaches a packaged config, the packaged configs' overlay."""
     for folder in (config_path.resolve().parent, *config_path.resolve().parents):
         if (folder / SMOKE_OVERLAY).is_file():
             return folder / SMOKE_OVERLAY
+    if any(f.is_relative_to(CONFIG_DIR) for f in chain) and (CONFIG_DIR / SMOKE_OVERLAY).is_file():
+        return CONFIG_DIR / SMOKE_OVERLAY
     return None

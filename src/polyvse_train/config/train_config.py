@@ -14,6 +14,7 @@ from polyvse.errors import DataError
 from .legacy import FLAT_FIELDS, recorded_identity
 from .loading import field_path, find_smoke_overlay, load_chain, merge, normalise, read_mapping
 from .objective import OPTION_DEFAULTS, SECTIONS, ObjectiveSection
+from .packaged import resolve_config
 from .schema import AlignSection, DataSection, ModelSection, ScheduleSection, SmokeSection
 
 @dataclass(init=False)
@@ -57,11 +58,13 @@ class TrainConfig:
 
     @classmethod
     def load(cls, path: str | Path) -> "TrainConfig":
-        """The config of a file and its ``base:`` chain, on top of the smoke overlay if there is one."""
-        path = Path(path)
-        nested = load_chain(path)
+        """The config of a file, or of the packaged config ``path`` names (``mule-full``,
+        ``f8k-full/polyvse-best``), and its ``base:`` chain, on top of the smoke overlay if there is one."""
+        path = resolve_config(path)
+        chain: list[Path] = []
+        nested = load_chain(path, files=chain)
         nested.setdefault("name", path.stem)
-        overlay = find_smoke_overlay(path)
+        overlay = find_smoke_overlay(path, chain)
         if overlay is not None:
             nested = merge(normalise(read_mapping(overlay), str(overlay)), nested)
         return cls.from_dict(nested, source=str(path))

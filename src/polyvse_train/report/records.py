@@ -26,10 +26,31 @@ class Page:
         return Path(os.path.relpath(self.repo / record, self.path.parent)).as_posix()
 
     def record_link(self, record: str, label: str | None = None) -> str:
-        return f"[`{label or record}`]({self.link(record)})"
+        """A link to ``record`` (a file or a folder of them), marked when its provenance was reconstructed after the
+        fact (``scripts/backfill_provenance.py``): its figures then rest on a block that was not written with them."""
+        mark = f" {RECONSTRUCTED_MARK}" if reconstructed(self.repo, record) else ""
+        return f"[`{label or record}`]({self.link(record)}){mark}"
 
     def read(self, record: str) -> dict:
         return read_record(self.repo, record)
+
+
+#: what a page says beside a record whose provenance block is marked ``reconstructed``
+RECONSTRUCTED_MARK = "(reconstructed provenance)"
+
+
+def reconstructed(repo: Path, record: str) -> bool:
+    """Whether the provenance of ``record`` (a JSON file, or any JSON file under a folder) was reconstructed."""
+    path = repo / record
+    files = [path] if path.is_file() else sorted(path.rglob("*.json")) if path.is_dir() else []
+    for f in files:
+        try:
+            data = json.loads(f.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue  # read_record names a broken record when a block reads it
+        if isinstance(data, dict) and isinstance(data.get("provenance"), dict) and "reconstructed" in data["provenance"]:
+            return True
+    return False
 
 
 def read_record(repo: Path, record: str) -> dict:

@@ -1,40 +1,42 @@
-"""`make model`'s adaptation stage (issue #55): teach the trained product model the languages of a plan
-(configs/adapt/product.yaml: es, ar, qu, gn) from MultiScript30k's lines, one checkpoint holding them all, left
-where users and the index expect the model (runs/model/checkpoint).
+"""An adaptation plan and its stage: teach a trained model the languages of a plan (``pivot``, ``languages: [{lang,
+method, lines?, chosen?}]``; the product's: ``polyvse_train/configs/adapt/product.yaml``) from MultiScript30k's
+lines, one checkpoint holding them all, left where users and the index expect the model (``<model>/checkpoint``).
+`polyvse model build` runs it after the training and the index.
 
-    python scripts/adapt_model.py --model runs/model --plan configs/adapt/product.yaml [--threads 2]
+For each language of the plan, in order, what these commands do (the log prints them)::
 
-For each language of the plan, in order, what these commands do (the log prints them):
-
-    polyvse data parallel --lang L --pivot en --out runs/model/adapt/L-en.tsv    (every evaluation photo and
-                                                                                 sentence left out)
-    polyvse adapt --checkpoint <previous step> --lang L --parallel runs/model/adapt/L-en.tsv \\
-        --out runs/model/adapt/<i>-L --method teacher [--subwords | --no-subwords] --resume
+    polyvse data parallel --lang L --pivot en --out <model>/adapt/L-en.tsv    (every evaluation photo and
+                                                                              sentence left out)
+    polyvse adapt --checkpoint <previous step> --lang L --parallel <model>/adapt/L-en.tsv \\
+        --out <model>/adapt/<i>-L --method teacher [--subwords | --no-subwords] --resume
 
 the first step reading the trained checkpoint, each next one the previous step's (a language listed as
 ``zero-shot`` is not taught: the zero-shot fallback serves it). Then the last step becomes ``<model>/checkpoint``
 and the trained one is kept as ``<model>/trained-checkpoint``; the photo index ``<model>/index`` must accept the
-result (same fingerprint: adaptation moves no photo and no old language), which is checked before the swap.
+result (its own check, ``polyvse.index.check_index_accepts``: adaptation moves no photo), which is checked before
+the swap.
 
 Resumable and atomic: a parallel file and a step's checkpoint are written atomically, a finished step (its
 ``<i>-L.step.json`` naming the trained checkpoint and the plan up to it) is not redone, a stopped teacher resumes
 from its state file, and the swap is two renames of complete folders (a stop between them leaves the trained
-checkpoint in ``trained-checkpoint``, and the next run finishes the swap). The stage's record, ``<model>/adapted.json``
-(the Makefile's target), is written last: per language its parallel file, the adaptation's record and seconds.
+checkpoint in ``trained-checkpoint``, and the next run finishes the swap). The stage's record,
+``<model>/adapted.json``, is written last: per language its parallel file, the adaptation's record and seconds.
 """
 from __future__ import annotations
 
-import argparse
 import hashlib
 import json
 import os
 import shutil
-import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
-METHODS = ("teacher+subwords", "teacher", "procrustes", "rcsls", "zero-shot")
+from ..errors import CheckpointError, DataError
+from ..util.atomic import write_json_atomic
+
+#: how a plan teaches a language (teacher+subwords: `polyvse adapt --method teacher --subwords`)
+PLAN_METHODS = ("teacher+subwords", "teacher", "procrustes", "rcsls", "zero-shot")
 TRAINED, ADAPTED, RECORD = "trained-checkpoint", "checkpoint", "adapted.json"
 
 
@@ -64,9 +66,8 @@ def read_plan(path: str | os.PathLike) -> Plan:
     naming the file and what is wrong."""
     import yaml
 
-    from polyvse.adaptation.multiscript_lines import PIVOT_SOURCES
-    from polyvse.errors import DataError
-    from polyvse.languages import check_language
+    from ..languages import check_language
+    from .multiscript_lines import PIVOT_SOURCES
 
     path = Path(path)
     try:
@@ -87,8 +88,8 @@ def read_plan(path: str | os.PathLike) -> Plan:
         lang = check_language(item["lang"], where)
         if lang in seen:
             raise DataError(f"{where}: {lang} is listed twice", path)
-        if item["method"] not in METHODS:
-            raise DataError(f"{where}: method {item['method']!r}: choose one of {', '.join(METHODS)}", path)
+        if item["method"] not in PLAN_METHODS:
+            raise DataError(f"{where}: method {item['method']!r}: choose one of {', '.join(PLAN_METHODS)}", path)
         lines = item.get("lines")
         if lines is not None and (not isinstance(lines, int) or isinstance(lines, bool) or lines < 1):
             raise DataError(f"{where}: lines must be a positive whole number, got {lines!r}", path)
@@ -121,6 +122,25 @@ def adapt_command(entry: Entry, source: Path, pairs: Path, out: Path) -> list[st
             + (["--lines", str(entry.lines)] if entry.lines else []) + ["--resume", "--quiet"])
 
 
+def trained_checkpoint(model: Path) -> Path:
+    """The trained checkpoint of a model folder: ``trained-checkpoint`` once moved aside, else ``checkpoint``
+    (which must then be a trained one, not an adapted model of unknown origin)."""
+    model = Path(model)
+    kept, current = model / TRAINED, model / ADAPTED
+    if (kept / "config.json").is_file():
+        return kept
+    if not (current / "config.json").is_file():
+        raise DataError(f"no trained checkpoint in {model} (neither {TRAINED}/ nor {ADAPTED}/): run the "
+                        "training first (`polyvse model build`)", model)
+    config = json.loads((current / "config.json").read_text(encoding="utf-8"))
+    if config.get("adapted_languages"):
+        raise CheckpointError(f"{current} already holds adapted languages "
+                              f"({', '.join(config['adapted_languages'])}) and {model / TRAINED} is missing: "
+                              "the stage starts from the trained checkpoint; put it back as "
+                              f"{current} (or retrain) and run again")
+    return current
+
+
 class Stage:
     """The stage on one model folder (``<model>/checkpoint``, ``<model>/index``; work in ``<model>/adapt``)."""
 
@@ -131,25 +151,7 @@ class Stage:
 
     # -- where things are ----------------------------------------------------------------------------------
     def trained_checkpoint(self) -> Path:
-        """The trained checkpoint: ``trained-checkpoint`` once moved aside, else ``checkpoint`` (which must then
-        be a trained one, not an adapted model of unknown origin)."""
-        kept, current = self.model / TRAINED, self.model / ADAPTED
-        if (kept / "config.json").is_file():
-            return kept
-        if not (current / "config.json").is_file():
-            from polyvse.errors import DataError
-
-            raise DataError(f"no trained checkpoint in {self.model} (neither {TRAINED}/ nor {ADAPTED}/): run the "
-                            "training first (`make model`)", self.model)
-        config = json.loads((current / "config.json").read_text(encoding="utf-8"))
-        if config.get("adapted_languages"):
-            from polyvse.errors import CheckpointError
-
-            raise CheckpointError(f"{current} already holds adapted languages "
-                                  f"({', '.join(config['adapted_languages'])}) and {self.model / TRAINED} is missing: "
-                                  "the stage starts from the trained checkpoint; put it back as "
-                                  f"{current} (or retrain) and run again")
-        return current
+        return trained_checkpoint(self.model)
 
     def step_folder(self, i: int, entry: Entry) -> Path:
         return self.work / f"{i}-{entry.lang}"
@@ -160,8 +162,8 @@ class Stage:
     # -- the steps -----------------------------------------------------------------------------------------
     def parallel_file(self, entry: Entry) -> tuple[Path, dict | None]:
         """``<work>/<lang>-<pivot>.tsv`` (written once, atomically): every usable pair, evaluations left out."""
-        from polyvse.adaptation.multiscript_lines import write_multiscript_parallel
-        from polyvse.util.paths import data_root
+        from ..util.paths import data_root
+        from .multiscript_lines import write_multiscript_parallel
 
         path = self.work / f"{entry.lang}-{self.plan.pivot}.tsv"
         if path.is_file():
@@ -171,16 +173,13 @@ class Stage:
 
     def run(self) -> dict:
         """Teach every language of the plan, swap the result in, write and return the stage's record."""
-        from polyvse.errors import DataError
-        from polyvse.util.atomic import write_json_atomic
-
         t0 = time.perf_counter()
         taught = self.plan.taught
         if not taught:
             raise DataError("the plan teaches no language (every one is zero-shot): nothing to adapt")
         trained = self.trained_checkpoint()
         identity = checkpoint_identity(trained)
-        plan_key = _digest(identity, self.plan.pivot, [e.as_dict() for e in self.plan.entries])
+        plan_key = self._plan_key(identity)
         finished = self.up_to_date(plan_key)
         if finished is not None:
             self.report(f"{self.model / ADAPTED}: adapted by this plan already ({self.model / RECORD})")
@@ -214,6 +213,14 @@ class Stage:
         self.report(f"adapted {', '.join(e.lang for e in taught)}: {self.model / ADAPTED} "
                     f"({record['seconds']:.0f} s); the trained checkpoint is in {self.model / TRAINED}")
         return record
+
+    def _plan_key(self, identity: str) -> str:
+        return _digest(identity, self.plan.pivot, [e.as_dict() for e in self.plan.entries])
+
+    def finished_record(self) -> dict | None:
+        """The stage's record when there is nothing left to do: ``<model>/checkpoint`` is what this plan made of
+        the trained checkpoint."""
+        return self.up_to_date(self._plan_key(checkpoint_identity(self.trained_checkpoint())))
 
     def up_to_date(self, plan_key: str) -> dict | None:
         """The stage's record when ``<model>/checkpoint`` is what this plan made of this trained checkpoint."""
@@ -250,8 +257,6 @@ class Stage:
     def step(self, entry: Entry, source: Path, out: Path, key: str) -> dict:
         """One language: its parallel file, then `polyvse adapt` from ``source`` into ``out``; its stamp says it
         finished (the plan up to it, from which trained checkpoint, and the checkpoint it wrote)."""
-        from polyvse.util.atomic import write_json_atomic
-
         if out.exists():  # a step of another plan or another trained checkpoint (a stopped teacher resumes)
             if (out / "config.json").is_file():
                 shutil.rmtree(out)
@@ -270,8 +275,9 @@ class Stage:
         return language
 
     def _adapt(self, entry: Entry, source: Path, pairs: Path, out: Path) -> dict:
-        from polyvse.adaptation import AdaptRequest, TeacherSettings, adapt_language
-        from polyvse.models.pretrained.cache import sentence_cache_dir
+        from ..models.pretrained.cache import sentence_cache_dir
+        from .adapt import AdaptRequest, adapt_language
+        from .options import TeacherSettings
 
         method = "teacher" if entry.method == "teacher+subwords" else entry.method
         teacher = TeacherSettings(subwords=entry.method == "teacher+subwords" if method == "teacher" else False)
@@ -281,21 +287,21 @@ class Stage:
                                            progress=self.progress), report=self.report)
 
     # -- the result ----------------------------------------------------------------------------------------
-    def check_index(self, adapted: Path) -> str | None:
-        """The adapted checkpoint's fingerprint, which must be the one ``<model>/index`` was built with (when there
-        is an index): else a CheckpointError, before anything is swapped."""
-        from polyvse.errors import CheckpointError
-        from polyvse.provenance import checkpoint_fingerprint
+    def check_index(self, adapted: Path) -> str:
+        """The adapted checkpoint's fingerprint, once ``<model>/index`` (when there is one) accepts the checkpoint by
+        the index's own check: else a CheckpointError, before anything is swapped."""
+        from ..index import IndexMismatchError, check_index_accepts
+        from ..model.loading import load
+        from ..provenance import checkpoint_fingerprint
 
-        fingerprint = checkpoint_fingerprint(adapted)
-        manifest = self.model / "index" / "manifest.json"
-        if manifest.is_file():
-            built = json.loads(manifest.read_text(encoding="utf-8"))["model"]["fingerprint"]
-            if built != fingerprint:
-                raise CheckpointError(f"the adapted checkpoint {adapted} has fingerprint {fingerprint}, the index "
-                                      f"{manifest.parent} was built with {built}: adaptation must leave every photo "
-                                      "and old language as trained; nothing was swapped")
-        return fingerprint
+        index = self.model / "index"
+        if (index / "manifest.json").is_file():
+            try:
+                check_index_accepts(index, load(adapted, device="cpu"))
+            except IndexMismatchError as err:
+                raise CheckpointError(f"the index {index} refuses the adapted checkpoint {adapted}: {err}. Adaptation "
+                                      "must leave every photo as trained; nothing was swapped") from err
+        return checkpoint_fingerprint(adapted)
 
     def swap(self, adapted: Path) -> None:
         """``adapted`` becomes ``<model>/checkpoint``, the trained checkpoint ``<model>/trained-checkpoint`` (each
@@ -311,7 +317,7 @@ class Stage:
         os.replace(adapted, current)
 
     def record(self, trained: Path, fingerprint: str | None, languages: dict, seconds: float) -> dict:
-        from polyvse.provenance import checkpoint_model, provenance
+        from ..provenance import checkpoint_model, provenance
 
         return {"model": str(self.model / ADAPTED), "trained_checkpoint": str(self.model / TRAINED),
                 "pivot": self.plan.pivot, "languages": languages,
@@ -319,34 +325,3 @@ class Stage:
                                            for x in languages.values() if "seconds" in x), 1),
                 "seconds": round(seconds, 1),
                 "provenance": provenance(model=checkpoint_model(self.model / ADAPTED, fingerprint=fingerprint))}
-
-
-def parse_args(argv=None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--model", required=True, help="the model folder `make model` trains (runs/model)")
-    p.add_argument("--plan", required=True, help="the languages to teach (configs/adapt/product.yaml)")
-    p.add_argument("--threads", type=int, help="torch threads (default: torch's own)")
-    p.add_argument("--data-root", help="data root (default $POLYVSE_DATA): MultiScript30k's lines, the sentence cache")
-    p.add_argument("--progress", action="store_true", help="progress bars")
-    return p.parse_args(argv)
-
-
-def main(argv=None) -> int:
-    from polyvse.errors import PolyvseError
-
-    args = parse_args(argv)
-    try:
-        plan = read_plan(args.plan)
-        if args.threads:
-            import torch
-
-            torch.set_num_threads(args.threads)
-        Stage(Path(args.model), plan, args.data_root, progress=args.progress).run()
-    except PolyvseError as err:
-        print(f"adapt_model: {err}", file=sys.stderr)
-        return 2
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
