@@ -24,7 +24,7 @@ from polyvse.data.types import Caption, Corpus, Photo
 from polyvse.errors import DataError
 from polyvse.models import JointEmbeddingModel, ModelConfig
 from polyvse.models.text_input import CaptionEncoder
-from polyvse.sampling.text_tuples import (
+from polyvse_train.sampling.text_tuples import (
     InterleavedTextTupleSampler,
     TextTupleBatchSampler,
     spread,

@@ -10,7 +10,7 @@ from polyvse.losses import GroupedHingeLoss, HingeRankingLoss, ParallelLoss, Piv
 from polyvse.model.checkpoint import Checkpoint, save_checkpoint
 from polyvse.models import JointEmbeddingModel, MlpImageHead, ModelConfig, TextEncoder
 from polyvse.models.text_input import CaptionEncoder
-from polyvse.sampling import PhotoTupleBatchSampler
+from polyvse_train.sampling import PhotoTupleBatchSampler
 from polyvse.similarity import CosineSimilarity, OrderSimilarity
 
 IDS = torch.tensor([[3, 4, 5, 0], [6, 7, 0, 0], [8, 9, 2, 1]])

@@ -23,8 +23,8 @@ import torch
 
 from polyvse.errors import DataError
 from polyvse.models.language_mapping import fit_language_map
-from polyvse.sampling import CaptionSubsetSampler, StagedSampler
 
+from ..sampling import CaptionSubsetSampler, StagedSampler
 from ..sections import at_least, one_of
 from .vse import VseObjective, VseOptions
 
