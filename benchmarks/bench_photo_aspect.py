@@ -28,7 +28,7 @@ from PIL import Image
 
 import polyvse
 from polyvse.data.registry import load_dataset
-from polyvse.evaluation.evaluators import RetrievalEvaluator
+from polyvse.evaluation.retrieval import RetrievalEvaluator
 from polyvse.features.backbones import get_extractor
 from polyvse.util.atomic import write_json_atomic
 from polyvse.util.paths import cache_root, data_root

@@ -101,7 +101,7 @@ def main(argv=None) -> int:
     from polyvse.adaptation import trained_languages
     from polyvse.adaptation.line_vectors import line_vectors
     from polyvse.adaptation.multiscript_lines import write_multiscript_parallel
-    from polyvse.evaluation.evaluators import LanguagesEvaluator
+    from polyvse.evaluation.languages import LanguagesEvaluator
     from polyvse.model.zero_shot import fallback_part
     from polyvse.models.pretrained.cache import sentence_cache_dir
     from polyvse.provenance import provenance

@@ -103,7 +103,7 @@ def main(argv=None) -> int:
     from polyvse.adaptation.line_vectors import line_vectors, towers_reading
     from polyvse.adaptation.options import TeacherSettings
     from polyvse.adaptation.teacher import fit_teacher
-    from polyvse.evaluation.evaluators import LanguagesEvaluator
+    from polyvse.evaluation.languages import LanguagesEvaluator
     from polyvse.model.zero_shot import fallback_part
     from polyvse.models.pretrained.cache import sentence_cache_dir
     from polyvse.provenance import provenance

@@ -1,4 +1,4 @@
-"""polyvse.metrics.retrieval_metrics against an independent, slow, sort-based reference."""
+"""polyvse.evaluation.ranking.retrieval_metrics against an independent, slow, sort-based reference."""
 from __future__ import annotations
 
 import itertools
@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 import torch
 
-from polyvse import metrics as metrics_mod
-from polyvse.metrics import METRIC_KEYS, retrieval_metrics, retrieval_ranks
+from polyvse.evaluation import ranking as metrics_mod
+from polyvse.evaluation.ranking import METRIC_KEYS, retrieval_metrics, retrieval_ranks
 
 # ------------------------------------------------------------------------------------------ reference
 

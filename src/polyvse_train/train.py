@@ -88,7 +88,7 @@ def vocab_size(captions) -> int:
 
 def evaluate_split(model: PolyvseModel, data: PreparedData, caps: CaptionSet, rows: np.ndarray,
                    languages: list[str]) -> dict:
-    from polyvse.evaluation.evaluators import RetrievalEvaluator
+    from polyvse.evaluation.retrieval import RetrievalEvaluator
 
     local = {r: i for i, r in enumerate(rows)}
     keep = [i for i, r in enumerate(caps.photo_row) if r in local]

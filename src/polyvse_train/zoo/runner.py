@@ -3,7 +3,7 @@
 Each run lives in ``<out>/<config>/<split>-s<seed>[-<tag>]`` holding the usual checkpoint, metrics.json
 and train_log.jsonl, plus ``zoo_run.json`` (the effective config, wall and CPU time) and, for the runs on
 the official split when the spec asks for them, ``tasks.json`` (cross-lingual retrieval, STS, word
-translation: see :mod:`polyvse.evaluation.evaluators`).
+translation: see :mod:`polyvse.evaluation.tasks`).
 
 Resumable at two levels: a finished run (its zoo_run.json matches the effective config) is skipped, and an
 interrupted one continues from its training state. A run whose folder holds results of a different config
@@ -175,7 +175,7 @@ def _execute(run: ZooRun, out: Path, root: Path, spec: ZooSpec, *, retry_failed:
             })
         if needs_tasks(run, spec):
             import polyvse
-            from polyvse.evaluation.evaluators import run_tasks
+            from polyvse.evaluation.tasks import run_tasks
             from polyvse.models.pretrained.captions import use_sentence_cache
 
             t0 = time.time()

@@ -47,6 +47,6 @@ class Evaluator(ABC):
 
     def table(self, result: dict) -> str:
         """``result`` as a markdown table."""
-        from ..report import markdown_table
+        from .report import markdown_table
 
         return markdown_table(result)

@@ -1,15 +1,15 @@
-"""polyvse's evaluators, one class per protocol on :class:`Evaluator` (``evaluator(model)``: the result, or None
-where the protocol does not apply), each owning its scorer. ``polyvse evaluate --task NAME`` runs
+"""polyvse's evaluators by task name: one class per protocol on :class:`Evaluator` (``evaluator(model)``: the
+result, or None where the protocol does not apply), each in its protocol's module with its scorer. ``polyvse evaluate --task NAME`` runs
 ``EVALUATORS[NAME]``; the zoo's ``tasks.json`` holds :data:`MODEL_TASKS`' results."""
 from __future__ import annotations
 
 from pathlib import Path
 from typing import Any, Iterable
 
-from .base import Evaluator, search_scores
-from .crosslingual import CrossLingualEvaluator, training_photo_ids
+from .base import Evaluator
+from .crosslingual import CrossLingualEvaluator
 from .languages import LanguagesEvaluator
-from .retrieval import Gallery, RetrievalEvaluator
+from .retrieval import RetrievalEvaluator
 from .sts import STSEvaluator
 from .words import WordTranslationEvaluator
 
@@ -30,6 +30,4 @@ def run_tasks(model: Any, root: Path, tasks: Iterable[str] = MODEL_TASKS, exclud
     return {task: made[task]()(model) for task in tasks}
 
 
-__all__ = ["EVALUATORS", "MODEL_TASKS", "CrossLingualEvaluator", "Evaluator", "Gallery", "LanguagesEvaluator",
-           "RetrievalEvaluator", "STSEvaluator", "WordTranslationEvaluator", "run_tasks", "search_scores",
-           "training_photo_ids"]
+__all__ = ["EVALUATORS", "MODEL_TASKS", "run_tasks"]

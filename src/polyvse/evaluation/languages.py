@@ -37,11 +37,11 @@ class LanguagesEvaluator(Evaluator):
         """``{split: {"images": embeddings, "captions": {lang: (texts, image rows)}}}``: Flickr8K's official
         ``split`` photos with ``reference``'s f8k-full captions and each of ``langs``' MultiScript30k lines (the
         first ``max_photos`` photos of each split only, where given)."""
-        from ...data.f8kfull import load_f8kfull
-        from ...data.flickr8kcn import official_split
-        from ...data.multiscript30k import MultiScript30kReader
-        from ...features.cache import extract_features
-        from ...util.paths import cache_root
+        from ..data.f8kfull import load_f8kfull
+        from ..data.flickr8kcn import official_split
+        from ..data.multiscript30k import MultiScript30kReader
+        from ..features.cache import extract_features
+        from ..util.paths import cache_root
 
         corpus = load_f8kfull(self.root, langs=[reference])
         reader = MultiScript30kReader(self.root)
@@ -63,7 +63,7 @@ class LanguagesEvaluator(Evaluator):
     def mean_recall(self, model: Any, gallery: dict, lang: str, caption_emb: np.ndarray | None = None) -> dict:
         """``{"mr", "n_images", "n_captions"}`` of ``lang``'s captions in ``gallery`` (embedded as a query in
         ``lang`` is, unless ``caption_emb`` gives them), ranked by the evaluator's scorer."""
-        from ..retrieval import evaluate_by_language
+        from .retrieval import evaluate_by_language
 
         texts, rows = gallery["captions"][lang]
         if caption_emb is None:
@@ -73,7 +73,7 @@ class LanguagesEvaluator(Evaluator):
         return {"mr": m["mr"], "n_images": m["n_images"], "n_captions": m["n_captions"]}
 
     def evaluate(self, model: Any) -> dict:
-        from ...languages import serving_status
+        from ..languages import serving_status
 
         # the languages it trained on (a checkpoint `polyvse adapt` taught lists its adapted ones too: they have
         # no f8k-full captions, and are scored on their MultiScript30k lines below when ``langs`` names them)
@@ -95,8 +95,8 @@ class LanguagesEvaluator(Evaluator):
         return rows
 
     def table(self, result: dict) -> str:
-        from ...languages import language_name
-        from ..report import markdown_rows
+        from ..languages import language_name
+        from .report import markdown_rows
 
         splits = [s for s in self.splits if any(s in r for r in result.values())]
         head = ["code", "language", "served as", "captions", *[f"{s} mR" for s in splits], "photos"]
