@@ -12,7 +12,7 @@ from fastapi.testclient import TestClient
 
 import polyvse
 from polyvse.index import PhotoIndex, Searcher, model_fingerprint
-from polyvse.model.search_hubness import SearchHubness
+from polyvse.csls.search import SearchHubness
 from polyvse.index.milvus import (MilvusCollectionError, MilvusPhotoIndex, MilvusUnreachableError, connect,
                                   nlist_for, target_for, write_milvus_index)
 from polyvse.index.store import PhotoEntry

@@ -41,7 +41,7 @@ def tower_checkpoint(path: Path, seed: int = 0, csls: bool = False, **config) ->
     """Random heads with per-language parts on the fused towers, one language (es) adapted after "training"; with
     ``text_tail_layers``, e5's last layers moved away from e5's weights as training moves them; with ``csls``,
     retrieval ranked by CSLS against random banks (k 3; es has none: the pooled bank)."""
-    from polyvse.similarity.hubness import HubnessBanks
+    from polyvse.csls.banks import HubnessBanks
 
     torch.manual_seed(seed)
     cfg = ModelConfig(vocab_size=0, text_encoder="pretrained", pretrained_dim=sum(TOWER_DIMS),

@@ -32,7 +32,7 @@ from polyvse.util.progress import Progress
 
 from .config import TrainConfig, changed_fields
 from .data import CaptionSet, PreparedData, feature_backbone, prepare_data
-from .hubness_banks import split_features, training_banks
+from .csls_banks import split_features, training_banks
 from .objectives import build_objective
 from .objectives.word_alignment import WordAlignment, build_alignment, prepare_word_embeddings
 from .photo_views import PhotoViews

@@ -10,7 +10,7 @@ source word); the MUSE split files at hand are RECONSTRUCTED (see ``lexicon``), 
 """
 
 from .ame import LexiconAligner, vocabulary_words
-from .csls import csls_retrieve, csls_scores, knn_mean_similarity, nn_retrieve
+from ..csls.vocabulary import csls_retrieve, csls_scores, knn_mean_similarity, nn_retrieve
 from .word_translation import alignment_ratio, group_lexicon, word_translation_p_at_1
 from .lexicon import (HELD_OUT_RANKS, LEXICON_PARTS, MUSE_SPLITS, filter_lexicon, muse_lexicon, muse_paths,
                       read_muse_dictionary, split_lexicon)

@@ -14,7 +14,7 @@ from typing import Iterable, Literal
 
 import torch
 
-from .csls import csls_retrieve, nn_retrieve
+from ..csls.vocabulary import csls_retrieve, nn_retrieve
 
 __all__ = ["word_translation_p_at_1", "alignment_ratio", "group_lexicon"]
 

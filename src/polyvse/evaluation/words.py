@@ -101,7 +101,7 @@ class WordTranslationEvaluator(Evaluator):
         """CSLS between source and pivot word vectors (what P@1 ranks by: ``method``)."""
         import functools
 
-        from ..alignment.csls import csls_scores
+        from ..csls.vocabulary import csls_scores
 
         return functools.partial(csls_scores, k=self.k)
 

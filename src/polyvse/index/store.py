@@ -8,7 +8,7 @@ Layout of an index folder (``<g>`` is the generation, bumped by every build and 
     photos.<g>.jsonl     one line per photo: {"id": row, "name": shown name, "path": absolute file path}
     ann.<g>.faiss        the IVF, HNSW or compressed structure (only when the index is approximate)
     penalties.<g>.npy    float32 (n, keys): each photo's CSLS penalty r_C per caption bank, for a CSLS checkpoint
-                         (polyvse.index.penalties; the manifest's ``csls`` section says for which banks)
+                         (polyvse.csls.penalties; the manifest's ``csls`` section says for which banks)
     .lock                taken while a build or an append writes
 
 Atomicity: the files of a new generation are written under new names (temp file + fsync + rename),
@@ -56,7 +56,7 @@ from ..util.atomic import atomic_path, fsync_dir
 from .compressed import VectorsFile, open_rows, rerank_search
 from .defaults import DEFAULT_EXACT_THRESHOLD, DEFAULT_RECALL_TARGET  # noqa: F401  (re-exported)
 from .fingerprint import model_fingerprint, short, similarity_name
-from .penalties import open_penalties
+from ..csls.penalties import open_penalties
 
 FORMAT = "polyvse-index"
 FORMAT_VERSION = 1
@@ -147,7 +147,7 @@ class PhotoIndex:
     disk and a new PhotoIndex.
     """
 
-    #: each photo's CSLS penalty per bank key (polyvse.index.penalties), memory-mapped; None when not stored
+    #: each photo's CSLS penalty per bank key (polyvse.csls.penalties), memory-mapped; None when not stored
     penalties: np.ndarray | None = None
 
     def __init__(self, root: Path, manifest: dict, photos: list[PhotoEntry], vectors: np.ndarray, ann=None):
@@ -570,7 +570,7 @@ def write_generation(root: Path, manifest: dict, photos: Iterable[PhotoEntry], v
     The caller holds :func:`index_lock`. ``manifest`` carries everything but ``files``/``generation``/
     ``count``/``dim``, which are filled in here. ``vectors``: an array (written here as ``vectors.<g>.npy``) or the
     generation's raw vectors file, already written (``generation`` is then the number it was named for).
-    ``csls``: a CSLS checkpoint's ``polyvse.index.penalties.PenaltyWriter``, which stores each photo's r_C.
+    ``csls``: a CSLS checkpoint's ``polyvse.csls.penalties.PenaltyWriter``, which stores each photo's r_C.
     """
     root.mkdir(parents=True, exist_ok=True)
     gen = generation or next_generation(root)

@@ -8,6 +8,5 @@
     torch_model      PolyvseModel: torch, text and photos
     text_query       TextQueryModel: numpy, word-level text only (NumpyQueryModel: the numpy base)
     tower_query      TowerQueryModel: numpy, frozen-tower text only (a trained e5 tail too)
-    search_hubness   CSLS re-ranking of search in numpy
     loading          load (PolyvseModel) and query_model (the numpy text model where one covers the checkpoint)
 """

@@ -5,7 +5,7 @@ Layout of a checkpoint folder:
     config.json         format version, polyvse version, model config, caption encoder (tokenizer + vocabulary),
                         image features (backbone key, crop setting, whether its photos were squashed), languages
     training.json       data, split, seed, commit, metrics
-A checkpoint that scores retrieval with CSLS (polyvse.similarity.hubness) also holds its banks: the training
+A checkpoint that scores retrieval with CSLS (polyvse.csls.banks) also holds its banks: the training
 photos' and captions' embeddings in the weights file (``hubness.*``), their sizes and k under config.json's
 ``retrieval``.
 A save goes to a sibling temporary folder that is renamed into place only when complete, so a killed save
@@ -30,13 +30,13 @@ from ..util.atomic import atomic_open, write_json_atomic
 if TYPE_CHECKING:  # torch is imported where weights are read or written, not to read a config
     from ..models.joint import JointEmbeddingModel
     from ..models.pretrained.captions import PretrainedCaptionEncoder
-    from ..similarity.hubness import HubnessBanks
+    from ..csls.banks import HubnessBanks
 
 FORMAT_VERSION = 1
 WEIGHTS = "model.safetensors"
 CONFIG = "config.json"
 TRAINING = "training.json"
-#: names of the CSLS banks' tensors in the weights file (polyvse.similarity.hubness): hubness.photos and
+#: names of the CSLS banks' tensors in the weights file (polyvse.csls.banks): hubness.photos and
 #: hubness.captions.<lang>; written and read only through hubness_tensors / pop_hubness_banks below
 HUBNESS_PREFIX = "hubness."
 _HUBNESS_PHOTOS = HUBNESS_PREFIX + "photos"
@@ -118,7 +118,7 @@ class Checkpoint:
     # tensors of adapted languages' parts that are not model parameters (a subword student's table and projection,
     # polyvse.model.subwords), named under their part's prefix; stored in the weights file beside the model's
     part_extras: dict = field(default_factory=dict)
-    # retrieval scored with CSLS against these banks (polyvse.similarity.hubness); None: the model's similarity
+    # retrieval scored with CSLS against these banks (polyvse.csls.banks); None: the model's similarity
     hubness: HubnessBanks | None = None
 
     @property
@@ -296,7 +296,7 @@ def load_checkpoint(path: str | os.PathLike) -> Checkpoint:
 
 def _hubness(state: dict, cfg: CheckpointConfig) -> HubnessBanks | None:
     """Pop the CSLS banks from ``state``; the banks when config.json's ``retrieval`` asks for CSLS."""
-    from ..similarity.hubness import HubnessBanks
+    from ..csls.banks import HubnessBanks
 
     photos, captions = pop_hubness_banks(state)
     if not cfg.retrieval:

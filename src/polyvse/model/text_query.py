@@ -159,7 +159,7 @@ class NumpyQueryModel(EmbeddingModel):
     def __init__(self, checkpoint: CheckpointConfig, weights: Mapping[str, np.ndarray]):
         self.checkpoint = checkpoint
         self.captions = checkpoint.captions
-        # CSLS banks (polyvse.similarity.hubness) are no weights: outside weight_arrays, as in polyvse.load
+        # CSLS banks (polyvse.csls.banks) are no weights: outside weight_arrays, as in polyvse.load
         if isinstance(weights, LazyTensors):  # read_weights: the banks left out, each array read when needed
             self._weights = weights
         else:  # weights given otherwise may hold the banks
@@ -168,7 +168,7 @@ class NumpyQueryModel(EmbeddingModel):
         self.hubness = None
         if checkpoint.retrieval:  # each bank read from the file when a query first needs it
             from .checkpoint import HubnessBankFile
-            from .search_hubness import SearchHubness
+            from ..csls.search import SearchHubness
 
             self.hubness = SearchHubness.from_bank_file(checkpoint.retrieval["k"], HubnessBankFile(checkpoint.weights))
 

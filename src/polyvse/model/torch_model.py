@@ -202,7 +202,7 @@ class PolyvseModel(EmbeddingModel):
 
     @property
     def hubness(self):
-        """The CSLS banks retrieval is scored against (polyvse.similarity.hubness), None when it is plain
+        """The CSLS banks retrieval is scored against (polyvse.csls.banks), None when it is plain
         similarity."""
         return self.checkpoint.hubness
 

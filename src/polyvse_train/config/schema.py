@@ -16,7 +16,7 @@ from ..sections import Section, at_least, one_of
 WORD_INITS = ("random", "muse")
 OPTIMIZERS = ("adam", "sgd")
 SIMILARITIES = ("cosine", "order")
-# model.retrieval_scoring: the similarity's own scores, or CSLS (polyvse.similarity.hubness)
+# model.retrieval_scoring: the similarity's own scores, or CSLS (polyvse.csls.banks)
 RETRIEVAL_SCORINGS = ("similarity", "csls")
 TEXT_ENCODERS = ("gru", "lstm", "mean", "pretrained")
 TEXT_SHARINGS = ("shared", "per_language")
@@ -134,7 +134,7 @@ class ModelSection(Section):
     text_finetune_layers: int = 0
     # how the finished model ranks photos and captions for each other: "similarity" (the similarity's own scores)
     # or "csls" (cosine less CSLS's hubness terms against banks of the TRAINING photos and captions, which the
-    # checkpoint carries: polyvse.similarity.hubness); training is the same either way
+    # checkpoint carries: polyvse.csls.banks); training is the same either way
     retrieval_scoring: str = "similarity"
     csls_k: int = 10  # retrieval_scoring csls: neighbours in each hubness term
 

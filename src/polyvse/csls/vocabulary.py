@@ -18,7 +18,7 @@ from __future__ import annotations
 import torch
 from torch.nn import functional as F
 
-from ..similarity.csls_scoring import knn_mean
+from .scoring import knn_mean
 
 __all__ = ["csls_scores", "csls_retrieve", "nn_retrieve", "knn_mean_similarity"]
 

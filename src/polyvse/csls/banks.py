@@ -14,8 +14,8 @@ what else is in the gallery or the query batch: nothing of an evaluation split e
 A language with no bank of its own (one taught after training) uses the pooled bank of every language's
 captions. For text->image retrieval only r_C moves the ranking (r_I is one constant per query). The formula, the
 neighbour means and the choice of bank are written once, for torch and numpy alike, in
-:mod:`polyvse.similarity.csls_scoring`; this class holds the banks as torch tensors, and
-``polyvse.model.search_hubness.SearchHubness`` as numpy arrays for the torch-free search path.
+:mod:`polyvse.csls.scoring`; this class holds the banks as torch tensors, and
+``polyvse.csls.search.SearchHubness`` as numpy arrays for the torch-free search path.
 """
 from __future__ import annotations
 
@@ -25,7 +25,7 @@ import numpy as np
 import torch
 from torch.nn import functional as F
 
-from .csls_scoring import POOLED, bank_key, csls, knn_mean
+from .scoring import POOLED, bank_key, csls, knn_mean
 
 __all__ = ["HubnessBanks", "POOLED"]
 

@@ -1,4 +1,4 @@
-"""The banks of CSLS retrieval scoring (polyvse.similarity.hubness), built when a run with
+"""The banks of CSLS retrieval scoring (polyvse.csls.banks), built when a run with
 ``model.retrieval_scoring: csls`` finishes: from its TRAINING split only, so nothing an evaluation reads enters
 them (the run's split is what excludes evaluation photos and their captions; checked again here)."""
 from __future__ import annotations
@@ -7,7 +7,7 @@ import numpy as np
 
 from polyvse.errors import DataError
 from polyvse.model.torch_model import PolyvseModel
-from polyvse.similarity.hubness import HubnessBanks
+from polyvse.csls.banks import HubnessBanks
 
 from .data import PreparedData
 from .pixels import PhotoPixels

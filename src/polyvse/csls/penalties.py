@@ -1,6 +1,6 @@
 """Each indexed photo's CSLS penalty r_C, stored with the index of a CSLS checkpoint.
 
-A CSLS checkpoint ranks text->photo by 2 cos(i, c) - r_C(i, L) - r_I(c) (polyvse.similarity.csls_scoring). r_C(i, L),
+A CSLS checkpoint ranks text->photo by 2 cos(i, c) - r_C(i, L) - r_I(c) (polyvse.csls.scoring). r_C(i, L),
 photo i's mean cosine to its k nearest captions of language L's bank, depends only on the photo and the model's
 banks, not on the query; computed per query it costs each candidate a scan of the whole caption bank (and a fresh
 search process the read of that bank). So `polyvse index build` and `polyvse index add` compute it once per photo
@@ -12,12 +12,12 @@ with the manifest's ``csls`` section: its ``keys`` (the columns), ``k``, ``banks
 banks they were computed with) and ``seconds`` (what computing them added to the build). A search takes the
 candidates' rows when the digest is its model's (``stored_penalties``), else computes r_C as before.
 
-Rows are computed ``chunk_rows`` at a time, read from a vectors file by plain reads (``compressed.read_block``), so a
+Rows are computed ``chunk_rows`` at a time, read from a vectors file by plain reads (``polyvse.util.blocks.read_block``), so a
 build under ``--max-memory`` holds one chunk's similarities to the largest bank at a time (within 1/CHUNK_SHARE of
 its budget), besides the banks themselves, and writes each chunk to the file as it comes. An append copies the
 rows of the photos already indexed when their section matches, and computes only the new photos'.
 The merge of a sharded build (no model loaded) reads the banks of the checkpoint the shards recorded
-(``recorded_penalty_writer``); a checkpoint replaced since has other banks, whose digest then fails to match the
+(``polyvse.index.shards.recorded_penalty_writer``); a checkpoint replaced since has other banks, whose digest then fails to match the
 model that embedded the photos, so its searches compute r_C as without a table. Milvus indexes store none: their
 searches compute r_C per query.
 
@@ -30,6 +30,7 @@ another language computes its candidates' r_C. `polyvse index add` keeps an inde
 """
 from __future__ import annotations
 
+import logging
 import time
 from pathlib import Path
 from typing import Callable
@@ -38,10 +39,15 @@ import numpy as np
 
 from ..errors import DataError
 from ..util.atomic import atomic_path
-from .compressed import CHUNK_SHARE, read_block
+from ..util.blocks import CHUNK_SHARE, read_block
+from .search import SearchHubness
 
-__all__ = ["CHUNK_ROWS", "SKIPPED", "PenaltyWriter", "penalty_writer", "penalties_skipped", "recorded_penalty_writer",
-           "stored_keys", "stored_penalties"]
+log = logging.getLogger(__name__)
+#: a compressed index's kind (polyvse.index.store.IVFPQ): its search re-ranks the candidates the prior lifts too
+IVFPQ = "ivfpq"
+
+__all__ = ["CHUNK_ROWS", "SKIPPED", "PenaltyWriter", "csls_search", "penalty_writer", "penalties_skipped", "stored_keys",
+           "stored_penalties", "writer_of"]
 
 #: photos whose r_C is computed at once without a budget: 1024 x a 6,000-caption bank is 25 MB of similarities a copy
 CHUNK_ROWS = 1024
@@ -123,7 +129,7 @@ def stored_keys(manifest: dict) -> list[str] | None:
     return None if section.get("skipped") else section.get("keys")
 
 
-def _writer(hubness, budget, old, store: bool, langs):
+def writer_of(hubness, budget, old, store: bool, langs):
     """The writer of ``hubness``'s table: ``langs`` given, their columns; else those ``old`` stores (an append
     keeps the index's choice), else every bank's."""
     if not store:
@@ -139,34 +145,10 @@ def penalty_writer(model, budget: int | None = None, old=None, store: bool = Tru
     """The writer of ``model``'s r_C table, None for a model that does not score with CSLS; ``SKIPPED`` when not
     ``store`` (the manifest then says the table was skipped). ``langs``: store only the columns that score queries
     in these languages (default: those ``old`` stores, else every bank's)."""
-    from ..model.search_hubness import SearchHubness
-    from .fingerprint import similarity_name
-
-    hubness = SearchHubness.of_model(model) if similarity_name(model) == "cosine" else None
+    hubness = SearchHubness.of_model(model) if model.similarity_name == "cosine" else None
     if hubness is None:
         return None
-    return _writer(hubness, budget, old, store, langs)
-
-
-def recorded_penalty_writer(model_info: dict, budget: int | None = None, store: bool = True, langs=None):
-    """The r_C writer of the CSLS checkpoint a manifest's model section records (its banks read from the weights
-    file, without torch), None when it records none, the folder is gone or unreadable, or it does not score with
-    CSLS; ``SKIPPED`` for such a checkpoint when not ``store``; ``langs`` as for ``penalty_writer``."""
-    from ..errors import CheckpointError
-    from ..model.checkpoint import HubnessBankFile, read_checkpoint_config
-    from ..model.search_hubness import SearchHubness
-
-    path = model_info.get("checkpoint")
-    try:
-        cfg = read_checkpoint_config(path) if path else None
-        if cfg is None or not cfg.retrieval or model_info.get("similarity") != "cosine":
-            return None
-        if not store:
-            return SKIPPED
-        return _writer(SearchHubness.from_bank_file(cfg.retrieval["k"], HubnessBankFile(cfg.weights)), budget, None,
-                       True, langs)
-    except (CheckpointError, DataError, OSError):
-        return None
+    return writer_of(hubness, budget, old, store, langs)
 
 
 def open_penalties(root: Path, manifest: dict, n: int) -> np.ndarray | None:
@@ -201,3 +183,55 @@ def stored_penalties(index, hubness) -> Callable[[str | None], int | None] | Non
         return None
     columns = {key: j for j, key in enumerate(keys)}
     return lambda lang: columns.get(hubness.key_of(lang))
+
+
+def csls_search(index, hubness: SearchHubness, queries: np.ndarray, k: int,
+                lang: str | None, rerank_for: int | None = None) -> tuple[list[np.ndarray], list[np.ndarray]]:
+    """(CSLS scores, ids) per unit caption row of ``queries`` in ``lang``, best first: the index's cosine top
+    ``hubness.fetch(k)`` re-ranked by CSLS with their stored vectors (how a CSLS model's text search ranks;
+    benchmarks/bench_scale.py times this same call). The candidates' r_C is read from the index where it stores
+    it for these banks (polyvse.csls.penalties), else computed against the caption bank (with a hint, once).
+    ``rerank_for``: the tuned_for of the index's search (default k; benchmarks sweep it). With stored penalties,
+    half the r_C column is the search's prior: a compressed index also reads the candidates CSLS may lift."""
+    columns = stored_penalties(index, hubness)
+    column = None if columns is None else columns(lang)
+    if column is None:
+        _hint_rebuild(index, lang if columns is not None else None)
+    # a compressed index re-ranks the candidates of a top-``rerank_for`` search, and those the prior lifts
+    prior = _half_penalties(index, column) if column is not None and getattr(index, "kind", None) == IVFPQ else None
+    scores, ids = index.search(queries, hubness.fetch(k), tuned_for=rerank_for or k, prior=prior)
+    out = []
+    for q, row in zip(np.atleast_2d(queries), ids):
+        vectors = index.vectors_of(row)
+        penalty = None if column is None else index.penalties[np.asarray(row, dtype=np.int64), column]
+        out.append(hubness.rerank(q, row, vectors, lang, k, photo_penalty=penalty))
+    return [s for s, _ in out], [i for _, i in out]
+
+
+def _half_penalties(index, column: int) -> np.ndarray:
+    """Half the stored r_C column (CSLS = 2 cos - r_C - r_T ranks as cos - r_C / 2), read whole once per opened
+    index: 40 MB at 10M photos, where the memory map would fault a page per candidate of every query."""
+    cache = index.__dict__.setdefault("_half_penalties", {})
+    if column not in cache:
+        cache[column] = np.asarray(index.penalties[:, column], dtype=np.float32) / 2
+    return cache[column]
+
+
+def _hint_rebuild(index, lang: str | None = None) -> None:
+    """Say once per opened index (and query language, where it stores other languages' columns) why its CSLS
+    searches are slower than they could be (not for a Milvus collection, whose searches always compute them:
+    polyvse.csls.penalties)."""
+    hinted = index.__dict__.setdefault("_csls_hints", set())
+    if lang in hinted or hasattr(index, "append"):
+        return
+    hinted.add(lang)
+    if lang is not None:
+        log.warning("%s: each %s query computes its candidates' CSLS penalties, as the index stores them for other "
+                    "languages only (--csls-penalty-langs); `polyvse index build --force` with %s among them stores "
+                    "its", index.root, lang, lang)
+        return
+    why = ("stores them for other banks" if index.penalties is not None
+           else "was built without them (--no-csls-penalties)" if penalties_skipped(index.manifest)
+           else "was built without them")
+    log.warning("%s: each query computes its candidates' CSLS penalties, as the index %s; rebuild it "
+                "(`polyvse index build --force`) to store them", index.root, why)

@@ -1,5 +1,5 @@
 """Text->photo search under a checkpoint's CSLS scoring, in numpy: the definition of
-:mod:`polyvse.similarity.csls_scoring` (which ``polyvse.similarity.hubness.HubnessBanks``, torch, computes too) on
+:mod:`polyvse.csls.scoring` (which ``polyvse.csls.banks.HubnessBanks``, torch, computes too) on
 numpy banks.
 
 For one query caption c in language L the CSLS score of photo i is 2 cos(i, c) - r_C(i, L) - r_I(c): r_I(c) is
@@ -14,7 +14,7 @@ bank and the query language's, or every language's for the pooled bank; taken as
 ``polyvse.load``'s HubnessBanks takes them), so both paths score with the same rows.
 
 r_C depends only on the photo and the banks, so an index stores it for every photo and every bank key
-(``penalty_table`` at build, ``polyvse.index.penalties``) and ``rerank`` takes the candidates' stored rows
+(``penalty_table`` at build, ``polyvse.csls.penalties``) and ``rerank`` takes the candidates' stored rows
 (``photo_penalty``): a query then reads no caption bank at all. ``digest`` names the banks those rows were computed
 with, from what every query reads anyway (the photo bank's rows, the caption banks' names and shapes, k).
 """
@@ -25,7 +25,7 @@ import json
 
 import numpy as np
 
-from ..similarity.csls_scoring import POOLED, bank_key, csls, knn_mean, top_k_values
+from .scoring import POOLED, bank_key, csls, knn_mean, top_k_values
 from ..util.arrays import normalize_rows
 
 __all__ = ["SearchHubness"]

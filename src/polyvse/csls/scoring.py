@@ -1,6 +1,6 @@
 """CSLS between photos and captions, written once for numpy arrays and torch tensors alike (this module imports no
-torch): the definition behind ``polyvse.similarity.hubness.HubnessBanks`` (torch: training, evaluation,
-``polyvse.load``) and ``polyvse.model.search_hubness.SearchHubness`` (numpy: the torch-free search path), which
+torch): the definition behind ``polyvse.csls.banks.HubnessBanks`` (torch: training, evaluation,
+``polyvse.load``) and ``polyvse.csls.search.SearchHubness`` (numpy: the torch-free search path), which
 differ only in the arithmetic's library::
 
     score(i, c) = 2 cos(i, c) - r_C(i, L) - r_I(c)
