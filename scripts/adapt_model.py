@@ -271,7 +271,7 @@ class Stage:
 
     def _adapt(self, entry: Entry, source: Path, pairs: Path, out: Path) -> dict:
         from polyvse.adaptation import AdaptRequest, TeacherSettings, adapt_language
-        from polyvse.models.pretrained.cache import sentence_cache_dir
+        from polyvse.modules.pretrained.cache import sentence_cache_dir
 
         method = "teacher" if entry.method == "teacher+subwords" else entry.method
         teacher = TeacherSettings(subwords=entry.method == "teacher+subwords" if method == "teacher" else False)

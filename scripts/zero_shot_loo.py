@@ -105,7 +105,7 @@ def main(argv=None) -> int:
     from polyvse.adaptation.teacher import fit_teacher
     from polyvse.evaluation.languages import LanguagesEvaluator
     from polyvse.model.zero_shot import fallback_part
-    from polyvse.models.pretrained.cache import sentence_cache_dir
+    from polyvse.modules.pretrained.cache import sentence_cache_dir
     from polyvse.provenance import provenance
     from polyvse.util.atomic import write_json_atomic
     from polyvse.util.paths import data_root

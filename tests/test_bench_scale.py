@@ -17,8 +17,8 @@ from polyvse.csls.penalties import csls_search
 from polyvse.index.store import PhotoEntry, PhotoIndex
 from polyvse.model.checkpoint import Checkpoint, save_checkpoint
 from polyvse.csls.search import SearchHubness
-from polyvse.models import JointEmbeddingModel, ModelConfig
-from polyvse.models.text_input import CaptionEncoder
+from polyvse.modules import JointEmbeddingModel, ModelConfig
+from polyvse.modules.text_input import CaptionEncoder
 from polyvse.csls.banks import HubnessBanks
 
 REPO = Path(__file__).resolve().parents[1]

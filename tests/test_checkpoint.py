@@ -7,8 +7,8 @@ import torch
 import polyvse
 from polyvse.errors import CheckpointError
 from polyvse.model.checkpoint import Checkpoint, load_checkpoint, save_checkpoint
-from polyvse.models import JointEmbeddingModel, ModelConfig
-from polyvse.models.text_input import CaptionEncoder
+from polyvse.modules import JointEmbeddingModel, ModelConfig
+from polyvse.modules.text_input import CaptionEncoder
 
 
 def tiny_checkpoint(seed=0) -> Checkpoint:

@@ -22,8 +22,8 @@ from polyvse.index import build as build_module
 from polyvse.index import compressed
 from polyvse.index.ann import probe_recall, probe_sets, tune_compressed, without_self
 from polyvse.index.compressed import choose_sub_quantizers, exact_topk, rerank_search
-from polyvse.models import JointEmbeddingModel, ModelConfig
-from polyvse.models.text_input import CaptionEncoder
+from polyvse.modules import JointEmbeddingModel, ModelConfig
+from polyvse.modules.text_input import CaptionEncoder
 
 DIM, N, CENTRES = 64, 8000, 150
 

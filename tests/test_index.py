@@ -61,7 +61,7 @@ def _smoke_photo_paths(cfg, root: Path) -> list[Path]:
 
 def _known_query(model, lang: str, candidates: list[str]) -> str:
     """The first candidate whose words are all in the model's vocabulary (else the one with most known words)."""
-    from polyvse.models.text_input import tag_tokens
+    from polyvse.modules.text_input import tag_tokens
     from polyvse.text.tokenize import tokenize
 
     def known(text):

@@ -10,7 +10,7 @@ import numpy as np
 
 from polyvse.errors import CheckpointError, UnknownLanguageError
 from polyvse.index.search import Hit, Searcher
-from polyvse.models.pretrained import get_pretrained_encoder
+from polyvse.modules.pretrained import get_pretrained_encoder
 from polyvse.text.langid import LanguageDetectionError, choose_language, detect_language, detectable_languages
 
 DEMO = ["en", "de", "fr", "cs", "zh"]

@@ -13,7 +13,7 @@ import select
 from polyvse.data import fetch as fetch_mod
 from polyvse.features.backbones import get_extractor
 from polyvse.features.cache import extract_features
-from polyvse.models.pretrained import encode_cached
+from polyvse.modules.pretrained import encode_cached
 from polyvse.util.progress import Progress, track
 from polyvse_train.config import TrainConfig
 from polyvse_train.train import train

@@ -252,8 +252,8 @@ def _tiny_setup(tmp_path):
     from polyvse.features.backbones import register_backbone
     from polyvse.features.extractor import FeatureExtractor, Preprocess
     from polyvse.model.checkpoint import Checkpoint, save_checkpoint
-    from polyvse.models import JointEmbeddingModel, ModelConfig
-    from polyvse.models.text_input import CaptionEncoder
+    from polyvse.modules import JointEmbeddingModel, ModelConfig
+    from polyvse.modules.text_input import CaptionEncoder
 
     class MeanColour(FeatureExtractor):
         name = "test-mean-colour"

@@ -51,8 +51,8 @@ def make_checkpoint(path: Path, seed: int, csls: bool = False) -> Path:
     """A random word-level model; with ``csls``, ranking by CSLS against random banks (k 3)."""
     from polyvse.features.backbones import get_extractor
     from polyvse.model.checkpoint import Checkpoint, save_checkpoint
-    from polyvse.models import JointEmbeddingModel, ModelConfig
-    from polyvse.models.text_input import CaptionEncoder
+    from polyvse.modules import JointEmbeddingModel, ModelConfig
+    from polyvse.modules.text_input import CaptionEncoder
     from polyvse.csls.banks import HubnessBanks
 
     extractor = get_extractor()

@@ -22,8 +22,8 @@ from polyvse.data.splits import resolve_split
 from polyvse.data.text_tuples import multi30k_test_photo_ids, text_tuple_corpus
 from polyvse.data.types import Caption, Corpus, Photo
 from polyvse.errors import DataError
-from polyvse.models import JointEmbeddingModel, ModelConfig
-from polyvse.models.text_input import CaptionEncoder
+from polyvse.modules import JointEmbeddingModel, ModelConfig
+from polyvse.modules.text_input import CaptionEncoder
 from polyvse_train.sampling.text_tuples import (
     InterleavedTextTupleSampler,
     TextTupleBatchSampler,

@@ -13,8 +13,8 @@ import torch
 from polyvse.alignment import rcsls_loss
 from polyvse.data.caption_limit import limit_captions
 from polyvse.errors import DataError
-from polyvse.models import JointEmbeddingModel, ModelConfig, TextEncoder
-from polyvse.models.language_mapping import LanguageMapping, fit_language_map
+from polyvse.modules import JointEmbeddingModel, ModelConfig, TextEncoder
+from polyvse.modules.language_mapping import LanguageMapping, fit_language_map
 from polyvse_train.sampling import CaptionSubsetSampler, RepeatedPassSampler, StagedSampler
 from polyvse_train.sampling import DistinctPhotoBatchSampler
 from polyvse_train.config import TrainConfig

@@ -8,8 +8,8 @@ import torch
 import polyvse
 from polyvse.losses import GroupedHingeLoss, HingeRankingLoss, ParallelLoss, PivotLoss
 from polyvse.model.checkpoint import Checkpoint, save_checkpoint
-from polyvse.models import JointEmbeddingModel, MlpImageHead, ModelConfig, TextEncoder
-from polyvse.models.text_input import CaptionEncoder
+from polyvse.modules import JointEmbeddingModel, MlpImageHead, ModelConfig, TextEncoder
+from polyvse.modules.text_input import CaptionEncoder
 from polyvse_train.sampling import PhotoTupleBatchSampler
 from polyvse.similarity import CosineSimilarity, OrderSimilarity
 

@@ -261,8 +261,8 @@ def test_word_translation_of_a_model_whose_words_are_aligned(tmp_path):
     from polyvse.evaluation.words import word_translation_by_language
     from polyvse.model.checkpoint import Checkpoint
     from polyvse.model.torch_model import PolyvseModel
-    from polyvse.models import JointEmbeddingModel, ModelConfig
-    from polyvse.models.text_input import CaptionEncoder
+    from polyvse.modules import JointEmbeddingModel, ModelConfig
+    from polyvse.modules.text_input import CaptionEncoder
 
     pairs = write_muse_full(tmp_path, "de", "en")[5000:5020]  # 20 words of the test part, found via <root>/muse
     enc = CaptionEncoder.build({"en": [" ".join(t for _, t in pairs)], "de": [" ".join(s for s, _ in pairs)]})

@@ -122,7 +122,7 @@ def checkpoint_fingerprint(path: str | os.PathLike) -> str:
     ``model_fingerprint(polyvse.load(path))`` and as an index manifest's ``model.fingerprint``."""
     from .index.fingerprint import model_fingerprint
     from .model.checkpoint import read_checkpoint_config
-    from .model.text_query import NumpyQueryModel
+    from .model.numpy_serving.text_query import NumpyQueryModel
 
     class Weights(NumpyQueryModel):  # the checkpoint's config and weights: all the fingerprint reads
         def encode_text(self, texts, lang):

@@ -57,7 +57,7 @@ def load_teacher_pairs(cfg, root: Path, encoder, exclusion: EvaluationExclusion,
         raise DataError("objective.teacher_students: teacher learning runs with objective vse and a frozen "
                         "pretrained text tower (model.text_encoder: pretrained)")
     from polyvse.data.registry import list_datasets, load_dataset
-    from polyvse.models.text_input import caption_inputs
+    from polyvse.modules.text_input import caption_inputs
 
     name = f"{cfg.data.dataset}-text"
     if name not in dict(list_datasets()):

@@ -33,7 +33,7 @@ import numpy as np
 from polyvse.data.exclusion import EvaluationExclusion
 from polyvse.data.types import Corpus
 from polyvse.errors import DataError
-from polyvse.models.text_input import CaptionEncoder, tag_tokens
+from polyvse.modules.text_input import CaptionEncoder, tag_tokens
 from polyvse.text.tokenize import tokenize
 from polyvse.text.vocab import UNK, Vocabulary
 

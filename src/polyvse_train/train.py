@@ -26,7 +26,7 @@ from polyvse.data.registry import trained_on_squashed_photos
 from polyvse.device import autocast
 from polyvse.distributed import DistInfo, barrier, init_distributed, shutdown
 from polyvse.errors import DataError
-from polyvse.models import JointEmbeddingModel, ModelConfig
+from polyvse.modules import JointEmbeddingModel, ModelConfig
 from polyvse.provenance import checkpoint_model, git_state, provenance
 from polyvse.util.progress import Progress
 

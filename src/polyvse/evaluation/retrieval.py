@@ -21,7 +21,7 @@ import torch
 
 from ..data.types import Corpus
 from ..errors import DataError
-from ..models.text_input import caption_inputs
+from ..modules.text_input import caption_inputs
 from .base import Evaluator, ScoreFn
 from .ranking import METRIC_KEYS, as_caption_image, as_score_matrix, retrieval_metrics
 

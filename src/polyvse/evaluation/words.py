@@ -8,7 +8,7 @@ vocabulary, so the dictionary shrinks to the words the model has seen in caption
 lexicon (AME's alignment and lexicon initialisation, the Translator's map) use its TRAIN part only, which
 has none of these source words, so the number measures translation of words no lexicon gave the model.
 
-The vectors are what the sentence encoder reads (:meth:`polyvse.models.text_encoder.TextEncoder.word_vectors`):
+The vectors are what the sentence encoder reads (:meth:`polyvse.modules.text_encoder.TextEncoder.word_vectors`):
 the word embeddings, after MULE's per-language universal projection when the model has one. Models without
 word embeddings (frozen pretrained sentence towers) have no entry. :class:`WordTranslationEvaluator` reports it
 on the test part and, for what lexicon-trained configs kept, on the train part.

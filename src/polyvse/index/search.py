@@ -168,7 +168,7 @@ class Searcher:
         captions = self.model.captions
         if captions.vocab is None:  # a pretrained sentence encoder: no word vocabulary, no unknown words
             return [], 0
-        from ..models.text_input import tag_tokens
+        from ..modules.text_input import tag_tokens
         from ..text.tokenize import tokenize
 
         words = [t for t in tokenize(text, lang, lowercase=captions.lowercase) if any(ch.isalnum() for ch in t)]

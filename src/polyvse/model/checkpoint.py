@@ -23,13 +23,13 @@ from typing import TYPE_CHECKING
 
 from .._version import __version__
 from ..errors import CheckpointError, DataError
-from ..models.config import PRETRAINED_CAPTIONS, ModelConfig
-from ..models.text_input import CaptionEncoder
+from ..modules.config import PRETRAINED_CAPTIONS, ModelConfig
+from ..modules.text_input import CaptionEncoder
 from ..util.atomic import atomic_open, write_json_atomic
 
 if TYPE_CHECKING:  # torch is imported where weights are read or written, not to read a config
-    from ..models.joint import JointEmbeddingModel
-    from ..models.pretrained.captions import PretrainedCaptionEncoder
+    from ..modules.joint import JointEmbeddingModel
+    from ..modules.pretrained.captions import PretrainedCaptionEncoder
     from ..csls.banks import HubnessBanks
 
 FORMAT_VERSION = 1
@@ -218,7 +218,7 @@ def read_checkpoint_config(path: str | os.PathLike) -> CheckpointConfig:
         )
     try:
         if config["captions"].get("kind") == PRETRAINED_CAPTIONS:  # frozen sentence encoder + learned head
-            from ..models.pretrained.captions import PretrainedCaptionEncoder
+            from ..modules.pretrained.captions import PretrainedCaptionEncoder
 
             captions = PretrainedCaptionEncoder.from_dict(config["captions"], path)
         else:
@@ -274,7 +274,7 @@ def is_pretrained_text(path: str | os.PathLike) -> bool:
 def load_checkpoint(path: str | os.PathLike) -> Checkpoint:
     from safetensors.torch import load_file
 
-    from ..models.joint import JointEmbeddingModel
+    from ..modules.joint import JointEmbeddingModel
 
     cfg = read_checkpoint_config(path)
     model = JointEmbeddingModel(cfg.model)

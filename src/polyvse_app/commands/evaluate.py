@@ -112,7 +112,7 @@ def set_scoring(model, scoring: str, csls_k: int | None) -> None:
 
 def run_task(args, root: Path) -> int:
     import polyvse
-    from polyvse.models.pretrained.captions import use_sentence_cache
+    from polyvse.modules.pretrained.captions import use_sentence_cache
     from polyvse.util.atomic import write_json_atomic
 
     if args.dataset or args.images:

@@ -149,9 +149,9 @@ def run_backbones(args) -> int:
 def run_embed_text(args) -> int:
     from polyvse.data.registry import load_dataset
     from polyvse.languages import check_language
-    from polyvse.models.pretrained import get_pretrained_encoder, tower_names
-    from polyvse.models.pretrained.cache import sentence_cache_dir
-    from polyvse.models.pretrained.precompute import precompute_embeddings
+    from polyvse.modules.pretrained import get_pretrained_encoder, tower_names
+    from polyvse.modules.pretrained.cache import sentence_cache_dir
+    from polyvse.modules.pretrained.precompute import precompute_embeddings
     from polyvse.util.paths import data_root
 
     root = data_root(args.data_root)

@@ -9,7 +9,7 @@ import torch
 
 from polyvse.errors import DataError
 from polyvse.losses.adversarial import masked_mean
-from polyvse.models.text_input import CaptionEncoder
+from polyvse.modules.text_input import CaptionEncoder
 
 from ..sampling import (GroupBalancedBatchSampler, InterleavedTextTupleSampler, PhotoTupleBatchSampler,
                         TextTupleBatchSampler, slot_languages)

@@ -176,7 +176,7 @@ def _execute(run: ZooRun, out: Path, root: Path, spec: ZooSpec, *, retry_failed:
         if needs_tasks(run, spec):
             import polyvse
             from polyvse.evaluation.tasks import run_tasks
-            from polyvse.models.pretrained.captions import use_sentence_cache
+            from polyvse.modules.pretrained.captions import use_sentence_cache
 
             t0 = time.time()
             tasks = run_tasks(use_sentence_cache(polyvse.load(d / "checkpoint"), root), root)

@@ -9,7 +9,7 @@ on with ``captions_per_photo: k``. Each stage writes shards as it goes (see ``Se
 killed job loses at most one shard and resumes where it stopped.
 
 A model that fine-tunes e5's last k layers (``model.text_finetune_layers``) reads the hidden states entering them,
-not e5's sentence vectors: ``tail_layers=k`` fills that cache (:mod:`.states_cache`) in the same order instead.
+not e5's sentence vectors: ``tail_layers=k`` fills that cache (:mod:`.e5.states_cache`) in the same order instead.
 """
 from __future__ import annotations
 
@@ -101,8 +101,8 @@ def _filler(encoder: PretrainedSentenceEncoder, cache_dir: str | os.PathLike, ta
                                                                       shard_size=shard_size)
     if encoder.name != "e5-small":
         raise PretrainedModelError(f"{encoder.name}: a trainable text tail (and its state cache) is e5-small's")
-    from .e5_tail import E5Front
-    from .states_cache import HiddenStateCache, states_cached
+    from .e5.tail import E5Front
+    from .e5.states_cache import HiddenStateCache, states_cached
 
     front = E5Front(int(tail_layers), prefix=encoder.prefix)
     cache = HiddenStateCache.for_front(cache_dir, front)

@@ -1,7 +1,7 @@
 """Frozen pretrained multilingual sentence encoders with a learned head (the zoo's e5-frozen and
 usem3-frozen text branches).
 
-    from polyvse.models.pretrained import FrozenSentenceEncoderHead, encode_cached, get_pretrained_encoder
+    from polyvse.modules.pretrained import FrozenSentenceEncoderHead, encode_cached, get_pretrained_encoder
     enc = get_pretrained_encoder("e5-small")                  # or "use-multilingual" (no cs)
     X = encode_cached(enc, captions, "de", cache_dir)          # float32 (n, 384), computed once, ever
     head = FrozenSentenceEncoderHead(enc.dim, 1024)            # trained; the encoder stays frozen
@@ -20,7 +20,7 @@ from .base import (
     tower_names,
 )
 from .cache import SentenceEmbeddingCache, encode_cached, text_digests
-from .e5 import E5SmallEncoder
+from .e5.encoder import E5SmallEncoder
 from .use import UseMultilingualEncoder
 
 __getattr__ = lazy_attributes(__name__, {"FrozenSentenceEncoderHead": ".head"})  # torch

@@ -1,7 +1,7 @@
 """Content-keyed on-disk cache of frozen sentence embeddings, so heads can be trained on the frozen
 vectors of ~500k captions without ever computing one twice.
 
-    from polyvse.models.pretrained import encode_cached, get_pretrained_encoder
+    from polyvse.modules.pretrained import encode_cached, get_pretrained_encoder
     X = encode_cached(get_pretrained_encoder("e5-small"), captions, "de", "runs/cache/text")
 
 Key of an entry: ``sha256(cache_id \\x1f lang \\x1f text)`` (UTF-8), where the encoder's ``cache_id`` names
@@ -180,7 +180,7 @@ class SentenceEmbeddingCache:
             return None
         return payload
 
-    # -- what a shard holds besides its keys (a subclass may store something else: .states_cache) ----------
+    # -- what a shard holds besides its keys (a subclass may store something else: .e5.states_cache) ----------
     #: meta.json's description of a shard
     LAYOUT = "shards/<sha256(dim|keys|vecs)[:40]>.npz with keys uint8 (n,32), vecs float32 (n,dim)"
 

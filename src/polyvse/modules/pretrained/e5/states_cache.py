@@ -1,4 +1,4 @@
-"""Content-keyed on-disk cache of the hidden states entering e5's trainable tail (:mod:`.e5_tail`), so the frozen
+"""Content-keyed on-disk cache of the hidden states entering e5's trainable tail (:mod:`.tail`), so the frozen
 front runs once per caption, ever: the sentence cache's machinery (:mod:`.cache`: atomic, checksummed,
 resumable shards, any number of writers) with a payload of one variable-length matrix per sentence.
 
@@ -21,7 +21,7 @@ from typing import Sequence
 
 import numpy as np
 
-from .cache import SentenceEmbeddingCache, fill_cache, text_digests
+from ..cache import SentenceEmbeddingCache, fill_cache, text_digests
 
 __all__ = ["HiddenStateCache", "states_cached"]
 

@@ -1,7 +1,7 @@
-"""Encoders and the joint embedding model.
+"""The torch modules: text encoders, image heads and the joint embedding model.
 
-Names are imported on first use, so that ``polyvse.models.config`` loads without torch: the numpy text model
-(``polyvse.model.text_query``) reads it, and a text query from the command line never needs torch.
+Names are imported on first use, so that ``polyvse.modules.config`` loads without torch: the numpy text model
+(``polyvse.model.numpy_serving.text_query``) reads it, and a text query from the command line never needs torch.
 """
 from ..util.lazy import lazy_attributes
 

@@ -1,6 +1,6 @@
 """Frozen pretrained multilingual sentence encoders: the common interface and the registry.
 
-    from polyvse.models.pretrained import get_pretrained_encoder
+    from polyvse.modules.pretrained import get_pretrained_encoder
     enc = get_pretrained_encoder("e5-small")        # nothing is loaded yet
     X = enc.encode(["a dog runs on the beach"], "en")  # loads the model on first use; float32 (1, 384)
 

