@@ -191,9 +191,9 @@ def build_child(root: str, n: int, dim: int, photos: np.ndarray | None, noise: f
     it (``penalties_s``: the seconds that took, within ``build_s``)."""
     import resource
 
+    from polyvse.csls.penalties import PenaltyWriter
     from polyvse.index import PhotoEntry, write_compressed_index
     from polyvse.index.compressed import chunk_rows, compressed_lists, merge_topk, train_rows
-    from polyvse.csls.penalties import PenaltyWriter
 
     src = Source(dim, photos, noise)
     best_s = np.full((len(queries), 0), -np.inf, dtype=np.float32)
@@ -266,8 +266,8 @@ def checkpoint_hubness(path: str | os.PathLike):
     """A checkpoint's CSLS banks as its text search uses them (``SearchHubness`` on the stored rows, as the query
     model reads them: not normalised again), read without torch and without its model weights; None for a checkpoint
     that ranks by its similarity alone."""
-    from polyvse.model.checkpoint import HubnessBankFile, read_checkpoint_config
     from polyvse.csls.search import SearchHubness
+    from polyvse.model.checkpoint import HubnessBankFile, read_checkpoint_config
 
     cfg = read_checkpoint_config(path)
     if not cfg.retrieval:

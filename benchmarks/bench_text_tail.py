@@ -68,8 +68,8 @@ def main(argv=None) -> int:
     from polyvse.device import autocast
     from polyvse.modules.pretrained import get_pretrained_encoder
     from polyvse.modules.pretrained.e5.file import e5_file
-    from polyvse.modules.pretrained.e5.tail import E5Front, TextTail, pad_states
     from polyvse.modules.pretrained.e5.states_cache import states_cached
+    from polyvse.modules.pretrained.e5.tail import E5Front, TextTail, pad_states
     from polyvse.provenance import no_model, provenance
 
     caps = _captions(args.data, args.per_lang)

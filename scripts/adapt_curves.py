@@ -23,7 +23,14 @@ import time
 from pathlib import Path
 
 from polyvse.adaptation.curves import (  # noqa: F401  (chosen_adaptation, seed_summary: the record's choices)
-    CurvePoint, chosen_adaptation, chosen_pick, chosen_zero_shot, measure_language, scores_through_part, seed_summary)
+    CurvePoint,
+    chosen_adaptation,
+    chosen_pick,
+    chosen_zero_shot,
+    measure_language,
+    scores_through_part,
+    seed_summary,
+)
 
 
 def parse_args(argv=None) -> argparse.Namespace:
@@ -96,8 +103,9 @@ def markdown(record: dict) -> str:
 
 
 def main(argv=None) -> int:
-    import polyvse
     import torch
+
+    import polyvse
     from polyvse.adaptation import trained_languages
     from polyvse.adaptation.line_vectors import line_vectors
     from polyvse.adaptation.multiscript_lines import write_multiscript_parallel

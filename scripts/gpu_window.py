@@ -92,7 +92,7 @@ class WindowError(Exception):
 
 # -- small tools ---------------------------------------------------------------------------------------------------
 def now() -> str:
-    return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
+    return dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
 
 
 def sha256(path: Path) -> str:
@@ -190,7 +190,7 @@ def data_entries(data: Path, photos_per_split: int | None) -> tuple[list[tuple[s
                 entries.append((name, "".join(f"{i}.jpg\n" for i in kept[split]).encode()))
             else:
                 entries.append((name, p))
-    for split, ids in kept.items():
+    for ids in kept.values():
         entries += [(f"data/{PHOTOS}/{i}.jpg", data / PHOTOS / f"{i}.jpg") for i in ids]
     return entries, {s: len(v) for s, v in kept.items()}
 

@@ -95,8 +95,9 @@ def output_ensemble(model, vecs, parts, texts):
 
 
 def main(argv=None) -> int:
-    import polyvse
     import torch
+
+    import polyvse
     from polyvse.adaptation import trained_languages
     from polyvse.adaptation.adapt import held_out_rows, teacher_targets
     from polyvse.adaptation.curves import scores_through_part

@@ -11,8 +11,8 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import numpy as np
-import torch
 import pytest
+import torch
 
 import polyvse
 from polyvse.adaptation import AdaptRequest, ParallelFileError, TeacherSettings, adapt_language, read_parallel_file

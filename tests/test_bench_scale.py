@@ -12,14 +12,14 @@ import numpy as np
 import pytest
 import torch
 
-from polyvse.index.build import write_new_index
+from polyvse.csls.banks import HubnessBanks
 from polyvse.csls.penalties import csls_search
+from polyvse.csls.search import SearchHubness
+from polyvse.index.build import write_new_index
 from polyvse.index.store import PhotoEntry, PhotoIndex
 from polyvse.model.checkpoint import Checkpoint, save_checkpoint
-from polyvse.csls.search import SearchHubness
 from polyvse.modules import JointEmbeddingModel, ModelConfig
 from polyvse.modules.text_input import CaptionEncoder
-from polyvse.csls.banks import HubnessBanks
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "benchmarks"))

@@ -15,13 +15,23 @@ import torch
 
 import polyvse
 from polyvse.errors import DataError
-from polyvse.model.checkpoint import Checkpoint, save_checkpoint
-from polyvse.index import (EXACT, IVF, IVFPQ, PhotoEntry, PhotoIndex, add_to_index, build_index, choose_kind,
-                           parse_memory, write_compressed_index)
-from polyvse.index import build as build_module
-from polyvse.index import compressed
+from polyvse.index import (
+    EXACT,
+    IVF,
+    IVFPQ,
+    PhotoEntry,
+    PhotoIndex,
+    add_to_index,
+    build as build_module,
+    build_index,
+    choose_kind,
+    compressed,
+    parse_memory,
+    write_compressed_index,
+)
 from polyvse.index.ann import probe_recall, probe_sets, tune_compressed, without_self
 from polyvse.index.compressed import choose_sub_quantizers, exact_topk, rerank_search
+from polyvse.model.checkpoint import Checkpoint, save_checkpoint
 from polyvse.modules import JointEmbeddingModel, ModelConfig
 from polyvse.modules.text_input import CaptionEncoder
 

@@ -18,8 +18,16 @@ import pytest
 import torch
 
 import polyvse.device as device_mod
-from polyvse.device import (DeviceError, autocast, check_precision, loader_workers, pin_memory, resolve_device,
-                            to_device, training_precision)
+from polyvse.device import (
+    DeviceError,
+    autocast,
+    check_precision,
+    loader_workers,
+    pin_memory,
+    resolve_device,
+    to_device,
+    training_precision,
+)
 from polyvse.modules import JointEmbeddingModel, ModelConfig
 
 
@@ -439,7 +447,7 @@ def test_a_checkpoint_keyed_bf16_loads_on_a_cpu(no_cuda):
     assert ext.precision == "fp32" and ext.key == fp32_key
     ckpt.feature_key = fp32_key.replace("lite0", "lite9") + ".bf16"  # another backbone's features stay refused
     with pytest.raises(Exception, match="trained on image features"):
-        PolyvseModel(ckpt, device="cpu").extractor
+        _ = PolyvseModel(ckpt, device="cpu").extractor
 
 
 def test_training_extracts_missing_features_on_the_runs_device(monkeypatch, shared_data):

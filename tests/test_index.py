@@ -19,8 +19,19 @@ import torch
 
 import polyvse
 from polyvse.errors import CheckpointError, DataError
-from polyvse.index import (EXACT, EXACT_MODEL, HNSW, IVF, IndexFormatError, IndexMismatchError, PhotoIndex, Searcher,
-                           add_to_index, build_index, model_fingerprint)
+from polyvse.index import (
+    EXACT,
+    EXACT_MODEL,
+    HNSW,
+    IVF,
+    IndexFormatError,
+    IndexMismatchError,
+    PhotoIndex,
+    Searcher,
+    add_to_index,
+    build_index,
+    model_fingerprint,
+)
 from polyvse.index.store import index_lock
 from polyvse.util.paths import cache_root
 

@@ -2,11 +2,10 @@
 read the query without its language searches anyway and refuses only where the language changes the answer."""
 from __future__ import annotations
 
-import pytest
-
 from types import SimpleNamespace
 
 import numpy as np
+import pytest
 
 from polyvse.errors import CheckpointError, UnknownLanguageError
 from polyvse.index.search import Hit, Searcher

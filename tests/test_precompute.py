@@ -102,8 +102,8 @@ def test_text_tail_layers_fill_the_front_states_a_tail_model_reads(tmp_path):
 
     from polyvse.modules.pretrained import get_pretrained_encoder
     from polyvse.modules.pretrained.base import PretrainedModelError
-    from polyvse.modules.pretrained.captions import PretrainedCaptionEncoder
     from polyvse.modules.pretrained.cache import SentenceEmbeddingCache
+    from polyvse.modules.pretrained.captions import PretrainedCaptionEncoder
     from polyvse.modules.pretrained.e5.states_cache import HiddenStateCache, states_cached
 
     caps = [c for c in _caps() if c.lang == "en"]

@@ -17,7 +17,6 @@ from polyvse.modules.pretrained import encode_cached
 from polyvse.util.progress import Progress, track
 from polyvse_train.config import TrainConfig
 from polyvse_train.train import train
-
 from test_data_cli import _serve_tree, web  # noqa: F401  (web: the fake-HTTP fixture)
 from test_pretrained import FakeEncoder
 from test_train_e2e import SMALL

@@ -10,7 +10,6 @@ import numpy as np
 import pytest
 import torch
 
-from polyvse.errors import DataError, UnknownLanguageError
 from polyvse.alignment.rerank import (
     Hypothesis,
     combine_scores,
@@ -22,6 +21,7 @@ from polyvse.alignment.rerank import (
     translation_scores,
     zscore,
 )
+from polyvse.errors import DataError, UnknownLanguageError
 
 REFS = [
     "ein Hund läuft über die Wiese .",

@@ -49,11 +49,11 @@ def polyvse(args: list[str], capsys) -> tuple[int, str, str]:
 
 def make_checkpoint(path: Path, seed: int, csls: bool = False) -> Path:
     """A random word-level model; with ``csls``, ranking by CSLS against random banks (k 3)."""
+    from polyvse.csls.banks import HubnessBanks
     from polyvse.features.backbones import get_extractor
     from polyvse.model.checkpoint import Checkpoint, save_checkpoint
     from polyvse.modules import JointEmbeddingModel, ModelConfig
     from polyvse.modules.text_input import CaptionEncoder
-    from polyvse.csls.banks import HubnessBanks
 
     extractor = get_extractor()
     torch.manual_seed(seed)

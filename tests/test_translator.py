@@ -15,10 +15,9 @@ from polyvse.data.caption_limit import limit_captions
 from polyvse.errors import DataError
 from polyvse.modules import JointEmbeddingModel, ModelConfig, TextEncoder
 from polyvse.modules.language_mapping import LanguageMapping, fit_language_map
-from polyvse_train.sampling import CaptionSubsetSampler, RepeatedPassSampler, StagedSampler
-from polyvse_train.sampling import DistinctPhotoBatchSampler
 from polyvse_train.config import TrainConfig
 from polyvse_train.objectives.translator import TranslatorSchedule
+from polyvse_train.sampling import CaptionSubsetSampler, DistinctPhotoBatchSampler, RepeatedPassSampler, StagedSampler
 from polyvse_train.train import STATE, train
 
 CONFIGS = Path(__file__).resolve().parents[1] / "configs"

@@ -10,8 +10,8 @@ from polyvse.losses import GroupedHingeLoss, HingeRankingLoss, ParallelLoss, Piv
 from polyvse.model.checkpoint import Checkpoint, save_checkpoint
 from polyvse.modules import JointEmbeddingModel, MlpImageHead, ModelConfig, TextEncoder
 from polyvse.modules.text_input import CaptionEncoder
-from polyvse_train.sampling import PhotoTupleBatchSampler
 from polyvse.similarity import CosineSimilarity, OrderSimilarity
+from polyvse_train.sampling import PhotoTupleBatchSampler
 
 IDS = torch.tensor([[3, 4, 5, 0], [6, 7, 0, 0], [8, 9, 2, 1]])
 LENGTHS = torch.tensor([3, 2, 4])

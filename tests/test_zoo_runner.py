@@ -11,11 +11,21 @@ import torch
 from conftest import write_muse_full
 from polyvse.errors import DataError
 from polyvse_app.cli import main
-from polyvse_train.zoo import (RunLock, ZooRun, ZooSpec, config_digest, effective_config, find_configs, load_spec,
-                               plan_runs, run_dir, status)
-from polyvse_train.zoo import report as zoo_report
-from polyvse_train.zoo import results as zoo_results
-from polyvse_train.zoo import tables as zoo_tables
+from polyvse_train.zoo import (
+    RunLock,
+    ZooRun,
+    ZooSpec,
+    config_digest,
+    effective_config,
+    find_configs,
+    load_spec,
+    plan_runs,
+    report as zoo_report,
+    results as zoo_results,
+    run_dir,
+    status,
+    tables as zoo_tables,
+)
 from polyvse_train.zoo.claims import Claim, claim_check
 from polyvse_train.zoo.report import write_report
 from polyvse_train.zoo.results import RunResult

@@ -197,7 +197,7 @@ def provenance(command: str | list | tuple | None = None, model: dict | str | os
     state = dict(tree) if tree is not None else git_state(cwd)
     return {
         "schema": SCHEMA,
-        "date": _dt.datetime.now(_dt.timezone.utc).astimezone().isoformat(timespec="seconds"),
+        "date": _dt.datetime.now(_dt.UTC).astimezone().isoformat(timespec="seconds"),
         "commit": state.get("commit"),
         "dirty": state.get("dirty"),
         "dirty_files": state.get("dirty_files"),

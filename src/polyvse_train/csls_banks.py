@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from polyvse.csls.banks import HubnessBanks
 from polyvse.errors import DataError
 from polyvse.model.torch_model import PolyvseModel
-from polyvse.csls.banks import HubnessBanks
 
 from .data import PreparedData
 from .pixels import PhotoPixels

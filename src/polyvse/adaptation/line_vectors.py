@@ -14,7 +14,7 @@ reads when the adapted model serves that language. The tail stays as trained: ad
 from __future__ import annotations
 
 import os
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 

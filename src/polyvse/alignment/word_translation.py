@@ -10,7 +10,8 @@ it counts as correct when the retrieved target is ANY of its translations (as MU
 from __future__ import annotations
 
 from collections import defaultdict
-from typing import Iterable, Literal
+from collections.abc import Iterable
+from typing import Literal
 
 import torch
 

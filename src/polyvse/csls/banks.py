@@ -19,7 +19,8 @@ neighbour means and the choice of bank are written once, for torch and numpy ali
 """
 from __future__ import annotations
 
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 import numpy as np
 import torch

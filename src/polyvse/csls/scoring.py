@@ -12,7 +12,7 @@ Banks are unit rows kept as float16 (what a checkpoint stores) and computed with
 """
 from __future__ import annotations
 
-from typing import Collection
+from collections.abc import Collection
 
 import numpy as np
 

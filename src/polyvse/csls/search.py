@@ -25,8 +25,8 @@ import json
 
 import numpy as np
 
-from .scoring import POOLED, bank_key, csls, knn_mean, top_k_values
 from ..util.arrays import normalize_rows
+from .scoring import POOLED, bank_key, csls, knn_mean, top_k_values
 
 __all__ = ["SearchHubness"]
 

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import functools
 from abc import ABC, abstractmethod
-from typing import Any, Callable, ClassVar
+from collections.abc import Callable
+from typing import Any, ClassVar
 
 ScoreFn = Callable[[Any, Any], Any]
 

@@ -9,8 +9,9 @@ Choices are made on val; test is reported once, for what was adopted (`polyvse e
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 

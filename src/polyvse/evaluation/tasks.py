@@ -3,8 +3,9 @@ result, or None where the protocol does not apply), each in its protocol's modul
 ``EVALUATORS[NAME]``; the zoo's ``tasks.json`` holds :data:`MODEL_TASKS`' results."""
 from __future__ import annotations
 
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 from .base import Evaluator
 from .crosslingual import CrossLingualEvaluator

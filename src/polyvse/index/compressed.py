@@ -293,13 +293,13 @@ class VectorsFile:
         self.path, self.dim, self.count = Path(path), int(dim), int(count)
 
     @classmethod
-    def create(cls, path: Path, dim: int) -> "VectorsFile":
+    def create(cls, path: Path, dim: int) -> VectorsFile:
         """A new empty file (replacing one a killed writer may have left under this name)."""
         Path(path).write_bytes(b"")
         return cls(path, dim, 0)
 
     @classmethod
-    def extend(cls, old: Path, new: Path, dim: int, count: int) -> "VectorsFile":
+    def extend(cls, old: Path, new: Path, dim: int, count: int) -> VectorsFile:
         """The next generation's file: ``old``'s first ``count`` rows under the name ``new`` (a hard link, cut back
         to ``count`` rows in case a killed writer left more; a copy where hard links are refused)."""
         new.unlink(missing_ok=True)

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
-_CACHE: "weakref.WeakKeyDictionary[object, str]" = weakref.WeakKeyDictionary()
+_CACHE: weakref.WeakKeyDictionary[object, str] = weakref.WeakKeyDictionary()
 
 
 def similarity_name(model) -> str:

@@ -15,18 +15,18 @@ from __future__ import annotations
 import logging
 import os
 import threading
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Sequence
 
 import numpy as np
 
+from ..csls.penalties import csls_search
+from ..csls.search import SearchHubness
 from ..errors import CheckpointError, DataError
 from ..features.limits import DEFAULT_MAX_PIXELS
 from ..languages import check_language, reads_without_language, served_language, served_languages
-from ..csls.search import SearchHubness
 from ..util.arrays import normalize_rows
 from .fingerprint import similarity_name
-from ..csls.penalties import csls_search
 from .store import EXACT_MODEL, PhotoIndex
 
 log = logging.getLogger(__name__)

@@ -32,9 +32,9 @@ import os
 import re
 import shutil
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Sequence
 
 import numpy as np
 
@@ -42,11 +42,9 @@ from ..errors import DataError
 from ..features.limits import DEFAULT_MAX_PIXELS
 from ..sharding import shard_bounds
 from ..util.atomic import atomic_open
-from .build import (IndexReport, _no_photo_read, check_new_index, checked_entries, embed_photo_files,
-                    write_new_index)
+from .build import IndexReport, _no_photo_read, check_new_index, checked_entries, embed_photo_files, write_new_index
 from .fingerprint import short
-from .store import (DEFAULT_EXACT_THRESHOLD, DEFAULT_RECALL_TARGET, PhotoEntry, PhotoIndex, index_lock,
-                    model_section)
+from .store import DEFAULT_EXACT_THRESHOLD, DEFAULT_RECALL_TARGET, PhotoEntry, PhotoIndex, index_lock, model_section
 
 __all__ = ["SHARDS_DIR", "IndexShard", "IndexShardError", "ShardReport", "build_index_shard", "merge_index_shards",
            "read_all_shards", "read_shard", "shard_path"]

@@ -44,19 +44,19 @@ import json
 import os
 import re
 import time
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterable, Iterator
 
 import numpy as np
 
 from .._version import __version__
+from ..csls.penalties import open_penalties
 from ..errors import CheckpointError, DataError
 from ..util.atomic import atomic_path, fsync_dir
 from .compressed import VectorsFile, open_rows, rerank_search
 from .defaults import DEFAULT_EXACT_THRESHOLD, DEFAULT_RECALL_TARGET  # noqa: F401  (re-exported)
 from .fingerprint import model_fingerprint, short, similarity_name
-from ..csls.penalties import open_penalties
 
 FORMAT = "polyvse-index"
 FORMAT_VERSION = 1
@@ -105,7 +105,7 @@ class PhotoEntry:
 
 
 def now_iso() -> str:
-    return _dt.datetime.now(_dt.timezone.utc).replace(microsecond=0).isoformat()
+    return _dt.datetime.now(_dt.UTC).replace(microsecond=0).isoformat()
 
 
 def is_index_dir(path: str | os.PathLike) -> bool:
@@ -178,7 +178,7 @@ class PhotoIndex:
         self._ann_index = value
         self._flat_pending = value is None and self.manifest["search"]["kind"] == EXACT
 
-    def use_device(self, device) -> "PhotoIndex":
+    def use_device(self, device) -> PhotoIndex:
         """Exact search on ``device`` (a torch.device, or None for the CPU): on a GPU the vectors are copied
         there once and scanned with torch. IVF / HNSW stay in FAISS on the CPU (faiss-cpu is the dependency)."""
         self._device_vectors = None
@@ -327,7 +327,7 @@ class PhotoIndex:
 
     # -- open -----------------------------------------------------------------------------------------
     @classmethod
-    def open(cls, root: str | os.PathLike, *, retries: int = 3) -> "PhotoIndex":
+    def open(cls, root: str | os.PathLike, *, retries: int = 3) -> PhotoIndex:
         root = Path(root)
         for attempt in range(retries):
             try:
@@ -343,7 +343,7 @@ class PhotoIndex:
         raise AssertionError("unreachable")
 
     @classmethod
-    def _open_once(cls, root: Path) -> "PhotoIndex":
+    def _open_once(cls, root: Path) -> PhotoIndex:
         if not root.is_dir():
             raise IndexFormatError("no index folder here; build one with `polyvse index build` (`make model` builds "
                                    "the default one, runs/model/index)", root)
@@ -386,7 +386,7 @@ class PhotoIndex:
         return index
 
 
-def _open_backend(root: Path, manifest: dict, name: str) -> "PhotoIndex":
+def _open_backend(root: Path, manifest: dict, name: str) -> PhotoIndex:
     """An index whose photos live elsewhere (the manifest's backend): its module's ``open_index(root, manifest)``,
     named in BACKEND_MODULES (imported by name: the backend modules build on this one)."""
     if name not in BACKEND_MODULES:

@@ -28,9 +28,9 @@ from ..modules.text_input import CaptionEncoder
 from ..util.atomic import atomic_open, write_json_atomic
 
 if TYPE_CHECKING:  # torch is imported where weights are read or written, not to read a config
+    from ..csls.banks import HubnessBanks
     from ..modules.joint import JointEmbeddingModel
     from ..modules.pretrained.captions import PretrainedCaptionEncoder
-    from ..csls.banks import HubnessBanks
 
 FORMAT_VERSION = 1
 WEIGHTS = "model.safetensors"

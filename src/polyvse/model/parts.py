@@ -3,7 +3,7 @@
 parts through these; the zero-shot fallback's choices too."""
 from __future__ import annotations
 
-from typing import Iterable
+from collections.abc import Iterable
 
 from ..errors import CheckpointError
 

@@ -10,8 +10,8 @@ Rows of languages without a map pass unchanged. ``fit_language_map`` gives the p
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 import torch
 from torch import nn

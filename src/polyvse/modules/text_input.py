@@ -1,7 +1,8 @@
 """From raw captions to padded word-id tensors: per-language tokenisation + one language-tagged vocabulary."""
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Iterable, Sequence
+from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING
 
 from ..languages import check_language
 from ..text.tokenize import tokenize
@@ -26,7 +27,7 @@ class CaptionEncoder:
 
     @classmethod
     def build(cls, texts_by_lang: dict[str, Sequence[str]], min_count: int = 1, max_len: int = 64,
-              lowercase: bool = True) -> "CaptionEncoder":
+              lowercase: bool = True) -> CaptionEncoder:
         """Build the vocabulary from the given texts; pass training captions only."""
         token_lists = [tag_tokens(tokenize(t, lang, lowercase=lowercase), lang)
                        for lang, texts in texts_by_lang.items() for t in texts]
@@ -59,7 +60,7 @@ class CaptionEncoder:
                 "tokenizer": "polyvse.text.tokenize", "tagging": "lang:token"}
 
     @classmethod
-    def from_dict(cls, d: dict) -> "CaptionEncoder":
+    def from_dict(cls, d: dict) -> CaptionEncoder:
         return cls(Vocabulary.from_dict(d["vocab"]), max_len=d["max_len"], lowercase=d["lowercase"])
 
 

@@ -48,8 +48,8 @@ def register(sub) -> None:
 def run(args) -> int:
     import polyvse
     from polyvse.data.registry import load_dataset
-    from polyvse.evaluation.retrieval import RetrievalEvaluator
     from polyvse.evaluation.report import markdown_table
+    from polyvse.evaluation.retrieval import RetrievalEvaluator
     from polyvse.util.atomic import write_json_atomic
 
     root = data_root(args.data_root)

@@ -180,6 +180,7 @@ def _build(args, role, device) -> int:
     import polyvse
     from polyvse.index import build_index, build_index_shard, merge_index_shards
     from polyvse.index.compressed import parse_memory
+
     from ..shard_role import run_shard
 
     t0 = time.time()

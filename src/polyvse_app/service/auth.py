@@ -5,7 +5,8 @@ token once (an <img> cannot send a header). The page itself and /openapi.json st
 from __future__ import annotations
 
 import secrets
-from typing import Annotated, Callable
+from collections.abc import Callable
+from typing import Annotated
 
 from fastapi import Depends, HTTPException
 from fastapi.security import APIKeyCookie, HTTPAuthorizationCredentials, HTTPBearer

@@ -11,8 +11,13 @@ from polyvse.errors import DataError
 from polyvse.losses.adversarial import masked_mean
 from polyvse.modules.text_input import CaptionEncoder
 
-from ..sampling import (GroupBalancedBatchSampler, InterleavedTextTupleSampler, PhotoTupleBatchSampler,
-                        TextTupleBatchSampler, slot_languages)
+from ..sampling import (
+    GroupBalancedBatchSampler,
+    InterleavedTextTupleSampler,
+    PhotoTupleBatchSampler,
+    TextTupleBatchSampler,
+    slot_languages,
+)
 from ..sections import one_of
 from .base import Objective, ObjectiveOptions
 

@@ -14,7 +14,7 @@ runs stay identical to uninterrupted ones.
 from __future__ import annotations
 
 import math
-from typing import Callable
+from collections.abc import Callable
 
 import numpy as np
 

@@ -16,13 +16,13 @@ import json
 import logging
 import time
 import traceback
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 from polyvse.errors import MissingDataError
-from polyvse.provenance import machine as this_machine
-from polyvse.provenance import no_model, provenance
+from polyvse.provenance import machine as this_machine, no_model, provenance
 from polyvse.util.atomic import write_json_atomic
+
 from .spec import OFFICIAL, ZooRun, ZooSpec, config_digest, effective_config, run_dir
 
 log = logging.getLogger("polyvse.zoo")

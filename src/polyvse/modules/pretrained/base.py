@@ -26,7 +26,8 @@ import functools
 import importlib.metadata
 import threading
 from abc import ABC, abstractmethod
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -145,7 +146,7 @@ class PretrainedSentenceEncoder(ABC):
     def loaded(self) -> bool:
         return self._model is not None
 
-    def load(self) -> "PretrainedSentenceEncoder":
+    def load(self) -> PretrainedSentenceEncoder:
         """Import the backend and load the model now (otherwise done by the first ``encode``)."""
         if self._model is None:
             with self._lock:
@@ -205,7 +206,7 @@ class PretrainedSentenceEncoder(ABC):
         return out
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _canonical_set(codes: frozenset[str]) -> frozenset[str]:
     return frozenset(check_language(c) for c in codes)
 

@@ -33,8 +33,9 @@ import logging
 import os
 import re
 import threading
+from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Iterable, Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -66,7 +67,7 @@ def sentence_cache_dir(data_root: str | os.PathLike | None = None) -> Path:
 def text_digests(cache_id: str, lang: str, texts: Iterable[str]) -> np.ndarray:
     """uint8 (n, 32): sha256 of ``cache_id \\x1f lang \\x1f text`` for each text."""
     prefix = hashlib.sha256()
-    prefix.update(f"{cache_id}{_SEP}{lang}{_SEP}".encode("utf-8"))
+    prefix.update(f"{cache_id}{_SEP}{lang}{_SEP}".encode())
     rows = []
     for t in texts:
         h = prefix.copy()
@@ -117,7 +118,7 @@ class SentenceEmbeddingCache:
         self.refresh()
 
     @classmethod
-    def for_encoder(cls, cache_dir: str | os.PathLike, encoder: "PretrainedSentenceEncoder") -> "SentenceEmbeddingCache":
+    def for_encoder(cls, cache_dir: str | os.PathLike, encoder: PretrainedSentenceEncoder) -> SentenceEmbeddingCache:
         return cls(cache_dir, encoder.cache_id, encoder.dim)
 
     def __repr__(self) -> str:
@@ -299,7 +300,7 @@ class SentenceEmbeddingCache:
         return self.put(self.digests(texts, lang), vecs)
 
 
-def encode_cached(encoder: "PretrainedSentenceEncoder", texts: Sequence[str], lang: str,
+def encode_cached(encoder: PretrainedSentenceEncoder, texts: Sequence[str], lang: str,
                   cache_dir: str | os.PathLike | SentenceEmbeddingCache, progress: bool = True, *,
                   batch_size: int | None = None, shard_size: int = DEFAULT_SHARD_SIZE,
                   unlisted: bool = False) -> np.ndarray:

