@@ -8,7 +8,7 @@ Schnee" --lang de -k 5`` run as a fresh process (``python -m polyvse_app.cli``, 
 runs), ``--repeats`` times. The index is the demo's (``make demo``, then ``polyvse index build --checkpoint
 runs/demo/checkpoint --images $POLYVSE_DATA/flickr8k/images --out runs/demo/index``), or with ``--product`` the
 product model's (``make model``: runs/model/index; e5 + USE towers with e5's last layer fine-tuned, run by
-``polyvse.model.tower_query``, e5 in numpy: ``polyvse.models.pretrained.e5_numpy``).
+``polyvse.model.numpy_serving.tower_query``, e5 in numpy: ``polyvse.model.numpy_serving.e5``).
 
 Beside it, in the same loop (A B C A B C ..., so machine noise hits all three alike), a fresh process does the
 same search stage by stage, timing each stage: once with the numpy text path the command uses
@@ -112,12 +112,12 @@ def scratch_index(work: Path, product: bool = False) -> Path:
     from polyvse.index.build import stored_vectors, write_new_index
     from polyvse.index.store import model_section
     from polyvse.model.checkpoint import Checkpoint, save_checkpoint
-    from polyvse.models import JointEmbeddingModel, ModelConfig
-    from polyvse.models.text_input import CaptionEncoder
+    from polyvse.modules import JointEmbeddingModel, ModelConfig
+    from polyvse.modules.text_input import CaptionEncoder
 
     torch.manual_seed(0)
     if product:
-        from polyvse.models.pretrained.captions import PretrainedCaptionEncoder
+        from polyvse.modules.pretrained.captions import PretrainedCaptionEncoder
 
         enc = PretrainedCaptionEncoder("e5-small+use-multilingual")
         config = ModelConfig(vocab_size=0, text_encoder="pretrained", pretrained_dim=enc.dim,

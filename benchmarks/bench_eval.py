@@ -1,4 +1,4 @@
-"""Time polyvse.metrics.retrieval_metrics on a random 5k-image x 25k-caption score matrix.
+"""Time polyvse.evaluation.ranking.retrieval_metrics on a random 5k-image x 25k-caption score matrix.
 
     python benchmarks/bench_eval.py --out runs/bench_eval.json [--images 5000] [--captions-per-image 5]
 
@@ -18,7 +18,7 @@ import numpy as np
 import torch
 
 from polyvse.evaluation import coco_5fold_metrics
-from polyvse.metrics import retrieval_metrics
+from polyvse.evaluation.ranking import retrieval_metrics
 
 
 def main(argv: list[str] | None = None) -> dict:

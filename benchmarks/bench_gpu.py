@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 import time
 from pathlib import Path
@@ -122,9 +121,9 @@ def latencies(fn, repeats: int, device: torch.device) -> dict:
 
 
 def bench_search(device: torch.device, n: int, dim: int, quick: bool, ivf: bool = True) -> dict:
-    from polyvse.index.store import torch_exact_topk
-
     from bench_search import ClusteredSphere
+
+    from polyvse.index.store import torch_exact_topk
 
     data = ClusteredSphere(dim, n_clusters=max(10, n // 100), noise=0.75, seed=0)  # ~100 points a cluster
     host, labels = np.empty((n, dim), np.float32), np.empty(n, np.int32)
@@ -150,7 +149,6 @@ def bench_search(device: torch.device, n: int, dim: int, quick: bool, ivf: bool 
 def bench_ivf(host: np.ndarray, queries: np.ndarray, truth: np.ndarray, device: torch.device, repeats: int,
               quick: bool) -> dict:
     import faiss
-
     from bench_search import recall_at_k
 
     n, dim = host.shape

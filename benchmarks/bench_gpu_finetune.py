@@ -54,9 +54,9 @@ class RecipeStep(nn.Module):
         super().__init__()
         from polyvse.features import get_extractor
         from polyvse.features.tail import whole_of
-        from polyvse.models.pretrained.base import PretrainedModelError
-        from polyvse.models.pretrained.e5_file import E5Shape
-        from polyvse.models.pretrained.e5_tail import TextTail
+        from polyvse.modules.pretrained.base import PretrainedModelError
+        from polyvse.modules.pretrained.e5.file import E5Shape
+        from polyvse.modules.pretrained.e5.tail import TextTail
 
         extractor = get_extractor(backbone)
         crop = extractor.preprocess.crop

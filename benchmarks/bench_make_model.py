@@ -119,7 +119,7 @@ def main(argv: list[str] | None = None) -> dict:
                                                           f"MODEL_PRECISION={args.precision}"]
     env = {**os.environ, "POLYVSE_CACHE": str(cache)}
     info = {**machine_info(), **tree_state()}
-    started = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+    started = _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds")
     code, lines = run_logged(cmd, env, args.repo)
     if code != 0:
         raise SystemExit(f"bench_make_model: `{' '.join(cmd)}` failed with exit code {code}; nothing written (the "

@@ -19,20 +19,19 @@ size only (longest side >= 450 px: val 31, test 37 photos), which is closer to w
 from __future__ import annotations
 
 import argparse
-from collections import Counter
 import platform
 import time
+from collections import Counter
 from pathlib import Path
 
 from PIL import Image
 
 import polyvse
 from polyvse.data.registry import load_dataset
-from polyvse.evaluation.evaluators import RetrievalEvaluator
+from polyvse.evaluation.retrieval import RetrievalEvaluator
 from polyvse.features.backbones import get_extractor
 from polyvse.util.atomic import write_json_atomic
 from polyvse.util.paths import cache_root, data_root
-
 
 FULL_SIZE = 450  # px, longest side: Flickr8K's photos are 500 px; the thumbnails among the 850 are 200
 

@@ -51,7 +51,7 @@ def worker(spec: dict) -> dict:
     t0 = time.perf_counter()
     import numpy as np
 
-    from polyvse.models.pretrained import E5SmallEncoder, UseMultilingualEncoder
+    from polyvse.modules.pretrained import E5SmallEncoder, UseMultilingualEncoder
 
     import_s = time.perf_counter() - t0
     if spec["encoder"] == "e5-small":

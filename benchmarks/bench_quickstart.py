@@ -131,7 +131,7 @@ def main(argv: list[str] | None = None) -> dict:
     work = Path(tempfile.mkdtemp(prefix="polyvse-quickstart-"))
     env = {k: v for k, v in os.environ.items() if k not in ("POLYVSE_CACHE", "VIRTUAL_ENV")}
     info = {**machine_info(), **tree_state()}
-    started = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+    started = _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds")
     steps, cache = {}, pip_cache()
     if not args.no_setup:
         venv = args.venv or work / "venv"

@@ -15,7 +15,7 @@ own):
      exact scan) under ``--max-memory``; the same chunks update the exact cosine top ``fetch(10)`` (110: see 2) of
      ``--queries`` held-out queries (a chunked scan: ground truth without holding the set). With the checkpoint's
      CSLS banks (see Scoring) the index also stores each vector's CSLS penalty r_C for every bank, as `polyvse index
-     build` does for a CSLS checkpoint (``polyvse.index.penalties.PenaltyWriter``, in chunks within
+     build` does for a CSLS checkpoint (``polyvse.csls.penalties.PenaltyWriter``, in chunks within
      ``--max-memory``); ``penalties_s`` is the time that took, part of ``build_s``; ``--no-penalties`` leaves them
      out (``penalties_s`` null), to measure the per-query r_C path of an index built with `--no-csls-penalties`;
      ``--penalty-langs en`` stores the columns of those query languages only (`polyvse index build
@@ -31,7 +31,7 @@ own):
      index (``PhotoIndex.open``: photo list, codes, the vectors and penalties memory-mapped), after the vectors and
      penalties files were dropped from the page cache (``posix_fadvise DONTNEED``), and searches the held-out queries
      one at a time as text queries in ``--lang`` are searched by `polyvse search` and `polyvse serve`:
-     ``polyvse.index.search.csls_search`` (k 10), the index's cosine top ``fetch(10)`` = 110 re-ranked by CSLS
+     ``polyvse.csls.penalties.csls_search`` (k 10), the index's cosine top ``fetch(10)`` = 110 re-ranked by CSLS
      against the banks (each candidate's r_C read from the stored penalties, whose banks digest is the checkpoint's;
      with ``--no-penalties`` computed against the language's caption bank). p50/p99 latency include the re-ranking: a
      cold first pass, then a warm second; then the ANN alone (``PhotoIndex.search``, k 10, warm: ``cosine``). Its
@@ -191,9 +191,9 @@ def build_child(root: str, n: int, dim: int, photos: np.ndarray | None, noise: f
     it (``penalties_s``: the seconds that took, within ``build_s``)."""
     import resource
 
+    from polyvse.csls.penalties import PenaltyWriter
     from polyvse.index import PhotoEntry, write_compressed_index
     from polyvse.index.compressed import chunk_rows, compressed_lists, merge_topk, train_rows
-    from polyvse.index.penalties import PenaltyWriter
 
     src = Source(dim, photos, noise)
     best_s = np.full((len(queries), 0), -np.inf, dtype=np.float32)
@@ -266,8 +266,8 @@ def checkpoint_hubness(path: str | os.PathLike):
     """A checkpoint's CSLS banks as its text search uses them (``SearchHubness`` on the stored rows, as the query
     model reads them: not normalised again), read without torch and without its model weights; None for a checkpoint
     that ranks by its similarity alone."""
+    from polyvse.csls.search import SearchHubness
     from polyvse.model.checkpoint import HubnessBankFile, read_checkpoint_config
-    from polyvse.model.search_hubness import SearchHubness
 
     cfg = read_checkpoint_config(path)
     if not cfg.retrieval:
@@ -278,9 +278,9 @@ def checkpoint_hubness(path: str | os.PathLike):
 def search_pass(index, queries: np.ndarray, hubness, lang: str | None,
                 rerank_for: int | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Each query alone, timed: (ids (m, K), seconds (m,)). With CSLS banks through
-    ``polyvse.index.search.csls_search``, the call a CSLS model's text search makes (`polyvse search`, `polyvse
+    ``polyvse.csls.penalties.csls_search``, the call a CSLS model's text search makes (`polyvse search`, `polyvse
     serve`: the cosine top ``fetch(K)`` re-ranked by CSLS, which the timing includes); without, ``PhotoIndex.search``."""
-    from polyvse.index.search import csls_search
+    from polyvse.csls.penalties import csls_search
 
     times, found = [], []
     for q in queries:
@@ -525,7 +525,7 @@ def scoring_note(cfg, checkpoint: Path | None, photos_data: bool) -> str:
                  "each query computes its candidates' against the caption bank")
     return (f"csls: each query is searched as `polyvse search` and `polyvse serve` search a {cfg.lang} text query "
             f"of {checkpoint} (CSLS k {h.k}; banks of {len(h.photos):,} training photos and of captions in "
-            f"{', '.join(sorted(h.captions))}): polyvse.index.search.csls_search, the index's cosine top {fetch} "
+            f"{', '.join(sorted(h.captions))}): polyvse.csls.penalties.csls_search, the index's cosine top {fetch} "
             f"re-ranked by CSLS; {penalties}; p50/p99 include the re-ranking. recall@10 is against the CSLS "
             f"re-ranking of each query's exact cosine top {fetch} (the chunked scan), not CSLS over every vector (the "
             f"r_C of each against the caption bank: ~10^14 flops at 10M); SearchHubness's contract is that the CSLS "

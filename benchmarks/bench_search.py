@@ -220,7 +220,7 @@ def bench_dim(dim: int, cfg: argparse.Namespace) -> dict:
     bw_times: dict[str, list[float]] = {k: [] for k in kernels}
     one_times: dict[str, list[float]] = {k: [] for k in singles}
     agree: dict[str, int] = {k: 0 for k in singles}
-    for name, fn in list(kernels.items()) + [(k, (lambda f=f: f(Q[0]))) for k, f in singles.items()]:
+    for _name, fn in list(kernels.items()) + [(k, (lambda f=f: f(Q[0]))) for k, f in singles.items()]:
         fn()  # warm-up: page in, thread pools up
     deadline = time.perf_counter() + cfg.single_budget_s
     r = 0

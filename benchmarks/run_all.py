@@ -163,7 +163,7 @@ def machine_info() -> dict:
     except AttributeError:  # pragma: no cover - not Linux
         affinity = None
     return {
-        "date_utc": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        "date_utc": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
         "cpu_model": cpu_model(),
         "cpu_flags_of_note": [f for f in ("avx2", "avx512f", "avx512_bf16", "amx_bf16", "amx_tile")
                               if re.search(rf"\b{f}\b", _read("/proc/cpuinfo"))],
@@ -416,7 +416,7 @@ def scale_markdown(sc: dict | None) -> list[str]:
              "| recall@10 | p50 ms | p99 ms | warm p50 ms | ANN alone: recall@10, p50 ms |",
              "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     for data, runs in sc["runs"].items():
-        for label, x in runs.items():
+        for x in runs.values():
             c = x["search"]["ivfpq"]
             lines.append(f"| {data} | {x['n']:,} × {x['dim']} | {c['factory']}, nprobe {c['nprobe']}, "
                          f"depth {c['depth']} | {ranked_by(x)} "

@@ -23,7 +23,14 @@ import time
 from pathlib import Path
 
 from polyvse.adaptation.curves import (  # noqa: F401  (chosen_adaptation, seed_summary: the record's choices)
-    CurvePoint, chosen_adaptation, chosen_pick, chosen_zero_shot, measure_language, scores_through_part, seed_summary)
+    CurvePoint,
+    chosen_adaptation,
+    chosen_pick,
+    chosen_zero_shot,
+    measure_language,
+    scores_through_part,
+    seed_summary,
+)
 
 
 def parse_args(argv=None) -> argparse.Namespace:
@@ -96,14 +103,15 @@ def markdown(record: dict) -> str:
 
 
 def main(argv=None) -> int:
-    import polyvse
     import torch
+
+    import polyvse
     from polyvse.adaptation import trained_languages
     from polyvse.adaptation.line_vectors import line_vectors
     from polyvse.adaptation.multiscript_lines import write_multiscript_parallel
-    from polyvse.evaluation.evaluators import LanguagesEvaluator
+    from polyvse.evaluation.languages import LanguagesEvaluator
     from polyvse.model.zero_shot import fallback_part
-    from polyvse.models.pretrained.cache import sentence_cache_dir
+    from polyvse.modules.pretrained.cache import sentence_cache_dir
     from polyvse.provenance import provenance
     from polyvse.util.atomic import write_json_atomic
     from polyvse.util.paths import data_root

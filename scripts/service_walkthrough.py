@@ -399,8 +399,7 @@ class Walkthrough:
         from polyvse.index.ann import N_PROBES
         from polyvse.index.search import MAX_QUERY_CHARS
         from polyvse.index.store import HNSW_EF_CONSTRUCTION, HNSW_M, IVF_RETRAIN_GROWTH
-        from polyvse.text.langid import (DEFAULT_MIN_CONFIDENCE, MAX_CANDIDATES, MIN_CJK,
-                                    MIN_LETTERS, MIN_WORDS)
+        from polyvse.text.langid import DEFAULT_MIN_CONFIDENCE, MAX_CANDIDATES, MIN_CJK, MIN_LETTERS, MIN_WORDS
         from polyvse_app.service.settings import THUMB_SIZES
 
         self.places, self.images, self.args = places, images, args

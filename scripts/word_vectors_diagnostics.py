@@ -22,8 +22,14 @@ import torch
 from torch.nn import functional as F
 
 import polyvse
-from polyvse.alignment import (LEXICON_PARTS, filter_lexicon, group_lexicon, muse_lexicon, muse_paths,
-                               word_translation_p_at_1)
+from polyvse.alignment import (
+    LEXICON_PARTS,
+    filter_lexicon,
+    group_lexicon,
+    muse_lexicon,
+    muse_paths,
+    word_translation_p_at_1,
+)
 from polyvse.evaluation.words import words_of
 from polyvse.util.paths import data_root
 

@@ -95,17 +95,18 @@ def output_ensemble(model, vecs, parts, texts):
 
 
 def main(argv=None) -> int:
-    import polyvse
     import torch
+
+    import polyvse
     from polyvse.adaptation import trained_languages
     from polyvse.adaptation.adapt import held_out_rows, teacher_targets
     from polyvse.adaptation.curves import scores_through_part
     from polyvse.adaptation.line_vectors import line_vectors, towers_reading
     from polyvse.adaptation.options import TeacherSettings
     from polyvse.adaptation.teacher import fit_teacher
-    from polyvse.evaluation.evaluators import LanguagesEvaluator
+    from polyvse.evaluation.languages import LanguagesEvaluator
     from polyvse.model.zero_shot import fallback_part
-    from polyvse.models.pretrained.cache import sentence_cache_dir
+    from polyvse.modules.pretrained.cache import sentence_cache_dir
     from polyvse.provenance import provenance
     from polyvse.util.atomic import write_json_atomic
     from polyvse.util.paths import data_root

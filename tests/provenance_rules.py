@@ -21,9 +21,9 @@ from __future__ import annotations
 import json
 import re
 import subprocess
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable
 
 from polyvse.provenance import PRODUCT_BUILD_RECORD, is_product_checkpoint
 

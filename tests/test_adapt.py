@@ -11,15 +11,15 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import numpy as np
-import torch
 import pytest
+import torch
 
 import polyvse
 from polyvse.adaptation import AdaptRequest, ParallelFileError, TeacherSettings, adapt_language, read_parallel_file
 from polyvse.adaptation.adapt import state_path_of
 from polyvse.adaptation.adapted_checkpoint import check_adaptable
 from polyvse.errors import CheckpointError
-from polyvse.models.pretrained import get_pretrained_encoder
+from polyvse.modules.pretrained import get_pretrained_encoder
 from polyvse_app.cli import main
 
 EN = ["a dog runs on the beach", "two children play football in a park"]
@@ -166,7 +166,7 @@ def test_a_stopped_teacher_run_resumes_to_the_same_part(base_checkpoint, es_pair
 
 def test_subword_student_learns_and_serves_alike_in_torch_and_numpy(base_checkpoint, es_pairs, tmp_path):
     from polyvse.index.fingerprint import legacy_fingerprint, model_fingerprint, photo_fingerprint
-    from polyvse.model.tower_query import TowerQueryModel
+    from polyvse.model.numpy_serving.tower_query import TowerQueryModel
 
     out = tmp_path / "subwords"
     settings = TeacherSettings(epochs=40, subwords=True, subword_buckets=4096, subword_dim=16)
@@ -290,7 +290,7 @@ def tail_checkpoint(shared_data, tmp_path_factory) -> Path:
 def test_a_model_with_a_text_tail_learns_a_language_through_its_trained_tail(tail_checkpoint, es_pairs, tmp_path):
     from polyvse.adaptation.line_vectors import line_vectors
     from polyvse.model.zero_shot import encode_through_part
-    from polyvse.models.pretrained.cache import sentence_cache_dir
+    from polyvse.modules.pretrained.cache import sentence_cache_dir
 
     out = tmp_path / "adapted"
     record = adapt_language(request(tail_checkpoint, es_pairs, out, teacher=TeacherSettings(epochs=10)),

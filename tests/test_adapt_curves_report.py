@@ -122,7 +122,7 @@ def test_scores_rank_as_search_does_csls_where_the_checkpoint_has_banks(tmp_path
     """The languages evaluator's mean recall (adapt_curves', adapt_sweep's and language_table's score) ranks through
     model.retrieval_scores with the caption's language, as `polyvse search` ranks: a CSLS checkpoint's table must
     not report plain cosine."""
-    from polyvse.evaluation.evaluators import LanguagesEvaluator
+    from polyvse.evaluation.languages import LanguagesEvaluator
 
     model = CslsModel()
     m = LanguagesEvaluator(tmp_path).mean_recall(model, _galleries(model, ["qu"], "en")["val"], "qu")
@@ -136,7 +136,7 @@ def test_evaluate_task_languages_ranks_as_search_ranks(tmp_path, monkeypatch):
     import json
 
     import polyvse
-    from polyvse.evaluation.evaluators import LanguagesEvaluator
+    from polyvse.evaluation.languages import LanguagesEvaluator
     from polyvse_app.cli import main
 
     model = CslsModel()

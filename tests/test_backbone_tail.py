@@ -11,7 +11,7 @@ from polyvse.features.backbones import backbone_tail, get_extractor
 from polyvse.features.images import load_image
 from polyvse.features.tail import BackboneCutExtractor, split_tail_name, tail_name
 from polyvse.model.checkpoint import load_training_state
-from polyvse.models.joint import JointEmbeddingModel, ModelConfig
+from polyvse.modules.joint import JointEmbeddingModel, ModelConfig
 from polyvse_train.config import TrainConfig
 from polyvse_train.train import STATE, build_optimiser, train
 

@@ -10,7 +10,7 @@ from types import SimpleNamespace
 import numpy as np
 
 from polyvse.index.search import Hit
-from polyvse.models.pretrained import get_pretrained_encoder
+from polyvse.modules.pretrained import get_pretrained_encoder
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 import bench_auto_language as bench  # noqa: E402

@@ -1,5 +1,5 @@
 """benchmarks/bench_scale.py searches as a CSLS model's text search does: its queries go through
-polyvse.index.search.csls_search with the checkpoint's banks (read without the model's weights), and its ground
+polyvse.csls.penalties.csls_search with the checkpoint's banks (read without the model's weights), and its ground
 truth is the CSLS re-ranking of the exact cosine top fetch(k)."""
 from __future__ import annotations
 
@@ -12,14 +12,14 @@ import numpy as np
 import pytest
 import torch
 
+from polyvse.csls.banks import HubnessBanks
+from polyvse.csls.penalties import csls_search
+from polyvse.csls.search import SearchHubness
 from polyvse.index.build import write_new_index
-from polyvse.index.search import csls_search
 from polyvse.index.store import PhotoEntry, PhotoIndex
 from polyvse.model.checkpoint import Checkpoint, save_checkpoint
-from polyvse.model.search_hubness import SearchHubness
-from polyvse.models import JointEmbeddingModel, ModelConfig
-from polyvse.models.text_input import CaptionEncoder
-from polyvse.similarity.hubness import HubnessBanks
+from polyvse.modules import JointEmbeddingModel, ModelConfig
+from polyvse.modules.text_input import CaptionEncoder
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "benchmarks"))
@@ -121,7 +121,7 @@ def test_the_bench_index_stores_the_penalties_its_queries_read_and_no_penalties_
     and computes no r_C; --no-penalties builds without them, and its per-query r_C gives the same answers."""
     import pickle
 
-    from polyvse.index.penalties import stored_penalties
+    from polyvse.csls.penalties import stored_penalties
 
     hubness = bench_scale.checkpoint_hubness(csls_checkpoint)
     queries = unit(np.random.default_rng(5).standard_normal((12, DIM)))

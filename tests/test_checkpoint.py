@@ -7,8 +7,8 @@ import torch
 import polyvse
 from polyvse.errors import CheckpointError
 from polyvse.model.checkpoint import Checkpoint, load_checkpoint, save_checkpoint
-from polyvse.models import JointEmbeddingModel, ModelConfig
-from polyvse.models.text_input import CaptionEncoder
+from polyvse.modules import JointEmbeddingModel, ModelConfig
+from polyvse.modules.text_input import CaptionEncoder
 
 
 def tiny_checkpoint(seed=0) -> Checkpoint:
@@ -92,6 +92,6 @@ def test_unknown_language_and_backbone_mismatch(tmp_path):
     with pytest.raises(polyvse.errors.UnknownLanguageError, match="unknown language code .xx.: expected an ISO 639 code"):
         model.encode_text(["x"], "xx")
     with pytest.raises(CheckpointError, match="trained on image features 'k1'"):
-        model.extractor  # the installed efficientnet-lite0 has a different key than the fake "k1"
+        _ = model.extractor  # the installed efficientnet-lite0 has a different key than the fake "k1"
     with pytest.raises(CheckpointError, match="expects"):
         model.encode_image_features(np.zeros((2, 5), dtype=np.float32))

@@ -15,15 +15,25 @@ import torch
 
 import polyvse
 from polyvse.errors import DataError
-from polyvse.model.checkpoint import Checkpoint, save_checkpoint
-from polyvse.index import (EXACT, IVF, IVFPQ, PhotoEntry, PhotoIndex, add_to_index, build_index, choose_kind,
-                           parse_memory, write_compressed_index)
-from polyvse.index import build as build_module
-from polyvse.index import compressed
+from polyvse.index import (
+    EXACT,
+    IVF,
+    IVFPQ,
+    PhotoEntry,
+    PhotoIndex,
+    add_to_index,
+    build as build_module,
+    build_index,
+    choose_kind,
+    compressed,
+    parse_memory,
+    write_compressed_index,
+)
 from polyvse.index.ann import probe_recall, probe_sets, tune_compressed, without_self
 from polyvse.index.compressed import choose_sub_quantizers, exact_topk, rerank_search
-from polyvse.models import JointEmbeddingModel, ModelConfig
-from polyvse.models.text_input import CaptionEncoder
+from polyvse.model.checkpoint import Checkpoint, save_checkpoint
+from polyvse.modules import JointEmbeddingModel, ModelConfig
+from polyvse.modules.text_input import CaptionEncoder
 
 DIM, N, CENTRES = 64, 8000, 150
 
@@ -241,8 +251,8 @@ faiss.omp_set_num_threads(1)
 centres = np.random.default_rng(0).standard_normal((64, dim)).astype(np.float32)
 csls = None
 if sys.argv[5:] == ["csls"]:  # a CSLS model's banks (held before the baseline, as the model holds them)
-    from polyvse.index.penalties import PenaltyWriter
-    from polyvse.model.search_hubness import SearchHubness
+    from polyvse.csls.penalties import PenaltyWriter
+    from polyvse.csls.search import SearchHubness
     bank = np.random.default_rng(9)
     hubness = SearchHubness(10, bank.standard_normal((500, dim)),
                             {lang: bank.standard_normal((400, dim)) for lang in ("de", "en", "es", "fr", "zh")})
@@ -278,7 +288,7 @@ def test_building_keeps_to_its_memory_budget(tmp_path, csls):
     the whole file ended up resident) and the tuning's exact scan held 512 queries' scores against 65,536 rows at
     a time. Here, in small, 60,000 512-d vectors (123 MB of floats, 5 s): what the build adds to its process's peak
     resident memory must stay within a 64 MB budget (the old code added ~600 MB). With a CSLS model's banks, the
-    photos' penalties (polyvse.index.penalties) are computed and written within it too."""
+    photos' penalties (polyvse.csls.penalties) are computed and written within it too."""
     import os
     import subprocess
     import sys

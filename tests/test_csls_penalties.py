@@ -1,4 +1,4 @@
-"""Each indexed photo's CSLS penalty r_C stored with the index (polyvse.index.penalties): the table a build and an
+"""Each indexed photo's CSLS penalty r_C stored with the index (polyvse.csls.penalties): the table a build and an
 append write, search results equal to those computed per query (trained, adapted and zero-shot languages, before
 and after an append), a query that computes no r_C and reads no caption bank when the table is there, and old
 indexes (no table, or a table of other banks) still searched, with a hint to rebuild."""
@@ -11,13 +11,13 @@ import numpy as np
 import pytest
 
 import polyvse
+from polyvse.csls.penalties import penalty_writer
+from polyvse.csls.search import SearchHubness
 from polyvse.index import PhotoEntry, PhotoIndex, Searcher
 from polyvse.index.build import _append, stored_vectors, write_new_index
-from polyvse.index.penalties import penalty_writer
 from polyvse.index.store import index_lock, model_section
 from polyvse.model.checkpoint import HubnessBankFile
 from polyvse.model.loading import query_model
-from polyvse.model.search_hubness import SearchHubness
 from test_tower_query import QUERIES, tower_checkpoint
 
 K = 8
@@ -185,8 +185,8 @@ def test_an_index_storing_some_languages_columns_reads_them_and_computes_the_oth
 def test_penalty_languages_are_checked_where_they_are_given():
     import argparse
 
+    from polyvse.csls.penalties import PenaltyWriter
     from polyvse.errors import DataError
-    from polyvse.index.penalties import PenaltyWriter
     from polyvse_app.commands.index import _lang_list
 
     assert _lang_list("EN, de,en") == ["en", "de"]

@@ -13,14 +13,13 @@ from pathlib import Path
 import pytest
 import requests
 
+from conftest import make_tiny_root
 from polyvse.data import fetch as fetch_mod
 from polyvse.data.f8kml import load_f8kml
 from polyvse.data.fetch import FetchResult, fetch
 from polyvse.data.multi30k import Multi30kReader
 from polyvse.errors import DataError
 from polyvse_app.cli import main
-
-from conftest import make_tiny_root
 
 
 def _files(root: Path) -> dict[str, int]:

@@ -18,9 +18,17 @@ import pytest
 import torch
 
 import polyvse.device as device_mod
-from polyvse.device import (DeviceError, autocast, check_precision, loader_workers, pin_memory, resolve_device,
-                            to_device, training_precision)
-from polyvse.models import JointEmbeddingModel, ModelConfig
+from polyvse.device import (
+    DeviceError,
+    autocast,
+    check_precision,
+    loader_workers,
+    pin_memory,
+    resolve_device,
+    to_device,
+    training_precision,
+)
+from polyvse.modules import JointEmbeddingModel, ModelConfig
 
 
 @pytest.fixture
@@ -239,7 +247,7 @@ def test_vse_loss_runs_on_fake_cuda():
     from types import SimpleNamespace
 
     from polyvse.distributed import DistInfo
-    from polyvse.models.text_input import CaptionEncoder
+    from polyvse.modules.text_input import CaptionEncoder
     from polyvse.text.vocab import Vocabulary
     from polyvse_train.config import TrainConfig
     from polyvse_train.objectives import build_objective
@@ -307,7 +315,7 @@ def test_a_checkpoint_loads_on_the_requested_device_and_saves_cpu_tensors(tmp_pa
     from polyvse.model.checkpoint import Checkpoint, save_checkpoint
     from polyvse.model.loading import load
     from polyvse.model.torch_model import PolyvseModel
-    from polyvse.models.text_input import CaptionEncoder
+    from polyvse.modules.text_input import CaptionEncoder
     from polyvse.text.vocab import Vocabulary
 
     vocab = Vocabulary.build([["en:a", "en:dog"]])
@@ -428,7 +436,7 @@ def test_a_checkpoint_keyed_bf16_loads_on_a_cpu(no_cuda):
     from polyvse.features.backbones import get_extractor
     from polyvse.model.checkpoint import Checkpoint
     from polyvse.model.torch_model import PolyvseModel
-    from polyvse.models.text_input import CaptionEncoder
+    from polyvse.modules.text_input import CaptionEncoder
     from polyvse.text.vocab import Vocabulary
 
     vocab = Vocabulary.build([["en:a"]])
@@ -439,7 +447,7 @@ def test_a_checkpoint_keyed_bf16_loads_on_a_cpu(no_cuda):
     assert ext.precision == "fp32" and ext.key == fp32_key
     ckpt.feature_key = fp32_key.replace("lite0", "lite9") + ".bf16"  # another backbone's features stay refused
     with pytest.raises(Exception, match="trained on image features"):
-        PolyvseModel(ckpt, device="cpu").extractor
+        _ = PolyvseModel(ckpt, device="cpu").extractor
 
 
 def test_training_extracts_missing_features_on_the_runs_device(monkeypatch, shared_data):

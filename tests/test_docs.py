@@ -196,7 +196,7 @@ def user_prose(text: str, name: str = "") -> str:
 def lab_notebook_marks(text: str, name: str = "") -> list[str]:
     body = user_prose(text, name)
     found = []
-    for line_no, line in enumerate(body.splitlines(), 1):
+    for line in body.splitlines():
         for label, rx in (("commit hash", _HASH), ("date", _DATE), ("issue number", _ISSUE),
                           ("machine-lending words", _LENDING)):
             found += [f"{label} {m.group(0)!r} (in: {line.strip()[:100]})" for m in rx.finditer(line)]

@@ -37,7 +37,7 @@ def own_data(shared_data, tmp_path) -> tuple[Path, Path, list[str]]:
 
 def by_hand(model, photos: list[Path], texts: list[str], lang: str) -> float:
     """The mR of one caption a photo, embedded and ranked as search embeds and ranks a query in ``lang``."""
-    from polyvse.evaluation.evaluators.base import search_scores
+    from polyvse.evaluation.base import search_scores
     from polyvse.evaluation.retrieval import evaluate_by_language
 
     images = model.encode_image(photos)

@@ -18,7 +18,7 @@ from polyvse.evaluation import (
     mean_std,
     mean_std_table,
 )
-from polyvse.metrics import METRIC_KEYS, retrieval_metrics, retrieval_ranks
+from polyvse.evaluation.ranking import METRIC_KEYS, retrieval_metrics, retrieval_ranks
 
 
 def _noisy_case(rng, n_img, caps_per_image, noise=1.0, dim=16):

@@ -11,8 +11,8 @@ from polyvse.data.f8kml import load_f8kml
 from polyvse.data.registry import load_dataset
 from polyvse.data.text_tuples import text_tuple_corpus
 from polyvse_train.config import TrainConfig
-from polyvse_train.teacher import load_teacher_pairs
 from polyvse_train.data import training_captions
+from polyvse_train.teacher import load_teacher_pairs
 
 PLANTED = "A planted evaluation sentence about a red kite ."
 TRAIN = {"100", "700"}  # tiny root photos at hand that are in no evaluation split

@@ -119,9 +119,9 @@ def test_text_corpus_of_an_f8k_full_run_holds_no_evaluation_caption(shared_data,
     and no f8k-full photo enters as text (its training photos train with their images)."""
     from polyvse.data._io import caption_key
     from polyvse.data.exclusion import evaluation_exclusion
+    from polyvse.data.splits import resolve_split
     from polyvse_train.config import TrainConfig
     from polyvse_train.text_corpus import load_text_corpus
-    from polyvse.data.splits import resolve_split
 
     eval_ids = {p for p, s in raw["splits"].items() if s in ("val", "test")}
     key = raw["key"]

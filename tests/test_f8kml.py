@@ -12,8 +12,7 @@ from collections import Counter, defaultdict
 import pytest
 
 from polyvse.data._io import caption_key
-from polyvse.data.f8kml import (evaluation_photo_ids, kfold_photo_splits, load_f8kml, load_f8kml_text,
-                                text_only_corpus)
+from polyvse.data.f8kml import evaluation_photo_ids, kfold_photo_splits, load_f8kml, load_f8kml_text, text_only_corpus
 from polyvse.data.registry import list_datasets, load_dataset
 from polyvse.errors import DataError
 

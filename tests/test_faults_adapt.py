@@ -13,7 +13,6 @@ import numpy as np
 import polyvse
 from polyvse.adaptation.adapt import state_path_of
 from polyvse_app.cli import main
-
 from test_adapt import base_checkpoint, es_pairs  # noqa: F401 (fixtures)
 
 EPOCHS = 12

@@ -23,7 +23,6 @@ import polyvse
 from polyvse.index import PhotoIndex, Searcher, add_to_index
 from polyvse.util.atomic import DiskFullError, free_bytes
 from polyvse_app.cli import main
-
 from test_index import N_FIRST, assets, model  # noqa: F401 (fixtures)
 
 DISK = 4 << 20

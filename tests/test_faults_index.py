@@ -25,7 +25,6 @@ from polyvse.index import EXACT, HNSW, IVF, IVFPQ, IndexFormatError, PhotoEntry,
 from polyvse.index.build import write_new_index
 from polyvse.index.store import index_lock
 from polyvse_app.cli import main
-
 from test_compressed_index import DIM, checkpoint  # noqa: F401 (an untrained DIM-d model: a fixture)
 
 MODEL_INFO = {"fingerprint": "sha256:0", "similarity": "cosine"}
@@ -186,9 +185,9 @@ with index_lock(Path(sys.argv[1])):
 def test_a_second_writer_process_is_refused_while_another_writes(tmp_path, checkpoint):  # noqa: F811
     """The lock is the OS's (filelock): another process holding it, `polyvse index add` exits 2 naming the reason,
     and the index is untouched."""
-    import polyvse
     from PIL import Image
 
+    import polyvse
     from polyvse.index.store import model_section
 
     root = tmp_path / "index"

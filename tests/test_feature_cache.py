@@ -19,8 +19,8 @@ import pytest
 
 from conftest import png_bytes
 from polyvse.errors import DataError
-from polyvse.features.cache import FeatureCache, extract_features
 from polyvse.features.backbones import get_extractor
+from polyvse.features.cache import FeatureCache, extract_features
 from polyvse.features.images import load_image
 
 

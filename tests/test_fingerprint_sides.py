@@ -18,11 +18,11 @@ from polyvse.index import IndexMismatchError, PhotoIndex, Searcher, check_index_
 from polyvse.index.fingerprint import legacy_fingerprint, model_fingerprint, photo_fingerprint
 from polyvse.index.store import SAME_LEGACY, SAME_PHOTO_SIDE, model_section
 from polyvse.model.checkpoint import Checkpoint, save_checkpoint
+from polyvse.model.numpy_serving.tower_query import TowerQueryModel
 from polyvse.model.subword_student import SubwordStudent
 from polyvse.model.subwords import SubwordSpec
-from polyvse.model.tower_query import TowerQueryModel
-from polyvse.models import JointEmbeddingModel, ModelConfig
-from polyvse.models.pretrained.captions import PretrainedCaptionEncoder
+from polyvse.modules import JointEmbeddingModel, ModelConfig
+from polyvse.modules.pretrained.captions import PretrainedCaptionEncoder
 from test_text_query import _scratch_index
 from test_tower_query import EMBED_DIM, IMAGE_DIM, LANGUAGES, TOWER_DIMS, TOWERS
 

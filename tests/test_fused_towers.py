@@ -8,9 +8,9 @@ import pytest
 import torch
 
 from polyvse.errors import CheckpointError, DataError
-from polyvse.models.pretrained import base
-from polyvse.models.pretrained.captions import PretrainedCaptionEncoder
-from polyvse.models.pretrained.text_branch import PretrainedTextEncoder
+from polyvse.modules.pretrained import base
+from polyvse.modules.pretrained.captions import PretrainedCaptionEncoder
+from polyvse.modules.pretrained.text_branch import PretrainedTextEncoder
 from polyvse_train.config import TrainConfig
 from polyvse_train.pretrained_tower import check_pretrained_config
 from test_pretrained import FakeEncoder

@@ -9,8 +9,8 @@ import pytest
 import torch
 
 from polyvse.distributed import DistInfo
-from polyvse.models import JointEmbeddingModel, ModelConfig
-from polyvse.models.text_input import CaptionEncoder
+from polyvse.modules import JointEmbeddingModel, ModelConfig
+from polyvse.modules.text_input import CaptionEncoder
 from polyvse.text.vocab import Vocabulary
 
 
@@ -152,7 +152,7 @@ def test_the_photo_and_text_tails_train_under_bf16_autocast():
     cached hidden states) take a step under bf16 autocast, as `--precision bf16` runs them on CUDA or a CPU:
     their weights and gradients stay fp32 and finite, and the outputs stay within bf16's reach of fp32's."""
     from polyvse.features.backbones import get_extractor
-    from polyvse.models.pretrained.e5_tail import TextTail
+    from polyvse.modules.pretrained.e5.tail import TextTail
 
     torch.manual_seed(0)
     photo_tail = get_extractor("efficientnet-lite0:tail1").tail_module()
@@ -176,7 +176,7 @@ def test_the_photo_and_text_tails_train_under_bf16_autocast():
 def test_the_text_tails_attention_runs_in_fp32_under_bf16_autocast(monkeypatch):
     """torch's CPU flash-attention backward is ~3x slower in bf16 than in fp32 at a caption batch's sizes, so the e5
     layer computes attention in fp32 under autocast (its projections and feed-forward still run in bf16)."""
-    from polyvse.models.pretrained.e5_tail import TextTail
+    from polyvse.modules.pretrained.e5.tail import TextTail
 
     seen = []
     real = torch.nn.functional.scaled_dot_product_attention

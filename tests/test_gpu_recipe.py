@@ -11,7 +11,7 @@ import torch
 import polyvse
 from polyvse.features.backbones import get_extractor
 from polyvse.features.tail import whole_of
-from polyvse.models.pretrained.e5_tail import TextTail
+from polyvse.modules.pretrained.e5.tail import TextTail
 from polyvse_train.config import TrainConfig
 from polyvse_train.train import train
 from test_zoo_configs import forbid_item_in_losses

@@ -6,8 +6,7 @@ from collections import Counter
 import numpy as np
 import pytest
 
-from polyvse.sampling import GroupBalancedBatchSampler
-from polyvse.sampling import PhotoTupleBatchSampler
+from polyvse_train.sampling import GroupBalancedBatchSampler, PhotoTupleBatchSampler
 
 
 def coco_like(n_en=50, n_ja=20, n_zh=10):

@@ -1,4 +1,4 @@
-"""CSLS retrieval scoring (polyvse.similarity.hubness): the score, its banks in a checkpoint, and a training run
+"""CSLS retrieval scoring (polyvse.csls.banks): the score, its banks in a checkpoint, and a training run
 that builds them from its training split only."""
 from __future__ import annotations
 
@@ -10,13 +10,12 @@ import torch
 from torch.nn import functional as F
 
 import polyvse
+from polyvse.csls.banks import HubnessBanks
 from polyvse.errors import CheckpointError, DataError
 from polyvse.evaluation import evaluate_by_language
 from polyvse.model.checkpoint import load_checkpoint, save_checkpoint
-from polyvse.similarity.hubness import HubnessBanks
 from polyvse_train.config import TrainConfig
 from polyvse_train.train import train
-
 from test_train_e2e import SMALL
 
 
@@ -79,8 +78,8 @@ def csls_run(shared_data, tmp_path_factory):
 
 
 def test_a_csls_run_builds_its_banks_from_training_photos_and_captions_only(csls_run, shared_data):
+    from polyvse_train.csls_banks import bank_captions, split_features
     from polyvse_train.data import prepare_data
-    from polyvse_train.hubness_banks import bank_captions, split_features
 
     out, cfg, metrics = csls_run
     assert metrics["retrieval"]["scoring"] == "csls" and metrics["retrieval"]["k"] == 3
@@ -174,8 +173,8 @@ def test_csls_config_is_checked(csls_run, shared_data):
     with pytest.raises(DataError, match="csls_k"):
         TrainConfig(**SMALL, retrieval_scoring="csls", csls_k=0).validate()
     # a run refuses a k its banks cannot give; a smoke run (a slice of the photos) takes the largest they give
+    from polyvse_train.csls_banks import bank_captions, training_banks
     from polyvse_train.data import prepare_data
-    from polyvse_train.hubness_banks import bank_captions, training_banks
 
     out, cfg, _ = csls_run
     data = prepare_data(cfg, shared_data, smoke=True, progress=False)
@@ -194,7 +193,6 @@ def test_text_search_ranks_by_csls_with_either_query_model(csls_run, shared_data
     from polyvse.index.build import build_index
     from polyvse.model.loading import query_model
     from polyvse.util.paths import cache_root
-
     from test_index import _smoke_photo_paths
 
     out, cfg, _ = csls_run
@@ -231,13 +229,12 @@ def test_text_search_ranks_by_csls_with_either_query_model(csls_run, shared_data
 def test_index_build_and_add_store_each_photos_penalty_and_search_ranks_as_without(csls_run, shared_data, tmp_path,
                                                                                    capsys):
     """`polyvse index build` / `index add` of a CSLS checkpoint store each photo's r_C for every bank key
-    (polyvse.index.penalties); the searches that read them rank and score as those that compute them."""
+    (polyvse.csls.penalties); the searches that read them rank and score as those that compute them."""
+    from polyvse.csls.search import SearchHubness
     from polyvse.index import PhotoIndex, Searcher, add_to_index
     from polyvse.model.loading import query_model
-    from polyvse.model.search_hubness import SearchHubness
     from polyvse.util.paths import cache_root
     from polyvse_app.cli import main
-
     from test_index import _smoke_photo_paths
 
     out, cfg, _ = csls_run

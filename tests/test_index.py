@@ -19,8 +19,19 @@ import torch
 
 import polyvse
 from polyvse.errors import CheckpointError, DataError
-from polyvse.index import (EXACT, EXACT_MODEL, HNSW, IVF, IndexFormatError, IndexMismatchError, PhotoIndex, Searcher,
-                           add_to_index, build_index, model_fingerprint)
+from polyvse.index import (
+    EXACT,
+    EXACT_MODEL,
+    HNSW,
+    IVF,
+    IndexFormatError,
+    IndexMismatchError,
+    PhotoIndex,
+    Searcher,
+    add_to_index,
+    build_index,
+    model_fingerprint,
+)
 from polyvse.index.store import index_lock
 from polyvse.util.paths import cache_root
 
@@ -61,7 +72,7 @@ def _smoke_photo_paths(cfg, root: Path) -> list[Path]:
 
 def _known_query(model, lang: str, candidates: list[str]) -> str:
     """The first candidate whose words are all in the model's vocabulary (else the one with most known words)."""
-    from polyvse.models.text_input import tag_tokens
+    from polyvse.modules.text_input import tag_tokens
     from polyvse.text.tokenize import tokenize
 
     def known(text):

@@ -2,15 +2,14 @@
 read the query without its language searches anyway and refuses only where the language changes the answer."""
 from __future__ import annotations
 
-import pytest
-
 from types import SimpleNamespace
 
 import numpy as np
+import pytest
 
 from polyvse.errors import CheckpointError, UnknownLanguageError
 from polyvse.index.search import Hit, Searcher
-from polyvse.models.pretrained import get_pretrained_encoder
+from polyvse.modules.pretrained import get_pretrained_encoder
 from polyvse.text.langid import LanguageDetectionError, choose_language, detect_language, detectable_languages
 
 DEMO = ["en", "de", "fr", "cs", "zh"]

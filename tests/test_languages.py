@@ -6,11 +6,19 @@ from types import SimpleNamespace
 import pytest
 
 from polyvse.errors import CheckpointError, UnknownLanguageError
-from polyvse.languages import (check_language, language_name, language_script, model_language, readable_languages,
-                               served_language, served_languages, serving_status)
-from polyvse.models.pretrained import get_pretrained_encoder
-from polyvse.models.pretrained.e5 import XLMR_LANGUAGES
-from polyvse.models.pretrained.use import USE_LANGUAGES
+from polyvse.languages import (
+    check_language,
+    language_name,
+    language_script,
+    model_language,
+    readable_languages,
+    served_language,
+    served_languages,
+    serving_status,
+)
+from polyvse.modules.pretrained import get_pretrained_encoder
+from polyvse.modules.pretrained.e5.encoder import XLMR_LANGUAGES
+from polyvse.modules.pretrained.use import USE_LANGUAGES
 
 
 @pytest.mark.parametrize("code, canonical", [

@@ -101,7 +101,7 @@ def test_a_run_that_does_not_learn_stays_below_the_margin(shared_data, tmp_path)
     separates learning from no learning (measured: en and de 8-9, chance 8.0 / 8.5)."""
     metrics = train_run(RUNS["vse"], shared_data, tmp_path / "vse-lr0", ZERO_LR)
     print(describe("vse at lr ~0", metrics))
-    for lang, (r10, chance, n) in recalls(metrics).items():
+    for lang, (r10, chance, _n) in recalls(metrics).items():
         assert r10 < MARGIN * chance, (
             f"vse at lr ~0 reached {r10:.1f} = {r10 / chance:.2f}x chance ({chance:.1f}) in {lang} without "
             f"learning: a margin of {MARGIN:g}x does not tell learning apart; " + describe("vse at lr ~0", metrics))

@@ -9,10 +9,9 @@ import pytest
 import torch
 
 from conftest import write_muse_full
-from polyvse.alignment import (HELD_OUT_RANKS, muse_lexicon, muse_paths, read_muse_dictionary,
-                               split_lexicon)
-from polyvse.models import JointEmbeddingModel, ModelConfig
-from polyvse.models.text_input import CaptionEncoder
+from polyvse.alignment import HELD_OUT_RANKS, muse_lexicon, muse_paths, read_muse_dictionary, split_lexicon
+from polyvse.modules import JointEmbeddingModel, ModelConfig
+from polyvse.modules.text_input import CaptionEncoder
 from polyvse_train.config import TrainConfig
 
 START, END = HELD_OUT_RANKS

@@ -17,7 +17,6 @@ import pytest
 
 from polyvse.index import PhotoIndex
 from polyvse_tooling.light_install import build_wheel, make_light_venv
-
 from test_index import serving_assets
 
 REPO = Path(__file__).resolve().parents[1]

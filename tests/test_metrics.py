@@ -1,4 +1,4 @@
-"""polyvse.metrics.retrieval_metrics against an independent, slow, sort-based reference."""
+"""polyvse.evaluation.ranking.retrieval_metrics against an independent, slow, sort-based reference."""
 from __future__ import annotations
 
 import itertools
@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 import torch
 
-from polyvse import metrics as metrics_mod
-from polyvse.metrics import METRIC_KEYS, retrieval_metrics, retrieval_ranks
+from polyvse.evaluation import ranking as metrics_mod
+from polyvse.evaluation.ranking import METRIC_KEYS, retrieval_metrics, retrieval_ranks
 
 # ------------------------------------------------------------------------------------------ reference
 
@@ -197,7 +197,7 @@ def test_ranks_equal_brute_force_worst_case_over_tie_orders():
 @pytest.mark.parametrize("seed, caps_per_image", [(1, 1), (2, 5), (3, (0, 4))])
 def test_agrees_with_reference_on_random_cases(ties, seed, caps_per_image):
     rng = np.random.default_rng(seed * 10 + ties)
-    for trial in range(8):
+    for _trial in range(8):
         n_img = int(rng.integers(1, 30))
         sim, ci = random_case(rng, n_img, caps_per_image, ties=ties)
         got = retrieval_metrics(sim, ci)

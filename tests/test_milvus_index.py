@@ -11,16 +11,22 @@ import pytest
 from fastapi.testclient import TestClient
 
 import polyvse
+from polyvse.csls.search import SearchHubness
 from polyvse.index import PhotoIndex, Searcher, model_fingerprint
-from polyvse.model.search_hubness import SearchHubness
-from polyvse.index.milvus import (MilvusCollectionError, MilvusPhotoIndex, MilvusUnreachableError, connect,
-                                  nlist_for, target_for, write_milvus_index)
+from polyvse.index.milvus import (
+    MilvusCollectionError,
+    MilvusPhotoIndex,
+    MilvusUnreachableError,
+    connect,
+    nlist_for,
+    target_for,
+    write_milvus_index,
+)
 from polyvse.index.store import PhotoEntry
 from polyvse.util.arrays import normalize_rows
 from polyvse_app.cli import main
 from polyvse_app.service import ServeSettings
 from polyvse_app.service.app import build_app
-
 from test_index import N_FIRST, serving_assets
 
 pytest.importorskip("milvus_lite")

@@ -8,7 +8,6 @@ import json
 import numpy as np
 
 from polyvse.index import PhotoIndex, Searcher, add_to_index, build_index
-
 from test_index import N_FIRST, assets, model  # noqa: F401 (fixtures)
 from test_milvus_index import build
 

@@ -1,6 +1,6 @@
 import torch
 
-from polyvse.models import GruTextEncoder, JointEmbeddingModel, LinearImageHead, ModelConfig
+from polyvse.modules import GruTextEncoder, JointEmbeddingModel, LinearImageHead, ModelConfig
 
 
 def test_text_encoder_ignores_padding():

@@ -18,13 +18,11 @@ import torch
 import polyvse
 from polyvse.errors import CheckpointError
 from polyvse.features.images import load_image
-from polyvse.features.onnx_encoder import (ENCODER_ENV, ENCODER_FILE, ENCODER_META, NumpyPreprocess,
-                                           OnnxImageEncoder)
+from polyvse.features.onnx_encoder import ENCODER_ENV, ENCODER_FILE, ENCODER_META, NumpyPreprocess, OnnxImageEncoder
 from polyvse.index import PhotoIndex, Searcher, build_index
 from polyvse.model.checkpoint import load_checkpoint, save_checkpoint
 from polyvse.model.loading import photo_model
 from polyvse_app.cli import main
-
 from test_index import serving_assets
 
 REPO = Path(__file__).resolve().parents[1]

@@ -101,8 +101,8 @@ def test_photo_fit_overrides_the_checkpoint_and_an_index_keeps_what_it_was_built
 
     from polyvse.index import PhotoIndex, model_for_index
     from polyvse.model.checkpoint import Checkpoint
-    from polyvse.models import JointEmbeddingModel, ModelConfig
-    from polyvse.models.text_input import CaptionEncoder
+    from polyvse.modules import JointEmbeddingModel, ModelConfig
+    from polyvse.modules.text_input import CaptionEncoder
     from polyvse_app.cli import main
 
     torch.manual_seed(0)

@@ -4,7 +4,7 @@ languages the encoder lacks."""
 from __future__ import annotations
 
 from polyvse.data.types import Caption
-from polyvse.models.pretrained.precompute import caption_ranks, precompute_embeddings, priority_stages
+from polyvse.modules.pretrained.precompute import caption_ranks, precompute_embeddings, priority_stages
 from test_pretrained import FakeEncoder
 
 
@@ -62,7 +62,7 @@ def test_first_captions_per_photo_is_what_rank_order_embeds_first():
 def test_embed_text_cli_fills_each_fused_tower(tiny_root, monkeypatch, capsys):
     """`polyvse features embed-text --encoder a+b` fills the cache of every tower of a fused text tower, and a
     second run computes nothing."""
-    from polyvse.models.pretrained import base
+    from polyvse.modules.pretrained import base
     from polyvse_app.cli import main
     from test_f8kfull import _with_224_photos
 
@@ -100,11 +100,11 @@ def test_text_tail_layers_fill_the_front_states_a_tail_model_reads(tmp_path):
     with model.text_finetune_layers k reads), in the same order, resumably, and no sentence vectors."""
     import pytest
 
-    from polyvse.models.pretrained import get_pretrained_encoder
-    from polyvse.models.pretrained.base import PretrainedModelError
-    from polyvse.models.pretrained.captions import PretrainedCaptionEncoder
-    from polyvse.models.pretrained.cache import SentenceEmbeddingCache
-    from polyvse.models.pretrained.states_cache import HiddenStateCache, states_cached
+    from polyvse.modules.pretrained import get_pretrained_encoder
+    from polyvse.modules.pretrained.base import PretrainedModelError
+    from polyvse.modules.pretrained.cache import SentenceEmbeddingCache
+    from polyvse.modules.pretrained.captions import PretrainedCaptionEncoder
+    from polyvse.modules.pretrained.e5.states_cache import HiddenStateCache, states_cached
 
     caps = [c for c in _caps() if c.lang == "en"]
     e5 = get_pretrained_encoder("e5-small")

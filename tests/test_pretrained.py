@@ -18,7 +18,7 @@ import pytest
 import torch
 
 from polyvse.errors import PolyvseError, UnknownLanguageError
-from polyvse.models.pretrained import (
+from polyvse.modules.pretrained import (
     E5SmallEncoder,
     FrozenSentenceEncoderHead,
     PretrainedSentenceEncoder,
@@ -95,7 +95,7 @@ def encoder(request) -> PretrainedSentenceEncoder:
 def test_registry_is_lazy_and_shared():
     code = textwrap.dedent("""
         import sys
-        from polyvse.models.pretrained import get_pretrained_encoder, available_pretrained_encoders
+        from polyvse.modules.pretrained import get_pretrained_encoder, available_pretrained_encoders
         assert available_pretrained_encoders() == ["e5-small", "use-multilingual"], available_pretrained_encoders()
         e = get_pretrained_encoder("e5-small")
         u = get_pretrained_encoder("use-multilingual")
@@ -303,7 +303,7 @@ def test_killed_process_leaves_a_usable_cache(tmp_path):
         import sys
         sys.path.insert(0, {str(Path(__file__).parent)!r})
         from test_pretrained import FakeEncoder
-        from polyvse.models.pretrained import encode_cached
+        from polyvse.modules.pretrained import encode_cached
         texts = [f"caption number {{i}}" for i in range(400)]
         encode_cached(FakeEncoder(delay=0.05), texts, "en", {str(tmp_path)!r}, progress=False,
                       shard_size=20, batch_size=5)

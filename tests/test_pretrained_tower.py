@@ -12,8 +12,8 @@ import torch
 
 import polyvse
 from polyvse.errors import CheckpointError, DataError, UnknownLanguageError
-from polyvse.models import JointEmbeddingModel, ModelConfig
-from polyvse.models.pretrained.text_branch import PretrainedTextEncoder
+from polyvse.modules import JointEmbeddingModel, ModelConfig
+from polyvse.modules.pretrained.text_branch import PretrainedTextEncoder
 from polyvse_train.config import TrainConfig
 from polyvse_train.pretrained_tower import check_pretrained_config
 from polyvse_train.train import train
@@ -142,9 +142,9 @@ def test_index_and_search_with_a_pretrained_tower(use_checkpoint, shared_data, t
 def test_text_tasks_of_a_loaded_model_embed_each_sentence_once(use_checkpoint, tmp_path, monkeypatch):
     """The zoo's and `polyvse evaluate --task`'s text tasks go through the sentence cache: a second checkpoint of
     the same frozen encoder (another seed) computes no sentence vector again, and gets the same vectors."""
-    from polyvse.models.pretrained import SentenceEmbeddingCache
-    from polyvse.models.pretrained.cache import SENTENCE_CACHE
-    from polyvse.models.pretrained.captions import use_sentence_cache
+    from polyvse.modules.pretrained import SentenceEmbeddingCache
+    from polyvse.modules.pretrained.cache import SENTENCE_CACHE
+    from polyvse.modules.pretrained.captions import use_sentence_cache
 
     monkeypatch.setenv("POLYVSE_CACHE", str(tmp_path / "cache"))
     sentences = ["zwei Hunde spielen im Schnee", "ein Kind auf einer Schaukel"]

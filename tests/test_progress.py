@@ -13,11 +13,10 @@ import select
 from polyvse.data import fetch as fetch_mod
 from polyvse.features.backbones import get_extractor
 from polyvse.features.cache import extract_features
-from polyvse.models.pretrained import encode_cached
+from polyvse.modules.pretrained import encode_cached
 from polyvse.util.progress import Progress, track
 from polyvse_train.config import TrainConfig
 from polyvse_train.train import train
-
 from test_data_cli import _serve_tree, web  # noqa: F401  (web: the fake-HTTP fixture)
 from test_pretrained import FakeEncoder
 from test_train_e2e import SMALL

@@ -36,9 +36,15 @@ from pathlib import Path
 
 import pytest
 
-from polyvse.provenance import REPO as CHECKOUT
-from polyvse.provenance import (SCHEMA, RECONSTRUCTED_MAY_BE_UNKNOWN, git_state, no_model, provenance,
-                                provenance_problems)
+from polyvse.provenance import (
+    RECONSTRUCTED_MAY_BE_UNKNOWN,
+    REPO as CHECKOUT,
+    SCHEMA,
+    git_state,
+    no_model,
+    provenance,
+    provenance_problems,
+)
 
 REPO = Path(os.environ.get("POLYVSE_RECORDS_ROOT") or Path(__file__).resolve().parent.parent)
 ROOTS = ("results", "benchmarks/results")

@@ -10,7 +10,6 @@ import numpy as np
 import pytest
 import torch
 
-from polyvse.errors import DataError, UnknownLanguageError
 from polyvse.alignment.rerank import (
     Hypothesis,
     combine_scores,
@@ -22,6 +21,7 @@ from polyvse.alignment.rerank import (
     translation_scores,
     zscore,
 )
+from polyvse.errors import DataError, UnknownLanguageError
 
 REFS = [
     "ein Hund läuft über die Wiese .",
@@ -252,8 +252,8 @@ def _tiny_setup(tmp_path):
     from polyvse.features.backbones import register_backbone
     from polyvse.features.extractor import FeatureExtractor, Preprocess
     from polyvse.model.checkpoint import Checkpoint, save_checkpoint
-    from polyvse.models import JointEmbeddingModel, ModelConfig
-    from polyvse.models.text_input import CaptionEncoder
+    from polyvse.modules import JointEmbeddingModel, ModelConfig
+    from polyvse.modules.text_input import CaptionEncoder
 
     class MeanColour(FeatureExtractor):
         name = "test-mean-colour"

@@ -1,7 +1,7 @@
 import numpy as np
 import pytest
 
-from polyvse.sampling import DistinctPhotoBatchSampler
+from polyvse_train.sampling import DistinctPhotoBatchSampler
 
 
 def make(counts, batch_size=8, seed=0):
@@ -42,7 +42,7 @@ def test_batch_size_one_is_refused():
 
 
 def drawn_sampler(counts, k, batch_size=4, seed=0):
-    from polyvse.sampling import DrawnCaptionsSampler
+    from polyvse_train.sampling import DrawnCaptionsSampler
 
     caption_photo = np.repeat(np.arange(len(counts)), counts)
     return caption_photo, DrawnCaptionsSampler(caption_photo, caption_photo, k,

@@ -7,7 +7,6 @@ import shutil
 import pytest
 
 from polyvse_app.cli import main
-
 from test_index import N_FIRST, serving_assets
 
 

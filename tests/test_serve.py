@@ -15,7 +15,6 @@ from PIL import Image
 import polyvse
 from polyvse.index import CaptionCollection, PhotoIndex, Searcher, read_caption_file
 from polyvse_app.service import ServeSettings, create_app
-
 from test_index import N_FIRST, serving_assets
 
 UPLOAD_CAP = 1_000_000

@@ -15,7 +15,6 @@ import polyvse.features.images as images
 from polyvse_app.cli import main
 from polyvse_app.commands.serve import exposure_warning
 from polyvse_app.service import ServeSettings, create_app
-
 from test_serve import assets, searcher  # noqa: F401 (fixtures)
 
 TOKEN = "s3cret-token-for-tests"

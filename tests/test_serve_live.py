@@ -12,7 +12,6 @@ from fastapi.testclient import TestClient
 import polyvse
 from polyvse.index import PhotoIndex, Searcher, add_to_index, build_index
 from polyvse_app.service import ServeSettings, create_app
-
 from test_index import N_FIRST, assets, model  # noqa: F401 (fixtures)
 
 

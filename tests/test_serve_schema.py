@@ -20,7 +20,6 @@ from PIL import Image
 import polyvse
 from polyvse.index import CaptionCollection, PhotoIndex, Searcher, read_caption_file
 from polyvse_app.service import ServeSettings, create_app
-
 from test_index import serving_assets
 
 #: what a 422 for a schema-valid request may say: the query's words or language, not its form

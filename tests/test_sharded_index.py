@@ -49,11 +49,11 @@ def polyvse(args: list[str], capsys) -> tuple[int, str, str]:
 
 def make_checkpoint(path: Path, seed: int, csls: bool = False) -> Path:
     """A random word-level model; with ``csls``, ranking by CSLS against random banks (k 3)."""
+    from polyvse.csls.banks import HubnessBanks
     from polyvse.features.backbones import get_extractor
     from polyvse.model.checkpoint import Checkpoint, save_checkpoint
-    from polyvse.models import JointEmbeddingModel, ModelConfig
-    from polyvse.models.text_input import CaptionEncoder
-    from polyvse.similarity.hubness import HubnessBanks
+    from polyvse.modules import JointEmbeddingModel, ModelConfig
+    from polyvse.modules.text_input import CaptionEncoder
 
     extractor = get_extractor()
     torch.manual_seed(seed)
@@ -232,7 +232,7 @@ def test_shard_flag_is_refused_under_torchrun(setup, monkeypatch, capsys):
 
 
 def test_the_merge_of_a_csls_checkpoints_shards_stores_the_photo_penalties_one_build_stores(setup, capsys):
-    """Each photo's CSLS penalty (polyvse.index.penalties): the merge reads the banks of the checkpoint the shards
+    """Each photo's CSLS penalty (polyvse.csls.penalties): the merge reads the banks of the checkpoint the shards
     recorded and stores the table a single-process build stores."""
     ckpt = make_checkpoint(setup["tmp"] / "csls-ckpt", seed=2, csls=True)
     cache = setup["tmp"] / "cache-csls"

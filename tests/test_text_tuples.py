@@ -15,28 +15,28 @@ import numpy as np
 import pytest
 import torch
 
-from polyvse.data.exclusion import evaluation_exclusion
 from polyvse.data._io import caption_key
+from polyvse.data.exclusion import evaluation_exclusion
 from polyvse.data.registry import load_dataset
 from polyvse.data.splits import resolve_split
 from polyvse.data.text_tuples import multi30k_test_photo_ids, text_tuple_corpus
 from polyvse.data.types import Caption, Corpus, Photo
 from polyvse.errors import DataError
-from polyvse.models import JointEmbeddingModel, ModelConfig
-from polyvse.models.text_input import CaptionEncoder
-from polyvse.sampling.text_tuples import (
+from polyvse.modules import JointEmbeddingModel, ModelConfig
+from polyvse.modules.text_input import CaptionEncoder
+from polyvse_train.config import TrainConfig
+from polyvse_train.data import CaptionSet, PreparedData
+from polyvse_train.objectives import build_objective
+from polyvse_train.sampling.text_tuples import (
     InterleavedTextTupleSampler,
     TextTupleBatchSampler,
     spread,
 )
-from polyvse_train.config import TrainConfig
-from polyvse_train.objectives import build_objective
 from polyvse_train.text_corpus import (
     build_caption_encoder,
     check_text_corpus_config,
     load_text_corpus,
 )
-from polyvse_train.data import CaptionSet, PreparedData
 from polyvse_train.train import train
 
 

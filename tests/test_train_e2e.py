@@ -44,7 +44,7 @@ def test_smoke_run_writes_checkpoint_and_metrics(reference_run):
     saved = json.loads((out / "metrics.json").read_text())
     assert saved["languages"] == metrics["languages"]
     assert set(saved["languages"]) == {"en", "de", "zh"}
-    for lang, m in saved["languages"].items():
+    for m in saved["languages"].values():
         assert m["n_images"] > 0 and m["n_captions"] >= m["n_images"] - 1
         assert 0 <= m["t2i_r1"] <= m["t2i_r5"] <= m["t2i_r10"] <= 100
     assert (saved["dataset"], saved["seed"]) == ("f8k-ml", 0)

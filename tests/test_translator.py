@@ -13,12 +13,11 @@ import torch
 from polyvse.alignment import rcsls_loss
 from polyvse.data.caption_limit import limit_captions
 from polyvse.errors import DataError
-from polyvse.models import JointEmbeddingModel, ModelConfig, TextEncoder
-from polyvse.models.language_mapping import LanguageMapping, fit_language_map
-from polyvse.sampling import CaptionSubsetSampler, RepeatedPassSampler, StagedSampler
-from polyvse.sampling import DistinctPhotoBatchSampler
+from polyvse.modules import JointEmbeddingModel, ModelConfig, TextEncoder
+from polyvse.modules.language_mapping import LanguageMapping, fit_language_map
 from polyvse_train.config import TrainConfig
 from polyvse_train.objectives.translator import TranslatorSchedule
+from polyvse_train.sampling import CaptionSubsetSampler, DistinctPhotoBatchSampler, RepeatedPassSampler, StagedSampler
 from polyvse_train.train import STATE, train
 
 CONFIGS = Path(__file__).resolve().parents[1] / "configs"

@@ -61,8 +61,8 @@ def _tiny_checkpoint(script, out: Path) -> Path:
     """An untrained model with the real backbone's feature key and a vocabulary covering the page's queries."""
     from polyvse.features.backbones import get_extractor
     from polyvse.model.checkpoint import Checkpoint, save_checkpoint
-    from polyvse.models import JointEmbeddingModel, ModelConfig
-    from polyvse.models.text_input import CaptionEncoder
+    from polyvse.modules import JointEmbeddingModel, ModelConfig
+    from polyvse.modules.text_input import CaptionEncoder
 
     torch.manual_seed(0)
     extractor = get_extractor("efficientnet-lite0")

@@ -13,8 +13,8 @@ from polyvse.data.splits import resolve_split
 from polyvse.evaluation.words import word_translation_by_language
 from polyvse.model.checkpoint import Checkpoint
 from polyvse.model.torch_model import PolyvseModel
-from polyvse.models import JointEmbeddingModel, ModelConfig
-from polyvse.models.text_input import CaptionEncoder
+from polyvse.modules import JointEmbeddingModel, ModelConfig
+from polyvse.modules.text_input import CaptionEncoder
 from polyvse_train.objectives.translator import vocabulary_rows
 
 LANGS = ["en", "de", "fr", "cs", "zh"]

@@ -8,10 +8,10 @@ import torch
 import polyvse
 from polyvse.losses import GroupedHingeLoss, HingeRankingLoss, ParallelLoss, PivotLoss
 from polyvse.model.checkpoint import Checkpoint, save_checkpoint
-from polyvse.models import JointEmbeddingModel, MlpImageHead, ModelConfig, TextEncoder
-from polyvse.models.text_input import CaptionEncoder
-from polyvse.sampling import PhotoTupleBatchSampler
+from polyvse.modules import JointEmbeddingModel, MlpImageHead, ModelConfig, TextEncoder
+from polyvse.modules.text_input import CaptionEncoder
 from polyvse.similarity import CosineSimilarity, OrderSimilarity
+from polyvse_train.sampling import PhotoTupleBatchSampler
 
 IDS = torch.tensor([[3, 4, 5, 0], [6, 7, 0, 0], [8, 9, 2, 1]])
 LENGTHS = torch.tensor([3, 2, 4])

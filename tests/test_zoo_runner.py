@@ -11,11 +11,21 @@ import torch
 from conftest import write_muse_full
 from polyvse.errors import DataError
 from polyvse_app.cli import main
-from polyvse_train.zoo import (RunLock, ZooRun, ZooSpec, config_digest, effective_config, find_configs, load_spec,
-                               plan_runs, run_dir, status)
-from polyvse_train.zoo import report as zoo_report
-from polyvse_train.zoo import results as zoo_results
-from polyvse_train.zoo import tables as zoo_tables
+from polyvse_train.zoo import (
+    RunLock,
+    ZooRun,
+    ZooSpec,
+    config_digest,
+    effective_config,
+    find_configs,
+    load_spec,
+    plan_runs,
+    report as zoo_report,
+    results as zoo_results,
+    run_dir,
+    status,
+    tables as zoo_tables,
+)
 from polyvse_train.zoo.claims import Claim, claim_check
 from polyvse_train.zoo.report import write_report
 from polyvse_train.zoo.results import RunResult
@@ -261,8 +271,8 @@ def test_word_translation_of_a_model_whose_words_are_aligned(tmp_path):
     from polyvse.evaluation.words import word_translation_by_language
     from polyvse.model.checkpoint import Checkpoint
     from polyvse.model.torch_model import PolyvseModel
-    from polyvse.models import JointEmbeddingModel, ModelConfig
-    from polyvse.models.text_input import CaptionEncoder
+    from polyvse.modules import JointEmbeddingModel, ModelConfig
+    from polyvse.modules.text_input import CaptionEncoder
 
     pairs = write_muse_full(tmp_path, "de", "en")[5000:5020]  # 20 words of the test part, found via <root>/muse
     enc = CaptionEncoder.build({"en": [" ".join(t for _, t in pairs)], "de": [" ".join(s for s, _ in pairs)]})

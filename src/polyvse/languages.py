@@ -22,7 +22,8 @@ status and code it serves a language as, or the refusal.
 from __future__ import annotations
 
 import functools
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 from .errors import CheckpointError, UnknownLanguageError
 

@@ -157,7 +157,7 @@ def checkpoint_fingerprint(path: str | os.PathLike) -> str:
 
 def _fingerprint_view(path: str | os.PathLike):
     from .model.checkpoint import read_checkpoint_config
-    from .model.text_query import NumpyQueryModel
+    from .model.numpy_serving.text_query import NumpyQueryModel
 
     class Weights(NumpyQueryModel):  # the checkpoint's config and weights: all the fingerprints read
         def encode_text(self, texts, lang):
@@ -242,7 +242,7 @@ def provenance(command: str | list | tuple | None = None, model: dict | str | os
     state = dict(tree) if tree is not None else git_state(cwd)
     return {
         "schema": SCHEMA,
-        "date": _dt.datetime.now(_dt.timezone.utc).astimezone().isoformat(timespec="seconds"),
+        "date": _dt.datetime.now(_dt.UTC).astimezone().isoformat(timespec="seconds"),
         "commit": state.get("commit"),
         "dirty": state.get("dirty"),
         "dirty_files": state.get("dirty_files"),

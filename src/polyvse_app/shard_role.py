@@ -10,8 +10,9 @@ Two ways to split a collection:
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable, TypeVar
+from typing import TypeVar
 
 from polyvse.distributed import DistInfo, all_gather_objects, barrier, init_distributed, shutdown
 from polyvse.errors import DataError, PolyvseError

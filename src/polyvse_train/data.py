@@ -24,7 +24,7 @@ from polyvse.data.splits import resolve_split
 from polyvse.data.types import Corpus
 from polyvse.errors import DataError
 from polyvse.features.tail import BackboneTail
-from polyvse.models.text_input import CaptionEncoder
+from polyvse.modules.text_input import CaptionEncoder
 from polyvse.util.paths import cache_root
 
 from .config import TrainConfig
@@ -131,7 +131,7 @@ def prepare_data(cfg: TrainConfig, root: Path, smoke: bool = False, progress: bo
         encoder, text_tuples = build_caption_encoder(cfg, texts_by_lang, text_corpus)
 
     def encode(caps) -> CaptionSet:
-        from polyvse.models.text_input import caption_inputs  # a sentence encoder embeds in batches
+        from polyvse.modules.text_input import caption_inputs  # a sentence encoder embeds in batches
 
         return CaptionSet(np.array([row_of[c.photo_id] for c in caps], dtype=np.int64),
                           [c.lang for c in caps], caption_inputs(encoder, caps))

@@ -15,7 +15,7 @@ step (:meth:`PhotoViews.feed`, as the pixel path stages its crops).
 """
 from __future__ import annotations
 
-from typing import Iterator, Sequence
+from collections.abc import Iterator, Sequence
 
 import numpy as np
 import torch
@@ -51,7 +51,7 @@ class PhotoViews:
     def __len__(self) -> int:
         return len(self.base)
 
-    def to(self, device: torch.device) -> "PhotoViews":
+    def to(self, device: torch.device) -> PhotoViews:
         self.base, self.views = self.base.to(device), self.views.to(device)
         return self
 

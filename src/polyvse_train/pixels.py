@@ -21,9 +21,9 @@ from __future__ import annotations
 import logging
 import re
 import time
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator, Sequence
 
 import numpy as np
 import torch
@@ -114,7 +114,7 @@ class PhotoPixels:
     def __len__(self) -> int:
         return len(self.paths)
 
-    def to(self, device: torch.device) -> "PhotoPixels":
+    def to(self, device: torch.device) -> PhotoPixels:
         self.device = device
         return self
 

@@ -5,17 +5,17 @@ through the content-keyed embedding cache under ``<cache root>/sentences`` (``$P
 ``<data root>/cache``), so the first run on a dataset pays for the embeddings and later runs read them in
 seconds. What trains is the head (``text_head``: linear, or an MLP with ``hidden_dim`` units), optionally after
 MULE's per-language universal projection (``universal_dim``), against the image head with the objective's loss.
-With ``text_finetune_layers: k`` e5's last k layers train too (``polyvse.models.pretrained.e5_tail``): the cache
-then holds the hidden states entering them (``states_cache``, beside the sentence vectors) instead of e5's vectors.
+With ``text_finetune_layers: k`` e5's last k layers train too (``polyvse.modules.pretrained.e5.tail``): the cache
+then holds the hidden states entering them (``polyvse.modules.pretrained.e5.states_cache``, beside the sentence vectors) instead of e5's vectors.
 """
 from __future__ import annotations
 
 from pathlib import Path
 
 from polyvse.errors import DataError
-from polyvse.models.pretrained import available_pretrained_encoders, tower_names
-from polyvse.models.pretrained.cache import sentence_cache_dir
-from polyvse.models.pretrained.captions import PretrainedCaptionEncoder
+from polyvse.modules.pretrained import available_pretrained_encoders, tower_names
+from polyvse.modules.pretrained.cache import sentence_cache_dir
+from polyvse.modules.pretrained.captions import PretrainedCaptionEncoder
 
 #: options about word embeddings, which a pretrained tower does not have: (field, value that means "off")
 WORD_LEVEL_OPTIONS = (("word_init", "random"), ("freeze_word_embeddings", False), ("align", False),
@@ -57,7 +57,7 @@ def check_pretrained_config(cfg) -> None:
         raise DataError(f"{which} acts on the universal embedding u, which for text_encoder pretrained is the "
                         "frozen sentence vector unless universal_dim > 0 adds MULE's learned per-language "
                         "projection: set universal_dim (e.g. 512)")
-    from polyvse.models.pretrained import get_pretrained_encoder
+    from polyvse.modules.pretrained import get_pretrained_encoder
 
     covered = frozenset().union(*(get_pretrained_encoder(t).languages for t in towers))
     missing = [lang for lang in cfg.data.languages if lang not in covered]

@@ -32,7 +32,7 @@ class Section:
         return list(dataclasses.fields(cls))
 
     @classmethod
-    def from_values(cls, values: dict[str, Any], source: str) -> "Section":
+    def from_values(cls, values: dict[str, Any], source: str) -> Section:
         """The section of a normalised mapping of its fields (``source``: where they come from, for errors)."""
         return cls(**values)
 

@@ -23,9 +23,9 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from polyvse.device import autocast_off
 from polyvse.data.exclusion import EvaluationExclusion
 from polyvse.data.multi30k import TASK1_LANGS
+from polyvse.device import autocast_off
 from polyvse.errors import DataError
 from polyvse.losses import InfoNceLoss
 
@@ -57,7 +57,7 @@ def load_teacher_pairs(cfg, root: Path, encoder, exclusion: EvaluationExclusion,
         raise DataError("objective.teacher_students: teacher learning runs with objective vse and a frozen "
                         "pretrained text tower (model.text_encoder: pretrained)")
     from polyvse.data.registry import list_datasets, load_dataset
-    from polyvse.models.text_input import caption_inputs
+    from polyvse.modules.text_input import caption_inputs
 
     name = f"{cfg.data.dataset}-text"
     if name not in dict(list_datasets()):
@@ -90,8 +90,8 @@ def load_teacher_pairs(cfg, root: Path, encoder, exclusion: EvaluationExclusion,
 def _multiscript_students(root: Path, langs, exclusion: EvaluationExclusion, photos: set[str] | None) -> dict:
     """{(photo, lang): caption} of MultiScript30k's lines for the student languages Multi30K task1 lacks (every
     split it has; the exclusion drops the evaluated ones), keeping to ``photos`` when given."""
-    from polyvse.data.types import Caption
     from polyvse.data.multiscript30k import LANGUAGES, SOURCE, MultiScript30kReader
+    from polyvse.data.types import Caption
 
     wanted = [lang for lang in langs if lang not in TASK1_LANGS]
     unknown = [lang for lang in wanted if lang not in LANGUAGES]

@@ -10,7 +10,7 @@ How the papers use such data, and what this does with it:
   MLMME's R_ML (weight 1 - beta), MULE's neighbourhood constraints on u and s (weight nc_weight; u only
   during the LP epochs). The image terms, and MULE's language classifier, see the image batches only.
 - Interleaved, not extra steps: every image batch carries the epoch's text batches spread evenly over the
-  steps (``polyvse.sampling.text_tuples``), so one optimiser step sums the image batch's loss and the text
+  steps (``polyvse_train.sampling.text_tuples``), so one optimiser step sums the image batch's loss and the text
   terms -- the papers' per-batch objective over photo tuples -- and the number of steps is unchanged.
   Text batches have ``batch_size`` tuples (same negatives, same hinge scale as the image batches) and the
   same per-language caption quotas; ``text_tuples_per_epoch`` caps the tuples of an epoch.
@@ -33,7 +33,7 @@ import numpy as np
 from polyvse.data.exclusion import EvaluationExclusion
 from polyvse.data.types import Corpus
 from polyvse.errors import DataError
-from polyvse.models.text_input import CaptionEncoder, tag_tokens
+from polyvse.modules.text_input import CaptionEncoder, tag_tokens
 from polyvse.text.tokenize import tokenize
 from polyvse.text.vocab import UNK, Vocabulary
 

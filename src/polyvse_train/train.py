@@ -12,27 +12,33 @@ import json
 import logging
 import random
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterator
 
 import numpy as np
 import torch
 
-from polyvse.model.torch_model import PolyvseModel
-from polyvse.model.checkpoint import (TRAINING, Checkpoint, load_training_state, save_checkpoint, save_training_state,
-                                write_json_atomic)
 from polyvse.data.registry import trained_on_squashed_photos
 from polyvse.device import autocast
 from polyvse.distributed import DistInfo, barrier, init_distributed, shutdown
 from polyvse.errors import DataError
-from polyvse.models import JointEmbeddingModel, ModelConfig
+from polyvse.model.checkpoint import (
+    TRAINING,
+    Checkpoint,
+    load_training_state,
+    save_checkpoint,
+    save_training_state,
+    write_json_atomic,
+)
+from polyvse.model.torch_model import PolyvseModel
+from polyvse.modules import JointEmbeddingModel, ModelConfig
 from polyvse.provenance import checkpoint_model, git_state, provenance
 from polyvse.util.progress import Progress
 
 from .config import TrainConfig, changed_fields
+from .csls_banks import split_features, training_banks
 from .data import CaptionSet, PreparedData, feature_backbone, prepare_data
-from .hubness_banks import split_features, training_banks
 from .objectives import build_objective
 from .objectives.word_alignment import WordAlignment, build_alignment, prepare_word_embeddings
 from .photo_views import PhotoViews
@@ -88,7 +94,7 @@ def vocab_size(captions) -> int:
 
 def evaluate_split(model: PolyvseModel, data: PreparedData, caps: CaptionSet, rows: np.ndarray,
                    languages: list[str]) -> dict:
-    from polyvse.evaluation.evaluators import RetrievalEvaluator
+    from polyvse.evaluation.retrieval import RetrievalEvaluator
 
     local = {r: i for i, r in enumerate(rows)}
     keep = [i for i, r in enumerate(caps.photo_row) if r in local]

@@ -15,9 +15,9 @@ from __future__ import annotations
 
 import dataclasses
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
 import numpy as np
 import torch
@@ -27,7 +27,7 @@ from ..errors import DataError
 from ..model.checkpoint import load_checkpoint, save_checkpoint
 from ..model.parts import is_subword_part
 from ..model.zero_shot import ZERO_SHOT_DEFAULT, fallback_part
-from ..models.pretrained.cache import sentence_cache_dir
+from ..modules.pretrained.cache import sentence_cache_dir
 from .adapted_checkpoint import check_adaptable, trained_languages, with_language_part
 from .line_vectors import line_vectors
 from .options import METHODS

@@ -43,7 +43,7 @@ def check_adaptable(ck: Checkpoint, lang: str) -> None:
 def with_language_part(ck: Checkpoint, lang: str, part: nn.Module, record: dict) -> Checkpoint:
     """A new Checkpoint: ``ck`` plus ``part`` as ``universal[lang]`` (replacing an earlier adaptation of it); a
     ``SubwordStudent``'s Linear is the part and its table and projection go beside it (``part_extras``)."""
-    from ..models.joint import JointEmbeddingModel
+    from ..modules.joint import JointEmbeddingModel
 
     check_adaptable(ck, lang)
     extras = {k: v for k, v in ck.part_extras.items() if not k.startswith(part_key(lang))}

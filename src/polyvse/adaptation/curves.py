@@ -1,6 +1,6 @@
 """Learning curves of `polyvse adapt` (scripts/adapt_curves.py, scripts/adapt_sweep.py): a language's zero-shot
 fallbacks and its adaptations from growing numbers of lines, scored by the languages evaluator
-(:class:`polyvse.evaluation.evaluators.LanguagesEvaluator`: its galleries, ranked as search ranks), and the choices
+(:class:`polyvse.evaluation.languages.LanguagesEvaluator`: its galleries, ranked as search ranks), and the choices
 made from them.
 
 Every point is scored on val; the choice (the zero-shot fallback, the method, the size) is made on val; test is
@@ -11,8 +11,9 @@ scored on both, their test mR reported as the choice's mean.
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any
 
 import numpy as np
 

@@ -14,7 +14,7 @@ reads when the adapted model serves that language. The tail stays as trained: ad
 from __future__ import annotations
 
 import os
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -32,7 +32,7 @@ def line_vectors(captions, texts: Sequence[str], lang: str, cache_dir: str | os.
                  progress: bool = True, text_encoder=None, batch_size: int = 256) -> np.ndarray:
     """float32 ``(len(texts), captions.dim)``: each text's fused tower vector in language ``lang``, the input of a
     per-language part. A model with an e5 tail needs its ``text_encoder`` (the checkpoint's, whose tail runs)."""
-    from ..models.pretrained.captions import PretrainedCaptionEncoder
+    from ..modules.pretrained.captions import PretrainedCaptionEncoder
 
     if not towers_reading(captions, lang):
         raise CheckpointError(f"no tower of {captions.name} reads {lang!r}: the model cannot be taught it")

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 #: map methods: the new language's tower vectors mapped onto the pivot's, then the pivot's part
 MAP_METHODS = ("procrustes", "rcsls")
 METHODS = ("teacher",) + MAP_METHODS
-from ..model.parts import ZERO_SHOT_DEFAULT, ZERO_SHOT_OFF  # noqa: F401  (polyvse adapt's --zero-shot choices)
+from ..model.parts import ZERO_SHOT_DEFAULT, ZERO_SHOT_OFF  # noqa: E402, F401  (polyvse adapt's --zero-shot choices)
 
 
 @dataclass(frozen=True)

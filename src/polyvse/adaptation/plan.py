@@ -275,7 +275,7 @@ class Stage:
         return language
 
     def _adapt(self, entry: Entry, source: Path, pairs: Path, out: Path) -> dict:
-        from ..models.pretrained.cache import sentence_cache_dir
+        from ..modules.pretrained.cache import sentence_cache_dir
         from .adapt import AdaptRequest, adapt_language
         from .options import TeacherSettings
 

@@ -14,9 +14,9 @@ import torch
 from torch import nn
 
 from ..alignment.procrustes import procrustes
-from .options import MAP_METHODS
 from ..alignment.rcsls import fit_rcsls
 from ..errors import CheckpointError
+from .options import MAP_METHODS
 
 __all__ = ["MAP_METHODS", "fit_tower_map", "part_through_map"]
 

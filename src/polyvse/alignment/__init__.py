@@ -9,13 +9,21 @@ Training and evaluation take their lexicon pairs from ``muse_lexicon`` (train / 
 source word); the MUSE split files at hand are RECONSTRUCTED (see ``lexicon``), not the official ones.
 """
 
+from ..csls.vocabulary import csls_retrieve, csls_scores, knn_mean_similarity, nn_retrieve
 from .ame import LexiconAligner, vocabulary_words
-from .csls import csls_retrieve, csls_scores, knn_mean_similarity, nn_retrieve
-from .word_translation import alignment_ratio, group_lexicon, word_translation_p_at_1
-from .lexicon import (HELD_OUT_RANKS, LEXICON_PARTS, MUSE_SPLITS, filter_lexicon, muse_lexicon, muse_paths,
-                      read_muse_dictionary, split_lexicon)
+from .lexicon import (
+                      HELD_OUT_RANKS,
+                      LEXICON_PARTS,
+                      MUSE_SPLITS,
+                      filter_lexicon,
+                      muse_lexicon,
+                      muse_paths,
+                      read_muse_dictionary,
+                      split_lexicon,
+)
 from .procrustes import nearest_orthogonal, procrustes
 from .rcsls import RCSLSLoss, fit_rcsls, rcsls_loss, spectral_projection
+from .word_translation import alignment_ratio, group_lexicon, word_translation_p_at_1
 
 __all__ = [
     "HELD_OUT_RANKS",

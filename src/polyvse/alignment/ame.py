@@ -3,15 +3,15 @@ retrieval training, through the MUSE lexicons."""
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 import torch
 from torch import nn
 
-from .word_translation import alignment_ratio
 from .lexicon import filter_lexicon, muse_lexicon
 from .rcsls import rcsls_loss
+from .word_translation import alignment_ratio
 
 log = logging.getLogger("polyvse.alignment")
 

@@ -8,7 +8,7 @@ vectors ``Y_all`` and of all mapped source vectors ``X_all W``::
                        + 1/k sum_{y in N_k(x_i W; Y_all)}   <x_i W, y>
                        + 1/k sum_{x in N_k(y_i; X_all W)}   <x W, y_i> ]
 
-This is the CSLS criterion (``polyvse.alignment.csls``) turned into a loss. Joulin et al. write it with
+This is the CSLS criterion (``polyvse.csls.vocabulary``) turned into a loss. Joulin et al. write it with
 dot products of L2-normalised word vectors, which equal the cosines of the brief's formulation when
 ``W`` is orthogonal; like the paper, its reference code (fastText ``alignment/align.py``), AME's code
 (AME Eq. 3) and the Translator poster's formula, the loss uses the dot products by default, so that the

@@ -10,11 +10,12 @@ it counts as correct when the retrieved target is ANY of its translations (as MU
 from __future__ import annotations
 
 from collections import defaultdict
-from typing import Iterable, Literal
+from collections.abc import Iterable
+from typing import Literal
 
 import torch
 
-from .csls import csls_retrieve, nn_retrieve
+from ..csls.vocabulary import csls_retrieve, nn_retrieve
 
 __all__ = ["word_translation_p_at_1", "alignment_ratio", "group_lexicon"]
 

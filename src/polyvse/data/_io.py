@@ -9,9 +9,9 @@ import gzip
 import os
 import re
 import unicodedata
-from pathlib import Path
 from collections import OrderedDict
-from typing import Callable, Hashable, Iterable, Iterator
+from collections.abc import Callable, Hashable, Iterable, Iterator
+from pathlib import Path
 
 from ..errors import DataError, MissingDataError
 
@@ -100,7 +100,7 @@ def require_dir(path: Path, what: str, fetch_name: str | None) -> Path:
     return path
 
 
-_KEYS: "OrderedDict[Hashable, tuple[str, ...]]" = OrderedDict()
+_KEYS: OrderedDict[Hashable, tuple[str, ...]] = OrderedDict()
 _KEYS_MAX = 64
 
 

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import logging
 import zlib
-from typing import Mapping, Sequence, TypeVar
+from collections.abc import Mapping, Sequence
+from typing import TypeVar
 
 import numpy as np
 

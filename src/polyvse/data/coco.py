@@ -24,12 +24,12 @@ from __future__ import annotations
 import json
 import os
 import re
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Iterable
 
 from ..errors import DataError
-from .types import Caption, Corpus, Photo
 from ._io import read_lines, require_file
+from .types import Caption, Corpus, Photo
 
 _COCO_ID = re.compile(r"^(?:COCO_[A-Za-z]+\d{4}_)?0*(\d+)(?:\.jpg)?$")
 KARPATHY_SPLITS = {"train": "train", "val": "val", "test": "test", "restval": "train"}
@@ -50,7 +50,7 @@ def coco_id(value: object) -> str | None:
 
 def _load_json(path: Path):
     try:
-        with open(path, "r", encoding="utf-8-sig") as fh:
+        with open(path, encoding="utf-8-sig") as fh:
             return json.load(fh)
     except UnicodeDecodeError:
         raise DataError("not UTF-8 text; save the file as UTF-8", path) from None

@@ -20,9 +20,9 @@ from __future__ import annotations
 
 import functools
 import os
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable, Sequence
 
 from ..errors import MissingDataError
 from ._io import caption_key

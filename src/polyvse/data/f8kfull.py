@@ -21,8 +21,8 @@ not its file is at hand - and every sentence an evaluation uses (`polyvse.data.e
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Iterable, Sequence
 
 from ..errors import DataError
 from ..languages import check_language
@@ -72,7 +72,7 @@ def load_f8kfull(root: str | os.PathLike, *, dedupe: bool = True, unlisted_split
     with bulk_allocation():
         _collect(root, Flickr8kReader(root, captions="all"), wanted, add)
     captions: list[Caption] = []
-    for pid, caps in per_photo.items():
+    for caps in per_photo.values():
         captions.extend(_dedupe(caps) if dedupe else caps)
     photos = {pid: Photo(pid, files[pid]) for pid in per_photo}
     return Corpus(NAME, photos, captions)

@@ -29,18 +29,18 @@ captions. With k-fold evaluation over all photos, exclude the fold's test photos
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Iterable, Sequence
 
 from ..errors import DataError
 from ..languages import check_language
-from .types import Caption, Corpus, Photo
 from ._io import bulk_allocation, caption_key
-from .flickr8k import Flickr8kReader, SOURCE as FLICKR8K_SOURCE
-from .flickr8kcn import Flickr8kCnReader, VARIANTS as CN_VARIANTS, official_split
 from .exclusion import sentences_of_photos
+from .flickr8k import SOURCE as FLICKR8K_SOURCE, Flickr8kReader
+from .flickr8kcn import VARIANTS as CN_VARIANTS, Flickr8kCnReader, official_split
 from .multi30k import Multi30kReader, multi30k_test_photo_ids
 from .splits import kfold_photo_splits
+from .types import Caption, Corpus, Photo
 
 __all__ = [
     "load_f8kml", "kfold_photo_splits", "text_only_corpus", "evaluation_photo_ids",
@@ -81,7 +81,7 @@ def load_f8kml(root: str | os.PathLike, *, dedupe: bool = True, unlisted_split: 
         _collect(root, f8k, wanted, add)
 
     captions: list[Caption] = []
-    for pid, caps in per_photo.items():
+    for caps in per_photo.values():
         captions.extend(_dedupe(caps) if dedupe else caps)
     photos = {pid: Photo(pid, files[pid]) for pid in per_photo}
     return Corpus(NAME, photos, captions)

@@ -43,18 +43,16 @@ import shutil
 import tarfile
 import tempfile
 import zipfile
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
 
 import requests
 
 from ..errors import DataError
 from ..util.atomic import atomic_open
 from ..util.progress import Progress, track
-from . import flickr8kcn as _cn
-from . import multi30k as _m30k
-from . import multiscript30k as _ms30k
+from . import flickr8kcn as _cn, multi30k as _m30k, multiscript30k as _ms30k
 
 CORPORA = ("multi30k", "flickr8kcn", "flickr8k", "flickr8k-224", "muse", "sts", "multiscript30k")  # "all" fetches them in this order
 
@@ -109,7 +107,7 @@ class FetchResult:
     written: list[str] = field(default_factory=list)
     skipped: list[str] = field(default_factory=list)
 
-    def merge(self, other: "FetchResult") -> None:
+    def merge(self, other: FetchResult) -> None:
         self.written += other.written
         self.skipped += other.skipped
 

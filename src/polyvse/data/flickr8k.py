@@ -14,12 +14,13 @@ from __future__ import annotations
 import csv
 import functools
 import os
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Mapping, NamedTuple
+from typing import NamedTuple
 
 from ..errors import DataError
-from .types import Caption, Corpus, Photo
 from ._io import cached_keys, flickr_id, read_lines, require_dir, require_file, stat_key
+from .types import Caption, Corpus, Photo
 
 SOURCE = "flickr8k"
 PHOTO_CAPTIONS = "captions.txt"

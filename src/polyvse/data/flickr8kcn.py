@@ -17,12 +17,13 @@ from __future__ import annotations
 
 import functools
 import os
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
-from typing import Iterable, Iterator, Mapping, NamedTuple
+from typing import NamedTuple
 
 from ..errors import DataError
-from .types import Caption, Corpus, Photo
 from ._io import cached_keys, flickr_id, read_lines, require_file, stat_key
+from .types import Caption, Corpus, Photo
 
 VARIANTS: dict[str, tuple[str, str, str]] = {
     # variant: (file name, lang, source)

@@ -36,8 +36,8 @@ import csv
 import json
 import os
 import re
+from collections.abc import Iterator
 from pathlib import Path, PurePosixPath
-from typing import Iterator
 
 from ..errors import DataError, UnknownLanguageError
 from ..languages import check_language

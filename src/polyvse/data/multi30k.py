@@ -17,13 +17,14 @@ from __future__ import annotations
 
 import functools
 import os
+from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import Iterable, Iterator, NamedTuple
+from typing import NamedTuple
 
 from ..errors import DataError
 from ..languages import check_language
-from .types import Caption, Corpus, Photo
 from ._io import cached_keys, read_lines, require_file, stat_key
+from .types import Caption, Corpus, Photo
 
 TASK1_SPLITS = ("train", "val", "test_2016_flickr")
 TASK2_SPLITS = ("train", "val", "test_2016")

@@ -15,12 +15,13 @@ they are machine translations.
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Iterable, NamedTuple
+from typing import NamedTuple
 
 from ..errors import DataError
 from ._io import read_lines, require_file
-from .multi30k import TASK1_SPLITS, _SPLIT_NAMES, image_list_path, multi30k_dir
+from .multi30k import _SPLIT_NAMES, TASK1_SPLITS, image_list_path, multi30k_dir
 
 __all__ = ["FOLDERS", "LANGUAGES", "SOURCE", "MultiScript30kReader", "multiscript30k_dir", "relative_files"]
 

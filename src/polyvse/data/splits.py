@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import random
 import re
-from typing import Iterable
+from collections.abc import Iterable
 
 from ..errors import DataError
 from .types import Corpus

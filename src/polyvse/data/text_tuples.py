@@ -35,8 +35,7 @@ from ..errors import DataError
 from ..languages import check_language
 from .exclusion import EvaluationExclusion
 from .f8kml import text_only_corpus
-from .multi30k import SOURCES as MULTI30K_SOURCES
-from .multi30k import multi30k_test_photo_ids
+from .multi30k import SOURCES as MULTI30K_SOURCES, multi30k_test_photo_ids
 from .types import Corpus
 
 __all__ = ["TEXT_CORPORA", "TEXT_CORPUS_SOURCES", "multi30k_test_photo_ids", "text_tuple_corpus"]

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterable, Iterator
 
 
 @dataclass(frozen=True)
@@ -51,7 +51,7 @@ class Corpus:
         return dict(out)
 
     def filter(self, *, photo_ids: Iterable[str] | None = None, langs: Iterable[str] | None = None,
-               exclude_photo_ids: Iterable[str] | None = None, name: str | None = None) -> "Corpus":
+               exclude_photo_ids: Iterable[str] | None = None, name: str | None = None) -> Corpus:
         keep = set(photo_ids) if photo_ids is not None else None
         drop = set(exclude_photo_ids) if exclude_photo_ids is not None else set()
         lang_set = set(langs) if langs is not None else None

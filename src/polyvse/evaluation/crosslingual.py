@@ -1,8 +1,10 @@
 """Cross-lingual caption retrieval: R@1/5/10 both ways between aligned captions of two languages.
 
 Ranking goes through :func:`polyvse.evaluation.retrieval.cross_lingual_retrieval` (itself
-:func:`polyvse.metrics.retrieval_metrics`): each query has exactly one gold item, the caption aligned
+:func:`polyvse.evaluation.ranking.retrieval_metrics`): each query has exactly one gold item, the caption aligned
 with it; ties are pessimistic. Scores are the cosine of the text embeddings unless a ``score_fn`` is given.
+:class:`CrossLingualEvaluator` runs the protocol on the F8K-ML test photos and Multi30K test_2016, leaving out the
+pairs of the model's training photos.
 
 Which captions are paired (one pair per photo)
 ----------------------------------------------
@@ -34,10 +36,12 @@ Which captions are paired (one pair per photo)
 """
 from __future__ import annotations
 
+import logging
 import os
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -47,8 +51,11 @@ from ..data.flickr8kcn import VARIANTS as CN_VARIANTS, Flickr8kCnReader, flickr8
 from ..data.multi30k import TASK1_LANGS, Multi30kReader
 from ..errors import DataError
 from ..languages import check_language
+from .base import Evaluator
 from .report import markdown_table
-from .retrieval import ScoreFn, cross_lingual_retrieval
+from .retrieval import ScoreFn, cosine_scores, cross_lingual_retrieval
+
+log = logging.getLogger("polyvse.evaluation")
 
 __all__ = [
     "CORPORA",
@@ -294,3 +301,45 @@ def crosslingual_table(results: dict[str, dict[str, dict]], keys: Sequence[str] 
     rows = {f"{corpus} {pair}": m for corpus, per in results.items() for pair, m in per.items()}
     return markdown_table(rows, keys=keys, row_label="corpus, pair a-b")
 
+
+def training_photo_ids(model: Any, root: Path) -> set[str] | None:
+    """Photos the checkpoint trained on, recomputed from the config in its training metadata (None when a
+    checkpoint carries no such metadata, e.g. one written by other code).
+
+    The trainer records its config in the flat form (``polyvse_train.config.TrainConfig.to_dict``); of it, the
+    data fields ``dataset``, ``split`` and ``eval_split`` say which photos trained, with the trainer's defaults
+    for one that a config saved before the field existed lacks."""
+    from ..data.registry import DEFAULT_DATASET, load_dataset
+    from ..data.splits import DEFAULT_EVAL_SPLIT, OFFICIAL, resolve_split
+
+    saved = (getattr(getattr(model, "checkpoint", None), "training", None) or {}).get("config")
+    if not saved:
+        return None
+    train, _ = resolve_split(load_dataset(saved.get("dataset", DEFAULT_DATASET), root),
+                             saved.get("split", OFFICIAL), saved.get("eval_split", DEFAULT_EVAL_SPLIT))
+    return train
+
+
+class CrossLingualEvaluator(Evaluator):
+    """``{corpus: {"a-b": metrics}}``; ``exclude_photo_ids`` None: the checkpoint's own training photos."""
+
+    name = "crosslingual"
+
+    def __init__(self, root: Path, exclude_photo_ids: Iterable[str] | None = None,
+                 pairs: Iterable[str] = DEFAULT_PAIRS):
+        self.root, self.exclude_photo_ids, self.pairs = Path(root), exclude_photo_ids, tuple(pairs)
+
+    def scores(self, model: Any, lang: str | None = None) -> ScoreFn:
+        return cosine_scores
+
+    def evaluate(self, model: Any) -> dict:
+        excluded = self.exclude_photo_ids
+        if excluded is None:
+            excluded = training_photo_ids(model, self.root)
+            if excluded is None:
+                log.warning("the checkpoint does not say which photos it trained on: no pair is excluded")
+        return evaluate_crosslingual(model, self.root, self.pairs, exclude_photo_ids=excluded or (),
+                                     score_fn=self.scores(model))
+
+    def table(self, result: dict) -> str:
+        return crosslingual_table(result)

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Mapping, Sequence
 from numbers import Real
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 

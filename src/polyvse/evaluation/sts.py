@@ -11,18 +11,22 @@ Protocol (exact):
   gold score (unscored STS15 lines are skipped by :mod:`polyvse.data.sts`), times 100.
 
 Pearson's r is invariant to affine rescaling, so no mapping of cosines onto the 0-5 gold scale is needed.
+:class:`STSEvaluator` runs it on SemEval STS (2012 MSRvid, 2014 images, 2015 images) in English.
 """
 from __future__ import annotations
 
 import os
 import warnings
-from typing import Any, Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
+from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 from ..data.sts import STS_SETS, load_sts
+from .base import Evaluator, ScoreFn
 
-__all__ = ["STS_KEYS", "cosine_rows", "pearson", "sts_pearson", "evaluate_sts"]
+__all__ = ["STSEvaluator", "STS_KEYS", "cosine_rows", "evaluate_sts", "pearson", "sts_pearson"]
 
 #: Keys of :func:`evaluate_sts`, in the order of the papers' tables.
 STS_KEYS: tuple[str, ...] = tuple(STS_SETS)
@@ -106,3 +110,26 @@ def evaluate_sts(model: Any, root: str | os.PathLike, *, lang: str = "en",
         data = load_sts(root, name)
         out[name] = sts_pearson(lambda texts: model.encode_text(list(texts), lang), data.pairs, data.gold)
     return out
+
+
+class STSEvaluator(Evaluator):
+    """``{set: r x 100}`` for a model that reads ``lang`` (English)."""
+
+    name = "sts"
+
+    def __init__(self, root: Path, lang: str = "en"):
+        self.root, self.lang = Path(root), lang
+
+    def skip_reason(self, model: Any) -> str | None:
+        return None if self.lang in model.languages else f"sts needs {self.lang}"
+
+    def scores(self, model: Any, lang: str | None = None) -> ScoreFn:
+        return cosine_rows  # row-wise: the pairs' similarities
+
+    def evaluate(self, model: Any) -> dict:
+        return evaluate_sts(model, self.root, lang=self.lang)
+
+    def table(self, result: dict) -> str:
+        from .report import markdown_table
+
+        return markdown_table({"Pearson r x 100": result}, keys=list(result), row_label="SemEval STS")

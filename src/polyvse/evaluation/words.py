@@ -8,21 +8,24 @@ vocabulary, so the dictionary shrinks to the words the model has seen in caption
 lexicon (AME's alignment and lexicon initialisation, the Translator's map) use its TRAIN part only, which
 has none of these source words, so the number measures translation of words no lexicon gave the model.
 
-The vectors are what the sentence encoder reads (:meth:`polyvse.models.text_encoder.TextEncoder.word_vectors`):
+The vectors are what the sentence encoder reads (:meth:`polyvse.modules.text_encoder.TextEncoder.word_vectors`):
 the word embeddings, after MULE's per-language universal projection when the model has one. Models without
-word embeddings (frozen pretrained sentence towers) have no entry.
+word embeddings (frozen pretrained sentence towers) have no entry. :class:`WordTranslationEvaluator` reports it
+on the test part and, for what lexicon-trained configs kept, on the train part.
 """
 from __future__ import annotations
 
 import os
+from pathlib import Path
 from typing import Any
 
 import torch
 
 from ..alignment import filter_lexicon, muse_lexicon, muse_paths, word_translation_p_at_1
 from ..errors import DataError
+from .base import Evaluator, ScoreFn
 
-__all__ = ["has_word_vectors", "word_translation_by_language", "words_of"]
+__all__ = ["WordTranslationEvaluator", "has_word_vectors", "word_translation_by_language", "words_of"]
 
 
 def has_word_vectors(model: Any) -> bool:
@@ -76,3 +79,49 @@ def word_translation_by_language(model: Any, root: str | os.PathLike, *, pivot: 
         p1 = word_translation_p_at_1(src, tgt, pairs, method=method, k=kk)
         out[lang] = {"p_at_1": round(p1, 2), "n_words": n_words, "n_vocab": len(src_ids), "pivot": pivot}
     return out
+
+
+class WordTranslationEvaluator(Evaluator):
+    """``{lang: entry}``: P@1 on the held-out test part of the MUSE lexicon (``p_at_1``, ``n_words``) and, as
+    ``train_p_at_1`` / ``n_train_words``, on its train part -- the pairs lexicon-trained configs were given, so
+    for them a measure of what they kept, not of translation."""
+
+    name = "words"
+    method, k = "csls", 10  # the scorer word_translation_p_at_1 ranks by (as MUSE)
+
+    def __init__(self, root: Path):
+        self.root = Path(root)
+
+    def skip_reason(self, model: Any) -> str | None:
+        if not has_word_vectors(model):
+            return "words needs word embeddings"
+        return "words needs two languages" if len(model.languages) < 2 else None
+
+    def scores(self, model: Any, lang: str | None = None) -> ScoreFn:
+        """CSLS between source and pivot word vectors (what P@1 ranks by: ``method``)."""
+        import functools
+
+        from ..csls.vocabulary import csls_scores
+
+        return functools.partial(csls_scores, k=self.k)
+
+    def evaluate(self, model: Any) -> dict:
+        # into English; a model without English (the Translator's de/fr) translates into its first language
+        pivot = "en" if "en" in model.languages else model.languages[0]
+        run = (lambda part: word_translation_by_language(model, self.root, pivot=pivot, part=part,
+                                                         method=self.method, k=self.k,
+                                                         skip_missing=True))
+        test, train = run("test"), run("train")
+        out = {}
+        for lang in dict.fromkeys([*test, *train]):
+            entry = dict(test.get(lang, {"pivot": pivot}))
+            if lang in train:
+                entry.update(train_p_at_1=train[lang]["p_at_1"], n_train_words=train[lang]["n_words"])
+            out[lang] = entry
+        return out
+
+    def table(self, result: dict) -> str:
+        from .report import markdown_table
+
+        return markdown_table(result, keys=["p_at_1", "n_words", "train_p_at_1", "n_train_words", "n_vocab"],
+                              row_label="language -> en")

@@ -78,7 +78,7 @@ class ViewPreprocess:
             raise AttributeError(name)
         return getattr(self.base, name)  # resize, crop, squash, mean, std, interpolation, ten_crop, ...
 
-    def __call__(self, img: Image.Image) -> "torch.Tensor":  # noqa: F821 - torch comes with the extractor
+    def __call__(self, img: Image.Image) -> torch.Tensor:  # noqa: F821 - torch comes with the extractor
         rng = np.random.default_rng([self.view, pixel_seed(img)])
         return self.base.normalised(np.asarray(random_view(img, self.base, self.scale_min, rng)))
 

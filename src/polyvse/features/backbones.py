@@ -3,12 +3,11 @@ first use, so importing this module loads no network code."""
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 from .concat import SEPARATOR, ConcatExtractor, split_backbone_name
 from .extractor import FeatureExtractor, UnknownBackboneError
-from .tail import (TAIL_MARK, BackboneCutExtractor, BackboneTail, parse_tail_name, split_whole_name, tail_of,
-                   whole_of)
+from .tail import TAIL_MARK, BackboneCutExtractor, BackboneTail, parse_tail_name, split_whole_name, tail_of, whole_of
 
 __all__ = ["available_backbones", "backbone_tail", "get_extractor", "register_backbone"]
 

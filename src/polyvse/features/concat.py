@@ -8,7 +8,7 @@ part for its features and joins the rows every part could read.
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 import torch
@@ -60,7 +60,7 @@ class ConcatExtractor:
     def image_size(self) -> int:
         return max(p.image_size for p in self.parts)
 
-    def to(self, device: torch.device, precision: str = "fp32") -> "ConcatExtractor":
+    def to(self, device: torch.device, precision: str = "fp32") -> ConcatExtractor:
         for p in self.parts:
             p.to(device, precision)
         return self

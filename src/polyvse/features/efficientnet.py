@@ -15,7 +15,6 @@ follow the standard ImageNet class order (the same as torchvision's ``categories
 from __future__ import annotations
 
 import torch
-
 from torch import nn
 
 from .extractor import (

@@ -14,7 +14,7 @@ from __future__ import annotations
 import abc
 import copy
 import re
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 import torch
@@ -127,7 +127,7 @@ class Preprocess:
         size = (self.resize, self.resize) if self.squash else self.resize
         return T.Resize(size, interpolation=T.InterpolationMode(self.interpolation), antialias=True)
 
-    def squashed(self) -> "Preprocess":
+    def squashed(self) -> Preprocess:
         """The same preprocessing with ``squash`` on."""
         other = copy.copy(self)
         other.squash = True
@@ -193,7 +193,7 @@ class FeatureExtractor(abc.ABC):
     def device(self) -> torch.device:
         return module_device(self.model)
 
-    def to(self, device: torch.device, precision: str = "fp32") -> "FeatureExtractor":
+    def to(self, device: torch.device, precision: str = "fp32") -> FeatureExtractor:
         """Run the backbone on ``device`` (a torch.device from ``polyvse.device.resolve_device``) at
         ``precision``; returns self."""
         self.precision = check_precision(precision, device)

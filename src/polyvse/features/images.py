@@ -14,7 +14,7 @@ import io
 import os
 import warnings
 from pathlib import Path
-from typing import BinaryIO, Union
+from typing import BinaryIO
 
 from PIL import Image, ImageOps, UnidentifiedImageError
 
@@ -23,7 +23,7 @@ from .limits import DEFAULT_MAX_PIXELS
 
 __all__ = ["DEFAULT_MAX_PIXELS", "ImageSource", "load_image", "read_image_bytes"]
 
-ImageSource = Union[str, os.PathLike, bytes, bytearray, memoryview, BinaryIO, Image.Image]
+ImageSource = str | os.PathLike | bytes | bytearray | memoryview | BinaryIO | Image.Image
 
 # No advice on raising a limit here: the reader may be an HTTP client, who cannot change it.
 _BOMB_HINT = "refusing to decode it (possible decompression bomb)"

@@ -13,7 +13,6 @@ from pathlib import Path
 from urllib.parse import urlparse
 
 import torch
-
 from torch import nn
 
 from .extractor import (

@@ -112,7 +112,7 @@ class BackboneCutExtractor(FeatureExtractor):
             self.map_shape = tuple(self._map(torch.zeros(1, 3, crop, crop)).shape[1:])
         self.dim = int(self.map_shape[0] * self.map_shape[1] * self.map_shape[2])
 
-    def to(self, device: torch.device, precision: str = "fp32") -> "BackboneCutExtractor":
+    def to(self, device: torch.device, precision: str = "fp32") -> BackboneCutExtractor:
         self.full.to(device, precision)
         self.precision = self.full.precision
         return self

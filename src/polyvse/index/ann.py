@@ -20,16 +20,38 @@ structure fits, nothing changes.
 from __future__ import annotations
 
 import math
-from typing import Callable, NamedTuple, Sequence
+from collections.abc import Callable, Sequence
+from typing import NamedTuple
 
 import numpy as np
 
 from ..errors import DataError
 from ..util.arrays import normalize_rows
-from .compressed import (DEFAULT_DEPTH, MAX_DEPTH, PHOTO_ENTRY_BYTES, chunk_rows, exact_topk, flat_bytes, gather,
-                         read_file_rows, rerank_search)
-from .store import (DEFAULT_EXACT_THRESHOLD, DEFAULT_RECALL_TARGET, EXACT, EXACT_MODEL, HNSW, HNSW_EF_CONSTRUCTION,
-                    HNSW_M, IVF, IVF_TRAIN_PER_LIST, IVFPQ, MAX_EF_SEARCH, RECALL_K)
+from .compressed import (
+    DEFAULT_DEPTH,
+    MAX_DEPTH,
+    PHOTO_ENTRY_BYTES,
+    chunk_rows,
+    exact_topk,
+    flat_bytes,
+    gather,
+    read_file_rows,
+    rerank_search,
+)
+from .store import (
+    DEFAULT_EXACT_THRESHOLD,
+    DEFAULT_RECALL_TARGET,
+    EXACT,
+    EXACT_MODEL,
+    HNSW,
+    HNSW_EF_CONSTRUCTION,
+    HNSW_M,
+    IVF,
+    IVF_TRAIN_PER_LIST,
+    IVFPQ,
+    MAX_EF_SEARCH,
+    RECALL_K,
+)
 
 REQUESTABLE = ("auto", "exact", "ivf", "hnsw", "ivfpq")
 RECALL_PLATEAU = 0.005  # a doubling of nprobe that gains less than this: the lists are not what holds recall back

@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Sequence
 
 import numpy as np
 
+from ..csls.penalties import penalties_skipped, penalty_writer
 from ..errors import DataError
 from ..features.limits import DEFAULT_MAX_PIXELS
 from ..util.arrays import normalize_rows
@@ -23,10 +24,22 @@ from .ann import choose_kind, new_hnsw, new_ivf, search_section, tune_ef_search,
 from .chunked import append_compressed, write_compressed_index
 from .compressed import CHUNK_ROWS, choose_sub_quantizers
 from .fingerprint import photo_fingerprint, similarity_name
-from .penalties import penalties_skipped, penalty_writer
-from .store import (DEFAULT_EXACT_THRESHOLD, DEFAULT_RECALL_TARGET, HNSW, IVF, IVF_RETRAIN_GROWTH, IVFPQ, MANIFEST,
-                    PhotoEntry, PhotoIndex,
-                    index_lock, is_index_dir, model_section, now_iso, write_generation)
+from .store import (
+    DEFAULT_EXACT_THRESHOLD,
+    DEFAULT_RECALL_TARGET,
+    HNSW,
+    IVF,
+    IVF_RETRAIN_GROWTH,
+    IVFPQ,
+    MANIFEST,
+    PhotoEntry,
+    PhotoIndex,
+    index_lock,
+    is_index_dir,
+    model_section,
+    now_iso,
+    write_generation,
+)
 
 _ENCODE_CHUNK = 4096
 EMBED_CHUNK = 50_000  # photos embedded at a time into a compressed index
@@ -182,7 +195,7 @@ def build_index(model, photos: Sequence[str | os.PathLike], out: str | os.PathLi
                 csls_penalties: bool = True, csls_penalty_langs: Sequence[str] | None = None) -> IndexReport:
     """Embed ``photos`` with ``model`` into a new index folder ``out`` (see polyvse.index.store for the layout).
     ``max_memory``: a budget in bytes for the search structure and photo entries (compressed beyond it).
-    ``csls_penalties=False``: a CSLS checkpoint's photo penalties are not stored (polyvse.index.penalties: searches
+    ``csls_penalties=False``: a CSLS checkpoint's photo penalties are not stored (polyvse.csls.penalties: searches
     then compute them per query), for builds too large to spend the time on them; ``csls_penalty_langs``: stored only
     for queries in these languages (default: every language's bank).
     ``backend="milvus"``: the photos go to a Milvus collection (``uri``: a server, or a milvus-lite .db file; see

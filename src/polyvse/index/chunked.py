@@ -11,8 +11,8 @@ the recall target against a chunked exact scan (``ann.tune_compressed``), and th
 """
 from __future__ import annotations
 
+from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Iterable, Sequence
 
 import numpy as np
 

@@ -43,10 +43,10 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import DataError
+from ..util.blocks import CHUNK_SHARE, mapped_file, read_block
 
 CHUNK_ROWS = 65_536
 MIN_CHUNK_ROWS = 1024
-CHUNK_SHARE = 8  # a chunk being added or scanned, with FAISS's copies of it: at most 1/8 of the budget
 TRAIN_SHARE = 4  # the training sample: at most 1/4 of the budget (FAISS's working copies about as much again)
 # code sizes tried under a memory budget, finest first: dim/4, dim/8, dim/16, dim/32 bytes a photo. The finest
 # came in when the 10M scale bench's held-out queries found recall@10 0.83 with dim/8 codes (4.2 GiB in all); with
@@ -154,25 +154,6 @@ def add_rows(ann, vectors: np.ndarray, start: int, chunk: int = CHUNK_ROWS) -> N
     """Add rows ``start:`` of ``vectors`` to ``ann``, ``chunk`` at a time (read from the file, not mapped)."""
     for i in range(start, len(vectors), chunk):
         ann.add(read_block(vectors, i, min(i + chunk, len(vectors))))
-
-
-def mapped_file(vectors: np.ndarray) -> tuple[str, int] | None:
-    """(path, byte offset of row 0) of a memory map opened on a file (``open_rows``), None for anything else
-    (an array in memory, or a slice of a map)."""
-    if isinstance(vectors, np.memmap) and isinstance(vectors.base, mmap.mmap) and vectors.filename:
-        return vectors.filename, int(vectors.offset)
-    return None
-
-
-def read_block(vectors: np.ndarray, start: int, stop: int) -> np.ndarray:
-    """Rows ``start:stop`` as a float32 array: read from the file of a memory map (its pages are not mapped into
-    this process), sliced from an array."""
-    where = mapped_file(vectors)
-    if where is None:
-        return np.ascontiguousarray(vectors[start:stop], dtype=np.float32)
-    dim = vectors.shape[1]
-    out = np.fromfile(where[0], dtype=np.float32, count=(stop - start) * dim, offset=where[1] + start * dim * 4)
-    return out.reshape(stop - start, dim)
 
 
 def read_file_rows(vectors: np.ndarray, rows: np.ndarray) -> np.ndarray:
@@ -312,13 +293,13 @@ class VectorsFile:
         self.path, self.dim, self.count = Path(path), int(dim), int(count)
 
     @classmethod
-    def create(cls, path: Path, dim: int) -> "VectorsFile":
+    def create(cls, path: Path, dim: int) -> VectorsFile:
         """A new empty file (replacing one a killed writer may have left under this name)."""
         Path(path).write_bytes(b"")
         return cls(path, dim, 0)
 
     @classmethod
-    def extend(cls, old: Path, new: Path, dim: int, count: int) -> "VectorsFile":
+    def extend(cls, old: Path, new: Path, dim: int, count: int) -> VectorsFile:
         """The next generation's file: ``old``'s first ``count`` rows under the name ``new`` (a hard link, cut back
         to ``count`` rows in case a killed writer left more; a copy where hard links are refused)."""
         new.unlink(missing_ok=True)

@@ -28,15 +28,15 @@ import hashlib
 import json
 import os
 import weakref
+from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Callable, Iterable
 
 import numpy as np
 
 __all__ = ["legacy_fingerprint", "model_fingerprint", "photo_fingerprint", "short", "similarity_name"]
 
 #: {model object: {kind: fingerprint}}
-_CACHE: "weakref.WeakKeyDictionary[object, dict]" = weakref.WeakKeyDictionary()
+_CACHE: weakref.WeakKeyDictionary[object, dict] = weakref.WeakKeyDictionary()
 
 #: state-dict prefix of the text branch; every other weight (image head, backbone tail) is the photo side's
 TEXT_PREFIX = "text_encoder."

@@ -33,16 +33,29 @@ import os
 import re
 import threading
 from collections import OrderedDict
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator, Sequence
 
 import numpy as np
 
 from ..errors import DataError, PolyvseError
 from .ann import choose_kind, ivf_lists, search_section, tune_nprobe
-from .store import (EXACT, FORMAT, FORMAT_VERSION, IVF, IVF_RETRAIN_GROWTH, MANIFEST, IndexFormatError, PhotoEntry,
-                    PhotoIndex, _drop_missing, _GEN_FILE, fsync_dir, now_iso)
+from .store import (
+    _GEN_FILE,
+    EXACT,
+    FORMAT,
+    FORMAT_VERSION,
+    IVF,
+    IVF_RETRAIN_GROWTH,
+    MANIFEST,
+    IndexFormatError,
+    PhotoEntry,
+    PhotoIndex,
+    _drop_missing,
+    fsync_dir,
+    now_iso,
+)
 
 MILVUS, FAISS = "milvus", "faiss"
 BACKENDS = (FAISS, MILVUS)
@@ -101,7 +114,7 @@ class MilvusTarget:
         return {"name": MILVUS, "uri": self.uri, "collection": self.collection, "db_name": self.db_name}
 
     @classmethod
-    def from_manifest(cls, section: dict, root) -> "MilvusTarget":
+    def from_manifest(cls, section: dict, root) -> MilvusTarget:
         try:
             return cls(str(section["uri"]), str(section["collection"]), str(section.get("db_name") or ""))
         except (KeyError, TypeError):
@@ -277,14 +290,14 @@ def _structure(client, target: MilvusTarget, kind: str, n: int, dim: int, drop: 
 class _TunedSearch:
     """The FAISS search interface ``ann.tune_nprobe`` drives, answered by the collection at its ``nprobe``."""
 
-    def __init__(self, index: "MilvusPhotoIndex"):
+    def __init__(self, index: MilvusPhotoIndex):
         self.index = index
 
     def search(self, queries: np.ndarray, k: int, params=None):
         return self.index.raw_search(queries, k, nprobe=int(params.nprobe))
 
 
-def _search_section(index: "MilvusPhotoIndex", vectors: np.ndarray, kind: str, spec: dict, exact_threshold: int,
+def _search_section(index: MilvusPhotoIndex, vectors: np.ndarray, kind: str, spec: dict, exact_threshold: int,
                     recall_target: float, trained_on: int) -> dict:
     """The manifest's search section, nprobe tuned against exact search over ``vectors`` (every stored row)."""
     common = dict(exact_threshold=exact_threshold, recall_target=recall_target)
@@ -351,7 +364,7 @@ def write_milvus_index(root: Path, target: MilvusTarget, model_info: dict, photo
     return _write_manifest(root, {**manifest, "search": search, "created": now_iso()})
 
 
-def open_index(root: Path, manifest: dict) -> "MilvusPhotoIndex":
+def open_index(root: Path, manifest: dict) -> MilvusPhotoIndex:
     """The index a manifest with a Milvus backend describes: its collection must be there, with the manifest's
     dimension (MilvusCollectionError otherwise, MilvusUnreachableError when nothing answers)."""
     target = MilvusTarget.from_manifest(manifest["backend"], root)
@@ -399,7 +412,7 @@ class _Cache:
 class MilvusPhotos(Sequence):
     """The photo entries of a Milvus index as a sequence by id, read from the collection when asked for."""
 
-    def __init__(self, index: "MilvusPhotoIndex"):
+    def __init__(self, index: MilvusPhotoIndex):
         self.index = index
 
     def __len__(self) -> int:
@@ -445,7 +458,7 @@ class MilvusPhotoIndex(PhotoIndex):
         parts = [v for _, v in self.read_all(with_vectors=True)]
         return np.concatenate(parts) if parts else np.zeros((0, self.dim), np.float32)
 
-    def use_device(self, device) -> "MilvusPhotoIndex":
+    def use_device(self, device) -> MilvusPhotoIndex:
         return self  # Milvus searches; nothing to copy to a GPU
 
     def describe(self) -> str:

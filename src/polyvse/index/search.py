@@ -15,19 +15,19 @@ from __future__ import annotations
 import logging
 import os
 import threading
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Sequence
 
 import numpy as np
 
+from ..csls.penalties import csls_search
+from ..csls.search import SearchHubness
 from ..errors import CheckpointError, DataError
 from ..features.limits import DEFAULT_MAX_PIXELS
 from ..languages import check_language, reads_without_language, served_language, served_languages
-from ..model.search_hubness import SearchHubness
 from ..util.arrays import normalize_rows
 from .fingerprint import similarity_name
-from .penalties import penalties_skipped, stored_penalties
-from .store import EXACT_MODEL, IVFPQ, PhotoIndex
+from .store import EXACT_MODEL, PhotoIndex
 
 log = logging.getLogger(__name__)
 
@@ -99,58 +99,6 @@ def check_k(k, max_k: int = MAX_K) -> int:
     return int(k)
 
 
-def csls_search(index: PhotoIndex, hubness: SearchHubness, queries: np.ndarray, k: int,
-                lang: str | None, rerank_for: int | None = None) -> tuple[list[np.ndarray], list[np.ndarray]]:
-    """(CSLS scores, ids) per unit caption row of ``queries`` in ``lang``, best first: the index's cosine top
-    ``hubness.fetch(k)`` re-ranked by CSLS with their stored vectors (how a CSLS model's text search ranks;
-    benchmarks/bench_scale.py times this same call). The candidates' r_C is read from the index where it stores
-    it for these banks (polyvse.index.penalties), else computed against the caption bank (with a hint, once).
-    ``rerank_for``: the tuned_for of the index's search (default k; benchmarks sweep it). With stored penalties,
-    half the r_C column is the search's prior: a compressed index also reads the candidates CSLS may lift."""
-    columns = stored_penalties(index, hubness)
-    column = None if columns is None else columns(lang)
-    if column is None:
-        _hint_rebuild(index, lang if columns is not None else None)
-    # a compressed index re-ranks the candidates of a top-``rerank_for`` search, and those the prior lifts
-    prior = _half_penalties(index, column) if column is not None and getattr(index, "kind", None) == IVFPQ else None
-    scores, ids = index.search(queries, hubness.fetch(k), tuned_for=rerank_for or k, prior=prior)
-    out = []
-    for q, row in zip(np.atleast_2d(queries), ids):
-        vectors = index.vectors_of(row)
-        penalty = None if column is None else index.penalties[np.asarray(row, dtype=np.int64), column]
-        out.append(hubness.rerank(q, row, vectors, lang, k, photo_penalty=penalty))
-    return [s for s, _ in out], [i for _, i in out]
-
-
-def _half_penalties(index: PhotoIndex, column: int) -> np.ndarray:
-    """Half the stored r_C column (CSLS = 2 cos - r_C - r_T ranks as cos - r_C / 2), read whole once per opened
-    index: 40 MB at 10M photos, where the memory map would fault a page per candidate of every query."""
-    cache = index.__dict__.setdefault("_half_penalties", {})
-    if column not in cache:
-        cache[column] = np.asarray(index.penalties[:, column], dtype=np.float32) / 2
-    return cache[column]
-
-
-def _hint_rebuild(index: PhotoIndex, lang: str | None = None) -> None:
-    """Say once per opened index (and query language, where it stores other languages' columns) why its CSLS
-    searches are slower than they could be (not for a Milvus collection, whose searches always compute them:
-    polyvse.index.penalties)."""
-    hinted = index.__dict__.setdefault("_csls_hints", set())
-    if lang in hinted or hasattr(index, "append"):
-        return
-    hinted.add(lang)
-    if lang is not None:
-        log.warning("%s: each %s query computes its candidates' CSLS penalties, as the index stores them for other "
-                    "languages only (--csls-penalty-langs); `polyvse index build --force` with %s among them stores "
-                    "its", index.root, lang, lang)
-        return
-    why = ("stores them for other banks" if index.penalties is not None
-           else "was built without them (--no-csls-penalties)" if penalties_skipped(index.manifest)
-           else "was built without them")
-    log.warning("%s: each query computes its candidates' CSLS penalties, as the index %s; rebuild it "
-                "(`polyvse index build --force`) to store them", index.root, why)
-
-
 class Searcher:
     """A model and the index it built. Thread-safe.
 
@@ -220,7 +168,7 @@ class Searcher:
         captions = self.model.captions
         if captions.vocab is None:  # a pretrained sentence encoder: no word vocabulary, no unknown words
             return [], 0
-        from ..models.text_input import tag_tokens
+        from ..modules.text_input import tag_tokens
         from ..text.tokenize import tokenize
 
         words = [t for t in tokenize(text, lang, lowercase=captions.lowercase) if any(ch.isalnum() for ch in t)]
@@ -247,7 +195,7 @@ class Searcher:
     def search_vectors(self, queries: np.ndarray, k: int, exclude: int | None = None,
                        lang: str | None = None) -> list[list[Hit]]:
         """Top-k photos of each query row; ``lang``: the rows are captions in that language (a CSLS model ranks
-        them by CSLS, polyvse.model.search_hubness), None: photos."""
+        them by CSLS, polyvse.csls.search), None: photos."""
         extra = 1 if exclude is not None else 0
         scorer = self._scorer if self.index.kind == EXACT_MODEL else None
         if lang is not None and self.hubness is not None:

@@ -10,7 +10,7 @@ content-addressed feature cache and writes, atomically,
 The merge reads all n files, checks that they belong to one build (same photo list, same model, same build
 settings, slices that tile the list) and writes the index a single-process build of the same photos writes:
 same photo order and ids, same vectors, same manifest apart from its timestamps (and, for a CSLS checkpoint, the
-same photo penalties, from the banks of the checkpoint the shards recorded: polyvse.index.penalties). It then deletes
+same photo penalties, from the banks of the checkpoint the shards recorded: polyvse.csls.penalties). It then deletes
 ``.shards``. A rerun reuses every shard file that matches it, so after a killed rank only the missing
 shards are computed.
 
@@ -32,9 +32,9 @@ import os
 import re
 import shutil
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Sequence
 
 import numpy as np
 
@@ -42,12 +42,9 @@ from ..errors import DataError
 from ..features.limits import DEFAULT_MAX_PIXELS
 from ..sharding import shard_bounds
 from ..util.atomic import atomic_open
-from .build import (IndexReport, _no_photo_read, check_new_index, checked_entries, embed_photo_files,
-                    write_new_index)
+from .build import IndexReport, _no_photo_read, check_new_index, checked_entries, embed_photo_files, write_new_index
 from .fingerprint import short
-from .penalties import recorded_penalty_writer
-from .store import (DEFAULT_EXACT_THRESHOLD, DEFAULT_RECALL_TARGET, PhotoEntry, PhotoIndex, index_lock,
-                    model_section)
+from .store import DEFAULT_EXACT_THRESHOLD, DEFAULT_RECALL_TARGET, PhotoEntry, PhotoIndex, index_lock, model_section
 
 __all__ = ["SHARDS_DIR", "IndexShard", "IndexShardError", "ShardReport", "build_index_shard", "merge_index_shards",
            "read_all_shards", "read_shard", "shard_path"]
@@ -62,6 +59,29 @@ _SHARD_FILE = re.compile(r"^shard-(\d{5})-of-(\d{5})\.npz$")
 
 class IndexShardError(DataError):
     """A shard file that is missing, unreadable or does not belong with the others."""
+
+
+def recorded_penalty_writer(model_info: dict, budget: int | None = None, store: bool = True, langs=None):
+    """The r_C writer of the CSLS checkpoint a manifest's model section records (its banks read from the weights
+    file, without torch), None when it records none, the folder is gone or unreadable, or it does not score with
+    CSLS; ``SKIPPED`` for such a checkpoint when not ``store``; ``langs`` as for
+    ``polyvse.csls.penalties.penalty_writer``."""
+    from ..csls.penalties import SKIPPED, writer_of
+    from ..csls.search import SearchHubness
+    from ..errors import CheckpointError
+    from ..model.checkpoint import HubnessBankFile, read_checkpoint_config
+
+    path = model_info.get("checkpoint")
+    try:
+        cfg = read_checkpoint_config(path) if path else None
+        if cfg is None or not cfg.retrieval or model_info.get("similarity") != "cosine":
+            return None
+        if not store:
+            return SKIPPED
+        return writer_of(SearchHubness.from_bank_file(cfg.retrieval["k"], HubnessBankFile(cfg.weights)), budget,
+                         None, True, langs)
+    except (CheckpointError, DataError, OSError):
+        return None
 
 
 def shard_path(index_dir: str | os.PathLike, shard: int, num_shards: int) -> Path:

@@ -8,7 +8,7 @@ Layout of an index folder (``<g>`` is the generation, bumped by every build and 
     photos.<g>.jsonl     one line per photo: {"id": row, "name": shown name, "path": absolute file path}
     ann.<g>.faiss        the IVF, HNSW or compressed structure (only when the index is approximate)
     penalties.<g>.npy    float32 (n, keys): each photo's CSLS penalty r_C per caption bank, for a CSLS checkpoint
-                         (polyvse.index.penalties; the manifest's ``csls`` section says for which banks)
+                         (polyvse.csls.penalties; the manifest's ``csls`` section says for which banks)
     .lock                taken while a build or an append writes
 
 Integrity: the manifest records each file's size and SHA-256 (``files["sha256"]``: ``[end byte, digest]`` segments,
@@ -53,19 +53,19 @@ import json
 import os
 import re
 import time
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterable, Iterator
 
 import numpy as np
 
 from .._version import __version__
+from ..csls.penalties import open_penalties
 from ..errors import CheckpointError, DataError
 from ..util.atomic import DiskFullError, atomic_path, disk_full_error, fsync_dir, is_disk_full
 from .compressed import VectorsFile, open_rows, rerank_search
 from .defaults import DEFAULT_EXACT_THRESHOLD, DEFAULT_RECALL_TARGET  # noqa: F401  (re-exported)
 from .fingerprint import legacy_fingerprint, model_fingerprint, photo_fingerprint, short, similarity_name
-from .penalties import open_penalties
 
 FORMAT = "polyvse-index"
 FORMAT_VERSION = 1
@@ -120,7 +120,7 @@ class PhotoEntry:
 
 
 def now_iso() -> str:
-    return _dt.datetime.now(_dt.timezone.utc).replace(microsecond=0).isoformat()
+    return _dt.datetime.now(_dt.UTC).replace(microsecond=0).isoformat()
 
 
 def is_index_dir(path: str | os.PathLike) -> bool:
@@ -185,7 +185,7 @@ class PhotoIndex:
     disk and a new PhotoIndex.
     """
 
-    #: each photo's CSLS penalty per bank key (polyvse.index.penalties), memory-mapped; None when not stored
+    #: each photo's CSLS penalty per bank key (polyvse.csls.penalties), memory-mapped; None when not stored
     penalties: np.ndarray | None = None
 
     def __init__(self, root: Path, manifest: dict, photos: list[PhotoEntry], vectors: np.ndarray, ann=None):
@@ -216,7 +216,7 @@ class PhotoIndex:
         self._ann_index = value
         self._flat_pending = value is None and self.manifest["search"]["kind"] == EXACT
 
-    def use_device(self, device) -> "PhotoIndex":
+    def use_device(self, device) -> PhotoIndex:
         """Exact search on ``device`` (a torch.device, or None for the CPU): on a GPU the vectors are copied
         there once and scanned with torch. IVF / HNSW stay in FAISS on the CPU (faiss-cpu is the dependency)."""
         self._device_vectors = None
@@ -363,7 +363,7 @@ class PhotoIndex:
 
     # -- open -----------------------------------------------------------------------------------------
     @classmethod
-    def open(cls, root: str | os.PathLike, *, retries: int = 3) -> "PhotoIndex":
+    def open(cls, root: str | os.PathLike, *, retries: int = 3) -> PhotoIndex:
         root = Path(root)
         for attempt in range(retries):
             try:
@@ -379,7 +379,7 @@ class PhotoIndex:
         raise AssertionError("unreachable")
 
     @classmethod
-    def _open_once(cls, root: Path) -> "PhotoIndex":
+    def _open_once(cls, root: Path) -> PhotoIndex:
         if not root.is_dir():
             raise IndexFormatError("no index folder here; build one with `polyvse index build` (`make model` builds "
                                    "the default one, runs/model/index)", root)
@@ -430,7 +430,7 @@ class PhotoIndex:
         return index
 
 
-def _open_backend(root: Path, manifest: dict, name: str) -> "PhotoIndex":
+def _open_backend(root: Path, manifest: dict, name: str) -> PhotoIndex:
     """An index whose photos live elsewhere (the manifest's backend): its module's ``open_index(root, manifest)``,
     named in BACKEND_MODULES (imported by name: the backend modules build on this one)."""
     if name not in BACKEND_MODULES:
@@ -762,7 +762,7 @@ def write_generation(root: Path, manifest: dict, photos: Iterable[PhotoEntry], v
     The caller holds :func:`index_lock`. ``manifest`` carries everything but ``files``/``generation``/
     ``count``/``dim``, which are filled in here. ``vectors``: an array (written here as ``vectors.<g>.npy``) or the
     generation's raw vectors file, already written (``generation`` is then the number it was named for).
-    ``csls``: a CSLS checkpoint's ``polyvse.index.penalties.PenaltyWriter``, which stores each photo's r_C.
+    ``csls``: a CSLS checkpoint's ``polyvse.csls.penalties.PenaltyWriter``, which stores each photo's r_C.
     """
     root.mkdir(parents=True, exist_ok=True)
     try:

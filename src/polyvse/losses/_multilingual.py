@@ -1,7 +1,7 @@
 """Shared argument checks for the multilingual losses (captions given as {language: (n, d) tensor})."""
 from __future__ import annotations
 
-from typing import Mapping, Sequence
+from collections.abc import Mapping, Sequence
 
 import torch
 from torch import nn

@@ -1,7 +1,7 @@
 """Calixto & Liu MLMME objective: beta * multimodal ranking + (1 - beta) * multilingual ranking."""
 from __future__ import annotations
 
-from typing import Mapping, Sequence
+from collections.abc import Mapping, Sequence
 
 import torch
 from torch import nn

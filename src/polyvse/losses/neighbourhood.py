@@ -1,7 +1,7 @@
 """MULE multi-layer neighbourhood constraints: sentences of the same image, in any language, embed near each other."""
 from __future__ import annotations
 
-from typing import Hashable, Sequence
+from collections.abc import Hashable, Sequence
 
 import torch
 from torch import nn

@@ -1,8 +1,8 @@
 """Gella et al. (2017) PARALLEL extra term: captions of the same image in different languages rank together."""
 from __future__ import annotations
 
+from collections.abc import Mapping
 from itertools import combinations
-from typing import Mapping
 
 import torch
 

@@ -1,7 +1,7 @@
 """Gella et al. (2017) PIVOT objective: the image as a pivot between languages."""
 from __future__ import annotations
 
-from typing import Mapping
+from collections.abc import Mapping
 
 import torch
 

@@ -6,8 +6,7 @@
                      that also reads the sentence's subwords
     embedding_model  EmbeddingModel, the interface every model implements
     torch_model      PolyvseModel: torch, text and photos
-    text_query       TextQueryModel: numpy, word-level text only (NumpyQueryModel: the numpy base)
-    tower_query      TowerQueryModel: numpy, frozen-tower text only (a trained e5 tail too)
-    search_hubness   CSLS re-ranking of search in numpy
+    numpy_serving    the numpy mirrors of the torch text branches: TextQueryModel (word-level), TowerQueryModel
+                     (frozen towers, a trained e5 tail too)
     loading          load (PolyvseModel) and query_model (the numpy text model where one covers the checkpoint)
 """

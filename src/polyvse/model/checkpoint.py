@@ -5,7 +5,7 @@ Layout of a checkpoint folder:
     config.json         format version, polyvse version, model config, caption encoder (tokenizer + vocabulary),
                         image features (backbone key, crop setting, whether its photos were squashed), languages
     training.json       data, split, seed, commit, metrics
-A checkpoint that scores retrieval with CSLS (polyvse.similarity.hubness) also holds its banks: the training
+A checkpoint that scores retrieval with CSLS (polyvse.csls.banks) also holds its banks: the training
 photos' and captions' embeddings in the weights file (``hubness.*``), their sizes and k under config.json's
 ``retrieval``.
 A save goes to a sibling temporary folder that is renamed into place only when complete, so a killed save
@@ -23,20 +23,20 @@ from typing import TYPE_CHECKING
 
 from .._version import __version__
 from ..errors import CheckpointError, DataError
-from ..models.config import PRETRAINED_CAPTIONS, ModelConfig
-from ..models.text_input import CaptionEncoder
+from ..modules.config import PRETRAINED_CAPTIONS, ModelConfig
+from ..modules.text_input import CaptionEncoder
 from ..util.atomic import DiskFullError, atomic_open, disk_full_error, is_disk_full, write_json_atomic
 
 if TYPE_CHECKING:  # torch is imported where weights are read or written, not to read a config
-    from ..models.joint import JointEmbeddingModel
-    from ..models.pretrained.captions import PretrainedCaptionEncoder
-    from ..similarity.hubness import HubnessBanks
+    from ..csls.banks import HubnessBanks
+    from ..modules.joint import JointEmbeddingModel
+    from ..modules.pretrained.captions import PretrainedCaptionEncoder
 
 FORMAT_VERSION = 1
 WEIGHTS = "model.safetensors"
 CONFIG = "config.json"
 TRAINING = "training.json"
-#: names of the CSLS banks' tensors in the weights file (polyvse.similarity.hubness): hubness.photos and
+#: names of the CSLS banks' tensors in the weights file (polyvse.csls.banks): hubness.photos and
 #: hubness.captions.<lang>; written and read only through hubness_tensors / pop_hubness_banks below
 HUBNESS_PREFIX = "hubness."
 _HUBNESS_PHOTOS = HUBNESS_PREFIX + "photos"
@@ -119,7 +119,7 @@ class Checkpoint:
     # tensors of adapted languages' parts that are not model parameters (a subword student's table and projection,
     # polyvse.model.subwords), named under their part's prefix; stored in the weights file beside the model's
     part_extras: dict = field(default_factory=dict)
-    # retrieval scored with CSLS against these banks (polyvse.similarity.hubness); None: the model's similarity
+    # retrieval scored with CSLS against these banks (polyvse.csls.banks); None: the model's similarity
     hubness: HubnessBanks | None = None
 
     @property
@@ -264,7 +264,7 @@ def read_checkpoint_config(path: str | os.PathLike) -> CheckpointConfig:
         )
     try:
         if config["captions"].get("kind") == PRETRAINED_CAPTIONS:  # frozen sentence encoder + learned head
-            from ..models.pretrained.captions import PretrainedCaptionEncoder
+            from ..modules.pretrained.captions import PretrainedCaptionEncoder
 
             captions = PretrainedCaptionEncoder.from_dict(config["captions"], path)
         else:
@@ -320,7 +320,7 @@ def is_pretrained_text(path: str | os.PathLike) -> bool:
 def load_checkpoint(path: str | os.PathLike) -> Checkpoint:
     from safetensors.torch import load_file
 
-    from ..models.joint import JointEmbeddingModel
+    from ..modules.joint import JointEmbeddingModel
 
     cfg = read_checkpoint_config(path)
     model = JointEmbeddingModel(cfg.model)
@@ -342,7 +342,7 @@ def load_checkpoint(path: str | os.PathLike) -> Checkpoint:
 
 def _hubness(state: dict, cfg: CheckpointConfig) -> HubnessBanks | None:
     """Pop the CSLS banks from ``state``; the banks when config.json's ``retrieval`` asks for CSLS."""
-    from ..similarity.hubness import HubnessBanks
+    from ..csls.banks import HubnessBanks
 
     photos, captions = pop_hubness_banks(state)
     if not cfg.retrieval:

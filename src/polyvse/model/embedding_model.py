@@ -1,8 +1,8 @@
 """What every polyvse model offers an index and a searcher, torch or not: ``EmbeddingModel``.
 
 Three classes implement it: ``polyvse.model.torch_model.PolyvseModel`` (the torch model: text and photos, any
-device), ``polyvse.model.text_query.TextQueryModel`` (a word-level checkpoint's text branch in numpy) and
-``polyvse.model.tower_query.TowerQueryModel`` (a frozen-tower checkpoint's learned parts in numpy), the last two for
+device), ``polyvse.model.numpy_serving.text_query.TextQueryModel`` (a word-level checkpoint's text branch in numpy) and
+``polyvse.model.numpy_serving.tower_query.TowerQueryModel`` (a frozen-tower checkpoint's learned parts in numpy), the last two for
 text queries without importing torch (``polyvse.model.loading.query_model`` picks one). An index fingerprints each
 through ``config``, ``checkpoint``, ``captions``, ``similarity_name`` and ``named_weights()``, so it accepts one
 exactly when it accepts the others.
@@ -11,7 +11,8 @@ This module imports no torch.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from typing import Any, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -20,7 +21,7 @@ class EmbeddingModel(ABC):
     """A trained model's embedding space: captions (and, for the torch model, photos) -> vectors, and scores."""
 
     checkpoint: Any  # the checkpoint it was loaded from: languages, backbone, feature key, training metadata
-    captions: Any  # polyvse.models.text_input.CaptionEncoder: vocabulary and tokenizers
+    captions: Any  # polyvse.modules.text_input.CaptionEncoder: vocabulary and tokenizers
 
     @property
     @abstractmethod

@@ -12,7 +12,7 @@ from .checkpoint import is_pretrained_text
 if TYPE_CHECKING:
     import torch
 
-    from .text_query import NumpyQueryModel
+    from .numpy_serving.text_query import NumpyQueryModel
     from .torch_model import PolyvseModel
 
 __all__ = ["load", "photo_model", "query_model"]
@@ -40,8 +40,8 @@ def query_model(path: str | os.PathLike, zero_shot: str | None = None,
                 squash_photos: bool | None = None) -> NumpyQueryModel | None:
     """The torch-free text model of a checkpoint folder (word-level or frozen towers), or None where only
     :func:`load` serves it. ``squash_photos`` as in :func:`load` (it names the model an index was built with)."""
-    from .text_query import TextQueryModel
-    from .tower_query import TowerQueryModel
+    from .numpy_serving.text_query import TextQueryModel
+    from .numpy_serving.tower_query import TowerQueryModel
 
     model = TowerQueryModel.load(path, zero_shot) if is_pretrained_text(path) else TextQueryModel.load(path)
     if model is not None and squash_photos is not None:

@@ -1,9 +1,9 @@
 """Which language reads through which per-language part, torch-free: the torch model
-(``polyvse.model.torch_model``) and the numpy query path (``polyvse.model.tower_query``) both read a checkpoint's
+(``polyvse.model.torch_model``) and the numpy query path (``polyvse.model.numpy_serving.tower_query``) both read a checkpoint's
 parts through these; the zero-shot fallback's choices too."""
 from __future__ import annotations
 
-from typing import Iterable
+from collections.abc import Iterable
 
 from ..errors import CheckpointError
 

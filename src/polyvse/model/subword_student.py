@@ -2,7 +2,7 @@
 learned bag of hashed words and character n-grams, added before the shared head."""
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 import torch
@@ -61,7 +61,7 @@ class SubwordStudent(nn.Module):
 
     @classmethod
     def from_tensors(cls, linear: nn.Linear, spec: SubwordSpec, table: torch.Tensor, up: torch.Tensor
-                     ) -> "SubwordStudent":
+                     ) -> SubwordStudent:
         student = cls(linear, spec)
         with torch.no_grad():
             student.table.weight.copy_(table)

@@ -20,8 +20,8 @@ from __future__ import annotations
 
 import functools
 import zlib
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
-from typing import Sequence
 
 import numpy as np
 
@@ -53,7 +53,7 @@ class SubwordSpec:
         return asdict(self)
 
     @classmethod
-    def from_dict(cls, d: dict) -> "SubwordSpec":
+    def from_dict(cls, d: dict) -> SubwordSpec:
         return cls(**{k: int(v) for k, v in d.items() if k in cls.__dataclass_fields__})
 
 

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import os
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 import torch
@@ -198,7 +198,7 @@ class PolyvseModel(EmbeddingModel):
 
     @property
     def hubness(self):
-        """The CSLS banks retrieval is scored against (polyvse.similarity.hubness), None when it is plain
+        """The CSLS banks retrieval is scored against (polyvse.csls.banks), None when it is plain
         similarity."""
         return self.checkpoint.hubness
 

@@ -17,7 +17,7 @@ of the mean, which is over the languages the model trained on.
 from __future__ import annotations
 
 import copy
-from typing import Iterable
+from collections.abc import Iterable
 
 import torch
 from torch import nn

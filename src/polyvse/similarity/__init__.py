@@ -1,5 +1,5 @@
-"""Similarity functions between embedding sets: score(a, b) -> (len(a), len(b)) matrix. Imported on first use, so
-the torch-free CSLS definition (``csls_scoring``) can be imported without torch."""
+"""Similarity functions between embedding sets: score(a, b) -> (len(a), len(b)) matrix, imported on first use
+(CSLS, the hubness-corrected score on top of the cosine, is :mod:`polyvse.csls`)."""
 from ..util.lazy import lazy_attributes
 
 __all__ = ["CosineSimilarity", "OrderSimilarity"]

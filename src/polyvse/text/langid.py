@@ -48,8 +48,8 @@ import functools
 import re
 import threading
 import unicodedata
+from collections.abc import Callable, Hashable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Callable, Hashable, Iterable, Sequence
 
 from ..errors import PolyvseError
 from ..languages import check_language, language_name, match_language, teach_hint
@@ -117,7 +117,7 @@ def _lingua():
     return lingua
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _lingua_languages() -> dict[str, object]:
     """Canonical ISO 639 code -> lingua Language, for every language lingua knows."""
     return {check_language(lang.iso_code_639_1.name.lower()): lang for lang in _lingua().Language.all()}

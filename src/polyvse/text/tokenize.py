@@ -26,7 +26,6 @@ from __future__ import annotations
 import functools
 import logging
 import threading
-
 import unicodedata
 
 from ..languages import check_language
@@ -109,7 +108,7 @@ def _moses_class():
     return _FastMosesTokenizer
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def moses_languages() -> frozenset[str]:
     """Languages tokenized with Moses rules: those sacremoses ships nonbreaking prefixes for (its per-language
     data), as canonical ISO 639 codes, minus the ones with a segmenter of their own (zh) or written in Han (yue)."""
@@ -141,13 +140,13 @@ def unicode_words(text: str) -> list[str]:
     return _unicode_token().findall(unicodedata.normalize("NFC", text))
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _moses(lang: str):
     with _lock:
         return _moses_class()(lang)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _jieba():
     import jieba
 
@@ -159,7 +158,7 @@ def _jieba():
     return tok
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _mecab():
     import fugashi
 

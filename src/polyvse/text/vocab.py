@@ -14,7 +14,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections import Counter
-from typing import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
 from ..errors import DataError
 
@@ -49,7 +49,7 @@ class Vocabulary:
     # -- building -------------------------------------------------------------------------------
     @classmethod
     def build(cls, token_lists: Iterable[Sequence[str]], min_count: int = 1,
-              max_size: int | None = None) -> "Vocabulary":
+              max_size: int | None = None) -> Vocabulary:
         """Count tokens over `token_lists` (training text only!) and keep the frequent ones.
 
         min_count: keep tokens seen at least this often. max_size: keep at most this many regular
@@ -117,7 +117,7 @@ class Vocabulary:
         }
 
     @classmethod
-    def from_dict(cls, data: Mapping) -> "Vocabulary":
+    def from_dict(cls, data: Mapping) -> Vocabulary:
         if not isinstance(data, Mapping) or data.get("format") != _FORMAT:
             raise DataError("not a polyvse vocabulary (missing format marker); "
                             "pass the dict written by Vocabulary.to_dict()")

@@ -13,9 +13,9 @@ import errno
 import json
 import os
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
-from typing import IO, Any, Iterator
-
+from typing import IO, Any
 
 from ..errors import DataError
 

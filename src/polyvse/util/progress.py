@@ -16,7 +16,8 @@ from __future__ import annotations
 
 import sys
 import time
-from typing import Iterable, Iterator, TextIO
+from collections.abc import Iterable, Iterator
+from typing import TextIO
 
 
 class Progress:
@@ -65,7 +66,7 @@ class Progress:
         plural = "es" if self.unit.endswith(("s", "x", "ch", "sh")) else "s"
         return f"{self.count:,} {self.unit if self.count == 1 else self.unit + plural}"
 
-    def __enter__(self) -> "Progress":
+    def __enter__(self) -> Progress:
         return self
 
     def __exit__(self, exc_type, exc, tb) -> None:

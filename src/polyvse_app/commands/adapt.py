@@ -65,7 +65,7 @@ def register(sub) -> None:
 def run(args) -> int:
     from polyvse.adaptation import AdaptRequest, TeacherSettings, adapt_language
     from polyvse.errors import DataError
-    from polyvse.models.pretrained.cache import sentence_cache_dir
+    from polyvse.modules.pretrained.cache import sentence_cache_dir
 
     if args.lines is not None and args.lines < 1:
         raise DataError(f"--lines must be at least 1, got {args.lines}")

@@ -31,9 +31,8 @@ def register(sub) -> None:
 
 
 def run(args) -> int:
-    from polyvse_train.config import TrainConfig
-
     from polyvse.util.paths import data_root
+    from polyvse_train.config import TrainConfig
 
     out = Path(args.out)
     started = time.time()

@@ -1,7 +1,7 @@
 """`polyvse evaluate --checkpoint DIR (--dataset NAME | --images DIR --captions FILE) [--split S] [--json OUT]`,
 `polyvse evaluate --checkpoint DIR --task crosslingual|sts|words [--json OUT]` and
 `polyvse evaluate --checkpoint DIR --task languages [--langs L,..] [--split val|test] [--json OUT]`: each task one
-evaluator of polyvse.evaluation.evaluators."""
+evaluator of polyvse.evaluation.tasks."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -48,8 +48,8 @@ def register(sub) -> None:
 def run(args) -> int:
     import polyvse
     from polyvse.data.registry import load_dataset
-    from polyvse.evaluation.evaluators import RetrievalEvaluator
     from polyvse.evaluation.report import markdown_table
+    from polyvse.evaluation.retrieval import RetrievalEvaluator
     from polyvse.util.atomic import write_json_atomic
 
     root = data_root(args.data_root)
@@ -112,7 +112,7 @@ def set_scoring(model, scoring: str, csls_k: int | None) -> None:
 
 def run_task(args, root: Path) -> int:
     import polyvse
-    from polyvse.models.pretrained.captions import use_sentence_cache
+    from polyvse.modules.pretrained.captions import use_sentence_cache
     from polyvse.util.atomic import write_json_atomic
 
     if args.dataset or args.images:
@@ -138,7 +138,8 @@ def run_task(args, root: Path) -> int:
 
 def task_evaluator(args, root: Path):
     """The evaluator of ``--task`` (not retrieval), with its options from the command line."""
-    from polyvse.evaluation.evaluators import EVALUATORS, LanguagesEvaluator
+    from polyvse.evaluation.languages import LanguagesEvaluator
+    from polyvse.evaluation.tasks import EVALUATORS
 
     if args.task != "languages":
         return EVALUATORS[args.task](root)

@@ -14,7 +14,6 @@ from polyvse.util.paths import cache_root
 from .shared import add_device_args, device_of, print_failures, workers_of
 
 
-
 def register(sub) -> None:
     p = sub.add_parser("features", help="compute and cache image features")
     actions = p.add_subparsers(dest="features_command", required=True)
@@ -91,6 +90,7 @@ def _extract(args, role, device) -> int:
     from polyvse.errors import DataError
     from polyvse.features.backbones import available_backbones, get_extractor
     from polyvse.features.cache import extract_features
+
     from ..shard_role import run_shard
 
     workers = workers_of(args, device)
@@ -149,9 +149,9 @@ def run_backbones(args) -> int:
 def run_embed_text(args) -> int:
     from polyvse.data.registry import load_dataset
     from polyvse.languages import check_language
-    from polyvse.models.pretrained import get_pretrained_encoder, tower_names
-    from polyvse.models.pretrained.cache import sentence_cache_dir
-    from polyvse.models.pretrained.precompute import precompute_embeddings
+    from polyvse.modules.pretrained import get_pretrained_encoder, tower_names
+    from polyvse.modules.pretrained.cache import sentence_cache_dir
+    from polyvse.modules.pretrained.precompute import precompute_embeddings
     from polyvse.util.paths import data_root
 
     root = data_root(args.data_root)

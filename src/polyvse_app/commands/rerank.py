@@ -42,12 +42,18 @@ def run(args) -> int:
     import numpy as np
 
     import polyvse
+    from polyvse.alignment.rerank import (
+        oracle_choice,
+        read_images_list,
+        read_nbest,
+        read_references,
+        rerank,
+        translation_scores,
+    )
     from polyvse.errors import DataError
     from polyvse.features.cache import extract_features
     from polyvse.languages import check_language
     from polyvse.util.atomic import atomic_open, write_json_atomic
-    from polyvse.alignment.rerank import (oracle_choice, read_images_list, read_nbest, read_references, rerank,
-                                translation_scores)
 
     # Everything cheap and checkable first, so a bad file fails before any photo is read.
     lang = check_language(args.lang, where="--lang")

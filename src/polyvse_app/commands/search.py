@@ -10,11 +10,11 @@ import json
 import os
 import sys
 
-_THREAD_SETTINGS = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
-
 from polyvse.util.paths import DEFAULT_INDEX
 
 from .shared import add_device_args
+
+_THREAD_SETTINGS = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
 
 
 def register(sub) -> None:

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import ipaddress
 import secrets
-from typing import Annotated, Callable
+from collections.abc import Callable
+from typing import Annotated
 
 from fastapi import Depends, HTTPException
 from fastapi.security import APIKeyCookie, HTTPAuthorizationCredentials, HTTPBearer

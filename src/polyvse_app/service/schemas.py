@@ -1,7 +1,7 @@
 """Request and response models of the JSON endpoints (they make the OpenAPI schema at /openapi.json)."""
 from __future__ import annotations
 
-from typing import Annotated, Optional
+from typing import Annotated
 
 from fastapi import Path
 from pydantic import BaseModel, Field
@@ -36,7 +36,7 @@ class Detected(BaseModel):
                             "unclear and the query was searched as a plausible one, a trained language first; or "
                             "'same answer': unclear, and every plausible one gave the same top photos (only when "
                             "an agreement is asked; polyvse.text.langid)")
-    agreement: Optional[float] = Field(None, description="with 'same answer': the share of the top k photos "
+    agreement: float | None = Field(None, description="with 'same answer': the share of the top k photos "
                                        "every plausible language's search has in common")
 
 
@@ -50,7 +50,7 @@ class TextSearchRequest(BaseModel):
 class TextSearchResponse(BaseModel):
     query: str
     lang: str
-    detected: Optional[Detected] = None
+    detected: Detected | None = None
     unknown_words: list[str]
     took_ms: float
     results: list[PhotoHit]
@@ -67,7 +67,7 @@ class CaptionResult(BaseModel):
     lang: str
     caption: str
     score: float
-    image: Optional[str] = None
+    image: str | None = None
 
 
 class CaptionSearchResponse(BaseModel):

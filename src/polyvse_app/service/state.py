@@ -10,8 +10,9 @@ import re
 import threading
 import time
 from collections import OrderedDict
+from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated, Callable
+from typing import Annotated
 
 from fastapi import Depends, HTTPException, Request, UploadFile
 
@@ -59,7 +60,7 @@ class ServiceState:
     def index(self):
         return self.searcher.index
 
-    def pinned(self) -> "ServiceState":
+    def pinned(self) -> ServiceState:
         """This state over the index version in force now (a newer one picked up first): what a request keeps to
         its end, so that its photo ids and its search refer to the same version."""
         pinned = copy.copy(self)

@@ -15,6 +15,7 @@ from ..objectives import OBJECTIVES, ObjectiveOptions
 from ..sections import Section, at_least, one_of
 from .schema import AlignSection, DataSection, ModelSection, ScheduleSection, SmokeSection
 
+
 @dataclass
 class ObjectiveSection(Section):
     """The training objective: its name, the ranking settings every objective shares, and the objective's own
@@ -63,7 +64,7 @@ class ObjectiveSection(Section):
         return [f for f in fields(cls) if f.name != "options"]
 
     @classmethod
-    def from_values(cls, values: dict[str, Any], source: str) -> "ObjectiveSection":
+    def from_values(cls, values: dict[str, Any], source: str) -> ObjectiveSection:
         """The section of normalised ``values``: its fields, and ``options`` (a mapping of option: value, or an
         options object) made the named objective's options. The flat form lists the options of every objective:
         another objective's option is ignored at its default, refused naming it otherwise."""

@@ -9,14 +9,14 @@ from polyvse.data.registry import DEFAULT_DATASET, dataset_translations
 from polyvse.data.splits import DEFAULT_EVAL_SPLIT, OFFICIAL, parse_split
 from polyvse.data.text_tuples import TEXT_CORPORA
 from polyvse.errors import DataError
-from polyvse.models.pretrained.text_branch import TEXT_HEADS
+from polyvse.modules.pretrained.text_branch import TEXT_HEADS
 
 from ..sections import Section, at_least, one_of
 
 WORD_INITS = ("random", "muse")
 OPTIMIZERS = ("adam", "sgd")
 SIMILARITIES = ("cosine", "order")
-# model.retrieval_scoring: the similarity's own scores, or CSLS (polyvse.similarity.hubness)
+# model.retrieval_scoring: the similarity's own scores, or CSLS (polyvse.csls.banks)
 RETRIEVAL_SCORINGS = ("similarity", "csls")
 TEXT_ENCODERS = ("gru", "lstm", "mean", "pretrained")
 TEXT_SHARINGS = ("shared", "per_language")
@@ -96,7 +96,7 @@ class DataSection(Section):
 
 @dataclass
 class ModelSection(Section):
-    """The retrieval model's parts and sizes (polyvse.models.ModelConfig)."""
+    """The retrieval model's parts and sizes (polyvse.modules.ModelConfig)."""
 
     key: ClassVar[str] = "model"
     embed_dim: int = 512
@@ -127,14 +127,14 @@ class ModelSection(Section):
     # schedule.finetune_lr_scale x lr) on photos decoded and augmented for every step (the pixel path,
     # polyvse_train.pixels; data.crop_scale_min): a GPU's work. The checkpoint carries the trained backbone
     finetune_backbone: bool = False
-    # partial fine-tuning of the e5 text tower (polyvse.models.pretrained.e5_tail; text_encoder pretrained with
+    # partial fine-tuning of the e5 text tower (polyvse.modules.pretrained.e5.tail; text_encoder pretrained with
     # pretrained_encoder e5-small or e5-small+...): its last N transformer layers and pooling train (at
     # schedule.text_finetune_lr_scale x lr) on the cached hidden states entering them; 0 = frozen sentence vectors,
     # 12 = every layer (on the cached embedding-layer output; the token embedding table stays frozen)
     text_finetune_layers: int = 0
     # how the finished model ranks photos and captions for each other: "similarity" (the similarity's own scores)
     # or "csls" (cosine less CSLS's hubness terms against banks of the TRAINING photos and captions, which the
-    # checkpoint carries: polyvse.similarity.hubness); training is the same either way
+    # checkpoint carries: polyvse.csls.banks); training is the same either way
     retrieval_scoring: str = "similarity"
     csls_k: int = 10  # retrieval_scoring csls: neighbours in each hubness term
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-from dataclasses import dataclass
 import re
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +16,7 @@ from .loading import field_path, find_smoke_overlay, load_chain, merge, normalis
 from .objective import OPTION_DEFAULTS, SECTIONS, ObjectiveSection
 from .packaged import resolve_config
 from .schema import AlignSection, DataSection, ModelSection, ScheduleSection, SmokeSection
+
 
 @dataclass(init=False)
 class TrainConfig:
@@ -49,7 +50,7 @@ class TrainConfig:
 
     # -- construction --------------------------------------------------------------------------------
     @classmethod
-    def from_dict(cls, data: dict[str, Any], source: str = "<dict>") -> "TrainConfig":
+    def from_dict(cls, data: dict[str, Any], source: str = "<dict>") -> TrainConfig:
         """A checked config from flat names, dotted paths or section mappings; errors name ``source``."""
         cfg = cls.__new__(cls)
         cfg._fill(normalise(data, source), source)
@@ -57,7 +58,7 @@ class TrainConfig:
         return cfg
 
     @classmethod
-    def load(cls, path: str | Path) -> "TrainConfig":
+    def load(cls, path: str | Path) -> TrainConfig:
         """The config of a file, or of the packaged config ``path`` names (``mule-full``,
         ``f8k-full/polyvse-best``), and its ``base:`` chain, on top of the smoke overlay if there is one."""
         path = resolve_config(path)
@@ -69,7 +70,7 @@ class TrainConfig:
             nested = merge(normalise(read_mapping(overlay), str(overlay)), nested)
         return cls.from_dict(nested, source=str(path))
 
-    def with_overrides(self, assignments: dict[str, Any], source: str) -> "TrainConfig":
+    def with_overrides(self, assignments: dict[str, Any], source: str) -> TrainConfig:
         """A checked copy with flat names / dotted paths / sections set."""
         return type(self).from_dict(merge(normalise(self.to_nested(), source), normalise(assignments, source)),
                                     source=source)
@@ -111,7 +112,7 @@ class TrainConfig:
             out[ObjectiveSection.key][self.objective.name] = options
         return out
 
-    def for_smoke(self) -> "TrainConfig":
+    def for_smoke(self) -> TrainConfig:
         """This config as a ``--smoke`` run builds its objective (a copy): every field it has that the smoke
         section caps (``smoke.caps``: configs/overlays/smoke.yaml) at most its cap."""
         out = copy.deepcopy(self)

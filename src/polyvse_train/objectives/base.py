@@ -2,7 +2,7 @@
 
 An objective turns a batch of its sampler into a loss:
 
-    sampler()                           the batches of an epoch (``polyvse.sampling``), wrapped here for
+    sampler()                           the batches of an epoch (``polyvse_train.sampling``), wrapped here for
                                         ``min_batches_per_epoch`` and for text-only tuples (``text_corpus``)
     image_batch_loss(forward, batch, dist_info, epoch) -> (loss, {part: float})
     photo_rows(batch, dist_info) -> rows    the photos whose images that batch reads (the pixel path's to decode)
@@ -32,8 +32,8 @@ from torch import nn
 
 from polyvse.errors import DataError
 from polyvse.losses import every_negative
-from polyvse.sampling import RepeatedPassSampler, StagedSampler
 
+from ..sampling import RepeatedPassSampler, StagedSampler
 from ..sections import Section
 
 

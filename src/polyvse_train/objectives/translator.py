@@ -5,7 +5,7 @@ Sec. 2-3), objective vse in two stages (its options are vse's and the stages').
                    its text encoder and image head are what "initialized with de weights" means here)
     target stage   then ``epochs`` epochs on the captions of the other languages only; the word vectors of the
                    ``language_map`` languages pass a d x d map M into the source language's word space
-                   (``polyvse.models.language_mapping``), and M is trained with the rest unless frozen
+                   (``polyvse.modules.language_mapping``), and M is trained with the rest unless frozen
 
 At the start of the target stage a ``lexicon`` map is initialised as the poster does: SVD (orthogonal
 Procrustes) on the MUSE <lang>-<source> lexicon (its train part, ``polyvse.alignment.muse_lexicon``,
@@ -22,9 +22,9 @@ import numpy as np
 import torch
 
 from polyvse.errors import DataError
-from polyvse.models.language_mapping import fit_language_map
-from polyvse.sampling import CaptionSubsetSampler, StagedSampler
+from polyvse.modules.language_mapping import fit_language_map
 
+from ..sampling import CaptionSubsetSampler, StagedSampler
 from ..sections import at_least, one_of
 from .vse import VseObjective, VseOptions
 

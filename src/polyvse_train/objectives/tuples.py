@@ -9,10 +9,15 @@ import torch
 
 from polyvse.errors import DataError
 from polyvse.losses.adversarial import masked_mean
-from polyvse.models.text_input import CaptionEncoder
-from polyvse.sampling import (GroupBalancedBatchSampler, InterleavedTextTupleSampler, PhotoTupleBatchSampler,
-                              TextTupleBatchSampler, slot_languages)
+from polyvse.modules.text_input import CaptionEncoder
 
+from ..sampling import (
+    GroupBalancedBatchSampler,
+    InterleavedTextTupleSampler,
+    PhotoTupleBatchSampler,
+    TextTupleBatchSampler,
+    slot_languages,
+)
 from ..sections import one_of
 from .base import Objective, ObjectiveOptions
 

@@ -10,9 +10,9 @@ import torch
 
 from polyvse.device import autocast_off
 from polyvse.losses import HingeRankingLoss, InfoNceLoss
-from polyvse.sampling import DistinctPhotoBatchSampler, DrawnCaptionsSampler
 
 from ..distributed import gather_with_grad, shard
+from ..sampling import DistinctPhotoBatchSampler, DrawnCaptionsSampler
 from ..sections import at_least, one_of
 from ..teacher import TeacherLoss
 from .base import Objective, ObjectiveOptions

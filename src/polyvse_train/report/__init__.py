@@ -14,8 +14,8 @@ error, so no block can claim to be generated while nothing regenerates it.
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 from polyvse.evaluation.report import block_body, block_names, replace_block
 from polyvse.util.atomic import atomic_path
@@ -24,8 +24,7 @@ from .bench import bench_block
 from .f8k_full import f8k_full_block, headline_block, product_model_block
 from .languages import languages_block
 from .records import Page, RecordError
-from .zoo_page import PAGE as ZOO_PAGE
-from .zoo_page import render_zoo_page
+from .zoo_page import PAGE as ZOO_PAGE, render_zoo_page
 
 __all__ = ["BLOCKS", "PAGES", "RecordError", "expected_files", "generated_files", "stale", "write_all"]
 

@@ -17,7 +17,7 @@ def _cell(row: dict, split: str) -> str:
 
 def languages_markdown(record: dict, link: str | None = None) -> str:
     """The table of a languages record: one row per served language with val and test mR and gallery size."""
-    from polyvse.evaluation.evaluators.languages import served_as
+    from polyvse.evaluation.languages import served_as
     from polyvse.languages import language_name
 
     head = ["code", "language", "served as", "captions", "val mR", "test mR", "test photos"]

@@ -20,8 +20,17 @@ inside the training folds of a cross-validation. On f8k-full the official split 
 protocol, with more seeds for the configs a claim rests on.
 """
 from .runner import ERROR_FILE, RUN_FILE, TASKS_FILE, RunLock, execute, run_zoo, status
-from .spec import (OFFICIAL, ZooRun, ZooSpec, config_digest, effective_config, find_configs, load_spec,
-                   plan_runs, run_dir)
+from .spec import (
+                   OFFICIAL,
+                   ZooRun,
+                   ZooSpec,
+                   config_digest,
+                   effective_config,
+                   find_configs,
+                   load_spec,
+                   plan_runs,
+                   run_dir,
+)
 
 __all__ = ["ERROR_FILE", "OFFICIAL", "RUN_FILE", "TASKS_FILE", "RunLock", "ZooRun", "ZooSpec", "config_digest",
            "effective_config", "execute", "find_configs", "load_spec", "plan_runs", "run_dir", "run_zoo", "status"]

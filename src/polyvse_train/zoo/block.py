@@ -10,16 +10,25 @@ F8K-ML claims table of the document itself.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from polyvse.evaluation.report import markdown_rows, replace_block
 from polyvse.util.atomic import atomic_path
 
 from .claims import CLAIMS, VERDICTS, Claim, claim_check, claim_check_seeds, per_language, seed_noise
 from .results import LANGS, RunResult, collect, machines, official_runs
-from .tables import (budget_text, crosslingual_tables, fmt, language_table, sts_table, summary_table, table_cells,
-                     words_table)
+from .tables import (
+    budget_text,
+    crosslingual_tables,
+    fmt,
+    language_table,
+    sts_table,
+    summary_table,
+    table_cells,
+    words_table,
+)
 
 F8KML_CLAIMS_HEADING = "## 8. Which of the papers' conclusions hold"
 

@@ -10,8 +10,8 @@ retrained) is not a retraining: such configs are listed as not yet retrained.
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 import numpy as np
 

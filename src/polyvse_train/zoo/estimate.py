@@ -15,9 +15,9 @@ from __future__ import annotations
 import resource
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Callable
 
 from .spec import ZooRun, ZooSpec, effective_config
 

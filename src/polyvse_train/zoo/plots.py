@@ -1,8 +1,8 @@
 """The figures of the zoo report (PNG files beside results.md), one function each."""
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 import numpy as np
 

@@ -9,8 +9,8 @@ published tables can be checked without training, and they outlive the machine t
 from __future__ import annotations
 
 import shutil
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 from polyvse.util.atomic import atomic_path
 

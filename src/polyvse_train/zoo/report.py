@@ -11,8 +11,9 @@ machine that does not hold their runs.
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from polyvse.evaluation.report import block_body, markdown_rows, replace_block
 from polyvse.util.atomic import atomic_path
@@ -20,10 +21,19 @@ from polyvse.util.atomic import atomic_path
 from .block import blocks_in
 from .claims import claims_table
 from .plots import make_plots
-from .results import (LANGS, RunResult, collect, complete_fold_runs, curve_points, fold_runs, machines,
-                      official_runs)
-from .tables import (CROSSLINGUAL_NOTE, best_table, budget_text, crosslingual_tables, fmt, language_table,
-                     official_table, sts_table, summary_table, words_section)
+from .results import LANGS, RunResult, collect, complete_fold_runs, curve_points, fold_runs, machines, official_runs
+from .tables import (
+    CROSSLINGUAL_NOTE,
+    best_table,
+    budget_text,
+    crosslingual_tables,
+    fmt,
+    language_table,
+    official_table,
+    sts_table,
+    summary_table,
+    words_section,
+)
 
 
 def replace_section(path: Path, heading: str, text: str) -> None:

@@ -2,13 +2,14 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 
-from .runner import ERROR_FILE, RUN_FILE, TASKS_FILE, machine
+from .runner import ERROR_FILE, RUN_FILE, TASKS_FILE
 from .spec import OFFICIAL
 
 LANGS = ("en", "de", "fr", "cs", "zh")

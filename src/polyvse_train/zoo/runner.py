@@ -3,7 +3,7 @@
 Each run lives in ``<out>/<config>/<split>-s<seed>[-<tag>]`` holding the usual checkpoint, metrics.json
 and train_log.jsonl, plus ``zoo_run.json`` (the effective config, wall and CPU time) and, for the runs on
 the official split when the spec asks for them, ``tasks.json`` (cross-lingual retrieval, STS, word
-translation: see :mod:`polyvse.evaluation.evaluators`).
+translation: see :mod:`polyvse.evaluation.tasks`).
 
 Resumable at two levels: a finished run (its zoo_run.json matches the effective config) is skipped, and an
 interrupted one continues from its training state. A run whose folder holds results of a different config
@@ -16,13 +16,13 @@ import json
 import logging
 import time
 import traceback
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 from polyvse.errors import MissingDataError
-from polyvse.provenance import machine as this_machine
-from polyvse.provenance import no_model, provenance
+from polyvse.provenance import machine as this_machine, no_model, provenance
 from polyvse.util.atomic import write_json_atomic
+
 from .spec import OFFICIAL, ZooRun, ZooSpec, config_digest, effective_config, run_dir
 
 log = logging.getLogger("polyvse.zoo")
@@ -175,8 +175,8 @@ def _execute(run: ZooRun, out: Path, root: Path, spec: ZooSpec, *, retry_failed:
             })
         if needs_tasks(run, spec):
             import polyvse
-            from polyvse.evaluation.evaluators import run_tasks
-            from polyvse.models.pretrained.captions import use_sentence_cache
+            from polyvse.evaluation.tasks import run_tasks
+            from polyvse.modules.pretrained.captions import use_sentence_cache
 
             t0 = time.time()
             tasks = run_tasks(use_sentence_cache(polyvse.load(d / "checkpoint"), root), root)

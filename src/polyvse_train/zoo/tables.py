@@ -2,13 +2,14 @@
 from __future__ import annotations
 
 import math
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
 from polyvse.evaluation.report import markdown_rows
 
-from .results import (LANGS, RECALLS, RunResult, by_config, complete_fold_runs, machines, official_runs)
+from .results import LANGS, RECALLS, RunResult, by_config, complete_fold_runs, machines, official_runs
 
 CROSSLINGUAL_NOTE = ("Each caption queries the captions of the other language; one gold item per query (its "
                      "translation). Pairs of the model's training photos are left out (31 Multi30K test_2016 "

@@ -3,7 +3,6 @@ describe an uploaded or an indexed photo."""
 from __future__ import annotations
 
 import time
-from typing import Optional
 
 from fastapi import APIRouter, File, Form, Query, UploadFile
 
@@ -16,7 +15,7 @@ CAPTION_LANG = "only captions in this language (one of the collection's); all la
 
 @router.post("/captions/image", response_model=CaptionSearchResponse, openapi_extra=PHOTO_UPLOAD)
 def captions_for_upload(service: Service, file: UploadFile = File(...), k: int = Form(5, **K_LIMITS),
-                        lang: Optional[str] = Form(None, description=CAPTION_LANG)):
+                        lang: str | None = Form(None, description=CAPTION_LANG)):
     """Captions of the collection that best describe an uploaded photo."""
     t0 = time.perf_counter()
     collection = service.need_captions()
@@ -28,7 +27,7 @@ def captions_for_upload(service: Service, file: UploadFile = File(...), k: int =
 
 @router.get("/photos/{photo_id}/captions", response_model=CaptionSearchResponse)
 def captions_for_photo(service: Service, photo_id: PhotoId, k: int = Query(5, **K_LIMITS),
-                       lang: Optional[str] = Query(None, description=CAPTION_LANG)):
+                       lang: str | None = Query(None, description=CAPTION_LANG)):
     t0 = time.perf_counter()
     collection = service.need_captions()
     e = service.photo(photo_id)

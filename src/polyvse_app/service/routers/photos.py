@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import io
 import mimetypes
-from pathlib import Path
 from enum import IntEnum
+from pathlib import Path
 
 from fastapi import APIRouter, HTTPException, Query
 from fastapi.responses import FileResponse, Response

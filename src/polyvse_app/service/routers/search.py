@@ -5,8 +5,16 @@ import time
 
 from fastapi import APIRouter, File, Form, Query, UploadFile
 
-from ..schemas import (ERRORS, K_LIMITS, PHOTO_UPLOAD, QUERY_LIMITS, ImageSearchResponse, PhotoId, TextSearchRequest,
-                       TextSearchResponse)
+from ..schemas import (
+    ERRORS,
+    K_LIMITS,
+    PHOTO_UPLOAD,
+    QUERY_LIMITS,
+    ImageSearchResponse,
+    PhotoId,
+    TextSearchRequest,
+    TextSearchResponse,
+)
 from ..settings import DEFAULT_K
 from ..state import Service, ServiceState, hits_json, took_ms
 
