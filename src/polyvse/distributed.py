@@ -15,7 +15,7 @@ import torch.distributed as dist
 from .errors import DataError
 
 #: minutes a collective (a barrier included) waits for every rank before the run fails. torch's default for NCCL,
-#: 10, is shorter than rank 0 preparing data from empty caches while the others wait (~40 min on a CPU).
+#: 10, is shorter than rank 0 preparing data from empty caches while the others wait on a CPU.
 DEFAULT_TIMEOUT_MIN = 60.0
 #: environment variable that sets it for every command run under torchrun (train also takes --dist-timeout)
 TIMEOUT_ENV = "POLYVSE_DIST_TIMEOUT"

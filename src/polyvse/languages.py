@@ -43,8 +43,8 @@ TRAINED, ADAPTED, ZERO_SHOT = SERVING_STATUSES = ("trained", "adapted", "zero-sh
 
 
 #: the two-letter ISO 639-1 codes that are already canonical (langcodes leaves them as they are; tests/test_languages.py
-#: checks this list against langcodes): such a code is accepted without importing langcodes, whose data tables cost a
-#: fresh `polyvse search` process ~0.1 s
+#: checks this list against langcodes): such a code is accepted without importing langcodes, whose data tables are
+#: a large share of a fresh `polyvse search` process's start-up
 CANONICAL_TWO_LETTER = frozenset("""
     aa ab ae af ak am an ar as av ay az ba be bg bi bm bn bo br bs ca ce ch co cr cs cu cv cy da de dv dz ee
     el en eo es et eu fa ff fi fj fo fr fy ga gd gl gn gu gv ha he hi ho hr ht hu hy hz ia id ie ig ii ik io

@@ -74,7 +74,7 @@ class Preprocess:
         self.ten_crop = bool(ten_crop)
         self._resize = self._resize_transform()
         # (pixel / 255 - mean) / std as one multiply-add, in numpy: single-threaded on purpose, since
-        # torch's multi-threaded elementwise ops cost ~4x more CPU on these small images
+        # torch's multi-threaded elementwise ops cost several times more CPU on these small images
         std = np.asarray(self.std, dtype=np.float32)
         self._scale = (1.0 / (255.0 * std)).astype(np.float32)
         self._shift = (np.asarray(self.mean, dtype=np.float32) / std).astype(np.float32)

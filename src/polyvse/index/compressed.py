@@ -49,8 +49,8 @@ CHUNK_ROWS = 65_536
 MIN_CHUNK_ROWS = 1024
 TRAIN_SHARE = 4  # the training sample: at most 1/4 of the budget (FAISS's working copies about as much again)
 # code sizes tried under a memory budget, finest first: dim/4, dim/8, dim/16, dim/32 bytes a photo. The finest
-# came in when the 10M scale bench's held-out queries found recall@10 0.83 with dim/8 codes (4.2 GiB in all); with
-# dim/4 codes the same build fits 8 GB at ~6.2 GiB (benchmarks/README.md)
+# came in when dim/8 codes missed the recall goal at 10M photos while dim/4 still fit an 8 GB budget
+# (benchmarks/README.md)
 DIMS_PER_SUB_QUANTIZER = (2, 4, 8, 16)
 DEFAULT_DEPTH = 50  # candidates re-ranked per 10 results asked, before tuning
 MAX_DEPTH = 800

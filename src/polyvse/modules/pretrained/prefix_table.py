@@ -23,7 +23,7 @@ class PrefixTable:
     def __init__(self, blob: np.ndarray, offsets: np.ndarray, crcs: np.ndarray, order: np.ndarray,
                  values: np.ndarray):
         # memoryviews of the arrays as given (memory-mapped ones too): indexing one gives a Python int as fast as
-        # an array.array does, and wrapping costs nothing, where converting 250k entries costs ~10 ms
+        # an array.array does, and wrapping costs nothing, where converting a large table costs a query's start-up
         def view(a: np.ndarray, dtype) -> memoryview:
             return memoryview(np.ascontiguousarray(a, dtype=dtype))
 

@@ -84,8 +84,8 @@ class E5Layer(nn.Module):
 
         q, k, v = split(self.q(x)).float(), split(self.k(x)).float(), split(self.v(x)).float()
         # attention itself in fp32 even under bf16 autocast (a no-op in fp32): torch's CPU flash-attention
-        # backward is ~3x slower in bf16 than in fp32 at these sizes (batch 256, 47 tokens), which cancelled
-        # what bf16 gains elsewhere in a training step
+        # backward is much slower in bf16 than in fp32 at these sizes, which cancelled what bf16 gains elsewhere
+        # in a training step (docs/decisions.md, bf16 training steps)
         with autocast_off(x.device):
             ctx = nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=mask[:, None, None, :])
         ctx = ctx.transpose(1, 2).reshape(b * t, h).index_select(0, at)
