@@ -256,7 +256,9 @@ def test_failed_write_leaves_no_partial_file(lite, good, tmp_path, monkeypatch):
         raise OSError(28, "No space left on device")
 
     monkeypatch.setattr(np, "save", half_write_then_fail)
-    with pytest.raises(OSError):
+    from polyvse.util.atomic import DiskFullError
+
+    with pytest.raises(DiskFullError, match="no space left"):
         cache.put(lite.key, h, np.ones(1280, dtype=np.float32))
     monkeypatch.undo()
     assert not cache.path(lite.key, h).exists()

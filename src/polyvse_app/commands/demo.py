@@ -67,7 +67,10 @@ def _polyvse(argv: list[str]) -> int:
     package sits below the CLI that registers it, so it does not import the CLI back."""
     import subprocess
 
-    return subprocess.run([sys.executable, "-m", "polyvse_app", *argv], check=False).returncode
+    done = subprocess.run([sys.executable, "-m", "polyvse_app", *argv], check=False, capture_output=True, text=True)
+    sys.stdout.write(done.stdout)
+    sys.stderr.write(done.stderr)
+    return done.returncode
 
 
 def _program() -> str:

@@ -217,8 +217,6 @@ def _build(args, role, device, workers: int | None = None) -> int:
     from polyvse.index.compressed import parse_memory
     from polyvse.model.loading import photo_model
 
-    from ..shard_role import run_shard
-
     t0 = time.time()
     # torch where installed, else the checkpoint's ONNX image encoder (polyvse.model.loading.photo_model)
     model = photo_model(args.checkpoint, device=device, squash_photos=squash_of(args))
@@ -240,7 +238,7 @@ def _build(args, role, device, workers: int | None = None) -> int:
 
         raise DataError("sharded builds write FAISS indexes; build a Milvus one in one process (Milvus itself "
                         "spreads the collection over its nodes)")
-
+    from ..shard_role import run_shard  # torch's process groups: only a sharded build needs them
 
     shards = run_shard(role, lambda: build_index_shard(
         model, photos, args.out, shard=role.shard, num_shards=role.num_shards,

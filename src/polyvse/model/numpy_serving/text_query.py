@@ -179,7 +179,7 @@ class NumpyQueryModel(EmbeddingModel):
         if self.image_encoder is None:
             raise CheckpointError(f"{self.checkpoint.path}: this model was loaded for text only; load it with "
                                   "polyvse.model.loading.photo_model to embed photos")
-        from ..features.images import load_image
+        from ...features.images import load_image
 
         if isinstance(photos, (str, os.PathLike)) or hasattr(photos, "convert"):
             photos = [photos]
