@@ -1,4 +1,4 @@
-"""`make model` timed from empty caches, as on a fresh machine (issue #27: under 90 minutes on 2 cores).
+"""`make model` timed from empty caches, as on a fresh machine (the goal: under 90 minutes on 2 cores).
 
     python benchmarks/bench_make_model.py --threads 2 [--precision auto] [--out benchmarks/results/make_model.json]
 

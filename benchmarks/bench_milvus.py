@@ -1,4 +1,4 @@
-"""FAISS against Milvus (embedded milvus-lite) side by side in one run, on the same vectors (issue #53).
+"""FAISS against Milvus (embedded milvus-lite) side by side in one run, on the same vectors.
 
     python benchmarks/bench_milvus.py --out runs/bench_milvus.json [--size 1m] [--queries 200]
                                       [--photos-index runs/model/index] [--noise 0.5] [--dim 1024] [--quick]

@@ -1,4 +1,4 @@
-"""Scale: the compressed index (`polyvse index build --max-memory 8GB`) at 100k, 1M and 10M photos (issues #28, #53).
+"""Scale: the compressed index (`polyvse index build --max-memory 8GB`) at 100k, 1M and 10M photos.
 
     python benchmarks/bench_scale.py --out runs/bench_scale.json [--sizes 100k,1m,10m] [--gaussian-sizes 100k,1m]
                                      [--data photos,gaussian] [--max-memory 8GB] [--queries 500]

@@ -10,6 +10,13 @@ follows what the web page does: text queries in each of the model's languages (e
 thumbnails, similar photos by id, model info, and some photo uploads. Every response must be a 2xx:
 errors are counted and listed. Prints and writes (--out, JSON) the request rate and latency percentiles
 (p50/p90/p99/max), overall and per request kind. Exit code 1 if any request failed. Not a test.
+
+A soak: a longer --duration with --add-images DIR runs `polyvse index add` on the served index halfway through
+(the server picks the new generation up without a restart; the record says when the new photos were seen), and
+the server's resident memory is sampled every --rss-every seconds (start, middle and end in the record):
+
+    python benchmarks/bench_serve_load.py --index runs/model/index --duration 600 --clients 8 \
+        --add-images photos-to-add/ --out benchmarks/results/soak_product.json
 """
 from __future__ import annotations
 
@@ -76,6 +83,73 @@ def check_loopback(url: str) -> None:
     raise SystemExit(f"--url must point at this machine's loopback (127.0.0.0/8, ::1, localhost), not {host!r}")
 
 
+def rss_bytes(pid: int) -> int | None:
+    """Resident memory of a process (Linux /proc), None where it cannot be read."""
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        return None
+    return None
+
+
+async def sample_rss(pid: int, every_s: float, finished: asyncio.Event, samples: list[tuple[float, int]],
+                     t0: float, deadline: float) -> None:
+    while time.perf_counter() < deadline or not finished.is_set():
+        rss = rss_bytes(pid)
+        if rss is not None:
+            samples.append((round(time.perf_counter() - t0, 1), rss))
+        await asyncio.sleep(every_s)
+
+
+def rss_summary(samples: list[tuple[float, int]], duration: float) -> dict:
+    """Start (first sample), middle (nearest the half) and end (last sample) RSS, and the peak."""
+    if not samples:
+        return {"samples": []}
+    mid = min(samples, key=lambda s: abs(s[0] - duration / 2))
+    gib = lambda b: round(b / 2**30, 3)  # noqa: E731
+    return {"start_gib": gib(samples[0][1]), "middle_gib": gib(mid[1]), "end_gib": gib(samples[-1][1]),
+            "peak_gib": gib(max(b for _, b in samples)), "samples": [[t, gib(b)] for t, b in samples]}
+
+
+async def add_midway(args, client, url: str, t0: float, before: int, finished: asyncio.Event) -> dict:
+    """At half the duration, `polyvse index add` of --add-images into the served index; then poll the server
+    until it reports the new photo count (no restart). The load goes on until ``finished`` is set, past the
+    duration when the add takes longer."""
+    try:
+        return await _add_and_wait(args, client, url, t0, before)
+    finally:
+        finished.set()
+
+
+async def _add_and_wait(args, client, url: str, t0: float, before: int) -> dict:
+    await asyncio.sleep(args.duration / 2)
+    cmd = [sys.executable, "-m", "polyvse_app", "index", "add", "--index", str(args.index), "--images",
+           str(args.add_images), "--quiet"]
+    started = time.perf_counter()
+    proc = await asyncio.create_subprocess_exec(*cmd, stdout=asyncio.subprocess.PIPE,
+                                                stderr=asyncio.subprocess.STDOUT)
+    out, _ = await proc.communicate()
+    done = time.perf_counter()
+    seen_at, photos = None, before
+    while proc.returncode == 0 and time.perf_counter() < done + ADD_SEEN_WITHIN_S:
+        photos = (await client.get(url + "/api/model")).json()["index"]["photos"]
+        if photos > before:
+            seen_at = round(time.perf_counter() - t0, 1)
+            break
+        await asyncio.sleep(1.0)
+    return {"command": " ".join(["polyvse", *cmd[3:]]), "exit_code": proc.returncode,
+            "started_s": round(started - t0, 1), "seconds": round(done - started, 1),
+            "photos_before": before, "photos_after": photos, "new_photos_served_at_s": seen_at,
+            "output_tail": out.decode(errors="replace")[-800:] if proc.returncode else ""}
+
+
+#: how long after `index add` exits the server may take to serve the new generation (its reload check runs every
+#: few seconds)
+ADD_SEEN_WITHIN_S = 60.0
+
+
 def start_server(args) -> tuple[subprocess.Popen, str]:
     port = free_port()
     cmd = ["--index", args.index, "--host", LOOPBACK, "--port", port, "--log-level", "warning"]
@@ -123,6 +197,7 @@ async def run_load(args) -> dict:
     import httpx
 
     proc = None
+    rss_samples: list[tuple[float, int]] = []
     url = args.url
     if url:
         check_loopback(url)
@@ -169,9 +244,22 @@ async def run_load(args) -> dict:
                 return await client.post(url + "/api/search/image", files={"file": (name, data, "image/jpeg")},
                                          data={"k": "12"})
 
+            side, add_finished = [], asyncio.Event()
+            if args.add_images:
+                side.append(add_midway(args, client, url, t_start, setup["n_photos"], add_finished))
+            else:
+                add_finished.set()
+            if proc is not None:
+                side.insert(0, sample_rss(proc.pid, args.rss_every, add_finished, rss_samples, t_start,
+                                          deadline))
+
+            def going() -> bool:
+                return (time.perf_counter() < deadline or not add_finished.is_set()) and \
+                    state["sent"] < args.max_requests
+
             async def worker(i: int):
                 rng = random.Random(args.seed * 1000 + i)
-                while time.perf_counter() < deadline and state["sent"] < args.max_requests:
+                while going():
                     state["sent"] += 1
                     kind = rng.choices(kinds, weights)[0]
                     t0 = time.perf_counter()
@@ -182,7 +270,9 @@ async def run_load(args) -> dict:
                     except Exception as exc:  # noqa: BLE001 - a failed request is a result here
                         records.append((kind, time.perf_counter() - t0, 0, f"{type(exc).__name__}: {exc}"))
 
-            await asyncio.gather(*(worker(i) for i in range(args.clients)))
+            done = await asyncio.gather(*(worker(i) for i in range(args.clients)), *side)
+            index_add = done[-1] if args.add_images else None
+            duration = time.perf_counter() - t_start
             wall = time.perf_counter() - t_start
             load_after = os.getloadavg()
     finally:
@@ -207,6 +297,8 @@ async def run_load(args) -> dict:
         "index": {"photos": setup["n_photos"], "kind": setup["info"]["index"]["kind"],
                   "languages": setup["info"]["languages"]},
         "queries": {"text": len(setup["text"]), "auto": len(setup["auto"])},
+        "server_rss": rss_summary(rss_samples, duration) if proc is not None else None,
+        "index_add": index_add,
         "machine": {"python": platform.python_version(), "cpus": os.cpu_count(), "platform": platform.platform(),
                     "load_average_1min_before": round(load_before[0], 2),
                     "load_average_1min_after": round(load_after[0], 2)},
@@ -229,7 +321,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--upload", type=Path, help="photo to upload (default: indexed photo 0, fetched via the API)")
     ap.add_argument("--server-log", type=Path, help="write the started server's output here")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--add-images", type=Path, metavar="DIR",
+                    help="photos to `polyvse index add` into the served index halfway through (needs --index)")
+    ap.add_argument("--rss-every", type=float, default=5.0, help="seconds between the server's RSS samples")
     args = ap.parse_args(argv)
+    if args.add_images and not args.index:
+        raise SystemExit("--add-images needs --index (the benchmark adds into the index it serves)")
     if not 1 <= args.clients <= 1000 or not 0 < args.duration <= 600 or args.max_requests < 1:
         raise SystemExit("--clients must be 1..1000, --duration 0..600 s, --max-requests at least 1")
 
@@ -250,11 +347,21 @@ def main(argv: list[str] | None = None) -> int:
               f"  errors {s['errors']}")
     for e in result["error_samples"]:
         print(f"  error: {e}")
+    if result["server_rss"] and result["server_rss"].get("samples"):
+        r = result["server_rss"]
+        print(f"server RSS: {r['start_gib']} GiB at start, {r['middle_gib']} middle, {r['end_gib']} end "
+              f"(peak {r['peak_gib']})")
+    if result["index_add"]:
+        a = result["index_add"]
+        print(f"index add at {a['started_s']} s: exit {a['exit_code']}, {a['seconds']} s, photos "
+              f"{a['photos_before']} -> {a['photos_after']}, served from {a['new_photos_served_at_s']} s")
     m = result["machine"]
     print(f"machine: {m['cpus']} CPUs, 1-min load average {m['load_average_1min_before']} before, "
           f"{m['load_average_1min_after']} after (client and server share this machine)")
     print(f"written to {args.out}")
-    return 1 if result["errors"] else 0
+    add_failed = result["index_add"] is not None and (result["index_add"]["exit_code"] != 0
+                                                      or result["index_add"]["new_photos_served_at_s"] is None)
+    return 1 if result["errors"] or add_failed else 0
 
 
 if __name__ == "__main__":

@@ -9,7 +9,7 @@ train_throughput_ratio = real / bound (target >= 0.9: data handling must not be 
 exact scan's fraction is (bench_search.bound_fraction: the real step is the bare one plus more work, so a raw ratio
 above 1 is timing noise; it is kept as *_raw and flagged, *_exceeds_bound, above 1.03). The two are timed
 side by side: alternating blocks of up to BLOCK steps over one epoch's batches, the order swapped every block, so both
-see the same machine load and warmth. (Until 2026-11-26 the bound ran before and after a whole real run: with the
+see the same machine load and warmth. (A bound timed before and after a whole real run fails: with the
 load changing between them the "bound" came out slower than the real loop, ratio 1.18 once, so it was no bound.)
 The whole real epoch (`train_one_epoch`: the same steps plus the epoch's sampling and state save) is reported
 beside it, train_real_epoch_captions_per_s, for the loop's overhead outside the steps.

@@ -5,7 +5,7 @@ identical trainings: wall time, the config as stored, device and precision.
     python scripts/compare_metrics.py BEFORE_DIR AFTER_DIR     # every <run>/metrics.json found in both
 
 Prints one line per run (same / differs, with the first differing keys) and exits 1 if any run differs or is
-missing on one side. Used to show that a refactoring leaves training unchanged (issue #12).
+missing on one side. Used to show that a refactoring leaves training unchanged.
 """
 from __future__ import annotations
 

@@ -4,7 +4,7 @@ let in: writes results/exclusion-counts.json, the record README and docs/results
     python scripts/exclusion_counts.py --out results/exclusion-counts.json
 
 Per dataset (f8k-full, f8k-ml; official split, test as the evaluation split): the set's size and how many
-image-training captions it drops, by language and source. And the leak of issue #24: how many of the en-cs
+image-training captions it drops, by language and source. And the leak the rule closed: how many of the en-cs
 Multi30K test_2016 pairs the cross-lingual task scores for an f8k-full model were teacher pairs under the old rule
 (task1 lines of every photo outside Flickr8K's val/test lists).
 """

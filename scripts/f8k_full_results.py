@@ -1,4 +1,4 @@
-"""The f8k-full comparison of issue #13: the frozen-tower baseline against polyvse's best model, 3 training seeds
+"""The f8k-full comparison: the frozen-tower baseline against polyvse's best model, 3 training seeds
 each, on the 1,000-photo Flickr8K test gallery per language, and the README table made from those runs.
 
     python scripts/f8k_full_results.py                 # train what is missing (resumable), print the tables

@@ -1,5 +1,5 @@
 """Zero-shot languages, leave one language out: how a language the towers read but no part was taught scores, with
-each fallback part, measured on the languages at hand by holding each out in turn (issue #55 item 2).
+each fallback part, measured on the languages at hand by holding each out in turn.
 
     python scripts/zero_shot_loo.py --checkpoint runs/model/checkpoint --held-out es,ar,de,fr,cs,zh \\
         --teach es,ar,zh,qu,gn,de,fr,cs --lines 4000 --work runs/zero-shot-loo --out results/zero-shot-loo.json
@@ -30,7 +30,7 @@ here):
 H's captions: f8k-full's human captions for a language the model trained on (de, fr, cs, zh) and MultiScript30k's
 line of each photo for es and ar (one caption a photo). A trained H is only partly held out -- its part is left
 out, but the towers' tail and the head trained on its captions too -- so its rows are an upper bound (and its CSLS penalties use its own caption bank); es and ar are held out
-entirely. The reference is French through its own trained part on the same photos (the issue's goal: a
+entirely. The reference is French through its own trained part on the same photos (the goal: a
 zero-shot language within 5 mR of French). Resumable: each teacher run keeps its state under ``--work``, and the
 record is written after every held-out language.
 """

@@ -14,6 +14,8 @@ from pathlib import Path
 
 import pytest
 
+from test_index import N_FIRST, assets  # noqa: F401 (fixture)
+
 REPO = Path(__file__).resolve().parents[1]
 BENCH = REPO / "benchmarks"
 
@@ -262,7 +264,7 @@ def test_performance_block_comes_from_the_record():
     assert "measured on f8k-full-polyvse-best, fingerprint abcdef012345" in text
     assert "| 0.93 (numpy" in text and f"p50 {new['ann_p50_ms']:.2f} ms" in text
 
-    old = copy.deepcopy(committed)  # as the record of 2026-11-22: a dirty tree, the old probe
+    old = copy.deepcopy(committed)  # as an earlier committed record: a dirty tree, the old probe
     old.update(git_dirty=True, git_dirty_files=["src/x.py"])
     old.pop("provenance", None)
     top = old["details"]["search"]["per_dim"][str(old["details"]["search"]["headline_dim"])]
@@ -432,3 +434,27 @@ def test_bench_gpu_finetune_code_runs_on_cpu_at_tiny_sizes(tmp_path, shared_data
     assert r["decode"]["photos"] == 8 and finite_positive(r["decode"]["photos_per_s"])
     assert finite_positive(r["fp32"]["step_ms_median"]) and r["fp32"]["losses_finite"]
     assert r["backbone"] == "efficientnet-lite2" and r["text_layers"] == 1 and "bf16" not in r
+
+
+
+def test_serve_load_soak_adds_photos_midway_and_samples_memory(assets, tmp_path):  # noqa: F811
+    """The soak options: `index add` halfway through a load run, the new photos served without a restart, the
+    server's RSS sampled at start, middle and end; no request fails."""
+    import shutil
+
+    index = shutil.copytree(assets.index, tmp_path / "index")
+    more = tmp_path / "more"
+    more.mkdir()
+    for photo in assets.photos[N_FIRST:N_FIRST + 4]:
+        shutil.copyfile(photo, more / photo.name)
+    out = tmp_path / "soak.json"
+    run_script("bench_serve_load.py", "--index", str(index), "--duration", "10", "--clients", "2",
+               "--add-images", str(more), "--rss-every", "1", "--out", str(out))
+    r = json.loads(out.read_text())
+    assert r["errors"] == 0 and r["requests"] > 0
+    add = r["index_add"]
+    assert add["exit_code"] == 0 and add["photos_after"] == add["photos_before"] + 4
+    assert add["new_photos_served_at_s"] is not None and add["new_photos_served_at_s"] >= add["started_s"]
+    rss = r["server_rss"]
+    assert all(finite_positive(rss[k]) for k in ("start_gib", "middle_gib", "end_gib", "peak_gib"))
+    assert len(rss["samples"]) >= 5

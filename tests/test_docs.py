@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from polyvse.evaluation.report import block_names, replace_block
+from polyvse.evaluation.report import block_body, block_names, replace_block
 
 REPO = Path(__file__).resolve().parents[1]
 DOCS_TOOLS = ("mkdocs", "material", "mkdocstrings_handlers.python")
@@ -163,6 +163,12 @@ _HASH = re.compile(r"\b(?=[0-9a-f]*[a-f])(?=[0-9a-f]*[0-9])[0-9a-f]{7,40}\b")
 _DATE = re.compile(r"\b(?:19|20)\d\d-[01]\d-[0-3]\d\b")
 _ISSUE = re.compile(r"(?<![\w&/#])#[1-9]\d*\b|\bissues?\s+#?\d+\b", re.I)  # "#0" is a caption's index
 _LENDING = re.compile(r"\bGPU windows?\b|\blent\b|\blending\b|\bdevice time\b|\bcalls? can carry\b|\b15-minute\b", re.I)
+# a generated block cites a record by its link, then that record's own provenance in parentheses (its run's date,
+# commit and machine: "[`r.json`](r.json) (2026-11-28, commit 63db45dae380; AMD EPYC, 2 cores)"): that date and
+# commit date the figure, they are not the team's history; issue numbers and lending words there still count
+_RECORD_PROVENANCE = re.compile(r"\]\(\)(?: \(reconstructed provenance\))? \((?:[^()\n]|\([^()\n]*\))*\)")
+# a record's own name in inline code (`results/archive/test-polyvse-best-2026-11-27/`), as its link target would be
+_RECORD_NAME = re.compile(r"`(?:results|benchmarks/results)/[^`\s]*`")
 # the walkthrough's provenance header (scripts/service_walkthrough.py writes it: the run's commit and date)
 _WALKTHROUGH = "service.md"
 _WALKTHROUGH_HEADER = re.compile(r"\*\*How this page was made\.\*\*.*?(?=^## )", re.S | re.M)
@@ -184,13 +190,16 @@ def without_generated(text: str) -> str:
 
 
 def user_prose(text: str, name: str = "") -> str:
-    """What a reader reads as the authors' words: no generated blocks, code blocks (commands and their real
-    output), link targets (record file names, URL anchors), nor the walkthrough's provenance header."""
-    text = without_generated(text)
+    """What a reader reads, the authors' words and the generated blocks' alike: no code blocks (commands and their
+    real output), link targets and records' names in inline code (record file names, URL anchors), the record
+    provenance a generated block gives beside a record's link, nor the walkthrough's provenance header."""
     if name == _WALKTHROUGH:
         text = _WALKTHROUGH_HEADER.sub("", text)
-    text = _FENCE.sub("", text)
-    return _LINK_TARGET.sub("]()", text)
+    text = _RECORD_NAME.sub("``", _LINK_TARGET.sub("]()", _FENCE.sub("", text)))
+    for block in block_names(text):
+        body = _RECORD_PROVENANCE.sub(lambda m: _HASH.sub("", _DATE.sub("", m.group(0))), block_body(text, block))
+        text = replace_block(text, block, body)
+    return text
 
 
 def lab_notebook_marks(text: str, name: str = "") -> list[str]:
@@ -217,12 +226,18 @@ def test_the_pages_carry_no_history_of_the_team():
 
 def test_the_history_check_finds_what_it_looks_for():
     bad = ("Adopted on 2026-11-28 (issue #27, issue 31) in commit 0b1b75c, during one GPU window lent for 15\n"
-           "minutes.\n```\nmake 1fd8837\n```\n<!-- x:start -->\nrecord of 2026-11-28 at 4bf4b19\n<!-- x:end -->\n"
+           "minutes.\n```\nmake 1fd8837\n```\n<!-- x:start -->\nchosen in the rounds of 2026-11-25 at 4bf4b19\n"
+           "[`r.json`](r.json) (2026-11-28, commit 63db45dae380, issue #53)\n<!-- x:end -->\n"
            "[gpu_check_h200_a4fe419.json](../results/gpu_check_h200_a4fe419.json), [a](page.md#section-12)\n")
     labels = [m.split(" (in:")[0] for m in lab_notebook_marks(bad)]
     assert labels == ["commit hash '0b1b75c'", "date '2026-11-28'", "issue number 'issue #27'", "issue number 'issue 31'",
-                      "machine-lending words 'GPU window'", "machine-lending words 'lent'"]
+                      "machine-lending words 'GPU window'", "machine-lending words 'lent'",
+                      "commit hash '4bf4b19'", "date '2026-11-25'", "issue number 'issue #53'"]
     assert lab_notebook_marks("EfficientNet-Lite2, 1024-d, e5, see [x](#two-commands), &#124; R@1") == []
+    cited = ("<!-- x:start -->\nrecord [`r.json`](r.json) (reconstructed provenance) (2026-11-28, AMD EPYC (2 cores), "
+             "commit 63db45dae380); `results/archive/test-x-2026-11-27/`\n<!-- x:end -->\n")
+    assert lab_notebook_marks(cited) == []
+    assert lab_notebook_marks(cited.replace("<!-- x:start -->", "").replace("<!-- x:end -->", "")) != []
 
 
 # ------------------------------------------------------------------ how each language is served, as the record says

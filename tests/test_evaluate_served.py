@@ -1,4 +1,4 @@
-"""`polyvse evaluate --images DIR --captions FILE` scores every language the model serves (issue #55 item 5): a
+"""`polyvse evaluate --images DIR --captions FILE` scores every language the model serves: a
 language it trained on through its part, a zero-shot one (Dutch, read by the USE tower the model never trained on
 in Dutch) through the fallback part and an adapted one (Spanish, taught with a subword student) through its
 student -- each as `polyvse search` embeds and ranks a query in that language -- and skips, saying so, a language

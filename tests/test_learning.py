@@ -1,4 +1,4 @@
-"""Learning must happen (issue #24, point 2): small real-data runs that must beat chance by a wide margin.
+"""Learning must happen: small real-data runs that must beat chance by a wide margin.
 
 The smoke and end-to-end tests check that a run finishes and that its recalls lie in 0..100; a sign-flipped
 loss or a learning rate of zero passes them. Here each run trains one config of configs/ the way a user does

@@ -1,11 +1,11 @@
 """`pip install polyvse` without torch: this checkout's wheel in a fresh venv, its base dependencies at the lock's
-versions (polyvse_tooling.light_install), then `polyvse index build`, `polyvse search` by text and by photo and
-`polyvse serve` (one HTTP query) there, on a checkpoint the full install trained (its ONNX image encoder written
-by the trainer); the vectors it indexes are the full install's."""
+versions (polyvse_tooling.light_install), then `polyvse index build`, `polyvse search` by text and by photo,
+`polyvse serve` (one HTTP query) and `polyvse evaluate` there, on a checkpoint the full install trained (its ONNX
+image encoder written by the trainer); the vectors it indexes and the metrics it evaluates are the full install's,
+and a command that needs torch says so, with the pip line that installs it."""
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import socket
 import subprocess
@@ -16,7 +16,8 @@ import numpy as np
 import pytest
 
 from polyvse.index import PhotoIndex
-from polyvse_tooling.light_install import build_wheel, make_light_venv
+from polyvse_tooling.light_install import build_wheel, light_env, make_light_venv, run_polyvse
+from test_evaluate_without_torch import assert_same_numbers, own_captions
 from test_index import serving_assets
 
 REPO = Path(__file__).resolve().parents[1]
@@ -35,9 +36,7 @@ def assets(shared_data, tmp_path_factory):
 
 
 def _polyvse(venv: Path, *argv, cwd: Path) -> subprocess.CompletedProcess:
-    env = {k: v for k, v in os.environ.items() if k not in ("POLYVSE_IMAGE_ENCODER", "PYTHONPATH")}
-    proc = subprocess.run([str(venv / "bin" / "polyvse"), *map(str, argv)], cwd=cwd, env=env, capture_output=True,
-                          text=True, timeout=300)
+    proc = run_polyvse(venv, list(argv), cwd, timeout=300)
     assert proc.returncode == 0, f"polyvse {' '.join(map(str, argv))}: {proc.stdout}\n{proc.stderr}"
     return proc
 
@@ -85,7 +84,7 @@ def test_index_search_and_serve_without_torch(light_venv, assets, shared_data, t
     assert len(hits) == 10
 
     port = _free_port()
-    env = {k: v for k, v in os.environ.items() if k not in ("POLYVSE_IMAGE_ENCODER", "PYTHONPATH")}
+    env = light_env()
     server = subprocess.Popen([str(light_venv / "bin" / "polyvse"), "serve", "--index", str(index), "--port",
                                str(port), "--no-warm-up", "--log-level", "warning"], cwd=tmp_path, env=env,
                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
@@ -105,3 +104,31 @@ def test_index_search_and_serve_without_torch(light_venv, assets, shared_data, t
         server.terminate()
         out, _ = server.communicate(timeout=30)
     assert "device: cpu (ONNX Runtime)" in out
+
+
+def test_evaluate_without_torch_gives_the_full_install_s_metrics(light_venv, assets, shared_data, tmp_path):
+    from polyvse_app.cli import main
+
+    captions = own_captions(shared_data, assets.photos[:30], tmp_path / "captions.csv")
+    argv = ["evaluate", "--checkpoint", assets.checkpoint, "--images", assets.photos_dir, "--captions", captions,
+            "--data-root", shared_data, "--quiet", "--json"]
+    assert main([*map(str, argv), str(tmp_path / "full.json")]) == 0
+    out = _polyvse(light_venv, *argv, tmp_path / "light.json", cwd=tmp_path).stdout
+    assert "| en |" in out
+    want, got = (json.loads((tmp_path / f"{name}.json").read_text()) for name in ("full", "light"))
+    assert want["languages"]["en"]["n_images"] == 30
+    assert_same_numbers(want["languages"], got["languages"])
+    assert got["retrieval"] == want["retrieval"]
+
+
+@pytest.mark.parametrize("argv, says", [
+    (["evaluate", "--task", "words"], "polyvse evaluate --task words needs PyTorch"),
+    (["train", "--config", "smoke", "--out", "run"], "polyvse train needs PyTorch"),
+])
+def test_a_command_that_needs_torch_says_how_to_install_it(light_venv, assets, tmp_path, argv, says):
+    if argv[0] == "evaluate":
+        argv = [*argv, "--checkpoint", assets.checkpoint]
+    proc = run_polyvse(light_venv, argv, tmp_path, timeout=300)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert says in proc.stderr and "pip install 'polyvse[train]'" in proc.stderr
+    assert "Traceback" not in proc.stderr

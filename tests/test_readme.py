@@ -5,13 +5,10 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from polyvse.evaluation.report import block_names, replace_block
-
 REPO = Path(__file__).resolve().parents[1]
 README = REPO / "README.md"
 MAX_LINES = 250
 
-_FENCE = re.compile(r"^```.*?^```", re.S | re.M)
 _HASH = re.compile(r"\b(?=[0-9a-f]*[a-f])(?=[0-9a-f]*[0-9])[0-9a-f]{7,40}\b")
 _DATE = re.compile(r"\b(19|20)\d\d-[01]\d-[0-3]\d\b")
 _ISSUE = re.compile(r"(?<![\w&])#\d+\b")
@@ -19,10 +16,11 @@ _LINK = re.compile(r"\]\(([^)\s]+)\)")
 
 
 def prose(text: str) -> str:
-    """README without its code blocks and generated blocks."""
-    for name in block_names(text):
-        text = replace_block(text, name, "")
-    return _FENCE.sub("", text)
+    """README as its reader reads it, generated blocks included (the pages' rule: tests/test_docs.py's
+    ``user_prose``, which leaves out code blocks, link targets and the provenance a block cites beside a record)."""
+    from test_docs import user_prose
+
+    return user_prose(text)
 
 
 def lab_notebook_marks(text: str) -> list[str]:
@@ -42,6 +40,8 @@ def test_the_check_finds_what_it_looks_for():
     bad = "Adopted on 2026-11-28 (issue #27) in commit 0b1b75c.\n```\nmake 1fd8837\n```\n"
     assert lab_notebook_marks(bad) == ["commit hash 0b1b75c", "date 2026-11-28", "issue number #27"]
     assert lab_notebook_marks("EfficientNet-Lite2, 1024-d, e5, see [x](#two-commands)") == []
+    assert lab_notebook_marks("<!-- x:start -->\nchosen in the rounds of 2026-11-25\n<!-- x:end -->\n") == [
+        "date 2026-11-25"]
 
 
 def test_every_relative_link_resolves():

@@ -1,4 +1,4 @@
-"""Every committed record says where it came from (issue #52: provenance on every record).
+"""Every committed record says where it came from (provenance on every record).
 
 What a *record* is, under ``results/`` and ``benchmarks/results/``:
 
@@ -14,7 +14,7 @@ What a *record* is, under ``results/`` and ``benchmarks/results/``:
 *Complete* is :func:`polyvse.provenance.provenance_problems` with nothing to say: schema, date (ISO 8601 with time
 and zone), full commit, dirty flag, machine (CPU model, cores, memory, GPU or none, OS, Python), the command that
 wrote it, polyvse version, and the model it measured (checkpoint fingerprint, path, config) or why none. A block
-written after the fact (``scripts/backfill_provenance.py``) is marked ``reconstructed`` with its sources and may
+written after the fact (a one-off migration of older records) is marked ``reconstructed`` with its sources and may
 leave ``dirty``, ``model.fingerprint`` and the machine's memory/OS/Python as None, each with its reason.
 
 Beyond the shape, every record passes the rules of ``tests/provenance_rules.py`` against git and the docs: its
@@ -111,7 +111,7 @@ def test_every_record_has_complete_provenance():
     assert found, f"no records found under {ROOTS} of {REPO}"
     problems = record_problems()
     assert not problems, (f"{len(problems)} records lack provenance (tests/test_record_provenance.py says what a "
-                          "record is; scripts/backfill_provenance.py marks old ones):\n" + "\n".join(problems[:40]))
+                          "record is; write it with polyvse.provenance.provenance()):\n" + "\n".join(problems[:40]))
 
 
 def test_every_record_passes_the_history_citation_product_and_reconstruction_rules():

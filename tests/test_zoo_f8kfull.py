@@ -39,7 +39,7 @@ def test_f8k_full_spec_covers_every_config_once_on_the_official_split():
         assert cfg["threads"] == 1
         if run.config not in spec.own_settings:
             assert cfg["backbone"] == "efficientnet-lite0" and cfg["epochs"] == 15
-    # the configs at their own settings are exactly their files (the baseline and best model)
+    # the configs at their own settings are exactly their files (the baseline and polyvse's best model)
     for name, file in spec.own_settings.items():
         own = TrainConfig.load(REPO / file).to_dict()
         eff = effective_config(ZooRun(name, REPO / file, "official", 0), spec).to_dict()

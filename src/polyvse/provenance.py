@@ -54,6 +54,9 @@ PRODUCT_BUILD_RECORD = "benchmarks/results/make_model.json"
 PRODUCT_CHECKPOINT = "runs/model/checkpoint"
 
 
+#: what a page says beside a record whose provenance block is marked ``reconstructed``
+RECONSTRUCTED_MARK = "(reconstructed provenance)"
+
 def is_product_checkpoint(checkpoint) -> bool:
     """Whether a record's ``model.checkpoint`` is the product's: ``runs/model/checkpoint`` of some checkout."""
     if not isinstance(checkpoint, str):
@@ -267,75 +270,93 @@ def provenance_problems(block) -> list[str]:
     reason."""
     if not isinstance(block, dict):
         return ["no provenance block"]
-    out = []
-    rebuilt = block.get("reconstructed")
-    unknown = {}
-    if rebuilt is not None:
-        if not (isinstance(rebuilt, dict) and isinstance(rebuilt.get("from"), list) and rebuilt["from"]
-                and all(isinstance(x, str) and x for x in rebuilt["from"])
-                and isinstance(rebuilt.get("by"), str) and rebuilt["by"]):
-            out.append("reconstructed: needs 'from' (its sources) and 'by' (the script that wrote it)")
-        else:
-            unknown = rebuilt.get("unknown") or {}
+    c = _BlockCheck(block)
+    c.check("schema", lambda v: v == SCHEMA, f"schema version {SCHEMA}")
+    c.check("date", _iso_with_zone, "ISO 8601 date with time and zone")
+    c.check("commit", lambda v: isinstance(v, str) and re.fullmatch(r"[0-9a-f]{40}", v), "a full commit hash")
+    c.check("dirty", lambda v: isinstance(v, bool), "true or false")
+    c.check("command", _text, "the command that wrote it")
+    c.check("polyvse_version", _text, "the polyvse version")
+    _check_machine(c)
+    _check_model(c)
+    return c.out
 
-    def value(path: str):
-        v = block
+
+def _iso_with_zone(v) -> bool:
+    try:
+        d = _dt.datetime.fromisoformat(v)
+    except (TypeError, ValueError):
+        return False
+    return "T" in v and d.tzinfo is not None
+
+
+def _text(v) -> bool:
+    return isinstance(v, str) and bool(v.strip())
+
+
+class _BlockCheck:
+    """The problems found so far in one provenance block (``out``), and the rule for a None field: allowed only
+    in a well-formed ``reconstructed`` block, for a field that may be unknown, with a reason."""
+
+    def __init__(self, block: dict):
+        self.block, self.out, self.unknown = block, [], {}
+        self.rebuilt = rebuilt = block.get("reconstructed")
+        if rebuilt is not None:
+            if not (isinstance(rebuilt, dict) and isinstance(rebuilt.get("from"), list) and rebuilt["from"]
+                    and all(isinstance(x, str) and x for x in rebuilt["from"])
+                    and isinstance(rebuilt.get("by"), str) and rebuilt["by"]):
+                self.out.append("reconstructed: needs 'from' (its sources) and 'by' (the script that wrote it)")
+            else:
+                self.unknown = rebuilt.get("unknown") or {}
+
+    def value(self, path: str):
+        v = self.block
         for part in path.split("."):
             v = v.get(part) if isinstance(v, dict) else None
         return v
 
-    def allowed_none(path: str) -> bool:
-        if path in RECONSTRUCTED_MAY_BE_UNKNOWN and rebuilt is not None:
-            why = unknown.get(path)
+    def allowed_none(self, path: str) -> bool:
+        if path in RECONSTRUCTED_MAY_BE_UNKNOWN and self.rebuilt is not None:
+            why = self.unknown.get(path)
             if isinstance(why, str) and why.strip():
                 return True
-            out.append(f"{path}: None without a reason in reconstructed.unknown")
+            self.out.append(f"{path}: None without a reason in reconstructed.unknown")
             return True
         return False
 
-    def check(path: str, ok, what: str):
-        v = value(path)
-        if v is None and allowed_none(path):
+    def check(self, path: str, ok, what: str) -> None:
+        v = self.value(path)
+        if v is None and self.allowed_none(path):
             return
         if v is None or not ok(v):
-            out.append(f"{path}: {what} (found {v!r})")
+            self.out.append(f"{path}: {what} (found {v!r})")
 
-    def iso_with_zone(v) -> bool:
-        try:
-            d = _dt.datetime.fromisoformat(v)
-        except (TypeError, ValueError):
-            return False
-        return "T" in v and d.tzinfo is not None
 
-    def text(v) -> bool:
-        return isinstance(v, str) and bool(v.strip())
+def _check_machine(c: _BlockCheck) -> None:
+    machine = c.block.get("machine")
+    if not isinstance(machine, dict):
+        c.out.append("machine: a dict (cpu, cores, memory_gb, gpu, os, python)")
+        return
+    c.check("machine.cpu", _text, "the CPU model")
+    c.check("machine.cores", lambda v: isinstance(v, int) and v > 0, "cores, a positive int")
+    c.check("machine.memory_gb", lambda v: isinstance(v, (int, float)) and v > 0, "memory in GB")
+    if "gpu" not in machine or not (machine["gpu"] is None or _text(machine["gpu"])):
+        c.out.append("machine.gpu: the GPU's name, or None for none")
+    c.check("machine.os", _text, "the OS")
+    c.check("machine.python", _text, "the Python version")
 
-    check("schema", lambda v: v == SCHEMA, f"schema version {SCHEMA}")
-    check("date", iso_with_zone, "ISO 8601 date with time and zone")
-    check("commit", lambda v: isinstance(v, str) and re.fullmatch(r"[0-9a-f]{40}", v), "a full commit hash")
-    check("dirty", lambda v: isinstance(v, bool), "true or false")
-    check("command", text, "the command that wrote it")
-    check("polyvse_version", text, "the polyvse version")
-    if not isinstance(block.get("machine"), dict):
-        out.append("machine: a dict (cpu, cores, memory_gb, gpu, os, python)")
-    else:
-        check("machine.cpu", text, "the CPU model")
-        check("machine.cores", lambda v: isinstance(v, int) and v > 0, "cores, a positive int")
-        check("machine.memory_gb", lambda v: isinstance(v, (int, float)) and v > 0, "memory in GB")
-        if "gpu" not in block["machine"] or not (block["machine"]["gpu"] is None or text(block["machine"]["gpu"])):
-            out.append("machine.gpu: the GPU's name, or None for none")
-        check("machine.os", text, "the OS")
-        check("machine.python", text, "the Python version")
-    model = block.get("model")
+
+def _check_model(c: _BlockCheck) -> None:
+    model = c.block.get("model")
     if not isinstance(model, dict):
-        out.append("model: a dict ({fingerprint, checkpoint, config} or {none: why})")
+        c.out.append("model: a dict ({fingerprint, checkpoint, config} or {none: why})")
     elif "none" in model:
-        if not text(model["none"]):
-            out.append("model.none: say why no model is measured")
+        if not _text(model["none"]):
+            c.out.append("model.none: say why no model is measured")
     else:
-        check("model.fingerprint", lambda v: isinstance(v, str) and v.startswith("sha256:"), "sha256:<hex>")
+        c.check("model.fingerprint", lambda v: isinstance(v, str) and v.startswith("sha256:"), "sha256:<hex>")
         if model.get("photo_fingerprint") is not None:  # absent from records older than recorded photo sides
-            check("model.photo_fingerprint", lambda v: isinstance(v, str) and v.startswith("sha256:"), "sha256:<hex>")
-        check("model.checkpoint", text, "the checkpoint's path")
-        check("model.config", text, "the training config's name")
-    return out
+            c.check("model.photo_fingerprint", lambda v: isinstance(v, str) and v.startswith("sha256:"),
+                    "sha256:<hex>")
+        c.check("model.checkpoint", _text, "the checkpoint's path")
+        c.check("model.config", _text, "the training config's name")

@@ -4,6 +4,7 @@ measures. The standard library only.
 
     wheel = build_wheel(REPO, tmp)                 # pip wheel --no-deps
     venv = make_light_venv(REPO, wheel, tmp / "venv")  # python -m venv, then pip install -c constraints.txt WHEEL
+    proc = run_polyvse(venv, ["evaluate", ...], cwd)   # its `polyvse`, in the environment a user's shell gives it
 
 The packages come through pip's usual index and cache, held to constraints.txt's versions, so the environment
 is the one a user of the lock gets; torch is checked to be absent.
@@ -15,7 +16,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-__all__ = ["build_wheel", "make_light_venv", "tree_bytes", "venv_python"]
+__all__ = ["build_wheel", "light_env", "make_light_venv", "run_polyvse", "tree_bytes", "venv_python"]
 
 
 def _run(argv: list, timeout: float) -> None:
@@ -53,6 +54,19 @@ def make_light_venv(repo: Path, wheel: Path, venv: Path, python: str = sys.execu
     if probe.stdout.strip() != "True":
         raise RuntimeError(f"{venv}: torch was installed with the base dependencies ({probe.stdout}{probe.stderr})")
     return venv
+
+
+def light_env() -> dict:
+    """This process's environment less what would reach outside the venv or force an image encoder: the one a
+    user's shell gives the light install's commands."""
+    return {k: v for k, v in os.environ.items() if k not in ("POLYVSE_IMAGE_ENCODER", "PYTHONPATH")}
+
+
+def run_polyvse(venv: Path, argv: list, cwd: Path, timeout: float = 600) -> subprocess.CompletedProcess:
+    """The venv's ``polyvse ARGV`` run in ``cwd`` (its output captured; the caller checks the exit code)."""
+    exe = venv / ("Scripts/polyvse.exe" if os.name == "nt" else "bin/polyvse")
+    return subprocess.run([str(exe), *map(str, argv)], cwd=cwd, env=light_env(), capture_output=True, text=True,
+                          timeout=timeout)
 
 
 def tree_bytes(path: Path) -> int:

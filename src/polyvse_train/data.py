@@ -101,14 +101,7 @@ def prepare_data(cfg: TrainConfig, root: Path, smoke: bool = False, progress: bo
                                      eval_texts=[c.text for c in corpus.captions if c.photo_id in eval_ids])
     log.info("evaluation exclusion: %d photos, %d sentences", len(exclusion.photo_ids), len(exclusion.text_keys))
     text_corpus = load_text_corpus(cfg, root, corpus, exclusion, smoke)
-    if smoke:  # a slice of the data: first photos by id, so smoke runs are reproducible and fast
-        train_ids = set(sorted(train_ids)[: cfg.smoke.photos])
-        eval_ids = set(sorted(eval_ids)[: max(cfg.smoke.photos // 2, 8)])
-    photo_ids = sorted(train_ids | eval_ids)
-    missing = [p for p in photo_ids if corpus.photos[p].path is None]
-    if missing:
-        raise DataError(f"{cfg.data.dataset}: {len(missing)} photos have no image file (e.g. {missing[0]}); "
-                        "image-text training needs the photos")
+    train_ids, eval_ids, photo_ids = _run_photos(cfg, corpus, train_ids, eval_ids, smoke)
     images = image_input(cfg, [corpus.photos[p].path for p in photo_ids], photo_ids, root, progress, device,
                          train_ids=train_ids)
     ok_ids = images.photo_ids
@@ -117,18 +110,8 @@ def prepare_data(cfg: TrainConfig, root: Path, smoke: bool = False, progress: bo
     train_caps = training_captions(cfg, root, corpus, {p for p in train_ids if p in row_of}, exclusion)
     train_caps = limit_captions(train_caps, cfg.data.caption_limit, cfg.schedule.seed)  # learning curves; {} keeps all
     eval_caps = [c for c in corpus.captions if c.photo_id in eval_ids and c.photo_id in row_of]
-    texts_by_lang: dict[str, list[str]] = {}
-    for c in train_caps:
-        texts_by_lang.setdefault(c.lang, []).append(c.text)
-    text_tuples = teacher = None
-    if uses_pretrained_tower(cfg):  # frozen sentence vectors from the embedding cache; no vocabulary
-        if text_corpus is not None:
-            raise DataError("text_corpus needs a word-level text encoder, not a frozen pretrained tower; "
-                            "set text_corpus: none")
-        encoder = pretrained_caption_encoder(cfg, root, progress=progress)
-        teacher = load_teacher_pairs(cfg, root, encoder, exclusion, train_ids, smoke)
-    else:  # without a text corpus: CaptionEncoder.build over the training captions, as always
-        encoder, text_tuples = build_caption_encoder(cfg, texts_by_lang, text_corpus)
+    encoder, text_tuples, teacher = _caption_encoder(cfg, root, train_caps, text_corpus, exclusion, train_ids, smoke,
+                                                     progress)
 
     def encode(caps) -> CaptionSet:
         from polyvse.modules.text_input import caption_inputs  # a sentence encoder embeds in batches
@@ -143,6 +126,38 @@ def prepare_data(cfg: TrainConfig, root: Path, smoke: bool = False, progress: bo
         train=encode(train_caps), eval=encode(eval_caps), captions=encoder,
         feature_key=images.key, image_tail=images.image_tail, n_failed_photos=images.n_failed,
         text_tuples=text_tuples, teacher=teacher)
+
+
+def _run_photos(cfg: TrainConfig, corpus: Corpus, train_ids: set[str], eval_ids: set[str], smoke: bool):
+    """(training photos, evaluation photos, both sorted): a smoke run's slice of them; each must have its file."""
+    if smoke:  # a slice of the data: first photos by id, so smoke runs are reproducible and fast
+        train_ids = set(sorted(train_ids)[: cfg.smoke.photos])
+        eval_ids = set(sorted(eval_ids)[: max(cfg.smoke.photos // 2, 8)])
+    photo_ids = sorted(train_ids | eval_ids)
+    missing = [p for p in photo_ids if corpus.photos[p].path is None]
+    if missing:
+        raise DataError(f"{cfg.data.dataset}: {len(missing)} photos have no image file (e.g. {missing[0]}); "
+                        "image-text training needs the photos")
+    return train_ids, eval_ids, photo_ids
+
+
+def _caption_encoder(cfg: TrainConfig, root: Path, train_caps: list, text_corpus, exclusion, train_ids: set[str],
+                     smoke: bool, progress: bool):
+    """(caption encoder, text tuples, teacher pairs): a frozen pretrained tower with its teacher pairs, or a
+    word-level encoder built over the training captions (and the text corpus, with its tuples)."""
+    texts_by_lang: dict[str, list[str]] = {}
+    for c in train_caps:
+        texts_by_lang.setdefault(c.lang, []).append(c.text)
+    text_tuples = teacher = None
+    if uses_pretrained_tower(cfg):  # frozen sentence vectors from the embedding cache; no vocabulary
+        if text_corpus is not None:
+            raise DataError("text_corpus needs a word-level text encoder, not a frozen pretrained tower; "
+                            "set text_corpus: none")
+        encoder = pretrained_caption_encoder(cfg, root, progress=progress)
+        teacher = load_teacher_pairs(cfg, root, encoder, exclusion, train_ids, smoke)
+    else:  # without a text corpus: CaptionEncoder.build over the training captions, as always
+        encoder, text_tuples = build_caption_encoder(cfg, texts_by_lang, text_corpus)
+    return encoder, text_tuples, teacher
 
 
 def image_input(cfg: TrainConfig, paths: list, photo_ids: list[str], root: Path, progress: bool,

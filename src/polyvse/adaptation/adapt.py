@@ -66,13 +66,49 @@ def adapt_language(req: AdaptRequest, report: Callable[[str], None] = print) -> 
     """Write ``req.out``, the checkpoint with ``req.lang`` taught; returns the language's record."""
     t0 = time.perf_counter()
     lang = _language_code(req.lang)
+    _check_request(req)
+    ck = load_checkpoint(req.checkpoint)
+    check_adaptable(ck, lang)
+    trained = trained_languages(ck)
+    pf, pivots = _read_pairs(req, trained, report)
+    report(f"adapt {lang}: {len(pf.lines)} pairs from {req.parallel} (counterparts in {', '.join(pivots)}), "
+           f"method {req.method}")
+    model, captions = ck.model.eval(), ck.captions
+    x_new, x_pivot = _pair_vectors(req, model, captions, pf, lang, pivots)
+    targets = teacher_targets(model, x_pivot, [x.pivot_lang for x in pf.lines])
+    val, train = held_out_rows(len(pf.lines), req.teacher.seed)
+    init = fallback_part(model.text_encoder, req.zero_shot_init, trained)
+    if req.teacher.subwords is None:  # on for teacher learning in every language: chosen on val (docs/decisions.md)
+        req = dataclasses.replace(req, teacher=dataclasses.replace(req.teacher, subwords=req.method == "teacher"))
+    texts_val = [pf.lines[i].text for i in val]
+    zero_shot_mr = held_out_mr(model, init, x_new[val], targets[val]) if len(val) else None
+    if req.method != "teacher" and req.teacher.subwords:
+        raise DataError(f"--subwords is a teacher student; --method {req.method} maps tower vectors only")
+    part, details = _fit_part(req, model, captions, init, lang, pf, pivots, (x_new, x_pivot, targets), (train, val))
+    adapted_mr = held_out_mr(model, part, x_new[val], targets[val], texts_val) if len(val) else None
+    record = _language_record(req, pf, pivots, part, details, (train, val), (zero_shot_mr, adapted_mr))
+    # the image side is the source checkpoint's: so is its ONNX image encoder (exported where it has none)
+    save_checkpoint(with_language_part(ck, lang, part, record), req.out, image_encoder=req.checkpoint)
+    if req.method == "teacher":
+        state_path_of(req.out).unlink(missing_ok=True)
+    if zero_shot_mr is not None:
+        report(f"held-out translation mR ({len(val)} pairs, {lang} -> its counterpart): zero-shot "
+               f"{zero_shot_mr:.1f}, adapted {adapted_mr:.1f}")
+    report(f"wrote {req.out} (languages: {', '.join(ck.languages + ([lang] if lang not in ck.languages else []))}; "
+           f"{time.perf_counter() - t0:.0f} s)")
+    return record
+
+
+def _check_request(req: AdaptRequest) -> None:
+    """Refuse an unknown method, or an output that would overwrite the checkpoint being adapted."""
     if req.method not in METHODS:
         raise DataError(f"--method {req.method!r}: choose one of {', '.join(METHODS)}")
     if Path(req.out).resolve() == Path(req.checkpoint).resolve():
         raise DataError(f"--out {req.out} is the checkpoint being adapted; write the adapted model elsewhere")
-    ck = load_checkpoint(req.checkpoint)
-    check_adaptable(ck, lang)
-    trained = trained_languages(ck)
+
+
+def _read_pairs(req: AdaptRequest, trained: list[str], report: Callable[[str], None]):
+    """The parallel file and its counterparts' languages, each one the model trained on (one only for a map)."""
     pf = read_parallel_file(req.parallel, req.pivot_lang, skip_bad_lines=req.skip_bad_lines, limit=req.lines)
     for problem in pf.problems:
         report(f"skipped: {problem}")
@@ -85,9 +121,11 @@ def adapt_language(req: AdaptRequest, report: Callable[[str], None] = print) -> 
     if req.method != "teacher" and len(pivots) > 1:
         raise DataError(f"--method {req.method} maps onto one pivot language, the file has {', '.join(pivots)}; "
                         "split the file by pivot_lang or use --method teacher", req.parallel)
-    report(f"adapt {lang}: {len(pf.lines)} pairs from {req.parallel} (counterparts in {', '.join(pivots)}), "
-           f"method {req.method}")
-    model, captions = ck.model.eval(), ck.captions
+    return pf, pivots
+
+
+def _pair_vectors(req: AdaptRequest, model, captions, pf, lang: str, pivots: list[str]):
+    """The towers' vectors of the new sentences and of their counterparts (each in its own language), cached."""
     cache = req.cache_dir if req.cache_dir is not None else sentence_cache_dir()
     x_new = torch.from_numpy(line_vectors(captions, [x.text for x in pf.lines], lang, cache, req.progress,
                                           model.text_encoder))
@@ -96,47 +134,38 @@ def adapt_language(req: AdaptRequest, report: Callable[[str], None] = print) -> 
         rows = [i for i, x in enumerate(pf.lines) if x.pivot_lang == pivot]
         x_pivot[rows] = torch.from_numpy(line_vectors(captions, [pf.lines[i].pivot_text for i in rows], pivot,
                                                       cache, req.progress, model.text_encoder))
-    targets = teacher_targets(model, x_pivot, [x.pivot_lang for x in pf.lines])
-    val, train = held_out_rows(len(pf.lines), req.teacher.seed)
-    init = fallback_part(model.text_encoder, req.zero_shot_init, trained)
-    if req.teacher.subwords is None:  # on for teacher learning in every language: chosen on val (docs/decisions.md)
-        req = dataclasses.replace(req, teacher=dataclasses.replace(req.teacher, subwords=req.method == "teacher"))
-    texts_new = [x.text for x in pf.lines]
-    texts_val, texts_train = [texts_new[i] for i in val], [texts_new[i] for i in train]
-    zero_shot_mr = held_out_mr(model, init, x_new[val], targets[val]) if len(val) else None
-    if req.method != "teacher" and req.teacher.subwords:
-        raise DataError(f"--subwords is a teacher student; --method {req.method} maps tower vectors only")
-    details: dict = {}
-    if req.method == "teacher":
-        identity = {"checkpoint": str(Path(req.checkpoint).resolve()), "lang": lang, "file_sha256": pf.sha256,
-                    "lines": len(pf.lines), "zero_shot_init": req.zero_shot_init}
-        part, details = fit_teacher(model, init, x_new[train], targets[train], x_new[val], targets[val],
-                                    req.teacher, state_path=state_path_of(req.out), identity=identity,
-                                    resume=req.resume, progress=req.progress, desc=f"adapt {lang} (teacher)",
-                                    texts_train=texts_train, texts_val=texts_val)
-    else:
+    return x_new, x_pivot
+
+
+def _fit_part(req: AdaptRequest, model, captions, init, lang: str, pf, pivots: list[str], vectors, rows):
+    """The new part and the teacher's report ({} for a map): teacher learning from ``init``, or the pivot's part
+    behind a map of the tower vectors. ``vectors``: (new, counterpart, targets); ``rows``: (train, held out)."""
+    (x_new, x_pivot, targets), (train, val) = vectors, rows
+    if req.method != "teacher":
         W = fit_tower_map(captions, lang, pivots[0], x_new[train], x_pivot[train], req.method,
                           rcsls_epochs=req.rcsls_epochs, seed=req.teacher.seed)
-        part = part_through_map(model.text_encoder.universal[pivots[0]], W)
-    adapted_mr = held_out_mr(model, part, x_new[val], targets[val], texts_val) if len(val) else None
-    record = {"method": req.method, "pivot_lang": pivots[0] if len(pivots) == 1 else pivots,
-              "lines": len(pf.lines), "train_lines": len(train), "held_out_lines": len(val),
-              "file": Path(req.parallel).name, "file_sha256": pf.sha256, "seed": req.teacher.seed,
-              "held_out_translation_mr": {"zero_shot": zero_shot_mr, "adapted": adapted_mr},
-              **({"zero_shot_init": req.zero_shot_init, "epochs": details["epochs"],
-                  "best_epoch": details["best_epoch"], "settings": dataclasses.asdict(req.teacher)}
-                 if req.method == "teacher" else {}),
-              **({"subwords": part.spec.to_dict()} if is_subword_part(part) else {})}
-    # the image side is the source checkpoint's: so is its ONNX image encoder (exported where it has none)
-    save_checkpoint(with_language_part(ck, lang, part, record), req.out, image_encoder=req.checkpoint)
-    if req.method == "teacher":
-        state_path_of(req.out).unlink(missing_ok=True)
-    if zero_shot_mr is not None:
-        report(f"held-out translation mR ({len(val)} pairs, {lang} -> its counterpart): zero-shot "
-               f"{zero_shot_mr:.1f}, adapted {adapted_mr:.1f}")
-    report(f"wrote {req.out} (languages: {', '.join(ck.languages + ([lang] if lang not in ck.languages else []))}; "
-           f"{time.perf_counter() - t0:.0f} s)")
-    return record
+        return part_through_map(model.text_encoder.universal[pivots[0]], W), {}
+    texts_new = [x.text for x in pf.lines]
+    identity = {"checkpoint": str(Path(req.checkpoint).resolve()), "lang": lang, "file_sha256": pf.sha256,
+                "lines": len(pf.lines), "zero_shot_init": req.zero_shot_init}
+    return fit_teacher(model, init, x_new[train], targets[train], x_new[val], targets[val],
+                       req.teacher, state_path=state_path_of(req.out), identity=identity,
+                       resume=req.resume, progress=req.progress, desc=f"adapt {lang} (teacher)",
+                       texts_train=[texts_new[i] for i in train], texts_val=[texts_new[i] for i in val])
+
+
+def _language_record(req: AdaptRequest, pf, pivots: list[str], part, details: dict, rows, mrs) -> dict:
+    """The new language's record in the checkpoint: method, data, held-out mR (``mrs``: zero-shot, adapted) and,
+    for teacher learning, its epochs and settings."""
+    (train, val), (zero_shot_mr, adapted_mr) = rows, mrs
+    return {"method": req.method, "pivot_lang": pivots[0] if len(pivots) == 1 else pivots,
+            "lines": len(pf.lines), "train_lines": len(train), "held_out_lines": len(val),
+            "file": Path(req.parallel).name, "file_sha256": pf.sha256, "seed": req.teacher.seed,
+            "held_out_translation_mr": {"zero_shot": zero_shot_mr, "adapted": adapted_mr},
+            **({"zero_shot_init": req.zero_shot_init, "epochs": details["epochs"],
+                "best_epoch": details["best_epoch"], "settings": dataclasses.asdict(req.teacher)}
+               if req.method == "teacher" else {}),
+            **({"subwords": part.spec.to_dict()} if is_subword_part(part) else {})}
 
 
 def _language_code(lang: str) -> str:

@@ -81,8 +81,7 @@ def fit_teacher(model, init: nn.Linear, x_train: torch.Tensor, t_train: torch.Te
     ``init`` plus a bag of hashed n-grams of the sentences ``texts_train`` / ``texts_val``)."""
     torch.manual_seed(settings.seed)
     model.eval()
-    for p in model.parameters():
-        p.requires_grad_(False)
+    _set_trainable(model, False)
     if settings.subwords and (texts_train is None or texts_val is None):
         raise ValueError("a subword student reads the sentences: pass texts_train and texts_val")
     student, optimisers = _student(init, settings)
@@ -91,59 +90,87 @@ def fit_teacher(model, init: nn.Linear, x_train: torch.Tensor, t_train: torch.Te
     batch = min(settings.batch_size, len(x_train))
     epochs = settings.epochs or auto_epochs(len(x_train), batch)
     identity = {**identity, "settings": asdict(settings), "epochs": epochs}
-
-    def texts(pool, rows):
-        return None if pool is None else [pool[int(i)] for i in rows]
-
     best = {"epoch": 0, "val_mr": held_out_mr(model, student, x_val, t_val, texts_val) if len(x_val) else None,
             "student": copy.deepcopy(student.state_dict())}
     history: list[dict] = []
     start = 1
     if resume and state_path.is_file():
-        state = load_training_state(state_path)
-        if state.get("identity") != identity:
-            raise CheckpointError(f"{state_path}: a state of another adaptation (other file, checkpoint, language "
-                                  "or settings); delete it, or run without --resume")
-        student.load_state_dict(state["student"])
-        for name, opt in optimisers.items():
-            opt.load_state_dict(state["optimizers"][name])
-        best, history, start = state["best"], state["history"], state["epoch"] + 1
+        best, history, start = _resume(state_path, identity, student, optimisers)
     loss_fn = InfoNceLoss(settings.temperature)
     steps = math.ceil(len(x_train) / batch)
     with Progress(total=(epochs - start + 1) * steps, desc=desc, unit="step", enabled=progress,
                   dynamic_ncols=True) as bar:
         for epoch in range(start, epochs + 1):
-            order = np.random.default_rng([settings.seed, epoch]).permutation(len(x_train))
-            if settings.subwords:  # the dropout draws of an epoch depend on (seed, epoch) only: exact resume
-                student.drop_rng = np.random.default_rng([settings.seed, epoch, 1])
-            total = 0.0
-            for i in range(steps):
-                rows = torch.from_numpy(order[i * batch:(i + 1) * batch])
-                if len(rows) < 2:  # InfoNCE needs a negative
-                    continue
-                out = encode_through_part(model, x_train[rows], student, texts(texts_train, rows))
-                target = t_train[rows].to(out.device)
-                loss = loss_fn(F.normalize(out, dim=-1) @ target.T)
-                if settings.mse_weight:
-                    loss = loss + settings.mse_weight * F.mse_loss(F.normalize(out, dim=-1), target)
-                for opt in optimisers.values():
-                    opt.zero_grad(set_to_none=True)
-                loss.backward()
-                for opt in optimisers.values():
-                    opt.step()
-                total += float(loss.detach())
-                bar.update(1)
+            mean_loss = _epoch(model, student, optimisers, loss_fn, settings, epoch, batch,
+                               (x_train, t_train, texts_train), bar)
             val = held_out_mr(model, student, x_val, t_val, texts_val) if len(x_val) else None
-            history.append({"epoch": epoch, "loss": total / steps, "val_mr": val})
+            history.append({"epoch": epoch, "loss": mean_loss, "val_mr": val})
             if val is None or best["val_mr"] is None or val > best["val_mr"]:
                 best = {"epoch": epoch, "val_mr": val, "student": copy.deepcopy(student.state_dict())}
             save_training_state({"identity": identity, "epoch": epoch, "student": student.state_dict(),
                                  "optimizers": {n: o.state_dict() for n, o in optimisers.items()}, "best": best,
                                  "history": history}, state_path)
-    student.load_state_dict(best["student"])
+    _keep_best(student, best["student"], settings)
+    return student, {"epochs": epochs, "best_epoch": best["epoch"], "history": history}
+
+
+def _set_trainable(module: nn.Module, on: bool) -> None:
+    for p in module.parameters():
+        p.requires_grad_(on)
+
+
+def _keep_best(student: nn.Module, state: dict, settings: TeacherSettings) -> None:
+    """Put the best epoch's weights back and freeze the student for inference."""
+    student.load_state_dict(state)
     if settings.subwords:
         student.forget()
     student.eval()
-    for p in student.parameters():
-        p.requires_grad_(False)
-    return student, {"epochs": epochs, "best_epoch": best["epoch"], "history": history}
+    _set_trainable(student, False)
+
+
+def _resume(state_path: Path, identity: dict, student: nn.Module, optimisers: dict) -> tuple[dict, list, int]:
+    """Load a stopped run's student and optimisers from ``state_path``; returns (best, history, next epoch)."""
+    state = load_training_state(state_path)
+    if state.get("identity") != identity:
+        raise CheckpointError(f"{state_path}: a state of another adaptation (other file, checkpoint, language "
+                              "or settings); delete it, or run without --resume")
+    student.load_state_dict(state["student"])
+    for name, opt in optimisers.items():
+        opt.load_state_dict(state["optimizers"][name])
+    return state["best"], state["history"], state["epoch"] + 1
+
+
+def _epoch(model, student: nn.Module, optimisers: dict, loss_fn, settings: TeacherSettings, epoch: int,
+           batch: int, train, bar) -> float:
+    """One pass over ``train`` (tower vectors, unit targets, sentences or None) in the batches drawn from
+    (seed, epoch); returns the mean loss per step."""
+    x_train, t_train, texts_train = train
+    steps = math.ceil(len(x_train) / batch)
+    order = np.random.default_rng([settings.seed, epoch]).permutation(len(x_train))
+    if settings.subwords:  # the dropout draws of an epoch depend on (seed, epoch) only: exact resume
+        student.drop_rng = np.random.default_rng([settings.seed, epoch, 1])
+    total = 0.0
+    for i in range(steps):
+        rows = torch.from_numpy(order[i * batch:(i + 1) * batch])
+        if len(rows) < 2:  # InfoNCE needs a negative
+            continue
+        texts = None if texts_train is None else [texts_train[int(r)] for r in rows]
+        total += _step(model, student, optimisers, loss_fn, settings, x_train[rows], t_train[rows], texts)
+        bar.update(1)
+    return total / steps
+
+
+def _step(model, student: nn.Module, optimisers: dict, loss_fn, settings: TeacherSettings, x: torch.Tensor,
+          target: torch.Tensor, texts) -> float:
+    """One optimiser step on a batch (tower vectors ``x``, unit targets); returns its loss."""
+    out = encode_through_part(model, x, student, texts)
+    target = target.to(out.device)
+    loss = loss_fn(F.normalize(out, dim=-1) @ target.T)
+    if settings.mse_weight:
+        loss = loss + settings.mse_weight * F.mse_loss(F.normalize(out, dim=-1), target)
+    for opt in optimisers.values():
+        opt.zero_grad(set_to_none=True)
+    loss.backward()
+    for opt in optimisers.values():
+        opt.step()
+    return float(loss.detach())

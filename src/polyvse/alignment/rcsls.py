@@ -149,15 +149,10 @@ def fit_rcsls(X: torch.Tensor, Y: torch.Tensor, src_all: torch.Tensor | None = N
     reg: weight decay, ``W <- (1 - lr*reg) W`` before each step (reference ``--reg``).
     history: if a list is given, the full-batch loss after each epoch is appended to it (index 0 = init).
     """
-    if X.dim() != 2 or Y.dim() != 2 or X.shape[0] != Y.shape[0]:
-        raise ValueError(f"X and Y must be paired (n, d) tensors, got {tuple(X.shape)} and {tuple(Y.shape)}")
-    if constraint not in (None, "spectral", "orthogonal"):
-        raise ValueError(f"constraint must be None, 'spectral' or 'orthogonal', got {constraint!r}")
-    if epochs < 0 or lr <= 0:
-        raise ValueError(f"need epochs >= 0 and lr > 0, got epochs={epochs}, lr={lr}")
+    _check_arguments(X, Y, constraint, epochs, lr)
     X, Y = X.detach(), Y.detach()
-    objective = _RcslsObjective(X, Y, X if src_all is None else src_all.detach(),
-                                Y if tgt_all is None else tgt_all.detach(), k, normalize, chunk_size)
+    src, tgt = X if src_all is None else src_all.detach(), Y if tgt_all is None else tgt_all.detach()
+    objective = _RcslsObjective(X, Y, src, tgt, k, normalize, chunk_size)
     W = _project(_initial_map(X, Y, init), constraint)
     f, g = objective(W)
     if history is not None:
@@ -169,9 +164,7 @@ def fit_rcsls(X: torch.Tensor, Y: torch.Tensor, src_all: torch.Tensor | None = N
             break
         if sgd:
             perm = torch.randperm(n, generator=generator).to(X.device)
-            for start in range(0, n, batch_size):
-                _, gb = objective(W, perm[start:start + batch_size])
-                W = _project(W * (1.0 - lr * reg) - lr * gb, constraint)
+            W = _sgd_pass(objective, W, perm, batch_size, lr, reg, constraint)
             f, g = objective(W)
         else:
             W_try = _project(W * (1.0 - lr * reg) - lr * g, constraint)
@@ -183,6 +176,24 @@ def fit_rcsls(X: torch.Tensor, Y: torch.Tensor, src_all: torch.Tensor | None = N
         if history is not None:
             history.append(f)
     return W.detach()
+
+
+def _check_arguments(X: torch.Tensor, Y: torch.Tensor, constraint, epochs: int, lr: float) -> None:
+    if X.dim() != 2 or Y.dim() != 2 or X.shape[0] != Y.shape[0]:
+        raise ValueError(f"X and Y must be paired (n, d) tensors, got {tuple(X.shape)} and {tuple(Y.shape)}")
+    if constraint not in (None, "spectral", "orthogonal"):
+        raise ValueError(f"constraint must be None, 'spectral' or 'orthogonal', got {constraint!r}")
+    if epochs < 0 or lr <= 0:
+        raise ValueError(f"need epochs >= 0 and lr > 0, got epochs={epochs}, lr={lr}")
+
+
+def _sgd_pass(objective, W: torch.Tensor, perm: torch.Tensor, batch_size: int, lr: float, reg: float,
+              constraint) -> torch.Tensor:
+    """One epoch of SGD over the mini-batches of ``perm`` (no step rejection); returns the new map."""
+    for start in range(0, len(perm), batch_size):
+        _, gb = objective(W, perm[start:start + batch_size])
+        W = _project(W * (1.0 - lr * reg) - lr * gb, constraint)
+    return W
 
 
 def _initial_map(X: torch.Tensor, Y: torch.Tensor, init) -> torch.Tensor:

@@ -20,7 +20,7 @@ Corpora (NAME): multi30k, flickr8k, flickr8k-224, flickr8kcn, muse, sts, multisc
               `all_captions.txt` for all 8091 photos (byte-identical to the mirror's file) and
               `captions.txt` for the photos downloaded.
   flickr8k-224  the whole Flickr8K photo set at 224x224 (squashed from the full frame), from github
-              RlNZLER/Image-Text-Matching (data/images at commit 56a15d913c3f), re-saved as JPEG
+              RlNZLER/Image-Text-Matching (data/images at the commit F224_COMMIT pins), re-saved as JPEG
               quality 90 under `<flickr_id>_<secret>.jpg` names (the mirror's format). The mirror at
               hand holds 7,941 of the 8,091 photos; a download gets every photo the repository has.
   muse        MUSE bilingual dictionaries (dl.fbaipublicfiles.com/arrival/dictionaries): full

@@ -13,17 +13,36 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable
 from typing import Any, ClassVar
 
+import numpy as np
+
 ScoreFn = Callable[[Any, Any], Any]
 
 
 def search_scores(model: Any, lang: str | None = None) -> ScoreFn:
     """``(images, texts) -> scores`` ranked as `polyvse search` ranks for captions in ``lang``: CSLS against the
     checkpoint's banks when it carries them (``lang``'s caption bank, the pooled one for a language without),
-    else the model's similarity (``model.retrieval_scores``; a model without it: ``model.similarity``)."""
+    else the model's similarity (``model.retrieval_scores``; a numpy model (no such method) with CSLS banks:
+    :func:`numpy_csls_scores` on them; else ``model.similarity``)."""
     scores = getattr(model, "retrieval_scores", None)
-    if scores is None:
-        return model.similarity
-    return functools.partial(scores, lang=lang)
+    if scores is not None:
+        return functools.partial(scores, lang=lang)
+    from ..csls.search import SearchHubness
+
+    banks = getattr(model, "hubness", None)
+    if isinstance(banks, SearchHubness):
+        return functools.partial(numpy_csls_scores, banks, lang=lang)
+    return model.similarity
+
+
+def numpy_csls_scores(banks: Any, images: Any, texts: Any, lang: str | None = None) -> np.ndarray:
+    """The (n_images, n_texts) CSLS matrix of photos against captions in ``lang`` on a numpy model's banks
+    (``polyvse.csls.search.SearchHubness``): what ``polyvse.csls.banks.HubnessBanks.scores`` computes in torch,
+    on unit float32 rows."""
+    from ..csls.scoring import csls
+    from ..util.arrays import normalize_rows
+
+    img, txt = normalize_rows(np.asarray(images)), normalize_rows(np.asarray(texts))
+    return csls(img @ txt.T, banks.photo_penalty(img, lang)[:, None], banks.caption_penalty(txt)[None, :])
 
 
 class Evaluator(ABC):

@@ -312,7 +312,10 @@ def training_photo_ids(model: Any, root: Path) -> set[str] | None:
     from ..data.registry import DEFAULT_DATASET, load_dataset
     from ..data.splits import DEFAULT_EVAL_SPLIT, OFFICIAL, resolve_split
 
-    saved = (getattr(getattr(model, "checkpoint", None), "training", None) or {}).get("config")
+    training = getattr(getattr(model, "checkpoint", None), "training", None)
+    if callable(training):  # a numpy model's checkpoint config reads training.json when asked
+        training = training()
+    saved = (training or {}).get("config")
     if not saved:
         return None
     train, _ = resolve_split(load_dataset(saved.get("dataset", DEFAULT_DATASET), root),

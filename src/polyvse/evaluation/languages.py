@@ -41,8 +41,8 @@ class LanguagesEvaluator(Evaluator):
         from ..data.f8kfull import load_f8kfull
         from ..data.flickr8kcn import official_split
         from ..data.multiscript30k import MultiScript30kReader
-        from ..features.cache import extract_features
         from ..util.paths import cache_root
+        from .photos import embed_photos
 
         corpus = load_f8kfull(self.root, langs=[reference])
         reader = MultiScript30kReader(self.root)
@@ -50,14 +50,14 @@ class LanguagesEvaluator(Evaluator):
         split_of, out = official_split(self.root), {}
         for split in splits or self.splits:
             photos = sorted(p for p, s in split_of.items() if s == split and p in corpus.photos)[:self.max_photos]
-            feats = extract_features([corpus.photos[p].path for p in photos], model.extractor,
-                                     cache_root(self.root) / "features", progress=self.progress)
+            feats = embed_photos(model, [corpus.photos[p].path for p in photos], cache_root(self.root) / "features",
+                                 progress=self.progress)
             row = {p: i for i, p in enumerate(photos[i] for i in feats.index)}
             caps = {reference: [(c.text, row[c.photo_id]) for c in corpus.captions
                                 if c.split == split and c.lang == reference and c.photo_id in row]}
             for lang in langs:
                 caps[lang] = [(x.text, row[x.photo_id]) for x in lines[lang] if x.photo_id in row]
-            out[split] = {"images": model.encode_image_features(feats.features),
+            out[split] = {"images": feats.embeddings,
                           "captions": {k: ([t for t, _ in v], np.array([r for _, r in v])) for k, v in caps.items()}}
         return out
 
@@ -109,7 +109,10 @@ class LanguagesEvaluator(Evaluator):
 
 def taught_by(model: Any, lang: str) -> str:
     """How `polyvse adapt` taught ``lang`` to ``model``: "teacher+subwords, 26,887 lines" (its checkpoint's record)."""
-    record = (getattr(model, "adapted_languages", None) or {}).get(lang) or {}
+    records = getattr(model, "adapted_languages", None)
+    if records is None:  # a numpy model: its checkpoint config says
+        records = getattr(getattr(model, "checkpoint", None), "adapted_languages", None)
+    record = (records or {}).get(lang) or {}
     if not isinstance(record, dict) or not record:
         return "polyvse adapt"
     method = record.get("method", "?") + ("+subwords" if record.get("subwords") else "")

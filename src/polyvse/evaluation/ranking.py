@@ -39,6 +39,7 @@ six recalls; ``mr`` = their mean (``rsum / 6``).
 """
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass
 from typing import Any
 
@@ -70,10 +71,7 @@ __all__ = [
 
 def _to_numpy(x: Any) -> np.ndarray:
     """numpy view/copy of a numpy array, torch tensor (any device, with or without grad) or sequence."""
-    try:
-        import torch
-    except ImportError:  # pragma: no cover - torch is a hard dependency, but keep metrics importable
-        torch = None
+    torch = sys.modules.get("torch")  # a tensor comes only from a caller that imported torch: never import it here
     if torch is not None and isinstance(x, torch.Tensor):
         x = x.detach()
         if x.is_floating_point() and x.dtype not in (torch.float32, torch.float64):

@@ -12,13 +12,14 @@
 """
 from __future__ import annotations
 
+import contextlib
+import sys
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-import torch
 
 from ..data.types import Corpus
 from ..errors import DataError
@@ -91,23 +92,62 @@ def _n_rows(x: Any, name: str) -> int:
     return int(shape[0])
 
 
+def _torch():
+    """torch where it is already imported, else None: a torch tensor can only come from a caller that imported it,
+    so numpy inputs are scored without importing torch (the light install has none)."""
+    return sys.modules.get("torch")
+
+
+def _is_tensor(x: Any) -> bool:
+    torch = _torch()
+    return torch is not None and isinstance(x, torch.Tensor)
+
+
+def _no_grad():
+    """torch.no_grad() where torch is loaded (a score_fn may build graphs), else nothing to switch off."""
+    torch = _torch()
+    return torch.no_grad() if torch is not None else contextlib.nullcontext()
+
+
 def _take_rows(x: Any, idx: np.ndarray) -> Any:
     """x[idx] for a torch tensor (index moved to its device) or anything numpy-indexable."""
-    if isinstance(x, torch.Tensor):
+    if _is_tensor(x):
+        torch = _torch()
         return x[torch.as_tensor(idx, dtype=torch.long, device=x.device)]
     return np.asarray(x)[idx]
 
 
-def _as_tensor(x: Any) -> torch.Tensor:
-    t = x.detach() if isinstance(x, torch.Tensor) else torch.as_tensor(np.asarray(x))
-    return t if t.is_floating_point() else t.float()
+def _float_array(x: Any) -> np.ndarray:
+    a = np.asarray(x)
+    return a if np.issubdtype(a.dtype, np.floating) else a.astype(np.float32)
 
 
-def cosine_scores(a: Any, b: Any) -> torch.Tensor:
-    """Cosine similarity matrix (len(a), len(b)) of numpy/torch embeddings (the default score_fn)."""
+def cosine_scores(a: Any, b: Any) -> Any:
+    """Cosine similarity matrix (len(a), len(b)) of numpy/torch embeddings (the default score_fn): a torch tensor
+    when either input is one (``polyvse.similarity.CosineSimilarity``), else a numpy array of the same arithmetic
+    (rows divided by max(norm, 1e-12), in the inputs' promoted dtype)."""
+    if _is_tensor(a) or _is_tensor(b):
+        return _torch_cosine_scores(a, b)
+    na, nb = _float_array(a), _float_array(b)
+    dtype = np.promote_types(na.dtype, nb.dtype)
+
+    def unit(x: np.ndarray) -> np.ndarray:
+        x = x.astype(dtype, copy=False)
+        return x / np.maximum(np.linalg.norm(x, axis=-1, keepdims=True), dtype.type(1e-12))
+
+    return unit(na) @ unit(nb).T
+
+
+def _torch_cosine_scores(a: Any, b: Any):
+    import torch
+
     from ..similarity import CosineSimilarity
 
-    ta, tb = _as_tensor(a), _as_tensor(b)
+    def tensor(x: Any) -> torch.Tensor:
+        t = x.detach() if isinstance(x, torch.Tensor) else torch.as_tensor(np.asarray(x))
+        return t if t.is_floating_point() else t.float()
+
+    ta, tb = tensor(a), tensor(b)
     dtype = torch.promote_types(ta.dtype, tb.dtype)
     with torch.no_grad():
         return CosineSimilarity()(ta.to(dtype), tb.to(dtype))
@@ -137,7 +177,8 @@ def evaluate_by_language(
     caption_image: (n_captions,) index into image_emb of each caption's image
     caption_lang:  (n_captions,) language code of each caption
     score_fn:      score_fn(image_emb_subset, caption_emb_subset) -> (n_img_subset, n_cap_subset) scores,
-                   torch or numpy; called under ``torch.no_grad()``; may be asymmetric (order embeddings)
+                   torch or numpy; called under ``torch.no_grad()`` where torch is loaded; may be asymmetric
+                   (order embeddings)
     languages:     languages to report, in this order (default: all languages present, sorted); a
                    requested language with no caption is an error
     language_score_fn: language -> the score_fn of that language's gallery, used instead of ``score_fn``
@@ -177,7 +218,7 @@ def evaluate_by_language(
         caps = np.flatnonzero(lang_arr == code)
         imgs = np.unique(ci[caps])  # sorted: original image order
         local = np.searchsorted(imgs, ci[caps])
-        with torch.no_grad():
+        with _no_grad():
             fn = score_fn if language_score_fn is None else language_score_fn(code)
             sim = fn(_take_rows(image_emb, imgs), _take_rows(caption_emb, caps))
         _check_sim_shape(sim, (imgs.size, caps.size), f"language {code!r} ({imgs.size} images, {caps.size} captions)")
@@ -206,7 +247,7 @@ def cross_lingual_retrieval(emb_a: Any, emb_b: Any, score_fn: ScoreFn | None = N
     if n_a == 0:
         raise ValueError("emb_a and emb_b are empty")
     fn = cosine_scores if score_fn is None else score_fn
-    with torch.no_grad():
+    with _no_grad():
         sim = fn(emb_a, emb_b)
     _check_sim_shape(sim, (n_a, n_b), "the aligned caption sets")
     m = retrieval_metrics(sim, np.arange(n_a))
@@ -220,9 +261,10 @@ def cross_lingual_retrieval(emb_a: Any, emb_b: Any, score_fn: ScoreFn | None = N
 @dataclass
 class Gallery:
     """Image features, each caption's model input, its row of the features and its language (``notes``: what
-    building it left out, reported beside the metrics). ``caption_text``: where given, the captions of languages the
-    model did not train on (None at a trained language's row, whose ids are in ``caption_ids``), embedded as search
-    embeds a query in their language."""
+    building it left out, reported beside the metrics). ``caption_text``: where given, the captions embedded as
+    search embeds a query in their language (None at a row whose ids are in ``caption_ids``: a trained language's,
+    for a model that reads ids). ``image_emb``: the photos already in the joint space (then ``image_feats`` is
+    None), as the ONNX image encoder gives them (polyvse.evaluation.photos)."""
 
     image_feats: Any
     caption_ids: list
@@ -230,6 +272,10 @@ class Gallery:
     caption_lang: list[str]
     notes: dict = field(default_factory=dict)
     caption_text: list | None = None
+    image_emb: np.ndarray | None = None
+
+    def image_embeddings(self, model: Any) -> np.ndarray:
+        return self.image_emb if self.image_emb is not None else model.encode_image_features(self.image_feats)
 
     def caption_embeddings(self, model: Any) -> np.ndarray:
         """Every caption's embedding, in order: trained languages through their ids, the others through
@@ -269,12 +315,13 @@ class RetrievalEvaluator(Evaluator):
     def on_corpus(cls, corpus: Corpus, cache_dir: Path, split: str | None = None,
                   progress: bool = True) -> RetrievalEvaluator:
         """The captions of ``corpus`` (optionally one split) in the model's languages; the photos' features come
-        from the model's extractor through the feature cache in ``cache_dir``."""
+        from the model's extractor through the feature cache in ``cache_dir`` (a numpy model's: from its ONNX image
+        encoder, :mod:`.photos`)."""
         return cls(lambda model: corpus_gallery(model, corpus, cache_dir, split, progress))
 
     def evaluate(self, model: Any) -> dict:
         g = self.gallery(model)
-        image_emb = model.encode_image_features(g.image_feats)
+        image_emb = g.image_embeddings(model)
         caption_emb = g.caption_embeddings(model)
         languages = self.languages if self.languages is not None else sorted(set(g.caption_lang))
         metrics = evaluate_by_language(image_emb, caption_emb, g.caption_image, g.caption_lang,
@@ -290,8 +337,9 @@ class RetrievalEvaluator(Evaluator):
 
 def corpus_gallery(model: Any, corpus: Corpus, cache_dir: Path, split: str | None, progress: bool) -> Gallery:
     """The gallery of ``corpus``'s captions (of ``split``) in every language ``model`` serves; a language it cannot
-    read is skipped (``notes["skipped_languages"]``), and ``notes["served_as"]`` says how each scored one is served."""
-    from ..features.cache import extract_features
+    read is skipped (``notes["skipped_languages"]``), and ``notes["served_as"]`` says how each scored one is served.
+    A model that reads no word ids (the numpy text models) embeds every caption by its text, as it embeds a query."""
+    from .photos import embed_photos
 
     served = {lang: _served_as(model, lang) for lang in sorted({c.lang for c in corpus.captions})}
     caps = [c for c in corpus.captions if (split is None or c.split == split) and served[c.lang]]
@@ -304,18 +352,18 @@ def corpus_gallery(model: Any, corpus: Corpus, cache_dir: Path, split: str | Non
     no_file = [p for p in photo_ids if corpus.photos.get(p) is None or corpus.photos[p].path is None]
     if no_file:
         raise DataError(f"{corpus.name}: {len(no_file)} photos have no image file (e.g. {no_file[0]})")
-    result = extract_features([corpus.photos[p].path for p in photo_ids], model.extractor, cache_dir,
-                              progress=progress)
-    row = {p: i for i, p in enumerate(photo_ids[i] for i in result.index)}
+    photos = embed_photos(model, [corpus.photos[p].path for p in photo_ids], cache_dir, progress=progress)
+    row = {p: i for i, p in enumerate(photo_ids[i] for i in photos.index)}
     caps = [c for c in caps if c.photo_id in row]
-    trained = [c for c in caps if served[c.lang] == "trained"]
+    by_ids = {c.lang for c in caps if served[c.lang] == "trained"} if hasattr(model, "encode_ids") else set()
+    trained = [c for c in caps if c.lang in by_ids]
     ids = iter(caption_inputs(model.captions, trained) if trained else [])
-    return Gallery(result.features, [next(ids) if served[c.lang] == "trained" else None for c in caps],
+    return Gallery(None, [next(ids) if c.lang in by_ids else None for c in caps],
                    np.array([row[c.photo_id] for c in caps]), [c.lang for c in caps],
-                   {"n_failed_photos": len(result.failures), "failures": [[str(p), r] for p, r in result.failures],
+                   {"n_failed_photos": len(photos.failures), "failures": [[str(p), r] for p, r in photos.failures],
                     "skipped_languages": skipped,
                     "served_as": {lang: how for lang, how in served.items() if how}},
-                   caption_text=[None if served[c.lang] == "trained" else c.text for c in caps])
+                   caption_text=[None if c.lang in by_ids else c.text for c in caps], image_emb=photos.embeddings)
 
 
 def _served_as(model: Any, lang: str) -> str | None:

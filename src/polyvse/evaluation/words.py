@@ -19,9 +19,6 @@ import os
 from pathlib import Path
 from typing import Any
 
-import torch
-
-from ..alignment import filter_lexicon, muse_lexicon, muse_paths, word_translation_p_at_1
 from ..errors import DataError
 from .base import Evaluator, ScoreFn
 
@@ -41,7 +38,6 @@ def words_of(vocab: Any, lang: str) -> tuple[list[int], dict[str, int]]:
     return ids, {vocab.id_to_token(i)[len(prefix):]: j for j, i in enumerate(ids)}
 
 
-@torch.no_grad()
 def word_translation_by_language(model: Any, root: str | os.PathLike, *, pivot: str = "en", part: str = "test",
                                  method: str = "csls", k: int = 10, min_pairs: int = 10,
                                  skip_missing: bool = False) -> dict[str, dict]:
@@ -56,6 +52,18 @@ def word_translation_by_language(model: Any, root: str | os.PathLike, *, pivot: 
     if not has_word_vectors(model):
         raise DataError("this model has no word embeddings (e.g. a frozen pretrained sentence encoder): "
                         "word translation P@1 does not apply")
+    import torch  # the word vectors are the torch text encoder's (a torch model's: has_word_vectors)
+
+    with torch.no_grad():
+        return _p_at_1_by_language(model, root, pivot, part, method, k, min_pairs, skip_missing)
+
+
+def _p_at_1_by_language(model: Any, root, pivot: str, part: str, method: str, k: int, min_pairs: int,
+                        skip_missing: bool) -> dict[str, dict]:
+    import torch
+
+    from ..alignment import filter_lexicon, muse_lexicon, muse_paths, word_translation_p_at_1
+
     enc = model.model.text_encoder
     vocab = model.captions.vocab
     langs = list(model.languages)

@@ -200,7 +200,7 @@ def build_index(model, photos: Sequence[str | os.PathLike], out: str | os.PathLi
     for queries in these languages (default: every language's bank).
     ``backend="milvus"``: the photos go to a Milvus collection (``uri``: a server, or a milvus-lite .db file; see
     polyvse.index.milvus), the folder keeps the manifest."""
-    from .milvus import check_milvus_build, target_for, write_milvus_index
+    from .milvus import check_milvus_build, target_for
 
     t0 = time.time()
     root = Path(out)
@@ -210,28 +210,40 @@ def build_index(model, photos: Sequence[str | os.PathLike], out: str | os.PathLi
         check_milvus_build(target, similarity_name(model), kind, max_memory, overwrite)
     embed = dict(batch_size=batch_size, num_workers=num_workers, progress=progress, strict=strict,
                  max_pixels=max_pixels)
-    if choose_kind(len(entries), similarity_name(model), kind, exact_threshold, dim=model.embed_dim,
-                   max_memory=max_memory) == IVFPQ:
-        with index_lock(root):
-            report = _build_compressed(model, root, entries, cache_dir, embed, checkpoint_path, kind, exact_threshold,
-                                       recall_target, max_memory, csls_penalties, csls_penalty_langs)
-        report.seconds = time.time() - t0
-        return report
+    compressed = choose_kind(len(entries), similarity_name(model), kind, exact_threshold, dim=model.embed_dim,
+                             max_memory=max_memory) == IVFPQ
+    structure = dict(kind=kind, exact_threshold=exact_threshold, recall_target=recall_target, max_memory=max_memory,
+                     csls_penalties=csls_penalties, csls_penalty_langs=csls_penalty_langs)
     with index_lock(root):
-        vectors, ok, result = embed_photo_files(model, [p for p, _ in entries], cache_dir, **embed)
-        if len(ok) == 0:
-            raise _no_photo_read(len(entries), result.failures)
-        kept = [entries[int(i)] for i in ok]
-        photo_list = [PhotoEntry(i, name, path) for i, (path, name) in enumerate(kept)]
-        if target is not None:
-            write_milvus_index(root, target, model_section(model, checkpoint_path), photo_list, vectors, kind,
-                               exact_threshold, recall_target)
+        if compressed:
+            report = _build_compressed(model, root, entries, cache_dir, embed, checkpoint_path, **structure)
         else:
-            write_new_index(root, model_section(model, checkpoint_path), similarity_name(model), photo_list, vectors,
-                            kind, exact_threshold, recall_target, max_memory,
-                            csls=penalty_writer(model, max_memory, store=csls_penalties, langs=csls_penalty_langs))
+            report = _build_in_memory(model, root, entries, cache_dir, embed, checkpoint_path, target, **structure)
+    report.seconds = time.time() - t0
+    return report
+
+
+def _build_in_memory(model, root: Path, entries: list[tuple[str, str]], cache_dir, embed: dict, checkpoint_path,
+                     target, kind: str, exact_threshold: int, recall_target: float, max_memory: int | None,
+                     csls_penalties: bool, csls_penalty_langs: Sequence[str] | None) -> IndexReport:
+    """build_index for an exact or HNSW structure, or a Milvus ``target``: every photo embedded, then written at
+    once."""
+    from .milvus import write_milvus_index
+
+    vectors, ok, result = embed_photo_files(model, [p for p, _ in entries], cache_dir, **embed)
+    if len(ok) == 0:
+        raise _no_photo_read(len(entries), result.failures)
+    kept = [entries[int(i)] for i in ok]
+    photo_list = [PhotoEntry(i, name, path) for i, (path, name) in enumerate(kept)]
+    if target is not None:
+        write_milvus_index(root, target, model_section(model, checkpoint_path), photo_list, vectors, kind,
+                           exact_threshold, recall_target)
+    else:
+        write_new_index(root, model_section(model, checkpoint_path), similarity_name(model), photo_list, vectors,
+                        kind, exact_threshold, recall_target, max_memory,
+                        csls=penalty_writer(model, max_memory, store=csls_penalties, langs=csls_penalty_langs))
     return IndexReport(PhotoIndex.open(root), added=len(photo_list), failures=result.failures,
-                       extracted=result.extracted, cached=result.cached, seconds=time.time() - t0)
+                       extracted=result.extracted, cached=result.cached)
 
 
 def _build_compressed(model, root: Path, entries: list[tuple[str, str]], cache_dir, embed: dict, checkpoint_path,

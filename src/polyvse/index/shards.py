@@ -220,34 +220,54 @@ def build_index_shard(model, photos: Sequence[str | os.PathLike], out: str | os.
     entries = checked_entries(root, model, photos, names, kind, exact_threshold, overwrite)
     start, stop = shard_bounds(len(entries), shard, num_shards)
     model_info = model_section(model, checkpoint_path)
-    build = {"kind": kind, "exact_threshold": int(exact_threshold), "recall_target": float(recall_target),
-             **({"max_memory": int(max_memory)} if max_memory is not None else {}),
-             **({} if csls_penalties else {"csls_penalties": False}),
-             **({"csls_penalty_langs": list(csls_penalty_langs)} if csls_penalties and csls_penalty_langs is not None
-                else {})}
+    build = _build_settings(kind, exact_threshold, recall_target, max_memory, csls_penalties, csls_penalty_langs)
     identity = {"shard": shard, "num_shards": num_shards, "start": start, "stop": stop, "total": len(entries),
                 "photo_list": photo_list_digest(entries)}
     path = shard_path(root, shard, num_shards)
     stamps = _file_stamps([p for p, _ in entries[start:stop]])
     previous = _reusable(path, identity, model_info["fingerprint"])
-    if previous is not None and previous.meta.get("stamps") != stamps:
-        previous = None  # a photo of the slice changed (or appeared, or went) since the shard was written
-    if previous is not None and not (strict and previous.failures):
-        if previous.meta["build"] != build or previous.meta["model"] != model_info:  # same vectors, new settings
-            _write_shard(path, {**previous.meta, "build": build, "model": model_info}, previous.vectors,
-                         previous.rows)
-        return ShardReport(path, shard, num_shards, photos=stop - start, embedded=len(previous.rows), reused=True,
-                           failures=previous.failures, seconds=time.time() - t0)
-    vectors, ok, result = embed_photo_files(model, [p for p, _ in entries[start:stop]], cache_dir,
-                                            batch_size=batch_size, num_workers=num_workers, progress=progress,
-                                            strict=strict, max_pixels=max_pixels)
-    meta = {"format": SHARD_FORMAT, "format_version": SHARD_FORMAT_VERSION, **identity,
-            "entries": [list(e) for e in entries[start:stop]], "stamps": stamps, "model": model_info, "build": build,
+    # a photo of the slice that changed (or appeared, or went) since the shard was written: embedded again
+    if previous is not None and previous.meta.get("stamps") == stamps and not (strict and previous.failures):
+        return _kept_shard(previous, build, model_info, t0)
+    embed = dict(batch_size=batch_size, num_workers=num_workers, progress=progress, strict=strict,
+                 max_pixels=max_pixels)
+    meta = {**identity, "entries": [list(e) for e in entries[start:stop]], "stamps": stamps, "model": model_info,
+            "build": build}
+    return _embed_shard(model, path, meta, cache_dir, embed, t0)
+
+
+def _embed_shard(model, path: Path, meta: dict, cache_dir, embed: dict, t0: float) -> ShardReport:
+    """Embed the slice ``meta`` names (identity, entries, stamps, model, build) into a new shard file."""
+    entries = meta["entries"]
+    vectors, ok, result = embed_photo_files(model, [p for p, _ in entries], cache_dir, **embed)
+    meta = {"format": SHARD_FORMAT, "format_version": SHARD_FORMAT_VERSION, **meta,
             "failures": [list(f) for f in result.failures], "extracted": result.extracted, "cached": result.cached,
             "seconds": round(time.time() - t0, 3)}
-    _write_shard(path, meta, vectors, start + np.asarray(ok, dtype=np.int64))
-    return ShardReport(path, shard, num_shards, photos=stop - start, embedded=len(ok), failures=result.failures,
-                       extracted=result.extracted, cached=result.cached, seconds=time.time() - t0)
+    _write_shard(path, meta, vectors, meta["start"] + np.asarray(ok, dtype=np.int64))
+    return ShardReport(path, meta["shard"], meta["num_shards"], photos=len(entries), embedded=len(ok),
+                       failures=result.failures, extracted=result.extracted, cached=result.cached,
+                       seconds=time.time() - t0)
+
+
+def _kept_shard(previous: IndexShard, build: dict, model_info: dict, t0: float) -> ShardReport:
+    """The report of a shard file kept from an earlier run; its settings and model section rewritten where they
+    changed (same vectors)."""
+    if previous.meta["build"] != build or previous.meta["model"] != model_info:
+        _write_shard(previous.path, {**previous.meta, "build": build, "model": model_info}, previous.vectors,
+                     previous.rows)
+    return ShardReport(previous.path, previous.shard, previous.num_shards,
+                       photos=int(previous.meta["stop"]) - int(previous.meta["start"]), embedded=len(previous.rows),
+                       reused=True, failures=previous.failures, seconds=time.time() - t0)
+
+
+def _build_settings(kind: str, exact_threshold: int, recall_target: float, max_memory: int | None,
+                    csls_penalties: bool, csls_penalty_langs: Sequence[str] | None) -> dict:
+    """The settings a shard records for the merge (every shard of a build must have the same)."""
+    return {"kind": kind, "exact_threshold": int(exact_threshold), "recall_target": float(recall_target),
+            **({"max_memory": int(max_memory)} if max_memory is not None else {}),
+            **({} if csls_penalties else {"csls_penalties": False}),
+            **({"csls_penalty_langs": list(csls_penalty_langs)} if csls_penalties and csls_penalty_langs is not None
+               else {})}
 
 
 def _shard_files(root: Path) -> dict[tuple[int, int], Path]:

@@ -765,10 +765,7 @@ def write_generation(root: Path, manifest: dict, photos: Iterable[PhotoEntry], v
     ``csls``: a CSLS checkpoint's ``polyvse.csls.penalties.PenaltyWriter``, which stores each photo's r_C.
     """
     root.mkdir(parents=True, exist_ok=True)
-    try:
-        old_files = json.loads((root / MANIFEST).read_text(encoding="utf-8")).get("files")
-    except (OSError, ValueError, AttributeError):
-        old_files = None
+    old_files = _recorded_files(root)
     gen = generation or next_generation(root)
     files = {"vectors": f"vectors.{gen}.npy", "photos": f"photos.{gen}.jsonl", "ann": None}
     if isinstance(vectors, VectorsFile):
@@ -776,25 +773,11 @@ def write_generation(root: Path, manifest: dict, photos: Iterable[PhotoEntry], v
     else:
         vectors = np.ascontiguousarray(vectors, dtype=np.float32)
         dim = int(vectors.shape[1])
-
-        def save_vectors(tmp: str) -> None:
-            with open(tmp, "wb") as fh:
-                np.save(fh, vectors, allow_pickle=False)
-
-        header = 128  # np.save's header of a 2-d float32 array
-        files["vectors_bytes"] = _write_atomic(root / files["vectors"], save_vectors, needed=vectors.nbytes + header)
-    count = [0]
-
-    def save_photos(tmp: str) -> None:
-        with open(tmp, "w", encoding="utf-8") as fh:
-            for p in photos:
-                fh.write(json.dumps(p.to_dict(), ensure_ascii=False) + "\n")
-                count[0] += 1
-
-    files["photos_bytes"] = _write_atomic(root / files["photos"], save_photos)
+        files["vectors_bytes"] = _write_vectors(root / files["vectors"], vectors)
+    files["photos_bytes"], count = _write_photos(root / files["photos"], photos)
     rows = vectors.count if isinstance(vectors, VectorsFile) else len(vectors)
-    if count[0] != rows:  # before the commit point: the previous generation stays in force
-        raise DataError(f"{count[0]} photo entries for {rows} vectors; nothing was written", root)
+    if count != rows:  # before the commit point: the previous generation stays in force
+        raise DataError(f"{count} photo entries for {rows} vectors; nothing was written", root)
     if ann is not None and manifest["search"]["kind"] in APPROXIMATE:
         import faiss
 
@@ -806,7 +789,7 @@ def write_generation(root: Path, manifest: dict, photos: Iterable[PhotoEntry], v
         files.update(table_files)
     _record_digests(root, files, old_files if isinstance(old_files, dict) else None)
     manifest = {**manifest, "format": FORMAT, "format_version": FORMAT_VERSION, "polyvse_version": __version__,
-                "generation": gen, "count": count[0], "dim": dim, "files": files,
+                "generation": gen, "count": count, "dim": dim, "files": files,
                 "updated": now_iso()}
     manifest.setdefault("created", manifest["updated"])
     fsync_dir(root)
@@ -814,10 +797,48 @@ def write_generation(root: Path, manifest: dict, photos: Iterable[PhotoEntry], v
 
     write_json_atomic(root / MANIFEST, manifest)
     fsync_dir(root)
-    for f in os.listdir(root):  # older generations (and leftovers of killed writers) go
+    _remove_other_generations(root, gen)
+    return manifest
+
+
+def _recorded_files(root: Path):
+    """The ``files`` section of the manifest in force (None where there is none or it is unreadable)."""
+    try:
+        return json.loads((root / MANIFEST).read_text(encoding="utf-8")).get("files")
+    except (OSError, ValueError, AttributeError):
+        return None
+
+
+def _write_vectors(path: Path, vectors: np.ndarray) -> int:
+    """Write ``vectors`` (contiguous float32) as ``path`` atomically; returns its size in bytes."""
+
+    def save_vectors(tmp: str) -> None:
+        with open(tmp, "wb") as fh:
+            np.save(fh, vectors, allow_pickle=False)
+
+    header = 128  # np.save's header of a 2-d float32 array
+    return _write_atomic(path, save_vectors, needed=vectors.nbytes + header)
+
+
+def _write_photos(path: Path, photos: Iterable[PhotoEntry]) -> tuple[int, int]:
+    """Write the photo entries as JSON lines to ``path`` atomically; returns (its size in bytes, entries)."""
+    count = [0]
+
+    def save_photos(tmp: str) -> None:
+        with open(tmp, "w", encoding="utf-8") as fh:
+            for p in photos:
+                fh.write(json.dumps(p.to_dict(), ensure_ascii=False) + "\n")
+                count[0] += 1
+
+    size = _write_atomic(path, save_photos)
+    return size, count[0]
+
+
+def _remove_other_generations(root: Path, gen: int) -> None:
+    """Remove older generations' files (and leftovers of killed writers) once ``gen`` is in force."""
+    for f in os.listdir(root):
         m = _GEN_FILE.match(f)
         if m and int(m.group(2)) != gen:
             (root / f).unlink(missing_ok=True)
         elif f.startswith(".") and f.endswith(".tmp"):
             (root / f).unlink(missing_ok=True)
-    return manifest

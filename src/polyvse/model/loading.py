@@ -15,7 +15,7 @@ if TYPE_CHECKING:
     from .numpy_serving.text_query import NumpyQueryModel
     from .torch_model import PolyvseModel
 
-__all__ = ["load", "photo_model", "query_model"]
+__all__ = ["load", "photo_model", "query_model", "uses_torch"]
 
 
 def load(path: str | os.PathLike, device: str | torch.device = "auto",
@@ -49,6 +49,15 @@ def query_model(path: str | os.PathLike, zero_shot: str | None = None,
     return model
 
 
+def uses_torch(device: str = "auto") -> bool:
+    """Whether :func:`photo_model` loads the torch model on ``device``: $POLYVSE_IMAGE_ENCODER=torch, or (auto) torch
+    is installed or a device other than the CPU is asked for."""
+    from ..features.onnx_encoder import encoder_choice, torch_installed
+
+    choice = encoder_choice()
+    return choice == "torch" or (choice == "auto" and (torch_installed() or str(device) not in ("auto", "cpu")))
+
+
 class OnnxDevice:
     """What a model embedding photos through ONNX Runtime reports as its device (the CPU, no torch.device)."""
     type = "cpu"
@@ -65,13 +74,11 @@ def photo_model(path: str | os.PathLike, device: str = "auto", squash_photos: bo
     $POLYVSE_IMAGE_ENCODER=torch or onnx forces one. Without torch, a checkpoint without the encoder is refused
     with the command that writes it."""
     from ..errors import CheckpointError
-    from ..features.onnx_encoder import OnnxImageEncoder, encoder_choice, torch_installed
+    from ..features.onnx_encoder import OnnxImageEncoder
 
-    choice = encoder_choice()
-    on_cpu = str(device) in ("auto", "cpu")
-    if choice == "torch" or (choice == "auto" and (torch_installed() or not on_cpu)):
+    if uses_torch(device):
         return load(path, device=device, squash_photos=squash_photos, zero_shot=zero_shot)
-    if not on_cpu:
+    if str(device) not in ("auto", "cpu"):
         raise CheckpointError(f"--device {device}: the ONNX image encoder runs on the CPU; give --device cpu, or "
                               "install torch (pip install 'polyvse[train]') for a GPU")
     model = query_model(path, zero_shot=zero_shot, squash_photos=squash_photos)

@@ -2,11 +2,12 @@
 a frozen-tower model a new language from sentence pairs, no photos (``polyvse.adaptation``; docs/guides/adapt.md). The parallel file's format is in ``polyvse.adaptation.parallel_file``."""
 from __future__ import annotations
 
+import argparse
 from pathlib import Path
 
 
 def register(sub) -> None:
-    from polyvse.adaptation.options import METHODS, ZERO_SHOT_DEFAULT, TeacherSettings
+    from polyvse.adaptation.options import TeacherSettings
 
     defaults = TeacherSettings()
     p = sub.add_parser("adapt", help="teach a model a new language from a parallel file (no photos)",
@@ -15,6 +16,17 @@ def register(sub) -> None:
                                    "knows, TSV (new<TAB>known, optional header such as 'qu<TAB>en') or JSONL "
                                    '({"text", "pivot_text", "pivot_lang"}). Old languages\' vectors and photo '
                                    "indexes stay valid.")
+    _add_input_arguments(p)
+    _add_teacher_arguments(p, defaults)
+    _add_subword_arguments(p, defaults)
+    _add_run_arguments(p, defaults)
+    p.set_defaults(func=run)
+
+
+def _add_input_arguments(p) -> None:
+    """What to adapt, from which pairs, into which folder, and how."""
+    from polyvse.adaptation.options import METHODS
+
     p.add_argument("--checkpoint", required=True, help="checkpoint folder to adapt")
     p.add_argument("--lang", required=True, help="the new language (ISO 639 code, e.g. qu)")
     p.add_argument("--parallel", required=True, metavar="FILE", help="the parallel file (.tsv/.txt or .jsonl, "
@@ -27,6 +39,12 @@ def register(sub) -> None:
     p.add_argument("--pivot-lang", default="en", help="language of the counterparts in a TSV file, and of JSONL "
                                                       "lines without pivot_lang (default en)")
     p.add_argument("--lines", type=int, help="use the file's first N pairs only")
+
+
+def _add_teacher_arguments(p, defaults) -> None:
+    """Teacher learning's settings (``defaults``: TeacherSettings())."""
+    from polyvse.adaptation.options import ZERO_SHOT_DEFAULT
+
     p.add_argument("--epochs", type=int, help="teacher epochs (default: enough for ~300 steps, 5 to 100)")
     p.add_argument("--batch-size", type=int, default=defaults.batch_size, help="teacher batch (default %(default)s)")
     p.add_argument("--lr", type=float, default=defaults.lr, help="teacher learning rate (default %(default)s)")
@@ -37,8 +55,10 @@ def register(sub) -> None:
     p.add_argument("--init", default=ZERO_SHOT_DEFAULT,
                    help="the teacher's starting part: mean (of the trained languages' parts) or a trained "
                         "language's code (default %(default)s)")
-    import argparse
 
+
+def _add_subword_arguments(p, defaults) -> None:
+    """The subword student's settings (``defaults``: TeacherSettings())."""
     p.add_argument("--subwords", action=argparse.BooleanOptionalAction, default=None,
                    help="teacher: a subword student, the part plus a learned bag of hashed words and character "
                         "3-5-grams of each sentence (polyvse.model.subwords). Default: on (chosen on val for qu, "
@@ -53,13 +73,16 @@ def register(sub) -> None:
     p.add_argument("--subword-dropout", type=float, default=defaults.subword_dropout,
                    help="in training, leave out each of a sentence's bag rows with this probability (default "
                         "%(default)s)")
+
+
+def _add_run_arguments(p, defaults) -> None:
+    """Seed, resuming, bad lines, cache and progress."""
     p.add_argument("--seed", type=int, default=defaults.seed, help="seed of batches and held-out pairs")
     p.add_argument("--resume", action="store_true", help="continue a stopped run from <out>.adapt-state.pt")
     p.add_argument("--skip-bad-lines", action="store_true",
                    help="leave out unreadable lines (each is still reported with its line number)")
     p.add_argument("--data-root", help="data root whose cache holds the sentence vectors (default $POLYVSE_DATA)")
     p.add_argument("--quiet", action="store_true", help="no progress bars")
-    p.set_defaults(func=run)
 
 
 def run(args) -> int:

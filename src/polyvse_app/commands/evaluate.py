@@ -1,7 +1,9 @@
 """`polyvse evaluate --checkpoint DIR (--dataset NAME | --images DIR --captions FILE) [--split S] [--json OUT]`,
 `polyvse evaluate --checkpoint DIR --task crosslingual|sts|words [--json OUT]` and
 `polyvse evaluate --checkpoint DIR --task languages [--langs L,..] [--split val|test] [--json OUT]`: each task one
-evaluator of polyvse.evaluation.tasks."""
+evaluator of polyvse.evaluation.tasks. Without torch (the light install) the model is the numpy one search serves,
+photos through the checkpoint's ONNX image encoder (polyvse.model.loading.photo_model); --task words scores the
+torch text encoder's word vectors, so it needs torch."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -46,7 +48,6 @@ def register(sub) -> None:
 
 
 def run(args) -> int:
-    import polyvse
     from polyvse.data.registry import load_dataset
     from polyvse.evaluation.report import markdown_table
     from polyvse.evaluation.retrieval import RetrievalEvaluator
@@ -70,12 +71,12 @@ def run(args) -> int:
         corpus = load_dataset(args.dataset, root)
         split = args.split or "test"
         name = args.dataset
-    model = polyvse.load(args.checkpoint, device=args.device, squash_photos=squash_of(args))
+    model = photo_model(args.checkpoint, device=args.device, squash_photos=squash_of(args))
     set_scoring(model, args.scoring, args.csls_k)
     result = RetrievalEvaluator.on_corpus(corpus, cache_root(root) / "features", split=split,
                                           progress=not args.quiet)(model)
     result = {"dataset": name, "split": split or "all", "checkpoint": str(Path(args.checkpoint)),
-              "retrieval": model.checkpoint.retrieval, **result}
+              "retrieval": retrieval_of(model), **result}
     print(f"\n{name} · split {result['split']}\n")
     print(markdown_table(result["languages"]))
     others = {lang: how for lang, how in result.get("served_as", {}).items() if how != "trained"}
@@ -94,24 +95,95 @@ def run(args) -> int:
     return 0
 
 
+def photo_model(path, device: str = "auto", squash_photos: bool | None = None):
+    """The model that embeds photos and text: torch's where installed, else the numpy one with the checkpoint's
+    ONNX image encoder (``polyvse.model.loading.photo_model``)."""
+    from polyvse.model.loading import photo_model as load_photo_model
+
+    return load_photo_model(path, device=device, squash_photos=squash_photos)
+
+
+def text_model(path, device: str = "auto"):
+    """The model of a text-only task: torch's where installed, else the numpy text model (no image encoder
+    needed)."""
+    from polyvse.errors import CheckpointError
+    from polyvse.model.loading import load, query_model, uses_torch
+
+    if uses_torch(device):
+        return load(path, device=device)
+    model = query_model(path)
+    if model is None:
+        raise CheckpointError(f"{path}: this checkpoint's text branch has no numpy path, so it needs torch: "
+                              "pip install 'polyvse[train]'")
+    return model
+
+
+def torch_model(path, device: str, task: str):
+    """``polyvse.load``'s model, for a task only torch computes; without torch, the message that says so."""
+    import polyvse
+    from polyvse.features.onnx_encoder import torch_installed
+
+    from ..train_extra import needs_extra_message
+
+    if not torch_installed():
+        raise DataError(needs_extra_message(f"evaluate --task {task}") + " (it scores the torch text encoder's "
+                                                                        "word vectors)")
+    return polyvse.load(path, device=device)
+
+
 def set_scoring(model, scoring: str, csls_k: int | None) -> None:
-    """--scoring similarity drops the checkpoint's CSLS banks; --csls-k scores CSLS with another k."""
+    """--scoring similarity drops the checkpoint's CSLS banks; --csls-k scores CSLS with another k (the torch
+    model's banks are its checkpoint's; a numpy model's are its own, read from the weights file)."""
+    numpy_model = not hasattr(model.checkpoint, "hubness")
     if scoring == "similarity":
         if csls_k is not None:
             raise DataError("--csls-k applies to CSLS scoring; drop it or --scoring similarity")
-        model.checkpoint.hubness = None
+        if numpy_model:
+            model.hubness = None
+        else:
+            model.checkpoint.hubness = None
     elif csls_k is not None:
         if model.hubness is None:
             raise DataError(f"--csls-k: the checkpoint carries no CSLS banks (it was not trained with "
                             f"model.retrieval_scoring csls); it scores by {model.similarity_name}")
         try:
-            model.checkpoint.hubness = model.hubness.with_k(csls_k)
+            if numpy_model:
+                model.hubness = numpy_banks_with_k(model.checkpoint.weights, csls_k)
+            else:
+                model.checkpoint.hubness = model.hubness.with_k(csls_k)
         except ValueError as exc:
             raise DataError(f"--csls-k {csls_k}: {exc}") from None
 
 
+def numpy_banks_with_k(weights: Path, k: int):
+    """A numpy model's CSLS banks (``polyvse.csls.search.SearchHubness``) scored with ``k`` neighbours; ValueError
+    where a bank has fewer than ``k`` rows, as ``HubnessBanks.with_k`` says."""
+    from polyvse.csls.search import SearchHubness
+    from polyvse.model.checkpoint import HubnessBankFile
+
+    if isinstance(k, bool) or int(k) != k or k < 1:
+        raise ValueError(f"csls k must be a positive integer, got {k!r}")
+    banks = HubnessBankFile(weights)
+    photos = banks.photos()
+    if photos.ndim != 2 or photos.shape[0] < k:
+        raise ValueError(f"the photo bank needs at least k={k} rows of embeddings, got shape {tuple(photos.shape)}")
+    for lang, (_, shape) in banks.caption_shapes().items():
+        if len(shape) != 2 or shape[1] != photos.shape[1] or shape[0] < k:
+            raise ValueError(f"caption bank {lang!r}: shape {tuple(shape)}; needs at least k={k} rows of the "
+                             f"photo bank's width {photos.shape[1]}")
+    return SearchHubness.from_bank_file(int(k), banks)
+
+
+def retrieval_of(model) -> dict:
+    """How the run scored retrieval, as config.json's ``retrieval`` section says it (after --scoring/--csls-k)."""
+    if hasattr(model.checkpoint, "hubness"):  # the torch model's Checkpoint
+        return model.checkpoint.retrieval
+    if model.hubness is None:
+        return {"scoring": "similarity"}
+    return {**model.checkpoint.retrieval, "k": model.hubness.k}
+
+
 def run_task(args, root: Path) -> int:
-    import polyvse
     from polyvse.modules.pretrained.captions import use_sentence_cache
     from polyvse.util.atomic import write_json_atomic
 
@@ -119,7 +191,13 @@ def run_task(args, root: Path) -> int:
         raise DataError(f"--task {args.task} uses its own data (see --help); drop --dataset/--images")
     if args.task != "languages" and (args.langs or args.max_photos is not None):
         raise DataError("--langs and --max-photos are options of --task languages")
-    model = use_sentence_cache(polyvse.load(args.checkpoint, device=args.device), root)
+    if args.task == "words":
+        model = torch_model(args.checkpoint, args.device, args.task)
+    elif args.task == "languages":
+        model = photo_model(args.checkpoint, device=args.device)
+    else:
+        model = text_model(args.checkpoint, device=args.device)
+    model = use_sentence_cache(model, root)
     evaluator = task_evaluator(args, root)
     why = evaluator.skip_reason(model)
     if why:

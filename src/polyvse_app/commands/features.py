@@ -17,6 +17,14 @@ from .shared import add_device_args, device_of, print_failures, workers_of
 def register(sub) -> None:
     p = sub.add_parser("features", help="compute and cache image features")
     actions = p.add_subparsers(dest="features_command", required=True)
+    _add_extract(actions)
+    _add_embed_text(actions)
+    b = actions.add_parser("backbones", help="list the available image backbones")
+    b.set_defaults(func=run_backbones)
+
+
+def _add_extract(actions) -> None:
+    """`polyvse features extract`: CNN features of photos into the feature cache."""
     e = actions.add_parser(
         "extract",
         help="extract CNN features for photos into the feature cache",
@@ -50,6 +58,9 @@ def register(sub) -> None:
                    "independent job (under torchrun every rank takes its own shard without this)")
     e.set_defaults(func=run_extract)
 
+
+def _add_embed_text(actions) -> None:
+    """`polyvse features embed-text`: a dataset's captions into the sentence-embedding cache."""
     t = actions.add_parser(
         "embed-text", help="fill the sentence-embedding cache of a frozen text tower for a whole dataset",
         description="Embed every caption of a dataset with a frozen sentence encoder into the content-keyed "
@@ -68,9 +79,6 @@ def register(sub) -> None:
                    "reads, instead of e5's sentence vectors (other towers fill theirs as usual)")
     t.add_argument("--data-root", metavar="DIR", help="data root (default: $POLYVSE_DATA, else ~/.cache/polyvse)")
     t.set_defaults(func=run_embed_text)
-
-    b = actions.add_parser("backbones", help="list the available image backbones")
-    b.set_defaults(func=run_backbones)
 
 
 def run_extract(args) -> int:

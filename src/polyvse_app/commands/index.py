@@ -49,11 +49,15 @@ def _add_photo_source(p) -> None:
 
 
 def register(sub) -> None:
-    from polyvse.index.defaults import DEFAULT_EXACT_THRESHOLD, DEFAULT_RECALL_TARGET
-
     p = sub.add_parser("index", help="build a searchable photo index with a trained model")
     actions = p.add_subparsers(dest="index_command", required=True)
+    _register_build(actions)
+    _register_merge(actions)
+    _register_add(actions)
+    _register_info_verify(actions)
 
+
+def _register_build(actions) -> None:
     b = actions.add_parser(
         "build", help="embed a photo collection into a new index",
         description="Embed photos with a trained model into a FAISS index: exact search below "
@@ -62,6 +66,21 @@ def register(sub) -> None:
     b.add_argument("--checkpoint", required=True, metavar="DIR", help="checkpoint folder of the model")
     b.add_argument("--out", required=True, metavar="INDEX", help="index folder to create")
     _add_photo_source(b)
+    _add_structure_args(b)
+    b.add_argument("--force", action="store_true", help="replace an existing index at --out")
+    _add_csls_build_args(b)
+    _add_milvus_args(b)
+    add_photo_fit_arg(b)
+    b.add_argument("--shard", metavar="K/N", help="embed only shard K of N of the sorted photos into "
+                   "INDEX/.shards, as an independent job; merge with `polyvse index merge` once all N are written "
+                   "(under torchrun every rank takes its own shard and rank 0 merges, without this)")
+    b.set_defaults(func=run_build)
+
+
+def _add_structure_args(b) -> None:
+    """index build: the search structure, its memory budget and its tuning."""
+    from polyvse.index.defaults import DEFAULT_EXACT_THRESHOLD, DEFAULT_RECALL_TARGET
+
     b.add_argument("--kind", choices=["auto", "exact", "ivf", "hnsw", "ivfpq"], default="auto",
                    help="search structure (default auto: exact below the threshold, IVF above; ivfpq: compressed "
                    "codes in memory, re-ranked from the vectors on disk)")
@@ -72,7 +91,10 @@ def register(sub) -> None:
                    help="photos below which search is exact (default: %(default)s)")
     b.add_argument("--recall-target", type=float, default=DEFAULT_RECALL_TARGET, metavar="R",
                    help="recall@10 against exact search that IVF/HNSW is tuned to (default: %(default)s)")
-    b.add_argument("--force", action="store_true", help="replace an existing index at --out")
+
+
+def _add_csls_build_args(b) -> None:
+    """index build: a CSLS checkpoint's photo penalties, stored with the index or not."""
     b.add_argument("--csls-penalties", action=argparse.BooleanOptionalAction, default=True,
                    help="for a checkpoint that ranks by CSLS, store each photo's CSLS penalty with the index, so that "
                    "a text search reads them instead of scanning the caption bank (default: stored); "
@@ -82,6 +104,10 @@ def register(sub) -> None:
                    help="store the CSLS penalties for queries in these languages only, e.g. en,de (each costs a scan "
                    "of its caption bank per photo; a language without a bank of its own takes the pooled one, which "
                    "scans every bank); queries in other languages compute their candidates' (default: every bank)")
+
+
+def _add_milvus_args(b) -> None:
+    """index build: the vectors in files beside the manifest, or in a Milvus collection."""
     b.add_argument("--backend", choices=["faiss", "milvus"], default="faiss",
                    help="where the vectors live: faiss (files in --out, the default) or milvus (a collection in a "
                    "Milvus server or cluster, or an embedded milvus-lite file: --uri; --out keeps the manifest, and "
@@ -92,12 +118,9 @@ def register(sub) -> None:
                    "and the --out folder's name)")
     b.add_argument("--milvus-db", metavar="NAME", help="with --backend milvus: the Milvus database (default: the "
                    "server's default one)")
-    add_photo_fit_arg(b)
-    b.add_argument("--shard", metavar="K/N", help="embed only shard K of N of the sorted photos into "
-                   "INDEX/.shards, as an independent job; merge with `polyvse index merge` once all N are written "
-                   "(under torchrun every rank takes its own shard and rank 0 merges, without this)")
-    b.set_defaults(func=run_build)
 
+
+def _register_merge(actions) -> None:
     m = actions.add_parser(
         "merge", help="write an index from the shard files of a sharded build",
         description="Write the index at --out from INDEX/.shards/shard-K-of-N.npz, written by `polyvse index "
@@ -109,6 +132,8 @@ def register(sub) -> None:
     m.add_argument("--keep-shards", action="store_true", help="keep the shard files after merging")
     m.set_defaults(func=run_merge)
 
+
+def _register_add(actions) -> None:
     a = actions.add_parser(
         "add", help="append photos to an index (only new photos are embedded)",
         description="Append photos to an index. Photos already in it (same file) are skipped and the indexed "
@@ -123,8 +148,6 @@ def register(sub) -> None:
                    "the index stores other languages'); default: the languages the index stores them for")
     _add_photo_source(a)
     a.set_defaults(func=run_add)
-
-    _register_info_verify(actions)
 
 
 def _register_info_verify(actions) -> None:
@@ -210,29 +233,44 @@ def run_build(args) -> int:
 
 
 def _build(args, role, device, workers: int | None = None) -> int:
-    import dataclasses
     import time
 
-    from polyvse.index import build_index, build_index_shard, merge_index_shards
-    from polyvse.index.compressed import parse_memory
+    from polyvse.index import build_index
     from polyvse.model.loading import photo_model
 
     t0 = time.time()
     # torch where installed, else the checkpoint's ONNX image encoder (polyvse.model.loading.photo_model)
     model = photo_model(args.checkpoint, device=device, squash_photos=squash_of(args))
     photos, names = _photos(args)
-    options = dict(cache_dir=_cache_dir(args), names=names, checkpoint_path=args.checkpoint, kind=args.kind,
-                   exact_threshold=args.exact_threshold, recall_target=args.recall_target,
-                   max_memory=parse_memory(args.max_memory),
-                   batch_size=args.batch_size,
-                   num_workers=workers_of(args, device) if workers is None else workers, strict=args.strict,
-                   overwrite=args.force, csls_penalties=args.csls_penalties,
-                   csls_penalty_langs=args.csls_penalty_langs)
+    options = _build_options(args, names, device, workers)
     if not role.sharded:
         report = build_index(model, photos, args.out, progress=not args.quiet, backend=args.backend, uri=args.uri,
                              collection=args.collection, db_name=args.milvus_db, **options)
         _report(report, "indexed")
         return 0
+    return _build_sharded(args, role, model, photos, options, t0)
+
+
+def _build_options(args, names: list[str], device, workers: int | None) -> dict:
+    """The keyword arguments a whole build and a shard's build share (``workers``: None for --workers)."""
+    from polyvse.index.compressed import parse_memory
+
+    return dict(cache_dir=_cache_dir(args), names=names, checkpoint_path=args.checkpoint, kind=args.kind,
+                exact_threshold=args.exact_threshold, recall_target=args.recall_target,
+                max_memory=parse_memory(args.max_memory),
+                batch_size=args.batch_size,
+                num_workers=workers_of(args, device) if workers is None else workers, strict=args.strict,
+                overwrite=args.force, csls_penalties=args.csls_penalties,
+                csls_penalty_langs=args.csls_penalty_langs)
+
+
+def _build_sharded(args, role, model, photos: list[Path], options: dict, t0: float) -> int:
+    """This process's shard of a sharded build; rank 0 of a torchrun job then merges the shards and reports."""
+    import dataclasses
+    import time
+
+    from polyvse.index import build_index_shard, merge_index_shards
+
     if args.backend != "faiss":
         from polyvse.errors import DataError
 

@@ -38,7 +38,22 @@ def _row(name: str, scores: dict) -> list[str]:
     return [name, f"{scores['bleu']:.2f}", f"{scores['ter']:.2f}"]
 
 
+def check_extra() -> None:
+    """Re-ranking scores BLEU/TER with sacrebleu and reads photos through the torch backbone (polyvse.alignment is
+    torch's), both of the [train] extra: without them, the message that says so before any work."""
+    import importlib.util
+
+    from polyvse.errors import DataError
+
+    from ..train_extra import TRAIN_EXTRA, needs_extra_message
+
+    missing = [TRAIN_EXTRA[m] for m in ("torch", "sacrebleu") if importlib.util.find_spec(m) is None]
+    if missing:
+        raise DataError(needs_extra_message("rerank", " and ".join(missing)))
+
+
 def run(args) -> int:
+    check_extra()
     import numpy as np
 
     import polyvse

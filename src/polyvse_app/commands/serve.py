@@ -22,12 +22,25 @@ def register(sub) -> None:
         description="Serve a photo index over HTTP: text -> photo, photo -> photo (upload) and photo -> caption "
         "(over --captions) as JSON endpoints, plus a web page with a query box, a language picker and "
         "drag-and-drop photo search.")
+    _add_content_args(p)
+    _add_access_args(p)
+    _add_runtime_args(p)
+    add_device_args(p)
+    p.set_defaults(func=run)
+
+
+def _add_content_args(p) -> None:
+    """What is served: the index, its model and a caption collection."""
     p.add_argument("--index", default=str(DEFAULT_INDEX), metavar="INDEX",
                    help="index folder (from `polyvse index build`; default: %(default)s, from `make model`)")
     p.add_argument("--checkpoint", metavar="DIR", help="checkpoint folder (default: the one recorded in the index)")
     p.add_argument("--captions", metavar="FILE", help="caption collection for photo -> caption: JSONL (e.g. from "
                    "`polyvse data export`), CSV/TSV with a caption column, or plain text, one caption a line")
     p.add_argument("--captions-lang", metavar="LANG", help="language of captions that do not name one")
+
+
+def _add_access_args(p) -> None:
+    """Who can reach the service and what a request may send: address, upload limits, token."""
     p.add_argument("--host", default="127.0.0.1",
                    help="address to bind (default: %(default)s, this machine only; 0.0.0.0 serves the network: "
                    "then a token is needed, or --allow-unauthenticated)")
@@ -43,6 +56,10 @@ def register(sub) -> None:
     p.add_argument("--allow-unauthenticated", action="store_true",
                    help="with --host other than loopback and no token, serve anyway: every indexed photo goes to "
                    "anyone who can reach the port (without this, such a start is refused)")
+
+
+def _add_runtime_args(p) -> None:
+    """How the server runs: decoding, reloading the index, threads, warm-up and logging."""
     p.add_argument("--decode-concurrency", type=int, default=os.cpu_count() or 1, metavar="N",
                    help="photos decoded at once, for uploads and thumbnails; each may hold a --max-megapixels "
                    "photo in memory (default: the number of cores, %(default)s)")
@@ -55,8 +72,6 @@ def register(sub) -> None:
     p.add_argument("--no-warm-up", action="store_true",
                    help="skip loading the image backbone and language models before serving")
     p.add_argument("--log-level", default="info", choices=["critical", "error", "warning", "info", "debug"])
-    add_device_args(p)
-    p.set_defaults(func=run)
 
 
 def set_threads(n: int) -> None:

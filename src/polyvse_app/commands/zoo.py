@@ -24,48 +24,72 @@ def register(sub) -> None:
                                        "earlier record of the same zoo (--before): what a change moved"),
                            ("estimate", "CPU minutes per run of each config, from a few timed training steps")]:
         q = zsub.add_parser(name, help=helptext)
-        q.add_argument("--spec", default=DEFAULT_SPEC, help="zoo spec: budget overrides and runs (default: %(default)s)")
-        q.add_argument("--configs-dir", default="configs", help="folder of the configs (default: %(default)s)")
-        q.add_argument("--configs", help="comma-separated config names (default: the spec's list, else all)")
-        q.add_argument("--out", help="run folders (default: the spec's `out`, runs/zoo for the F8K-ML zoo)")
-        q.add_argument("--data-root", help="data root (default: $POLYVSE_DATA, else ~/.cache/polyvse)")
+        _add_common_args(q)
         q.set_defaults(func=run)
-        if name == "run":
-            q.add_argument("--max-hours", type=float, help="start no new run after this many hours")
-            q.add_argument("--retry-failed", action="store_true", help="run again the runs that failed before")
-            q.add_argument("--progress", action="store_true", help="progress bars of each training")
-            q.add_argument("--jobs", type=int, default=1, metavar="N",
-                           help="N worker processes share the plan, each taking the next unclaimed run "
-                                "(one per free core: trainings use one thread each; default: %(default)s)")
-        if name == "report":
-            q.add_argument("--docs", default="docs", help="where results.md and the PNGs go (default: %(default)s)")
-            q.add_argument("--readme", default="README.md",
-                           help="README whose <!-- zoo-best --> block gets the best config per language "
-                                "(F8K-ML zoo only; default: %(default)s; '' = leave it)")
-            q.add_argument("--compare-out", default="runs/zoo",
-                           help="runs of the F8K-ML zoo, for the side-by-side claims of another zoo's block; "
-                                "when absent, they are read from the F8K-ML section of results.md "
-                                "(default: %(default)s)")
-        if name == "records":
-            q.add_argument("--to", help="where the records go (default: results/<name of the runs folder>, "
-                                        "e.g. results/zoo-f8k-full)")
-            q.add_argument("--whole-configs", action="store_true",
-                           help="only configs whose every planned run (all seeds) is done: a zoo retrained "
-                                "config by config never commits a config with some seeds new and some old")
-        if name == "compare":
-            before = q.add_mutually_exclusive_group(required=True)
-            before.add_argument("--before",
-                                help="the earlier records, e.g. `git archive <commit> results/zoo-f8k-full | tar -x -C "
-                                     "DIR` then DIR/results/zoo-f8k-full")
-            before.add_argument("--before-doc",
-                                help="an earlier results.md of the F8K-ML zoo (`git show <commit>:docs/results.md > "
-                                     "FILE`): its cross-validation table against the retrained configs' folds")
-            q.add_argument("--docs", default="docs",
-                           help="results.md's <!-- zoo-<title>-before-after --> block gets the table, if it has one; "
-                                "else it is printed (default: %(default)s)")
-        if name == "estimate":
-            q.add_argument("--steps", type=int, default=40, help="timed steps per stage (default: %(default)s)")
-            q.add_argument("--json", help="also write the estimates to this JSON file")
+        extra = {"run": _add_run_args, "report": _add_report_args, "records": _add_records_args,
+                 "compare": _add_compare_args, "estimate": _add_estimate_args}.get(name)
+        if extra is not None:
+            extra(q)
+
+
+def _add_common_args(q) -> None:
+    """Every zoo command's: the spec, the configs and the run folders."""
+    q.add_argument("--spec", default=DEFAULT_SPEC, help="zoo spec: budget overrides and runs (default: %(default)s)")
+    q.add_argument("--configs-dir", default="configs", help="folder of the configs (default: %(default)s)")
+    q.add_argument("--configs", help="comma-separated config names (default: the spec's list, else all)")
+    q.add_argument("--out", help="run folders (default: the spec's `out`, runs/zoo for the F8K-ML zoo)")
+    q.add_argument("--data-root", help="data root (default: $POLYVSE_DATA, else ~/.cache/polyvse)")
+
+
+def _add_run_args(q) -> None:
+    """`zoo run`: time limit, retries, progress bars and worker processes."""
+    q.add_argument("--max-hours", type=float, help="start no new run after this many hours")
+    q.add_argument("--retry-failed", action="store_true", help="run again the runs that failed before")
+    q.add_argument("--progress", action="store_true", help="progress bars of each training")
+    q.add_argument("--jobs", type=int, default=1, metavar="N",
+                   help="N worker processes share the plan, each taking the next unclaimed run "
+                        "(one per free core: trainings use one thread each; default: %(default)s)")
+
+
+def _add_report_args(q) -> None:
+    """`zoo report`: where the page, the plots and the README block go."""
+    q.add_argument("--docs", default="docs", help="where results.md and the PNGs go (default: %(default)s)")
+    q.add_argument("--readme", default="README.md",
+                   help="README whose <!-- zoo-best --> block gets the best config per language "
+                        "(F8K-ML zoo only; default: %(default)s; '' = leave it)")
+    q.add_argument("--compare-out", default="runs/zoo",
+                   help="runs of the F8K-ML zoo, for the side-by-side claims of another zoo's block; "
+                        "when absent, they are read from the F8K-ML section of results.md "
+                        "(default: %(default)s)")
+
+
+def _add_records_args(q) -> None:
+    """`zoo records`: where the record files go, and which configs."""
+    q.add_argument("--to", help="where the records go (default: results/<name of the runs folder>, "
+                                "e.g. results/zoo-f8k-full)")
+    q.add_argument("--whole-configs", action="store_true",
+                   help="only configs whose every planned run (all seeds) is done: a zoo retrained "
+                        "config by config never commits a config with some seeds new and some old")
+
+
+def _add_compare_args(q) -> None:
+    """`zoo compare`: the earlier records (or results.md) and where the table goes."""
+    before = q.add_mutually_exclusive_group(required=True)
+    before.add_argument("--before",
+                        help="the earlier records, e.g. `git archive <commit> results/zoo-f8k-full | tar -x -C "
+                             "DIR` then DIR/results/zoo-f8k-full")
+    before.add_argument("--before-doc",
+                        help="an earlier results.md of the F8K-ML zoo (`git show <commit>:docs/results.md > "
+                             "FILE`): its cross-validation table against the retrained configs' folds")
+    q.add_argument("--docs", default="docs",
+                   help="results.md's <!-- zoo-<title>-before-after --> block gets the table, if it has one; "
+                        "else it is printed (default: %(default)s)")
+
+
+def _add_estimate_args(q) -> None:
+    """`zoo estimate`: timed steps and a JSON copy."""
+    q.add_argument("--steps", type=int, default=40, help="timed steps per stage (default: %(default)s)")
+    q.add_argument("--json", help="also write the estimates to this JSON file")
 
 
 def _plan(args):

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from polyvse.errors import PolyvseError
+from polyvse.provenance import RECONSTRUCTED_MARK
 
 
 class RecordError(PolyvseError):
@@ -27,7 +28,7 @@ class Page:
 
     def record_link(self, record: str, label: str | None = None) -> str:
         """A link to ``record`` (a file or a folder of them), marked when its provenance was reconstructed after the
-        fact (``scripts/backfill_provenance.py``): its figures then rest on a block that was not written with them."""
+        fact (its block says ``reconstructed``, with its sources): its figures then rest on a block that was not written with them."""
         mark = f" {RECONSTRUCTED_MARK}" if reconstructed(self.repo, record) else ""
         return f"[`{label or record}`]({self.link(record)}){mark}"
 
@@ -35,8 +36,6 @@ class Page:
         return read_record(self.repo, record)
 
 
-#: what a page says beside a record whose provenance block is marked ``reconstructed``
-RECONSTRUCTED_MARK = "(reconstructed provenance)"
 
 
 def reconstructed(repo: Path, record: str) -> bool:

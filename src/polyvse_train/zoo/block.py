@@ -18,7 +18,7 @@ from polyvse.evaluation.report import markdown_rows, replace_block
 from polyvse.util.atomic import atomic_path
 
 from .claims import CLAIMS, VERDICTS, Claim, claim_check, claim_check_seeds, per_language, seed_noise
-from .results import LANGS, RunResult, collect, machines, official_runs
+from .results import LANGS, RunResult, collect, machines, official_runs, reconstructed_note
 from .tables import (
     budget_text,
     crosslingual_tables,
@@ -158,6 +158,7 @@ def _how_made(results: Sequence[RunResult], failed: Sequence[dict], planned: Seq
         + (f" (runs resumed before the time of a run's earlier processes was kept: {partial_time}; their "
            "CPU time, marked ≥, counts only the last process)" if partial_time else "")
         + ". mR = mean of R@1, R@5, R@10 both ways, in percent.",
+        *reconstructed_note(results),
     ] + [f"- failed `{f['run_id']}`: {f['error']}" for f in failed] + [""]
 
 

@@ -1,5 +1,5 @@
 """A zoo's official runs set against an earlier record of the same zoo: what a change of rule moved (`polyvse zoo
-compare`). Issue #24's exclusion rule retrained every config; docs/results.md must say what each old figure was
+compare`). A change of exclusion rule retrains every config; docs/results.md must say what each old figure was
 and how far it moved, and the rows here are read from both sets of committed records, not copied by hand.
 
 Each config is compared on the seeds both records hold (so a config whose extra seeds are not yet retrained is

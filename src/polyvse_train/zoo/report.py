@@ -21,7 +21,17 @@ from polyvse.util.atomic import atomic_path
 from .block import blocks_in
 from .claims import claims_table
 from .plots import make_plots
-from .results import LANGS, RunResult, collect, complete_fold_runs, curve_points, fold_runs, machines, official_runs
+from .results import (
+    LANGS,
+    RunResult,
+    collect,
+    complete_fold_runs,
+    curve_points,
+    fold_runs,
+    machines,
+    official_runs,
+    reconstructed_note,
+)
 from .tables import (
     CROSSLINGUAL_NOTE,
     best_table,
@@ -88,6 +98,7 @@ def _header(results: Sequence[RunResult], failed: Sequence[dict], planned: Seque
         "what else the machine runs. The frozen-tower configs (e5-frozen, usem-frozen, polyvse-best) read "
         "their caption vectors from the content-keyed sentence cache: embedding F8K-ML's ~15k captions once "
         "(about 10 min on 2 cores for e5-small) is not in their times.",
+        *reconstructed_note(results),
         f"- Completeness: {len(planned) - len(missing)} of {len(planned)} planned runs finished"
         + (f"; **{len(missing)} not yet run** (listed at the end)" if missing else "")
         + (f"; {len(failed)} failed (listed at the end)" if failed else "") + ".",

@@ -9,6 +9,8 @@ from typing import Any
 
 import numpy as np
 
+from polyvse.provenance import RECONSTRUCTED_MARK
+
 from .runner import ERROR_FILE, RUN_FILE, TASKS_FILE
 from .spec import OFFICIAL
 
@@ -136,4 +138,17 @@ def machines(results: Sequence[RunResult]) -> str:
     return "; ".join(f"{k} ({counts[k]} runs)" for k in order) + (f" ({SINCE})" if "not recorded" in counts else "")
 
 
-SINCE = "a run records its machine since 2026-11-26"
+#: why a run counts as "not recorded": its record predates the field
+SINCE = "their `zoo_run.json` names no machine"
+
+
+def reconstructed_note(results: Sequence[RunResult]) -> list[str]:
+    """A line saying which runs' figures rest on a provenance block reconstructed after the fact, marked as the
+    record links of the generated blocks are (none such: no line)."""
+    n = sum(isinstance(r.run.get("provenance"), dict) and "reconstructed" in r.run["provenance"] for r in results)
+    if not n:
+        return []
+    runs = "every run" if n == len(results) else f"{n} of {len(results)} runs"
+    return [f"- Records: the figures of {runs} rest on records {RECONSTRUCTED_MARK}: the provenance block of "
+            "their `zoo_run.json` was reconstructed after the fact and names, under `reconstructed.unknown`, what "
+            "was not recorded and why."]
