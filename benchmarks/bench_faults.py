@@ -3,12 +3,13 @@
     python benchmarks/bench_faults.py --out benchmarks/results/faults.json [--only disk,index] [--timeout 3600]
 
 Each fault is a group of tests under tests/test_faults_*.py that injects it for real (a damaged file, a second
-writer process, a full tmpfs, SIGKILL, an add under HTTP load) and checks the outcome a user is promised: refused
-naming the file, refused with a message, the previous generation or checkpoint intact, resumed to the same result,
-no request failed. This script runs them with pytest (one process, so the tiny model they share trains once), reads
-pytest's JUnit XML and writes per fault: ``tried`` (tests run), ``survived`` (passed), ``failed`` (with each
-failure's first line), ``skipped`` (with the reason: e.g. no tmpfs can be mounted without root) and the seconds,
-with the provenance block every record carries. Exit status 1 when any fault was not survived.
+writer process, a full tmpfs, SIGKILL, an add under HTTP load, a Milvus server killed or hung) and checks the
+outcome a user is promised: refused naming the file, refused with a message, the previous generation or checkpoint
+intact, resumed to the same result, no request failed. This script runs them with pytest (one process, so the
+tiny model they share trains once), reads pytest's JUnit XML and writes per fault: ``tried`` (tests run),
+``survived`` (passed), ``failed`` (with each failure's first line), ``skipped`` (with the reason: e.g. no tmpfs can
+be mounted without root) and the seconds, with the provenance block every record carries. Exit status 1 when any
+fault was not survived.
 """
 from __future__ import annotations
 
@@ -34,6 +35,9 @@ FAULTS = {
     "disk_full_checkpoint_save": ("tests/test_faults_disk.py", "checkpoint_save"),
     "adapt_sigkill_resume": ("tests/test_faults_adapt.py", None),
     "index_add_during_serve_load": ("tests/test_faults_serve.py", None),
+    "milvus_killed_during_index_add": ("tests/test_faults_milvus.py",
+                                       "index_add_with_the_server_killed or vector_index_an_interrupted_add"),
+    "milvus_down_under_serve": ("tests/test_faults_milvus.py", "serve_answers_503"),
 }
 
 

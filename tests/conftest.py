@@ -184,31 +184,127 @@ def raw(shared_data):
 
 
 # -- a real Milvus server -------------------------------------------------------------------------------------
-@pytest.fixture(scope="session")
-def milvus_server(tmp_path_factory):
-    """The URI of a Milvus standalone server on a free loopback port, for this session: the binary the `milvus`
-    wheel ships (a development dependency), with its embedded etcd and local storage in a temporary folder. A
-    server that cannot start fails the test that asked for it, saying why (its log's tail)."""
+def _bind_reusable(port: int):
+    """A socket listening on loopback ``port`` (SO_REUSEADDR), or None when something else listens there."""
     import socket
 
+    sock = socket.socket()
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     try:
-        from milvus import MilvusServer
-    except ImportError as exc:
-        pytest.fail(f"the milvus package (a real Milvus server) is not installed ({exc}): run `make setup`")
-    base = tmp_path_factory.mktemp("milvus-server")
-    server = MilvusServer()
-    server.set_base_dir(str(base))
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        server.listen_port = s.getsockname()[1]
+        sock.bind(("127.0.0.1", port))
+        sock.listen()
+        return sock
+    except OSError:
+        sock.close()
+        return None
+
+
+class MilvusProcess:
+    """A Milvus standalone server (the binary the `milvus` wheel ships, a development dependency) with its embedded
+    etcd and local storage in ``base``, on one free loopback port for its whole life: it can be killed (SIGKILL, a
+    crash) or hung (SIGSTOP) and started again on the same port and data, so its collections persist."""
+
+    def __init__(self, base: Path):
+        import socket
+
+        try:
+            from milvus import MilvusServer
+        except ImportError as exc:
+            pytest.fail(f"the milvus package (a real Milvus server) is not installed ({exc}): run `make setup`")
+        self.base = base
+        self.server = MilvusServer()
+        self.server.set_base_dir(str(base))
+        # the wheel probes ports by binding without SO_REUSEADDR, which a killed server's port refuses while its
+        # connections linger in TIME_WAIT; Milvus itself binds with it
+        self.server.config.try_bind_port = _bind_reusable
+        probes = [socket.socket() for _ in range(3)]  # held open together: three different free ports
+        for probe in probes:
+            probe.bind(("127.0.0.1", 0))
+        self.port, client, peer = (probe.getsockname()[1] for probe in probes)
+        for probe in probes:
+            probe.close()
+        self.server.config.configs["proxy_port"] = self.port
+        self.uri = f"http://127.0.0.1:{self.port}"
+        self.hung = False
+        # its embedded etcd listens on etcd's fixed ports (2379, 2380) unless its own config file says otherwise: a
+        # second server on the machine (another test process) would fail to start
+        etcd = base / "etcd.yaml"
+        etcd.write_text(f"name: default\nlisten-client-urls: http://127.0.0.1:{client}\n"
+                        f"advertise-client-urls: http://127.0.0.1:{client}\nlisten-peer-urls: http://127.0.0.1:{peer}\n"
+                        f"initial-advertise-peer-urls: http://127.0.0.1:{peer}\n"
+                        f"initial-cluster: default=http://127.0.0.1:{peer}\n")
+        write_config = self.server.config.write_config
+
+        def write_config_with_etcd() -> None:
+            write_config()
+            path = base / "configs" / "milvus.yaml"
+            text = path.read_text()
+            assert "\netcd:\n" in text, f"{path} has no etcd section to give the embedded etcd's config file"
+            path.write_text(text.replace("\netcd:\n", f"\netcd:\n  config:\n    path: {etcd}\n", 1))
+
+        self.server.config.write_config = write_config_with_etcd
+
+    @property
+    def pid(self) -> int | None:
+        return self.server.server_proc.pid if self.server.server_proc else None
+
+    def start(self) -> float:
+        """Start it (and wait until it answers); the seconds that took. A server that cannot start fails the test
+        that asked for it, saying why (its log's tail)."""
+        import time
+
+        t0 = time.monotonic()
+        try:
+            self.server.start()
+        except Exception as exc:  # noqa: BLE001 - the package raises TimeoutError / RuntimeError / OSError
+            log = self.base / "logs" / "milvus-stderr.log"
+            tail = log.read_text(errors="replace")[-2000:] if log.is_file() else "(no log)"
+            self.server.stop()
+            pytest.fail(f"the Milvus server did not start ({exc!r}); its stderr ends:\n{tail}")
+        return time.monotonic() - t0
+
+    def kill(self) -> None:
+        """SIGKILL, as a crash: nothing is flushed or closed by the server."""
+        import signal
+
+        proc = self.server.server_proc
+        if proc is not None:
+            proc.send_signal(signal.SIGKILL)
+            proc.wait(timeout=30)
+        self.hung = False
+        self.server.stop()  # forgets the process, closes its log files
+
+    def hang(self) -> None:
+        """SIGSTOP: the port still accepts connections, nothing answers."""
+        import signal
+
+        self.server.server_proc.send_signal(signal.SIGSTOP)
+        self.hung = True
+
+    def stop(self) -> None:
+        if self.hung:
+            self.kill()  # a stopped process would sit out SIGTERM
+        self.server.stop()
+
+
+@pytest.fixture(scope="session")
+def milvus_server(tmp_path_factory):
+    """The URI of a Milvus standalone server (MilvusProcess) on a free loopback port, for this session."""
+    server = MilvusProcess(tmp_path_factory.mktemp("milvus-server"))
+    server.start()
     try:
-        server.start()
-    except Exception as exc:  # noqa: BLE001 - the package raises TimeoutError / RuntimeError / OSError
-        log = base / "logs" / "milvus-stderr.log"
-        tail = log.read_text(errors="replace")[-2000:] if log.is_file() else "(no log)"
+        yield server.uri
+    finally:
         server.stop()
-        pytest.fail(f"the Milvus server did not start ({exc!r}); its stderr ends:\n{tail}")
+
+
+@pytest.fixture(scope="module")
+def milvus_process(tmp_path_factory):
+    """A Milvus server of the module's own (its own port and data folder), started: fault tests kill, hang and
+    restart it without touching the session's ``milvus_server``."""
+    server = MilvusProcess(tmp_path_factory.mktemp("milvus-process"))
+    server.start()
     try:
-        yield f"http://127.0.0.1:{server.listen_port}"
+        yield server
     finally:
         server.stop()

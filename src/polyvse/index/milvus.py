@@ -20,6 +20,11 @@ would cut a 1M-photo collection's 32k-row lite segments into 4,000 lists of 8. H
 compressed kind are FAISS-only here (milvus-lite 3.x has FLAT, IVF_FLAT, IVF_SQ8, HNSW and HNSW_SQ; a server has
 more, DiskANN and IVF_PQ among them). Only cosine models: Milvus ranks by inner product.
 
+A server that stops answering (killed, hung, restarting) fails a call within its timeout (QUERY_TIMEOUT_S for a
+search or read, TIMEOUT_S for others) with MilvusDownError, which names the URI and says to start the server and
+rerun (`polyvse serve` answers it with 503); pymilvus connects again on a later call, and a collection a restarted
+server has not loaded is loaded by the first search that finds it so.
+
 Searches ask for ids below the manifest's count (``filter id < count``), so rows an interrupted ``index add``
 inserted before its manifest switch are never answered; the next add deletes them first. A search returns each
 hit's name, path and vector with it: the photo entries and vectors the searcher reads next (the hit list, CSLS
@@ -61,6 +66,8 @@ MILVUS, FAISS = "milvus", "faiss"
 BACKENDS = (FAISS, MILVUS)
 TOKEN_ENV = "POLYVSE_MILVUS_TOKEN"
 TIMEOUT_S = 30.0  # per request, connecting included
+# a search or read: what a served request waits at most, a server that stopped answering included
+QUERY_TIMEOUT_S = 10.0
 # building the vector index (and loading it) clusters every segment within one request: minutes at 1M rows
 BUILD_TIMEOUT_S = 3600.0
 # milvus-lite's gRPC server keeps gRPC's default ping policy: pings under 5 minutes apart on a request that sends no
@@ -85,6 +92,21 @@ class MilvusError(PolyvseError):
 
 class MilvusUnreachableError(MilvusError):
     """No Milvus answers at the URI (or a milvus-lite file that cannot be opened)."""
+
+
+class MilvusDownError(MilvusUnreachableError):
+    """The server stopped answering a request (refused, gone, or no answer in time): says to start it and ``then``
+    (what to do once it is back)."""
+
+    def __init__(self, target: MilvusTarget, what: str, detail: str, then: str = "try again"):
+        self.target, self.what, self.detail = target, what, detail
+        db = f" (database {target.db_name})" if target.db_name else ""
+        super().__init__(f"the Milvus server at {target.uri} does not answer (while trying to {what} in collection "
+                         f"{target.collection!r}{db}: {detail}); start it, or wait until it is back, and {then}")
+
+
+class MilvusNotLoadedError(MilvusError):
+    """The collection is not in the server's memory: a server restarted since it was loaded does not reload it."""
 
 
 class MilvusCollectionError(MilvusError, IndexFormatError):
@@ -220,13 +242,41 @@ def connect(target: MilvusTarget, *, create: bool = False):
         return client
 
 
-def _call(target: MilvusTarget, what: str, fn, *args, **kwargs):
-    """A client call whose failure becomes a MilvusError naming the collection."""
+_DOWN_CODES = ("UNAVAILABLE", "DEADLINE_EXCEEDED")  # gRPC: nothing listens, or no answer within the deadline
+_DOWN_WORDS = ("server unavailable", "fail connecting", "deadline exceeded", "retry timeout", "connection refused")
+NOT_LOADED = 101  # Milvus's CollectionNotLoaded
+
+
+def _is_down(exc: BaseException | None) -> bool:
+    """Whether ``exc``, or an error it was raised from, says that no server answered: pymilvus wraps gRPC's
+    UNAVAILABLE / DEADLINE_EXCEEDED in its own exception after its reconnection attempt fails."""
+    seen = set()
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        code = getattr(exc, "code", None)
+        with contextlib.suppress(Exception):
+            if callable(code) and getattr(code(), "name", "") in _DOWN_CODES:
+                return True
+        if any(word in _message(exc).lower() for word in _DOWN_WORDS):
+            return True
+        exc = exc.__cause__ or exc.__context__
+    return False
+
+
+def _call(target: MilvusTarget, what: str, fn, *args, timeout: float = TIMEOUT_S, **kwargs):
+    """A client call, bounded by ``timeout`` seconds (pymilvus waits without end otherwise), whose failure becomes
+    a MilvusError naming the collection: MilvusDownError when the server does not answer."""
     try:
-        return fn(*args, **kwargs)
+        return fn(*args, timeout=timeout, **kwargs)
     except PolyvseError:
         raise
     except Exception as exc:  # noqa: BLE001 - MilvusException and gRPC errors
+        if _is_down(exc):
+            details = getattr(exc, "details", None)  # a gRPC error's own words; its str() is a multi-line dump
+            detail = details() if callable(details) else _message(exc).splitlines()[0]
+            raise MilvusDownError(target, what, str(detail or type(exc).__name__)) from None
+        if getattr(exc, "code", None) == NOT_LOADED or "not loaded" in _message(exc).lower():
+            raise MilvusNotLoadedError(f"{target.where()} is not loaded: {_message(exc)}") from None
         raise MilvusError(f"Milvus failed to {what} ({target.where()}): {_message(exc)}") from None
 
 
@@ -243,17 +293,37 @@ def nlist_for(target: MilvusTarget, n: int, dim: int) -> int:
 
 def _index_params(client, target: MilvusTarget, kind: str, n: int, dim: int) -> tuple[object, dict]:
     """(pymilvus index params, the manifest's record of them) for ``kind`` over n vectors."""
-    params = client.prepare_index_params()
     if kind == EXACT:
         spec = {"index_type": "FLAT", "metric_type": "IP", "params": {}}
     else:
         spec = {"index_type": "IVF_FLAT", "metric_type": "IP", "params": {"nlist": nlist_for(target, n, dim)},
                 "segment_rows": segment_rows(target, dim)}
+    return _params_of(client, spec), spec
+
+
+def _params_of(client, spec: dict):
+    """pymilvus index params for a manifest's record of the vector index (``search.milvus``)."""
+    params = client.prepare_index_params()
+    build = dict(spec.get("params") or {})
     # pymilvus 3 sends the build parameters flattened (nlist=...), which a server reads; milvus-lite 3.2 reads only
     # the older nested "params" entry and would build its default 128 lists: send both
     params.add_index(field_name="vector", index_type=spec["index_type"], metric_type=spec["metric_type"],
-                     params={**spec["params"], "params": dict(spec["params"])} if spec["params"] else {})
-    return params, spec
+                     params={**build, "params": dict(build)} if build else {})
+    return params
+
+
+def _restore_structure(client, target: MilvusTarget, manifest: dict, root) -> None:
+    """An append that changes the structure drops the vector index before building the new one; one stopped in
+    between (the server killed) leaves a collection that cannot be loaded. It gets the manifest's index again,
+    so that the manifest's version is searched and the next append can run."""
+    if _call(target, "list the vector indexes", client.list_indexes, target.collection):
+        return
+    spec = manifest.get("search", {}).get("milvus")
+    if not spec:
+        raise MilvusCollectionError(f"{target.where()} has no vector index and the manifest records none; "
+                                    "rebuild the index", root)
+    _call(target, "build the vector index", client.create_index, target.collection, _params_of(client, spec),
+          timeout=BUILD_TIMEOUT_S)
 
 
 def _create(client, target: MilvusTarget, dim: int) -> None:
@@ -273,7 +343,7 @@ def _insert(client, target: MilvusTarget, entries: Sequence[PhotoEntry], vectors
         rows = [{"id": e.id, "vector": v, "name": e.name, "path": e.path}
                 for e, v in zip(entries[start:start + INSERT_ROWS], vectors[start:start + INSERT_ROWS])]
         _call(target, "insert photos", client.insert, target.collection, rows)
-    _call(target, "flush the collection", client.flush, target.collection)
+    _call(target, "flush the collection", client.flush, target.collection, timeout=BUILD_TIMEOUT_S)
 
 
 def _structure(client, target: MilvusTarget, kind: str, n: int, dim: int, drop: bool) -> dict:
@@ -294,7 +364,8 @@ class _TunedSearch:
         self.index = index
 
     def search(self, queries: np.ndarray, k: int, params=None):
-        return self.index.raw_search(queries, k, nprobe=int(params.nprobe))
+        # a whole probe set in one request, at up to every list: far longer than a served query at scale
+        return self.index.raw_search(queries, k, nprobe=int(params.nprobe), timeout=BUILD_TIMEOUT_S)
 
 
 def _search_section(index: MilvusPhotoIndex, vectors: np.ndarray, kind: str, spec: dict, exact_threshold: int,
@@ -381,7 +452,8 @@ def open_index(root: Path, manifest: dict) -> MilvusPhotoIndex:
                                     f"says {manifest['dim']}: it is not this index's collection; rebuild it", root)
     state = _call(target, "read the collection's load state", client.get_load_state, target.collection)
     if "Loaded" not in str(state.get("state")):  # e.g. a server restarted since the build
-        _call(target, "load the collection", client.load_collection, target.collection)
+        _restore_structure(client, target, manifest, root)
+        _call(target, "load the collection", client.load_collection, target.collection, timeout=BUILD_TIMEOUT_S)
     return MilvusPhotoIndex(root, manifest, target, client)
 
 
@@ -444,6 +516,7 @@ class MilvusPhotoIndex(PhotoIndex):
         self._device_vectors = None
         self.photos = MilvusPhotos(self)
         self._cache = _Cache(CACHE_BYTES // (4 * int(manifest["dim"]) + 256))
+        self._loading = threading.Lock()
 
     @property
     def count(self) -> int:
@@ -465,6 +538,24 @@ class MilvusPhotoIndex(PhotoIndex):
         return f"{super().describe()}, Milvus {self.target.where()}"
 
     # -- reading --------------------------------------------------------------------------------------
+    def _read(self, what: str, fn, timeout: float | None = None, **kwargs):
+        """A search or read of the collection, bounded by ``timeout`` (QUERY_TIMEOUT_S). A collection the server no
+        longer holds loaded (it restarted) is loaded again by the first request that finds it so; requests meanwhile
+        are told to try again, so that a serving process recovers without a restart."""
+        timeout = QUERY_TIMEOUT_S if timeout is None else timeout  # read when called: tests shorten it
+        try:
+            return _call(self.target, what, fn, self.target.collection, timeout=timeout, **kwargs)
+        except MilvusNotLoadedError:
+            if not self._loading.acquire(blocking=False):
+                raise MilvusError(f"{self.target.where()} is being loaded again (the server restarted); try again "
+                                  "in a moment") from None
+        try:
+            _call(self.target, "load the collection", self.client.load_collection, self.target.collection,
+                  timeout=BUILD_TIMEOUT_S)
+        finally:
+            self._loading.release()
+        return _call(self.target, what, fn, self.target.collection, timeout=timeout, **kwargs)
+
     def _remember(self, row: dict) -> tuple[PhotoEntry, np.ndarray]:
         entity = row.get("entity", row)
         i = int(row["id"])
@@ -477,8 +568,7 @@ class MilvusPhotoIndex(PhotoIndex):
         found = {int(i): self._cache.get(int(i)) for i in ids}
         missing = sorted(i for i, item in found.items() if item is None)
         if missing:
-            rows = _call(self.target, "read photos", self.client.get, self.target.collection, ids=missing,
-                         output_fields=FIELDS)
+            rows = self._read("read photos", self.client.get, ids=missing, output_fields=FIELDS)
             found.update((int(r["id"]), self._remember(r)) for r in rows)
         if any(found.get(int(i)) is None for i in ids):
             lost = [int(i) for i in ids if found.get(int(i)) is None][:5]
@@ -500,8 +590,8 @@ class MilvusPhotoIndex(PhotoIndex):
         fields = FIELDS if with_vectors else ["name", "path"]
         for start in range(0, self.count, READ_ROWS):
             stop = min(start + READ_ROWS, self.count)
-            rows = _call(self.target, "read photos", self.client.query, self.target.collection,
-                         filter=f"id >= {start} and id < {stop}", output_fields=fields, limit=stop - start)
+            rows = self._read("read photos", self.client.query, filter=f"id >= {start} and id < {stop}",
+                              output_fields=fields, limit=stop - start)
             rows = sorted(rows, key=lambda r: int(r["id"]))
             if [int(r["id"]) for r in rows] != list(range(start, stop)):
                 raise MilvusCollectionError(f"photos {start}..{stop - 1} are not all in {self.target.where()}; the "
@@ -515,14 +605,17 @@ class MilvusPhotoIndex(PhotoIndex):
         return self._by_path
 
     # -- searching ------------------------------------------------------------------------------------
-    def raw_search(self, queries: np.ndarray, k: int, *, nprobe: int | None = None) -> tuple[np.ndarray, np.ndarray]:
-        """(scores, ids) padded with -1, as FAISS answers: the collection's top-k among the manifest's rows."""
+    def raw_search(self, queries: np.ndarray, k: int, *, nprobe: int | None = None,
+                   timeout: float | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """(scores, ids) padded with -1, as FAISS answers: the collection's top-k among the manifest's rows, within
+        ``timeout`` seconds (QUERY_TIMEOUT_S)."""
         q = np.ascontiguousarray(np.atleast_2d(queries), dtype=np.float32)
         params = {"metric_type": "IP", "params": {}}
         if self.kind == IVF:
             params["params"]["nprobe"] = int(nprobe or self.manifest["search"]["ivf"]["nprobe"])
-        answer = _call(self.target, "search", self.client.search, self.target.collection, data=list(q), limit=int(k),
-                       filter=f"id < {self.count}", output_fields=FIELDS, search_params=params, anns_field="vector")
+        answer = self._read("search", self.client.search, timeout, data=list(q), limit=int(k),
+                            filter=f"id < {self.count}", output_fields=FIELDS, search_params=params,
+                            anns_field="vector")
         scores = np.full((len(q), k), -np.inf, np.float32)
         ids = np.full((len(q), k), -1, np.int64)
         for r, hits in enumerate(answer):
@@ -548,7 +641,18 @@ class MilvusPhotoIndex(PhotoIndex):
         """Insert ``new_entries`` (ids from ``count`` on) and their stored ``vectors``, re-choose the structure for
         the new size (exact -> IVF past the threshold; IVF rebuilt once it holds IVF_RETRAIN_GROWTH times what it
         was built on and a segment's lists would change), re-tune nprobe, and switch the manifest. The caller
-        holds ``index_lock(root)``."""
+        holds ``index_lock(root)``. A server that stops answering midway leaves the manifest as it was: the rows
+        already inserted are past its count (never searched) and the next append deletes them first."""
+        try:
+            return self._append(root, new_entries, vectors, model_info)
+        except MilvusDownError as exc:
+            raise MilvusDownError(
+                exc.target, exc.what, exc.detail,
+                then=f"rerun the same `polyvse index add`: the index {root} still holds its {self.count} photos "
+                     f"(generation {self.manifest.get('generation', 0)}) and adds the {len(new_entries)} new ones "
+                     "then") from None
+
+    def _append(self, root: Path, new_entries: list[PhotoEntry], vectors: np.ndarray, model_info: dict) -> dict:
         old = self.manifest["search"]
         t, client = self.target, self.client
         _call(t, "delete rows an interrupted append left", client.delete, t.collection, filter=f"id >= {self.count}")

@@ -14,6 +14,8 @@ from polyvse.errors import PolyvseError
 
 from .settings import ServeSettings, mib
 
+RETRY_AFTER_S = 5  # a 503's Retry-After: the search backend (a Milvus server) is down or reloading
+
 
 class BodySizeLimit:
     """ASGI middleware: a request body larger than ``limit`` bytes gets a 413, read no further.
@@ -80,8 +82,12 @@ def readable(errors) -> str:
 
 async def polyvse_error(request: Request, exc: PolyvseError):
     """The library's own errors (empty query, unknown language, not an image, ...) are the client's: 422; an error
-    that says what status it is (``http_status``: a Milvus index's database failing, 503) is sent with that."""
-    return JSONResponse({"detail": str(exc)}, status_code=int(getattr(exc, "http_status", 422)))
+    that says what status it is (``http_status``: a Milvus index's database failing, 503) is sent with that; a 503
+    tells clients when to ask again (the server may be back by then, and this process answers again without a
+    restart)."""
+    status = int(getattr(exc, "http_status", 422))
+    headers = {"Retry-After": str(RETRY_AFTER_S)} if status == 503 else None
+    return JSONResponse({"detail": str(exc)}, status_code=status, headers=headers)
 
 
 async def validation_error(request: Request, exc: RequestValidationError):
