@@ -116,7 +116,7 @@ def test_a_run_caches_views_of_its_training_photos_only_and_trains_on_them(share
         assert got.extracted == 0  # the run put them there
         np.testing.assert_allclose(pv.views[v - 1].float().numpy(), got.features, rtol=1e-2, atol=1e-2)
         # no evaluation photo was augmented: none has a vector under a view's key
-        assert all(FeatureCache(cache).get(view.key, file_sha256(paths[r])) is None for r in data.eval_rows)
+        assert all(FeatureCache(cache).get(view.cache_key, file_sha256(paths[r])) is None for r in data.eval_rows)
     assert not np.allclose(pv.views[0].float().numpy(), pv.base[data.train_rows].numpy(), atol=1e-2)
 
     drawn = []

@@ -3,8 +3,9 @@
 Layout (one small ``.npy`` per photo and configuration, so millions of photos only cost files, and
 any number of runs can add to it)::
 
-    <cache_dir>/<extractor.key>/meta.json          what produced these vectors
-    <cache_dir>/<extractor.key>/<h[:2]>/<h>.npy     float32 (dim,) for the photo whose bytes hash to h
+    <cache_dir>/<extractor.cache_key>/meta.json          what produced these vectors
+    <cache_dir>/<extractor.cache_key>/<h[:2]>/<h>.npy     float32 (dim,) for the photo whose bytes hash to h
+    <cache_dir>/onnx/                                     graphs ONNX Runtime runs (polyvse.features.cut_onnx)
 
 ``h`` is the SHA-256 of the photo file's bytes, so a renamed or moved photo is still a hit and an
 edited one is a miss. Every file is written to a temporary name in the same directory and moved
@@ -40,6 +41,8 @@ __all__ = ["FeatureCache", "FeatureResult", "extract_features", "file_sha256"]
 
 log = logging.getLogger(__name__)
 
+#: the folder under the cache's root where a runtime other than torch keeps its exported graphs
+GRAPH_DIR = "onnx"
 _HEX64 = re.compile(r"^[0-9a-f]{64}$")
 _SAFE_KEY = re.compile(r"^[A-Za-z0-9._-]+$")
 
@@ -106,11 +109,12 @@ class FeatureCache:
 
     def write_meta(self, extractor: FeatureExtractor) -> None:
         """Record (once) what produced the vectors under this key, for humans and tools."""
-        meta_path = self.key_dir(extractor.key) / "meta.json"
+        meta_path = self.key_dir(extractor.cache_key) / "meta.json"
         if meta_path.is_file():
             return
         meta = {
             "key": extractor.key,
+            "runtime": extractor.runtime,
             "backbone": extractor.name,
             "weights": extractor.weights_tag,
             "dim": extractor.dim,
@@ -198,6 +202,7 @@ def extract_features(
         return _concat_results(paths, [
             extract_features(paths, part, cache, strict=strict, batch_size=batch_size, num_workers=num_workers,
                              progress=progress, max_pixels=max_pixels) for part in extractor.parts], extractor.key)
+    extractor.keep_graphs_in(cache.root / GRAPH_DIR)  # before any key is read: it may choose the runtime
     rows = _Rows(paths, extractor.dim, strict)
     todo, from_cache = _take_cached(rows, cache, extractor, progress)
     _compute_missing(rows, todo, cache, extractor, batch_size=batch_size, num_workers=num_workers,
@@ -258,9 +263,9 @@ def _take_cached(rows: _Rows, cache: FeatureCache, extractor: FeatureExtractor,
             if digest in todo:
                 todo[digest].append(row)
                 continue
-            vec = cache.get(extractor.key, digest, extractor.dim)
-            if vec is None and extractor.preprocess.squash and _is_square(p):
-                vec = cache.get(extractor.square_key, digest, extractor.dim)  # squash is a no-op on a square photo
+            vec = cache.get(extractor.cache_key, digest, extractor.dim)
+            if vec is None and extractor.preprocess.squash and _is_square(p):  # squash is a no-op on a square photo
+                vec = cache.get(extractor.cache_square_key, digest, extractor.dim)
             if vec is not None:
                 rows.fill(row, vec)
                 from_cache += 1
@@ -304,7 +309,7 @@ def _compute_missing(rows: _Rows, todo: dict[str, list[int]], cache: FeatureCach
             if x is not None:
                 feats = extractor.forward_batch(x).numpy().astype(np.float32, copy=False)
                 for row, digest, vec in zip(firsts, digests, feats):
-                    cache.put(extractor.key, digest, vec)
+                    cache.put(extractor.cache_key, digest, vec)
                     rows.fill(rows_of[row], vec)
             bar.update(len(firsts) + len(bad))
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import abc
 import copy
+import hashlib
 import re
 from collections.abc import Sequence
 
@@ -179,6 +180,36 @@ class FeatureExtractor(abc.ABC):
         there), which lets a squashing extractor read the features its model was trained on."""
         return self._key(self.preprocess.describe(squash=False))
 
+    @property
+    def runtime(self) -> str:
+        """What computes the vectors: "torch", or "onnx" (ONNX Runtime: ``BackboneCutExtractor`` on a CPU,
+        :mod:`polyvse.util.frozen_onnx`)."""
+        return "torch"
+
+    @property
+    def cache_key(self) -> str:
+        """The feature cache's folder of this extractor's vectors: :attr:`key`, with the runtime that computes them
+        where that is not torch, so two runtimes' vectors never mix (the model trained on either reads the same
+        features, to float rounding: :attr:`key`, which a checkpoint records, does not name the runtime)."""
+        return self.key + self._runtime_mark()
+
+    @property
+    def cache_square_key(self) -> str:
+        """:attr:`square_key` as :attr:`cache_key` extends :attr:`key`."""
+        return self.square_key + self._runtime_mark()
+
+    def _runtime_mark(self) -> str:
+        if self.runtime == "torch":  # torch's keys as they always were: its caches stay valid
+            return ""
+        from ..util.frozen_onnx import ONNX_RUNTIME
+
+        return f".{ONNX_RUNTIME}"
+
+    def keep_graphs_in(self, folder) -> None:
+        """Where a runtime other than torch keeps the graphs it exports (the feature cache gives its own folder);
+        torch exports none."""
+        return None
+
     def _key(self, preprocessing: str) -> str:
         raw = f"{self.name}.{self.weights_tag}.{preprocessing}"
         if self.precision != "fp32":  # other numbers: never mixed into the fp32 cache
@@ -289,3 +320,12 @@ def freeze_for_inference_(model: torch.nn.Module) -> torch.nn.Module:
     for p in model.parameters():
         p.requires_grad_(False)
     return model.to(memory_format=torch.channels_last)
+
+
+def weights_digest(module: torch.nn.Module) -> str:
+    """A short hash of a module's weights (names and float32 values, whatever their device or memory layout)."""
+    h = hashlib.sha256()
+    for name, tensor in module.state_dict().items():
+        h.update(name.encode())
+        h.update(tensor.detach().to("cpu", torch.float32).contiguous().numpy().tobytes())
+    return h.hexdigest()[:16]

@@ -8,7 +8,8 @@ before its last ``K`` blocks:
 
 - :class:`BackboneCutExtractor` (backbone name ``efficientnet-lite2:tail1``) is a frozen feature extractor
   whose "feature" is the activation map entering the cut, flattened to ``C*h*w`` floats; it is cached
-  like any feature (content-addressed, resumable) and computed once per photo;
+  like any feature (content-addressed, resumable) and computed once per photo (on a CPU by ONNX Runtime,
+  :mod:`.cut_onnx`, under a cache key of its own);
 - :class:`BackboneTail` is the rest -- the last ``K`` blocks, the head conv and the average pool -- as a
   trainable module of the retrieval model (``ModelConfig.image_tail``), initialised from the ImageNet
   weights; its output (1280-d) feeds the image head as the frozen backbone's pooled features would.
@@ -33,6 +34,8 @@ import re
 import torch
 from torch import nn
 
+from ..util.frozen_onnx import front_runtime
+from .cut_onnx import CutGraph
 from .extractor import FeatureExtractor
 
 __all__ = ["TAIL_MARK", "WHOLE_MARK", "BackboneCutExtractor", "BackboneTail", "parse_tail_name", "split_tail_name",
@@ -111,6 +114,25 @@ class BackboneCutExtractor(FeatureExtractor):
             crop = self.preprocess.crop
             self.map_shape = tuple(self._map(torch.zeros(1, 3, crop, crop)).shape[1:])
         self.dim = int(self.map_shape[0] * self.map_shape[1] * self.map_shape[2])
+        self.graph = CutGraph()  # ONNX Runtime's session of the frozen part, where it runs (runtime)
+
+    @property
+    def runtime(self) -> str:
+        """ONNX Runtime where the extractor fills a feature cache (which keeps its graph: ``keep_graphs_in``) on a
+        CPU in fp32, unless POLYVSE_FRONT_RUNTIME says torch (:mod:`polyvse.util.frozen_onnx`); torch elsewhere
+        (a few photos embedded directly pay no export). Its maps are cached under their own key (``cache_key``)."""
+        if self.precision != "fp32" or self.graph.graph_dir is None:
+            return "torch"
+        return front_runtime(self.device.type)
+
+    def keep_graphs_in(self, folder) -> None:
+        self.graph.graph_dir = self.graph.graph_dir or folder
+
+    def forward_batch(self, x: torch.Tensor) -> torch.Tensor:
+        if self.runtime == "torch":
+            return super().forward_batch(x)
+        n, _ = self._check_batch(x)  # a cut takes one crop a photo
+        return self.graph.run(self, x.reshape(n, *x.shape[-3:]))
 
     def to(self, device: torch.device, precision: str = "fp32") -> BackboneCutExtractor:
         self.full.to(device, precision)

@@ -15,24 +15,14 @@ pixel path).
 from __future__ import annotations
 
 import copy
-import hashlib
 
 import torch
 
 from .backbones import get_extractor
-from .extractor import FeatureExtractor, freeze_for_inference_
+from .extractor import FeatureExtractor, freeze_for_inference_, weights_digest
 from .tail import BackboneTail, split_whole_name
 
 __all__ = ["FineTunedExtractor", "checkpoint_extractor", "weights_digest"]
-
-
-def weights_digest(module: torch.nn.Module) -> str:
-    """A short hash of a module's weights (names and float32 values, whatever their device or memory layout)."""
-    h = hashlib.sha256()
-    for name, tensor in module.state_dict().items():
-        h.update(name.encode())
-        h.update(tensor.detach().to("cpu", torch.float32).contiguous().numpy().tobytes())
-    return h.hexdigest()[:16]
 
 
 class FineTunedExtractor(FeatureExtractor):

@@ -137,7 +137,7 @@ def _extract(args, role, device) -> int:
     )
     print(f"features: {extractor.name} ({extractor.dim}-d{', ten-crop' if extractor.ten_crop else ''}"
           f"{', squashed' if args.squash else ''}) "
-          f"in {cache_dir / extractor.key}")
+          f"in {cache_dir / extractor.cache_key}")
     print_failures(failures, "failed photos (skipped):")
     return 0
 

@@ -10,9 +10,24 @@ def fmt(v, nd: int = 3) -> str:
         return f"{v:.{nd}g}" if abs(v) < 1000 else f"{v:.0f}"
     return str(v)
 
-
 def bench_page(r: dict, headline: dict) -> str:
     """The whole page, latest.md, of a latest.json record ``r``; ``headline``: key -> (target, predicate)."""
+    d = r["details"]
+    lines = [*_head(r, headline), *_search(d.get("search")), *_extract(d.get("extract")), *_evaluator(d.get("eval"))]
+    lines += cli_markdown(d.get("cli"), "Command-line search start-up (bench_cli_startup.py)")
+    lines += cli_markdown(d.get("cli_product"), "Command-line search with the product model (bench_cli_startup.py "
+                          "--product)")
+    lines += scale_markdown(d.get("scale"))
+    tr = d.get("train")
+    if tr:
+        lines += ["", "## Training (bench_train.py)", ""]
+        lines += [f"- `{k}`: {fmt(v)}" for k, v in tr.items() if isinstance(v, (int, float, str)) and len(str(v)) < 200]
+    lines += gpu_markdown(d.get("gpu"))
+    lines += ["", "Step wall times: " + ", ".join(f"{k} {v:.0f} s" for k, v in r["step_seconds"].items()), ""]
+    return "\n".join(lines)
+
+
+def _head(r: dict, headline: dict) -> list[str]:
     m = r["machine"]
     lines = [
         "# polyvse benchmarks", "",
@@ -35,82 +50,86 @@ def bench_page(r: dict, headline: dict) -> str:
         lines.append(f"| `{key}` | {fmt(v)} | {target} | {met} |")
     if r["notes"]:
         lines += ["", "Notes:"] + [f"- `{k}`: {v}" for k, v in r["notes"].items()]
-    d = r["details"]
-    s = d.get("search")
-    if s:
-        def cheap(x, label):
-            c = x["cheapest_at_target"]
-            return "none" if c is None else (f"{label}={c['param']}: p50 {c['single']['p50_ms']:.2f} ms, "
-                                              f"p99 {c['single']['p99_ms']:.2f}, R@10 {c['recall_at_10']:.3f}")
-        lines += ["", "## Search (bench_search.py)", "", s["data"] + ".", "",
-                  "| dim | read GB/s | exact 1-query p50 ms (numpy / torch / faiss) | best scan GB/s | fraction "
-                  "| exact batch-256 p50 ms (numpy / torch / faiss) |", "| --- | --- | --- | --- | --- | --- |"]
-        for dim, p in s["per_dim"].items():
-            es, eb = p["exact_single"], p["exact_batched"]
-            big = eb[str(max(int(k) for k in eb if k.isdigit()))]
-            lines.append(
-                f"| {dim} | {p['read_bandwidth_gbs']['best']:.1f} | "
-                + " / ".join(f"{es[k]['p50_ms']:.0f}" for k in ("numpy", "torch", "faiss_flat"))
-                + f" | {es[p['exact_best_single_library']]['scan_gbs_best']:.1f} ({p['exact_best_single_library']}) "
-                f"| {p['exact_scan_bandwidth_fraction']:.2f} | "
-                + " / ".join(f"{big[k]['p50_ms']:.0f}" for k in ("numpy", "torch", "faiss_flat")) + " |")
-        lines += ["", "| dim | index | build s | memory GiB | cheapest with recall@10 ≥ 0.95 (single query) "
-                  "| batch-32 p50 ms at it |", "| --- | --- | --- | --- | --- | --- |"]
-        for dim, p in s["per_dim"].items():
-            for kind, x in p["ivf"].items():
-                b32 = (x.get("batched_at_cheapest") or {}).get("32", {}).get("p50_ms")
-                lines.append(f"| {dim} | {kind} nlist {x['nlist']} (1M) | {x['build_s']:.0f} | "
-                             f"{x['memory_bytes'] / 2**30:.2f} | {cheap(x, 'nprobe')} | {fmt(b32)} |")
-            hn = p["hnsw"]
-            b32 = (hn.get("batched_at_cheapest") or {}).get("32", {}).get("p50_ms")
-            lines.append(f"| {dim} | hnsw M {hn['M']} efC {hn['efConstruction']} ({hn['points']} slice) | "
-                         f"{hn['build_s']:.0f} (1M est. {hn['build_s_extrapolated_full'] / 60:.0f} min) | "
-                         f"{hn['memory_bytes'] / 2**30:.2f} | {cheap(hn, 'efSearch')} | {fmt(b32)} |")
-        first = next(iter(s["per_dim"].values()))
-        lines += ["", f"HNSW runs on {first['hnsw']['slice']}: see benchmarks/README.md for why and how the 1M build "
-                  "time is extrapolated. The headline ANN figures come only from indexes over the full set."]
-    e = d.get("extract")
-    if e:
-        v = e["backbone_variants"]["variants"]
-        lines += ["", "## Feature extraction (bench_extract.py)", "",
-                  f"{e['photos']} photos, EfficientNet-Lite0, fresh cache each run. Best default: "
-                  f"**{e['extract_photos_per_s']:.1f} photos/s** ({e['extract_best_config']}).", "",
-                  "| configuration | photos/s |", "| --- | --- |"]
-        for k, x in e["single_crop_end_to_end"].items():
-            lines.append(f"| single crop, {k.replace('_', ' ')} | {x['photos_per_s']:.1f} |")
-        t = e.get("ten_crop_end_to_end")
-        if t:
-            lines.append(f"| ten-crop ({t['photos']} photos), workers {t['workers']} | {t['photos_per_s']:.1f} |")
-        if e.get("skipped"):
-            lines += ["", "Skipped (time budget or not needed): " + "; ".join(e["skipped"]) + "."]
-        st = e["stages_alone"]
-        lines += ["", f"Stages alone (one process): decode {st['decode_photos_per_s']:.0f}/s, resize+crop+normalise "
-                  f"{st['resize_crop_normalise_photos_per_s']:.0f}/s, sha256 {st['sha256_photos_per_s']:.0f}/s, "
-                  f"backbone {st['backbone_only_photos_per_s']:.0f}/s.", "",
-                  "| backbone variant (same batch) | photos/s | × default | min cosine to default |",
-                  "| --- | --- | --- | --- |"]
-        for k, x in v.items():
-            lines.append(f"| {k} | {x['photos_per_s']:.0f} | {x['ratio_to_default']:.2f} | {x['min_cosine_to_default']:.4f} |")
-        for k, x in e.get("variants_end_to_end", {}).items():
-            lines.append(f"| {k}, end to end | {x['photos_per_s']:.1f} | {x['ratio_to_default']:.2f} "
-                         f"| {x['min_cosine_to_default']:.4f} |")
-    ev = d.get("eval")
-    if ev:
-        lines += ["", "## Evaluator (bench_eval.py)", "",
-                  f"retrieval_metrics on {ev['n_images']} images × {ev['n_captions']} captions: median "
-                  f"{ev['median_s']:.2f} s (numpy input), torch input "
-                  f"{sorted(ev['retrieval_metrics_torch_s'])[len(ev['retrieval_metrics_torch_s']) // 2]:.2f} s."]
-    lines += cli_markdown(d.get("cli"), "Command-line search start-up (bench_cli_startup.py)")
-    lines += cli_markdown(d.get("cli_product"), "Command-line search with the product model (bench_cli_startup.py "
-                          "--product)")
-    lines += scale_markdown(d.get("scale"))
-    tr = d.get("train")
-    if tr:
-        lines += ["", "## Training (bench_train.py)", ""]
-        lines += [f"- `{k}`: {fmt(v)}" for k, v in tr.items() if isinstance(v, (int, float, str)) and len(str(v)) < 200]
-    lines += gpu_markdown(d.get("gpu"))
-    lines += ["", "Step wall times: " + ", ".join(f"{k} {v:.0f} s" for k, v in r["step_seconds"].items()), ""]
-    return "\n".join(lines)
+    return lines
+
+
+def _search(s: dict | None) -> list[str]:
+    if not s:
+        return []
+    lines: list[str] = []
+    def cheap(x, label):
+        c = x["cheapest_at_target"]
+        return "none" if c is None else (f"{label}={c['param']}: p50 {c['single']['p50_ms']:.2f} ms, "
+                                          f"p99 {c['single']['p99_ms']:.2f}, R@10 {c['recall_at_10']:.3f}")
+    lines += ["", "## Search (bench_search.py)", "", s["data"] + ".", "",
+              "| dim | read GB/s | exact 1-query p50 ms (numpy / torch / faiss) | best scan GB/s | fraction "
+              "| exact batch-256 p50 ms (numpy / torch / faiss) |", "| --- | --- | --- | --- | --- | --- |"]
+    for dim, p in s["per_dim"].items():
+        es, eb = p["exact_single"], p["exact_batched"]
+        big = eb[str(max(int(k) for k in eb if k.isdigit()))]
+        lines.append(
+            f"| {dim} | {p['read_bandwidth_gbs']['best']:.1f} | "
+            + " / ".join(f"{es[k]['p50_ms']:.0f}" for k in ("numpy", "torch", "faiss_flat"))
+            + f" | {es[p['exact_best_single_library']]['scan_gbs_best']:.1f} ({p['exact_best_single_library']}) "
+            f"| {p['exact_scan_bandwidth_fraction']:.2f} | "
+            + " / ".join(f"{big[k]['p50_ms']:.0f}" for k in ("numpy", "torch", "faiss_flat")) + " |")
+    lines += ["", "| dim | index | build s | memory GiB | cheapest with recall@10 ≥ 0.95 (single query) "
+              "| batch-32 p50 ms at it |", "| --- | --- | --- | --- | --- | --- |"]
+    for dim, p in s["per_dim"].items():
+        for kind, x in p["ivf"].items():
+            b32 = (x.get("batched_at_cheapest") or {}).get("32", {}).get("p50_ms")
+            lines.append(f"| {dim} | {kind} nlist {x['nlist']} (1M) | {x['build_s']:.0f} | "
+                         f"{x['memory_bytes'] / 2**30:.2f} | {cheap(x, 'nprobe')} | {fmt(b32)} |")
+        hn = p["hnsw"]
+        b32 = (hn.get("batched_at_cheapest") or {}).get("32", {}).get("p50_ms")
+        lines.append(f"| {dim} | hnsw M {hn['M']} efC {hn['efConstruction']} ({hn['points']} slice) | "
+                     f"{hn['build_s']:.0f} (1M est. {hn['build_s_extrapolated_full'] / 60:.0f} min) | "
+                     f"{hn['memory_bytes'] / 2**30:.2f} | {cheap(hn, 'efSearch')} | {fmt(b32)} |")
+    first = next(iter(s["per_dim"].values()))
+    lines += ["", f"HNSW runs on {first['hnsw']['slice']}: see benchmarks/README.md for why and how the 1M build "
+              "time is extrapolated. The headline ANN figures come only from indexes over the full set."]
+    return lines
+
+
+def _extract(e: dict | None) -> list[str]:
+    if not e:
+        return []
+    lines: list[str] = []
+    v = e["backbone_variants"]["variants"]
+    lines += ["", "## Feature extraction (bench_extract.py)", "",
+              f"{e['photos']} photos, EfficientNet-Lite0, fresh cache each run. Best default: "
+              f"**{e['extract_photos_per_s']:.1f} photos/s** ({e['extract_best_config']}).", "",
+              "| configuration | photos/s |", "| --- | --- |"]
+    for k, x in e["single_crop_end_to_end"].items():
+        lines.append(f"| single crop, {k.replace('_', ' ')} | {x['photos_per_s']:.1f} |")
+    t = e.get("ten_crop_end_to_end")
+    if t:
+        lines.append(f"| ten-crop ({t['photos']} photos), workers {t['workers']} | {t['photos_per_s']:.1f} |")
+    if e.get("skipped"):
+        lines += ["", "Skipped (time budget or not needed): " + "; ".join(e["skipped"]) + "."]
+    st = e["stages_alone"]
+    lines += ["", f"Stages alone (one process): decode {st['decode_photos_per_s']:.0f}/s, resize+crop+normalise "
+              f"{st['resize_crop_normalise_photos_per_s']:.0f}/s, sha256 {st['sha256_photos_per_s']:.0f}/s, "
+              f"backbone {st['backbone_only_photos_per_s']:.0f}/s.", "",
+              "| backbone variant (same batch) | photos/s | × default | min cosine to default |",
+              "| --- | --- | --- | --- |"]
+    for k, x in v.items():
+        lines.append(f"| {k} | {x['photos_per_s']:.0f} | {x['ratio_to_default']:.2f} | {x['min_cosine_to_default']:.4f} |")
+    for k, x in e.get("variants_end_to_end", {}).items():
+        lines.append(f"| {k}, end to end | {x['photos_per_s']:.1f} | {x['ratio_to_default']:.2f} "
+                     f"| {x['min_cosine_to_default']:.4f} |")
+    return lines
+
+
+def _evaluator(ev: dict | None) -> list[str]:
+    if not ev:
+        return []
+    lines: list[str] = []
+    lines += ["", "## Evaluator (bench_eval.py)", "",
+              f"retrieval_metrics on {ev['n_images']} images × {ev['n_captions']} captions: median "
+              f"{ev['median_s']:.2f} s (numpy input), torch input "
+              f"{sorted(ev['retrieval_metrics_torch_s'])[len(ev['retrieval_metrics_torch_s']) // 2]:.2f} s."]
+    return lines
 
 
 def cli_markdown(c: dict | None, title: str) -> list[str]:

