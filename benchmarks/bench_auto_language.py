@@ -23,6 +23,7 @@ told the caption's true language). ``choice`` names the threshold with the best 
 for a confident detection among the trained languages (what ``auto`` did for every model before). Not a test;
 tests/test_bench_auto_language.py runs its parts on stubs.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -42,11 +43,19 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--checkpoint", help="checkpoint folder (default: the one recorded in the index)")
     p.add_argument("--dataset", help="dataset whose captions to use (default: the checkpoint's training data)")
     p.add_argument("--split", default="test", choices=("val", "test"), help="whose captions (default: %(default)s)")
-    p.add_argument("--multiscript", default="", help="comma-separated MultiScript30k languages (e.g. es,ar): their "
-                   "lines of the split's photos")
+    p.add_argument(
+        "--multiscript",
+        default="",
+        help="comma-separated MultiScript30k languages (e.g. es,ar): their lines of the split's photos",
+    )
     p.add_argument("--data-root", help="data root (default: $POLYVSE_DATA)")
-    p.add_argument("--captions", action="append", default=[], metavar="LANG=FILE",
-                   help="more captions, one a line (.gz allowed), all in LANG; repeatable")
+    p.add_argument(
+        "--captions",
+        action="append",
+        default=[],
+        metavar="LANG=FILE",
+        help="more captions, one a line (.gz allowed), all in LANG; repeatable",
+    )
     p.add_argument("--per-lang", type=int, default=300, help="captions per language (default: %(default)s)")
     p.add_argument("-k", type=int, default=10, help="photos per search (default: %(default)s)")
     p.add_argument("--seed", type=int, default=0)
@@ -135,19 +144,29 @@ def measure(searcher, text: str, lang: str, photo: str | None, k: int) -> dict:
     oracle = rank(lang) if lang in searcher.served_languages else None
     try:
         if reads_without_language(searcher.model):
-            guess = choose_language(text, list(searcher.served_languages), answer, trained=searcher.languages,
-                                    compare=True)
+            guess = choose_language(
+                text, list(searcher.served_languages), answer, trained=searcher.languages, compare=True
+            )
         else:
             guess = detect_language(text, searcher.languages)
     except LanguageDetectionError as exc:
         msg = str(exc)
-        return {"refused": "cannot read" if "cannot read" in msg or "looks like" in msg else "other",
-                "message": msg, "rank": None if photo is None else 0, "oracle_rank": oracle}
+        return {
+            "refused": "cannot read" if "cannot read" in msg or "looks like" in msg else "other",
+            "message": msg,
+            "rank": None if photo is None else 0,
+            "oracle_rank": oracle,
+        }
     decided = guess.decided_by
     if decided == "same answer" and DEFAULT_MIN_AGREEMENT <= 0:  # compared here only to measure; auto does not
         decided = "plausible"
-    return {"lang": guess.lang, "decided_by": decided, "agreement": guess.agreement,
-            "rank": rank(guess.lang), "oracle_rank": oracle}
+    return {
+        "lang": guess.lang,
+        "decided_by": decided,
+        "agreement": guess.agreement,
+        "rank": rank(guess.lang),
+        "oracle_rank": oracle,
+    }
 
 
 def strict_refusal(text: str, trained: list[str]) -> bool:
@@ -196,16 +215,19 @@ def summarise(lang: str, records: list[dict], strict: list[bool], k: int = 10) -
         "refusals_by_reason": dict(why),
         "decided_by": dict(Counter(r["decided_by"] for r in searched)),
         "detected_confidently": sum(1 for r in records if r.get("decided_by") == "detection"),
-        "searched_as_own_language": (round(sum(r["lang"] == lang for r in searched) / len(searched), 4)
-                                     if searched else None),
+        "searched_as_own_language": (
+            round(sum(r["lang"] == lang for r in searched) / len(searched), 4) if searched else None
+        ),
         "searched_as": dict(Counter(r["lang"] for r in searched).most_common(5)),
-        "refusal_rate_by_min_agreement": {str(t): _rate([refused_at(r, t) for r in records])
-                                          for t in THRESHOLDS} if n else {},
+        "refusal_rate_by_min_agreement": {str(t): _rate([refused_at(r, t) for r in records]) for t in THRESHOLDS}
+        if n
+        else {},
         "median_agreement_when_unclear": agreements[len(agreements) // 2] if agreements else None,
         "strict_rule_refusal_rate": _rate(strict),
         "examples_refused": [r.get("message", "") for r in records if "refused" in r][:3],
     }
     if with_photo:
+
         def at(threshold):  # a refusal is a miss
             return [0 if refused_at(records[i], threshold) else records[i]["rank"] for i in with_photo]
 
@@ -223,14 +245,22 @@ def choose_threshold(languages: dict[str, dict]) -> dict | None:
         return None
     table = []
     for threshold in rows[0]["recall_by_min_agreement"]:
-        table.append({"min_agreement": float(threshold),
-                      "mean_mr": round(sum(r["recall_by_min_agreement"][threshold]["mr"] for r in rows) / len(rows), 3),
-                      "mean_refusal_rate": round(sum(r["refusal_rate_by_min_agreement"][threshold] for r in rows)
-                                                 / len(rows), 4)})
+        table.append(
+            {
+                "min_agreement": float(threshold),
+                "mean_mr": round(sum(r["recall_by_min_agreement"][threshold]["mr"] for r in rows) / len(rows), 3),
+                "mean_refusal_rate": round(
+                    sum(r["refusal_rate_by_min_agreement"][threshold] for r in rows) / len(rows), 4
+                ),
+            }
+        )
     oracle = [r["oracle_recall"]["mr"] for r in rows if r.get("oracle_recall")]
     best = max(table, key=lambda t: (t["mean_mr"], t["min_agreement"]))
-    return {**best, "oracle_mean_mr": round(sum(oracle) / len(oracle), 3) if len(oracle) == len(rows) else None,
-            "by_threshold": table}
+    return {
+        **best,
+        "oracle_mean_mr": round(sum(oracle) / len(oracle), 3) if len(oracle) == len(rows) else None,
+        "by_threshold": table,
+    }
 
 
 def main(argv=None) -> int:
@@ -253,20 +283,34 @@ def main(argv=None) -> int:
         records = [measure(searcher, t, lang, photo, args.k) for t, photo in items]
         strict = [strict_refusal(t, searcher.languages) for t, _ in items]
         languages[lang] = row = summarise(lang, records, strict, args.k)
-        print(f"{lang}: {row['captions']} captions, auto refuses {row['refusal_rate']:.1%} "
-              f"(strict rule {row['strict_rule_refusal_rate']:.1%}), searched as own language "
-              f"{row['searched_as_own_language']}, recall {row.get('recall')} (oracle {row.get('oracle_recall')})",
-              flush=True)
+        print(
+            f"{lang}: {row['captions']} captions, auto refuses {row['refusal_rate']:.1%} "
+            f"(strict rule {row['strict_rule_refusal_rate']:.1%}), searched as own language "
+            f"{row['searched_as_own_language']}, recall {row.get('recall')} (oracle {row.get('oracle_recall')})",
+            flush=True,
+        )
     result = {
-        "benchmark": "auto_language", "index": str(args.index), "checkpoint": str(checkpoint_path),
-        "model_languages": searcher.languages, "served_languages": len(searcher.served_languages),
-        "reads_without_language": reads_without_language(model), "photos": index.count, "k": args.k,
-        "min_agreement": DEFAULT_MIN_AGREEMENT, "min_confidence": DEFAULT_MIN_CONFIDENCE,
-        "candidate_floor": CANDIDATE_FLOOR, "clear_ratio": CLEAR_RATIO,
-        "per_lang": args.per_lang, "seed": args.seed, "split": args.split,
-        "dataset": args.dataset or model.checkpoint.training.get("data"), "multiscript": args.multiscript,
-        "extra_captions": args.captions, "seconds": round(time.time() - t0, 1),
-        "languages": languages, "choice": choose_threshold(languages),
+        "benchmark": "auto_language",
+        "index": str(args.index),
+        "checkpoint": str(checkpoint_path),
+        "model_languages": searcher.languages,
+        "served_languages": len(searcher.served_languages),
+        "reads_without_language": reads_without_language(model),
+        "photos": index.count,
+        "k": args.k,
+        "min_agreement": DEFAULT_MIN_AGREEMENT,
+        "min_confidence": DEFAULT_MIN_CONFIDENCE,
+        "candidate_floor": CANDIDATE_FLOOR,
+        "clear_ratio": CLEAR_RATIO,
+        "per_lang": args.per_lang,
+        "seed": args.seed,
+        "split": args.split,
+        "dataset": args.dataset or model.checkpoint.training.get("data"),
+        "multiscript": args.multiscript,
+        "extra_captions": args.captions,
+        "seconds": round(time.time() - t0, 1),
+        "languages": languages,
+        "choice": choose_threshold(languages),
     }
     from polyvse.provenance import checkpoint_model, provenance
 

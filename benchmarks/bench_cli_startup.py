@@ -23,6 +23,7 @@ timed ones makes every timed run a user's second query or later.
 ``--quick`` searches a tiny untrained checkpoint's 30-photo index built on the spot (smoke test; the figures
 mean nothing). Not a test.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -120,15 +121,31 @@ def scratch_index(work: Path, product: bool = False) -> Path:
         from polyvse.modules.pretrained.captions import PretrainedCaptionEncoder
 
         enc = PretrainedCaptionEncoder("e5-small+use-multilingual")
-        config = ModelConfig(vocab_size=0, text_encoder="pretrained", pretrained_dim=enc.dim,
-                             pretrained_towers=enc.tower_dims, universal_dim=16, languages=["de", "en"], image_dim=8,
-                             embed_dim=8)
+        config = ModelConfig(
+            vocab_size=0,
+            text_encoder="pretrained",
+            pretrained_dim=enc.dim,
+            pretrained_towers=enc.tower_dims,
+            universal_dim=16,
+            languages=["de", "en"],
+            image_dim=8,
+            embed_dim=8,
+        )
     else:
         enc = CaptionEncoder.build({"de": [QUERY, "ein Hund rennt"], "en": ["two dogs play in the snow"]})
         config = ModelConfig(vocab_size=len(enc.vocab), image_dim=8, embed_dim=8, word_dim=6, hidden_dim=8)
     model = JointEmbeddingModel(config).eval()
-    checkpoint = save_checkpoint(Checkpoint(model=model, captions=enc, backbone="efficientnet-lite0", feature_key="k",
-                                            ten_crop=False, languages=["de", "en"]), work / "checkpoint")
+    checkpoint = save_checkpoint(
+        Checkpoint(
+            model=model,
+            captions=enc,
+            backbone="efficientnet-lite0",
+            feature_key="k",
+            ten_crop=False,
+            languages=["de", "en"],
+        ),
+        work / "checkpoint",
+    )
     loaded = polyvse.load(checkpoint)
     vectors = stored_vectors(loaded, loaded.encode_image_features(np.random.default_rng(0).normal(size=(30, 8))))
     photos = [PhotoEntry(i, f"{i}.jpg", str(work / f"{i}.jpg")) for i in range(30)]
@@ -137,8 +154,19 @@ def scratch_index(work: Path, product: bool = False) -> Path:
 
 
 def measure(index: Path, repeats: int) -> dict:
-    cli = [sys.executable, "-m", "polyvse_app.cli", "search", "--index", str(index), QUERY, "--lang", LANG, "-k",
-           str(K)]
+    cli = [
+        sys.executable,
+        "-m",
+        "polyvse_app.cli",
+        "search",
+        "--index",
+        str(index),
+        QUERY,
+        "--lang",
+        LANG,
+        "-k",
+        str(K),
+    ]
     stage_cmd = [sys.executable, "-c", STAGES, str(index), QUERY, LANG, str(K)]
     cli_s, cli_cpu_s, startup_s, runs = [], [], [], {"numpy": [], "torch": []}
     timed_run(cli)  # warm-up: the page cache, and the towers' saved state (written by the first load)
@@ -152,28 +180,46 @@ def measure(index: Path, repeats: int) -> dict:
             runs[kind].append({**json.loads(out.strip().splitlines()[-1]), "wall_s": wall, "cpu_s": cpu})
 
     def summary(rs: list[dict]) -> dict:
-        return {"wall_s_median": statistics.median(r["wall_s"] for r in rs), "wall_s": [r["wall_s"] for r in rs],
-                "cpu_s_median": statistics.median(r["cpu_s"] for r in rs),
-                "stages_s_median": {s: statistics.median(r["stages"][s] for r in rs) for s in rs[0]["stages"]},
-                "torch_imported": rs[0]["torch_imported"], "ids": rs[0]["ids"]}
+        return {
+            "wall_s_median": statistics.median(r["wall_s"] for r in rs),
+            "wall_s": [r["wall_s"] for r in rs],
+            "cpu_s_median": statistics.median(r["cpu_s"] for r in rs),
+            "stages_s_median": {s: statistics.median(r["stages"][s] for r in rs) for s in rs[0]["stages"]},
+            "torch_imported": rs[0]["torch_imported"],
+            "ids": rs[0]["ids"],
+        }
 
     numpy_path, torch_path = summary(runs["numpy"]), summary(runs["torch"])
-    same = (numpy_path["ids"] == torch_path["ids"]
-            and all(abs(a - b) < 1e-5 for a, b in zip(runs["numpy"][0]["scores"], runs["torch"][0]["scores"])))
-    return {"cli_search_s": statistics.median(cli_s), "cli_search_runs_s": cli_s,
-            "cli_search_cpu_s": statistics.median(cli_cpu_s), "cli_search_cpu_runs_s": cli_cpu_s,
-            "python_startup_s": statistics.median(startup_s), "numpy_text_path": numpy_path,
-            "torch_path": torch_path, "same_ranking": same,
-            "speedup_vs_torch_path": torch_path["wall_s_median"] / numpy_path["wall_s_median"]}
+    same = numpy_path["ids"] == torch_path["ids"] and all(
+        abs(a - b) < 1e-5 for a, b in zip(runs["numpy"][0]["scores"], runs["torch"][0]["scores"])
+    )
+    return {
+        "cli_search_s": statistics.median(cli_s),
+        "cli_search_runs_s": cli_s,
+        "cli_search_cpu_s": statistics.median(cli_cpu_s),
+        "cli_search_cpu_runs_s": cli_cpu_s,
+        "python_startup_s": statistics.median(startup_s),
+        "numpy_text_path": numpy_path,
+        "torch_path": torch_path,
+        "same_ranking": same,
+        "speedup_vs_torch_path": torch_path["wall_s_median"] / numpy_path["wall_s_median"],
+    }
 
 
 def main(argv: list[str] | None = None) -> dict:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--out", required=True, type=Path, help="JSON file to write the timings to")
-    ap.add_argument("--index", type=Path, default=None,
-                    help="index to search (default: runs/demo/index, with --product runs/model/index)")
-    ap.add_argument("--product", action="store_true",
-                    help="the product model's index (frozen e5 + USE towers; --quick: a tiny one made on the spot)")
+    ap.add_argument(
+        "--index",
+        type=Path,
+        default=None,
+        help="index to search (default: runs/demo/index, with --product runs/model/index)",
+    )
+    ap.add_argument(
+        "--product",
+        action="store_true",
+        help="the product model's index (frozen e5 + USE towers; --quick: a tiny one made on the spot)",
+    )
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--quick", action="store_true", help="a tiny scratch index, 2 repeats (smoke test)")
     args = ap.parse_args(argv)
@@ -183,25 +229,36 @@ def main(argv: list[str] | None = None) -> dict:
         else:
             index, repeats = args.index or REPO / "runs" / ("model" if args.product else "demo") / "index", args.repeats
             if not (index / "manifest.json").is_file():
-                raise SystemExit(f"{index}: no index here; run `make model`" if args.product else
-                                 f"{index}: no index here; run `make demo`, then `polyvse index build --checkpoint "
-                                 "runs/demo/checkpoint --images $POLYVSE_DATA/flickr8k/images --out runs/demo/index`")
+                raise SystemExit(
+                    f"{index}: no index here; run `make model`"
+                    if args.product
+                    else f"{index}: no index here; run `make demo`, then `polyvse index build --checkpoint "
+                    "runs/demo/checkpoint --images $POLYVSE_DATA/flickr8k/images --out runs/demo/index`"
+                )
         result = measure(index, repeats)
         manifest = json.loads((index / "manifest.json").read_text())
         from polyvse.provenance import index_model, provenance
 
         measured = index_model(index)  # inside the block: a --quick index is gone after it
-    report = {**result, "command": f"polyvse search --index {index if not args.quick else 'INDEX'} {QUERY!r} "
-              f"--lang {LANG} -k {K}", "index_photos": manifest["count"], "repeats": repeats, "quick": args.quick,
-              "product": args.product,
-              "load_average_at_end": list(os.getloadavg()), "python": platform.python_version()}
+    report = {
+        **result,
+        "command": f"polyvse search --index {index if not args.quick else 'INDEX'} {QUERY!r} --lang {LANG} -k {K}",
+        "index_photos": manifest["count"],
+        "repeats": repeats,
+        "quick": args.quick,
+        "product": args.product,
+        "load_average_at_end": list(os.getloadavg()),
+        "python": platform.python_version(),
+    }
     report["provenance"] = provenance(model=measured)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(report, indent=2) + "\n")
-    print(f"cli_search_s {report['cli_search_s']:.2f} s (median of {repeats}; CPU {report['cli_search_cpu_s']:.2f} s); "
-          f"stage runs: numpy path "
-          f"{result['numpy_text_path']['wall_s_median']:.2f} s, torch path {result['torch_path']['wall_s_median']:.2f} s, "
-          f"same ranking: {result['same_ranking']}")
+    print(
+        f"cli_search_s {report['cli_search_s']:.2f} s (median of {repeats}; CPU {report['cli_search_cpu_s']:.2f} s); "
+        f"stage runs: numpy path "
+        f"{result['numpy_text_path']['wall_s_median']:.2f} s, torch path {result['torch_path']['wall_s_median']:.2f} s, "
+        f"same ranking: {result['same_ranking']}"
+    )
     return report
 
 

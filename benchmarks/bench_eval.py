@@ -4,6 +4,7 @@
 
 Prints the seconds per call and writes them (plus the setup) as JSON to --out. Not a test.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -68,10 +69,12 @@ def main(argv: list[str] | None = None) -> dict:
         "numpy": np.__version__,
         "torch": torch.__version__,
     }
-    print(f"retrieval_metrics {n_img} images x {n_cap} captions: "
-          f"median {statistics.median(numpy_s):.3f}s (numpy input), "
-          f"{statistics.median(torch_s):.3f}s (torch input); "
-          f"coco {folds}-fold {statistics.median(coco_s):.3f}s; random-score rsum {metrics['rsum']:.2f}")
+    print(
+        f"retrieval_metrics {n_img} images x {n_cap} captions: "
+        f"median {statistics.median(numpy_s):.3f}s (numpy input), "
+        f"{statistics.median(torch_s):.3f}s (torch input); "
+        f"coco {folds}-fold {statistics.median(coco_s):.3f}s; random-score rsum {metrics['rsum']:.2f}"
+    )
     from polyvse.provenance import no_model, provenance
 
     report["provenance"] = provenance(model=no_model("random score matrices (the metrics' cost alone)"))

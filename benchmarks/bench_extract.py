@@ -17,6 +17,7 @@ Also measured side by side, to say where the time goes and what helps:
 ``extract_photos_per_s`` is the best end-to-end figure of the DEFAULT configuration (float32, single
 crop, best of the worker counts). Not a test.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -81,10 +82,16 @@ def stage_times(paths, extractor) -> dict:
     t_pre = time.perf_counter() - t
     n = len(paths)
     sizes = np.array([im.size[0] * im.size[1] for im in imgs])
-    return {"photos": n, "read_photos_per_s": n / t_read, "sha256_photos_per_s": n / t_hash,
-            "decode_photos_per_s": n / t_decode, "resize_crop_normalise_photos_per_s": n / t_pre,
-            "decode_and_preprocess_photos_per_s": n / (t_decode + t_pre),
-            "mean_megapixels": float(sizes.mean() / 1e6), "total_mb": sum(len(b) for b in blobs) / 1e6}
+    return {
+        "photos": n,
+        "read_photos_per_s": n / t_read,
+        "sha256_photos_per_s": n / t_hash,
+        "decode_photos_per_s": n / t_decode,
+        "resize_crop_normalise_photos_per_s": n / t_pre,
+        "decode_and_preprocess_photos_per_s": n / (t_decode + t_pre),
+        "mean_megapixels": float(sizes.mean() / 1e6),
+        "total_mb": sum(len(b) for b in blobs) / 1e6,
+    }
 
 
 def backbone_variants(extractor, batch: torch.Tensor, rounds: int, try_compile: bool) -> dict:
@@ -104,6 +111,7 @@ def backbone_variants(extractor, batch: torch.Tensor, rounds: int, try_compile: 
                 else:
                     outs.append(model.extract_features(chunk).mean(dim=(2, 3)))
             return torch.cat(outs)
+
         return run
 
     contiguous = copy.deepcopy(base).to(memory_format=torch.contiguous_format)
@@ -150,8 +158,12 @@ def backbone_variants(extractor, batch: torch.Tensor, rounds: int, try_compile: 
     out = {}
     for k, v in times.items():
         best = n / min(v)
-        out[k] = {"photos_per_s": best, "ratio_to_default": best / default, "min_cosine_to_default": cos[k],
-                  "runs": len(v)}
+        out[k] = {
+            "photos_per_s": best,
+            "ratio_to_default": best / default,
+            "min_cosine_to_default": cos[k],
+            "runs": len(v),
+        }
     return {"batch": n, "crops_per_pass": step, "variants": out, **notes}
 
 
@@ -178,9 +190,13 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--workers", default="0,2", help="DataLoader worker counts to compare")
     ap.add_argument("--batch-size", type=int, default=32)
     ap.add_argument("--ten-crop-photos", type=int, default=20)
-    ap.add_argument("--time-budget-s", type=float, default=240.0,
-                    help="optional measurements (ten-crop, second rounds, variants end to end) are skipped when "
-                         "they would not finish within this budget; the first round of every worker count always runs")
+    ap.add_argument(
+        "--time-budget-s",
+        type=float,
+        default=240.0,
+        help="optional measurements (ten-crop, second rounds, variants end to end) are skipped when "
+        "they would not finish within this budget; the first round of every worker count always runs",
+    )
     ap.add_argument("--try-compile", action="store_true", help="also time torch.compile (slow to compile)")
     args = ap.parse_args(argv)
     if args.quick:
@@ -193,21 +209,27 @@ def main(argv: list[str] | None = None) -> dict:
     paths = photo_paths(args.images, args.limit)
     if not paths:
         raise SystemExit(f"no photos in {args.images}")
-    log(f"{len(paths)} photos from {args.images}; torch threads {torch.get_num_threads()}; "
-        f"load average {os.getloadavg()[0]:.1f}")
+    log(
+        f"{len(paths)} photos from {args.images}; torch threads {torch.get_num_threads()}; "
+        f"load average {os.getloadavg()[0]:.1f}"
+    )
     extractor = get_extractor("efficientnet-lite0")
 
     stages = stage_times(paths, extractor)
-    log(f"stages alone (1 process, {stages['photos']} photos): decode {stages['decode_photos_per_s']:.0f}/s, "
+    log(
+        f"stages alone (1 process, {stages['photos']} photos): decode {stages['decode_photos_per_s']:.0f}/s, "
         f"resize+crop+normalise {stages['resize_crop_normalise_photos_per_s']:.0f}/s, "
-        f"sha256 {stages['sha256_photos_per_s']:.0f}/s")
+        f"sha256 {stages['sha256_photos_per_s']:.0f}/s"
+    )
 
     n_bb = min(len(paths), 4 if args.quick else 32)
     batch = torch.stack([extractor.transform(load_image(p)) for p in paths[:n_bb]])
     bb = backbone_variants(extractor, batch, rounds=1 if args.quick else 2, try_compile=args.try_compile)
     stages["backbone_only_photos_per_s"] = bb["variants"]["default_fp32_channels_last"]["photos_per_s"]
-    log("backbone alone: " + ", ".join(f"{k} {v['photos_per_s']:.0f}/s (x{v['ratio_to_default']:.2f})"
-                                       for k, v in bb["variants"].items()))
+    log(
+        "backbone alone: "
+        + ", ".join(f"{k} {v['photos_per_s']:.0f}/s (x{v['ratio_to_default']:.2f})" for k, v in bb["variants"].items())
+    )
 
     def fits(n_photos: int, rate: float) -> bool:
         return time.perf_counter() + n_photos / max(rate, 1e-6) < deadline
@@ -251,9 +273,14 @@ def main(argv: list[str] | None = None) -> dict:
             skipped.append(f"end-to-end rounds {r + 1}..{args.rounds} (time budget)")
             break
         e2e_round(r)
-    single = {k: {"photos_per_s": max(x["photos_per_s"] for x in v),
-                  "photos_per_s_runs": [x["photos_per_s"] for x in v], "photos": v[0]["photos"]}
-              for k, v in e2e.items()}
+    single = {
+        k: {
+            "photos_per_s": max(x["photos_per_s"] for x in v),
+            "photos_per_s_runs": [x["photos_per_s"] for x in v],
+            "photos": v[0]["photos"],
+        }
+        for k, v in e2e.items()
+    }
     best_cfg, best_rate, _ = best_so_far()
     best_workers = int(best_cfg.split("_")[1])
 
@@ -275,22 +302,31 @@ def main(argv: list[str] | None = None) -> dict:
         runs_d = [end_to_end(paths, extractor, best_workers, args.batch_size)]
         runs_d[0].pop("features")
         feats = runs_v[0].pop("features")
-        cosmin = float(torch.nn.functional.cosine_similarity(torch.from_numpy(feats), torch.from_numpy(ref_feats),
-                                                             dim=1).min())
+        cosmin = float(
+            torch.nn.functional.cosine_similarity(torch.from_numpy(feats), torch.from_numpy(ref_feats), dim=1).min()
+        )
         bv, bd = runs_v[0]["photos_per_s"], runs_d[0]["photos_per_s"]
-        tried_e2e[name] = {"workers": best_workers, "photos_per_s": bv, "default_photos_per_s_same_round": bd,
-                           "ratio_to_default": bv / bd, "min_cosine_to_default": cosmin}
+        tried_e2e[name] = {
+            "workers": best_workers,
+            "photos_per_s": bv,
+            "default_photos_per_s_same_round": bd,
+            "ratio_to_default": bv / bd,
+            "min_cosine_to_default": cosmin,
+        }
         log(f"end to end {name}: {bv:.1f} photos/s vs default {bd:.1f} (x{bv / bd:.2f}), min cosine {cosmin:.4f}")
 
     report = {
         "extract_photos_per_s": best_rate,
         "extract_best_config": f"efficientnet-lite0, float32, channels-last, single crop, batch {args.batch_size}, "
-                               f"DataLoader workers {best_workers}, torch threads {torch.get_num_threads()}",
+        f"DataLoader workers {best_workers}, torch threads {torch.get_num_threads()}",
         "photos": len(paths),
         "images_dir": str(args.images),
         "single_crop_end_to_end": single,
-        "workers_2_over_0": (single["workers_2"]["photos_per_s"] / single["workers_0"]["photos_per_s"]
-                             if "workers_2" in single and "workers_0" in single else None),
+        "workers_2_over_0": (
+            single["workers_2"]["photos_per_s"] / single["workers_0"]["photos_per_s"]
+            if "workers_2" in single and "workers_0" in single
+            else None
+        ),
         "ten_crop_end_to_end": ten,
         "stages_alone": stages,
         "backbone_variants": bb,
@@ -308,8 +344,10 @@ def main(argv: list[str] | None = None) -> dict:
 
     report["provenance"] = provenance(model=no_model("pretrained image backbones (no polyvse checkpoint)"))
     write_json_atomic(args.out, report)
-    log(f"extract_photos_per_s {report['extract_photos_per_s']:.1f} ({report['extract_best_config']}); "
-        f"skipped: {skipped or 'nothing'}; wall {report['wall_s']:.0f}s; wrote {args.out}")
+    log(
+        f"extract_photos_per_s {report['extract_photos_per_s']:.1f} ({report['extract_best_config']}); "
+        f"skipped: {skipped or 'nothing'}; wall {report['wall_s']:.0f}s; wrote {args.out}"
+    )
     return report
 
 

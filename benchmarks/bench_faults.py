@@ -11,6 +11,7 @@ tiny model they share trains once), reads pytest's JUnit XML and writes per faul
 be mounted without root) and the seconds, with the provenance block every record carries. Exit status 1 when any
 fault was not survived.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -35,8 +36,10 @@ FAULTS = {
     "disk_full_checkpoint_save": ("tests/test_faults_disk.py", "checkpoint_save"),
     "adapt_sigkill_resume": ("tests/test_faults_adapt.py", None),
     "index_add_during_serve_load": ("tests/test_faults_serve.py", None),
-    "milvus_killed_during_index_add": ("tests/test_faults_milvus.py",
-                                       "index_add_with_the_server_killed or vector_index_an_interrupted_add"),
+    "milvus_killed_during_index_add": (
+        "tests/test_faults_milvus.py",
+        "index_add_with_the_server_killed or vector_index_an_interrupted_add",
+    ),
     "milvus_down_under_serve": ("tests/test_faults_milvus.py", "serve_answers_503"),
 }
 
@@ -56,7 +59,8 @@ def outcome(case: ET.Element) -> tuple[str, str | None]:
         el = case.find(kind)
         if el is not None:
             return "failed", (el.get("message") or el.text or "").strip().splitlines()[0][:300] if (
-                el.get("message") or el.text) else kind
+                el.get("message") or el.text
+            ) else kind
     el = case.find("skipped")
     if el is not None:
         return "skipped", (el.get("message") or "").strip()[:300]
@@ -81,21 +85,46 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory() as tmp:
         junit = Path(tmp) / "junit.xml"
         t0 = time.time()
-        proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-n", "0", "-p", "no:cacheprovider",
-                               f"--junitxml={junit}", "-o", "junit_family=xunit2", *every], cwd=REPO,
-                              capture_output=True, text=True, timeout=args.timeout)
+        proc = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "pytest",
+                "-q",
+                "-n",
+                "0",
+                "-p",
+                "no:cacheprovider",
+                f"--junitxml={junit}",
+                "-o",
+                "junit_family=xunit2",
+                *every,
+            ],
+            cwd=REPO,
+            capture_output=True,
+            text=True,
+            timeout=args.timeout,
+        )
         wall = time.time() - t0
         if not junit.is_file():
-            raise SystemExit(f"pytest wrote no report (exit {proc.returncode}):\n{proc.stdout[-3000:]}\n"
-                             f"{proc.stderr[-3000:]}")
+            raise SystemExit(
+                f"pytest wrote no report (exit {proc.returncode}):\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
+            )
         cases = {}
         for case in ET.parse(junit).getroot().iter("testcase"):
             module = case.get("classname", "").replace(".", "/")
             cases[f"{module}.py::{case.get('name')}"] = (case, float(case.get("time") or 0))
     record = {"pytest_exit": proc.returncode, "wall_s": round(wall, 1), "faults": {}}
     for fault in faults:
-        entry = {"tests": FAULTS[fault][0], "select": FAULTS[fault][1], "tried": 0, "survived": 0, "failed": [],
-                 "skipped": [], "seconds": 0.0}
+        entry = {
+            "tests": FAULTS[fault][0],
+            "select": FAULTS[fault][1],
+            "tried": 0,
+            "survived": 0,
+            "failed": [],
+            "skipped": [],
+            "seconds": 0.0,
+        }
         for node in ids[fault]:
             case, seconds = cases.get(node, (None, 0.0))
             if case is None:
@@ -116,9 +145,12 @@ def main(argv: list[str] | None = None) -> int:
     sys.path.insert(0, str(REPO / "src"))
     from polyvse.provenance import no_model, provenance
 
-    record["provenance"] = provenance(model=no_model(
-        "fault injection: the tests' own tiny models (trained in the run on a slice of Flickr8k, seed fixed) and "
-        "synthetic vector indexes; no product model is measured"))
+    record["provenance"] = provenance(
+        model=no_model(
+            "fault injection: the tests' own tiny models (trained in the run on a slice of Flickr8k, seed fixed) and "
+            "synthetic vector indexes; no product model is measured"
+        )
+    )
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
     bad = 0

@@ -21,6 +21,7 @@ load) are given apart.
 
 Not a test.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -53,8 +54,11 @@ def _parse(argv):
 def _timed(fn):
     load0, w0, c0 = os.getloadavg()[0], time.perf_counter(), time.process_time()
     out = fn()
-    return out, {"wall_s": round(time.perf_counter() - w0, 3), "cpu_s": round(time.process_time() - c0, 3),
-                 "load_avg_1min": round((load0 + os.getloadavg()[0]) / 2, 2)}
+    return out, {
+        "wall_s": round(time.perf_counter() - w0, 3),
+        "cpu_s": round(time.process_time() - c0, 3),
+        "load_avg_1min": round((load0 + os.getloadavg()[0]) / 2, 2),
+    }
 
 
 def _race(runs: dict, repeats: int) -> tuple[dict, dict]:
@@ -72,17 +76,25 @@ def _agreement(a, b) -> dict:
 
     a, b = np.asarray(a, np.float64), np.asarray(b, np.float64)
     cos = (a * b).sum(1) / np.maximum(np.linalg.norm(a, axis=1) * np.linalg.norm(b, axis=1), 1e-30)
-    return {"rows": int(len(a)), "max_abs_diff": float(np.abs(a - b).max()), "min_cosine": float(cos.min()),
-            "mean_cosine": float(cos.mean())}
+    return {
+        "rows": int(len(a)),
+        "max_abs_diff": float(np.abs(a - b).max()),
+        "min_cosine": float(cos.min()),
+        "mean_cosine": float(cos.mean()),
+    }
 
 
 def _summary(times: dict, items: int, unit: str) -> dict:
     best = {name: min(t["wall_s"] for t in runs) for name, runs in times.items()}
     cpu = {name: min(t["cpu_s"] for t in runs) for name, runs in times.items()}
-    return {"runs": times, "best_wall_s": best,
-            f"{unit}_per_s": {name: round(items / s, 2) for name, s in best.items()},
-            "speedup_onnxruntime_over_torch": round(best["torch"] / best["onnxruntime"], 3),
-            "best_cpu_s": cpu, "cpu_ratio_torch_over_onnxruntime": round(cpu["torch"] / cpu["onnxruntime"], 3)}
+    return {
+        "runs": times,
+        "best_wall_s": best,
+        f"{unit}_per_s": {name: round(items / s, 2) for name, s in best.items()},
+        "speedup_onnxruntime_over_torch": round(best["torch"] / best["onnxruntime"], 3),
+        "best_cpu_s": cpu,
+        "cpu_ratio_torch_over_onnxruntime": round(cpu["torch"] / cpu["onnxruntime"], 3),
+    }
 
 
 def _sentences(data: Path, n: int) -> list[str]:
@@ -110,7 +122,7 @@ def bench_e5(texts: list[str], threads: int, repeats: int, tmp: Path) -> dict:
 
     def run(front):
         chunk = 1024  # the state cache's shard size: what states_cached hands the front at a time
-        return [s for i in range(0, len(texts), chunk) for s in front.states(texts[i:i + chunk])]
+        return [s for i in range(0, len(texts), chunk) for s in front.states(texts[i : i + chunk])]
 
     outs, times = _race({"torch": lambda: run(torch_front), "onnxruntime": lambda: run(ort_front)}, repeats)
     a, b = outs["torch"], outs["onnxruntime"]
@@ -118,15 +130,20 @@ def bench_e5(texts: list[str], threads: int, repeats: int, tmp: Path) -> dict:
 
     def vectors(states):
         with torch.inference_mode():
-            return np.concatenate([tail(*pad_states(states[i:i + 256])).numpy() for i in range(0, len(states), 256)])
+            return np.concatenate([tail(*pad_states(states[i : i + 256])).numpy() for i in range(0, len(states), 256)])
 
     tokens = sum(len(s) for s in a)
-    return {"what": "e5-small front, cut 1 (embeddings + 11 layers), float16 states as cached",
-            "sentences": len(texts), "tokens": int(tokens), "batch": "chunks of 1024, 64 length-sorted a pass",
-            "one_off_export_and_load_s": export["wall_s"], "graph_bytes": ort_front.path.stat().st_size,
-            **_summary(times, len(texts), "sentences"),
-            "agreement_token_states": _agreement(np.concatenate(a), np.concatenate(b)),
-            "agreement_sentence_vectors_untrained_tail": _agreement(vectors(a), vectors(b))}
+    return {
+        "what": "e5-small front, cut 1 (embeddings + 11 layers), float16 states as cached",
+        "sentences": len(texts),
+        "tokens": int(tokens),
+        "batch": "chunks of 1024, 64 length-sorted a pass",
+        "one_off_export_and_load_s": export["wall_s"],
+        "graph_bytes": ort_front.path.stat().st_size,
+        **_summary(times, len(texts), "sentences"),
+        "agreement_token_states": _agreement(np.concatenate(a), np.concatenate(b)),
+        "agreement_sentence_vectors_untrained_tail": _agreement(vectors(a), vectors(b)),
+    }
 
 
 def _photo_batches(data: Path, n: int, extractor) -> list:
@@ -139,7 +156,7 @@ def _photo_batches(data: Path, n: int, extractor) -> list:
         sys.exit(f"{folder}: missing; fetch the data first (POLYVSE_DATA={data})")
     paths = sorted(folder.iterdir())[:n]
     crops = [extractor.transform(load_image(read_image_bytes(p), name=str(p))) for p in paths]
-    return [torch.stack(crops[i:i + 32]) for i in range(0, len(crops), 32)]
+    return [torch.stack(crops[i : i + 32]) for i in range(0, len(crops), 32)]
 
 
 def bench_photos(data: Path, n: int, threads: int, repeats: int, tmp: Path) -> dict:
@@ -167,11 +184,17 @@ def bench_photos(data: Path, n: int, threads: int, repeats: int, tmp: Path) -> d
     tail = ext.tail_module().eval()
     with torch.inference_mode():
         pa, pb = tail(torch.from_numpy(a)).numpy(), tail(torch.from_numpy(b)).numpy()
-    return {"what": f"efficientnet-lite2 cut before its last block: stem + blocks -> {ext.map_shape} map, float32",
-            "photos": photos, "batch": "32 photos, 16 crops a pass", "cache_key_torch": ext.key,
-            "cache_key_onnxruntime": ext.key + ".ort",
-            "one_off_export_and_load_s": export["wall_s"], **_summary(times, photos, "photos"),
-            "agreement_maps": _agreement(a, b), "agreement_pooled_untrained_tail": _agreement(pa, pb)}
+    return {
+        "what": f"efficientnet-lite2 cut before its last block: stem + blocks -> {ext.map_shape} map, float32",
+        "photos": photos,
+        "batch": "32 photos, 16 crops a pass",
+        "cache_key_torch": ext.key,
+        "cache_key_onnxruntime": ext.key + ".ort",
+        "one_off_export_and_load_s": export["wall_s"],
+        **_summary(times, photos, "photos"),
+        "agreement_maps": _agreement(a, b),
+        "agreement_pooled_untrained_tail": _agreement(pa, pb),
+    }
 
 
 def _versions() -> dict:
@@ -180,8 +203,12 @@ def _versions() -> dict:
     import onnxruntime
     import torch
 
-    return {"torch": torch.__version__, "onnxruntime": onnxruntime.__version__, "onnx": onnx.__version__,
-            "numpy": numpy.__version__}
+    return {
+        "torch": torch.__version__,
+        "onnxruntime": onnxruntime.__version__,
+        "onnx": onnx.__version__,
+        "numpy": numpy.__version__,
+    }
 
 
 def main(argv=None) -> int:
@@ -201,22 +228,37 @@ def main(argv=None) -> int:
         e5 = bench_e5(_sentences(args.data, args.sentences), args.threads, args.repeats, Path(tmp))
     record = {
         "benchmark": "frozen fronts: torch vs ONNX Runtime (CPU)",
-        "threads": args.threads, "repeats": args.repeats, "quick": args.quick,
+        "threads": args.threads,
+        "repeats": args.repeats,
+        "quick": args.quick,
         "cpu_native_bf16": cpu_has_native_bf16(),
         "versions": _versions(),
-        "data": {"root": str(args.data), "sentences": f"Multi30K train.en / train.de, the first {args.sentences} "
-                 "lines split evenly", "photos": f"flickr8k-224/images, the first {args.photos} by file name"},
-        "e5_front": e5, "photo_front": photos,
+        "data": {
+            "root": str(args.data),
+            "sentences": f"Multi30K train.en / train.de, the first {args.sentences} lines split evenly",
+            "photos": f"flickr8k-224/images, the first {args.photos} by file name",
+        },
+        "e5_front": e5,
+        "photo_front": photos,
         "note": "best of the alternating runs' wall times; cpu_s is process CPU (all threads); the machine is "
-                "shared, so the load average is given with each run",
-        "provenance": provenance(model=no_model("pretrained frozen fronts (e5-small, EfficientNet-Lite2); no "
-                                                "polyvse checkpoint"), tree=tree),
+        "shared, so the load average is given with each run",
+        "provenance": provenance(
+            model=no_model("pretrained frozen fronts (e5-small, EfficientNet-Lite2); no polyvse checkpoint"), tree=tree
+        ),
     }
     write_json_atomic(args.out, record)
-    print(json.dumps({"e5": {k: e5[k] for k in ("sentences_per_s", "speedup_onnxruntime_over_torch")},
-                      "e5_agreement": e5["agreement_token_states"],
-                      "photos": {k: photos[k] for k in ("photos_per_s", "speedup_onnxruntime_over_torch")},
-                      "photo_agreement": photos["agreement_maps"], "out": str(args.out)}, indent=1))
+    print(
+        json.dumps(
+            {
+                "e5": {k: e5[k] for k in ("sentences_per_s", "speedup_onnxruntime_over_torch")},
+                "e5_agreement": e5["agreement_token_states"],
+                "photos": {k: photos[k] for k in ("photos_per_s", "speedup_onnxruntime_over_torch")},
+                "photo_agreement": photos["agreement_maps"],
+                "out": str(args.out),
+            },
+            indent=1,
+        )
+    )
     return 0
 
 

@@ -14,6 +14,7 @@ On the GPU (``--device``, default cuda):
     to recall@10 >= 0.95 against the exact top-10.
 ``--device cpu --quick`` runs the same code at tiny sizes on the CPU: a check of this script, not a benchmark.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -56,8 +57,13 @@ def gpu_info(device: torch.device) -> dict:
     if device.type != "cuda":
         return {"device": str(device)}
     p = torch.cuda.get_device_properties(device)
-    return {"device": str(device), "name": p.name, "memory_gib": round(p.total_memory / 2**30, 1),
-            "cuda": torch.version.cuda, "capability": f"{p.major}.{p.minor}"}
+    return {
+        "device": str(device),
+        "name": p.name,
+        "memory_gib": round(p.total_memory / 2**30, 1),
+        "cuda": torch.version.cuda,
+        "capability": f"{p.major}.{p.minor}",
+    }
 
 
 # -- feature extraction ---------------------------------------------------------------------------------
@@ -100,8 +106,10 @@ def bench_train(device: torch.device, root: Path, epochs: int, quick: bool, lang
     for precision in ("fp32", "bf16") if device.type == "cuda" else ("fp32",):
         r = measure_demo(root, epochs, quick, device, precision, languages)
         out[precision] = r
-        log(f"train {precision}: {r['train_real_captions_per_s']:.0f} captions/s, bound "
-            f"{r['train_bound_captions_per_s']:.0f}, ratio {r['train_throughput_ratio']:.2f}")
+        log(
+            f"train {precision}: {r['train_real_captions_per_s']:.0f} captions/s, bound "
+            f"{r['train_bound_captions_per_s']:.0f}, ratio {r['train_throughput_ratio']:.2f}"
+        )
     return out
 
 
@@ -131,23 +139,32 @@ def bench_search(device: torch.device, n: int, dim: int, quick: bool, ivf: bool 
     queries = data.sample(256, gen=torch.Generator().manual_seed(1))[0]  # held out, same distribution
     vectors = torch.from_numpy(host).to(device)
     repeats = 3 if quick else 20
-    out = {"vectors": n, "dim": dim, "data": "bench_search.py's clustered unit vectors (~100 a cluster), "
-                                             "256 held-out queries",
-           "exact_torch_single": latencies(lambda: torch_exact_topk(vectors, queries[:1], K), repeats, device),
-           "exact_torch_batch_256": latencies(lambda: torch_exact_topk(vectors, queries, K), repeats, device)}
+    out = {
+        "vectors": n,
+        "dim": dim,
+        "data": "bench_search.py's clustered unit vectors (~100 a cluster), 256 held-out queries",
+        "exact_torch_single": latencies(lambda: torch_exact_topk(vectors, queries[:1], K), repeats, device),
+        "exact_torch_batch_256": latencies(lambda: torch_exact_topk(vectors, queries, K), repeats, device),
+    }
     truth = torch_exact_topk(vectors, queries, K)[1]
-    log(f"exact {n:,} x {dim}: p50 {out['exact_torch_single']['p50_ms']:.2f} ms single, "
-        f"{out['exact_torch_batch_256']['p50_ms']:.1f} ms for 256 queries")
+    log(
+        f"exact {n:,} x {dim}: p50 {out['exact_torch_single']['p50_ms']:.2f} ms single, "
+        f"{out['exact_torch_batch_256']['p50_ms']:.1f} ms for 256 queries"
+    )
     del vectors
     if device.type == "cuda":
         torch.cuda.empty_cache()
-    out["ivf"] = (bench_ivf(host, queries, truth, device, repeats, quick) if ivf
-                  else "not run (--skip-ivf): FAISS's IVF on the CPU is make bench's bench_search.py")
+    out["ivf"] = (
+        bench_ivf(host, queries, truth, device, repeats, quick)
+        if ivf
+        else "not run (--skip-ivf): FAISS's IVF on the CPU is make bench's bench_search.py"
+    )
     return out
 
 
-def bench_ivf(host: np.ndarray, queries: np.ndarray, truth: np.ndarray, device: torch.device, repeats: int,
-              quick: bool) -> dict:
+def bench_ivf(
+    host: np.ndarray, queries: np.ndarray, truth: np.ndarray, device: torch.device, repeats: int, quick: bool
+) -> dict:
     import faiss
     from bench_search import recall_at_k
 
@@ -162,10 +179,14 @@ def bench_ivf(host: np.ndarray, queries: np.ndarray, truth: np.ndarray, device: 
     sample = host[np.random.default_rng(0).choice(n, size=min(n, 39 * nlist), replace=False)]
     index.train(sample)
     for s in range(0, n, 1 << 20):
-        index.add(host[s:s + (1 << 20)])
+        index.add(host[s : s + (1 << 20)])
     build = time.perf_counter() - t0
-    out = {"faiss": "GPU" if on_gpu else "CPU (this FAISS has no GPU support)", "nlist": nlist, "build_s": build,
-           "sweep": {}}
+    out = {
+        "faiss": "GPU" if on_gpu else "CPU (this FAISS has no GPU support)",
+        "nlist": nlist,
+        "build_s": build,
+        "sweep": {},
+    }
     for nprobe in (1, 2, 4, 8, 16, 32, 64, 128, 256):
         index.nprobe = nprobe
         found = index.search(queries, K)[1]
@@ -194,8 +215,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--epochs", type=int, default=2, help="training epochs; the last one is measured")
     ap.add_argument("--quick", action="store_true", help="tiny sizes (a check of the script)")
     ap.add_argument("--languages", help="the demo training's languages, comma-separated (default: the config's)")
-    ap.add_argument("--skip-ivf", action="store_true",
-                    help="exact search only (a machine without faiss, or without time for 10M k-means)")
+    ap.add_argument(
+        "--skip-ivf",
+        action="store_true",
+        help="exact search only (a machine without faiss, or without time for 10M k-means)",
+    )
     args = ap.parse_args(argv)
     if args.device is None and not cuda_available():
         line = "GPU benchmarks skipped: torch sees no CUDA GPU on this machine"
@@ -206,8 +230,9 @@ def main(argv: list[str] | None = None) -> int:
     root = data_root(args.data_root)
     photos, vectors = (16, 20_000) if args.quick else (args.photos, args.vectors)
     result = {"gpu": gpu_info(device), "quick": args.quick, "torch": torch.__version__, **source_commit()}
-    result["extract"] = bench_extract(device, args.images or root / "flickr8k" / "images", photos,
-                                      batch_size=8 if args.quick else 128)
+    result["extract"] = bench_extract(
+        device, args.images or root / "flickr8k" / "images", photos, batch_size=8 if args.quick else 128
+    )
     langs = args.languages.split(",") if args.languages else None
     result["command"] = "python benchmarks/bench_gpu.py " + " ".join(argv if argv is not None else sys.argv[1:])
     result["train"] = bench_train(device, root, args.epochs, args.quick, langs)

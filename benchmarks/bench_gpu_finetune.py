@@ -22,6 +22,7 @@ What it does not give: the recipe's scores (those need a full training run with 
 caches), USE's frozen vectors (a lookup of cached vectors, no GPU work), evaluation.
 ``--device cpu --quick`` runs the same code at tiny sizes on the CPU: a check of this script, not a benchmark.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -90,11 +91,19 @@ def text_batch(rng: np.random.Generator, n: int, tokens: tuple[int, int], device
 
 def epoch_batches(rng: np.random.Generator, photos: int, batch: int) -> list[np.ndarray]:
     order = rng.permutation(photos)
-    return [order[i:i + batch] for i in range(0, photos - batch + 1, batch)]
+    return [order[i : i + batch] for i in range(0, photos - batch + 1, batch)]
 
 
-def measure(model: RecipeStep, pixels_source, device: torch.device, precision: str, batch: int, steps: int,
-            tokens: tuple[int, int], seed: int) -> dict:
+def measure(
+    model: RecipeStep,
+    pixels_source,
+    device: torch.device,
+    precision: str,
+    batch: int,
+    steps: int,
+    tokens: tuple[int, int],
+    seed: int,
+) -> dict:
     from polyvse.losses.contrastive import InfoNceLoss
 
     rng = np.random.default_rng(seed)
@@ -128,9 +137,12 @@ def measure(model: RecipeStep, pixels_source, device: torch.device, precision: s
         step(staged, states, lengths)
         sync(device)
         times.append(time.perf_counter() - t0)
-    out = {"step_ms_median": round(1000 * statistics.median(times), 2),
-           "step_ms_min": round(1000 * min(times), 2), "steps_timed": steps,
-           "step_photos_per_s": round(batch / statistics.median(times), 1)}
+    out = {
+        "step_ms_median": round(1000 * statistics.median(times), 2),
+        "step_ms_min": round(1000 * min(times), 2),
+        "steps_timed": steps,
+        "step_photos_per_s": round(batch / statistics.median(times), 1),
+    }
     if device.type == "cuda":
         out["peak_gpu_memory_gib"] = round(torch.cuda.max_memory_allocated(device) / 2**30, 2)
     del staged
@@ -143,9 +155,14 @@ def measure(model: RecipeStep, pixels_source, device: torch.device, precision: s
         n += batch
     sync(device)
     seconds = time.perf_counter() - t0
-    out.update({"loop_photos_per_s": round(n / seconds, 1), "loop_steps": len(batches),
-                "f8k_full_epoch_s_estimate": round(F8K_FULL_TRAIN_PHOTOS / (n / seconds), 1),
-                "losses_finite": bool(np.isfinite(losses).all())})
+    out.update(
+        {
+            "loop_photos_per_s": round(n / seconds, 1),
+            "loop_steps": len(batches),
+            "f8k_full_epoch_s_estimate": round(F8K_FULL_TRAIN_PHOTOS / (n / seconds), 1),
+            "losses_finite": bool(np.isfinite(losses).all()),
+        }
+    )
     return out
 
 
@@ -159,8 +176,12 @@ def decode_rate(pixels_source, batch: int, epochs: int, seed: int) -> dict:
             n += len(pixels_source[batches[i]])
     sync(pixels_source.device)
     seconds = time.perf_counter() - t0
-    return {"photos": n, "seconds": round(seconds, 2), "photos_per_s": round(n / seconds, 1),
-            "workers": pixels_source.workers}
+    return {
+        "photos": n,
+        "seconds": round(seconds, 2),
+        "photos_per_s": round(n / seconds, 1),
+        "workers": pixels_source.workers,
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -199,18 +220,36 @@ def main(argv: list[str] | None = None) -> int:
     torch.manual_seed(args.seed)
     model = RecipeStep(args.backbone, args.text_layers, args.dim).to(device)
     workers = args.workers if args.workers is not None else loader_workers(device)
-    record = {"bench": "gpu_finetune", "recipe": "configs/gpu/polyvse-full-finetune.yaml (its training step)",
-              **source_commit(), "gpu": gpu_info(device), "torch": torch.__version__,
-              "python": platform.python_version(), "cudnn_allow_tf32": torch.backends.cudnn.allow_tf32,
-              "matmul_allow_tf32": torch.backends.cuda.matmul.allow_tf32,
-              "photos": len(paths), "photos_from": str(args.images), "batch": args.batch,
-              "backbone": args.backbone, "text_layers": args.text_layers, "text_weights": model.text_weights,
-              "tokens": list(tokens), "dim": args.dim, "crop_scale_min": args.crop_scale_min,
-              "trainable_parameters_m": round(sum(p.numel() for p in model.parameters()) / 1e6, 2),
-              "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+    record = {
+        "bench": "gpu_finetune",
+        "recipe": "configs/gpu/polyvse-full-finetune.yaml (its training step)",
+        **source_commit(),
+        "gpu": gpu_info(device),
+        "torch": torch.__version__,
+        "python": platform.python_version(),
+        "cudnn_allow_tf32": torch.backends.cudnn.allow_tf32,
+        "matmul_allow_tf32": torch.backends.cuda.matmul.allow_tf32,
+        "photos": len(paths),
+        "photos_from": str(args.images),
+        "batch": args.batch,
+        "backbone": args.backbone,
+        "text_layers": args.text_layers,
+        "text_weights": model.text_weights,
+        "tokens": list(tokens),
+        "dim": args.dim,
+        "crop_scale_min": args.crop_scale_min,
+        "trainable_parameters_m": round(sum(p.numel() for p in model.parameters()) / 1e6, 2),
+        "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+    }
     with tempfile.TemporaryDirectory() as cache:
-        source = PhotoPixels(paths, TrainCrop(model.preprocess, args.crop_scale_min), args.seed, workers,
-                             key="bench", cache_dir=Path(cache)).to(device)
+        source = PhotoPixels(
+            paths,
+            TrainCrop(model.preprocess, args.crop_scale_min),
+            args.seed,
+            workers,
+            key="bench",
+            cache_dir=Path(cache),
+        ).to(device)
         log(f"decoding alone: {len(paths)} photos, {workers} workers")
         record["decode"] = decode_rate(source, args.batch, epochs=1 if args.quick else 2, seed=args.seed)
         log(f"decode {record['decode']}")
@@ -218,8 +257,7 @@ def main(argv: list[str] | None = None) -> int:
             if precision == "bf16" and device.type != "cuda":
                 continue
             state = {k: v.clone() for k, v in model.state_dict().items()}
-            record[precision] = measure(model, source, device, precision, args.batch, args.steps, tokens,
-                                        args.seed)
+            record[precision] = measure(model, source, device, precision, args.batch, args.steps, tokens, args.seed)
             model.load_state_dict(state)  # each precision starts from the same weights
             log(f"{precision} {record[precision]}")
             if device.type == "cuda":

@@ -17,6 +17,7 @@ Measured:
 The checkpoint is whatever is at hand (the record names it and its fingerprint); its ONNX image encoder must be
 written (the trainer does; else ``polyvse export onnx``). Run it on a quiet machine. Not a test.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -49,8 +50,7 @@ def _native_bf16() -> bool:
 
 def _env(threads: int, encoder: str | None = None) -> dict:
     env = {k: v for k, v in os.environ.items() if k not in ("POLYVSE_IMAGE_ENCODER", "PYTHONPATH")}
-    env.update({"OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads),
-                "OPENBLAS_NUM_THREADS": str(threads)})
+    env.update({"OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads), "OPENBLAS_NUM_THREADS": str(threads)})
     if encoder:
         env["POLYVSE_IMAGE_ENCODER"] = encoder
     return env
@@ -70,8 +70,10 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--photos", type=int, default=300, help="Flickr8k photos indexed (default: %(default)s)")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--repeats", type=int, default=3)
-    ap.add_argument("--light-venv", help="a base-install venv made by polyvse_tooling.light_install (default: "
-                    "build one in a temporary folder)")
+    ap.add_argument(
+        "--light-venv",
+        help="a base-install venv made by polyvse_tooling.light_install (default: build one in a temporary folder)",
+    )
     ap.add_argument("--full-venv", default=str(REPO / ".venv"))
     ap.add_argument("--data", default=os.environ.get("POLYVSE_DATA") or str(REPO.parent / "shared" / "data"))
     ap.add_argument("--note", default="", help="what the checkpoint is (the record says it)")
@@ -81,7 +83,7 @@ def main(argv: list[str] | None = None) -> dict:
     checkpoint = Path(args.checkpoint).resolve()
     if not (checkpoint / "image_encoder.onnx").is_file():
         sys.exit(f"{checkpoint}: no image_encoder.onnx; write it with polyvse export onnx --checkpoint {checkpoint}")
-    photos = sorted((Path(args.data) / "flickr8k" / "images").glob("*.jpg"))[:args.photos]
+    photos = sorted((Path(args.data) / "flickr8k" / "images").glob("*.jpg"))[: args.photos]
     if not photos:
         sys.exit(f"{args.data}/flickr8k/images: no photos")
     full = Path(args.full_venv)
@@ -96,41 +98,66 @@ def main(argv: list[str] | None = None) -> dict:
             install_s = time.perf_counter() - t0
         listing = tmp / "photos.txt"
         listing.write_text("".join(f"{p}\n" for p in photos))
-        runs = {"base install, ONNX Runtime": (light, None), "full install, torch": (full, "torch"),
-                "full install, ONNX Runtime": (full, "onnx")}
+        runs = {
+            "base install, ONNX Runtime": (light, None),
+            "full install, torch": (full, "torch"),
+            "full install, ONNX Runtime": (full, "onnx"),
+        }
         build = {}
         for name, (venv, encoder) in runs.items():
             out = tmp / f"index-{len(build)}"
-            seconds = _timed([venv / "bin" / "polyvse", "index", "build", "--checkpoint", checkpoint, "--list",
-                              listing, "--out", out, "--quiet", "--cache-dir", tmp / f"cache-{len(build)}"],
-                             _env(args.threads, encoder), tmp)
+            seconds = _timed(
+                [
+                    venv / "bin" / "polyvse",
+                    "index",
+                    "build",
+                    "--checkpoint",
+                    checkpoint,
+                    "--list",
+                    listing,
+                    "--out",
+                    out,
+                    "--quiet",
+                    "--cache-dir",
+                    tmp / f"cache-{len(build)}",
+                ],
+                _env(args.threads, encoder),
+                tmp,
+            )
             build[name] = {"seconds": round(seconds, 2), "photos_per_s": round(len(photos) / seconds, 2)}
         index = tmp / "index-0"
         search: dict = {name: {"text": [], "photo": []} for name in ("base install", "full install")}
         for _ in range(args.repeats):
             for name, venv in (("base install", light), ("full install", full)):
                 exe = venv / "bin" / "polyvse"
-                search[name]["text"].append(_timed([exe, "search", "--index", index, QUERY, "--lang", LANG],
-                                                   _env(args.threads), tmp))
-                search[name]["photo"].append(_timed([exe, "search", "--index", index, "--image", photos[0]],
-                                                    _env(args.threads), tmp))
+                search[name]["text"].append(
+                    _timed([exe, "search", "--index", index, QUERY, "--lang", LANG], _env(args.threads), tmp)
+                )
+                search[name]["photo"].append(
+                    _timed([exe, "search", "--index", index, "--image", photos[0]], _env(args.threads), tmp)
+                )
         sizes = {"base install": tree_bytes(light), "full install": tree_bytes(full)}
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 
     torch_rate = build["full install, torch"]["photos_per_s"]
     result = {
-        "photos": len(photos), "data": "flickr8k/images (first photos by name)", "threads": args.threads,
+        "photos": len(photos),
+        "data": "flickr8k/images (first photos by name)",
+        "threads": args.threads,
         "checkpoint_note": args.note,
         "install_gb": {k: round(v / 1e9, 3) for k, v in sizes.items()},
-        "base_install_goal_gb": 1.0, "base_install_within_goal": sizes["base install"] <= 1e9,
+        "base_install_goal_gb": 1.0,
+        "base_install_within_goal": sizes["base install"] <= 1e9,
         "base_install_seconds": None if install_s is None else round(install_s, 1),
         "index_build": build,
         "onnx_speedup_vs_torch": round(build["base install, ONNX Runtime"]["photos_per_s"] / torch_rate, 2),
-        "search_s_median": {name: {kind: round(statistics.median(v), 3) for kind, v in kinds.items()}
-                            for name, kinds in search.items()},
-        "search_s_all": {name: {kind: [round(x, 3) for x in v] for kind, v in kinds.items()}
-                         for name, kinds in search.items()},
+        "search_s_median": {
+            name: {kind: round(statistics.median(v), 3) for kind, v in kinds.items()} for name, kinds in search.items()
+        },
+        "search_s_all": {
+            name: {kind: [round(x, 3) for x in v] for kind, v in kinds.items()} for name, kinds in search.items()
+        },
         "cpu_native_bf16": _native_bf16(),
         "load_average_at_end": list(os.getloadavg()),
         "machine": f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores",
@@ -140,8 +167,11 @@ def main(argv: list[str] | None = None) -> dict:
 
     result["provenance"] = provenance(model=checkpoint_model(checkpoint))
     write_json_atomic(args.out, result)
-    print(json.dumps({k: result[k] for k in ("install_gb", "index_build", "onnx_speedup_vs_torch",
-                                             "search_s_median")}, indent=2))
+    print(
+        json.dumps(
+            {k: result[k] for k in ("install_gb", "index_build", "onnx_speedup_vs_torch", "search_s_median")}, indent=2
+        )
+    )
     return result
 
 

@@ -20,6 +20,7 @@ directions (``--dim``, default the photos' or 1024). Keys: ``{faiss,milvus}_<siz
 p99_ms}`` with the size as 1m, 100k, ... Milvus here is milvus-lite in this process (threads, a local file): a
 server or cluster adds a network round trip to each query and spreads the build over its nodes. Not a test.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -85,11 +86,21 @@ def measure(name: str, build, root: Path, queries: np.ndarray, truth: np.ndarray
     ids, times = latencies(index, queries)
     ms = np.asarray(times) * 1000
     s = manifest["search"]
-    out = {"build_s": build_s, "recall_at_10": recall(ids, truth), "p50_ms": float(np.percentile(ms, 50)),
-           "p99_ms": float(np.percentile(ms, 99)), "kind": s["kind"], "tuned_recall_at_10": s["measured_recall"],
-           "ivf": s.get("ivf"), "disk_bytes": folder_bytes(disk), "structure": index.describe()}
-    log(f"{name}: build {build_s:.1f}s, recall@10 {out['recall_at_10']:.3f}, p50 {out['p50_ms']:.2f} ms, "
-        f"p99 {out['p99_ms']:.2f} ms ({out['structure']})")
+    out = {
+        "build_s": build_s,
+        "recall_at_10": recall(ids, truth),
+        "p50_ms": float(np.percentile(ms, 50)),
+        "p99_ms": float(np.percentile(ms, 99)),
+        "kind": s["kind"],
+        "tuned_recall_at_10": s["measured_recall"],
+        "ivf": s.get("ivf"),
+        "disk_bytes": folder_bytes(disk),
+        "structure": index.describe(),
+    }
+    log(
+        f"{name}: build {build_s:.1f}s, recall@10 {out['recall_at_10']:.3f}, p50 {out['p50_ms']:.2f} ms, "
+        f"p99 {out['p99_ms']:.2f} ms ({out['structure']})"
+    )
     return out
 
 
@@ -100,8 +111,12 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--queries", type=int, default=200, help="held-out single queries (default 200)")
     ap.add_argument("--noise", type=float, default=0.5, help="noise scale around the photos (bench_scale's Source)")
     ap.add_argument("--dim", type=int, default=None, help="Gaussian data's dimension (default: the photos' or 1024)")
-    ap.add_argument("--photos-index", type=Path, default=REPO / "runs" / "model" / "index",
-                    help="index whose vectors the data is drawn around (default runs/model/index; Gaussian without)")
+    ap.add_argument(
+        "--photos-index",
+        type=Path,
+        default=REPO / "runs" / "model" / "index",
+        help="index whose vectors the data is drawn around (default runs/model/index; Gaussian without)",
+    )
     ap.add_argument("--work-dir", default=None, help="where both indexes are built (default: the temp folder)")
     ap.add_argument("--quick", action="store_true", help="5k vectors, 32 queries (smoke test)")
     cfg = ap.parse_args(argv)
@@ -141,32 +156,61 @@ def main(argv: list[str] | None = None) -> dict:
             return json.loads((faiss_root / "manifest.json").read_text())
 
         target = target_for("milvus", str(lite), "bench", milvus_root)
-        runs = {"faiss": measure("faiss", faiss_build, faiss_root, queries, truth, faiss_root),
-                "milvus": measure("milvus-lite", lambda: write_milvus_index(milvus_root, target, info, entries, vectors,
-                                                                            **common), milvus_root, queries, truth,
-                                  lite)}
+        runs = {
+            "faiss": measure("faiss", faiss_build, faiss_root, queries, truth, faiss_root),
+            "milvus": measure(
+                "milvus-lite",
+                lambda: write_milvus_index(milvus_root, target, info, entries, vectors, **common),
+                milvus_root,
+                queries,
+                truth,
+                lite,
+            ),
+        }
     finally:
         shutil.rmtree(work, ignore_errors=True)
     import faiss
     import milvus_lite
     import pymilvus
 
-    report = {"quick": cfg.quick, "size": cfg.n, "size_label": label, "dim": dim, "data": data, "queries": cfg.queries,
-              "noise": cfg.noise if photos is not None else None, "k": K,
-              "photos_index": str(cfg.photos_index) if photos is not None else None, "runs": runs,
-              "versions": {"faiss": faiss.__version__, "pymilvus": pymilvus.__version__,
-                           "milvus_lite": getattr(milvus_lite, "__version__", None)},
-              "omp_threads": faiss.omp_get_max_threads(), "machine": platform.node(),
-              "cores": os.cpu_count(), "load_average_at_start": load_at_start,
-              "load_average_at_end": list(os.getloadavg()), "python": platform.python_version()}
+    report = {
+        "quick": cfg.quick,
+        "size": cfg.n,
+        "size_label": label,
+        "dim": dim,
+        "data": data,
+        "queries": cfg.queries,
+        "noise": cfg.noise if photos is not None else None,
+        "k": K,
+        "photos_index": str(cfg.photos_index) if photos is not None else None,
+        "runs": runs,
+        "versions": {
+            "faiss": faiss.__version__,
+            "pymilvus": pymilvus.__version__,
+            "milvus_lite": getattr(milvus_lite, "__version__", None),
+        },
+        "omp_threads": faiss.omp_get_max_threads(),
+        "machine": platform.node(),
+        "cores": os.cpu_count(),
+        "load_average_at_start": load_at_start,
+        "load_average_at_end": list(os.getloadavg()),
+        "python": platform.python_version(),
+    }
     for backend, r in runs.items():
         report.update({f"{backend}_{label}_{key}": r[key] for key in ("build_s", "recall_at_10", "p50_ms", "p99_ms")})
-    report["provenance"] = provenance(model=index_model(cfg.photos_index) if photos is not None else no_model(
-        "synthetic vectors (random Gaussian directions)"))
+    report["provenance"] = provenance(
+        model=index_model(cfg.photos_index)
+        if photos is not None
+        else no_model("synthetic vectors (random Gaussian directions)")
+    )
     cfg.out.parent.mkdir(parents=True, exist_ok=True)
     cfg.out.write_text(json.dumps(report, indent=2) + "\n")
-    log("headline: " + ", ".join(f"{k}={v:.3g}" for k, v in report.items() if k.startswith(("faiss_", "milvus_"))
-                                 and isinstance(v, float)))
+    log(
+        "headline: "
+        + ", ".join(
+            f"{k}={v:.3g}" for k, v in report.items() if k.startswith(("faiss_", "milvus_")) and isinstance(v, float)
+        )
+    )
     return report
 
 

@@ -16,6 +16,7 @@ Most of these "originals" are thumbnails (longest side 200 px for 562 of the 850
 crop has less detail than the training form. So every variant is also scored on the photos at Flickr8K's full
 size only (longest side >= 450 px: val 31, test 37 photos), which is closer to what users give.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -52,8 +53,9 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--split", default="val", choices=["val", "test"])
     ap.add_argument("--out", type=Path, help="JSON file to write the results to (required unless --sizes-only)")
     ap.add_argument("--data-root", default=None)
-    ap.add_argument("--sizes-only", action="store_true",
-                    help="only count the 850 originals by longest side (no checkpoint needed)")
+    ap.add_argument(
+        "--sizes-only", action="store_true", help="only count the 850 originals by longest side (no checkpoint needed)"
+    )
     args = ap.parse_args(argv)
 
     root = data_root(args.data_root)
@@ -78,32 +80,39 @@ def main(argv: list[str] | None = None) -> dict:
         t = time.time()
         res = RetrievalEvaluator.on_corpus(corpus, cache, split=args.split, progress=False)(model)
         per = {lang: round(m["mr"], 2) for lang, m in res["languages"].items()}
-        return {"mr": per, "mean_mr": _mean(per.values()), "photos": {lang: m["n_images"] for lang, m in
-                                                                      res["languages"].items()},
-                "seconds": round(time.time() - t, 1)}
+        return {
+            "mr": per,
+            "mean_mr": _mean(per.values()),
+            "photos": {lang: m["n_images"] for lang, m in res["languages"].items()},
+            "seconds": round(time.time() - t, 1),
+        }
 
     def variants(photo_ids: set[str]) -> dict:
         return {
             "training form (the squashed 224x224 files)": run(squashed_files.filter(photo_ids=photo_ids), False),
-            "original photo, aspect kept, centre crop (squash off)": run(originals.filter(photo_ids=photo_ids),
-                                                                         False),
+            "original photo, aspect kept, centre crop (squash off)": run(originals.filter(photo_ids=photo_ids), False),
             "original photo squashed to a square (squash on)": run(originals.filter(photo_ids=photo_ids), True),
         }
 
     every, full = variants(ids), variants(full_size)
-    out = {"checkpoint": str(args.checkpoint), "trained_on_squashed_photos": ck.squash_photos,
-           "split": args.split, "backbone": ck.backbone, "originals_by_longest_side": sizes, "variants": every,
-           f"variants_full_size_photos (longest side >= {FULL_SIZE} px)": full,
-           "machine": f"{platform.processor() or platform.machine()}, {platform.system()}",
-           "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+    out = {
+        "checkpoint": str(args.checkpoint),
+        "trained_on_squashed_photos": ck.squash_photos,
+        "split": args.split,
+        "backbone": ck.backbone,
+        "originals_by_longest_side": sizes,
+        "variants": every,
+        f"variants_full_size_photos (longest side >= {FULL_SIZE} px)": full,
+        "machine": f"{platform.processor() or platform.machine()}, {platform.system()}",
+        "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+    }
     from polyvse.provenance import provenance
 
     out["provenance"] = provenance(model=args.checkpoint)
     for label, group in ((f"all {len(ids)} photos", every), (f"{len(full_size)} full-size photos", full)):
         print(label)
         for name, v in group.items():
-            print(f"  {name:56s} mean mR {v['mean_mr']:5.1f}  " +
-                  "  ".join(f"{k} {x:.1f}" for k, x in v["mr"].items()))
+            print(f"  {name:56s} mean mR {v['mean_mr']:5.1f}  " + "  ".join(f"{k} {x:.1f}" for k, x in v["mr"].items()))
     write_json_atomic(args.out, out)
     return out
 

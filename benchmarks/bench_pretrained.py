@@ -16,6 +16,7 @@ machine translations and Multi30K task2). Either way the report estimates the ho
 distinct captions of the training text corpus per encoder (at the measured per-language rates; cs
 is not counted for use-multilingual, which has no Czech). Not a test.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -55,7 +56,9 @@ def worker(spec: dict) -> dict:
 
     import_s = time.perf_counter() - t0
     if spec["encoder"] == "e5-small":
-        enc = E5SmallEncoder(num_threads=threads, omp_wait_policy="passive" if spec.get("wait_policy") == "passive" else None)
+        enc = E5SmallEncoder(
+            num_threads=threads, omp_wait_policy="passive" if spec.get("wait_policy") == "passive" else None
+        )
     else:
         enc = UseMultilingualEncoder(threads=threads)
     t = time.perf_counter()
@@ -79,18 +82,30 @@ def worker(spec: dict) -> dict:
         wall, cpu = time.perf_counter() - w, time.process_time() - c
         assert out.shape == (len(timed), enc.dim) and np.isfinite(out).all()
         per_lang[lang] = {
-            "supported": True, "n": len(timed), "wall_s": round(wall, 3), "cpu_s": round(cpu, 3),
-            "sentences_per_s": round(len(timed) / wall, 1), "cpu_per_wall": round(cpu / wall, 2),
+            "supported": True,
+            "n": len(timed),
+            "wall_s": round(wall, 3),
+            "cpu_s": round(cpu, 3),
+            "sentences_per_s": round(len(timed) / wall, 1),
+            "cpu_per_wall": round(cpu / wall, 2),
             "sentences_per_cpu_s": round(len(timed) / cpu, 1) if cpu > 0 else None,
             "mean_chars": round(sum(map(len, timed)) / len(timed), 1),
-            "loadavg_1m_before": round(load0, 2), "loadavg_1m_after": round(os.getloadavg()[0], 2),
+            "loadavg_1m_before": round(load0, 2),
+            "loadavg_1m_after": round(os.getloadavg()[0], 2),
         }
         if enc.name == "e5-small":
             per_lang[lang]["mean_tokens"] = round(sum(enc.token_count(s) for s in timed) / len(timed), 1)
-    return {"encoder": enc.name, "cache_id": enc.cache_id, "threads": threads,
-            "wait_policy": spec.get("wait_policy"), "batch_size": spec.get("batch_size") or enc.default_batch_size,
-            "import_s": round(import_s, 3), "load_s": round(load_s, 3), "first_encode_s": round(first_s, 3),
-            "per_lang": per_lang}
+    return {
+        "encoder": enc.name,
+        "cache_id": enc.cache_id,
+        "threads": threads,
+        "wait_policy": spec.get("wait_policy"),
+        "batch_size": spec.get("batch_size") or enc.default_batch_size,
+        "import_s": round(import_s, 3),
+        "load_s": round(load_s, 3),
+        "first_encode_s": round(first_s, 3),
+        "per_lang": per_lang,
+    }
 
 
 # -- driver ---------------------------------------------------------------------------------------------
@@ -126,14 +141,20 @@ def text_corpus_counts(data: Path) -> dict:
 def main(argv: list[str] | None = None) -> dict:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--out", required=True, type=Path, help="JSON file to write the results to")
-    ap.add_argument("--data", type=Path, default=_default_data(), help="data root (default: $POLYVSE_DATA or ../shared/data)")
+    ap.add_argument(
+        "--data", type=Path, default=_default_data(), help="data root (default: $POLYVSE_DATA or ../shared/data)"
+    )
     ap.add_argument("--corpus", choices=("f8kml", "text"), default="f8kml")
     ap.add_argument("--encoders", default="e5-small,use-multilingual")
     ap.add_argument("--langs", default=",".join(LANGS))
     ap.add_argument("--per-lang", type=int, default=300, help="timed captions per language")
     ap.add_argument("--threads", default="1,2", help="comma-separated thread counts to try per encoder")
-    ap.add_argument("--e5-wait-policy", choices=("passive", "active"), default="passive",
-                    help="OMP_WAIT_POLICY for e5's OpenMP (polyvse's default: passive)")
+    ap.add_argument(
+        "--e5-wait-policy",
+        choices=("passive", "active"),
+        default="passive",
+        help="OMP_WAIT_POLICY for e5's OpenMP (polyvse's default: passive)",
+    )
     ap.add_argument("--batch-size", type=int, default=None)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--no-estimate", action="store_true", help="skip loading the 518k text corpus for the estimate")
@@ -156,12 +177,21 @@ def main(argv: list[str] | None = None) -> dict:
         texts_path.write_text(json.dumps(texts, ensure_ascii=False), encoding="utf-8")
         for name in args.encoders.split(","):
             for th in (int(x) for x in args.threads.split(",")):
-                spec = {"encoder": name, "threads": th, "texts": str(texts_path), "batch_size": args.batch_size,
-                        "wait_policy": args.e5_wait_policy if name == "e5-small" else None}
+                spec = {
+                    "encoder": name,
+                    "threads": th,
+                    "texts": str(texts_path),
+                    "batch_size": args.batch_size,
+                    "wait_policy": args.e5_wait_policy if name == "e5-small" else None,
+                }
                 spec_path = Path(tmp) / "spec.json"
                 spec_path.write_text(json.dumps(spec))
-                r = subprocess.run([sys.executable, __file__, "--out", os.devnull, "--worker", str(spec_path)],
-                                   capture_output=True, text=True, cwd=REPO)
+                r = subprocess.run(
+                    [sys.executable, __file__, "--out", os.devnull, "--worker", str(spec_path)],
+                    capture_output=True,
+                    text=True,
+                    cwd=REPO,
+                )
                 if r.returncode != 0:
                     raise SystemExit(f"worker {spec} failed:\n{r.stderr[-3000:]}")
                 run = json.loads(r.stdout.strip().splitlines()[-1])
@@ -175,24 +205,46 @@ def main(argv: list[str] | None = None) -> dict:
                     run["estimate_text_corpus_hours"] = round(hours, 2)
                     # the same at the CPU-time rate x threads: what `threads` dedicated cores would give if
                     # the work scaled perfectly (an upper bound on speed, i.e. a lower bound on hours)
-                    ideal = sum(counts[lang]["distinct"] / run["per_lang"][lang]["sentences_per_cpu_s"]
-                                for lang in langs_used) / 3600 / max(1, th)
+                    ideal = (
+                        sum(
+                            counts[lang]["distinct"] / run["per_lang"][lang]["sentences_per_cpu_s"]
+                            for lang in langs_used
+                        )
+                        / 3600
+                        / max(1, th)
+                    )
                     run["estimate_text_corpus_hours_dedicated_cores"] = round(ideal, 2)
                     run["estimate_langs"] = langs_used
                 runs.append(run)
-                rates = "  ".join(f"{lang} {m['sentences_per_s']:.0f}" for lang, m in run["per_lang"].items()
-                                  if m.get("supported"))
-                print(f"{name:17s} threads={th}  load {run['load_s']:.2f} s  first {run['first_encode_s']:.2f} s  "
-                      f"sent/s: {rates}"
-                      + (f"  -> text corpus {run['estimate_text_corpus_hours']:.1f} h "
-                         f"(dedicated cores: {run['estimate_text_corpus_hours_dedicated_cores']:.1f} h)" if counts else ""),
-                      flush=True)
+                rates = "  ".join(
+                    f"{lang} {m['sentences_per_s']:.0f}" for lang, m in run["per_lang"].items() if m.get("supported")
+                )
+                print(
+                    f"{name:17s} threads={th}  load {run['load_s']:.2f} s  first {run['first_encode_s']:.2f} s  "
+                    f"sent/s: {rates}"
+                    + (
+                        f"  -> text corpus {run['estimate_text_corpus_hours']:.1f} h "
+                        f"(dedicated cores: {run['estimate_text_corpus_hours_dedicated_cores']:.1f} h)"
+                        if counts
+                        else ""
+                    ),
+                    flush=True,
+                )
 
     report = {
-        "corpus": args.corpus, "data": str(args.data), "per_lang": args.per_lang, "seed": args.seed,
-        "setup_s": round(setup_s, 1), "runs": runs, "text_corpus_counts": counts,
-        "machine": {"cpus": os.cpu_count(), "platform": platform.platform(), "python": platform.python_version(),
-                    "loadavg_at_end": os.getloadavg()},
+        "corpus": args.corpus,
+        "data": str(args.data),
+        "per_lang": args.per_lang,
+        "seed": args.seed,
+        "setup_s": round(setup_s, 1),
+        "runs": runs,
+        "text_corpus_counts": counts,
+        "machine": {
+            "cpus": os.cpu_count(),
+            "platform": platform.platform(),
+            "python": platform.python_version(),
+            "loadavg_at_end": os.getloadavg(),
+        },
     }
     from polyvse.provenance import no_model, provenance
 

@@ -81,6 +81,7 @@ each stored bank per vector (``penalties_s``: over an hour at 10M for the produc
 fifth of that with ``--penalty-langs en``, which `make bench` passes). ``--quick``: 5k vectors, 32 queries (smoke test; the
 figures mean nothing). Not a test.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -169,8 +170,12 @@ def calibration(photos: np.ndarray, noises=NOISES) -> dict:
             out.append(round(recall(found, truth), 3))
         return out
 
-    result = {"nlist": nlist, "nprobe": [1, 2, 4, 8, 16, 32], "n": len(photos) - n_q,
-              "real": curve(photos[perm[n_q:]], photos[perm[:n_q]])}
+    result = {
+        "nlist": nlist,
+        "nprobe": [1, 2, 4, 8, 16, 32],
+        "n": len(photos) - n_q,
+        "real": curve(photos[perm[n_q:]], photos[perm[:n_q]]),
+    }
     for noise in noises:
         src = Source(photos.shape[1], photos, noise)
         result[f"noise_{noise}"] = curve(src.chunk(len(photos) - n_q, 1), src.chunk(n_q, 2))
@@ -184,8 +189,18 @@ def recall(found: np.ndarray, truth: np.ndarray) -> float:
 
 
 # -- children -------------------------------------------------------------------------------------------------
-def build_child(root: str, n: int, dim: int, photos: np.ndarray | None, noise: float, queries: np.ndarray,
-                depth: int, max_memory: int, hubness=None, penalty_keys: list[str] | None = None) -> dict:
+def build_child(
+    root: str,
+    n: int,
+    dim: int,
+    photos: np.ndarray | None,
+    noise: float,
+    queries: np.ndarray,
+    depth: int,
+    max_memory: int,
+    hubness=None,
+    penalty_keys: list[str] | None = None,
+) -> dict:
     """Generate n vectors into a compressed index at root while scanning them for the queries' exact cosine top
     ``depth`` (best first); with ``hubness`` (CSLS banks), each vector's r_C stored as `polyvse index build` stores
     it (``penalties_s``: the seconds that took, within ``build_s``)."""
@@ -206,37 +221,49 @@ def build_child(root: str, n: int, dim: int, photos: np.ndarray | None, noise: f
         start = 0
         for chunk in src.chunks(n, SEED):
             for a in range(0, len(chunk), TRUTH_ROWS):  # queries x TRUTH_ROWS scores at a time
-                s = -(queries @ chunk[a:a + TRUTH_ROWS].T)
+                s = -(queries @ chunk[a : a + TRUTH_ROWS].T)
                 top = np.argpartition(s, min(depth, s.shape[1]) - 1, axis=1)[:, :depth]
                 best_s, best_i = merge_topk(best_s, best_i, -np.take_along_axis(s, top, 1), top + start + a, depth)
             start += len(chunk)
             yield chunk
         peaks["generate"] = reset_peak()  # every vector is in the file: the build's own peak starts here
 
-    photos_list = (PhotoEntry(i, f"photo-{i:08d}.jpg", f"/photos/{i // 10_000:04d}/photo-{i:08d}.jpg")
-                   for i in range(n))
+    photos_list = (
+        PhotoEntry(i, f"photo-{i:08d}.jpg", f"/photos/{i // 10_000:04d}/photo-{i:08d}.jpg") for i in range(n)
+    )
     t0 = time.perf_counter()
-    manifest = write_compressed_index(Path(root), {"fingerprint": "sha256:bench", "similarity": "cosine"},
-                                      photos_list, timed_gen(chunks(), side), dim=dim, exact_threshold=20_000,
-                                      recall_target=0.95, max_memory=max_memory,
-                                      csls=(PenaltyWriter(hubness, max_memory, keys=penalty_keys)
-                                            if hubness is not None else None))
+    manifest = write_compressed_index(
+        Path(root),
+        {"fingerprint": "sha256:bench", "similarity": "cosine"},
+        photos_list,
+        timed_gen(chunks(), side),
+        dim=dim,
+        exact_threshold=20_000,
+        recall_target=0.95,
+        max_memory=max_memory,
+        csls=(PenaltyWriter(hubness, max_memory, keys=penalty_keys) if hubness is not None else None),
+    )
     build_s = time.perf_counter() - t0 - side[0]
     disk = sum(f.stat().st_size for f in Path(root).iterdir() if f.is_file())
     np.save(Path(root) / ".queries.npy", queries)
     np.save(Path(root) / ".truth.npy", best_i)
     reset = peaks.get("generate") is not None  # the reset lowers ru_maxrss as well: the larger of the two phases
     process_peak = max(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024, peaks.get("generate") or 0)
-    return {"build_s": build_s, "penalties_s": manifest["csls"]["seconds"] if hubness is not None else None,
-            "penalties": hubness is not None,
-            "penalty_keys": manifest["csls"]["keys"] if hubness is not None else None,
-            "generate_and_truth_s": side[0], "disk_bytes": disk,
-            "search": manifest["search"],
-            "build_peak_rss_bytes": status_bytes("VmHWM") if reset else process_peak,
-            "build_peak_from": "VmHWM after the vectors were written" if reset else "ru_maxrss of the whole process",
-            "generate_peak_rss_bytes": peaks.get("generate"), "process_peak_rss_bytes": process_peak,
-            "chunk_rows": chunk_rows(dim, max_memory),
-            "train_rows": train_rows(n, dim, compressed_lists(n), max_memory)}
+    return {
+        "build_s": build_s,
+        "penalties_s": manifest["csls"]["seconds"] if hubness is not None else None,
+        "penalties": hubness is not None,
+        "penalty_keys": manifest["csls"]["keys"] if hubness is not None else None,
+        "generate_and_truth_s": side[0],
+        "disk_bytes": disk,
+        "search": manifest["search"],
+        "build_peak_rss_bytes": status_bytes("VmHWM") if reset else process_peak,
+        "build_peak_from": "VmHWM after the vectors were written" if reset else "ru_maxrss of the whole process",
+        "generate_peak_rss_bytes": peaks.get("generate"),
+        "process_peak_rss_bytes": process_peak,
+        "chunk_rows": chunk_rows(dim, max_memory),
+        "train_rows": train_rows(n, dim, compressed_lists(n), max_memory),
+    }
 
 
 def reset_peak() -> int | None:
@@ -275,8 +302,9 @@ def checkpoint_hubness(path: str | os.PathLike):
     return SearchHubness.from_bank_file(cfg.retrieval["k"], HubnessBankFile(cfg.weights))
 
 
-def search_pass(index, queries: np.ndarray, hubness, lang: str | None,
-                rerank_for: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+def search_pass(
+    index, queries: np.ndarray, hubness, lang: str | None, rerank_for: int | None = None
+) -> tuple[np.ndarray, np.ndarray]:
     """Each query alone, timed: (ids (m, K), seconds (m,)). With CSLS banks through
     ``polyvse.csls.penalties.csls_search``, the call a CSLS model's text search makes (`polyvse search`, `polyvse
     serve`: the cosine top ``fetch(K)`` re-ranked by CSLS, which the timing includes); without, ``PhotoIndex.search``."""
@@ -298,8 +326,7 @@ def csls_truth(index, hubness, queries: np.ndarray, candidates: np.ndarray, lang
     """The CSLS top K of each query among ``candidates``, its exact cosine top ``fetch(K)`` (the chunked scan's):
     CSLS over every vector would need each one's r_C against the caption bank (~10^14 flops at 10M), and
     SearchHubness's own contract is that the CSLS top K lies in the cosine top fetch(K)."""
-    return np.stack([hubness.rerank(q, row, index.vectors_of(row), lang, K)[1]
-                     for q, row in zip(queries, candidates)])
+    return np.stack([hubness.rerank(q, row, index.vectors_of(row), lang, K)[1] for q, row in zip(queries, candidates)])
 
 
 def timings(seconds: np.ndarray) -> dict:
@@ -307,8 +334,9 @@ def timings(seconds: np.ndarray) -> dict:
     return {"p50_ms": float(np.percentile(ms, 50)), "p99_ms": float(np.percentile(ms, 99)), "mean_ms": float(ms.mean())}
 
 
-def query_child(root: str, hubness, lang: str | None, passes: int = 2, rerank_for: int | None = None,
-                sweep: bool = False) -> dict:
+def query_child(
+    root: str, hubness, lang: str | None, passes: int = 2, rerank_for: int | None = None, sweep: bool = False
+) -> dict:
     """Open the index cold and search the saved queries one at a time, with one math thread, as text queries in
     ``lang`` (re-ranked by CSLS where ``hubness`` holds banks); then the ANN alone (cosine, warm). ``rerank_for``:
     csls_search's (its default where None); ``sweep``: the found ids returned, not scored, and no ANN-alone pass."""
@@ -331,8 +359,11 @@ def query_child(root: str, hubness, lang: str | None, passes: int = 2, rerank_fo
     if not sweep:
         cosine_ids, seconds = search_pass(index, queries, None, lang) if hubness is not None else (found[-1], seconds)
     # the peak before the truth is worked out: that reads the vectors of every query's candidates
-    out.update(peak_rss_bytes=status_bytes("VmHWM"), rss_anon_bytes=status_bytes("RssAnon"),
-               rss_file_bytes=status_bytes("RssFile"))
+    out.update(
+        peak_rss_bytes=status_bytes("VmHWM"),
+        rss_anon_bytes=status_bytes("RssAnon"),
+        rss_file_bytes=status_bytes("RssFile"),
+    )
     if sweep:
         return {**out, "ids": found[-1]}
     cosine_truth = candidates[:, :K]
@@ -394,16 +425,35 @@ def run_one(label: str, n: int, dim: int, photos: np.ndarray | None, cfg) -> dic
         queries = query_vectors(dim, photos, hubness, cfg)
         depth = hubness.fetch(K) if hubness is not None else K  # the exact cosine candidates the truth needs
         keys = hubness.penalty_columns(cfg.penalty_langs) if hubness is not None and cfg.penalty_langs else None
-        built = in_child(build_child, str(root), n, dim, photos, cfg.noise, queries, depth, cfg.max_memory_bytes,
-                         hubness if cfg.penalties else None, keys)
+        built = in_child(
+            build_child,
+            str(root),
+            n,
+            dim,
+            photos,
+            cfg.noise,
+            queries,
+            depth,
+            cfg.max_memory_bytes,
+            hubness if cfg.penalties else None,
+            keys,
+        )
         s = built["search"]
-        stored = (f", of which {built['penalties_s']:.0f} s CSLS penalties ({', '.join(built['penalty_keys'])})"
-                  if built["penalties"] else "")
-        log(f"{label}: built in {built['build_s']:.0f} s{stored} ({s['ivfpq']['factory']}, nprobe "
+        stored = (
+            f", of which {built['penalties_s']:.0f} s CSLS penalties ({', '.join(built['penalty_keys'])})"
+            if built["penalties"]
+            else ""
+        )
+        log(
+            f"{label}: built in {built['build_s']:.0f} s{stored} ({s['ivfpq']['factory']}, nprobe "
             f"{s['ivfpq']['nprobe']}, depth {s['ivfpq']['depth']}, probe recall {s['measured_recall']:.3f}, build "
             f"peak RSS {built['build_peak_rss_bytes'] / 2**30:.2f} GiB); querying cold, one thread"
-            + (f", re-ranked by CSLS ({cfg.lang}, r_C {'stored' if built['penalties'] else 'per query'})"
-               if hubness is not None else ", cosine"))
+            + (
+                f", re-ranked by CSLS ({cfg.lang}, r_C {'stored' if built['penalties'] else 'per query'})"
+                if hubness is not None
+                else ", cosine"
+            )
+        )
         files = json.loads((root / "manifest.json").read_text())["files"]
         cold_files = [root / name for name in (files["vectors"], files.get("penalties")) if name]
         for path in cold_files:
@@ -411,20 +461,34 @@ def run_one(label: str, n: int, dim: int, photos: np.ndarray | None, cfg) -> dic
         queried = in_child(query_child, str(root), hubness, cfg.lang, env=dict.fromkeys(THREAD_VARS, "1"))
         truth = queried.pop("truth_ids")
         cold, warm = queried["passes"]
-        log(f"{label}: p50 {cold['p50_ms']:.2f} ms (warm {warm['p50_ms']:.2f}), recall@10 {cold['recall_at_10']:.3f} "
+        log(
+            f"{label}: p50 {cold['p50_ms']:.2f} ms (warm {warm['p50_ms']:.2f}), recall@10 {cold['recall_at_10']:.3f} "
             f"(ANN alone: p50 {queried['cosine']['p50_ms']:.2f} ms, cosine recall@10 "
-            f"{queried['cosine']['recall_at_10']:.3f}), peak RSS {queried['peak_rss_bytes'] / 2**30:.2f} GiB")
-        sweep = [sweep_point(str(root), cold_files, hubness, cfg.lang, r, s["ivfpq"]["depth"], truth)
-                 for r in (cfg.sweep_rerank_for if hubness is not None and "ivfpq" in s else [])]
-        return {"rerank_sweep": sweep, "n": n, "dim": dim, "csls": hubness is not None, **built, **queried, "cold": cold, "warm": warm,
-                "auto_kind_under_budget": choose_kind(n, "cosine", dim=dim, max_memory=cfg.max_memory_bytes),
-                "float_vectors_gb": n * dim * 4 / 2**30}
+            f"{queried['cosine']['recall_at_10']:.3f}), peak RSS {queried['peak_rss_bytes'] / 2**30:.2f} GiB"
+        )
+        sweep = [
+            sweep_point(str(root), cold_files, hubness, cfg.lang, r, s["ivfpq"]["depth"], truth)
+            for r in (cfg.sweep_rerank_for if hubness is not None and "ivfpq" in s else [])
+        ]
+        return {
+            "rerank_sweep": sweep,
+            "n": n,
+            "dim": dim,
+            "csls": hubness is not None,
+            **built,
+            **queried,
+            "cold": cold,
+            "warm": warm,
+            "auto_kind_under_budget": choose_kind(n, "cosine", dim=dim, max_memory=cfg.max_memory_bytes),
+            "float_vectors_gb": n * dim * 4 / 2**30,
+        }
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
 
-def sweep_point(root: str, cold_files: list[Path], hubness, lang: str, rerank_for: int, depth: int,
-                truth: np.ndarray) -> dict:
+def sweep_point(
+    root: str, cold_files: list[Path], hubness, lang: str, rerank_for: int, depth: int, truth: np.ndarray
+) -> dict:
     """One cold pass of the CSLS searches re-ranking the candidates of a top-``rerank_for`` search (a fresh
     process, the files dropped from the page cache again): p50/p99 and recall@10 against the same truth."""
     from polyvse.index.compressed import candidates_for
@@ -432,58 +496,102 @@ def sweep_point(root: str, cold_files: list[Path], hubness, lang: str, rerank_fo
     for path in cold_files:
         evict(path)
     got = in_child(query_child, root, hubness, lang, 1, rerank_for, True, env=dict.fromkeys(THREAD_VARS, "1"))
-    point = {"rerank_for": rerank_for, "candidates": candidates_for(rerank_for, depth), **got["passes"][0],
-             "recall_at_10": recall(got["ids"], truth), "peak_rss_bytes": got["peak_rss_bytes"]}
-    log(f"  re-ranking as for {rerank_for} ({point['candidates']} rows): p50 {point['p50_ms']:.2f} ms, p99 "
-        f"{point['p99_ms']:.2f}, recall@10 {point['recall_at_10']:.3f}")
+    point = {
+        "rerank_for": rerank_for,
+        "candidates": candidates_for(rerank_for, depth),
+        **got["passes"][0],
+        "recall_at_10": recall(got["ids"], truth),
+        "peak_rss_bytes": got["peak_rss_bytes"],
+    }
+    log(
+        f"  re-ranking as for {rerank_for} ({point['candidates']} rows): p50 {point['p50_ms']:.2f} ms, p99 "
+        f"{point['p99_ms']:.2f}, recall@10 {point['recall_at_10']:.3f}"
+    )
     return point
 
 
 def headline(runs: dict, data: str) -> dict:
     out = {"scale_data": data}
     for label, r in runs.get(data, {}).items():
-        out.update({f"scale_{label}_rss_gb": r["peak_rss_bytes"] / 2**30,
-                    f"scale_{label}_build_peak_rss_gb": r["build_peak_rss_bytes"] / 2**30,
-                    f"scale_{label}_recall_at_10": r["cold"]["recall_at_10"],
-                    f"scale_{label}_p50_ms": r["cold"]["p50_ms"], f"scale_{label}_p99_ms": r["cold"]["p99_ms"],
-                    f"scale_{label}_build_s": r["build_s"], f"scale_{label}_disk_gb": r["disk_bytes"] / 2**30})
+        out.update(
+            {
+                f"scale_{label}_rss_gb": r["peak_rss_bytes"] / 2**30,
+                f"scale_{label}_build_peak_rss_gb": r["build_peak_rss_bytes"] / 2**30,
+                f"scale_{label}_recall_at_10": r["cold"]["recall_at_10"],
+                f"scale_{label}_p50_ms": r["cold"]["p50_ms"],
+                f"scale_{label}_p99_ms": r["cold"]["p99_ms"],
+                f"scale_{label}_build_s": r["build_s"],
+                f"scale_{label}_disk_gb": r["disk_bytes"] / 2**30,
+            }
+        )
     return out
 
 
 def parse(argv: list[str] | None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--out", required=True, type=Path)
-    ap.add_argument("--sizes", default="100k,1m,10m",
-                    help="the headline data set's sizes, comma-separated: 100k, 1m, 10m (default all three)")
-    ap.add_argument("--gaussian-sizes", default="100k,1m",
-                    help="the Gaussian data set's sizes beside the photos one (default 100k,1m; where it stands in "
-                         "for the headline, --sizes)")
+    ap.add_argument(
+        "--sizes",
+        default="100k,1m,10m",
+        help="the headline data set's sizes, comma-separated: 100k, 1m, 10m (default all three)",
+    )
+    ap.add_argument(
+        "--gaussian-sizes",
+        default="100k,1m",
+        help="the Gaussian data set's sizes beside the photos one (default 100k,1m; where it stands in "
+        "for the headline, --sizes)",
+    )
     ap.add_argument("--data", default="photos,gaussian", help="photos, gaussian or both (default both)")
     ap.add_argument("--max-memory", default="8GB", help="the memory budget the index is built under")
     ap.add_argument("--queries", type=int, default=500, help="held-out queries (default 500)")
-    ap.add_argument("--noise", default="auto",
-                    help="noise scale around the photos, or auto: the calibrated one (default auto)")
+    ap.add_argument(
+        "--noise", default="auto", help="noise scale around the photos, or auto: the calibrated one (default auto)"
+    )
     ap.add_argument("--dim", type=int, default=None, help="Gaussian data's dimension (default: the photos' or 1024)")
-    ap.add_argument("--photos-index", type=Path, default=REPO / "runs" / "model" / "index",
-                    help="index whose vectors the photos data is drawn around (default runs/model/index)")
-    ap.add_argument("--checkpoint", type=Path, default=None,
-                    help="checkpoint whose CSLS banks re-rank the queries (default: the one the photos index "
-                         "records; none without a photos index: cosine alone)")
+    ap.add_argument(
+        "--photos-index",
+        type=Path,
+        default=REPO / "runs" / "model" / "index",
+        help="index whose vectors the photos data is drawn around (default runs/model/index)",
+    )
+    ap.add_argument(
+        "--checkpoint",
+        type=Path,
+        default=None,
+        help="checkpoint whose CSLS banks re-rank the queries (default: the one the photos index "
+        "records; none without a photos index: cosine alone)",
+    )
     ap.add_argument("--lang", default="en", help="the queries' language: its caption bank scores CSLS (default en)")
     ap.add_argument("--work-dir", default=None, help="where the indexes are built (default: the temp folder)")
-    ap.add_argument("--no-penalties", dest="penalties", action="store_false",
-                    help="store no CSLS penalties with the index: each query computes its candidates' r_C against "
-                         "the caption bank (an index built with `polyvse index build --no-csls-penalties`)")
-    ap.add_argument("--penalty-langs", default=None, metavar="LANGS",
-                    help="store the penalties of these query languages' banks only, e.g. en (as `polyvse index build "
-                         "--csls-penalty-langs`; default: every bank, as the build's default)")
-    ap.add_argument("--sweep-rerank-for", default="", metavar="KS",
-                    help="after the headline passes, one cold CSLS pass per value, e.g. 10,20,40: the compressed "
-                         "index re-ranks the candidates of a top-K search (csls_search's rerank_for): p50, p99 and "
-                         "recall@10 of each under the run's rerank_sweep")
+    ap.add_argument(
+        "--no-penalties",
+        dest="penalties",
+        action="store_false",
+        help="store no CSLS penalties with the index: each query computes its candidates' r_C against "
+        "the caption bank (an index built with `polyvse index build --no-csls-penalties`)",
+    )
+    ap.add_argument(
+        "--penalty-langs",
+        default=None,
+        metavar="LANGS",
+        help="store the penalties of these query languages' banks only, e.g. en (as `polyvse index build "
+        "--csls-penalty-langs`; default: every bank, as the build's default)",
+    )
+    ap.add_argument(
+        "--sweep-rerank-for",
+        default="",
+        metavar="KS",
+        help="after the headline passes, one cold CSLS pass per value, e.g. 10,20,40: the compressed "
+        "index re-ranks the candidates of a top-K search (csls_search's rerank_for): p50, p99 and "
+        "recall@10 of each under the run's rerank_sweep",
+    )
     ap.add_argument("--quick", action="store_true", help="5k vectors, 32 queries (smoke test)")
-    ap.add_argument("--note", action="append", default=[],
-                    help="a line for the record's notes: what the run stands for (machine, load, budget); repeatable")
+    ap.add_argument(
+        "--note",
+        action="append",
+        default=[],
+        help="a line for the record's notes: what the run stands for (machine, load, budget); repeatable",
+    )
     cfg = ap.parse_args(argv)
     cfg.sweep_rerank_for = [int(v) for v in cfg.sweep_rerank_for.split(",") if v.strip()]
     if cfg.quick:
@@ -491,8 +599,10 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     if cfg.penalty_langs is not None:
         cfg.penalty_langs = [c.strip() for c in cfg.penalty_langs.split(",") if c.strip()]
         if not cfg.penalties or not cfg.penalty_langs:
-            ap.error("--penalty-langs names the languages whose penalties are stored: not with --no-penalties, "
-                     "and at least one")
+            ap.error(
+                "--penalty-langs names the languages whose penalties are stored: not with --no-penalties, "
+                "and at least one"
+            )
     return cfg
 
 
@@ -504,8 +614,10 @@ def scoring_checkpoint(cfg, have_photos: bool) -> Path | None:
     if not recorded:
         raise SystemExit(f"bench_scale: {cfg.photos_index} does not record its checkpoint; pass --checkpoint")
     if not Path(recorded).is_dir():
-        raise SystemExit(f"bench_scale: {cfg.photos_index} was built with checkpoint {recorded}, which is not there "
-                         "any more; pass --checkpoint with the same model")
+        raise SystemExit(
+            f"bench_scale: {cfg.photos_index} was built with checkpoint {recorded}, which is not there "
+            "any more; pass --checkpoint with the same model"
+        )
     return Path(recorded)
 
 
@@ -513,27 +625,42 @@ def scoring_note(cfg, checkpoint: Path | None, photos_data: bool) -> str:
     """What the queries were ranked by, for the record's notes."""
     h = cfg.hubness
     if h is None:
-        why = (f"{checkpoint} ranks by its similarity alone" if checkpoint is not None
-               else "no checkpoint (no photos index, no --checkpoint)")
+        why = (
+            f"{checkpoint} ranks by its similarity alone"
+            if checkpoint is not None
+            else "no checkpoint (no photos index, no --checkpoint)"
+        )
         return f"queries ranked by cosine alone, no CSLS: {why}"
     fetch = h.fetch(K)
-    banks = (f"for the banks of the query languages {', '.join(cfg.penalty_langs)} only (--penalty-langs, as "
-             "`polyvse index build --csls-penalty-langs`)" if cfg.penalty_langs else "for every bank")
-    penalties = (f"each indexed vector's r_C stored with the index as `polyvse index build` stores it, {banks} (its "
-                 "time is each run's penalties_s, within build_s), so a query reads its candidates' rows" if cfg.penalties
-                 else "no r_C stored with the index (--no-penalties, as `polyvse index build --no-csls-penalties`): "
-                 "each query computes its candidates' against the caption bank")
-    return (f"csls: each query is searched as `polyvse search` and `polyvse serve` search a {cfg.lang} text query "
-            f"of {checkpoint} (CSLS k {h.k}; banks of {len(h.photos):,} training photos and of captions in "
-            f"{', '.join(sorted(h.captions))}): polyvse.csls.penalties.csls_search, the index's cosine top {fetch} "
-            f"re-ranked by CSLS; {penalties}; p50/p99 include the re-ranking. recall@10 is against the CSLS "
-            f"re-ranking of each query's exact cosine top {fetch} (the chunked scan), not CSLS over every vector (the "
-            f"r_C of each against the caption bank: ~10^14 flops at 10M); SearchHubness's contract is that the CSLS "
-            f"top 10 lies in that set. The ANN alone (cosine, warm, against the exact cosine top 10) is each run's "
-            "'cosine'."
-            + (f" The photos data's queries are caption-like: drawn around the {cfg.lang} caption bank (embeddings "
-               "of training captions) with the captions' own covariance at the photos' noise scale" if photos_data
-               else ""))
+    banks = (
+        f"for the banks of the query languages {', '.join(cfg.penalty_langs)} only (--penalty-langs, as "
+        "`polyvse index build --csls-penalty-langs`)"
+        if cfg.penalty_langs
+        else "for every bank"
+    )
+    penalties = (
+        f"each indexed vector's r_C stored with the index as `polyvse index build` stores it, {banks} (its "
+        "time is each run's penalties_s, within build_s), so a query reads its candidates' rows"
+        if cfg.penalties
+        else "no r_C stored with the index (--no-penalties, as `polyvse index build --no-csls-penalties`): "
+        "each query computes its candidates' against the caption bank"
+    )
+    return (
+        f"csls: each query is searched as `polyvse search` and `polyvse serve` search a {cfg.lang} text query "
+        f"of {checkpoint} (CSLS k {h.k}; banks of {len(h.photos):,} training photos and of captions in "
+        f"{', '.join(sorted(h.captions))}): polyvse.csls.penalties.csls_search, the index's cosine top {fetch} "
+        f"re-ranked by CSLS; {penalties}; p50/p99 include the re-ranking. recall@10 is against the CSLS "
+        f"re-ranking of each query's exact cosine top {fetch} (the chunked scan), not CSLS over every vector (the "
+        f"r_C of each against the caption bank: ~10^14 flops at 10M); SearchHubness's contract is that the CSLS "
+        f"top 10 lies in that set. The ANN alone (cosine, warm, against the exact cosine top 10) is each run's "
+        "'cosine'."
+        + (
+            f" The photos data's queries are caption-like: drawn around the {cfg.lang} caption bank (embeddings "
+            "of training captions) with the captions' own covariance at the photos' noise scale"
+            if photos_data
+            else ""
+        )
+    )
 
 
 def main(argv: list[str] | None = None) -> dict:
@@ -545,21 +672,40 @@ def main(argv: list[str] | None = None) -> dict:
     cfg = parse(argv)
     cfg.max_memory_bytes = parse_memory(cfg.max_memory)
     photos = photo_vectors(cfg.photos_index)
-    report: dict = {"quick": cfg.quick, "max_memory": cfg.max_memory, "queries": cfg.queries, "noise": cfg.noise,
-                    "photos_index": str(cfg.photos_index) if photos is not None else None, "runs": {}, "notes": []}
+    report: dict = {
+        "quick": cfg.quick,
+        "max_memory": cfg.max_memory,
+        "queries": cfg.queries,
+        "noise": cfg.noise,
+        "photos_index": str(cfg.photos_index) if photos is not None else None,
+        "runs": {},
+        "notes": [],
+    }
     report["notes"] += cfg.note
     data_sets = [d for d in cfg.data.split(",") if d]
     if "photos" in data_sets and photos is None:
-        report["notes"].append(f"no photos data: {cfg.photos_index} holds no index (make model builds it); "
-                               "the Gaussian data set stands in for the headline")
+        report["notes"].append(
+            f"no photos data: {cfg.photos_index} holds no index (make model builds it); "
+            "the Gaussian data set stands in for the headline"
+        )
         data_sets.remove("photos")
     checkpoint = scoring_checkpoint(cfg, photos is not None)
     cfg.hubness = checkpoint_hubness(checkpoint) if checkpoint is not None else None
-    report["scoring"] = {"csls": cfg.hubness is not None, "checkpoint": str(checkpoint) if checkpoint else None,
-                         "lang": cfg.lang, **({"k": cfg.hubness.k, "fetch": cfg.hubness.fetch(K),
-                                               "penalties": "stored" if cfg.penalties else "per query",
-                                               "penalty_langs": cfg.penalty_langs}
-                                              if cfg.hubness else {})}
+    report["scoring"] = {
+        "csls": cfg.hubness is not None,
+        "checkpoint": str(checkpoint) if checkpoint else None,
+        "lang": cfg.lang,
+        **(
+            {
+                "k": cfg.hubness.k,
+                "fetch": cfg.hubness.fetch(K),
+                "penalties": "stored" if cfg.penalties else "per query",
+                "penalty_langs": cfg.penalty_langs,
+            }
+            if cfg.hubness
+            else {}
+        ),
+    }
     report["notes"].append(scoring_note(cfg, checkpoint, "photos" in data_sets))
     if photos is not None:
         report["photos"] = {"n": len(photos), "dim": photos.shape[1]}
@@ -572,12 +718,17 @@ def main(argv: list[str] | None = None) -> dict:
             report["notes"].append(f"{data} data: {dim}-d, the banks {cfg.hubness.photos.shape[1]}-d: cosine alone")
         sizes = cfg.gaussian_sizes if data == "gaussian" and "photos" in data_sets else cfg.sizes
         for label in [s for s in sizes.split(",") if s]:
-            report["runs"].setdefault(data, {})[label] = run_one(f"{data} {label}", SIZES[label], dim,
-                                                                 photos if data == "photos" else None, cfg)
+            report["runs"].setdefault(data, {})[label] = run_one(
+                f"{data} {label}", SIZES[label], dim, photos if data == "photos" else None, cfg
+            )
             write_report(report, cfg, photos is not None, partial=True)  # a run stopped later keeps these
     write_report(report, cfg, photos is not None, partial=False)
-    log("headline: " + ", ".join(f"{k}={v:.3g}" if isinstance(v, float) else f"{k}={v}"
-                                 for k, v in report.items() if k.startswith("scale_")))
+    log(
+        "headline: "
+        + ", ".join(
+            f"{k}={v:.3g}" if isinstance(v, float) else f"{k}={v}" for k, v in report.items() if k.startswith("scale_")
+        )
+    )
     return report
 
 
@@ -589,8 +740,9 @@ def write_report(report: dict, cfg, photos_data: bool, partial: bool) -> None:
     report.update(headline(report["runs"], "photos" if "photos" in report["runs"] else "gaussian"))
     report.update(partial=partial, load_average_at_end=list(os.getloadavg()), python=platform.python_version())
     # the photos data set is drawn around the photo vectors of an index: that index's model
-    report["provenance"] = provenance(model=index_model(cfg.photos_index) if photos_data else no_model(
-        "random Gaussian vectors"))
+    report["provenance"] = provenance(
+        model=index_model(cfg.photos_index) if photos_data else no_model("random Gaussian vectors")
+    )
     cfg.out.parent.mkdir(parents=True, exist_ok=True)
     write_json_atomic(cfg.out, report)
 

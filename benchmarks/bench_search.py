@@ -35,6 +35,7 @@ What is measured, per dimension (all latencies wall-clock, single queries and ba
 The headline ``ann_p50_ms`` / ``ann_recall_at_10`` is the cheapest (lowest single-query p50) setting of
 an index over the FULL set with recall@10 >= 0.95 at the largest dimension, i.e. IVF. Not a test.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -100,8 +101,9 @@ class ClusteredSphere:
         self.gen = torch.Generator().manual_seed(seed)
         self.centres = torch.nn.functional.normalize(torch.randn(n_clusters, dim, generator=self.gen), dim=1)
 
-    def sample(self, m: int, clusters: torch.Tensor | None = None,
-               gen: torch.Generator | None = None) -> tuple[np.ndarray, np.ndarray]:
+    def sample(
+        self, m: int, clusters: torch.Tensor | None = None, gen: torch.Generator | None = None
+    ) -> tuple[np.ndarray, np.ndarray]:
         """m points (float32, unit rows) and their cluster ids; ``clusters`` restricts the centres drawn."""
         gen = gen or self.gen
         n_c = len(clusters) if clusters is not None else len(self.centres)
@@ -127,10 +129,10 @@ def numpy_search(X: np.ndarray, Q: np.ndarray, k: int = K) -> np.ndarray:
     S = Q @ X.T  # (b, N) GEMM
     out = np.empty((len(Q), k), dtype=np.int64)
     for i in range(0, len(Q), 32):  # argpartition a few rows at a time: its index array is 8 bytes per score
-        blk = S[i:i + 32]
+        blk = S[i : i + 32]
         part = np.argpartition(blk, -k, axis=1)[:, -k:]
         order = np.argsort(-np.take_along_axis(blk, part, axis=1), axis=1)
-        out[i:i + 32] = np.take_along_axis(part, order, axis=1)
+        out[i : i + 32] = np.take_along_axis(part, order, axis=1)
     return out
 
 
@@ -208,7 +210,9 @@ def bench_dim(dim: int, cfg: argparse.Namespace) -> dict:
     nbytes = n * dim * 4
     res["matrix_bytes"] = nbytes
     res["flat_memory_bytes"] = nbytes
-    log(f"dim {dim}: generated in {res['generate_s']:.1f}s ({nbytes / 2**30:.2f} GiB, RSS +{(rss_bytes() - rss0) / 2**30:.2f} GiB)")
+    log(
+        f"dim {dim}: generated in {res['generate_s']:.1f}s ({nbytes / 2**30:.2f} GiB, RSS +{(rss_bytes() - rss0) / 2**30:.2f} GiB)"
+    )
 
     # 1) read bandwidth (the bound) + single-query exact scans, interleaved round-robin
     kernels = read_kernels(X, Xt)
@@ -242,16 +246,23 @@ def bench_dim(dim: int, cfg: argparse.Namespace) -> dict:
             bw_times[k].append(timed(fn)[0])
     bw = {k: nbytes / min(v) / 1e9 for k, v in bw_times.items()}
     best_bw_kernel = max(bw, key=bw.get)
-    res["read_bandwidth_gbs"] = {"best": bw[best_bw_kernel], "best_kernel": best_bw_kernel, "per_kernel": bw,
-                                 "median_best_kernel": nbytes / float(np.median(bw_times[best_bw_kernel])) / 1e9,
-                                 "samples": len(bw_times[best_bw_kernel]),
-                                 "what": "peak streaming read: best pass of the kernels in per_kernel over the "
-                                         "matrix the scans read (the bound of exact_scan_bandwidth_fraction)"}
+    res["read_bandwidth_gbs"] = {
+        "best": bw[best_bw_kernel],
+        "best_kernel": best_bw_kernel,
+        "per_kernel": bw,
+        "median_best_kernel": nbytes / float(np.median(bw_times[best_bw_kernel])) / 1e9,
+        "samples": len(bw_times[best_bw_kernel]),
+        "what": "peak streaming read: best pass of the kernels in per_kernel over the "
+        "matrix the scans read (the bound of exact_scan_bandwidth_fraction)",
+    }
     single = {}
     for k, v in one_times.items():
-        single[k] = {**stats_ms(v), "scan_gbs_best": nbytes / min(v) / 1e9,
-                     "scan_gbs_median": nbytes / float(np.median(v)) / 1e9,
-                     "same_top10_as_numpy": agree[k] / max(1, len(v))}
+        single[k] = {
+            **stats_ms(v),
+            "scan_gbs_best": nbytes / min(v) / 1e9,
+            "scan_gbs_median": nbytes / float(np.median(v)) / 1e9,
+            "same_top10_as_numpy": agree[k] / max(1, len(v)),
+        }
     res["exact_single"] = single
     best_lib = max(single, key=lambda k: single[k]["scan_gbs_best"])
     res["exact_best_single_library"] = best_lib
@@ -261,18 +272,25 @@ def bench_dim(dim: int, cfg: argparse.Namespace) -> dict:
     res["exact_scan_bandwidth_fraction_raw"] = frac["raw"]
     res["exact_scan_exceeds_bound"] = frac["exceeds_bound"]
     res["exact_scan_bandwidth_fraction_median"] = frac_median["fraction"]
-    log(f"dim {dim}: read bandwidth bound {bw[best_bw_kernel]:.1f} GB/s ({best_bw_kernel}); single-query exact p50 "
+    log(
+        f"dim {dim}: read bandwidth bound {bw[best_bw_kernel]:.1f} GB/s ({best_bw_kernel}); single-query exact p50 "
         + ", ".join(f"{k} {v['p50_ms']:.0f} ms ({v['scan_gbs_best']:.1f} GB/s best)" for k, v in single.items())
-        + f"; fraction {frac['fraction']:.2f} (raw {frac['raw']:.3f})")
+        + f"; fraction {frac['fraction']:.2f} (raw {frac['raw']:.3f})"
+    )
     if frac["exceeds_bound"]:
-        log(f"WARNING dim {dim}: the {best_lib} scan beat the read bound by {frac['raw'] - 1:.1%}: timing noise "
-            "(a scan is a bound kernel plus a top-10); the fraction is clipped to 1, the raw ratio kept")
+        log(
+            f"WARNING dim {dim}: the {best_lib} scan beat the read bound by {frac['raw'] - 1:.1%}: timing noise "
+            "(a scan is a bound kernel plus a top-10); the fraction is clipped to 1, the raw ratio kept"
+        )
 
     # 2) batched exact scans; torch's batch-256 runs over all queries double as the ground truth
     batched: dict = {}
     truth = np.empty((nq, K), dtype=np.int64)
-    libs = {"numpy": lambda B: numpy_search(X, B), "torch": lambda B: torch_search(Xt, B),
-            "faiss_flat": lambda B: faiss_search(flat, B)}
+    libs = {
+        "numpy": lambda B: numpy_search(X, B),
+        "torch": lambda B: torch_search(Xt, B),
+        "faiss_flat": lambda B: faiss_search(flat, B),
+    }
     big = max(cfg.batch_sizes)
     # FAISS scans the database in blocks of distance_compute_blas_database_bs rows (default 1024) per BLAS
     # call; on this machine that made a batch of 256 ~5x slower than one large block (side test, see README)
@@ -282,7 +300,7 @@ def bench_dim(dim: int, cfg: argparse.Namespace) -> dict:
         batched[str(bs)] = {}
         reps = {k: [] for k in libs}
         for i, s in enumerate(range(0, nq - bs + 1, bs)):
-            B = np.ascontiguousarray(Q[s:s + bs])
+            B = np.ascontiguousarray(Q[s : s + bs])
             for k, fn in libs.items():
                 # torch's runs at the largest batch cover every query: they are the exact ground truth
                 if i >= (cfg.batch_reps if bs != big else (nq if k == "torch" else cfg.big_batch_reps)):
@@ -292,13 +310,16 @@ def bench_dim(dim: int, cfg: argparse.Namespace) -> dict:
                 dt, ids = timed(lambda: fn(B))
                 reps[k].append(dt)
                 if k == "torch" and bs == big:
-                    truth[s:s + bs] = ids
+                    truth[s : s + bs] = ids
         for k, v in reps.items():
             st = stats_ms(v)
             st["per_query_ms"] = st["p50_ms"] / bs
             st["queries_per_s"] = bs / (st["p50_ms"] / 1e3)
             batched[str(bs)][k] = st
-        log(f"dim {dim}: exact batch {bs}: " + ", ".join(f"{k} p50 {v['p50_ms']:.0f} ms" for k, v in batched[str(bs)].items()))
+        log(
+            f"dim {dim}: exact batch {bs}: "
+            + ", ".join(f"{k} p50 {v['p50_ms']:.0f} ms" for k, v in batched[str(bs)].items())
+        )
     faiss.cvar.distance_compute_blas_database_bs = faiss_bs_default
     batched["faiss_blas_database_bs"] = cfg.faiss_database_bs
     covered = (nq // big) * big
@@ -322,7 +343,7 @@ def batch_latency(search, Q: np.ndarray, sizes: list[int], reps: int) -> dict:
     for bs in sizes:
         times = []
         for i in range(min(reps, max(1, len(Q) // bs))):
-            B = np.ascontiguousarray(Q[i * bs:(i + 1) * bs])
+            B = np.ascontiguousarray(Q[i * bs : (i + 1) * bs])
             times.append(timed(lambda: search(B))[0])
         st = stats_ms(times)
         st["per_query_ms"] = st["p50_ms"] / bs
@@ -341,12 +362,19 @@ def sweep(index, set_param, values, Q, truth, cfg, single_n: int) -> list[dict]:
         for i in range(min(single_n, len(Q))):
             if i >= 30 and time.perf_counter() > t_cap:
                 break
-            q = Q[i:i + 1]
+            q = Q[i : i + 1]
             times.append(timed(lambda: index.search(q, K))[0])
-        row = {"param": v, "recall_at_10": rec, "single": stats_ms(times),
-               "all_queries_batch_s": t_all, "all_queries_per_s": len(Q) / t_all}
+        row = {
+            "param": v,
+            "recall_at_10": rec,
+            "single": stats_ms(times),
+            "all_queries_batch_s": t_all,
+            "all_queries_per_s": len(Q) / t_all,
+        }
         rows.append(row)
-        log(f"   {v}: recall@10 {rec:.3f}, single p50 {row['single']['p50_ms']:.2f} ms p99 {row['single']['p99_ms']:.2f} ms")
+        log(
+            f"   {v}: recall@10 {rec:.3f}, single p50 {row['single']['p50_ms']:.2f} ms p99 {row['single']['p99_ms']:.2f} ms"
+        )
         if rec >= cfg.sweep_stop_recall:
             break
     return rows
@@ -380,37 +408,59 @@ def bench_ivf(X: np.ndarray, Q: np.ndarray, truth: np.ndarray, dim: int, cfg) ->
     t_add_sq, _ = timed(lambda: sq.add_core(n, faiss.swig_ptr(X), None, faiss.swig_ptr(assign)))
     sizes = np.bincount(assign, minlength=nlist)
     del assign
-    log(f"dim {dim}: IVF trained in {t_train:.1f}s, assigned in {t_assign:.1f}s, flat lists filled in {t_add:.1f}s, "
-        f"SQ8 in {t_add_sq:.1f}s")
-    common = {"nlist": nlist, "train_points": n_train, "kmeans_iters": cfg.kmeans_iters, "train_s": t_train,
-              "assign_s": t_assign, "list_size_max": int(sizes.max()), "list_size_mean": float(sizes.mean()),
-              "recall_target": RECALL_TARGET}
+    log(
+        f"dim {dim}: IVF trained in {t_train:.1f}s, assigned in {t_assign:.1f}s, flat lists filled in {t_add:.1f}s, "
+        f"SQ8 in {t_add_sq:.1f}s"
+    )
+    common = {
+        "nlist": nlist,
+        "train_points": n_train,
+        "kmeans_iters": cfg.kmeans_iters,
+        "train_s": t_train,
+        "assign_s": t_assign,
+        "list_size_max": int(sizes.max()),
+        "list_size_mean": float(sizes.mean()),
+        "recall_target": RECALL_TARGET,
+    }
     out = {}
-    for name, index, add_s, extra_train, code_bytes in (("ivf_flat", flat, t_add, 0.0, dim * 4),
-                                                        ("ivf_sq8", sq, t_add_sq, t_train_sq, dim)):
+    for name, index, add_s, extra_train, code_bytes in (
+        ("ivf_flat", flat, t_add, 0.0, dim * 4),
+        ("ivf_sq8", sq, t_add_sq, t_train_sq, dim),
+    ):
         log(f"dim {dim}: {name} nprobe sweep")
-        rows = sweep(index, lambda v, index=index: setattr(index, "nprobe", v), cfg.nprobes, Q, truth, cfg,
-                     cfg.single_queries)
+        rows = sweep(
+            index, lambda v, index=index: setattr(index, "nprobe", v), cfg.nprobes, Q, truth, cfg, cfg.single_queries
+        )
         best = cheapest(rows)
-        r = {**common, "kind": name, "add_s": add_s, "build_s": t_train + extra_train + t_assign + add_s,
-             "memory_bytes": n * code_bytes + n * 8 + nlist * dim * 4, "sweep": rows, "cheapest_at_target": best}
+        r = {
+            **common,
+            "kind": name,
+            "add_s": add_s,
+            "build_s": t_train + extra_train + t_assign + add_s,
+            "memory_bytes": n * code_bytes + n * 8 + nlist * dim * 4,
+            "sweep": rows,
+            "cheapest_at_target": best,
+        }
         if best is not None:
             index.nprobe = best["param"]
-            r["batched_at_cheapest"] = batch_latency(lambda B, index=index: index.search(B, K), Q, cfg.batch_sizes,
-                                                     cfg.ann_batch_reps)
+            r["batched_at_cheapest"] = batch_latency(
+                lambda B, index=index: index.search(B, K), Q, cfg.batch_sizes, cfg.ann_batch_reps
+            )
             # one query's probes are scanned by one thread (parallel_mode 0); mode 1 splits them over the
             # threads. Interleaved query by query, so both see the same load.
             t0, t1 = [], []
             for i in range(min(cfg.single_queries, len(Q))):
-                q = Q[i:i + 1]
+                q = Q[i : i + 1]
                 index.parallel_mode = 0
                 t0.append(timed(lambda: index.search(q, K))[0])
                 index.parallel_mode = 1
                 t1.append(timed(lambda: index.search(q, K))[0])
             index.parallel_mode = 0
             r["single_parallel_mode_0_vs_1_at_cheapest"] = {
-                "mode_0": stats_ms(t0), "mode_1": stats_ms(t1),
-                "p50_ratio_mode1_over_mode0": float(np.median(t1) / np.median(t0))}
+                "mode_0": stats_ms(t0),
+                "mode_1": stats_ms(t1),
+                "p50_ratio_mode1_over_mode0": float(np.median(t1) / np.median(t0)),
+            }
         out[name] = r
     del flat, sq, quant
     return out
@@ -428,21 +478,33 @@ def bench_hnsw(X: np.ndarray, labels: np.ndarray, data: ClusteredSphere, dim: in
     truth = torch_search(torch.from_numpy(Xs), Qs)
     h = faiss.IndexHNSWFlat(dim, cfg.hnsw_m, faiss.METRIC_INNER_PRODUCT)
     h.hnsw.efConstruction = cfg.hnsw_ef_construction
-    log(f"dim {dim}: HNSW M={cfg.hnsw_m} efConstruction={cfg.hnsw_ef_construction} on {n} points "
-        f"(clusters 0..{n_c - 1} of {cfg.clusters})")
+    log(
+        f"dim {dim}: HNSW M={cfg.hnsw_m} efConstruction={cfg.hnsw_ef_construction} on {n} points "
+        f"(clusters 0..{n_c - 1} of {cfg.clusters})"
+    )
     t_build, _ = timed(lambda: h.add(Xs))
     graph_bytes = int(h.hnsw.neighbors.size()) * 4 + int(h.hnsw.offsets.size()) * 8 + int(h.hnsw.levels.size()) * 4
     est = t_build * (n_full / n) * (math.log(n_full) / math.log(max(n, 2)))
     log(f"dim {dim}: HNSW built in {t_build:.1f}s (~{est / 60:.0f} min extrapolated to {n_full}); efSearch sweep")
     rows = sweep(h, lambda v: setattr(h.hnsw, "efSearch", v), cfg.ef_searches, Qs, truth, cfg, cfg.single_queries)
     best = cheapest(rows)
-    out = {"M": cfg.hnsw_m, "efConstruction": cfg.hnsw_ef_construction, "points": n,
-           "slice": f"all points of clusters 0..{n_c - 1} ({cfg.hnsw_cluster_fraction:.0%} of the clusters)",
-           "queries": len(Qs), "build_s": t_build, "build_s_per_1k": t_build / n * 1e3,
-           "build_s_extrapolated_full": est, "full_n": n_full,
-           "memory_bytes": n * dim * 4 + graph_bytes, "graph_bytes": graph_bytes,
-           "memory_bytes_extrapolated_full": int((n * dim * 4 + graph_bytes) * n_full / n),
-           "sweep": rows, "cheapest_at_target": best, "recall_target": RECALL_TARGET}
+    out = {
+        "M": cfg.hnsw_m,
+        "efConstruction": cfg.hnsw_ef_construction,
+        "points": n,
+        "slice": f"all points of clusters 0..{n_c - 1} ({cfg.hnsw_cluster_fraction:.0%} of the clusters)",
+        "queries": len(Qs),
+        "build_s": t_build,
+        "build_s_per_1k": t_build / n * 1e3,
+        "build_s_extrapolated_full": est,
+        "full_n": n_full,
+        "memory_bytes": n * dim * 4 + graph_bytes,
+        "graph_bytes": graph_bytes,
+        "memory_bytes_extrapolated_full": int((n * dim * 4 + graph_bytes) * n_full / n),
+        "sweep": rows,
+        "cheapest_at_target": best,
+        "recall_target": RECALL_TARGET,
+    }
     if best is not None:
         h.hnsw.efSearch = best["param"]
         out["batched_at_cheapest"] = batch_latency(lambda B: h.search(B, K), Qs, cfg.batch_sizes, cfg.ann_batch_reps)
@@ -513,21 +575,30 @@ def main(argv: list[str] | None = None) -> dict:
         "ann_p50_ms": best["single"]["p50_ms"] if best else None,
         "ann_p99_ms": best["single"]["p99_ms"] if best else None,
         "ann_recall_at_10": best["recall_at_10"] if best else None,
-        "ann_setting": (f"{'IVF-Flat' if kind == 'ivf_flat' else 'IVF-SQ8'} nlist={cfg.nlist} nprobe={best['param']} "
-                        f"at dim {top['dim']}, single query" if best
-                        else f"no IVF setting reached recall@10 >= {RECALL_TARGET} (nprobe up to {max(cfg.nprobes)})"),
+        "ann_setting": (
+            f"{'IVF-Flat' if kind == 'ivf_flat' else 'IVF-SQ8'} nlist={cfg.nlist} nprobe={best['param']} "
+            f"at dim {top['dim']}, single query"
+            if best
+            else f"no IVF setting reached recall@10 >= {RECALL_TARGET} (nprobe up to {max(cfg.nprobes)})"
+        ),
         "read_bandwidth_gbs": top["read_bandwidth_gbs"]["best"],
         "headline_dim": top["dim"],
         "targets": {"exact_scan_bandwidth_fraction": ">= 0.8", "ann_p50_ms": "< 10 at recall@10 >= 0.95"},
-        "data": (f"clustered mixture on the unit sphere: {cfg.clusters} random unit centres, point = centre + "
-                 f"isotropic Gaussian noise of norm ~{cfg.noise}, normalised; {cfg.n} base points, "
-                 f"{cfg.queries} held-out queries from the same distribution; seed {cfg.seed}"),
+        "data": (
+            f"clustered mixture on the unit sphere: {cfg.clusters} random unit centres, point = centre + "
+            f"isotropic Gaussian noise of norm ~{cfg.noise}, normalised; {cfg.n} base points, "
+            f"{cfg.queries} held-out queries from the same distribution; seed {cfg.seed}"
+        ),
         "quick": bool(cfg.quick),
         "per_dim": per_dim,
         "wall_s": time.perf_counter() - t_start,
         "threads": {"torch": torch.get_num_threads(), "faiss_omp": faiss.omp_get_max_threads()},
-        "versions": {"python": platform.python_version(), "numpy": np.__version__, "torch": torch.__version__,
-                     "faiss": faiss.__version__},
+        "versions": {
+            "python": platform.python_version(),
+            "numpy": np.__version__,
+            "torch": torch.__version__,
+            "faiss": faiss.__version__,
+        },
     }
     args_out = cfg.out
     from polyvse.provenance import no_model, provenance
@@ -535,8 +606,10 @@ def main(argv: list[str] | None = None) -> dict:
 
     report["provenance"] = provenance(model=no_model("synthetic vectors (a clustered mixture on the unit sphere)"))
     write_json_atomic(args_out, report)
-    log(f"exact_scan_bandwidth_fraction {report['exact_scan_bandwidth_fraction']:.2f}; ann {report['ann_setting']}: "
-        f"p50 {report['ann_p50_ms']} ms, recall@10 {report['ann_recall_at_10']}; wall {report['wall_s']:.0f}s; wrote {args_out}")
+    log(
+        f"exact_scan_bandwidth_fraction {report['exact_scan_bandwidth_fraction']:.2f}; ann {report['ann_setting']}: "
+        f"p50 {report['ann_p50_ms']} ms, recall@10 {report['ann_recall_at_10']}; wall {report['wall_s']:.0f}s; wrote {args_out}"
+    )
     return report
 
 

@@ -18,6 +18,7 @@ the server's resident memory is sampled every --rss-every seconds (start, middle
     python benchmarks/bench_serve_load.py --index runs/model/index --duration 600 --clients 8 \
         --add-images photos-to-add/ --out benchmarks/results/soak_product.json
 """
+
 from __future__ import annotations
 
 import argparse
@@ -36,10 +37,20 @@ from urllib.parse import urlsplit
 from polyvse_tooling.harness import LOOPBACK, ServerError, free_port, start_serve, stop_serve, wait_until_up
 
 QUERIES = {
-    "en": ["a dog runs through the snow", "two children are playing on the beach", "a man rides a bicycle",
-           "a girl in a pink dress is jumping", "people walking down a city street"],
-    "de": ["zwei Hunde spielen im Schnee", "ein Mann fährt Fahrrad", "Kinder spielen am Strand",
-           "ein Mädchen in einem rosa Kleid", "ein Hund läuft durch das Gras"],
+    "en": [
+        "a dog runs through the snow",
+        "two children are playing on the beach",
+        "a man rides a bicycle",
+        "a girl in a pink dress is jumping",
+        "people walking down a city street",
+    ],
+    "de": [
+        "zwei Hunde spielen im Schnee",
+        "ein Mann fährt Fahrrad",
+        "Kinder spielen am Strand",
+        "ein Mädchen in einem rosa Kleid",
+        "ein Hund läuft durch das Gras",
+    ],
     "fr": ["deux chiens jouent dans la neige", "un homme fait du vélo", "des enfants jouent sur la plage"],
     "cs": ["dva psi si hrají na sněhu", "muž jede na kole", "děti si hrají na pláži"],
     "zh": ["两只狗在雪地里玩", "一个男人骑自行车", "孩子们在海滩上玩"],
@@ -66,9 +77,14 @@ def percentile(sorted_values: list[float], q: float) -> float:
 def summary(latencies_s: list[float]) -> dict:
     xs = sorted(latencies_s)
     ms = lambda v: round(v * 1000, 2)  # noqa: E731
-    return {"n": len(xs), "p50_ms": ms(percentile(xs, 0.50)), "p90_ms": ms(percentile(xs, 0.90)),
-            "p99_ms": ms(percentile(xs, 0.99)), "max_ms": ms(xs[-1]) if xs else None,
-            "mean_ms": ms(sum(xs) / len(xs)) if xs else None}
+    return {
+        "n": len(xs),
+        "p50_ms": ms(percentile(xs, 0.50)),
+        "p90_ms": ms(percentile(xs, 0.90)),
+        "p99_ms": ms(percentile(xs, 0.99)),
+        "max_ms": ms(xs[-1]) if xs else None,
+        "mean_ms": ms(sum(xs) / len(xs)) if xs else None,
+    }
 
 
 def check_loopback(url: str) -> None:
@@ -94,8 +110,9 @@ def rss_bytes(pid: int) -> int | None:
     return None
 
 
-async def sample_rss(pid: int, every_s: float, finished: asyncio.Event, samples: list[tuple[float, int]],
-                     t0: float, deadline: float) -> None:
+async def sample_rss(
+    pid: int, every_s: float, finished: asyncio.Event, samples: list[tuple[float, int]], t0: float, deadline: float
+) -> None:
     while time.perf_counter() < deadline or not finished.is_set():
         rss = rss_bytes(pid)
         if rss is not None:
@@ -109,8 +126,13 @@ def rss_summary(samples: list[tuple[float, int]], duration: float) -> dict:
         return {"samples": []}
     mid = min(samples, key=lambda s: abs(s[0] - duration / 2))
     gib = lambda b: round(b / 2**30, 3)  # noqa: E731
-    return {"start_gib": gib(samples[0][1]), "middle_gib": gib(mid[1]), "end_gib": gib(samples[-1][1]),
-            "peak_gib": gib(max(b for _, b in samples)), "samples": [[t, gib(b)] for t, b in samples]}
+    return {
+        "start_gib": gib(samples[0][1]),
+        "middle_gib": gib(mid[1]),
+        "end_gib": gib(samples[-1][1]),
+        "peak_gib": gib(max(b for _, b in samples)),
+        "samples": [[t, gib(b)] for t, b in samples],
+    }
 
 
 async def add_midway(args, client, url: str, t0: float, before: int, finished: asyncio.Event) -> dict:
@@ -125,11 +147,20 @@ async def add_midway(args, client, url: str, t0: float, before: int, finished: a
 
 async def _add_and_wait(args, client, url: str, t0: float, before: int) -> dict:
     await asyncio.sleep(args.duration / 2)
-    cmd = [sys.executable, "-m", "polyvse_app", "index", "add", "--index", str(args.index), "--images",
-           str(args.add_images), "--quiet"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "polyvse_app",
+        "index",
+        "add",
+        "--index",
+        str(args.index),
+        "--images",
+        str(args.add_images),
+        "--quiet",
+    ]
     started = time.perf_counter()
-    proc = await asyncio.create_subprocess_exec(*cmd, stdout=asyncio.subprocess.PIPE,
-                                                stderr=asyncio.subprocess.STDOUT)
+    proc = await asyncio.create_subprocess_exec(*cmd, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT)
     out, _ = await proc.communicate()
     done = time.perf_counter()
     seen_at, photos = None, before
@@ -139,10 +170,16 @@ async def _add_and_wait(args, client, url: str, t0: float, before: int) -> dict:
             seen_at = round(time.perf_counter() - t0, 1)
             break
         await asyncio.sleep(1.0)
-    return {"command": " ".join(["polyvse", *cmd[3:]]), "exit_code": proc.returncode,
-            "started_s": round(started - t0, 1), "seconds": round(done - started, 1),
-            "photos_before": before, "photos_after": photos, "new_photos_served_at_s": seen_at,
-            "output_tail": out.decode(errors="replace")[-800:] if proc.returncode else ""}
+    return {
+        "command": " ".join(["polyvse", *cmd[3:]]),
+        "exit_code": proc.returncode,
+        "started_s": round(started - t0, 1),
+        "seconds": round(done - started, 1),
+        "photos_before": before,
+        "photos_after": photos,
+        "new_photos_served_at_s": seen_at,
+        "output_tail": out.decode(errors="replace")[-800:] if proc.returncode else "",
+    }
 
 
 #: how long after `index add` exits the server may take to serve the new generation (its reload check runs every
@@ -205,8 +242,9 @@ async def run_load(args) -> dict:
         proc, url = start_server(args)
     # Idle pooled connections expire on the client before the server's keep-alive timeout (polyvse serve: 15 s),
     # so a request never goes out on a connection the server is closing at that moment (a ReadError race).
-    limits = httpx.Limits(max_connections=args.clients + 5, max_keepalive_connections=args.clients + 5,
-                          keepalive_expiry=2.0)
+    limits = httpx.Limits(
+        max_connections=args.clients + 5, max_keepalive_connections=args.clients + 5, keepalive_expiry=2.0
+    )
     try:
         async with httpx.AsyncClient(timeout=args.timeout, limits=limits) as client:
             t_ready = time.time()
@@ -230,8 +268,9 @@ async def run_load(args) -> dict:
                     q, lang = rng.choice(setup["text"])
                     return await client.post(url + "/api/search/text", json={"query": q, "lang": lang, "k": 12})
                 if kind == "text_auto":
-                    return await client.post(url + "/api/search/text",
-                                             json={"query": rng.choice(setup["auto"]), "lang": "auto", "k": 12})
+                    return await client.post(
+                        url + "/api/search/text", json={"query": rng.choice(setup["auto"]), "lang": "auto", "k": 12}
+                    )
                 if kind == "thumbnail":
                     return await client.get(f"{url}/api/photos/{rng.randrange(setup['n_photos'])}/thumbnail")
                 if kind == "similar":
@@ -241,8 +280,9 @@ async def run_load(args) -> dict:
                 if kind == "health":
                     return await client.get(url + "/api/health")
                 name, data = setup["photo"]
-                return await client.post(url + "/api/search/image", files={"file": (name, data, "image/jpeg")},
-                                         data={"k": "12"})
+                return await client.post(
+                    url + "/api/search/image", files={"file": (name, data, "image/jpeg")}, data={"k": "12"}
+                )
 
             side, add_finished = [], asyncio.Event()
             if args.add_images:
@@ -250,12 +290,12 @@ async def run_load(args) -> dict:
             else:
                 add_finished.set()
             if proc is not None:
-                side.insert(0, sample_rss(proc.pid, args.rss_every, add_finished, rss_samples, t_start,
-                                          deadline))
+                side.insert(0, sample_rss(proc.pid, args.rss_every, add_finished, rss_samples, t_start, deadline))
 
             def going() -> bool:
-                return (time.perf_counter() < deadline or not add_finished.is_set()) and \
-                    state["sent"] < args.max_requests
+                return (time.perf_counter() < deadline or not add_finished.is_set()) and state[
+                    "sent"
+                ] < args.max_requests
 
             async def worker(i: int):
                 rng = random.Random(args.seed * 1000 + i)
@@ -288,20 +328,33 @@ async def run_load(args) -> dict:
     return {
         "benchmark": "bench_serve_load",
         "url": url if args.url else "127.0.0.1 (started by the benchmark)",
-        "clients": args.clients, "duration_s": args.duration, "max_requests": args.max_requests,
-        "wall_s": round(wall, 2), "server_ready_s": round(ready_s, 2),
-        "requests": len(records), "errors": len(errors),
+        "clients": args.clients,
+        "duration_s": args.duration,
+        "max_requests": args.max_requests,
+        "wall_s": round(wall, 2),
+        "server_ready_s": round(ready_s, 2),
+        "requests": len(records),
+        "errors": len(errors),
         "error_samples": [{"kind": k, "status": s, "error": e} for k, _, s, e in errors[:10]],
         "requests_per_s": round(len(records) / wall, 1) if wall else None,
-        "latency": summary(ok_lat), "per_kind": per_kind, "mix": mix,
-        "index": {"photos": setup["n_photos"], "kind": setup["info"]["index"]["kind"],
-                  "languages": setup["info"]["languages"]},
+        "latency": summary(ok_lat),
+        "per_kind": per_kind,
+        "mix": mix,
+        "index": {
+            "photos": setup["n_photos"],
+            "kind": setup["info"]["index"]["kind"],
+            "languages": setup["info"]["languages"],
+        },
         "queries": {"text": len(setup["text"]), "auto": len(setup["auto"])},
         "server_rss": rss_summary(rss_samples, duration) if proc is not None else None,
         "index_add": index_add,
-        "machine": {"python": platform.python_version(), "cpus": os.cpu_count(), "platform": platform.platform(),
-                    "load_average_1min_before": round(load_before[0], 2),
-                    "load_average_1min_after": round(load_after[0], 2)},
+        "machine": {
+            "python": platform.python_version(),
+            "cpus": os.cpu_count(),
+            "platform": platform.platform(),
+            "load_average_1min_before": round(load_before[0], 2),
+            "load_average_1min_after": round(load_after[0], 2),
+        },
     }
 
 
@@ -321,8 +374,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--upload", type=Path, help="photo to upload (default: indexed photo 0, fetched via the API)")
     ap.add_argument("--server-log", type=Path, help="write the started server's output here")
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--add-images", type=Path, metavar="DIR",
-                    help="photos to `polyvse index add` into the served index halfway through (needs --index)")
+    ap.add_argument(
+        "--add-images",
+        type=Path,
+        metavar="DIR",
+        help="photos to `polyvse index add` into the served index halfway through (needs --index)",
+    )
     ap.add_argument("--rss-every", type=float, default=5.0, help="seconds between the server's RSS samples")
     args = ap.parse_args(argv)
     if args.add_images and not args.index:
@@ -333,34 +390,50 @@ def main(argv: list[str] | None = None) -> int:
     result = asyncio.run(run_load(args))
     from polyvse.provenance import index_model, no_model, provenance
 
-    result["provenance"] = provenance(model=index_model(args.index) if args.index else no_model(
-        f"a server already running at {args.url}: the load test does not see its model"))
+    result["provenance"] = provenance(
+        model=index_model(args.index)
+        if args.index
+        else no_model(f"a server already running at {args.url}: the load test does not see its model")
+    )
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
     lat = result["latency"]
-    print(f"{result['requests']} requests in {result['wall_s']} s from {result['clients']} clients "
-          f"({result['requests_per_s']}/s), {result['errors']} errors")
-    print(f"latency (ok requests): p50 {lat['p50_ms']} ms · p90 {lat['p90_ms']} ms · p99 {lat['p99_ms']} ms · "
-          f"max {lat['max_ms']} ms")
+    print(
+        f"{result['requests']} requests in {result['wall_s']} s from {result['clients']} clients "
+        f"({result['requests_per_s']}/s), {result['errors']} errors"
+    )
+    print(
+        f"latency (ok requests): p50 {lat['p50_ms']} ms · p90 {lat['p90_ms']} ms · p99 {lat['p99_ms']} ms · "
+        f"max {lat['max_ms']} ms"
+    )
     for kind, s in result["per_kind"].items():
-        print(f"  {kind:10s} n={s['n']:6d}  p50 {s['p50_ms']:8} ms  p90 {s['p90_ms']:8} ms  p99 {s['p99_ms']:8} ms"
-              f"  errors {s['errors']}")
+        print(
+            f"  {kind:10s} n={s['n']:6d}  p50 {s['p50_ms']:8} ms  p90 {s['p90_ms']:8} ms  p99 {s['p99_ms']:8} ms"
+            f"  errors {s['errors']}"
+        )
     for e in result["error_samples"]:
         print(f"  error: {e}")
     if result["server_rss"] and result["server_rss"].get("samples"):
         r = result["server_rss"]
-        print(f"server RSS: {r['start_gib']} GiB at start, {r['middle_gib']} middle, {r['end_gib']} end "
-              f"(peak {r['peak_gib']})")
+        print(
+            f"server RSS: {r['start_gib']} GiB at start, {r['middle_gib']} middle, {r['end_gib']} end "
+            f"(peak {r['peak_gib']})"
+        )
     if result["index_add"]:
         a = result["index_add"]
-        print(f"index add at {a['started_s']} s: exit {a['exit_code']}, {a['seconds']} s, photos "
-              f"{a['photos_before']} -> {a['photos_after']}, served from {a['new_photos_served_at_s']} s")
+        print(
+            f"index add at {a['started_s']} s: exit {a['exit_code']}, {a['seconds']} s, photos "
+            f"{a['photos_before']} -> {a['photos_after']}, served from {a['new_photos_served_at_s']} s"
+        )
     m = result["machine"]
-    print(f"machine: {m['cpus']} CPUs, 1-min load average {m['load_average_1min_before']} before, "
-          f"{m['load_average_1min_after']} after (client and server share this machine)")
+    print(
+        f"machine: {m['cpus']} CPUs, 1-min load average {m['load_average_1min_before']} before, "
+        f"{m['load_average_1min_after']} after (client and server share this machine)"
+    )
     print(f"written to {args.out}")
-    add_failed = result["index_add"] is not None and (result["index_add"]["exit_code"] != 0
-                                                      or result["index_add"]["new_photos_served_at_s"] is None)
+    add_failed = result["index_add"] is not None and (
+        result["index_add"]["exit_code"] != 0 or result["index_add"]["new_photos_served_at_s"] is None
+    )
     return 1 if result["errors"] or add_failed else 0
 
 

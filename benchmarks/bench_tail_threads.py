@@ -10,6 +10,7 @@ run forward and backward on a batch of cached activation maps; this times that s
 backward, Adam) on random maps of the real shape, in a fresh process per thread count (torch fixes its thread
 pool per process). Run it on a quiet machine: other processes on the cores distort it. Not a test.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -64,27 +65,54 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--precision", default="fp32", help=argparse.SUPPRESS)  # child mode: its precision
     args = ap.parse_args(argv)
     if args.one is not None:
-        print(json.dumps({"seconds_per_step": time_steps(args.backbone, args.batch, args.steps, args.one,
-                                                         args.precision)}))
+        print(
+            json.dumps(
+                {"seconds_per_step": time_steps(args.backbone, args.batch, args.steps, args.one, args.precision)}
+            )
+        )
         return {}
     timed = {}  # precision -> threads -> seconds per step
     for precision in args.precisions.split(","):
         per = timed.setdefault(precision, {})
         for n in (int(t) for t in args.threads.split(",")):
-            cmd = [sys.executable, __file__, "--out", str(args.out), "--backbone", args.backbone, "--batch",
-                   str(args.batch), "--steps", str(args.steps), "--one", str(n), "--precision", precision]
+            cmd = [
+                sys.executable,
+                __file__,
+                "--out",
+                str(args.out),
+                "--backbone",
+                args.backbone,
+                "--batch",
+                str(args.batch),
+                "--steps",
+                str(args.steps),
+                "--one",
+                str(n),
+                "--precision",
+                precision,
+            ]
             out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout.strip().splitlines()[-1]
             per[str(n)] = round(json.loads(out)["seconds_per_step"], 3)
             print(f"{precision}, {n} thread(s): {per[str(n)]:.3f} s/step", flush=True)
     per = timed.get("fp32", {})
     base = per.get("1")
-    result = {"backbone": args.backbone, "batch": args.batch, "steps": args.steps, "seconds_per_step": per,
-              "speedup_vs_1_thread": {k: round(base / v, 2) for k, v in per.items()} if base else None,
-              **({"seconds_per_step_bf16": timed["bf16"],
-                  "speedup_bf16_vs_fp32": {k: round(per[k] / v, 2) for k, v in timed["bf16"].items() if k in per}}
-                 if "bf16" in timed else {}),
-              "machine": f"{platform.processor() or platform.machine()}, {platform.system()}",
-              "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+    result = {
+        "backbone": args.backbone,
+        "batch": args.batch,
+        "steps": args.steps,
+        "seconds_per_step": per,
+        "speedup_vs_1_thread": {k: round(base / v, 2) for k, v in per.items()} if base else None,
+        **(
+            {
+                "seconds_per_step_bf16": timed["bf16"],
+                "speedup_bf16_vs_fp32": {k: round(per[k] / v, 2) for k, v in timed["bf16"].items() if k in per},
+            }
+            if "bf16" in timed
+            else {}
+        ),
+        "machine": f"{platform.processor() or platform.machine()}, {platform.system()}",
+        "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+    }
     from polyvse.provenance import no_model, provenance
 
     result["provenance"] = provenance(model=no_model("a backbone tail's training step on random photo maps"))

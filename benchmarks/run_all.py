@@ -43,6 +43,7 @@ tracked files measures code that no commit holds, so the run refuses to start on
 the files); ``--allow-dirty`` runs anyway and marks the results ``git_dirty: true`` at the top of both files.
 The tree is checked again at the end (a change during the run also marks them dirty).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -141,8 +142,7 @@ def _openblas_threads(owner: str) -> int | None:
                 lib = ctypes.CDLL(lib_path)
             except OSError:
                 continue
-            for sym in ("scipy_openblas_get_num_threads64_", "openblas_get_num_threads64_",
-                        "openblas_get_num_threads"):
+            for sym in ("scipy_openblas_get_num_threads64_", "openblas_get_num_threads64_", "openblas_get_num_threads"):
                 fn = getattr(lib, sym, None)
                 if fn is not None:
                     return int(fn())
@@ -170,8 +170,11 @@ def machine_info() -> dict:
     return {
         "date_utc": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
         "cpu_model": base["cpu"],
-        "cpu_flags_of_note": [f for f in ("avx2", "avx512f", "avx512_bf16", "amx_bf16", "amx_tile")
-                              if re.search(rf"\b{f}\b", _read("/proc/cpuinfo"))],
+        "cpu_flags_of_note": [
+            f
+            for f in ("avx2", "avx512f", "avx512_bf16", "amx_bf16", "amx_tile")
+            if re.search(rf"\b{f}\b", _read("/proc/cpuinfo"))
+        ],
         "cores": base["cores"],
         "cores_usable": affinity,
         "memory_gib": base["memory_gb"],
@@ -277,28 +280,41 @@ def write_atomic(path: Path, text: str) -> None:
 def gpu_results(data: dict) -> dict:
     """The gpu_* headline values from bench_gpu.py's JSON (fp32 runs: the defaults)."""
     ivf = data["search"]["ivf"].get("cheapest_at_target") or {}
-    return {"gpu_extract_photos_per_s": data["extract"]["fp32"]["end_to_end_photos_per_s"],
-            "gpu_train_throughput_ratio": data["train"]["fp32"]["train_throughput_ratio"],
-            "gpu_exact_10m_p50_ms": data["search"]["exact_torch_single"]["p50_ms"],
-            "gpu_ivf_10m_p50_ms": ivf.get("p50_ms")}
+    return {
+        "gpu_extract_photos_per_s": data["extract"]["fp32"]["end_to_end_photos_per_s"],
+        "gpu_train_throughput_ratio": data["train"]["fp32"]["train_throughput_ratio"],
+        "gpu_exact_10m_p50_ms": data["search"]["exact_torch_single"]["p50_ms"],
+        "gpu_ivf_10m_p50_ms": ivf.get("p50_ms"),
+    }
 
 
 # -- main ---------------------------------------------------------------------------------------------------------------
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--results-dir", type=Path, default=HERE / "results")
-    ap.add_argument("--budget-s", type=float, default=None,
-                    help="time budget for the whole run (default 1200 s, 2400 s where a GPU adds bench_gpu.py, plus "
-                    f"{MILVUS_BUDGET_S} s for bench_milvus.py and {SCALE_BUDGET_S} s for bench_scale.py)")
+    ap.add_argument(
+        "--budget-s",
+        type=float,
+        default=None,
+        help="time budget for the whole run (default 1200 s, 2400 s where a GPU adds bench_gpu.py, plus "
+        f"{MILVUS_BUDGET_S} s for bench_milvus.py and {SCALE_BUDGET_S} s for bench_scale.py)",
+    )
     ap.add_argument("--quick", action="store_true", help="tiny sizes for every benchmark (smoke test)")
-    ap.add_argument("--only", default="",
-                    help="comma-separated subset of: train,eval,extract,search,gpu,cli,cli_product,scale")
-    ap.add_argument("--allow-dirty", action="store_true",
-                    help="run on a tree with uncommitted changes to tracked files (the results say git_dirty: true)")
-    ap.add_argument("--readme", action="store_true",
-                    help="run nothing: regenerate every generated block of README and docs from the committed "
-                         "records, the Performance block from benchmarks/results/latest.json among them (`polyvse "
-                         "report`)")
+    ap.add_argument(
+        "--only", default="", help="comma-separated subset of: train,eval,extract,search,gpu,cli,cli_product,scale"
+    )
+    ap.add_argument(
+        "--allow-dirty",
+        action="store_true",
+        help="run on a tree with uncommitted changes to tracked files (the results say git_dirty: true)",
+    )
+    ap.add_argument(
+        "--readme",
+        action="store_true",
+        help="run nothing: regenerate every generated block of README and docs from the committed "
+        "records, the Performance block from benchmarks/results/latest.json among them (`polyvse "
+        "report`)",
+    )
     args = ap.parse_args(argv)
     if args.readme:
         from polyvse_train.report import write_all
@@ -308,25 +324,36 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     tree = tree_state()
     if tree["git_commit"] is None and not args.allow_dirty:
-        print(f"run_all: refusing to benchmark: {REPO} is not a git checkout (or git is missing), so no commit would "
-              "name the code measured; run in a clone, or pass --allow-dirty.", file=sys.stderr)
+        print(
+            f"run_all: refusing to benchmark: {REPO} is not a git checkout (or git is missing), so no commit would "
+            "name the code measured; run in a clone, or pass --allow-dirty.",
+            file=sys.stderr,
+        )
         return 2
     if tree["git_dirty"] and not args.allow_dirty:
-        print(f"run_all: refusing to benchmark a dirty tree: uncommitted changes to {', '.join(tree['git_changed_files'])} "
-              f"on top of {tree['git_commit']}; results must name a commit that reproduces them. Commit (or run in a "
-              "clean clone), or pass --allow-dirty to mark the results dirty.", file=sys.stderr)
+        print(
+            f"run_all: refusing to benchmark a dirty tree: uncommitted changes to {', '.join(tree['git_changed_files'])} "
+            f"on top of {tree['git_commit']}; results must name a commit that reproduces them. Commit (or run in a "
+            "clean clone), or pass --allow-dirty to mark the results dirty.",
+            file=sys.stderr,
+        )
         return 2
     if tree["git_dirty"]:
         log(f"WARNING: dirty tree ({', '.join(tree['git_changed_files'])}): the results will say git_dirty: true")
     t_start = time.perf_counter()
     machine = machine_info()
     only = {s for s in args.only.split(",") if s}
-    own = sum(b for name, b in (("milvus", MILVUS_BUDGET_S), ("scale", SCALE_BUDGET_S))
-              if not args.quick and (not only or name in only))  # the long steps' budgets, when they run
+    own = sum(
+        b
+        for name, b in (("milvus", MILVUS_BUDGET_S), ("scale", SCALE_BUDGET_S))
+        if not args.quick and (not only or name in only)
+    )  # the long steps' budgets, when they run
     budget = args.budget_s or (2400.0 if machine["gpu"] else 1200.0) + own
     deadline = t_start + budget
-    log(f"{machine['cpu_model']}, {machine['cores']} cores, {machine['memory_gib']} GiB, load "
-        f"{machine['load_average_at_start']}, GPU {machine['gpu'] or 'none'}; budget {budget:.0f}s")
+    log(
+        f"{machine['cpu_model']}, {machine['cores']} cores, {machine['memory_gib']} GiB, load "
+        f"{machine['load_average_at_start']}, GPU {machine['gpu'] or 'none'}; budget {budget:.0f}s"
+    )
 
     q = ["--quick"] if args.quick else []
     train_script = HERE / "bench_train.py"
@@ -342,8 +369,11 @@ def main(argv: list[str] | None = None) -> int:
         ("milvus", [str(HERE / "bench_milvus.py")] + q, MILVUS_BUDGET_S if not args.quick else 600),  # milvus_1m_*
         # the index stores the penalties of the queries' language (en) only: every bank's would add ~80 min at 10M
         # on 2 cores (benchmarks/results/scale_10m_product.json measures that build on its own)
-        ("scale", [str(HERE / "bench_scale.py"), "--penalty-langs", "en"] + q,
-         SCALE_BUDGET_S if not args.quick else 600),
+        (
+            "scale",
+            [str(HERE / "bench_scale.py"), "--penalty-langs", "en"] + q,
+            SCALE_BUDGET_S if not args.quick else 600,
+        ),
     ]
     results: dict = {k: None for k in HEADLINE}
     notes: dict = {}
@@ -362,24 +392,34 @@ def main(argv: list[str] | None = None) -> int:
                 notes["train_throughput_ratio"] = "bench_train.py has no --quick mode: skipped in quick runs"
                 continue
         if name == "cli" and not args.quick and not (DEMO_INDEX / "manifest.json").is_file():
-            notes["cli_search_s"] = (f"no demo index at {DEMO_INDEX.relative_to(REPO)}: not measured (make demo, then "
-                                     "polyvse index build --checkpoint runs/demo/checkpoint --images "
-                                     "$POLYVSE_DATA/flickr8k/images --out runs/demo/index)")
+            notes["cli_search_s"] = (
+                f"no demo index at {DEMO_INDEX.relative_to(REPO)}: not measured (make demo, then "
+                "polyvse index build --checkpoint runs/demo/checkpoint --images "
+                "$POLYVSE_DATA/flickr8k/images --out runs/demo/index)"
+            )
             log(notes["cli_search_s"])
             continue
         if name == "cli_product" and not args.quick and not (PRODUCT_INDEX / "manifest.json").is_file():
-            notes["cli_search_product_s"] = (f"no product index at {PRODUCT_INDEX.relative_to(REPO)}: not measured "
-                                             "(make model builds it)")
+            notes["cli_search_product_s"] = (
+                f"no product index at {PRODUCT_INDEX.relative_to(REPO)}: not measured (make model builds it)"
+            )
             log(notes["cli_search_product_s"])
             continue
         data, err, dt = run_step(name, argv_, min(cap, deadline - time.perf_counter()))
         step_seconds[name] = dt
         if err:
             failed = True
-            keys = {"eval": ["eval_5k_seconds"], "extract": ["extract_photos_per_s"], "train": ["train_throughput_ratio"],
-                    "search": ["exact_scan_bandwidth_fraction", "ann_p50_ms", "ann_recall_at_10"],
-                    "gpu": GPU_KEYS, "cli": ["cli_search_s"], "cli_product": ["cli_search_product_s"],
-                    "scale": SCALE_KEYS, "milvus": ["milvus_1m_build_s", "faiss_1m_build_s"]}[name]
+            keys = {
+                "eval": ["eval_5k_seconds"],
+                "extract": ["extract_photos_per_s"],
+                "train": ["train_throughput_ratio"],
+                "search": ["exact_scan_bandwidth_fraction", "ann_p50_ms", "ann_recall_at_10"],
+                "gpu": GPU_KEYS,
+                "cli": ["cli_search_s"],
+                "cli_product": ["cli_search_product_s"],
+                "scale": SCALE_KEYS,
+                "milvus": ["milvus_1m_build_s", "faiss_1m_build_s"],
+            }[name]
             for k in keys:
                 notes[k] = f"{Path(argv_[0]).name} {err}"
             log(f"{name}: {err}")
@@ -433,18 +473,35 @@ def main(argv: list[str] | None = None) -> int:
     from polyvse.provenance import index_model, no_model, provenance
 
     git["provenance"] = provenance(  # the product-model rows' model: the product index's
-        model=index_model(PRODUCT_INDEX) if (PRODUCT_INDEX / "manifest.json").is_file() else no_model(
-            f"no product index at {PRODUCT_INDEX.relative_to(REPO)}: its rows were not measured"),
-        tree={"commit": git["git_commit"], "dirty": git["git_dirty"], "dirty_files": dirty_files})
-    report = {**git, **results, "targets": {k: t for k, (t, _) in HEADLINE.items()}, "notes": notes,
-              "quick": bool(args.quick), "machine": machine, "load_average_at_end": list(os.getloadavg()),
-              "wall_s": time.perf_counter() - t_start, "step_seconds": step_seconds, "details": details}
+        model=index_model(PRODUCT_INDEX)
+        if (PRODUCT_INDEX / "manifest.json").is_file()
+        else no_model(f"no product index at {PRODUCT_INDEX.relative_to(REPO)}: its rows were not measured"),
+        tree={"commit": git["git_commit"], "dirty": git["git_dirty"], "dirty_files": dirty_files},
+    )
+    report = {
+        **git,
+        **results,
+        "targets": {k: t for k, (t, _) in HEADLINE.items()},
+        "notes": notes,
+        "quick": bool(args.quick),
+        "machine": machine,
+        "load_average_at_end": list(os.getloadavg()),
+        "wall_s": time.perf_counter() - t_start,
+        "step_seconds": step_seconds,
+        "details": details,
+    }
     out_json = args.results_dir / "latest.json"
     write_atomic(out_json, json.dumps(report, indent=2) + "\n")
     write_atomic(args.results_dir / "latest.md", bench_page(report, HEADLINE))
     log("results: " + ", ".join(f"{k}={fmt(results.get(k))}" for k in HEADLINE))
-    log(f"wrote {out_json} and latest.md in {report['wall_s']:.0f}s{' (with failures)' if failed else ''}"
-        + (f"; DIRTY TREE ({', '.join(dirty_files)}): git_dirty true" if git["git_dirty"] else f"; commit {git['git_commit']}"))
+    log(
+        f"wrote {out_json} and latest.md in {report['wall_s']:.0f}s{' (with failures)' if failed else ''}"
+        + (
+            f"; DIRTY TREE ({', '.join(dirty_files)}): git_dirty true"
+            if git["git_dirty"]
+            else f"; commit {git['git_commit']}"
+        )
+    )
     return 1 if failed else 0
 
 

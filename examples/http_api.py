@@ -6,6 +6,7 @@
 A server started with --token (or $POLYVSE_TOKEN) wants it on every request: this script sends $POLYVSE_TOKEN
 when it is set. The full schema is at <url>/docs (and <url>/openapi.json).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -46,8 +47,12 @@ def main(argv: list[str] | None = None) -> dict:
 
     if args.photo:  # a multipart upload, as a browser's file input sends it
         with open(args.photo, "rb") as fh:
-            like = call("POST", "/api/search/image", files={"file": (Path(args.photo).name, fh, "image/jpeg")},
-                        data={"k": str(args.k)}).json()
+            like = call(
+                "POST",
+                "/api/search/image",
+                files={"file": (Path(args.photo).name, fh, "image/jpeg")},
+                data={"k": str(args.k)},
+            ).json()
         print(f"photos like {args.photo}: " + ", ".join(h["name"] for h in like["results"]))
     if args.save_thumbnail and found["results"]:
         Path(args.save_thumbnail).write_bytes(call("GET", found["results"][0]["thumbnail"]).content)

@@ -8,6 +8,7 @@ are (semantic textual similarity, across languages too).
 --pairs reads a TSV file: sentence1<TAB>sentence2, optionally a third column with a gold score (any scale, e.g.
 SemEval's 0-5); with gold scores it prints Pearson's r x 100, as `polyvse evaluate --task sts` reports it.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -59,9 +60,10 @@ def main(argv: list[str] | None = None) -> dict:
             print(f"  {score:7.4f}  {caption}")
     if args.pairs:
         out["cosines"], out["pearson"] = sentence_similarity(model, args.pairs, args.lang1, args.lang2)
-        print(f"{len(out['cosines'])} pairs, mean cosine {out['cosines'].mean():.3f}"
-              + (f"; Pearson r x 100 against the gold scores: {out['pearson']:.1f}" if out["pearson"] is not None
-                 else ""))
+        print(
+            f"{len(out['cosines'])} pairs, mean cosine {out['cosines'].mean():.3f}"
+            + (f"; Pearson r x 100 against the gold scores: {out['pearson']:.1f}" if out["pearson"] is not None else "")
+        )
     return out
 
 

@@ -7,6 +7,7 @@ The index is a folder (default my_index/) that `polyvse search --index my_index 
 my_index` open too. Photo features are cached, so indexing the folder again after adding photos only runs the new
 ones through the backbone.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -31,8 +32,16 @@ def main(argv: list[str] | None = None) -> list:
     photos, folder = photo_source(args.photos, None)
     names = [p.relative_to(folder).as_posix() for p in photos]
     # the index records which model built it: a search with another model is refused, not silently wrong
-    report = build_index(model, photos, args.index, names=names, checkpoint_path=args.checkpoint,
-                         cache_dir=cache_root() / "features", overwrite=True, progress=False)
+    report = build_index(
+        model,
+        photos,
+        args.index,
+        names=names,
+        checkpoint_path=args.checkpoint,
+        cache_dir=cache_root() / "features",
+        overwrite=True,
+        progress=False,
+    )
     print(f"indexed {report.added} photos into {args.index} ({len(report.failures)} unreadable)")
 
     searcher = Searcher(model, PhotoIndex.open(args.index))

@@ -8,6 +8,7 @@ The model must read text through frozen pretrained towers (e5 or USE, as `make m
 sentence in the new language with its counterpart in a language the model trained on. The new checkpoint serves the
 old languages with the same vectors, so an index the old one built answers queries in the new language too.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -33,10 +34,17 @@ def main(argv: list[str] | None = None) -> dict:
 
     # teacher learning: the new language's part learns to put each sentence where the model puts its counterpart;
     # a share of the pairs is held out, and the record says how well they are matched before and after
-    record = adapt_language(AdaptRequest(checkpoint=Path(args.checkpoint), lang=args.lang,
-                                         parallel=Path(args.parallel), pivot_lang=args.pivot_lang,
-                                         out=Path(args.out), teacher=TeacherSettings(epochs=args.epochs),
-                                         progress=False))
+    record = adapt_language(
+        AdaptRequest(
+            checkpoint=Path(args.checkpoint),
+            lang=args.lang,
+            parallel=Path(args.parallel),
+            pivot_lang=args.pivot_lang,
+            out=Path(args.out),
+            teacher=TeacherSettings(epochs=args.epochs),
+            progress=False,
+        )
+    )
     mr = record["held_out_translation_mr"]
     if mr["adapted"] is not None:
         print(f"held-out pairs matched (mR): zero-shot {mr['zero_shot']:.1f} -> adapted {mr['adapted']:.1f}")

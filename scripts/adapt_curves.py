@@ -15,6 +15,7 @@ data parallel` (every evaluation photo and sentence left out); photo vectors com
 change. Resumable: finished adaptations (their checkpoint folders under --work) are reused, a stopped teacher run
 resumes.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -45,17 +46,26 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--out", required=True, help="JSON record to write (e.g. under results/)")
     p.add_argument("--data-root")
     p.add_argument("--seed", type=int, default=0, help="the parallel files' shuffle (which lines a size takes)")
-    p.add_argument("--chosen-seeds", default="",
-                   help="more training seeds (e.g. 1,2) for each language's adaptation chosen on val: its test mR is "
-                        "then reported as the mean over seed 0 (the curve's point) and these")
+    p.add_argument(
+        "--chosen-seeds",
+        default="",
+        help="more training seeds (e.g. 1,2) for each language's adaptation chosen on val: its test mR is "
+        "then reported as the mean over seed 0 (the curve's point) and these",
+    )
     p.add_argument("--max-photos", type=int, help="the first N photos of each split only (a smoke run)")
-    p.add_argument("--val-only", action="store_true",
-                   help="score val only (a choice whose test figure comes from one later evaluation of the model "
-                        "it goes into); no README block")
+    p.add_argument(
+        "--val-only",
+        action="store_true",
+        help="score val only (a choice whose test figure comes from one later evaluation of the model "
+        "it goes into); no README block",
+    )
     p.add_argument("--quiet", action="store_true")
     p.add_argument("--readme", action="store_true", help="rewrite README's adapt-curves block from the record")
-    p.add_argument("--from-record", action="store_true",
-                   help="measure nothing: rewrite README's block from the existing --out record")
+    p.add_argument(
+        "--from-record",
+        action="store_true",
+        help="measure nothing: rewrite README's block from the existing --out record",
+    )
     return p.parse_args(argv)
 
 
@@ -66,11 +76,16 @@ def markdown(record: dict) -> str:
 
     ref_lang, ref = next(iter(record["reference"].items()))
     zs = chosen_zero_shot(record)
-    sizes = sorted({size for by_m in record.get("adapted", {}).values() for by_s in by_m.values() for size in by_s},
-                   key=lambda x: float("inf") if x == "all" else int(x))
+    sizes = sorted(
+        {size for by_m in record.get("adapted", {}).values() for by_s in by_m.values() for size in by_s},
+        key=lambda x: float("inf") if x == "all" else int(x),
+    )
     methods = sorted({m for by_m in record.get("adapted", {}).values() for m in by_m})
-    head = (["language", "zero-shot val (fallback)"] + [f"{m} {s} val" for m in methods for s in sizes]
-            + ["chosen on val", "its test mR", f"test mR / {ref_lang}'s"])
+    head = (
+        ["language", "zero-shot val (fallback)"]
+        + [f"{m} {s} val" for m in methods for s in sizes]
+        + ["chosen on val", "its test mR", f"test mR / {ref_lang}'s"]
+    )
     body = []
     for lang in record.get("languages_done", list(record.get("zero_shot", {}))):
         z = record.get("zero_shot", {}).get(lang, {})
@@ -91,14 +106,16 @@ def markdown(record: dict) -> str:
 
     where = record.get("provenance", record)  # records before the provenance block: its fields at the top
     machine = machine_line(where["machine"]) if isinstance(where.get("machine"), dict) else where.get("machine", "?")
-    note = (f"`{record['checkpoint']}`; MultiScript30k lines (machine translations of Multi30K's English line, one "
-            f"a photo) of Flickr8K's official val and test photos; parallel files from `polyvse data parallel` "
-            f"(pivot {record['pivot']}, every evaluation photo and sentence left out); the reference, {ref_lang} "
-            f"(trained), scores val {ref['val']['mr']:.1f} / test {ref['test']['mr']:.1f} mR on the same photos' "
-            f"{ref_lang} captions. Zero-shot: the best fallback part on val; on every language together the best "
-            f"fallback on val is {zs[0]!r} ({zs[1]:.1f}). A chosen adaptation's test mR is the mean ± sd over its "
-            f"training seeds where more than one ran (the choice itself is seed 0's val). Record `{record.get('out', '?')}` ({str(where.get('date', '?'))[:10]}, "
-            f"{machine}{'' if record.get('complete') else '; PARTIAL: the run was stopped'}).\n\n")
+    note = (
+        f"`{record['checkpoint']}`; MultiScript30k lines (machine translations of Multi30K's English line, one "
+        f"a photo) of Flickr8K's official val and test photos; parallel files from `polyvse data parallel` "
+        f"(pivot {record['pivot']}, every evaluation photo and sentence left out); the reference, {ref_lang} "
+        f"(trained), scores val {ref['val']['mr']:.1f} / test {ref['test']['mr']:.1f} mR on the same photos' "
+        f"{ref_lang} captions. Zero-shot: the best fallback part on val; on every language together the best "
+        f"fallback on val is {zs[0]!r} ({zs[1]:.1f}). A chosen adaptation's test mR is the mean ± sd over its "
+        f"training seeds where more than one ran (the choice itself is seed 0's val). Record `{record.get('out', '?')}` ({str(where.get('date', '?'))[:10]}, "
+        f"{machine}{'' if record.get('complete') else '; PARTIAL: the run was stopped'}).\n\n"
+    )
     return note + markdown_rows(head, body)
 
 
@@ -130,30 +147,64 @@ def main(argv=None) -> int:
     model = polyvse.load(args.checkpoint, device="cpu")
     if args.val_only and (args.chosen_seeds or args.readme):
         raise SystemExit("--val-only scores no test: drop --chosen-seeds and --readme")
-    evaluator = LanguagesEvaluator(root, langs, splits=("val",) if args.val_only else ("val", "test"),
-                                   max_photos=args.max_photos, progress=progress)
+    evaluator = LanguagesEvaluator(
+        root,
+        langs,
+        splits=("val",) if args.val_only else ("val", "test"),
+        max_photos=args.max_photos,
+        progress=progress,
+    )
     gals = evaluator.galleries(model, langs, args.reference)
-    record = {"checkpoint": str(args.checkpoint), "pivot": args.pivot, "seed": args.seed,
-              "provenance": provenance(["python", "scripts/adapt_curves.py", *(argv if argv is not None
-                                                                               else sys.argv[1:])], args.checkpoint),
-              "out": str(args.out), "complete": False, "languages_done": [],
-              "captions": "MultiScript30k machine translations of Multi30K's English line (one a photo)",
-              "reference": {args.reference: {s: evaluator.mean_recall(model, g, args.reference)
-                                             for s, g in gals.items()}},
-              "zero_shot": {}, "adapted": {}, **({"splits": ["val"]} if args.val_only else {})}
+    record = {
+        "checkpoint": str(args.checkpoint),
+        "pivot": args.pivot,
+        "seed": args.seed,
+        "provenance": provenance(
+            ["python", "scripts/adapt_curves.py", *(argv if argv is not None else sys.argv[1:])], args.checkpoint
+        ),
+        "out": str(args.out),
+        "complete": False,
+        "languages_done": [],
+        "captions": "MultiScript30k machine translations of Multi30K's English line (one a photo)",
+        "reference": {args.reference: {s: evaluator.mean_recall(model, g, args.reference) for s, g in gals.items()}},
+        "zero_shot": {},
+        "adapted": {},
+        **({"splits": ["val"]} if args.val_only else {}),
+    }
     for lang in langs:
-        vecs = {s: torch.from_numpy(line_vectors(model.captions, g["captions"][lang][0], lang, cache, progress,
-                                                model.model.text_encoder))
-                for s, g in gals.items()}
+        vecs = {
+            s: torch.from_numpy(
+                line_vectors(model.captions, g["captions"][lang][0], lang, cache, progress, model.model.text_encoder)
+            )
+            for s, g in gals.items()
+        }
         pairs = work / f"{lang}-{args.pivot}.tsv"
         if not pairs.is_file():
-            record.setdefault("parallel_files", {})[lang] = write_multiscript_parallel(root, lang, pairs, args.pivot,
-                                                                                       seed=args.seed)
-        point = CurvePoint(Path(args.checkpoint), work, args.pivot, (evaluator, model, gals, vecs), lang, pairs,
-                           cache, progress)
-        measure_language(record, lang, ["mean"] + trained_languages(model), lambda how, splits: scores_through_part(
-            evaluator, model, gals, vecs, lang, fallback_part(model.model.text_encoder, how, trained_languages(model)),
-            splits), methods, sizes, point.run, extra_seeds, test=not args.val_only)
+            record.setdefault("parallel_files", {})[lang] = write_multiscript_parallel(
+                root, lang, pairs, args.pivot, seed=args.seed
+            )
+        point = CurvePoint(
+            Path(args.checkpoint), work, args.pivot, (evaluator, model, gals, vecs), lang, pairs, cache, progress
+        )
+        measure_language(
+            record,
+            lang,
+            ["mean"] + trained_languages(model),
+            lambda how, splits: scores_through_part(
+                evaluator,
+                model,
+                gals,
+                vecs,
+                lang,
+                fallback_part(model.model.text_encoder, how, trained_languages(model)),
+                splits,
+            ),
+            methods,
+            sizes,
+            point.run,
+            extra_seeds,
+            test=not args.val_only,
+        )
         # a partial record after each language: a stopped run keeps what it measured (and resumes its adaptations)
         record["languages_done"].append(lang)
         record["seconds"] = round(time.perf_counter() - t0)

@@ -10,6 +10,7 @@ fields for every run. The parallel files are adapt_curves.py's (``<lang>-<pivot>
 all their lines). The record holds each run's val mR, held-out translation mR and seconds, and the best setting
 per language and over the languages together (mean val mR).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -65,8 +66,10 @@ def settings_grid(grid: str, fixed: list[str]) -> list[dict]:
 
     base = {name: values[0] for name, values in pairs(fixed)}
     axes = pairs([x for x in grid.split(";") if x.strip()])
-    return [{**base, **dict(zip([a for a, _ in axes], combo))}
-            for combo in itertools.product(*[values for _, values in axes])]
+    return [
+        {**base, **dict(zip([a for a, _ in axes], combo))}
+        for combo in itertools.product(*[values for _, values in axes])
+    ]
 
 
 def label(setting: dict) -> str:
@@ -84,12 +87,16 @@ def summary(runs: dict, langs: list[str]) -> dict:
         for name, run in by_name.items():
             key = ",".join(x for x in name.split(",") if not x.startswith("seed="))
             groups.setdefault(key, []).append(run["val"]["mr"])
-        means[lang] = {k: {"mr": float(np.mean(v)), "sd": float(np.std(v, ddof=1)) if len(v) > 1 else None,
-                           "seeds": len(v)} for k, v in groups.items()}
+        means[lang] = {
+            k: {"mr": float(np.mean(v)), "sd": float(np.std(v, ddof=1)) if len(v) > 1 else None, "seeds": len(v)}
+            for k, v in groups.items()
+        }
     common = [n for n in means[langs[0]] if all(n in means[lang] for lang in langs)]
-    return {"means": means,
-            "best": {lang: max(means[lang], key=lambda n: means[lang][n]["mr"]) for lang in means},
-            "best_over_languages": max(common, key=lambda n: sum(means[lang][n]["mr"] for lang in langs))}
+    return {
+        "means": means,
+        "best": {lang: max(means[lang], key=lambda n: means[lang][n]["mr"]) for lang in means},
+        "best_over_languages": max(common, key=lambda n: sum(means[lang][n]["mr"] for lang in langs)),
+    }
 
 
 def main(argv=None) -> int:
@@ -110,31 +117,58 @@ def main(argv=None) -> int:
     model = polyvse.load(args.checkpoint, device="cpu")
     evaluator = LanguagesEvaluator(root, langs, splits=("val",), progress=progress)
     gals = evaluator.galleries(model, langs, args.reference)
-    record = {"checkpoint": str(args.checkpoint),
-              "provenance": provenance(["python", "scripts/adapt_sweep.py", *(argv if argv is not None
-                                                                              else sys.argv[1:])], args.checkpoint),
-              "split": "val", "runs": {}}
+    record = {
+        "checkpoint": str(args.checkpoint),
+        "provenance": provenance(
+            ["python", "scripts/adapt_sweep.py", *(argv if argv is not None else sys.argv[1:])], args.checkpoint
+        ),
+        "split": "val",
+        "runs": {},
+    }
     for lang in langs:
-        vecs = {"val": torch.from_numpy(line_vectors(model.captions, gals["val"]["captions"][lang][0], lang, cache,
-                                                     progress, model.model.text_encoder))}
+        vecs = {
+            "val": torch.from_numpy(
+                line_vectors(
+                    model.captions, gals["val"]["captions"][lang][0], lang, cache, progress, model.model.text_encoder
+                )
+            )
+        }
         for setting in grid:
             name = label(setting)
             out = Path(args.work) / f"{lang}-{name.replace('=', '-').replace(',', '_')}"
             t0 = time.perf_counter()
-            adaptation = adapt_language(AdaptRequest(
-                Path(args.checkpoint), lang, Path(args.parallel_dir) / f"{lang}-{args.pivot}.tsv", out,
-                pivot_lang=args.pivot, teacher=TeacherSettings(**{k: (v or None) if k == "epochs" else v
-                                                                   for k, v in setting.items()}),
-                resume=True, cache_dir=cache, progress=progress), report=lambda s: None) \
-                if not (out / "config.json").is_file() else polyvse.load(out).adapted_languages[lang]
+            adaptation = (
+                adapt_language(
+                    AdaptRequest(
+                        Path(args.checkpoint),
+                        lang,
+                        Path(args.parallel_dir) / f"{lang}-{args.pivot}.tsv",
+                        out,
+                        pivot_lang=args.pivot,
+                        teacher=TeacherSettings(**{k: (v or None) if k == "epochs" else v for k, v in setting.items()}),
+                        resume=True,
+                        cache_dir=cache,
+                        progress=progress,
+                    ),
+                    report=lambda s: None,
+                )
+                if not (out / "config.json").is_file()
+                else polyvse.load(out).adapted_languages[lang]
+            )
             adapted = polyvse.load(out, device="cpu")
-            part = (adapted.subword_student(lang) if "subwords" in adapted.adapted_languages[lang]
-                    else adapted.model.text_encoder.universal[lang])
+            part = (
+                adapted.subword_student(lang)
+                if "subwords" in adapted.adapted_languages[lang]
+                else adapted.model.text_encoder.universal[lang]
+            )
             score = scores_through_part(evaluator, model, gals, vecs, lang, part)["val"]
             record["runs"].setdefault(lang, {})[name] = {
-                "val": score, "held_out_translation_mr": adaptation["held_out_translation_mr"],
-                "epochs": adaptation.get("epochs"), "best_epoch": adaptation.get("best_epoch"),
-                "seconds": round(time.perf_counter() - t0, 1)}
+                "val": score,
+                "held_out_translation_mr": adaptation["held_out_translation_mr"],
+                "epochs": adaptation.get("epochs"),
+                "best_epoch": adaptation.get("best_epoch"),
+                "seconds": round(time.perf_counter() - t0, 1),
+            }
             print(f"{lang} {name}: val mR {score['mr']:.2f}", file=sys.stderr, flush=True)
             write_json_atomic(Path(args.out), record)
     record.update(summary(record["runs"], langs))

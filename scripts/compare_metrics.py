@@ -7,6 +7,7 @@ identical trainings: wall time, the config as stored, device and precision.
 Prints one line per run (same / differs, with the first differing keys) and exits 1 if any run differs or is
 missing on one side. Used to show that a refactoring leaves training unchanged.
 """
+
 from __future__ import annotations
 
 import argparse

@@ -13,6 +13,7 @@ run of an older config file is moved aside and trained again. Numbers are the st
 literature (1k test photos; R@1/5/10 both ways, median rank) plus mR (the mean of the six recalls), as mean ±
 standard deviation over the seeds. de/fr/cs galleries hold the test photos that have Multi30K captions (929).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -48,8 +49,21 @@ def data_root(given: str | None) -> str | None:
 def train(runs: Path, jobs: int, polyvse: str, root: str | None = None) -> None:
     """`polyvse zoo run --jobs N` on the two configs (N workers share the plan, each claims the next run);
     a run that failed before is tried again."""
-    cmd = [polyvse, "zoo", "run", "--spec", str(REPO / SPEC), "--configs", f"{BASELINE},{BEST}", "--out", str(runs),
-           "--retry-failed", "--jobs", str(max(1, jobs)), *(["--data-root", root] if root else [])]
+    cmd = [
+        polyvse,
+        "zoo",
+        "run",
+        "--spec",
+        str(REPO / SPEC),
+        "--configs",
+        f"{BASELINE},{BEST}",
+        "--out",
+        str(runs),
+        "--retry-failed",
+        "--jobs",
+        str(max(1, jobs)),
+        *(["--data-root", root] if root else []),
+    ]
     print("running:", " ".join(cmd), flush=True)
     if subprocess.run(cmd, cwd=REPO).returncode != 0:
         raise SystemExit("a training failed: see runs/zoo-f8k-full/<name>/official-s<seed>/error.json")
@@ -57,15 +71,22 @@ def train(runs: Path, jobs: int, polyvse: str, root: str | None = None) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--runs", type=Path, default=REPO / "runs" / "zoo-f8k-full",
-                   help="the f8k-full zoo's run folder (default: %(default)s)")
+    p.add_argument(
+        "--runs",
+        type=Path,
+        default=REPO / "runs" / "zoo-f8k-full",
+        help="the f8k-full zoo's run folder (default: %(default)s)",
+    )
     p.add_argument("--seeds", type=int, nargs="+", default=list(SEEDS))
     p.add_argument("--jobs", type=int, default=1, help="trainings at a time (default: %(default)s)")
     p.add_argument("--data-root", help="data root (default: $POLYVSE_DATA, else the repo's .data if present)")
     p.add_argument("--no-train", action="store_true", help="only report runs that exist")
-    p.add_argument("--readme", action="store_true",
-                   help="then regenerate the docs' blocks from the committed records (`polyvse report`; copy the "
-                        "runs' records into results/zoo-f8k-full first: `polyvse zoo records`)")
+    p.add_argument(
+        "--readme",
+        action="store_true",
+        help="then regenerate the docs' blocks from the committed records (`polyvse report`; copy the "
+        "runs' records into results/zoo-f8k-full first: `polyvse zoo records`)",
+    )
     args = p.parse_args(argv)
     polyvse = str(Path(sys.executable).with_name("polyvse"))
     if not args.no_train:

@@ -19,6 +19,7 @@ failure does not hide the others (the record says which stage failed and why):
 
 ``--device cpu`` runs the same code on the CPU (a check of this script, not of the GPU path).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -57,8 +58,9 @@ def check_features(device: torch.device, images: Path, n: int, work: Path) -> di
         ext = get_extractor("efficientnet-lite0").to(dev, "fp32")
         t0 = time.perf_counter()
         # a fresh cache each: both computed, not one read back from the other
-        res = extract_features(paths, ext, work / f"cache-{dev.type}", batch_size=32,
-                               num_workers=loader_workers(dev), progress=False)
+        res = extract_features(
+            paths, ext, work / f"cache-{dev.type}", batch_size=32, num_workers=loader_workers(dev), progress=False
+        )
         feats[dev.type] = res.features
         out[f"{dev.type}_seconds"] = time.perf_counter() - t0
     a, b = feats["cpu"], feats[device.type]
@@ -78,8 +80,10 @@ def check_features(device: torch.device, images: Path, n: int, work: Path) -> di
             for x, v in zip(backends, saved):
                 x.fp32_precision = v
         out["tf32_max_abs_diff_to_cpu"] = float(np.abs(a[:32] - tf32.reshape(len(tf32), -1)).max())
-    log(f"features: max |gpu-cpu| {out['max_abs_diff_to_cpu']:.2e}, min cosine {out['min_cosine_to_cpu']:.7f}"
-        + (f"; with TF32 {out['tf32_max_abs_diff_to_cpu']:.2e}" if "tf32_max_abs_diff_to_cpu" in out else ""))
+    log(
+        f"features: max |gpu-cpu| {out['max_abs_diff_to_cpu']:.2e}, min cosine {out['min_cosine_to_cpu']:.7f}"
+        + (f"; with TF32 {out['tf32_max_abs_diff_to_cpu']:.2e}" if "tf32_max_abs_diff_to_cpu" in out else "")
+    )
     return out
 
 
@@ -94,8 +98,9 @@ def _train(cfg, out_dir: Path, root: Path, device: torch.device, smoke: bool, **
     summary["seconds"] = time.perf_counter() - t0
     summary["last_loss"] = log_lines[-1]["loss"] if log_lines else None
     summary["steps"] = log_lines[-1]["step"] if log_lines else None
-    summary["mean_recall"] = {lang: round(m["mr"], 2) if isinstance(m, dict) else m
-                              for lang, m in metrics.get("languages", {}).items()}
+    summary["mean_recall"] = {
+        lang: round(m["mr"], 2) if isinstance(m, dict) else m for lang, m in metrics.get("languages", {}).items()
+    }
     return summary
 
 
@@ -113,8 +118,10 @@ def check_train(device: torch.device, root: Path, languages: list[str], work: Pa
     from polyvse_train.config import TrainConfig
 
     cfg = TrainConfig(name="gpu-check-demo", epochs=2, languages=languages, eval_split="val")
-    out = {"config": "TrainConfig defaults (the demo: word-level GRU, cosine, hinge), epochs 2, languages "
-                     + ",".join(languages)}
+    out = {
+        "config": "TrainConfig defaults (the demo: word-level GRU, cosine, hinge), epochs 2, languages "
+        + ",".join(languages)
+    }
     out["fp32"] = _train(cfg, work / "fp32", root, device, smoke)
     log(f"train fp32: {out['fp32']}")
     _train(cfg, work / "again", root, device, smoke)
@@ -125,8 +132,10 @@ def check_train(device: torch.device, root: Path, languages: list[str], work: Pa
     out["fp32_stopped_at_step_then_resumed"] = stop
     out["fp32_resumed"] = _train(cfg, work / "resumed", root, device, smoke, resume=True)
     out["resumed_max_abs_weight_diff"] = weight_diff(work / "fp32", work / "resumed")
-    log(f"train resumed: {out['fp32_resumed']}, max |weight diff| to uninterrupted "
-        f"{out['resumed_max_abs_weight_diff']:.2e}")
+    log(
+        f"train resumed: {out['fp32_resumed']}, max |weight diff| to uninterrupted "
+        f"{out['resumed_max_abs_weight_diff']:.2e}"
+    )
     if device.type == "cuda":
         out["bf16"] = _train(cfg, work / "bf16", root, device, smoke, precision="bf16")
         log(f"train bf16: {out['bf16']}")
@@ -136,30 +145,63 @@ def check_train(device: torch.device, root: Path, languages: list[str], work: Pa
 def check_load(device: torch.device, root: Path, checkpoint: Path, lang: str) -> dict:
     import polyvse
 
-    texts = ["a dog runs on the beach", "two children play in the snow", "a man rides a bike down a hill",
-             "a woman in a red coat walks past a shop", "a brown dog jumps over a fence"]
+    texts = [
+        "a dog runs on the beach",
+        "two children play in the snow",
+        "a man rides a bike down a hill",
+        "a woman in a red coat walks past a shop",
+        "a brown dog jumps over a fence",
+    ]
     photos = sorted((root / "flickr8k" / "images").glob("*.jpg"))[:16]
     vecs = {}
     for dev in ("cpu", str(device)):
         model = polyvse.load(checkpoint, device=dev)
         vecs[dev] = (model.encode_text(texts, lang), model.encode_image([str(p) for p in photos]))
     (t_cpu, i_cpu), (t_dev, i_dev) = vecs["cpu"], vecs[str(device)]
-    out = {"captions": len(texts), "photos": len(photos),
-           "text_min_cosine": float(cosines(t_cpu, t_dev).min()),
-           "image_min_cosine": float(cosines(i_cpu, i_dev).min())}
+    out = {
+        "captions": len(texts),
+        "photos": len(photos),
+        "text_min_cosine": float(cosines(t_cpu, t_dev).min()),
+        "image_min_cosine": float(cosines(i_cpu, i_dev).min()),
+    }
     log(f"load: {out}")
     return out
 
 
 def check_torchrun(device: torch.device, root: Path, languages: list[str], work: Path) -> dict:
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "1",
-           "-m", "polyvse_app.cli", "train", "--config", str(ROOT / "configs" / "vse.yaml"), "--smoke", "--quiet",
-           "--data-root", str(root), "--out", str(work / "torchrun"), "--device", device.type,
-           "--set", f"languages=[{','.join(languages)}]", "--dist-timeout", "5"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--standalone",
+        "--nproc_per_node",
+        "1",
+        "-m",
+        "polyvse_app.cli",
+        "train",
+        "--config",
+        str(ROOT / "configs" / "vse.yaml"),
+        "--smoke",
+        "--quiet",
+        "--data-root",
+        str(root),
+        "--out",
+        str(work / "torchrun"),
+        "--device",
+        device.type,
+        "--set",
+        f"languages=[{','.join(languages)}]",
+        "--dist-timeout",
+        "5",
+    ]
     t0 = time.perf_counter()
     p = subprocess.run(cmd, capture_output=True, text=True, timeout=600, env=os.environ.copy())
-    out = {"command": " ".join(cmd[1:]), "returncode": p.returncode, "seconds": time.perf_counter() - t0,
-           "output_tail": (p.stdout + p.stderr)[-3000:]}
+    out = {
+        "command": " ".join(cmd[1:]),
+        "returncode": p.returncode,
+        "seconds": time.perf_counter() - t0,
+        "output_tail": (p.stdout + p.stderr)[-3000:],
+    }
     metrics = work / "torchrun" / "metrics.json"
     if metrics.is_file():
         m = json.loads(metrics.read_text())
@@ -190,13 +232,22 @@ def main(argv: list[str] | None = None) -> int:
     device = resolve_device(args.device)
     root = data_root(args.data_root)
     languages = args.languages.split(",")
-    record: dict = {"command": "python scripts/gpu_check.py " + " ".join(argv if argv is not None else sys.argv[1:]),
-                    "date": time.strftime("%Y-%m-%d"), "torch": torch.__version__, "python": platform.python_version(),
-                    "device": str(device), "stages": {}}
+    record: dict = {
+        "command": "python scripts/gpu_check.py " + " ".join(argv if argv is not None else sys.argv[1:]),
+        "date": time.strftime("%Y-%m-%d"),
+        "torch": torch.__version__,
+        "python": platform.python_version(),
+        "device": str(device),
+        "stages": {},
+    }
     if device.type == "cuda":
         p = torch.cuda.get_device_properties(device)
-        record["gpu"] = {"name": p.name, "memory_gib": round(p.total_memory / 2**30, 1), "cuda": torch.version.cuda,
-                         "capability": f"{p.major}.{p.minor}"}
+        record["gpu"] = {
+            "name": p.name,
+            "memory_gib": round(p.total_memory / 2**30, 1),
+            "cuda": torch.version.cuda,
+            "capability": f"{p.major}.{p.minor}",
+        }
     record["cpu_cores"] = os.cpu_count()
     sys.path.insert(0, str(ROOT / "benchmarks"))
     from bench_gpu import source_commit
@@ -204,15 +255,18 @@ def main(argv: list[str] | None = None) -> int:
     record.update(source_commit())
     from polyvse.provenance import no_model, provenance
 
-    record["provenance"] = provenance(record["command"], no_model(
-        "checks the GPU paths on demo models trained in a scratch folder (not kept)"))
+    record["provenance"] = provenance(
+        record["command"], no_model("checks the GPU paths on demo models trained in a scratch folder (not kept)")
+    )
     with tempfile.TemporaryDirectory() as tmp:
         work = args.work or Path(tmp)
         os.environ.setdefault("POLYVSE_CACHE", str(work / "polyvse-cache"))
-        steps = {"features": lambda: check_features(device, root / "flickr8k" / "images", args.photos, work),
-                 "train": lambda: check_train(device, root, languages, work / "train", args.smoke),
-                 "load": lambda: check_load(device, root, work / "train" / "fp32" / "checkpoint", languages[0]),
-                 "torchrun": lambda: check_torchrun(device, root, languages, work)}
+        steps = {
+            "features": lambda: check_features(device, root / "flickr8k" / "images", args.photos, work),
+            "train": lambda: check_train(device, root, languages, work / "train", args.smoke),
+            "load": lambda: check_load(device, root, work / "train" / "fp32" / "checkpoint", languages[0]),
+            "torchrun": lambda: check_torchrun(device, root, languages, work),
+        }
         for name in args.stages.split(","):
             t0 = time.perf_counter()
             try:

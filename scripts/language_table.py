@@ -9,6 +9,7 @@ the docs' blocks (`polyvse report`: docs/languages.md renders results/languages-
 
 Test is recorded beside val: choices are made on val, test is reported once for what was adopted.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -31,17 +32,29 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--data-root")
     p.add_argument("--max-photos", type=int, help="the first N photos of each split only (a smoke run)")
     p.add_argument("--splits", default="val,test", help="Flickr8K splits to score (default %(default)s)")
-    p.add_argument("--readme", action="store_true",
-                   help="then regenerate the docs' blocks (`polyvse report`: the languages block renders "
-                        "results/languages-model.json)")
-    p.add_argument("--from-record", action="store_true",
-                   help="score nothing: regenerate the docs' blocks from the existing --out record")
-    p.add_argument("--adapted", metavar="RECORD",
-                   help="an adapt_curves.py record: a language the checkpoint does not serve gets the row of its "
-                        "adaptation chosen on val (`polyvse adapt`, served by the adapted checkpoint)")
-    p.add_argument("--plan", metavar="YAML",
-                   help="the adaptation plan the checkpoint was taught by (configs/adapt/product.yaml, `make model`): "
-                        "each adapted row says how its method was chosen")
+    p.add_argument(
+        "--readme",
+        action="store_true",
+        help="then regenerate the docs' blocks (`polyvse report`: the languages block renders "
+        "results/languages-model.json)",
+    )
+    p.add_argument(
+        "--from-record",
+        action="store_true",
+        help="score nothing: regenerate the docs' blocks from the existing --out record",
+    )
+    p.add_argument(
+        "--adapted",
+        metavar="RECORD",
+        help="an adapt_curves.py record: a language the checkpoint does not serve gets the row of its "
+        "adaptation chosen on val (`polyvse adapt`, served by the adapted checkpoint)",
+    )
+    p.add_argument(
+        "--plan",
+        metavar="YAML",
+        help="the adaptation plan the checkpoint was taught by (configs/adapt/product.yaml, `make model`): "
+        "each adapted row says how its method was chosen",
+    )
     p.add_argument("--quiet", action="store_true")
     return p.parse_args(argv)
 
@@ -55,12 +68,29 @@ def stage_summary(checkpoint: Path) -> dict:
     if not path.is_file():
         return {}
     stage = json.loads(path.read_text(encoding="utf-8"))
-    languages = {lang: {"method": x["method"], **({"lines": x["adaptation"]["lines"],
-                                                    "held_out_translation_mr": x["adaptation"]["held_out_translation_mr"],
-                                                    "seconds": x["seconds"]} if "adaptation" in x else {})}
-                 for lang, x in stage["languages"].items()}
-    return {"adaptation_stage": {"record": str(path), "commit": stage["provenance"]["commit"],
-                                 "seconds": stage["seconds"], "languages": languages}}
+    languages = {
+        lang: {
+            "method": x["method"],
+            **(
+                {
+                    "lines": x["adaptation"]["lines"],
+                    "held_out_translation_mr": x["adaptation"]["held_out_translation_mr"],
+                    "seconds": x["seconds"],
+                }
+                if "adaptation" in x
+                else {}
+            ),
+        }
+        for lang, x in stage["languages"].items()
+    }
+    return {
+        "adaptation_stage": {
+            "record": str(path),
+            "commit": stage["provenance"]["commit"],
+            "seconds": stage["seconds"],
+            "languages": languages,
+        }
+    }
 
 
 def plan_choices(plan: str) -> dict:
@@ -108,11 +138,18 @@ def main(argv=None) -> int:
     adapted_from.update({"plan": args.plan} if args.plan else {})
     adapted_from.update(stage_summary(Path(args.checkpoint)))
     training = getattr(getattr(model, "checkpoint", None), "training", None) or {}
-    record = {"checkpoint": str(args.checkpoint), "config": (training.get("config") or {}).get("name", "?"),
-              "checkpoint_commit": training.get("commit"), "out": str(args.out),
-              "provenance": provenance(model=args.checkpoint),
-              "max_photos": args.max_photos, "splits": list(splits), "rows": rows, **adapted_from,
-              "seconds": round(time.perf_counter() - t0)}
+    record = {
+        "checkpoint": str(args.checkpoint),
+        "config": (training.get("config") or {}).get("name", "?"),
+        "checkpoint_commit": training.get("commit"),
+        "out": str(args.out),
+        "provenance": provenance(model=args.checkpoint),
+        "max_photos": args.max_photos,
+        "splits": list(splits),
+        "rows": rows,
+        **adapted_from,
+        "seconds": round(time.perf_counter() - t0),
+    }
     write_json_atomic(Path(args.out), record)
     table = markdown(record)
     print(table)

@@ -15,6 +15,7 @@ what filled it (docs/templates/service.outputs.json, which tests/test_walkthroug
 does not do what the page says it does (a command fails, a refusal is not refused, a bad request gets a 2xx or a
 5xx), the script stops with an error and leaves the old page in place.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -48,7 +49,7 @@ SPANISH = "dos perros juegan en la nieve"
 QUECHUA = "iskay allqukuna rit'ipi pukllachkanku"  # "two dogs are playing in the snow"
 NEW_LANG, ADAPT_LINES = "qu", 1000  # the language the page teaches, from this many MultiScript30k lines
 
-PYTHON_EXAMPLE = '''\
+PYTHON_EXAMPLE = """\
 import os
 
 import polyvse
@@ -63,7 +64,7 @@ for hit in result.hits:
     print(hit.rank, round(hit.score, 4), hit.id, hit.name)
 photo = {photo}
 print([h.name for h in searcher.image(photo, k=2)])
-'''
+"""
 
 
 class WalkthroughError(RuntimeError):
@@ -127,8 +128,9 @@ def render(template: str, blocks: dict[str, str], values: dict) -> str:
     run marker replaced by its step's output ``blocks[name]``."""
     import jinja2
 
-    env = jinja2.Environment(undefined=jinja2.StrictUndefined, trim_blocks=True, keep_trailing_newline=True,
-                             autoescape=False)
+    env = jinja2.Environment(
+        undefined=jinja2.StrictUndefined, trim_blocks=True, keep_trailing_newline=True, autoescape=False
+    )
     env.filters["thousands"] = lambda n: f"{n:,}"
     return RUN_MARKER.sub(lambda m: blocks[m.group(1)], env.from_string(template).render(values))
 
@@ -169,8 +171,9 @@ def polyvse_cli(places: Places, *args, expect: int | tuple[int, ...] = 0) -> Ran
     from polyvse_app.cli import main
 
     real = [str(a.resolve()) if isinstance(a, Path) else str(a) for a in args]
-    shown_cmd = "$ polyvse " + " ".join(_shell_word(places.arg(a)) if isinstance(a, Path) else shlex.quote(str(a))
-                                        for a in args)
+    shown_cmd = "$ polyvse " + " ".join(
+        _shell_word(places.arg(a)) if isinstance(a, Path) else shlex.quote(str(a)) for a in args
+    )
     progress(places.clean(shown_cmd[2:]))
     buf = io.StringIO()
     with contextlib.redirect_stdout(buf), contextlib.redirect_stderr(buf):
@@ -240,8 +243,18 @@ class Http:
     def close(self) -> None:
         self.client.close()
 
-    def call(self, method: str, path: str, *, label: str | None = None, shown_request: str | None = None,
-             expect=200, compact: bool = False, target: bytes | None = None, **kwargs):
+    def call(
+        self,
+        method: str,
+        path: str,
+        *,
+        label: str | None = None,
+        shown_request: str | None = None,
+        expect=200,
+        compact: bool = False,
+        target: bytes | None = None,
+        **kwargs,
+    ):
         extensions = {"target": target} if target is not None else None
         progress((shown_request or f"{method} {path}")[:120])
         r = self.client.request(method, path, extensions=extensions, **kwargs)
@@ -279,21 +292,41 @@ def _startup_lines(log_text: str) -> list[str]:
 
 # -- the walkthrough ----------------------------------------------------------------------------------------
 def parse_args(argv: list[str] | None):
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--checkpoint", default="runs/model/checkpoint", metavar="DIR",
-                   help="trained checkpoint (default: %(default)s, from `make model`; runs/demo/checkpoint from "
-                   "`make demo` works too)")
-    p.add_argument("--data-root", metavar="DIR",
-                   help="data root holding flickr8k/images and the caption corpora (default: $POLYVSE_DATA)")
-    p.add_argument("--work", default="runs/walkthrough", metavar="DIR",
-                   help="work folder for the index, the new photos and the caption file; deleted and recreated "
-                   "(default: %(default)s)")
+    p = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    p.add_argument(
+        "--checkpoint",
+        default="runs/model/checkpoint",
+        metavar="DIR",
+        help="trained checkpoint (default: %(default)s, from `make model`; runs/demo/checkpoint from "
+        "`make demo` works too)",
+    )
+    p.add_argument(
+        "--data-root",
+        metavar="DIR",
+        help="data root holding flickr8k/images and the caption corpora (default: $POLYVSE_DATA)",
+    )
+    p.add_argument(
+        "--work",
+        default="runs/walkthrough",
+        metavar="DIR",
+        help="work folder for the index, the new photos and the caption file; deleted and recreated "
+        "(default: %(default)s)",
+    )
     p.add_argument("--out", default="docs/service.md", metavar="FILE", help="the page to write (default: %(default)s)")
-    p.add_argument("--port", type=int, default=8000,
-                   help="port for `polyvse serve` if it is free, else any free loopback port (default: %(default)s)")
-    p.add_argument("--workers", type=int, metavar="N",
-                   help="photo decoding processes for `polyvse index` (default: the command's own default)")
+    p.add_argument(
+        "--port",
+        type=int,
+        default=8000,
+        help="port for `polyvse serve` if it is free, else any free loopback port (default: %(default)s)",
+    )
+    p.add_argument(
+        "--workers",
+        type=int,
+        metavar="N",
+        help="photo decoding processes for `polyvse index` (default: the command's own default)",
+    )
     return p.parse_args(argv)
 
 
@@ -306,15 +339,27 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     data_root = args.data_root or os.environ.get("POLYVSE_DATA")
     if not data_root:
-        print("service_walkthrough: give --data-root or set POLYVSE_DATA (make walkthrough sets it to .data)",
-              file=sys.stderr)
+        print(
+            "service_walkthrough: give --data-root or set POLYVSE_DATA (make walkthrough sets it to .data)",
+            file=sys.stderr,
+        )
         return 2
     out = _resolve(args.out)
-    places = Places(repo=REPO, data_root=_resolve(data_root), work=_resolve(args.work),
-                    checkpoint=_resolve(args.checkpoint), out=out)
+    places = Places(
+        repo=REPO,
+        data_root=_resolve(data_root),
+        work=_resolve(args.work),
+        checkpoint=_resolve(args.checkpoint),
+        out=out,
+    )
     images = places.data_root / "flickr8k" / "images"
-    for need, what in ((places.checkpoint / "training.json", "checkpoint (run `make model`, or pass --checkpoint runs/demo/checkpoint after `make demo`)"),
-                       (images, "photo folder flickr8k/images of the data root (run `make data`)")):
+    for need, what in (
+        (
+            places.checkpoint / "training.json",
+            "checkpoint (run `make model`, or pass --checkpoint runs/demo/checkpoint after `make demo`)",
+        ),
+        (images, "photo folder flickr8k/images of the data root (run `make data`)"),
+    ):
         if not need.exists():
             print(f"service_walkthrough: no {what}: {need}", file=sys.stderr)
             return 2
@@ -351,8 +396,9 @@ def main(argv: list[str] | None = None) -> int:
         tmp.write_text(text, encoding="utf-8")
     if out == (REPO / "docs" / "service.md").resolve():  # the committed page: keep what made it
         with atomic_path(outputs_path(out)) as tmp:
-            tmp.write_text(json.dumps({"values": values, "blocks": blocks}, ensure_ascii=False, indent=1) + "\n",
-                           encoding="utf-8")
+            tmp.write_text(
+                json.dumps({"values": values, "blocks": blocks}, ensure_ascii=False, indent=1) + "\n", encoding="utf-8"
+            )
     print(f"wrote {places.arg(out)} ({len(text.splitlines())} lines)")
     return 0
 
@@ -381,13 +427,23 @@ def _header_values(places: Places, command: str, started, load_before: float, lo
     head = git("rev-parse", "--short=12", "HEAD")
     dirty = bool(git("status", "--porcelain", "--untracked-files=no"))
     repo_state = f"commit `{head}`" + (" with uncommitted changes" if dirty else "") if head else "(no git)"
-    data_line = ("export POLYVSE_DATA=$PWD/.data     # as the Makefile does: reuse the data and feature cache of "
-                 "`make model`" if places.data_root == (places.repo / ".data").resolve()
-                 else "export POLYVSE_DATA=/path/to/data   # the data root that holds flickr8k/images")
-    return {"checkpoint": places.arg(places.checkpoint), "command": command, "checkpoint_facts": ", ".join(facts),
-            "repo_state": repo_state, "work": places.arg(places.work), "machine": machine_line(),
-            "load_before": f"{load_before:.1f}", "load_after": f"{load_after:.1f}",
-            "date": started.strftime("%Y-%m-%d %H:%M UTC"), "data_line": data_line}
+    data_line = (
+        "export POLYVSE_DATA=$PWD/.data     # as the Makefile does: reuse the data and feature cache of `make model`"
+        if places.data_root == (places.repo / ".data").resolve()
+        else "export POLYVSE_DATA=/path/to/data   # the data root that holds flickr8k/images"
+    )
+    return {
+        "checkpoint": places.arg(places.checkpoint),
+        "command": command,
+        "checkpoint_facts": ", ".join(facts),
+        "repo_state": repo_state,
+        "work": places.arg(places.work),
+        "machine": machine_line(),
+        "load_before": f"{load_before:.1f}",
+        "load_after": f"{load_after:.1f}",
+        "date": started.strftime("%Y-%m-%d %H:%M UTC"),
+        "data_line": data_line,
+    }
 
 
 class Walkthrough:
@@ -407,11 +463,23 @@ class Walkthrough:
         self.index = self.work / "index"
         self.workers = ["--workers", str(args.workers)] if args.workers is not None else []
         self.values = dict(
-            DEFAULT_EXACT_THRESHOLD=DEFAULT_EXACT_THRESHOLD, DEFAULT_RECALL_TARGET=DEFAULT_RECALL_TARGET,
-            N_PROBES=N_PROBES, MAX_QUERY_CHARS=MAX_QUERY_CHARS, HNSW_EF_CONSTRUCTION=HNSW_EF_CONSTRUCTION,
-            HNSW_M=HNSW_M, IVF_RETRAIN_GROWTH=IVF_RETRAIN_GROWTH, DEFAULT_MIN_CONFIDENCE=DEFAULT_MIN_CONFIDENCE,
-            MIN_CJK=MIN_CJK, MIN_LETTERS=MIN_LETTERS, MIN_WORDS=MIN_WORDS, THUMB_SIZES=list(THUMB_SIZES),
-            GERMAN=GERMAN, TOO_SHORT=TOO_SHORT, AMBIGUOUS=AMBIGUOUS, MAX_CANDIDATES=MAX_CANDIDATES)
+            DEFAULT_EXACT_THRESHOLD=DEFAULT_EXACT_THRESHOLD,
+            DEFAULT_RECALL_TARGET=DEFAULT_RECALL_TARGET,
+            N_PROBES=N_PROBES,
+            MAX_QUERY_CHARS=MAX_QUERY_CHARS,
+            HNSW_EF_CONSTRUCTION=HNSW_EF_CONSTRUCTION,
+            HNSW_M=HNSW_M,
+            IVF_RETRAIN_GROWTH=IVF_RETRAIN_GROWTH,
+            DEFAULT_MIN_CONFIDENCE=DEFAULT_MIN_CONFIDENCE,
+            MIN_CJK=MIN_CJK,
+            MIN_LETTERS=MIN_LETTERS,
+            MIN_WORDS=MIN_WORDS,
+            THUMB_SIZES=list(THUMB_SIZES),
+            GERMAN=GERMAN,
+            TOO_SHORT=TOO_SHORT,
+            AMBIGUOUS=AMBIGUOUS,
+            MAX_CANDIDATES=MAX_CANDIDATES,
+        )
         self.top: list[Path] = []  # the two best photos for the German query
         self.stack = contextlib.ExitStack()  # the running server, until every step has run
 
@@ -429,8 +497,18 @@ class Walkthrough:
 
     # 1. build
     def step_build(self) -> str:
-        build = self.polyvse("index", "build", "--checkpoint", self.places.checkpoint, "--images", self.images,
-                             "--out", self.index, "--quiet", *self.workers)
+        build = self.polyvse(
+            "index",
+            "build",
+            "--checkpoint",
+            self.places.checkpoint,
+            "--images",
+            self.images,
+            "--out",
+            self.index,
+            "--quiet",
+            *self.workers,
+        )
         return self.fence([build, self.polyvse("index", "info", "--index", self.index)])
 
     # 2. search
@@ -474,10 +552,24 @@ class Walkthrough:
 
         taught = NEW_LANG in _adapted_languages(self.places.checkpoint)
         es = self.polyvse("search", "--index", self.index, SPANISH, "--lang", "es", "-k", "3", expect=(0, 2))
-        qu = self.polyvse("search", "--index", self.index, QUECHUA, "--lang", NEW_LANG, *(["-k", "3"] if taught else []),
-                          expect=0 if taught else 2)
-        self.values.update(spanish_answered=es.code == 0, NEW_LANG=NEW_LANG, NEW_LANG_NAME=language_name(NEW_LANG),
-                           QUECHUA=QUECHUA, ADAPT_LINES=ADAPT_LINES, new_lang_adapted=taught)
+        qu = self.polyvse(
+            "search",
+            "--index",
+            self.index,
+            QUECHUA,
+            "--lang",
+            NEW_LANG,
+            *(["-k", "3"] if taught else []),
+            expect=0 if taught else 2,
+        )
+        self.values.update(
+            spanish_answered=es.code == 0,
+            NEW_LANG=NEW_LANG,
+            NEW_LANG_NAME=language_name(NEW_LANG),
+            QUECHUA=QUECHUA,
+            ADAPT_LINES=ADAPT_LINES,
+            new_lang_adapted=taught,
+        )
         return self.fence([es, qu])
 
     def step_adapt(self) -> str:
@@ -490,17 +582,39 @@ class Walkthrough:
         if NEW_LANG in _adapted_languages(source) and (trained / "config.json").is_file():
             source = trained
         self.values.update(taught_from_trained=source != self.places.checkpoint, adapt_source=self.places.arg(source))
-        runs = [self.polyvse("data", "parallel", "--lang", NEW_LANG, "--pivot", "en", "--lines", str(ADAPT_LINES),
-                             "--out", pairs)]
-        runs.append(self.polyvse("adapt", "--checkpoint", source, "--lang", NEW_LANG, "--parallel",
-                                 pairs, "--out", adapted, "--quiet", expect=(0, 2)))
+        runs = [
+            self.polyvse(
+                "data", "parallel", "--lang", NEW_LANG, "--pivot", "en", "--lines", str(ADAPT_LINES), "--out", pairs
+            )
+        ]
+        runs.append(
+            self.polyvse(
+                "adapt",
+                "--checkpoint",
+                source,
+                "--lang",
+                NEW_LANG,
+                "--parallel",
+                pairs,
+                "--out",
+                adapted,
+                "--quiet",
+                expect=(0, 2),
+            )
+        )
         self.values["adapted"] = runs[-1].code == 0
         self.values["adapted_checkpoint"] = self.places.arg(adapted)
         if self.values["adapted"]:
-            runs.append(self.polyvse("search", "--checkpoint", adapted, "--index", self.index, QUECHUA, "--lang",
-                                     NEW_LANG, "-k", "3"))
-            runs.append(self.polyvse("search", "--checkpoint", adapted, "--index", self.index, GERMAN, "--lang", "de",
-                                     "-k", "3"))
+            runs.append(
+                self.polyvse(
+                    "search", "--checkpoint", adapted, "--index", self.index, QUECHUA, "--lang", NEW_LANG, "-k", "3"
+                )
+            )
+            runs.append(
+                self.polyvse(
+                    "search", "--checkpoint", adapted, "--index", self.index, GERMAN, "--lang", "de", "-k", "3"
+                )
+            )
         return self.fence(runs)
 
     # 3. add
@@ -518,8 +632,7 @@ class Walkthrough:
         self.values["my_photos"] = self.places.arg(mine)
         self.values["mirrored"] = ", ".join(f"`{p.name}`" for p in mirrored)
         add = self.polyvse("index", "add", "--index", self.index, "--images", mine, "--quiet", *self.workers)
-        again = self.polyvse("index", "add", "--index", self.index, "--images", self.images, "--quiet",
-                             *self.workers)
+        again = self.polyvse("index", "add", "--index", self.index, "--images", self.images, "--quiet", *self.workers)
         de2 = self.polyvse("search", "--index", self.index, GERMAN, "--lang", "de", "-k", "3")
         found = [name for _, _, name in _hits(de2.output) if name.endswith("_mirrored.jpg")]
         self.values["found"] = " and ".join(f"`{n}`" for n in found)
@@ -530,16 +643,21 @@ class Walkthrough:
         """The example's code as shown, then what it printed when run with the paths made absolute."""
         places = self.places
         shown_photo = places.arg(self.probe)
-        photo_expr = (f"os.path.expandvars({shown_photo!r})" if shown_photo.startswith("$POLYVSE_DATA")
-                      else repr(shown_photo))
-        shown_code = PYTHON_EXAMPLE.format(checkpoint=places.arg(places.checkpoint), index=places.arg(self.index),
-                                           query=GERMAN, photo=photo_expr)
-        real_code = PYTHON_EXAMPLE.format(checkpoint=str(places.checkpoint), index=str(self.index), query=GERMAN,
-                                          photo=photo_expr)
+        photo_expr = (
+            f"os.path.expandvars({shown_photo!r})" if shown_photo.startswith("$POLYVSE_DATA") else repr(shown_photo)
+        )
+        shown_code = PYTHON_EXAMPLE.format(
+            checkpoint=places.arg(places.checkpoint), index=places.arg(self.index), query=GERMAN, photo=photo_expr
+        )
+        real_code = PYTHON_EXAMPLE.format(
+            checkpoint=str(places.checkpoint), index=str(self.index), query=GERMAN, photo=photo_expr
+        )
         buf = io.StringIO()
         with contextlib.redirect_stdout(buf):
             exec(compile(real_code, "example.py", "exec"), {"__name__": "__example__"})  # noqa: S102 (our own snippet)
-        return fence(places, [shown_code.rstrip("\n")], "python") + "\n\n" + fence(places, [buf.getvalue().rstrip("\n")])
+        return (
+            fence(places, [shown_code.rstrip("\n")], "python") + "\n\n" + fence(places, [buf.getvalue().rstrip("\n")])
+        )
 
     # 5. serve: started here, stopped when every step has run
     def step_serve(self) -> str:
@@ -547,12 +665,21 @@ class Walkthrough:
         export = self.polyvse("data", "export", "--dataset", "f8k-ml", "--split", "test", "--out", captions)
         port = free_port(self.args.port)
         serve_args = ["--index", self.index, "--captions", captions, "--port", str(port)]
-        shown = "$ polyvse serve " + " ".join(_shell_word(self.places.arg(a)) if isinstance(a, Path) else a
-                                              for a in serve_args)
+        shown = "$ polyvse serve " + " ".join(
+            _shell_word(self.places.arg(a)) if isinstance(a, Path) else a for a in serve_args
+        )
         log_path = self.work / "serve.log"
         progress(self.places.clean(shown[2:]))
-        _proc, base = self.stack.enter_context(serving(serve_args, log_path, port, timeout=SERVE_START_TIMEOUT,
-                                                       cwd=REPO, env=dict(os.environ, PYTHONUNBUFFERED="1")))
+        _proc, base = self.stack.enter_context(
+            serving(
+                serve_args,
+                log_path,
+                port,
+                timeout=SERVE_START_TIMEOUT,
+                cwd=REPO,
+                env=dict(os.environ, PYTHONUNBUFFERED="1"),
+            )
+        )
         progress("polyvse serve answers /api/health")
         self.http = Http(base)
         self.stack.callback(self.http.close)
@@ -566,16 +693,32 @@ class Walkthrough:
         http, probe = self.http, self.probe
         photo_bytes = probe.read_bytes()
         body = {"query": GERMAN, "lang": "auto", "k": 3}
-        _, text_lines = http.call("POST", "/api/search/text", json=body,
-                                  shown_request=f"POST /api/search/text  {json.dumps(body, ensure_ascii=False)}")
+        _, text_lines = http.call(
+            "POST",
+            "/api/search/text",
+            json=body,
+            shown_request=f"POST /api/search/text  {json.dumps(body, ensure_ascii=False)}",
+        )
         params = {"q": "un homme fait du vélo", "lang": "fr", "k": 2}
         r, get_lines = http.call("GET", "/api/search/text", params=params)
         get_lines[0] = f"GET {r.request.url.raw_path.decode()}"
         upload = {"files": {"file": (probe.name, photo_bytes, "image/jpeg")}, "data": {"k": "3"}}
-        _, img_lines = http.call("POST", "/api/search/image", **upload, shown_request=_multipart_shown(
-            "POST", "/api/search/image", probe.name, "image/jpeg", len(photo_bytes), k=3))
-        _, cap_lines = http.call("POST", "/api/captions/image", **upload, shown_request=_multipart_shown(
-            "POST", "/api/captions/image", probe.name, "image/jpeg", len(photo_bytes), k=3))
+        _, img_lines = http.call(
+            "POST",
+            "/api/search/image",
+            **upload,
+            shown_request=_multipart_shown(
+                "POST", "/api/search/image", probe.name, "image/jpeg", len(photo_bytes), k=3
+            ),
+        )
+        _, cap_lines = http.call(
+            "POST",
+            "/api/captions/image",
+            **upload,
+            shown_request=_multipart_shown(
+                "POST", "/api/captions/image", probe.name, "image/jpeg", len(photo_bytes), k=3
+            ),
+        )
         probe_id = next(p.id for p in PhotoIndex.open(self.index).photos if Path(p.path) == probe)
         _, sim_lines = http.call("GET", f"/api/photos/{probe_id}/similar?k=2")
         _, pcap_lines = http.call("GET", f"/api/photos/{probe_id}/captions?k=2&lang=de")
@@ -583,8 +726,18 @@ class Walkthrough:
         _, model_lines = http.call("GET", "/api/model")
         _, thumb_lines = http.call("GET", f"/api/photos/{probe_id}/thumbnail")
         _, file_lines = http.call("GET", f"/api/photos/{probe_id}")
-        blocks = [text_lines, get_lines, img_lines, cap_lines, sim_lines, pcap_lines, health_lines, model_lines,
-                  thumb_lines, file_lines]
+        blocks = [
+            text_lines,
+            get_lines,
+            img_lines,
+            cap_lines,
+            sim_lines,
+            pcap_lines,
+            health_lines,
+            model_lines,
+            thumb_lines,
+            file_lines,
+        ]
         return fence(self.places, [line for b in blocks for line in (*b, "")][:-1])
 
     def step_bad_input(self) -> str:
@@ -599,14 +752,22 @@ def _bad_inputs(http: Http, work: Path, photo_bytes: bytes, probe: Path) -> list
 
     def post_text(label, body, shown_body=None, expect=422):
         shown = f"POST /api/search/text  {shown_body or json.dumps(body, ensure_ascii=False)}"
-        _, lines = http.call("POST", "/api/search/text", json=body, label=label, shown_request=shown, expect=expect,
-                             compact=True)
+        _, lines = http.call(
+            "POST", "/api/search/text", json=body, label=label, shown_request=shown, expect=expect, compact=True
+        )
         blocks.append(lines)
 
     def upload(label, name, data, ctype, expect=422):
         shown = _multipart_shown("POST", "/api/search/image", name, ctype, len(data))
-        _, lines = http.call("POST", "/api/search/image", files={"file": (name, data, ctype)}, label=label,
-                             shown_request=shown, expect=expect, compact=True)
+        _, lines = http.call(
+            "POST",
+            "/api/search/image",
+            files={"file": (name, data, ctype)},
+            label=label,
+            shown_request=shown,
+            expect=expect,
+            compact=True,
+        )
         blocks.append(lines)
 
     post_text("empty query", {"query": "", "lang": "de"})
@@ -629,14 +790,25 @@ def _bad_inputs(http: Http, work: Path, photo_bytes: bytes, probe: Path) -> list
     upload("body over the upload limit (9 MiB)", "big.jpg", os.urandom(9 * 1024 * 1024), "image/jpeg", expect=413)
 
     for label, shown, target in (
-            ("path traversal, encoded", "GET /api/photos/..%2F..%2F..%2Fetc%2Fpasswd",
-             b"/api/photos/..%2F..%2F..%2Fetc%2Fpasswd"),
-            ("path traversal in the static files (raw path, not normalised by the client)",
-             "GET /static/../../../../etc/passwd", b"/static/../../../../etc/passwd"),
-            ("path traversal in the thumbnail route", "GET /api/photos/../../../etc/passwd/thumbnail",
-             b"/api/photos/../../../etc/passwd/thumbnail")):
-        r, lines = http.call("GET", "/", label=label, shown_request=shown, target=target,
-                             expect=(400, 404, 422), compact=True)
+        (
+            "path traversal, encoded",
+            "GET /api/photos/..%2F..%2F..%2Fetc%2Fpasswd",
+            b"/api/photos/..%2F..%2F..%2Fetc%2Fpasswd",
+        ),
+        (
+            "path traversal in the static files (raw path, not normalised by the client)",
+            "GET /static/../../../../etc/passwd",
+            b"/static/../../../../etc/passwd",
+        ),
+        (
+            "path traversal in the thumbnail route",
+            "GET /api/photos/../../../etc/passwd/thumbnail",
+            b"/api/photos/../../../etc/passwd/thumbnail",
+        ),
+    ):
+        r, lines = http.call(
+            "GET", "/", label=label, shown_request=shown, target=target, expect=(400, 404, 422), compact=True
+        )
         if b"root:" in r.content:
             raise WalkthroughError(f"{shown} served a file from outside the index")
         blocks.append(lines)

@@ -8,6 +8,7 @@ rewrites section 5 of ``--doc`` in place from those runs (:func:`polyvse_train.z
     PYTHONPATH=src POLYVSE_DATA=<data root> python scripts/word_translation.py \
         [--configs ame-sym,ame-fme,translator-t2,vse,pivot-sym] [--out runs/words] [--doc docs/results.md]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -28,7 +29,9 @@ DEFAULT_CONFIGS = "ame-sym,ame-fme,translator-t2,vse,pivot-sym"
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--configs", default=DEFAULT_CONFIGS, help="comma-separated config names (default: %(default)s)")
-    p.add_argument("--spec", default=str(REPO / "configs" / "zoo" / "cpu.yaml"), help="zoo budget (default: %(default)s)")
+    p.add_argument(
+        "--spec", default=str(REPO / "configs" / "zoo" / "cpu.yaml"), help="zoo budget (default: %(default)s)"
+    )
     p.add_argument("--configs-dir", default=str(REPO / "configs"))
     p.add_argument("--out", default="runs/words", help="run folders (default: %(default)s)")
     p.add_argument("--doc", default=str(REPO / "docs" / "results.md"), help="document whose section 5 is rewritten")
@@ -45,8 +48,7 @@ def main(argv=None) -> int:
     results, failed = collect(Path(args.out))
     for f in failed:
         print(f"failed {f['run_id']}: {f['error']}", file=sys.stderr)
-    command = ("PYTHONPATH=src POLYVSE_DATA=<data root> python scripts/word_translation.py "
-               f"--configs {args.configs}")
+    command = f"PYTHONPATH=src POLYVSE_DATA=<data root> python scripts/word_translation.py --configs {args.configs}"
     section = words_section([r for r in results if r.config in names], names, spec, command=command)
     replace_section(Path(args.doc), "## 5. ", section)
     print(f"rewrote section 5 of {args.doc}")

@@ -14,6 +14,7 @@ For each language and each part of the MUSE lexicon (held-out test part, train p
 
     PYTHONPATH=src POLYVSE_DATA=<data root> python scripts/word_vectors_diagnostics.py RUN/checkpoint [...]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -74,8 +75,10 @@ def main(argv=None) -> int:
     for ck in args.checkpoints:
         pm = polyvse.load(ck)
         pivot = "en" if "en" in pm.languages else pm.languages[0]
-        print(f"\n{ck}\n| lang | part | words | p1 | chance | cos_pair | cos_rand | sanity | p1_sentence |\n"
-              "|---|---|---:|---:|---:|---:|---:|---:|---:|")
+        print(
+            f"\n{ck}\n| lang | part | words | p1 | chance | cos_pair | cos_rand | sanity | p1_sentence |\n"
+            "|---|---|---:|---:|---:|---:|---:|---:|---:|"
+        )
         target = encode_words(pm, pivot)
         for lang in pm.languages:
             if lang == pivot or not muse_paths(root, lang, pivot, check=False).is_file():
@@ -84,9 +87,11 @@ def main(argv=None) -> int:
             for part in LEXICON_PARTS:
                 r = diagnose(root, lang, pivot, part, source, target, torch.Generator().manual_seed(0))
                 if r is not None:
-                    print(f"| {lang}→{pivot} | {part} | {r['words']} | {r['p1']:.1f} | {r['chance']:.2f} | "
-                          f"{r['cos_pair']:+.3f} | {r['cos_rand']:+.3f} | {r['sanity']:.1f} | {r['p1_sentence']:.1f} |",
-                          flush=True)
+                    print(
+                        f"| {lang}→{pivot} | {part} | {r['words']} | {r['p1']:.1f} | {r['chance']:.2f} | "
+                        f"{r['cos_pair']:+.3f} | {r['cos_rand']:+.3f} | {r['sanity']:.1f} | {r['p1_sentence']:.1f} |",
+                        flush=True,
+                    )
     return 0
 
 

@@ -34,6 +34,7 @@ entirely. The reference is French through its own trained part on the same photo
 zero-shot language within 5 mR of French). Resumable: each teacher run keeps its state under ``--work``, and the
 record is written after every held-out language.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -48,8 +49,11 @@ def parse_args(argv=None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--checkpoint", required=True)
     p.add_argument("--held-out", default="es,ar,de,fr,cs,zh", help="languages scored zero-shot (default %(default)s)")
-    p.add_argument("--teach", default="es,ar,zh,qu,gn,de,fr,cs",
-                   help="languages whose lines teach the universal part (default %(default)s)")
+    p.add_argument(
+        "--teach",
+        default="es,ar,zh,qu,gn,de,fr,cs",
+        help="languages whose lines teach the universal part (default %(default)s)",
+    )
     p.add_argument("--lines", type=int, default=4000, help="training lines per teaching language (default %(default)s)")
     p.add_argument("--reference", default="fr")
     p.add_argument("--work", required=True, help="folder for teacher states")
@@ -89,8 +93,10 @@ def output_ensemble(model, vecs, parts, texts):
     from polyvse.model.zero_shot import encode_through_part
 
     with torch.no_grad():
-        each = [torch.nn.functional.normalize(encode_through_part(model.model, vecs, part.eval(), texts), dim=-1)
-                for part in parts]
+        each = [
+            torch.nn.functional.normalize(encode_through_part(model.model, vecs, part.eval(), texts), dim=-1)
+            for part in parts
+        ]
     return torch.nn.functional.normalize(torch.stack(each).mean(0), dim=-1).cpu().numpy()
 
 
@@ -132,11 +138,19 @@ def main(argv=None) -> int:
     x_en = {lang: vectors([b for _, b in p], "en") for lang, p in pairs.items() if lang in teach}
     targets = {lang: teacher_targets(model.model, x, ["en"] * len(x)) for lang, x in x_en.items()}
     mu_en = torch.cat(list(x_en.values())).mean(0)
-    record = {"checkpoint": str(args.checkpoint), "split": "val", "lines_per_language": args.lines,
-              "teach": {lang: len(pairs[lang]) for lang in teach}, "trained": trained,
-              "reference": {args.reference: {"val": reference}}, "held_out": {}, "complete": False,
-              "provenance": provenance(["python", "scripts/zero_shot_loo.py",
-                                        *(argv if argv is not None else sys.argv[1:])], args.checkpoint)}
+    record = {
+        "checkpoint": str(args.checkpoint),
+        "split": "val",
+        "lines_per_language": args.lines,
+        "teach": {lang: len(pairs[lang]) for lang in teach},
+        "trained": trained,
+        "reference": {args.reference: {"val": reference}},
+        "held_out": {},
+        "complete": False,
+        "provenance": provenance(
+            ["python", "scripts/zero_shot_loo.py", *(argv if argv is not None else sys.argv[1:])], args.checkpoint
+        ),
+    }
     for lang in held_out:
         gals = gallery_of if lang in unseen else evaluator.galleries(model, [], lang)
         vecs = {"val": vectors(gals["val"]["captions"][lang][0], lang)}
@@ -148,13 +162,30 @@ def main(argv=None) -> int:
         val, train = held_out_rows(len(x), args.seed)
         settings = TeacherSettings(subwords=False, seed=args.seed)
         universal, details = fit_teacher(
-            model.model, mean, x[train], t[train], x[val], t[val], settings,
+            model.model,
+            mean,
+            x[train],
+            t[train],
+            x[val],
+            t[val],
+            settings,
             state_path=work / f"universal-without-{lang}.state.pt",
-            identity={"checkpoint": str(Path(args.checkpoint).resolve()), "without": lang, "teach": taught,
-                      "lines": args.lines}, resume=True, progress=progress, desc=f"universal part without {lang}")
-        row = {"captions": "MultiScript30k (machine-translated)" if lang in unseen else "f8k-full (human)",
-               "held_out": "entirely" if lang in unseen else "its part only (the tail and head trained on it)",
-               "taught_from": taught, "teacher": {"epochs": details["epochs"], "best_epoch": details["best_epoch"]}}
+            identity={
+                "checkpoint": str(Path(args.checkpoint).resolve()),
+                "without": lang,
+                "teach": taught,
+                "lines": args.lines,
+            },
+            resume=True,
+            progress=progress,
+            desc=f"universal part without {lang}",
+        )
+        row = {
+            "captions": "MultiScript30k (machine-translated)" if lang in unseen else "f8k-full (human)",
+            "held_out": "entirely" if lang in unseen else "its part only (the tail and head trained on it)",
+            "taught_from": taught,
+            "teacher": {"epochs": details["epochs"], "best_epoch": details["best_epoch"]},
+        }
         towers = towers_reading(model.captions, lang)
         same = [x for x in others if towers_reading(model.captions, x) == towers]
         parts = {"mean": mean, "universal": universal, **{f"part:{x}": encoder.universal[x] for x in others}}
@@ -173,13 +204,22 @@ def main(argv=None) -> int:
         for name, x_moved in moved.items():
             row[name] = scores_through_part(evaluator, model, gals, {"val": x_moved}, lang, mean, ["val"])["val"]
         parts = {**parts, **moved}
-        row["ensemble"] = evaluator.mean_recall(model, gals["val"], lang, output_ensemble(
-            model, vecs["val"], [encoder.universal[x] for x in others], gals["val"]["captions"][lang][0]))
+        row["ensemble"] = evaluator.mean_recall(
+            model,
+            gals["val"],
+            lang,
+            output_ensemble(
+                model, vecs["val"], [encoder.universal[x] for x in others], gals["val"]["captions"][lang][0]
+            ),
+        )
         for name in [*parts, "ensemble"]:
             row[name]["gap_to_reference"] = row[name]["mr"] - reference["mr"]
         best = max([*parts, "ensemble"], key=lambda name: row[name]["mr"])
-        print(f"{lang}: mean {row['mean']['mr']:.1f}, universal {row['universal']['mr']:.1f}, best {best} "
-              f"{row[best]['mr']:.1f} ({args.reference} {reference['mr']:.1f})", file=sys.stderr)
+        print(
+            f"{lang}: mean {row['mean']['mr']:.1f}, universal {row['universal']['mr']:.1f}, best {best} "
+            f"{row[best]['mr']:.1f} ({args.reference} {reference['mr']:.1f})",
+            file=sys.stderr,
+        )
         record["held_out"][lang] = row
         record["seconds"] = round(time.perf_counter() - t0)
         write_json_atomic(Path(args.out), record)

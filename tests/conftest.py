@@ -1,4 +1,5 @@
 """Shared fixtures. Real-data tests read ../shared/data (the public-repository mirror) read-only."""
+
 from __future__ import annotations
 
 import csv
@@ -56,8 +57,9 @@ def make_tiny_root(root: Path) -> Path:
         for k in range(1, 6):
             for lang in ("en", "de"):
                 if lang == "en" and k == 1:  # task2 en #1 repeats the task1 English line (as in Multi30K)
-                    lines = [f"{lang} t1 {split if split != 'test_2016' else 'test_2016_flickr'} {i[:-4]}."
-                             for i in imgs]
+                    lines = [
+                        f"{lang} t1 {split if split != 'test_2016' else 'test_2016_flickr'} {i[:-4]}." for i in imgs
+                    ]
                 else:
                     lines = [f"{lang} t2.{k} {split} {i[:-4]}" for i in imgs]
                 _gz(m / "task2" / "raw" / f"{split}.{k}.{lang}.gz", lines)
@@ -155,14 +157,19 @@ def raw(shared_data):
     m30k_split = {}
     caps = []  # (photo_id, lang, text, source)
     base = root / "multi30k" / "data"
-    for task, names, langs, suffix in (("task1", ("train", "val", "test_2016_flickr"), ("en", "de", "fr", "cs"), ""),
-                                       ("task2", ("train", "val", "test_2016"), ("en", "de"), "_images")):
+    for task, names, langs, suffix in (
+        ("task1", ("train", "val", "test_2016_flickr"), ("en", "de", "fr", "cs"), ""),
+        ("task2", ("train", "val", "test_2016"), ("en", "de"), "_images"),
+    ):
         for s in names:
             ids = [x[:-4] for x in (base / task / "image_splits" / f"{s}{suffix}.txt").read_text().split("\n") if x]
             for i in ids:
                 m30k_split.setdefault(i, s)
-            files = ([f"{s}.{lang}.gz" for lang in langs] if task == "task1"
-                     else [f"{s}.{k}.{lang}.gz" for k in range(1, 6) for lang in langs])
+            files = (
+                [f"{s}.{lang}.gz" for lang in langs]
+                if task == "task1"
+                else [f"{s}.{k}.{lang}.gz" for k in range(1, 6) for lang in langs]
+            )
             for f in files:
                 lang = f.split(".")[-2]
                 lines = gzip.open(base / task / "raw" / f, "rt", encoding="utf-8").read().split("\n")[:-1]
@@ -179,8 +186,15 @@ def raw(shared_data):
                 caps.append((key.split("_")[0], "zh", text.strip(), "flickr8kcn-" + v))
     attested = {(p, lang, t) for p, lang, t, _ in caps}
     key = {t: caption_key(t) for t in {t for _, _, t, _ in caps}}
-    return {"images": images, "images224": images224, "splits": splits, "m30k_split": m30k_split, "caps": caps, "attested": attested,
-            "key": key}
+    return {
+        "images": images,
+        "images224": images224,
+        "splits": splits,
+        "m30k_split": m30k_split,
+        "caps": caps,
+        "attested": attested,
+        "key": key,
+    }
 
 
 # -- a real Milvus server -------------------------------------------------------------------------------------
@@ -229,10 +243,12 @@ class MilvusProcess:
         # its embedded etcd listens on etcd's fixed ports (2379, 2380) unless its own config file says otherwise: a
         # second server on the machine (another test process) would fail to start
         etcd = base / "etcd.yaml"
-        etcd.write_text(f"name: default\nlisten-client-urls: http://127.0.0.1:{client}\n"
-                        f"advertise-client-urls: http://127.0.0.1:{client}\nlisten-peer-urls: http://127.0.0.1:{peer}\n"
-                        f"initial-advertise-peer-urls: http://127.0.0.1:{peer}\n"
-                        f"initial-cluster: default=http://127.0.0.1:{peer}\n")
+        etcd.write_text(
+            f"name: default\nlisten-client-urls: http://127.0.0.1:{client}\n"
+            f"advertise-client-urls: http://127.0.0.1:{client}\nlisten-peer-urls: http://127.0.0.1:{peer}\n"
+            f"initial-advertise-peer-urls: http://127.0.0.1:{peer}\n"
+            f"initial-cluster: default=http://127.0.0.1:{peer}\n"
+        )
         write_config = self.server.config.write_config
 
         def write_config_with_etcd() -> None:

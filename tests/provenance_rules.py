@@ -16,6 +16,7 @@ a listed one that no longer occurs), and ``tests/test_record_rules.py`` shows ea
     reconstructed-substance a block reconstructed after the fact gives each unknown field a reason of substance
                             and names at least part of its machine
 """
+
 from __future__ import annotations
 
 import json
@@ -54,8 +55,9 @@ class Block:
 
 
 def _git(repo: Path, *args: str, stdin: str | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run(["git", *args], cwd=repo, input=stdin, capture_output=True, text=True, check=False,
-                          timeout=120)
+    return subprocess.run(
+        ["git", *args], cwd=repo, input=stdin, capture_output=True, text=True, check=False, timeout=120
+    )
 
 
 def blocks(repo: Path, found: dict[str, list[Path]]) -> list[Block]:
@@ -77,12 +79,24 @@ def history_problems(repo: Path, found: Iterable[Block], roots: Iterable[str]) -
     found = list(found)
     shallow = _git(repo, "rev-parse", "--is-shallow-repository")
     if shallow.returncode != 0:
-        return [Problem("commit-exists", "*", f"{repo} is not a git checkout: the records' commits cannot be "
-                                              "checked; run the tests in a clone of the repository")]
+        return [
+            Problem(
+                "commit-exists",
+                "*",
+                f"{repo} is not a git checkout: the records' commits cannot be "
+                "checked; run the tests in a clone of the repository",
+            )
+        ]
     if shallow.stdout.strip() == "true":
-        return [Problem("commit-exists", "*", f"{repo} is a shallow clone: a record's commit may be missing from it "
-                                              "without being missing from the history; fetch the whole history "
-                                              "(`git fetch --unshallow`, or actions/checkout with fetch-depth: 0)")]
+        return [
+            Problem(
+                "commit-exists",
+                "*",
+                f"{repo} is a shallow clone: a record's commit may be missing from it "
+                "without being missing from the history; fetch the whole history "
+                "(`git fetch --unshallow`, or actions/checkout with fetch-depth: 0)",
+            )
+        ]
     commits = sorted({b.block["commit"] for b in found if isinstance(b.block.get("commit"), str)})
     answer = _git(repo, "cat-file", "--batch-check", stdin="".join(f"{c}^{{commit}}\n" for c in commits))
     lines = answer.stdout.splitlines()
@@ -94,8 +108,14 @@ def history_problems(repo: Path, found: Iterable[Block], roots: Iterable[str]) -
         if not isinstance(commit, str):
             continue  # the shape test asks for a full hash
         if commit not in known:
-            out.append(Problem("commit-exists", b.record, f"{b.file}: commit {commit} is not in the repository's "
-                                                          "history (`git cat-file -e <commit>^{commit}` fails)"))
+            out.append(
+                Problem(
+                    "commit-exists",
+                    b.record,
+                    f"{b.file}: commit {commit} is not in the repository's "
+                    "history (`git cat-file -e <commit>^{commit}` fails)",
+                )
+            )
             continue
         adding = added.get(b.file)
         if adding is None:
@@ -103,10 +123,15 @@ def history_problems(repo: Path, found: Iterable[Block], roots: Iterable[str]) -
         if (commit, adding) not in ancestry:
             ancestry[commit, adding] = _git(repo, "merge-base", "--is-ancestor", commit, adding).returncode == 0
         if not ancestry[commit, adding]:
-            out.append(Problem("committed-after-commit", b.record,
-                               f"{b.file}: its commit {commit[:12]} is not an ancestor of {adding[:12]}, the commit "
-                               "that added the file as it is: the record names a checkout that did not exist when it was "
-                               "committed"))
+            out.append(
+                Problem(
+                    "committed-after-commit",
+                    b.record,
+                    f"{b.file}: its commit {commit[:12]} is not an ancestor of {adding[:12]}, the commit "
+                    "that added the file as it is: the record names a checkout that did not exist when it was "
+                    "committed",
+                )
+            )
     return out
 
 
@@ -170,25 +195,38 @@ def dirty_cited_problems(repo: Path, found: Iterable[Block]) -> list[Problem]:
         for record in dirty:
             if _cites(path, record) and not SAYS_DIRTY.search(_RECORD_PATH.sub("", sentence)):  # not in a path
                 text = " ".join(sentence.split())
-                out.append(Problem("dirty-cited", record,
-                                   f"written on a dirty tree, cited by {page} without saying so: "
-                                   f"\"{text[:160]}{'…' if len(text) > 160 else ''}\"; say it in the citing "
-                                   "sentence (\"dirty tree\", \"uncommitted changes\") or rerun it on a clean one"))
+                out.append(
+                    Problem(
+                        "dirty-cited",
+                        record,
+                        f"written on a dirty tree, cited by {page} without saying so: "
+                        f'"{text[:160]}{"…" if len(text) > 160 else ""}"; say it in the citing '
+                        'sentence ("dirty tree", "uncommitted changes") or rerun it on a clean one',
+                    )
+                )
     return sorted(set(out))
 
 
 # -- product-fingerprint -------------------------------------------------------------------------------------------------
 def product_problems(repo: Path, found: Iterable[Block]) -> list[Problem]:
-    claims = [b for b in found if is_product_checkpoint((b.block.get("model") or {}).get("checkpoint"))
-              and b.file != PRODUCT_BUILD_RECORD]
+    claims = [
+        b
+        for b in found
+        if is_product_checkpoint((b.block.get("model") or {}).get("checkpoint")) and b.file != PRODUCT_BUILD_RECORD
+    ]
     if not claims:
         return []
     try:
         build = json.loads((repo / PRODUCT_BUILD_RECORD).read_text(encoding="utf-8"))["provenance"]["model"]
     except (OSError, ValueError, KeyError, TypeError) as exc:
-        return [Problem("product-fingerprint", b.record, f"{b.file} names the product model but its build record "
-                                                         f"{PRODUCT_BUILD_RECORD} cannot be read ({exc})")
-                for b in claims]
+        return [
+            Problem(
+                "product-fingerprint",
+                b.record,
+                f"{b.file} names the product model but its build record {PRODUCT_BUILD_RECORD} cannot be read ({exc})",
+            )
+            for b in claims
+        ]
     want = {k: build.get(k) for k in ("fingerprint", "photo_fingerprint")}
     out = []
     for b in claims:
@@ -196,15 +234,22 @@ def product_problems(repo: Path, found: Iterable[Block]) -> list[Problem]:
         if not want["fingerprint"]:
             why = f"the build record {PRODUCT_BUILD_RECORD} names no fingerprint, so this claim cannot be checked"
         elif model.get("fingerprint") != want["fingerprint"]:
-            why = (f"fingerprint {model.get('fingerprint')}, the build record {PRODUCT_BUILD_RECORD} names "
-                   f"{want['fingerprint']}")
+            why = (
+                f"fingerprint {model.get('fingerprint')}, the build record {PRODUCT_BUILD_RECORD} names "
+                f"{want['fingerprint']}"
+            )
         elif want["photo_fingerprint"] and model.get("photo_fingerprint") not in (None, want["photo_fingerprint"]):
-            why = (f"photo fingerprint {model.get('photo_fingerprint')}, the build record names "
-                   f"{want['photo_fingerprint']}")
+            why = (
+                f"photo fingerprint {model.get('photo_fingerprint')}, the build record names "
+                f"{want['photo_fingerprint']}"
+            )
         else:
             continue
-        out.append(Problem("product-fingerprint", b.record, f"{b.file} names the product model "
-                                                            f"({model.get('checkpoint')}): {why}"))
+        out.append(
+            Problem(
+                "product-fingerprint", b.record, f"{b.file} names the product model ({model.get('checkpoint')}): {why}"
+            )
+        )
     return out
 
 
@@ -225,22 +270,38 @@ def reconstructed_problems(found: Iterable[Block]) -> list[Problem]:
             continue
         for field, reason in sorted((rebuilt.get("unknown") or {}).items()):
             if not substantial(reason):
-                out.append(Problem("reconstructed-substance", b.record,
-                                   f"{b.file}: reconstructed.unknown.{field} {reason!r} is no reason: say why the "
-                                   "value cannot be known"))
+                out.append(
+                    Problem(
+                        "reconstructed-substance",
+                        b.record,
+                        f"{b.file}: reconstructed.unknown.{field} {reason!r} is no reason: say why the "
+                        "value cannot be known",
+                    )
+                )
         machine = b.block.get("machine") if isinstance(b.block.get("machine"), dict) else {}
         if all(machine.get(k) is None for k in MACHINE_FIELDS):
-            out.append(Problem("reconstructed-substance", b.record,
-                               f"{b.file}: a reconstructed block that names nothing of its machine "
-                               f"({', '.join(MACHINE_FIELDS)} all None): its figures cannot be placed; name what "
-                               "the record's files or the docs of its time say (at least the CPU or its cores)"))
+            out.append(
+                Problem(
+                    "reconstructed-substance",
+                    b.record,
+                    f"{b.file}: a reconstructed block that names nothing of its machine "
+                    f"({', '.join(MACHINE_FIELDS)} all None): its figures cannot be placed; name what "
+                    "the record's files or the docs of its time say (at least the CPU or its cores)",
+                )
+            )
     return out
 
 
 def all_problems(repo: Path, found: dict[str, list[Path]], roots: Iterable[str]) -> list[Problem]:
     bs = blocks(repo, found)
-    return sorted(set(history_problems(repo, bs, roots) + dirty_cited_problems(repo, bs) + product_problems(repo, bs)
-                      + reconstructed_problems(bs)))
+    return sorted(
+        set(
+            history_problems(repo, bs, roots)
+            + dirty_cited_problems(repo, bs)
+            + product_problems(repo, bs)
+            + reconstructed_problems(bs)
+        )
+    )
 
 
 # -- the known list -------------------------------------------------------------------------------------------------------
@@ -256,8 +317,12 @@ def read_known(path: Path) -> dict[tuple[str, str], str]:
         raise ValueError(f"{path}: a list of {{rule, record, reason}} entries expected")
     out = {}
     for i, e in enumerate(entries, 1):
-        if not (isinstance(e, dict) and e.get("rule") in RULES and isinstance(e.get("record"), str)
-                and substantial(e.get("reason"))):
+        if not (
+            isinstance(e, dict)
+            and e.get("rule") in RULES
+            and isinstance(e.get("record"), str)
+            and substantial(e.get("reason"))
+        ):
             raise ValueError(f"{path}: entry {i} ({e!r}) needs rule (one of {', '.join(RULES)}), record and a reason")
         out[e["rule"], e["record"]] = e["reason"]
     return out

@@ -4,6 +4,7 @@ stopped run exactly, and names every bad line of a parallel file. The model is a
 per-language parts (USE embeds a few hundred sentences in seconds), and one that fine-tuned e5's last layer, whose
 new language learns from (and is served through) the trained layer; the pairs are MultiScript30k's es lines with
 their Multi30K en line, evaluation photos and sentences left out."""
+
 from __future__ import annotations
 
 import json
@@ -32,9 +33,17 @@ def base_checkpoint(shared_data, tmp_path_factory) -> Path:
     from polyvse_train.train import train
 
     out = tmp_path_factory.mktemp("adapt-base")
-    cfg = TrainConfig(name="adapt-test", languages=["en", "de"], text_encoder="pretrained",
-                      pretrained_encoder="use-multilingual", universal_dim=32, embed_dim=16, smoke_photos=8,
-                      smoke_max_batches=2, threads=1)
+    cfg = TrainConfig(
+        name="adapt-test",
+        languages=["en", "de"],
+        text_encoder="pretrained",
+        pretrained_encoder="use-multilingual",
+        universal_dim=32,
+        embed_dim=16,
+        smoke_photos=8,
+        smoke_max_batches=2,
+        threads=1,
+    )
     train(cfg, out, shared_data, smoke=True, progress=False)
     return out / "checkpoint"
 
@@ -83,8 +92,11 @@ def test_bad_lines_are_named_by_file_and_line(tmp_path):
     assert len(kept.problems) == 2 and kept.skipped_empty == 1
 
     jsonl = tmp_path / "gn.jsonl"
-    jsonl.write_text('{"text": "jagua", "pivot_text": "un perro", "pivot_lang": "es"}\n{"text": "x"\n'
-                     '{"text": "y"}\n["a", "b"]\n{"text": 3, "pivot_text": "z"}\n', encoding="utf-8")
+    jsonl.write_text(
+        '{"text": "jagua", "pivot_text": "un perro", "pivot_lang": "es"}\n{"text": "x"\n'
+        '{"text": "y"}\n["a", "b"]\n{"text": 3, "pivot_text": "z"}\n',
+        encoding="utf-8",
+    )
     with pytest.raises(ParallelFileError) as err:
         read_parallel_file(jsonl)
     message = str(err.value)
@@ -93,8 +105,9 @@ def test_bad_lines_are_named_by_file_and_line(tmp_path):
     assert read_parallel_file(jsonl, skip_bad_lines=True).lines[0].pivot_lang == "es"
 
 
-def test_adapted_model_keeps_old_vectors_and_index_and_serves_the_new_language(base_checkpoint, es_pairs, tmp_path,
-                                                                              shared_data):
+def test_adapted_model_keeps_old_vectors_and_index_and_serves_the_new_language(
+    base_checkpoint, es_pairs, tmp_path, shared_data
+):
     from polyvse.index import PhotoIndex, Searcher, build_index
     from polyvse.index.fingerprint import model_fingerprint, photo_fingerprint
     from polyvse.util.paths import cache_root
@@ -121,8 +134,10 @@ def test_adapted_model_keeps_old_vectors_and_index_and_serves_the_new_language(b
 
 
 def test_teacher_learns_the_language_better_than_zero_shot_on_held_out_pairs(base_checkpoint, es_pairs, tmp_path):
-    record = adapt_language(request(base_checkpoint, es_pairs, tmp_path / "teacher",
-                                    teacher=TeacherSettings(epochs=40)), report=lambda s: None)
+    record = adapt_language(
+        request(base_checkpoint, es_pairs, tmp_path / "teacher", teacher=TeacherSettings(epochs=40)),
+        report=lambda s: None,
+    )
     scores = record["held_out_translation_mr"]
     assert record["held_out_lines"] == 24 and record["best_epoch"] > 0
     assert scores["adapted"] > scores["zero_shot"] + 5, scores
@@ -130,14 +145,17 @@ def test_teacher_learns_the_language_better_than_zero_shot_on_held_out_pairs(bas
     assert "subwords" in record  # the teacher's default student, in a language the towers document too (es)
 
 
-@pytest.mark.parametrize("subwords,dropout", [(False, 0.0), (True, 0.0), (True, 0.3)],
-                         ids=["linear", "subwords", "subwords-dropout"])
-def test_a_stopped_teacher_run_resumes_to_the_same_part(base_checkpoint, es_pairs, tmp_path, monkeypatch, subwords,
-                                                        dropout):
+@pytest.mark.parametrize(
+    "subwords,dropout", [(False, 0.0), (True, 0.0), (True, 0.3)], ids=["linear", "subwords", "subwords-dropout"]
+)
+def test_a_stopped_teacher_run_resumes_to_the_same_part(
+    base_checkpoint, es_pairs, tmp_path, monkeypatch, subwords, dropout
+):
     import polyvse.adaptation.teacher as teacher
 
-    settings = TeacherSettings(epochs=4, batch_size=64, subwords=subwords, subword_buckets=2048, subword_dim=8,
-                               subword_dropout=dropout)
+    settings = TeacherSettings(
+        epochs=4, batch_size=64, subwords=subwords, subword_buckets=2048, subword_dim=8, subword_dropout=dropout
+    )
     adapt_language(request(base_checkpoint, es_pairs, tmp_path / "whole", teacher=settings), report=lambda s: None)
     real_save, saved = teacher.save_training_state, []
 
@@ -160,8 +178,10 @@ def test_a_stopped_teacher_run_resumes_to_the_same_part(base_checkpoint, es_pair
     with pytest.raises(KeyboardInterrupt):
         adapt_language(request(base_checkpoint, es_pairs, tmp_path / "other", teacher=settings), report=lambda s: None)
     with pytest.raises(CheckpointError, match="another adaptation"):
-        adapt_language(request(base_checkpoint, es_pairs, tmp_path / "other", teacher=settings, lines=200,
-                               resume=True), report=lambda s: None)
+        adapt_language(
+            request(base_checkpoint, es_pairs, tmp_path / "other", teacher=settings, lines=200, resume=True),
+            report=lambda s: None,
+        )
 
 
 def test_subword_student_learns_and_serves_alike_in_torch_and_numpy(base_checkpoint, es_pairs, tmp_path):
@@ -178,8 +198,10 @@ def test_subword_student_learns_and_serves_alike_in_torch_and_numpy(base_checkpo
     es = ["un perro corre en la playa", "dos niños juegan", ""]
     assert np.allclose(new.encode_text(es, "es"), fast.encode_text(es, "es"), atol=1e-5)
     # the table is used: the same tower vectors through the Linear part alone give other vectors
-    linear_only = adapt_language(request(base_checkpoint, es_pairs, tmp_path / "linear",
-                                         teacher=TeacherSettings(epochs=1, subwords=False)), report=lambda s: None)
+    linear_only = adapt_language(
+        request(base_checkpoint, es_pairs, tmp_path / "linear", teacher=TeacherSettings(epochs=1, subwords=False)),
+        report=lambda s: None,
+    )
     assert "subwords" not in linear_only
     assert not np.allclose(new.encode_text(es[:1], "es"), polyvse.load(tmp_path / "linear").encode_text(es[:1], "es"))
     # old languages and the photo index are untouched
@@ -189,8 +211,10 @@ def test_subword_student_learns_and_serves_alike_in_torch_and_numpy(base_checkpo
     assert legacy_fingerprint(new) == model_fingerprint(old)  # what indexes and records held before
     # a procrustes map has no sentences to read
     with pytest.raises(polyvse.errors.DataError, match="subwords"):
-        adapt_language(request(base_checkpoint, es_pairs, tmp_path / "map", method="procrustes", teacher=settings),
-                       report=lambda s: None)
+        adapt_language(
+            request(base_checkpoint, es_pairs, tmp_path / "map", method="procrustes", teacher=settings),
+            report=lambda s: None,
+        )
 
 
 def test_subword_ids_are_stable_and_casefolded():
@@ -222,7 +246,7 @@ def test_subword_dropout_leaves_rows_out_in_training_only():
     assert len(new_offsets) == 4 and 0 < len(kept) < 10 and set(kept) <= set(flat)
     bounds = list(new_offsets) + [len(kept)]
     for i, (lo, hi) in enumerate(zip(bounds, bounds[1:])):  # each sentence keeps only its own rows, in order
-        own = flat[offsets[i]:(offsets[i + 1] if i + 1 < len(offsets) else len(flat))]
+        own = flat[offsets[i] : (offsets[i + 1] if i + 1 < len(offsets) else len(flat))]
         assert set(kept[lo:hi]) <= set(own) and list(kept[lo:hi]) == sorted(kept[lo:hi])
     assert _drop_rows(flat, offsets, 0.0, np.random.default_rng(0))[0].tolist() == flat.tolist()
     student = SubwordStudent(torch.nn.Linear(4, 3), SubwordSpec(buckets=64, dim=2), dropout=0.9)
@@ -250,23 +274,107 @@ def test_zero_shot_fallback_is_a_load_option(base_checkpoint):
 
 def test_cli_adapts_and_reports_bad_input(base_checkpoint, es_pairs, tmp_path, capsys):
     out = tmp_path / "cli"
-    assert main(["adapt", "--checkpoint", str(base_checkpoint), "--lang", "es", "--parallel", str(es_pairs),
-                 "--out", str(out), "--method", "rcsls", "--lines", "100", "--quiet"]) == 0
+    assert (
+        main(
+            [
+                "adapt",
+                "--checkpoint",
+                str(base_checkpoint),
+                "--lang",
+                "es",
+                "--parallel",
+                str(es_pairs),
+                "--out",
+                str(out),
+                "--method",
+                "rcsls",
+                "--lines",
+                "100",
+                "--quiet",
+            ]
+        )
+        == 0
+    )
     assert "held-out translation mR (10 pairs" in capsys.readouterr().out
     assert polyvse.load(out).adapted_languages["es"]["lines"] == 100
     bad = tmp_path / "bad.tsv"
     bad.write_text("perro\tdog\ngato\n", encoding="utf-8")
-    assert main(["adapt", "--checkpoint", str(base_checkpoint), "--lang", "es", "--parallel", str(bad),
-                 "--out", str(tmp_path / "x"), "--quiet"]) == 2
+    assert (
+        main(
+            [
+                "adapt",
+                "--checkpoint",
+                str(base_checkpoint),
+                "--lang",
+                "es",
+                "--parallel",
+                str(bad),
+                "--out",
+                str(tmp_path / "x"),
+                "--quiet",
+            ]
+        )
+        == 2
+    )
     assert f"{bad}:2: 1 tab-separated field(s)" in capsys.readouterr().err
-    assert main(["adapt", "--checkpoint", str(base_checkpoint), "--lang", "de", "--parallel", str(es_pairs),
-                 "--out", str(tmp_path / "y"), "--quiet"]) == 2
+    assert (
+        main(
+            [
+                "adapt",
+                "--checkpoint",
+                str(base_checkpoint),
+                "--lang",
+                "de",
+                "--parallel",
+                str(es_pairs),
+                "--out",
+                str(tmp_path / "y"),
+                "--quiet",
+            ]
+        )
+        == 2
+    )
     assert "would replace a trained part" in capsys.readouterr().err
-    assert main(["adapt", "--checkpoint", str(base_checkpoint), "--lang", "es", "--parallel", str(es_pairs),
-                 "--out", str(tmp_path / "z"), "--subwords", "--subword-word-ngrams", "0", "--quiet"]) == 2
+    assert (
+        main(
+            [
+                "adapt",
+                "--checkpoint",
+                str(base_checkpoint),
+                "--lang",
+                "es",
+                "--parallel",
+                str(es_pairs),
+                "--out",
+                str(tmp_path / "z"),
+                "--subwords",
+                "--subword-word-ngrams",
+                "0",
+                "--quiet",
+            ]
+        )
+        == 2
+    )
     assert "--subword-word-ngrams must be at least 1" in capsys.readouterr().err
-    assert main(["adapt", "--checkpoint", str(base_checkpoint), "--lang", "es", "--parallel", str(es_pairs),
-                 "--out", str(tmp_path / "z"), "--subword-dropout", "1", "--quiet"]) == 2
+    assert (
+        main(
+            [
+                "adapt",
+                "--checkpoint",
+                str(base_checkpoint),
+                "--lang",
+                "es",
+                "--parallel",
+                str(es_pairs),
+                "--out",
+                str(tmp_path / "z"),
+                "--subword-dropout",
+                "1",
+                "--quiet",
+            ]
+        )
+        == 2
+    )
     assert "--subword-dropout must be in [0, 1)" in capsys.readouterr().err
 
 
@@ -293,8 +401,9 @@ def test_a_model_with_a_text_tail_learns_a_language_through_its_trained_tail(tai
     from polyvse.modules.pretrained.cache import sentence_cache_dir
 
     out = tmp_path / "adapted"
-    record = adapt_language(request(tail_checkpoint, es_pairs, out, teacher=TeacherSettings(epochs=10)),
-                            report=lambda s: None)
+    record = adapt_language(
+        request(tail_checkpoint, es_pairs, out, teacher=TeacherSettings(epochs=10)), report=lambda s: None
+    )
     scores = record["held_out_translation_mr"]
     assert scores["adapted"] > scores["zero_shot"] + 5, scores
     old, new = polyvse.load(tail_checkpoint), polyvse.load(out)
@@ -317,8 +426,9 @@ def test_word_level_and_partless_models_are_refused_saying_why():
     word_level = SimpleNamespace(captions=SimpleNamespace(vocab=object()))
     with pytest.raises(CheckpointError, match="word-level checkpoint.*dictionary is not implemented"):
         check_adaptable(word_level, "qu")
-    shared_head = SimpleNamespace(captions=SimpleNamespace(vocab=None),
-                                  model=SimpleNamespace(config=SimpleNamespace(universal_dim=0)))
+    shared_head = SimpleNamespace(
+        captions=SimpleNamespace(vocab=None), model=SimpleNamespace(config=SimpleNamespace(universal_dim=0))
+    )
     with pytest.raises(CheckpointError, match="served zero-shot already"):
         check_adaptable(shared_head, "qu")
 
@@ -329,8 +439,23 @@ def test_data_parallel_command_writes_nested_files_without_evaluation_photos(sha
 
     small, large = tmp_path / "qu-100.jsonl", tmp_path / "qu-300.tsv.gz"
     for path, n in ((small, 100), (large, 300)):
-        assert main(["data", "parallel", "--lang", "qu", "--lines", str(n), "--out", str(path),
-                     "--data-root", str(shared_data)]) == 0
+        assert (
+            main(
+                [
+                    "data",
+                    "parallel",
+                    "--lang",
+                    "qu",
+                    "--lines",
+                    str(n),
+                    "--out",
+                    str(path),
+                    "--data-root",
+                    str(shared_data),
+                ]
+            )
+            == 0
+        )
     a, b = read_parallel_file(small), read_parallel_file(large)
     assert len(a.lines) == 100 and len(b.lines) == 300
     assert [x.text for x in a.lines] == [x.text for x in b.lines[:100]]  # nested
@@ -356,25 +481,74 @@ def test_multi30k_languages_pair_with_the_pivot_without_evaluation_photos_or_sen
     assert all(row[p] == (t, e) for t, e, p in pairs[:500])  # aligned by photo
     assert not any(exclusion.excludes(p, t) or exclusion.excludes(p, e) for t, e, p in pairs)
     dropped = [p for p in photos if p not in {x[2] for x in pairs}]
-    assert dropped and all(exclusion.excludes(p, row[p][0]) or exclusion.excludes(p, row[p][1]) or not all(row[p])
-                           for p in dropped[:200])
+    assert dropped and all(
+        exclusion.excludes(p, row[p][0]) or exclusion.excludes(p, row[p][1]) or not all(row[p]) for p in dropped[:200]
+    )
 
 
 def test_learning_curve_script_records_zero_shot_and_adapted_scores(base_checkpoint, shared_data, tmp_path):
     curves = script("adapt_curves")
     out = tmp_path / "curves.json"
-    assert curves.main(["--checkpoint", str(base_checkpoint), "--langs", "es", "--sizes", "60", "--methods",
-                        "procrustes,teacher", "--reference", "en", "--work", str(tmp_path / "work"), "--out", str(out),
-                        "--data-root", str(shared_data), "--max-photos", "12", "--quiet"]) == 0
+    assert (
+        curves.main(
+            [
+                "--checkpoint",
+                str(base_checkpoint),
+                "--langs",
+                "es",
+                "--sizes",
+                "60",
+                "--methods",
+                "procrustes,teacher",
+                "--reference",
+                "en",
+                "--work",
+                str(tmp_path / "work"),
+                "--out",
+                str(out),
+                "--data-root",
+                str(shared_data),
+                "--max-photos",
+                "12",
+                "--quiet",
+            ]
+        )
+        == 0
+    )
     record = json.loads(out.read_text())
     assert set(record["zero_shot"]["es"]) == {"mean", "en", "de"}
     adapted = record["adapted"]["es"]["procrustes"]["60"]
     assert adapted["adaptation"]["lines"] == 60 and 0 <= adapted["test"]["mr"] <= 100
     assert "chosen_seeds" not in record  # no second seed asked for
     # the same folders again (reused), teacher alone: the trained choice gets its second seed, in a folder of its own
-    assert curves.main(["--checkpoint", str(base_checkpoint), "--langs", "es", "--sizes", "60", "--methods", "teacher",
-                        "--reference", "en", "--work", str(tmp_path / "work"), "--out", str(out), "--data-root",
-                        str(shared_data), "--max-photos", "12", "--chosen-seeds", "1", "--quiet"]) == 0
+    assert (
+        curves.main(
+            [
+                "--checkpoint",
+                str(base_checkpoint),
+                "--langs",
+                "es",
+                "--sizes",
+                "60",
+                "--methods",
+                "teacher",
+                "--reference",
+                "en",
+                "--work",
+                str(tmp_path / "work"),
+                "--out",
+                str(out),
+                "--data-root",
+                str(shared_data),
+                "--max-photos",
+                "12",
+                "--chosen-seeds",
+                "1",
+                "--quiet",
+            ]
+        )
+        == 0
+    )
     seeds = json.loads(out.read_text())["chosen_seeds"]["es"]
     assert seeds["method"] == "teacher" and set(seeds["seeds"]) == {"0", "1"}
     assert seeds["seeds"]["1"]["adaptation"]["seed"] == 1 and (tmp_path / "work" / "es-teacher-60-seed1").is_dir()
@@ -389,21 +563,64 @@ def test_learning_curve_script_records_zero_shot_and_adapted_scores(base_checkpo
 def test_a_val_only_curve_scores_no_test_photo(base_checkpoint, shared_data, tmp_path):
     """--val-only: a choice made on val whose test figure comes later, from one evaluation of the model it goes into."""
     out = tmp_path / "choice.json"
-    assert script("adapt_curves").main([
-        "--checkpoint", str(base_checkpoint), "--langs", "es", "--sizes", "60", "--methods", "teacher,teacher+subwords",
-        "--reference", "en", "--work", str(tmp_path / "work"), "--out", str(out), "--data-root", str(shared_data),
-        "--max-photos", "12", "--val-only", "--quiet"]) == 0
+    assert (
+        script("adapt_curves").main(
+            [
+                "--checkpoint",
+                str(base_checkpoint),
+                "--langs",
+                "es",
+                "--sizes",
+                "60",
+                "--methods",
+                "teacher,teacher+subwords",
+                "--reference",
+                "en",
+                "--work",
+                str(tmp_path / "work"),
+                "--out",
+                str(out),
+                "--data-root",
+                str(shared_data),
+                "--max-photos",
+                "12",
+                "--val-only",
+                "--quiet",
+            ]
+        )
+        == 0
+    )
     record = json.loads(out.read_text())
     assert record["splits"] == ["val"] and '"test"' not in json.dumps(record)
-    assert set(record["adapted"]["es"]) == {"teacher", "teacher+subwords"} and "val" in record["zero_shot"]["es"]["mean"]
+    assert (
+        set(record["adapted"]["es"]) == {"teacher", "teacher+subwords"} and "val" in record["zero_shot"]["es"]["mean"]
+    )
     assert record["reference"]["en"]["val"]["n_images"] == 12
 
 
 def test_language_table_scores_trained_zero_shot_and_unserved_languages(base_checkpoint, shared_data, tmp_path):
     table = script("language_table")
     out = tmp_path / "languages.json"
-    assert table.main(["--checkpoint", str(base_checkpoint), "--langs", "es,qu", "--out", str(out),
-                       "--data-root", str(shared_data), "--max-photos", "10", "--splits", "test", "--quiet"]) == 0
+    assert (
+        table.main(
+            [
+                "--checkpoint",
+                str(base_checkpoint),
+                "--langs",
+                "es,qu",
+                "--out",
+                str(out),
+                "--data-root",
+                str(shared_data),
+                "--max-photos",
+                "10",
+                "--splits",
+                "test",
+                "--quiet",
+            ]
+        )
+        == 0
+    )
     record = json.loads(out.read_text())
     rows = record["rows"]
     from polyvse.provenance import provenance_problems
@@ -435,9 +652,32 @@ def test_leave_one_language_out_script_scores_mean_and_universal_parts(base_chec
     through the mean of the other parts and through a universal part taught without it."""
     loo = script("zero_shot_loo")
     out = tmp_path / "loo.json"
-    assert loo.main(["--checkpoint", str(base_checkpoint), "--held-out", "es,de", "--teach", "es,fr,de",
-                     "--lines", "80", "--reference", "en", "--work", str(tmp_path / "work"), "--out", str(out),
-                     "--data-root", str(shared_data), "--max-photos", "12", "--quiet"]) == 0
+    assert (
+        loo.main(
+            [
+                "--checkpoint",
+                str(base_checkpoint),
+                "--held-out",
+                "es,de",
+                "--teach",
+                "es,fr,de",
+                "--lines",
+                "80",
+                "--reference",
+                "en",
+                "--work",
+                str(tmp_path / "work"),
+                "--out",
+                str(out),
+                "--data-root",
+                str(shared_data),
+                "--max-photos",
+                "12",
+                "--quiet",
+            ]
+        )
+        == 0
+    )
     record = json.loads(out.read_text())
     assert record["complete"] and record["split"] == "val" and record["teach"] == {"es": 80, "fr": 80, "de": 80}
     assert set(record["held_out"]) == {"es", "de"}

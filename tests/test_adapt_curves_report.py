@@ -1,4 +1,5 @@
 """The choices scripts/adapt_curves.py reports are made on val only, and README's blocks show test only for them."""
+
 from __future__ import annotations
 
 import importlib.util
@@ -26,12 +27,24 @@ def _sc(val: float, test: float) -> dict:
 @pytest.fixture
 def record() -> dict:
     # test is highest where val is not: a choice made on test would differ
-    return {"checkpoint": "C", "pivot": "en", "out": "results/x.json", "date": "d", "machine": "m", "complete": True,
-            "languages_done": ["qu", "es"], "reference": {"fr": _sc(40.0, 40.0)},
-            "zero_shot": {"es": {"mean": _sc(30.0, 35.0), "en": _sc(31.0, 29.0)}},
-            "adapted": {"qu": {"teacher": {"100": _sc(10.0, 50.0), "1000": _sc(25.0, 24.0)},
-                               "procrustes": {"100": _sc(20.0, 20.0), "1000": _sc(25.0, 26.0)}},
-                        "es": {"teacher": {"1000": _sc(30.5, 45.0)}}}}
+    return {
+        "checkpoint": "C",
+        "pivot": "en",
+        "out": "results/x.json",
+        "date": "d",
+        "machine": "m",
+        "complete": True,
+        "languages_done": ["qu", "es"],
+        "reference": {"fr": _sc(40.0, 40.0)},
+        "zero_shot": {"es": {"mean": _sc(30.0, 35.0), "en": _sc(31.0, 29.0)}},
+        "adapted": {
+            "qu": {
+                "teacher": {"100": _sc(10.0, 50.0), "1000": _sc(25.0, 24.0)},
+                "procrustes": {"100": _sc(20.0, 20.0), "1000": _sc(25.0, 26.0)},
+            },
+            "es": {"teacher": {"1000": _sc(30.5, 45.0)}},
+        },
+    }
 
 
 def test_choices_are_made_on_val(record):
@@ -48,8 +61,10 @@ def test_choices_are_made_on_val(record):
 
 def test_language_table_takes_the_adapted_row_chosen_on_val(record):
     table = _script("language_table")
-    rows = {"en": {"lang": "en", "status": "trained", "val": {"mr": 1}, "test": {"mr": 1}},
-            "qu": {"lang": "qu", "status": None, "captions": "MultiScript30k (machine-translated)"}}
+    rows = {
+        "en": {"lang": "en", "status": "trained", "val": {"mr": 1}, "test": {"mr": 1}},
+        "qu": {"lang": "qu", "status": None, "captions": "MultiScript30k (machine-translated)"},
+    }
     table.adapted_rows(rows, record, "results/x.json")
     assert rows["qu"]["status"].startswith("adapted (") and rows["qu"]["val"]["mr"] == 25.0
     assert rows["en"]["status"] == "trained"
@@ -61,8 +76,13 @@ def test_language_table_takes_the_adapted_row_chosen_on_val(record):
 
 def test_seeds_of_the_chosen_adaptation_are_averaged_for_test(record):
     curves, table = _script("adapt_curves"), _script("language_table")
-    record["chosen_seeds"] = {"qu": {"method": "teacher", "size": "1000", "seeds": {
-        "0": _sc(25.0, 24.0), "1": _sc(24.0, 26.0), "2": _sc(26.0, 28.0)}}}
+    record["chosen_seeds"] = {
+        "qu": {
+            "method": "teacher",
+            "size": "1000",
+            "seeds": {"0": _sc(25.0, 24.0), "1": _sc(24.0, 26.0), "2": _sc(26.0, 28.0)},
+        }
+    }
     summary = curves.seed_summary(record, "qu")
     assert summary["seeds"] == 3 and summary["mean"]["test"] == pytest.approx(26.0)
     assert summary["sd"]["test"] == pytest.approx(2.0)
@@ -81,13 +101,18 @@ def test_sweep_scores_a_setting_by_its_mean_over_seeds():
     assert len(grid) == 4 and all(g["subwords"] is True for g in grid)
     with pytest.raises(SystemExit, match="not a TeacherSettings field"):
         sweep.settings_grid("nonsense=1", [])
-    runs = {lang: {sweep.label(g): {"val": {"mr": v}} for g, v in zip(grid, values)}
-            for lang, values in {"qu": [30.0, 20.0, 26.0, 26.0], "gn": [10.0, 10.0, 12.0, 12.0]}.items()}
+    runs = {
+        lang: {sweep.label(g): {"val": {"mr": v}} for g, v in zip(grid, values)}
+        for lang, values in {"qu": [30.0, 20.0, 26.0, 26.0], "gn": [10.0, 10.0, 12.0, 12.0]}.items()
+    }
     out = sweep.summary(runs, ["qu", "gn"])
     # word pairs' seed 0 alone (26) loses to words-only seed 0 (30), their means (26 vs 25) win
     assert out["best"]["qu"] == "subword_word_ngrams=2,subwords=True" == out["best_over_languages"]
-    assert out["means"]["qu"]["subword_word_ngrams=1,subwords=True"] == {"mr": 25.0, "sd": pytest.approx(7.0711, abs=1e-3),
-                                                                       "seeds": 2}
+    assert out["means"]["qu"]["subword_word_ngrams=1,subwords=True"] == {
+        "mr": 25.0,
+        "sd": pytest.approx(7.0711, abs=1e-3),
+        "seeds": 2,
+    }
 
 
 class CslsModel:
@@ -141,11 +166,31 @@ def test_evaluate_task_languages_ranks_as_search_ranks(tmp_path, monkeypatch):
 
     model = CslsModel()
     monkeypatch.setattr(polyvse, "load", lambda *a, **k: model)
+    monkeypatch.setattr("polyvse_app.commands.evaluate.photo_model", lambda *a, **k: model)  # what evaluate loads
     monkeypatch.setattr(LanguagesEvaluator, "galleries", lambda self, *a, **k: _galleries(*a, **k))
     monkeypatch.setattr("polyvse.provenance.provenance", lambda *a, **k: {})  # the fake has no weights to fingerprint
     out = tmp_path / "languages.json"
-    assert main(["evaluate", "--checkpoint", str(tmp_path), "--task", "languages", "--langs", "qu,gn",
-                 "--split", "val", "--data-root", str(tmp_path), "--json", str(out), "--quiet"]) == 0
+    assert (
+        main(
+            [
+                "evaluate",
+                "--checkpoint",
+                str(tmp_path),
+                "--task",
+                "languages",
+                "--langs",
+                "qu,gn",
+                "--split",
+                "val",
+                "--data-root",
+                str(tmp_path),
+                "--json",
+                str(out),
+                "--quiet",
+            ]
+        )
+        == 0
+    )
     rows = json.loads(out.read_text())["result"]
     assert rows["en"]["status"] == "trained" and rows["qu"]["status"] == "zero-shot"
     assert rows["en"]["val"]["mr"] == pytest.approx(AS_SEARCH_RANKS) == rows["qu"]["val"]["mr"]
@@ -157,8 +202,14 @@ def test_points_val_did_not_choose_carry_no_test_figures():
     """adapt_curves scores every point on val and computes test once, for what val chose (test reuse otherwise)."""
     from polyvse.adaptation.curves import chosen_adaptation, measure_language
 
-    val = {("zs", "mean"): 20.0, ("zs", "en"): 35.0, ("teacher", 100): 30.0, ("teacher", None): 33.0,
-           ("procrustes", 100): 31.0, ("procrustes", None): 32.0}
+    val = {
+        ("zs", "mean"): 20.0,
+        ("zs", "en"): 35.0,
+        ("teacher", 100): 30.0,
+        ("teacher", None): 33.0,
+        ("procrustes", 100): 31.0,
+        ("procrustes", None): 32.0,
+    }
     asked = []
 
     def score(key, seed, splits):
@@ -166,9 +217,16 @@ def test_points_val_did_not_choose_carry_no_test_figures():
         return {s: {"mr": val[key] + seed + (100 if s == "test" else 0)} for s in splits}
 
     record = {"zero_shot": {}, "adapted": {}}
-    measure_language(record, "qu", ["mean", "en"], lambda how, splits: score(("zs", how), 0, splits),
-                     ["teacher", "procrustes"], [100, None],
-                     lambda method, size, seed, splits: score((method, size), seed, splits), extra_seeds=[1, 2])
+    measure_language(
+        record,
+        "qu",
+        ["mean", "en"],
+        lambda how, splits: score(("zs", how), 0, splits),
+        ["teacher", "procrustes"],
+        [100, None],
+        lambda method, size, seed, splits: score((method, size), seed, splits),
+        extra_seeds=[1, 2],
+    )
     with_test = [(m, s) for m, by in record["adapted"]["qu"].items() for s, sc in by.items() if "test" in sc]
     assert with_test == [("teacher", "all")] == [chosen_adaptation(record, "qu")[:2]]
     assert record["adapted"]["qu"]["teacher"]["all"]["test"]["mr"] == 133.0

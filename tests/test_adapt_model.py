@@ -5,6 +5,7 @@ photo or sentence; a stopped stage resumes without redoing a finished language, 
 by the next run, and a finished stage is not redone. The model is a smoke-trained USE-tower model with per-language
 parts (en, de); the plan teaches es (teacher + subword student) and ar (plain teacher) from 200 MultiScript30k
 lines each and leaves fr to the zero-shot fallback."""
+
 from __future__ import annotations
 
 import json
@@ -31,7 +32,6 @@ languages:
 """
 
 
-
 @pytest.fixture(scope="module")
 def trained(base_checkpoint) -> Path:
     """test_adapt's smoke-trained USE-tower model with parts for en and de."""
@@ -47,8 +47,13 @@ def model(trained, shared_data, tmp_path) -> Path:
     folder = tmp_path / "model"
     shutil.copytree(trained, folder / "checkpoint")
     photos = sorted((shared_data / "flickr8k" / "images").glob("*.jpg"))[:5]
-    build_index(polyvse.load(folder / "checkpoint"), photos, folder / "index", cache_dir=cache_root() / "features",
-                progress=False)
+    build_index(
+        polyvse.load(folder / "checkpoint"),
+        photos,
+        folder / "index",
+        cache_dir=cache_root() / "features",
+        progress=False,
+    )
     (tmp_path / "plan.yaml").write_text(PLAN, encoding="utf-8")
     return folder
 
@@ -68,8 +73,7 @@ def run_stage(model: Path, shared_data: Path, plan: Path | None = None) -> dict:
     return adaptation_plan.Stage(model, plan, str(shared_data), report=lambda s: None).run()
 
 
-def test_the_stage_leaves_one_checkpoint_serving_every_language_that_the_old_index_accepts(model, trained,
-                                                                                          shared_data):
+def test_the_stage_leaves_one_checkpoint_serving_every_language_that_the_old_index_accepts(model, trained, shared_data):
     from polyvse.index import PhotoIndex, Searcher, check_index_accepts
     from polyvse.languages import serving_status
     from polyvse.provenance import checkpoint_fingerprint, provenance_problems
@@ -110,14 +114,36 @@ def test_the_stage_leaves_one_checkpoint_serving_every_language_that_the_old_ind
     # the languages table of the adapted checkpoint: trained rows on f8k-full, adapted ones on their MultiScript30k
     # lines through their own parts, each saying how it was taught and chosen
     out = model.parent / "languages.json"
-    assert script("language_table").main(["--checkpoint", str(model / "checkpoint"), "--langs", "es,ar", "--out", str(out),
-                                   "--data-root", str(shared_data), "--max-photos", "10", "--splits", "test",
-                                   "--plan", str(model.parent / "plan.yaml"), "--quiet"]) == 0
+    assert (
+        script("language_table").main(
+            [
+                "--checkpoint",
+                str(model / "checkpoint"),
+                "--langs",
+                "es,ar",
+                "--out",
+                str(out),
+                "--data-root",
+                str(shared_data),
+                "--max-photos",
+                "10",
+                "--splits",
+                "test",
+                "--plan",
+                str(model.parent / "plan.yaml"),
+                "--quiet",
+            ]
+        )
+        == 0
+    )
     table = json.loads(out.read_text())
     rows = table["rows"]
     assert list(rows) == ["en", "de", "es", "ar"] and rows["de"]["status"] == "trained"
     assert (rows["es"]["status"], rows["es"]["taught"], rows["es"]["chosen"]) == (
-        "adapted", "teacher+subwords, 200 lines", "a test")
+        "adapted",
+        "teacher+subwords, 200 lines",
+        "a test",
+    )
     assert rows["ar"]["taught"] == "teacher, 200 lines" and "chosen" not in rows["ar"]
     assert 0 < rows["ar"]["test"]["n_images"] <= 10 and table["plan"].endswith("plan.yaml")
     stage = table["adaptation_stage"]  # the stage's record beside the checkpoint: each language's cost
@@ -133,12 +159,14 @@ def test_the_stage_files_hold_no_evaluation_photo_or_sentence(model, shared_data
     from polyvse.adaptation.multiscript_lines import multiscript_pairs
     from polyvse.data.exclusion import evaluation_exclusion, evaluation_photo_ids
 
-    stage = adaptation_plan.Stage(model, adaptation_plan.read_plan(model.parent / "plan.yaml"), str(shared_data),
-                                  report=lambda s: None)
+    stage = adaptation_plan.Stage(
+        model, adaptation_plan.read_plan(model.parent / "plan.yaml"), str(shared_data), report=lambda s: None
+    )
     path, written = stage.parallel_file(stage.plan.entries[1])  # ar
     assert path == model / "adapt" / "ar-en.tsv" and written["written"] == written["available"] > 20000
     lines = read_parallel_file(path).lines
     allowed = multiscript_pairs(shared_data, "ar", "en")
+
     def norm(text: str) -> str:  # a parallel file folds runs of spaces
         return " ".join(text.split())
 
@@ -201,14 +229,17 @@ def test_the_stage_refuses_an_adapted_checkpoint_the_index_would_not_accept(mode
     assert polyvse.load(model / "checkpoint").languages == ["en", "de"] and not (model / "adapted.json").exists()
 
 
-@pytest.mark.parametrize("text,message", [
-    ("languages: []\n", "needs 'languages'"),
-    ("languages:\n  - {lang: es, method: magic}\n", "method 'magic': choose one of"),
-    ("languages:\n  - {lang: es, method: teacher}\n  - {lang: spa, method: teacher}\n", "es is listed twice"),
-    ("languages:\n  - {lang: qu, method: teacher, lines: 0}\n", "lines must be a positive whole number"),
-    ("languages:\n  - {lang: xx1, method: teacher}\n", "unknown language code"),
-    ("pivot: zh\nlanguages:\n  - {lang: qu, method: teacher}\n", "pivot 'zh'"),
-])
+@pytest.mark.parametrize(
+    "text,message",
+    [
+        ("languages: []\n", "needs 'languages'"),
+        ("languages:\n  - {lang: es, method: magic}\n", "method 'magic': choose one of"),
+        ("languages:\n  - {lang: es, method: teacher}\n  - {lang: spa, method: teacher}\n", "es is listed twice"),
+        ("languages:\n  - {lang: qu, method: teacher, lines: 0}\n", "lines must be a positive whole number"),
+        ("languages:\n  - {lang: xx1, method: teacher}\n", "unknown language code"),
+        ("pivot: zh\nlanguages:\n  - {lang: qu, method: teacher}\n", "pivot 'zh'"),
+    ],
+)
 def test_a_bad_plan_is_refused_saying_what_is_wrong(tmp_path, text, message):
     from polyvse.errors import PolyvseError
 
@@ -225,8 +256,13 @@ def test_make_model_builds_with_the_product_plan():
     plan = adaptation_plan.read_plan(resolve_config(PRODUCT_PLAN, kind=PLAN))
     assert [e.lang for e in plan.entries] == ["qu", "gn", "es", "ar"] and plan.pivot == "en"
     assert {e.lang: e.method for e in plan.entries}["qu"] == "teacher+subwords"
-    dry = subprocess.run(["make", "-n", "-o", "setup", "-o", "data", "model", "MODEL_THREADS=1", "MODEL_PRECISION=fp32"],
-                         cwd=REPO, capture_output=True, text=True, check=True).stdout
+    dry = subprocess.run(
+        ["make", "-n", "-o", "setup", "-o", "data", "model", "MODEL_THREADS=1", "MODEL_PRECISION=fp32"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
     assert re.search(r"polyvse model build --out runs/model --precision fp32 \\\n\s*--threads 1", dry), dry
 
 
@@ -240,19 +276,33 @@ def test_the_product_plan_teaches_its_languages_through_the_trained_text_tail(ta
 
     plan = adaptation_plan.read_plan(REPO / "configs" / "adapt" / "product.yaml")
     small = tmp_path / "plan.yaml"
-    small.write_text("pivot: en\nlanguages:\n" + "".join(f"  - {{lang: {e.lang}, method: {e.method}, lines: 120}}\n"
-                                                         for e in plan.entries), encoding="utf-8")
+    small.write_text(
+        "pivot: en\nlanguages:\n"
+        + "".join(f"  - {{lang: {e.lang}, method: {e.method}, lines: 120}}\n" for e in plan.entries),
+        encoding="utf-8",
+    )
     folder = tmp_path / "model"
     shutil.copytree(tail_checkpoint, folder / "checkpoint")
     photos = sorted((shared_data / "flickr8k" / "images").glob("*.jpg"))[:4]
-    build_index(polyvse.load(folder / "checkpoint"), photos, folder / "index", cache_dir=cache_root() / "features",
-                progress=False)
+    build_index(
+        polyvse.load(folder / "checkpoint"),
+        photos,
+        folder / "index",
+        cache_dir=cache_root() / "features",
+        progress=False,
+    )
     run_stage(folder, shared_data, small)
     model, index = polyvse.load(folder / "checkpoint"), PhotoIndex.open(folder / "index")
     taught = [e.lang for e in plan.taught]
     assert set(model.adapted_languages) == set(taught) and model.captions.tail_layers == 1
-    queries = {"qu": "iskay allqukuna rit'ipi pukllachkanku", "gn": "mokõi jagua ohuga ama'ẽme",
-               "es": "dos perros juegan en la nieve", "ar": "كلبان يلعبان في الثلج", "en": EN[0], "de": DE[0]}
+    queries = {
+        "qu": "iskay allqukuna rit'ipi pukllachkanku",
+        "gn": "mokõi jagua ohuga ama'ẽme",
+        "es": "dos perros juegan en la nieve",
+        "ar": "كلبان يلعبان في الثلج",
+        "en": EN[0],
+        "de": DE[0],
+    }
     for lang, text in queries.items():
         assert serving_status(model, lang) == ("adapted" if lang in taught else "trained")
         assert len(Searcher(model, index).text(text, lang, k=2).hits) == 2, lang

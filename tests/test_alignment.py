@@ -3,6 +3,7 @@
 Hand-computed cases, slow direct references, the real MUSE de-en / en-de files, and an end-to-end check on
 synthetic embeddings (no pretrained word vectors are available or assumed).
 """
+
 from __future__ import annotations
 
 import math
@@ -45,6 +46,7 @@ def random_orthogonal(d: int, g: torch.Generator, dtype=D64) -> torch.Tensor:
 
 
 # ====================================================================== lexicon
+
 
 def test_read_muse_dictionary_pairs_blank_lines_bom_and_unicode(tmp_path):
     p = tmp_path / "de-en.txt"
@@ -108,14 +110,15 @@ def test_muse_paths(tmp_path):
     muse = tmp_path / "muse"
     (muse / "full").mkdir(parents=True)
     (muse / "splits_reconstructed").mkdir()
-    for name in ["full/de-en.txt", "splits_reconstructed/de-en.0-5000.txt",
-                 "splits_reconstructed/de-en.5000-6500.txt"]:
+    for name in ["full/de-en.txt", "splits_reconstructed/de-en.0-5000.txt", "splits_reconstructed/de-en.5000-6500.txt"]:
         (muse / name).write_text("der the\n", encoding="utf-8")
     assert muse_paths(muse, "de", "en", "full") == muse / "full" / "de-en.txt"
     assert muse_paths(tmp_path, "de", "en", "0-5000") == muse / "splits_reconstructed" / "de-en.0-5000.txt"
     assert muse_paths(muse, "de", "en", "5000-6500") == muse / "splits_reconstructed" / "de-en.5000-6500.txt"
     assert muse_paths(muse, "de", "en", ["full", "5000-6500"]) == [
-        muse / "full" / "de-en.txt", muse / "splits_reconstructed" / "de-en.5000-6500.txt"]
+        muse / "full" / "de-en.txt",
+        muse / "splits_reconstructed" / "de-en.5000-6500.txt",
+    ]
     for wrong in ("dev", "train", "test"):  # the lexicon parts come from muse_lexicon, not from a file
         with pytest.raises(ValueError):
             muse_paths(muse, "de", "en", wrong)
@@ -138,8 +141,10 @@ MUSE_COUNTS = {
 @pytest.mark.slow
 @pytest.mark.parametrize("src,tgt", [("de", "en"), ("en", "de")])
 def test_real_muse_de_en_files(shared_data, src, tgt):
-    lex = {split: read_muse_dictionary(muse_paths(shared_data, src, tgt, split))
-           for split in ("full", "0-5000", "5000-6500")}
+    lex = {
+        split: read_muse_dictionary(muse_paths(shared_data, src, tgt, split))
+        for split in ("full", "0-5000", "5000-6500")
+    }
     for split, pairs in lex.items():
         n_pairs, n_src = MUSE_COUNTS[(src, tgt, split)]
         assert len(pairs) == n_pairs, split
@@ -163,6 +168,7 @@ def test_real_muse_de_en_files(shared_data, src, tgt):
 
 
 # ====================================================================== Procrustes
+
 
 def test_procrustes_recovers_a_known_rotation_exactly():
     R = rotation2d(90.0)  # [[0, 1], [-1, 0]]
@@ -202,9 +208,7 @@ CSLS_TGT = torch.eye(3, dtype=D64)
 # k = 2:  r_T(x) = mean of the two largest entries of each row  = [0.7, 0.7, 0.7]
 #         r_S(y) = mean of the two largest entries of each column = [0.7, 0.8, 0.3]   (y2 is a hub)
 #         CSLS   = 2 cos - r_T - r_S
-CSLS_EXPECTED = torch.tensor([[-0.2, 0.1, -1.0],
-                              [0.2, -0.3, -1.0],
-                              [-1.4, 0.1, 0.2]], dtype=D64)
+CSLS_EXPECTED = torch.tensor([[-0.2, 0.1, -1.0], [0.2, -0.3, -1.0], [-1.4, 0.1, 0.2]], dtype=D64)
 
 
 def test_csls_scores_hand_example():
@@ -240,6 +244,7 @@ def test_csls_retrieve_chunked_matches_full_matrix_on_random_data():
 
 
 # ====================================================================== RCSLS
+
 
 def rcsls_slow(xw, y, zsw, zt, k):
     """Direct transcription of the loss with Python loops and sorting (dot products)."""
@@ -282,12 +287,16 @@ def test_rcsls_value_matches_slow_direct_computation(tiny_rcsls):
         assert got.dim() == 0
         assert math.isclose(float(got), rcsls_slow(X @ W, Y, Zs @ W, Zt, k), abs_tol=1e-12)
     # module form and chunking give the same number
-    assert math.isclose(float(RCSLSLoss(k=3)(X @ W, Y, Zs @ W, Zt)),
-                        float(rcsls_loss(X @ W, Y, Zs @ W, Zt, k=3, chunk_size=2)), abs_tol=1e-12)
+    assert math.isclose(
+        float(RCSLSLoss(k=3)(X @ W, Y, Zs @ W, Zt)),
+        float(rcsls_loss(X @ W, Y, Zs @ W, Zt, k=3, chunk_size=2)),
+        abs_tol=1e-12,
+    )
     # normalize=True is the cosine form: the same as feeding unit rows
     xw, zw = F.normalize(X @ W, dim=1), F.normalize(Zs @ W, dim=1)
-    assert math.isclose(float(rcsls_loss(X @ W, Y, Zs @ W, Zt, k=3, normalize=True)),
-                        rcsls_slow(xw, Y, zw, Zt, 3), abs_tol=1e-12)
+    assert math.isclose(
+        float(rcsls_loss(X @ W, Y, Zs @ W, Zt, k=3, normalize=True)), rcsls_slow(xw, Y, zw, Zt, 3), abs_tol=1e-12
+    )
 
 
 def test_rcsls_hand_value_one_pair():
@@ -308,8 +317,7 @@ def test_rcsls_gradient_reaches_w_and_matches_reference_and_finite_differences(t
     assert Wp.grad is not None and Wp.grad.abs().sum() > 0
     assert torch.allclose(Wp.grad, rcsls_reference_grad(X, Y, Zs, Zt, W, k), atol=1e-12)
     # the neighbour sets are locally constant, so the loss is smooth at a generic W
-    assert torch.autograd.gradcheck(lambda M: rcsls_loss(X @ M, Y, Zs @ M, Zt, k=k),
-                                    (W.clone().requires_grad_(True),))
+    assert torch.autograd.gradcheck(lambda M: rcsls_loss(X @ M, Y, Zs @ M, Zt, k=k), (W.clone().requires_grad_(True),))
     # gradients also reach trainable embeddings (AME fine-tunes the word vectors)
     Ytr = Y.clone().requires_grad_(True)
     rcsls_loss(X @ W, Ytr, Zs @ W, Zt, k=k).backward()
@@ -332,8 +340,7 @@ def test_spectral_projection_and_fit_rcsls_constraints(tiny_rcsls):
     assert torch.linalg.svdvals(P).max() <= 1.0 + 1e-12
     Q = random_orthogonal(4, torch.Generator().manual_seed(4))
     assert torch.allclose(spectral_projection(Q), Q, atol=1e-12)  # orthogonal matrices are fixed points
-    assert torch.allclose(nearest_orthogonal(Q @ torch.diag(torch.tensor([2.0, 1, 1, 0.5], dtype=D64))), Q,
-                          atol=1e-12)
+    assert torch.allclose(nearest_orthogonal(Q @ torch.diag(torch.tensor([2.0, 1, 1, 0.5], dtype=D64))), Q, atol=1e-12)
 
     hist: list[float] = []
     Ws = fit_rcsls(X, Y, Zs, Zt, k=3, epochs=15, constraint="spectral", history=hist)
@@ -351,6 +358,7 @@ def test_spectral_projection_and_fit_rcsls_constraints(tiny_rcsls):
 
 # ====================================================================== P@1 and alignment ratio
 
+
 def test_word_translation_p_at_1_hand_case():
     # CSLS example above: CSLS picks y2, y1, y3; plain NN picks y2, y1, y2 (the hub)
     pairs = torch.tensor([[0, 1], [1, 0], [2, 2]])
@@ -362,8 +370,9 @@ def test_word_translation_p_at_1_hand_case():
     # one query per distinct source word, not per pair
     assert word_translation_p_at_1(CSLS_SRC, CSLS_TGT, [(0, 0), (0, 2)], method="nn") == pytest.approx(0.0)
     # words of the dictionary missing from the vocabulary count as errors when the file size is given
-    assert word_translation_p_at_1(CSLS_SRC, CSLS_TGT, pairs, method="csls", k=2,
-                                   num_source_words=4) == pytest.approx(75.0)
+    assert word_translation_p_at_1(CSLS_SRC, CSLS_TGT, pairs, method="csls", k=2, num_source_words=4) == pytest.approx(
+        75.0
+    )
     with pytest.raises(ValueError):
         word_translation_p_at_1(CSLS_SRC, CSLS_TGT, pairs, num_source_words=2)
     with pytest.raises(ValueError):
@@ -385,6 +394,7 @@ def test_alignment_ratio_hand_case():
 
 
 # ====================================================================== end to end
+
 
 def synthetic_pair(n: int, d: int, noise: float, seed: int, anisotropic: bool = False):
     """Unit source rows X, and Y = normalise(X A + noise), A a random rotation (optionally re-scaled)."""

@@ -1,4 +1,5 @@
 """Partial fine-tuning of the image backbone (polyvse.features.tail, model.finetune_blocks)."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -15,8 +16,18 @@ from polyvse.modules.joint import JointEmbeddingModel, ModelConfig
 from polyvse_train.config import TrainConfig
 from polyvse_train.train import STATE, build_optimiser, train
 
-SMALL = dict(name="tail", languages=["en", "de"], embed_dim=64, word_dim=32, hidden_dim=64, batch_size=32,
-             smoke_photos=32, smoke_epochs=2, lr=5e-4, finetune_blocks=1)
+SMALL = dict(
+    name="tail",
+    languages=["en", "de"],
+    embed_dim=64,
+    word_dim=32,
+    hidden_dim=64,
+    batch_size=32,
+    smoke_photos=32,
+    smoke_epochs=2,
+    lr=5e-4,
+    finetune_blocks=1,
+)
 
 
 @pytest.fixture(scope="module")
@@ -72,11 +83,16 @@ def test_what_cannot_be_cut_is_refused():
         backbone_tail("efficientnet-lite0", (192, 7, 7))
 
 
-@pytest.mark.parametrize("over, field", [({"backbone": "efficientnet-lite0+efficientnet-lite2"}, "data.backbone"),
-                                         ({"backbone": "resnet152"}, "data.backbone"),
-                                         ({"ten_crop": True}, "data.ten_crop"),
-                                         ({"finetune_blocks": -1}, "model.finetune_blocks"),
-                                         ({"finetune_lr_scale": 0}, "schedule.finetune_lr_scale")])
+@pytest.mark.parametrize(
+    "over, field",
+    [
+        ({"backbone": "efficientnet-lite0+efficientnet-lite2"}, "data.backbone"),
+        ({"backbone": "resnet152"}, "data.backbone"),
+        ({"ten_crop": True}, "data.ten_crop"),
+        ({"finetune_blocks": -1}, "model.finetune_blocks"),
+        ({"finetune_lr_scale": 0}, "schedule.finetune_lr_scale"),
+    ],
+)
 def test_config_names_the_field_that_stops_fine_tuning(over, field):
     with pytest.raises(DataError, match=field.replace(".", r"\.")):
         TrainConfig.from_dict({**SMALL, **over})
@@ -84,8 +100,17 @@ def test_config_names_the_field_that_stops_fine_tuning(over, field):
 
 def test_the_tail_learns_at_its_own_rate(cut):
     cfg = TrainConfig(**{**SMALL, "finetune_lr_scale": 0.25})
-    model = JointEmbeddingModel(ModelConfig(vocab_size=10, image_dim=cut.dim, embed_dim=16, word_dim=8,
-                                            hidden_dim=8, image_tail=cut.name, image_tail_shape=list(cut.map_shape)))
+    model = JointEmbeddingModel(
+        ModelConfig(
+            vocab_size=10,
+            image_dim=cut.dim,
+            embed_dim=16,
+            word_dim=8,
+            hidden_dim=8,
+            image_tail=cut.name,
+            image_tail_shape=list(cut.map_shape),
+        )
+    )
     opt = build_optimiser(cfg, model)
     head, tail = opt.param_groups
     assert (head["lr"], tail["lr"]) == (pytest.approx(5e-4), pytest.approx(1.25e-4))

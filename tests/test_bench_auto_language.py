@@ -1,6 +1,7 @@
 """benchmarks/bench_auto_language.py's parts: captions measured on a stub searcher (real lingua detection), recall
 and refusals summarised at every agreement threshold, and the threshold chosen by them. The benchmark itself
 measures the product model (benchmarks/results/archive/auto_language_*.json); here nothing is measured."""
+
 from __future__ import annotations
 
 import sys
@@ -16,8 +17,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 import bench_auto_language as bench  # noqa: E402
 
 TRAINED = ["en", "de", "fr", "cs", "zh"]
-SERVED = TRAINED + sorted(set(get_pretrained_encoder("e5-small").languages
-                              | get_pretrained_encoder("use-multilingual").languages) - set(TRAINED))
+SERVED = TRAINED + sorted(
+    set(get_pretrained_encoder("e5-small").languages | get_pretrained_encoder("use-multilingual").languages)
+    - set(TRAINED)
+)
 
 
 def test_photo_ids_are_the_flickr_id_of_the_file_name():
@@ -31,9 +34,13 @@ class _Searcher:
 
     def __init__(self):
         self.languages, self.served_languages = TRAINED, {c: "trained" for c in SERVED}
-        self.model = SimpleNamespace(languages=TRAINED, captions=SimpleNamespace(towers=[
-            get_pretrained_encoder("e5-small"), get_pretrained_encoder("use-multilingual")]),
-            checkpoint=SimpleNamespace(adapted_languages={}))
+        self.model = SimpleNamespace(
+            languages=TRAINED,
+            captions=SimpleNamespace(
+                towers=[get_pretrained_encoder("e5-small"), get_pretrained_encoder("use-multilingual")]
+            ),
+            checkpoint=SimpleNamespace(adapted_languages={}),
+        )
 
     def embed_text(self, text, lang):
         return np.array([[TRAINED.index(lang) if lang in TRAINED else -1]], dtype=np.float32)
@@ -65,10 +72,12 @@ def test_recall_counts_ranks_within_each_cut():
 
 
 def test_summary_counts_a_refusal_as_a_miss_at_each_threshold():
-    records = [{"lang": "en", "decided_by": "detection", "agreement": None, "rank": 1, "oracle_rank": 1},
-               {"lang": "en", "decided_by": "plausible", "agreement": 0.5, "rank": 3, "oracle_rank": 2},
-               {"lang": "nl", "decided_by": "plausible", "agreement": 0.9, "rank": 0, "oracle_rank": 9},
-               {"refused": "cannot read", "message": "looks like Welsh", "rank": 0, "oracle_rank": 0}]
+    records = [
+        {"lang": "en", "decided_by": "detection", "agreement": None, "rank": 1, "oracle_rank": 1},
+        {"lang": "en", "decided_by": "plausible", "agreement": 0.5, "rank": 3, "oracle_rank": 2},
+        {"lang": "nl", "decided_by": "plausible", "agreement": 0.9, "rank": 0, "oracle_rank": 9},
+        {"refused": "cannot read", "message": "looks like Welsh", "rank": 0, "oracle_rank": 0},
+    ]
     row = bench.summarise("en", records, strict=[False, True, True, True], k=10)
     assert row["captions"] == 4 and row["refusal_rate"] == 0.25  # at the default threshold, 0
     assert row["refusals_by_reason"] == {"cannot read": 1}
@@ -81,8 +90,11 @@ def test_summary_counts_a_refusal_as_a_miss_at_each_threshold():
 
 
 def _row(mr: dict) -> dict:
-    return {"recall_by_min_agreement": {t: {"mr": v} for t, v in mr.items()},
-            "refusal_rate_by_min_agreement": {t: 0.0 for t in mr}, "oracle_recall": {"mr": 20}}
+    return {
+        "recall_by_min_agreement": {t: {"mr": v} for t, v in mr.items()},
+        "refusal_rate_by_min_agreement": {t: 0.0 for t in mr},
+        "oracle_recall": {"mr": 20},
+    }
 
 
 def test_the_threshold_with_the_best_mean_mr_is_chosen_ties_to_the_higher():

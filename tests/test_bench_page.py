@@ -1,5 +1,6 @@
 """benchmarks/results/latest.md is the page polyvse_train.report.bench_page renders from latest.json: the committed
 page re-renders byte for byte from the committed record (its targets as the record states them)."""
+
 from __future__ import annotations
 
 import json

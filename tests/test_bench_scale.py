@@ -1,6 +1,7 @@
 """benchmarks/bench_scale.py searches as a CSLS model's text search does: its queries go through
 polyvse.csls.penalties.csls_search with the checkpoint's banks (read without the model's weights), and its ground
 truth is the CSLS re-ranking of the exact cosine top fetch(k)."""
+
 from __future__ import annotations
 
 import json
@@ -35,18 +36,32 @@ def unit(x: np.ndarray) -> np.ndarray:
 def save_tiny(path: Path, banks: HubnessBanks | None) -> Path:
     torch.manual_seed(0)
     enc = CaptionEncoder.build({"en": ["a dog runs", "two cats sleep"], "de": ["ein Hund rennt"]})
-    model = JointEmbeddingModel(ModelConfig(vocab_size=len(enc.vocab), image_dim=6, embed_dim=DIM, word_dim=3,
-                                            hidden_dim=5))
-    return save_checkpoint(Checkpoint(model=model.eval(), captions=enc, backbone="efficientnet-lite0", feature_key="k",
-                                      ten_crop=False, languages=["en", "de"], hubness=banks), path)
+    model = JointEmbeddingModel(
+        ModelConfig(vocab_size=len(enc.vocab), image_dim=6, embed_dim=DIM, word_dim=3, hidden_dim=5)
+    )
+    return save_checkpoint(
+        Checkpoint(
+            model=model.eval(),
+            captions=enc,
+            backbone="efficientnet-lite0",
+            feature_key="k",
+            ten_crop=False,
+            languages=["en", "de"],
+            hubness=banks,
+        ),
+        path,
+    )
 
 
 @pytest.fixture(scope="module")
 def csls_checkpoint(tmp_path_factory) -> Path:
     """A tiny checkpoint that ranks by CSLS (k 3) against random banks."""
     rng = np.random.default_rng(1)
-    banks = HubnessBanks(rng.standard_normal((40, DIM)), {"en": rng.standard_normal((60, DIM)),
-                                                          "de": rng.standard_normal((50, DIM))}, k=3)
+    banks = HubnessBanks(
+        rng.standard_normal((40, DIM)),
+        {"en": rng.standard_normal((60, DIM)), "de": rng.standard_normal((50, DIM))},
+        k=3,
+    )
     return save_tiny(tmp_path_factory.mktemp("csls") / "checkpoint", banks)
 
 
@@ -54,9 +69,16 @@ def csls_checkpoint(tmp_path_factory) -> Path:
 def index(tmp_path_factory) -> PhotoIndex:
     root = tmp_path_factory.mktemp("index") / "index"
     vectors = unit(np.random.default_rng(2).standard_normal((3000, DIM)))
-    write_new_index(root, {"fingerprint": "sha256:test", "similarity": "cosine", "checkpoint": None}, "cosine",
-                    [PhotoEntry(i, f"{i}.jpg", f"/p/{i}.jpg") for i in range(len(vectors))], vectors, "exact",
-                    20_000, 0.95)
+    write_new_index(
+        root,
+        {"fingerprint": "sha256:test", "similarity": "cosine", "checkpoint": None},
+        "cosine",
+        [PhotoEntry(i, f"{i}.jpg", f"/p/{i}.jpg") for i in range(len(vectors))],
+        vectors,
+        "exact",
+        20_000,
+        0.95,
+    )
     return PhotoIndex.open(root)
 
 
@@ -94,18 +116,45 @@ def test_quick_run_searches_the_photos_data_by_csls(csls_checkpoint, index, tmp_
     recall against the CSLS truth, the ANN alone beside it."""
     photos = tmp_path / "photos-index"
     vectors = unit(np.random.default_rng(4).standard_normal((400, DIM)))
-    write_new_index(photos, {"fingerprint": "sha256:test", "similarity": "cosine",
-                             "checkpoint": str(csls_checkpoint)}, "cosine",
-                    [PhotoEntry(i, f"{i}.jpg", f"/p/{i}.jpg") for i in range(len(vectors))], vectors, "exact",
-                    20_000, 0.95)
+    write_new_index(
+        photos,
+        {"fingerprint": "sha256:test", "similarity": "cosine", "checkpoint": str(csls_checkpoint)},
+        "cosine",
+        [PhotoEntry(i, f"{i}.jpg", f"/p/{i}.jpg") for i in range(len(vectors))],
+        vectors,
+        "exact",
+        20_000,
+        0.95,
+    )
     out = tmp_path / "scale.json"
-    proc = subprocess.run([sys.executable, str(REPO / "benchmarks" / "bench_scale.py"), "--quick", "--data", "photos",
-                           "--photos-index", str(photos), "--out", str(out)], cwd=REPO, capture_output=True,
-                          text=True, timeout=600)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            str(REPO / "benchmarks" / "bench_scale.py"),
+            "--quick",
+            "--data",
+            "photos",
+            "--photos-index",
+            str(photos),
+            "--out",
+            str(out),
+        ],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     r = json.loads(out.read_text())
-    assert r["scoring"] == {"csls": True, "checkpoint": str(csls_checkpoint), "lang": "en", "k": 3, "fetch": 110,
-                            "penalties": "stored", "penalty_langs": None}
+    assert r["scoring"] == {
+        "csls": True,
+        "checkpoint": str(csls_checkpoint),
+        "lang": "en",
+        "k": 3,
+        "fetch": 110,
+        "penalties": "stored",
+        "penalty_langs": None,
+    }
     assert any(note.startswith("csls: ") for note in r["notes"])
     run = r["runs"]["photos"]["5k"]
     assert run["csls"] is True and r["scale_data"] == "photos"
@@ -114,8 +163,9 @@ def test_quick_run_searches_the_photos_data_by_csls(csls_checkpoint, index, tmp_
     assert r["scale_5k_p50_ms"] > 0 and run["cosine"]["p50_ms"] > 0
 
 
-def test_the_bench_index_stores_the_penalties_its_queries_read_and_no_penalties_answers_alike(csls_checkpoint,
-                                                                                             tmp_path, monkeypatch):
+def test_the_bench_index_stores_the_penalties_its_queries_read_and_no_penalties_answers_alike(
+    csls_checkpoint, tmp_path, monkeypatch
+):
     """build_child stores each vector's r_C as `polyvse index build` does (PenaltyWriter, the checkpoint's banks);
     the query child's copy of the banks (pickled into it) matches their digest, so csls_search reads the stored rows
     and computes no r_C; --no-penalties builds without them, and its per-query r_C gives the same answers."""
@@ -128,8 +178,18 @@ def test_the_bench_index_stores_the_penalties_its_queries_read_and_no_penalties_
     found = {}
     for stored, keys in ((True, None), ("en", ["en"]), (False, None)):  # "en": --penalty-langs en, one column
         root = tmp_path / ("stored" if stored is True else "en" if stored else "per-query")
-        built = bench_scale.build_child(str(root), 2000, DIM, None, 0.5, queries, hubness.fetch(bench_scale.K),
-                                        2**30, hubness if stored else None, keys)
+        built = bench_scale.build_child(
+            str(root),
+            2000,
+            DIM,
+            None,
+            0.5,
+            queries,
+            hubness.fetch(bench_scale.K),
+            2**30,
+            hubness if stored else None,
+            keys,
+        )
         index = PhotoIndex.open(root)
         assert built["penalties"] is bool(stored) and index.manifest["search"]["kind"] == "ivfpq"
         query_banks = pickle.loads(pickle.dumps(hubness))  # what in_child hands the query process

@@ -1,4 +1,5 @@
 """The Performance table's target column shows each goal without the issue that set it."""
+
 from __future__ import annotations
 
 import json
@@ -12,26 +13,38 @@ from polyvse_train.report.bench import bench_markdown, target_text
 RECORD = Path(__file__).resolve().parent.parent / "benchmarks" / "results" / "latest.json"
 
 
-@pytest.mark.parametrize(("target", "shown"), [
-    ("< 0.5 s (issue #53)", "< 0.5 s"),
-    (">= 0.95 (CSLS, issue #53)", ">= 0.95 (CSLS)"),
-    ("<= 10 ms, one thread, CSLS re-ranking included (issue #53)", "<= 10 ms, one thread, CSLS re-ranking included"),
-    ("about 1 s, issue 27", "about 1 s"),
-    ("#27: >= 0.9", ">= 0.9"),
-    ("(CSLS: issue #53) >= 0.95", "(CSLS) >= 0.95"),
-    ("(issues #24 and #27; val) >= 25", "(val) >= 25"),
-    ("< 10 ms (at recall@10 >= 0.95)", "< 10 ms (at recall@10 >= 0.95)"),
-    ("(measured, GPU)", "(measured, GPU)"),
-    ("(issue #53)", "—"),
-])
+@pytest.mark.parametrize(
+    ("target", "shown"),
+    [
+        ("< 0.5 s (issue #53)", "< 0.5 s"),
+        (">= 0.95 (CSLS, issue #53)", ">= 0.95 (CSLS)"),
+        (
+            "<= 10 ms, one thread, CSLS re-ranking included (issue #53)",
+            "<= 10 ms, one thread, CSLS re-ranking included",
+        ),
+        ("about 1 s, issue 27", "about 1 s"),
+        ("#27: >= 0.9", ">= 0.9"),
+        ("(CSLS: issue #53) >= 0.95", "(CSLS) >= 0.95"),
+        ("(issues #24 and #27; val) >= 25", "(val) >= 25"),
+        ("< 10 ms (at recall@10 >= 0.95)", "< 10 ms (at recall@10 >= 0.95)"),
+        ("(measured, GPU)", "(measured, GPU)"),
+        ("(issue #53)", "—"),
+    ],
+)
 def test_a_target_loses_its_issue_reference(target, shown):
     assert target_text(target) == shown
 
 
 def test_the_rendered_table_names_no_issue():
     record = json.loads(RECORD.read_text(encoding="utf-8"))
-    record = {**record, "targets": {**record["targets"], "cli_search_s": "about 1 s (issue #12)",
-                                    "ann_p50_ms": "< 10 ms (at recall@10 >= 0.95, issue 7)"}}
+    record = {
+        **record,
+        "targets": {
+            **record["targets"],
+            "cli_search_s": "about 1 s (issue #12)",
+            "ann_p50_ms": "< 10 ms (at recall@10 >= 0.95, issue 7)",
+        },
+    }
     table = bench_markdown(record)
     targets = [line.rsplit("|", 2)[1] for line in table.splitlines() if line.startswith("| ")]
     assert not [t for t in targets if re.search(r"#\d|\bissue", t, re.IGNORECASE)], targets

@@ -3,6 +3,7 @@
 They check that the scripts run and write the JSON keys `make bench` relies on with sane values; they
 measure nothing (the figures of a quick run are meaningless).
 """
+
 from __future__ import annotations
 
 import json
@@ -21,8 +22,9 @@ BENCH = REPO / "benchmarks"
 
 
 def run_script(name: str, *args: str, timeout: float = 600) -> subprocess.CompletedProcess:
-    proc = subprocess.run([sys.executable, str(BENCH / name), *args], cwd=REPO, capture_output=True, text=True,
-                          timeout=timeout)
+    proc = subprocess.run(
+        [sys.executable, str(BENCH / name), *args], cwd=REPO, capture_output=True, text=True, timeout=timeout
+    )
     assert proc.returncode == 0, f"{name} failed ({proc.returncode}):\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
     return proc
 
@@ -81,6 +83,7 @@ def test_train_bounds_are_timed_side_by_side_with_the_real_steps():
         def step(i):
             calls.append((kind, i))
             time.sleep(seconds)
+
         return step
 
     real, bare = bench_train.interleaved_rates(stepper("real", 0.004), stepper("bare", 0.001), [8] * 41, block=10)
@@ -93,8 +96,16 @@ def test_train_bounds_are_timed_side_by_side_with_the_real_steps():
     assert bare > 1.5 * real
     calls.clear()  # 5 steps (MULE's epoch): blocks of one step, so each order runs twice
     bench_train.interleaved_rates(stepper("real", 0), stepper("bare", 0), [8] * 5, block=10)
-    assert calls[2:] == [("bare", 1), ("real", 1), ("real", 2), ("bare", 2), ("bare", 3), ("real", 3), ("real", 4),
-                         ("bare", 4)]
+    assert calls[2:] == [
+        ("bare", 1),
+        ("real", 1),
+        ("real", 2),
+        ("bare", 2),
+        ("bare", 3),
+        ("real", 3),
+        ("real", 4),
+        ("bare", 4),
+    ]
     with pytest.raises(ValueError, match="at least 2"):
         bench_train.interleaved_rates(stepper("real", 0), stepper("bare", 0), [8])
 
@@ -105,9 +116,16 @@ def test_bench_train_quick(tmp_path, shared_data):
     out = tmp_path / "train.json"
     run_script("bench_train.py", "--quick", "--data-root", str(shared_data), "--out", str(out))
     r = json.loads(out.read_text())
-    for key in ("train_throughput_ratio", "train_real_captions_per_s", "train_bound_captions_per_s",
-                "train_real_epoch_captions_per_s", "mule_throughput_ratio", "mule_real_captions_per_s",
-                "mule_bound_captions_per_s", "mule_real_epoch_captions_per_s"):
+    for key in (
+        "train_throughput_ratio",
+        "train_real_captions_per_s",
+        "train_bound_captions_per_s",
+        "train_real_epoch_captions_per_s",
+        "mule_throughput_ratio",
+        "mule_real_captions_per_s",
+        "mule_bound_captions_per_s",
+        "mule_real_epoch_captions_per_s",
+    ):
         assert finite_positive(r[key]), key
     assert r["train_steps_timed"] >= 2 and r["mule_steps_timed"] >= 1
     for kind in ("train", "mule"):  # clipped to 1, the raw ratio kept
@@ -186,15 +204,31 @@ def test_run_all_quick(tmp_path):
     # --allow-dirty: this checkout may hold uncommitted work (test_run_all_refuses_a_dirty_tree checks the refusal)
     run_script("run_all.py", "--quick", "--allow-dirty", "--only", "eval,search", "--results-dir", str(tmp_path))
     r = json.loads((tmp_path / "latest.json").read_text())
-    for key in ("train_throughput_ratio", "exact_scan_bandwidth_fraction", "ann_p50_ms", "ann_recall_at_10",
-                "extract_photos_per_s", "eval_5k_seconds"):
+    for key in (
+        "train_throughput_ratio",
+        "exact_scan_bandwidth_fraction",
+        "ann_p50_ms",
+        "ann_recall_at_10",
+        "extract_photos_per_s",
+        "eval_5k_seconds",
+    ):
         assert key in r, key
     assert finite_positive(r["eval_5k_seconds"]) and finite_positive(r["ann_p50_ms"])
     assert 0.0 <= r["ann_recall_at_10"] <= 1.0
     assert r["extract_photos_per_s"] is None  # not run (--only): null, never a made-up number
     m = r["machine"]
-    for key in ("cpu_model", "cores", "memory_gib", "torch", "numpy", "faiss", "torch_blas", "numpy_blas",
-                "threads", "date_utc"):
+    for key in (
+        "cpu_model",
+        "cores",
+        "memory_gib",
+        "torch",
+        "numpy",
+        "faiss",
+        "torch_blas",
+        "numpy_blas",
+        "threads",
+        "date_utc",
+    ):
         assert m.get(key) not in (None, ""), key
     assert set(r["step_seconds"]) == {"eval", "search"}
     md = (tmp_path / "latest.md").read_text()
@@ -203,8 +237,13 @@ def test_run_all_quick(tmp_path):
 
 
 def _git(repo: Path, *args: str) -> str:
-    return subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", *args], cwd=repo, check=True,
-                          capture_output=True, text=True).stdout.strip()
+    return subprocess.run(
+        ["git", "-c", "user.name=t", "-c", "user.email=t@t", *args],
+        cwd=repo,
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout.strip()
 
 
 def test_run_all_refuses_a_dirty_tree_and_names_the_commit(tmp_path):
@@ -229,14 +268,16 @@ def test_run_all_refuses_a_dirty_tree_and_names_the_commit(tmp_path):
     with open(repo / "benchmarks" / "bench_eval.py", "a") as fh:
         fh.write("# an uncommitted edit\n")
     refused = tmp_path / "refused"
-    proc = subprocess.run([*run_all, "--results-dir", str(refused)], cwd=repo, capture_output=True, text=True,
-                          timeout=300)
+    proc = subprocess.run(
+        [*run_all, "--results-dir", str(refused)], cwd=repo, capture_output=True, text=True, timeout=300
+    )
     assert proc.returncode == 2 and "dirty" in proc.stderr and "benchmarks/bench_eval.py" in proc.stderr
     assert not refused.exists()  # nothing measured, nothing written
 
     dirty = tmp_path / "dirty"
-    proc = subprocess.run([*run_all, "--allow-dirty", "--results-dir", str(dirty)], cwd=repo, capture_output=True,
-                          text=True, timeout=300)
+    proc = subprocess.run(
+        [*run_all, "--allow-dirty", "--results-dir", str(dirty)], cwd=repo, capture_output=True, text=True, timeout=300
+    )
     assert proc.returncode == 0, proc.stderr[-2000:]
     r = json.loads((dirty / "latest.json").read_text())
     assert r["git_commit"] == head and r["git_dirty"] is True and r["git_dirty_files"] == ["benchmarks/bench_eval.py"]
@@ -255,10 +296,14 @@ def test_performance_block_comes_from_the_record():
     committed = json.loads((BENCH / "results" / "latest.json").read_text())
     new = copy.deepcopy(committed)
     new.update(git_commit="0123456789abcdef", git_dirty=False, git_dirty_files=[])
-    new["provenance"] = {**new.get("provenance", {}), "model": {"config": "f8k-full-polyvse-best",
-                                                                 "fingerprint": "abcdef0123456789"}}
+    new["provenance"] = {
+        **new.get("provenance", {}),
+        "model": {"config": "f8k-full-polyvse-best", "fingerprint": "abcdef0123456789"},
+    }
     top = new["details"]["search"]["per_dim"]["1024"]
-    top.update(exact_scan_bandwidth_fraction=0.93, exact_scan_bandwidth_fraction_raw=0.93, exact_scan_exceeds_bound=False)
+    top.update(
+        exact_scan_bandwidth_fraction=0.93, exact_scan_bandwidth_fraction_raw=0.93, exact_scan_exceeds_bound=False
+    )
     text = bench_markdown(new)
     assert "commit 0123456789ab" in text and "dirty" not in text
     assert "measured on f8k-full-polyvse-best, fingerprint abcdef012345" in text
@@ -294,8 +339,18 @@ def test_run_all_says_the_gpu_part_was_skipped_without_a_gpu(tmp_path):
 def test_bench_gpu_code_runs_on_cpu_at_tiny_sizes(tmp_path, shared_data):
     """--device cpu --quick: the GPU benchmark's code paths (not its figures) on this CPU."""
     out = tmp_path / "gpu.json"
-    run_script("bench_gpu.py", "--device", "cpu", "--quick", "--images", str(shared_data / "flickr8k" / "images"),
-               "--data-root", str(shared_data), "--out", str(out))
+    run_script(
+        "bench_gpu.py",
+        "--device",
+        "cpu",
+        "--quick",
+        "--images",
+        str(shared_data / "flickr8k" / "images"),
+        "--data-root",
+        str(shared_data),
+        "--out",
+        str(out),
+    )
     r = json.loads(out.read_text())
     assert finite_positive(r["extract"]["fp32"]["end_to_end_photos_per_s"]) and r["extract"]["photos"] == 16
     assert finite_positive(r["train"]["fp32"]["train_throughput_ratio"])
@@ -348,8 +403,19 @@ def test_bench_tail_threads_tiny(tmp_path):
     r = json.loads(out.read_text())
     assert set(r["seconds_per_step"]) == {"1", "2"} and all(map(finite_positive, r["seconds_per_step"].values()))
     assert r["speedup_vs_1_thread"]["1"] == 1.0 and "seconds_per_step_bf16" not in r
-    run_script("bench_tail_threads.py", "--out", str(out), "--batch", "2", "--steps", "1", "--threads", "1",
-               "--precisions", "fp32,bf16")
+    run_script(
+        "bench_tail_threads.py",
+        "--out",
+        str(out),
+        "--batch",
+        "2",
+        "--steps",
+        "1",
+        "--threads",
+        "1",
+        "--precisions",
+        "fp32,bf16",
+    )
     r = json.loads(out.read_text())
     assert finite_positive(r["seconds_per_step_bf16"]["1"]) and finite_positive(r["speedup_bf16_vs_fp32"]["1"])
 
@@ -360,12 +426,29 @@ def test_bench_photo_aspect_on_a_smoke_checkpoint(tmp_path, shared_data):
     from polyvse_train.config import TrainConfig
     from polyvse_train.train import train
 
-    cfg = TrainConfig(name="tiny", languages=["en", "de"], embed_dim=32, word_dim=16, hidden_dim=32, batch_size=32,
-                      smoke_photos=48, smoke_epochs=1)
+    cfg = TrainConfig(
+        name="tiny",
+        languages=["en", "de"],
+        embed_dim=32,
+        word_dim=16,
+        hidden_dim=32,
+        batch_size=32,
+        smoke_photos=48,
+        smoke_epochs=1,
+    )
     train(cfg, tmp_path / "run", shared_data, smoke=True, progress=False)
     out = tmp_path / "aspect.json"
-    proc = run_script("bench_photo_aspect.py", "--checkpoint", str(tmp_path / "run" / "checkpoint"), "--split", "val",
-                      "--data-root", str(shared_data), "--out", str(out))
+    proc = run_script(
+        "bench_photo_aspect.py",
+        "--checkpoint",
+        str(tmp_path / "run" / "checkpoint"),
+        "--split",
+        "val",
+        "--data-root",
+        str(shared_data),
+        "--out",
+        str(out),
+    )
     r = json.loads(out.read_text())
     full = next(v for k, v in r.items() if k.startswith("variants_full_size_photos"))
     assert set(full) == set(r["variants"]) and len(full) == 3
@@ -381,20 +464,28 @@ def test_make_model_timing_splits_stages_and_refuses_to_resume(tmp_path):
     training log's own timings summed by kind, an empty cache handed to the target; it refuses a runs/model it
     would resume, a cache that is not empty, and a failing target (writing nothing)."""
     fake = tmp_path / "fake-make.sh"
-    fake.write_text("\n".join([
-        'echo ".venv/bin/pip install --quiet -e .[dev]"',
-        'test -z "$(ls -A "$POLYVSE_CACHE")" || { echo "cache not empty"; exit 3; }',
-        'sleep 0.3; echo ".venv/bin/polyvse train --config configs/f8k-full/polyvse-best.yaml --out runs/model"',
-        'echo "checking feature cache: 6,867 photos, 0 in the cache, 8.0 s"',
-        'printf "50%%\\r100%%\\rextracting efficientnet-lite2:tail1 features: 7,941 photos, 300 s\\n"',
-        'echo "e5-small [cs]: 22,703 sentences, 1075 s"', 'echo "use-multilingual [en]: 22,831 sentences, 28 s"',
-        'echo "epoch 1/2: loss 6.769, 268 s"', 'echo "epoch 2/2: loss 3.996, 371 s"',
-        'mkdir -p runs/model',
-        'echo \'{"wall_time_s": 2000.0, "cpu_time_s": 3000.0, "precision": "bf16"}\' > runs/model/metrics.json',
-        'sleep 0.3; echo ".venv/bin/polyvse index build --checkpoint runs/model/checkpoint --out runs/model/index"',
-        'sleep 0.2; echo ".venv/bin/python scripts/adapt_model.py --model runs/model --plan configs/adapt/product.yaml"',
-        'echo "adapted qu: teacher+subwords, 26,887 lines, 350.5 s"',
-        'sleep 0.2; exit "${FAKE_EXIT:-0}"', ""]))
+    fake.write_text(
+        "\n".join(
+            [
+                'echo ".venv/bin/pip install --quiet -e .[dev]"',
+                'test -z "$(ls -A "$POLYVSE_CACHE")" || { echo "cache not empty"; exit 3; }',
+                'sleep 0.3; echo ".venv/bin/polyvse train --config configs/f8k-full/polyvse-best.yaml --out runs/model"',
+                'echo "checking feature cache: 6,867 photos, 0 in the cache, 8.0 s"',
+                'printf "50%%\\r100%%\\rextracting efficientnet-lite2:tail1 features: 7,941 photos, 300 s\\n"',
+                'echo "e5-small [cs]: 22,703 sentences, 1075 s"',
+                'echo "use-multilingual [en]: 22,831 sentences, 28 s"',
+                'echo "epoch 1/2: loss 6.769, 268 s"',
+                'echo "epoch 2/2: loss 3.996, 371 s"',
+                "mkdir -p runs/model",
+                'echo \'{"wall_time_s": 2000.0, "cpu_time_s": 3000.0, "precision": "bf16"}\' > runs/model/metrics.json',
+                'sleep 0.3; echo ".venv/bin/polyvse index build --checkpoint runs/model/checkpoint --out runs/model/index"',
+                'sleep 0.2; echo ".venv/bin/python scripts/adapt_model.py --model runs/model --plan configs/adapt/product.yaml"',
+                'echo "adapted qu: teacher+subwords, 26,887 lines, 350.5 s"',
+                'sleep 0.2; exit "${FAKE_EXIT:-0}"',
+                "",
+            ]
+        )
+    )
     out = tmp_path / "make_model.json"
     args = ("--repo", str(tmp_path), "--command", f"bash {fake}", "--out", str(out), "--threads", "2")
     run_script("bench_make_model.py", *args)
@@ -415,12 +506,19 @@ def test_make_model_timing_splits_stages_and_refuses_to_resume(tmp_path):
     (tmp_path / "runs" / "model").rename(tmp_path / "runs" / "model.kept")
     full = Path(r["cache_root_empty_at_start"])
     (full / "x").write_text("cached")
-    busy = subprocess.run([sys.executable, str(BENCH / "bench_make_model.py"), *args, "--cache-root", str(full)],
-                          capture_output=True, text=True)
+    busy = subprocess.run(
+        [sys.executable, str(BENCH / "bench_make_model.py"), *args, "--cache-root", str(full)],
+        capture_output=True,
+        text=True,
+    )
     assert busy.returncode != 0 and "is not empty" in busy.stderr
     out.unlink()
-    failed = subprocess.run([sys.executable, str(BENCH / "bench_make_model.py"), *args], capture_output=True,
-                            text=True, env={**os.environ, "FAKE_EXIT": "2"})
+    failed = subprocess.run(
+        [sys.executable, str(BENCH / "bench_make_model.py"), *args],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "FAKE_EXIT": "2"},
+    )
     assert failed.returncode != 0 and "exit code 2" in failed.stderr and not out.exists()
 
 
@@ -428,13 +526,20 @@ def test_make_model_timing_splits_stages_and_refuses_to_resume(tmp_path):
 def test_bench_gpu_finetune_code_runs_on_cpu_at_tiny_sizes(tmp_path, shared_data):
     """--device cpu --quick: the GPU recipe's step benchmark (pixel path, whole backbone, text tail) on this CPU."""
     out = tmp_path / "gpu_finetune.json"
-    run_script("bench_gpu_finetune.py", "--device", "cpu", "--quick", "--images",
-               str(shared_data / "flickr8k" / "images"), "--out", str(out))
+    run_script(
+        "bench_gpu_finetune.py",
+        "--device",
+        "cpu",
+        "--quick",
+        "--images",
+        str(shared_data / "flickr8k" / "images"),
+        "--out",
+        str(out),
+    )
     r = json.loads(out.read_text())
     assert r["decode"]["photos"] == 8 and finite_positive(r["decode"]["photos_per_s"])
     assert finite_positive(r["fp32"]["step_ms_median"]) and r["fp32"]["losses_finite"]
     assert r["backbone"] == "efficientnet-lite2" and r["text_layers"] == 1 and "bf16" not in r
-
 
 
 def test_serve_load_soak_adds_photos_midway_and_samples_memory(assets, tmp_path):  # noqa: F811
@@ -445,11 +550,24 @@ def test_serve_load_soak_adds_photos_midway_and_samples_memory(assets, tmp_path)
     index = shutil.copytree(assets.index, tmp_path / "index")
     more = tmp_path / "more"
     more.mkdir()
-    for photo in assets.photos[N_FIRST:N_FIRST + 4]:
+    for photo in assets.photos[N_FIRST : N_FIRST + 4]:
         shutil.copyfile(photo, more / photo.name)
     out = tmp_path / "soak.json"
-    run_script("bench_serve_load.py", "--index", str(index), "--duration", "10", "--clients", "2",
-               "--add-images", str(more), "--rss-every", "1", "--out", str(out))
+    run_script(
+        "bench_serve_load.py",
+        "--index",
+        str(index),
+        "--duration",
+        "10",
+        "--clients",
+        "2",
+        "--add-images",
+        str(more),
+        "--rss-every",
+        "1",
+        "--out",
+        str(out),
+    )
     r = json.loads(out.read_text())
     assert r["errors"] == 0 and r["requests"] > 0
     add = r["index_add"]

@@ -6,6 +6,7 @@ chosen with the file input) must show photos like it; the address must keep the 
 Back and Forward). Needs /usr/bin/chromium: `make test` installs it
 (scripts/install-browser.sh). Never downloads a browser (no `playwright install`).
 """
+
 from __future__ import annotations
 
 import base64
@@ -22,21 +23,32 @@ from polyvse_tooling.harness import free_port
 from test_index import serving_assets
 
 CHROMIUM = Path("/usr/bin/chromium")
-FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-         "--disable-component-update", "--disable-sync", "--no-first-run"]
+FLAGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
 TIMEOUT_MS = 30_000
 
 
 @pytest.fixture(scope="module")
 def chromium() -> Path:
     if not CHROMIUM.is_file() and not shutil.which("chromium"):
-        pytest.fail("headless Chromium is not installed (/usr/bin/chromium); run scripts/install-browser.sh "
-                    "(apt-get install chromium; `make test` runs it), then run the browser test again")
+        pytest.fail(
+            "headless Chromium is not installed (/usr/bin/chromium); run scripts/install-browser.sh "
+            "(apt-get install chromium; `make test` runs it), then run the browser test again"
+        )
     try:
         import playwright.sync_api  # noqa: F401
     except ImportError:
-        pytest.fail("the browser test needs Playwright: .venv/bin/pip install playwright==1.65.2 "
-                    "(no `playwright install`: it drives Debian's /usr/bin/chromium)")
+        pytest.fail(
+            "the browser test needs Playwright: .venv/bin/pip install playwright==1.65.2 "
+            "(no `playwright install`: it drives Debian's /usr/bin/chromium)"
+        )
     return CHROMIUM if CHROMIUM.is_file() else Path(shutil.which("chromium"))
 
 
@@ -76,8 +88,12 @@ def page(chromium, server, tmp_path_factory):
     profile = tmp_path_factory.mktemp("chromium-profile")  # a fresh --user-data-dir
     with sync_playwright() as p:
         context = p.chromium.launch_persistent_context(
-            str(profile), executable_path=str(chromium), headless=True, args=FLAGS,
-            viewport={"width": 1200, "height": 900})
+            str(profile),
+            executable_path=str(chromium),
+            headless=True,
+            args=FLAGS,
+            viewport={"width": 1200, "height": 900},
+        )
         context.set_default_timeout(TIMEOUT_MS)
         pg = context.new_page()
         errors = []
@@ -93,12 +109,14 @@ def _results(pg) -> list[dict]:
     """Rendered result cards once every thumbnail has loaded."""
     pg.wait_for_selector("#results figure.result")
     pg.wait_for_function(
-        "Array.from(document.querySelectorAll('#results img')).every(i => i.complete && i.naturalWidth > 0)")
+        "Array.from(document.querySelectorAll('#results img')).every(i => i.complete && i.naturalWidth > 0)"
+    )
     return pg.eval_on_selector_all(
         "#results figure.result",
         "els => els.map(e => ({id: Number(e.dataset.id), rank: e.querySelector('.rank').textContent,"
         " score: e.querySelector('.score').textContent, name: e.querySelector('.name').textContent,"
-        " width: e.querySelector('img').naturalWidth}))")
+        " width: e.querySelector('img').naturalWidth}))",
+    )
 
 
 def test_german_query_shows_photos_with_scores(page, server, tmp_path):
@@ -128,7 +146,8 @@ def _status_has(pg, text: str) -> None:
     ending in "…" first ("photos like NAME…" before the answer), which must not count as the answer."""
     pg.wait_for_function(
         "t => { const s = document.querySelector('#status').textContent; return s.includes(t) && !s.endsWith('…'); }",
-        arg=text)
+        arg=text,
+    )
 
 
 def _form(pg) -> tuple[str, str, str]:
@@ -205,7 +224,9 @@ def _drop_photo(pg, data: bytes, name: str) -> None:
             const dt = new DataTransfer();
             dt.items.add(new File([bytes], name, {type: 'image/jpeg'}));
             return dt;
-        }""", [base64.b64encode(data).decode(), name])
+        }""",
+        [base64.b64encode(data).decode(), name],
+    )
     for event in ("dragenter", "dragover", "drop"):
         pg.dispatch_event("#drop-zone", event, {"dataTransfer": transfer})
 

@@ -14,17 +14,24 @@ from polyvse.modules.text_input import CaptionEncoder
 def tiny_checkpoint(seed=0) -> Checkpoint:
     torch.manual_seed(seed)
     enc = CaptionEncoder.build({"en": ["a dog runs", "two cats sleep"], "de": ["ein Hund rennt"]})
-    model = JointEmbeddingModel(ModelConfig(vocab_size=len(enc.vocab), image_dim=6, embed_dim=4, word_dim=3,
-                                            hidden_dim=5))
-    return Checkpoint(model=model.eval(), captions=enc, backbone="efficientnet-lite0", feature_key="k1",
-                      ten_crop=False, languages=["en", "de"], training={"seed": seed})
+    model = JointEmbeddingModel(
+        ModelConfig(vocab_size=len(enc.vocab), image_dim=6, embed_dim=4, word_dim=3, hidden_dim=5)
+    )
+    return Checkpoint(
+        model=model.eval(),
+        captions=enc,
+        backbone="efficientnet-lite0",
+        feature_key="k1",
+        ten_crop=False,
+        languages=["en", "de"],
+        training={"seed": seed},
+    )
 
 
 def test_round_trip_gives_identical_embeddings(tmp_path):
     ckpt = tiny_checkpoint()
     save_checkpoint(ckpt, tmp_path / "c")
-    assert sorted(p.name for p in (tmp_path / "c").iterdir()) == ["config.json", "model.safetensors",
-                                                                  "training.json"]
+    assert sorted(p.name for p in (tmp_path / "c").iterdir()) == ["config.json", "model.safetensors", "training.json"]
     model = polyvse.load(tmp_path / "c")
     original = polyvse.model.torch_model.PolyvseModel(ckpt)
     for lang, text in [("en", "a dog sleeps"), ("de", "ein Hund")]:
@@ -86,10 +93,15 @@ def test_unknown_language_and_backbone_mismatch(tmp_path):
     save_checkpoint(tiny_checkpoint(), tmp_path / "c")
     model = polyvse.load(tmp_path / "c")
     # the Python API refuses as the command line does: what the model reads and how a language is taught
-    with pytest.raises(CheckpointError, match=r"cannot read Chinese \('zh'\): it is a word-level model, not trained "
-                                              r"on 'zh'.*train one that includes 'zh'"):
+    with pytest.raises(
+        CheckpointError,
+        match=r"cannot read Chinese \('zh'\): it is a word-level model, not trained "
+        r"on 'zh'.*train one that includes 'zh'",
+    ):
         model.encode_text(["狗"], "zh")
-    with pytest.raises(polyvse.errors.UnknownLanguageError, match="unknown language code .xx.: expected an ISO 639 code"):
+    with pytest.raises(
+        polyvse.errors.UnknownLanguageError, match="unknown language code .xx.: expected an ISO 639 code"
+    ):
         model.encode_text(["x"], "xx")
     with pytest.raises(CheckpointError, match="trained on image features 'k1'"):
         _ = model.extractor  # the installed efficientnet-lite0 has a different key than the fake "k1"

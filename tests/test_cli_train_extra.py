@@ -1,6 +1,7 @@
 """A command that needs a package of the [train] extra (torch above all) in an install without it says which command,
 what it needs and the pip line, with exit code 2 and no traceback (polyvse_app.cli.run); a missing module the extra
 does not provide stays an error of its own."""
+
 from __future__ import annotations
 
 import argparse
@@ -34,13 +35,17 @@ def _parser(missing: str) -> argparse.ArgumentParser:
     return parser
 
 
-@pytest.mark.parametrize("missing, what", [("torch", "PyTorch"), ("torch.nn", "PyTorch"),
-                                           ("torchvision", "torchvision"), ("sacrebleu", "sacrebleu")])
+@pytest.mark.parametrize(
+    "missing, what",
+    [("torch", "PyTorch"), ("torch.nn", "PyTorch"), ("torchvision", "torchvision"), ("sacrebleu", "sacrebleu")],
+)
 def test_a_missing_train_package_is_one_line_naming_the_command(missing, what, capsys):
     assert run(_parser(missing), ["model", "build"]) == 2
     err = capsys.readouterr().err
-    assert err == (f"polyvse: error: polyvse model build needs {what}, which the light install leaves out: "
-                   "pip install 'polyvse[train]'\n")
+    assert err == (
+        f"polyvse: error: polyvse model build needs {what}, which the light install leaves out: "
+        "pip install 'polyvse[train]'\n"
+    )
 
 
 def test_another_missing_module_is_not_dressed_up():
@@ -54,15 +59,26 @@ def test_command_name_takes_the_action():
 
 
 def _without_torch(*argv, cwd: Path) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-c", _NO_TORCH, *map(str, argv)], cwd=cwd, capture_output=True,
-                          text=True, timeout=300, env={k: v for k, v in os.environ.items()})
+    return subprocess.run(
+        [sys.executable, "-c", _NO_TORCH, *map(str, argv)],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={k: v for k, v in os.environ.items()},
+    )
 
 
-@pytest.mark.parametrize("argv, command", [
-    (["train", "--config", "smoke", "--out", "run"], "train"),
-    (["rerank", "--checkpoint", "c", "--nbest", "n", "--images-list", "i", "--references", "r", "--lang", "de"],
-     "rerank"),
-])
+@pytest.mark.parametrize(
+    "argv, command",
+    [
+        (["train", "--config", "smoke", "--out", "run"], "train"),
+        (
+            ["rerank", "--checkpoint", "c", "--nbest", "n", "--images-list", "i", "--references", "r", "--lang", "de"],
+            "rerank",
+        ),
+    ],
+)
 def test_without_torch_a_torch_command_says_how_to_install_it(argv, command, tmp_path):
     proc = _without_torch(*argv, cwd=tmp_path)
     assert proc.returncode == 2, proc.stderr

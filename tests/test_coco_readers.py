@@ -1,4 +1,5 @@
 """COCO readers (Karpathy split, STAIR/YJ Captions, COCO-CN) on small files in the published formats."""
+
 from __future__ import annotations
 
 import json
@@ -12,30 +13,60 @@ from polyvse.errors import DataError
 KARPATHY = {
     "dataset": "coco",
     "images": [
-        {"filepath": "val2014", "filename": "COCO_val2014_000000391895.jpg", "imgid": 0, "split": "test",
-         "cocoid": 391895, "sentids": [0, 1],
-         "sentences": [{"tokens": ["a", "man", "rides"], "raw": "A man with a red helmet rides a bike.",
-                        "imgid": 0, "sentid": 0},
-                       {"tokens": ["a", "man", "on", "a", "bike"], "imgid": 0, "sentid": 1}]},
-        {"filepath": "train2014", "filename": "COCO_train2014_000000000009.jpg", "imgid": 1, "split": "restval",
-         "cocoid": 9, "sentences": [{"raw": "  Plates of food\non a table. ", "tokens": []}]},
-        {"filepath": "val2014", "filename": "COCO_val2014_000000000042.jpg", "imgid": 2, "split": "val",
-         "cocoid": 42, "sentences": [{"raw": "A dog.", "tokens": ["a", "dog"]}]},
+        {
+            "filepath": "val2014",
+            "filename": "COCO_val2014_000000391895.jpg",
+            "imgid": 0,
+            "split": "test",
+            "cocoid": 391895,
+            "sentids": [0, 1],
+            "sentences": [
+                {
+                    "tokens": ["a", "man", "rides"],
+                    "raw": "A man with a red helmet rides a bike.",
+                    "imgid": 0,
+                    "sentid": 0,
+                },
+                {"tokens": ["a", "man", "on", "a", "bike"], "imgid": 0, "sentid": 1},
+            ],
+        },
+        {
+            "filepath": "train2014",
+            "filename": "COCO_train2014_000000000009.jpg",
+            "imgid": 1,
+            "split": "restval",
+            "cocoid": 9,
+            "sentences": [{"raw": "  Plates of food\non a table. ", "tokens": []}],
+        },
+        {
+            "filepath": "val2014",
+            "filename": "COCO_val2014_000000000042.jpg",
+            "imgid": 2,
+            "split": "val",
+            "cocoid": 42,
+            "sentences": [{"raw": "A dog.", "tokens": ["a", "dog"]}],
+        },
     ],
 }
 STAIR = {
-    "images": [{"id": 391895, "file_name": "COCO_val2014_000000391895.jpg"},
-               {"id": 9, "file_name": "COCO_train2014_000000000009.jpg"},
-               {"id": 77, "file_name": "COCO_train2014_000000000077.jpg"}],
-    "annotations": [{"image_id": 391895, "id": 1, "caption": "赤いヘルメットの男性が自転車に乗っている。"},
-                    {"image_id": 9, "id": 2, "caption": "テーブルの上の料理。"},
-                    {"image_id": 77, "id": 3, "caption": "カリキュラム外の写真。"},
-                    {"image_id": 9, "id": 4, "caption": "   "}],
+    "images": [
+        {"id": 391895, "file_name": "COCO_val2014_000000391895.jpg"},
+        {"id": 9, "file_name": "COCO_train2014_000000000009.jpg"},
+        {"id": 77, "file_name": "COCO_train2014_000000000077.jpg"},
+    ],
+    "annotations": [
+        {"image_id": 391895, "id": 1, "caption": "赤いヘルメットの男性が自転車に乗っている。"},
+        {"image_id": 9, "id": 2, "caption": "テーブルの上の料理。"},
+        {"image_id": 77, "id": 3, "caption": "カリキュラム外の写真。"},
+        {"image_id": 9, "id": 4, "caption": "   "},
+    ],
 }
-COCO_CN = ("COCO_val2014_000000391895#0\t一个戴着红色头盔的男人在骑自行车。\n"
-           "COCO_train2014_000000000009#0\t桌子上的食物。\n"
-           "COCO_train2014_000000000009#1\t几盘菜。\n"
-           "COCO_train2014_000000000555#0\t不在卡帕西划分里的图片。\n")
+COCO_CN = (
+    "COCO_val2014_000000391895#0\t一个戴着红色头盔的男人在骑自行车。\n"
+    "COCO_train2014_000000000009#0\t桌子上的食物。\n"
+    "COCO_train2014_000000000009#1\t几盘菜。\n"
+    "COCO_train2014_000000000555#0\t不在卡帕西划分里的图片。\n"
+)
 
 
 @pytest.fixture()
@@ -64,8 +95,10 @@ def test_karpathy_reader(coco_files):
     assert set(c.photos) == {"391895", "9", "42"}
     assert c.photos["391895"].path == (coco_files / "images/val2014/COCO_val2014_000000391895.jpg").resolve()
     assert c.photos["9"].path is None
-    assert [x.text for x in c if x.photo_id == "391895"] == ["A man with a red helmet rides a bike.",
-                                                              "a man on a bike"]  # tokens when no raw
+    assert [x.text for x in c if x.photo_id == "391895"] == [
+        "A man with a red helmet rides a bike.",
+        "a man on a bike",
+    ]  # tokens when no raw
     assert [x.text for x in c if x.photo_id == "9"] == ["Plates of food on a table."]
     assert {x.photo_id: x.split for x in c} == {"391895": "test", "9": "train", "42": "val"}  # restval -> train
     assert r.photo_splits["9"] == "train"
@@ -109,8 +142,10 @@ def test_stair_reader_checks_ids(tmp_path):
 
 
 def test_coco_cn_reader(coco_files):
-    r = CocoCnReader(coco_files / "imageid.human-written-caption.txt",
-                     split_files={"train": coco_files / "coco-cn_train.txt", "test": coco_files / "coco-cn_test.txt"})
+    r = CocoCnReader(
+        coco_files / "imageid.human-written-caption.txt",
+        split_files={"train": coco_files / "coco-cn_train.txt", "test": coco_files / "coco-cn_test.txt"},
+    )
     c = r.read()
     assert len(c) == 4 and {x.lang for x in c} == {"zh"}
     assert {x.photo_id: x.split for x in c} == {"391895": "test", "9": "train", "555": "train"}
@@ -137,9 +172,12 @@ def test_coco_cn_malformed_line(tmp_path):
 
 
 def test_load_coco_matches_by_id_and_uses_karpathy_split(coco_files):
-    c = load_coco(coco_files / "dataset_coco.json", images_dir=coco_files / "images",
-                  ja_files=[coco_files / "stair_captions_v1.2_train.json"],
-                  zh_files=[coco_files / "imageid.human-written-caption.txt"])
+    c = load_coco(
+        coco_files / "dataset_coco.json",
+        images_dir=coco_files / "images",
+        ja_files=[coco_files / "stair_captions_v1.2_train.json"],
+        zh_files=[coco_files / "imageid.human-written-caption.txt"],
+    )
     assert set(c.photos) == {"391895", "9", "42"}
     assert c.languages == ["en", "ja", "zh"]
     # images outside the Karpathy file (77, 555) are dropped
@@ -151,8 +189,12 @@ def test_load_coco_matches_by_id_and_uses_karpathy_split(coco_files):
 
 
 def test_coco_through_registry(coco_files, tmp_path):
-    c = load_dataset("coco", tmp_path, karpathy_json=str(coco_files / "dataset_coco.json"),
-                     zh_files=[str(coco_files / "imageid.human-written-caption.txt")])
+    c = load_dataset(
+        "coco",
+        tmp_path,
+        karpathy_json=str(coco_files / "dataset_coco.json"),
+        zh_files=[str(coco_files / "imageid.human-written-caption.txt")],
+    )
     assert c.languages == ["en", "zh"]
     with pytest.raises(DataError, match="karpathy_json"):
         load_dataset("coco", tmp_path)

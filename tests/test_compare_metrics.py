@@ -1,4 +1,5 @@
 """scripts/compare_metrics.py: equal runs compare equal; a changed figure or a missing run fails, naming it."""
+
 import importlib.util
 import json
 from pathlib import Path
@@ -11,8 +12,9 @@ spec.loader.exec_module(compare_metrics)
 
 def _run(root: Path, name: str, t2i_r1: float, wall: float) -> None:
     (root / name).mkdir(parents=True)
-    (root / name / "metrics.json").write_text(json.dumps(
-        {"languages": {"en": {"t2i_r1": t2i_r1}}, "wall_time_s": wall, "config": {"name": name}}))
+    (root / name / "metrics.json").write_text(
+        json.dumps({"languages": {"en": {"t2i_r1": t2i_r1}}, "wall_time_s": wall, "config": {"name": name}})
+    )
 
 
 def test_same_runs_pass_and_a_changed_figure_or_missing_run_fails(tmp_path, capsys):

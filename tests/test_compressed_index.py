@@ -2,6 +2,7 @@
 search meets the target, re-ranking reads the full vectors memory-mapped from disk, `index add` extends it, and a
 reopened index answers the same. Small made-up data (clustered unit vectors), a tiny untrained checkpoint, and
 photo embedding replaced by a lookup, so the whole file runs in seconds."""
+
 from __future__ import annotations
 
 import json
@@ -66,16 +67,27 @@ def checkpoint(tmp_path_factory) -> Path:
     """An untrained word-level model with DIM-d embeddings: only its fingerprint matters here."""
     torch.manual_seed(0)
     enc = CaptionEncoder.build({"en": ["a dog", "a cat"]})
-    model = JointEmbeddingModel(ModelConfig(vocab_size=len(enc.vocab), image_dim=8, embed_dim=DIM, word_dim=6,
-                                            hidden_dim=8))
+    model = JointEmbeddingModel(
+        ModelConfig(vocab_size=len(enc.vocab), image_dim=8, embed_dim=DIM, word_dim=6, hidden_dim=8)
+    )
     path = tmp_path_factory.mktemp("compressed") / "checkpoint"
-    return save_checkpoint(Checkpoint(model=model.eval(), captions=enc, backbone="efficientnet-lite0", feature_key="k",
-                                      ten_crop=False, languages=["en"]), path)
+    return save_checkpoint(
+        Checkpoint(
+            model=model.eval(),
+            captions=enc,
+            backbone="efficientnet-lite0",
+            feature_key="k",
+            ten_crop=False,
+            languages=["en"],
+        ),
+        path,
+    )
 
 
 @pytest.fixture()
 def embed_by_name(monkeypatch, data):
     """Photo files named <row>.jpg embed as row <row> of the made-up vectors (no backbone, no photo read)."""
+
     def fake(model, paths, cache_dir, **_):
         rows = [int(Path(p).stem) for p in paths]
         result = SimpleNamespace(failures=[], extracted=len(rows), cached=0)
@@ -156,8 +168,9 @@ def test_tuning_holds_for_new_queries_where_photos_crowd_round_a_few():
 def test_build_under_a_budget_meets_the_recall_target_and_reopens(data, checkpoint, embed_by_name, tmp_path):
     model = polyvse.load(checkpoint)
     budget = parse_memory("4MB")  # the floats and entries need ~5.3 MB
-    report = build_index(model, embed_by_name(range(N)), tmp_path / "index", cache_dir=tmp_path, progress=False,
-                         max_memory=budget)
+    report = build_index(
+        model, embed_by_name(range(N)), tmp_path / "index", cache_dir=tmp_path, progress=False, max_memory=budget
+    )
     index = report.index
     s = index.manifest["search"]
     assert index.kind == IVFPQ and index.count == N and s["max_memory"] == budget
@@ -177,9 +190,16 @@ def test_build_under_a_budget_meets_the_recall_target_and_reopens(data, checkpoi
 def _write_in_chunks(data, root):
     """The compressed index of the first N vectors, written 3,000 at a time; its manifest."""
     photos = [PhotoEntry(i, f"{i}.jpg", f"/photos/{i}.jpg") for i in range(N)]
-    chunks = (data.vectors[i:min(i + 3000, N)] for i in range(0, N, 3000))
-    return write_compressed_index(root, {"fingerprint": "sha256:0", "similarity": "cosine"}, photos, chunks,
-                                  dim=DIM, exact_threshold=20_000, recall_target=0.95)
+    chunks = (data.vectors[i : min(i + 3000, N)] for i in range(0, N, 3000))
+    return write_compressed_index(
+        root,
+        {"fingerprint": "sha256:0", "similarity": "cosine"},
+        photos,
+        chunks,
+        dim=DIM,
+        exact_threshold=20_000,
+        recall_target=0.95,
+    )
 
 
 def test_reranking_reads_the_full_vectors_from_disk(data, tmp_path, monkeypatch):
@@ -205,8 +225,9 @@ def test_reranking_reads_the_full_vectors_from_disk(data, tmp_path, monkeypatch)
     assert best not in top_i[0].tolist()
 
 
-def test_add_extends_the_compressed_index_and_an_exact_one_outgrows_its_budget(data, checkpoint, embed_by_name,
-                                                                                tmp_path):
+def test_add_extends_the_compressed_index_and_an_exact_one_outgrows_its_budget(
+    data, checkpoint, embed_by_name, tmp_path
+):
     model = polyvse.load(checkpoint)
     first = N - 500
     build_index(model, embed_by_name(range(first)), tmp_path / "c", cache_dir=tmp_path, progress=False, kind="ivfpq")
@@ -225,8 +246,9 @@ def test_add_extends_the_compressed_index_and_an_exact_one_outgrows_its_budget(d
     assert recall(grown.search(data.queries, 10)[1], truth) >= 0.9
     # an exact index built under a budget becomes compressed once an append would not fit it
     budget = parse_memory("4MB")
-    build_index(model, embed_by_name(range(2000)), tmp_path / "e", cache_dir=tmp_path, progress=False,
-                max_memory=budget)
+    build_index(
+        model, embed_by_name(range(2000)), tmp_path / "e", cache_dir=tmp_path, progress=False, max_memory=budget
+    )
     assert PhotoIndex.open(tmp_path / "e").kind == EXACT
     outgrown = add_to_index(model, tmp_path / "e", embed_by_name(range(N)), cache_dir=tmp_path, progress=False).index
     assert outgrown.kind == IVFPQ and outgrown.count == N and outgrown.manifest["search"]["max_memory"] == budget
@@ -295,9 +317,22 @@ def test_building_keeps_to_its_memory_budget(tmp_path, csls):
 
     n, dim, budget = 60_000, 512, 64 * 2**20
     env = {**os.environ, "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
-    done = subprocess.run([sys.executable, "-c", BUILD_IN_BUDGET, str(tmp_path / "index"), str(n), str(dim),
-                           str(budget), *(["csls"] if csls else [])], capture_output=True, text=True, env=env,
-                          timeout=300)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            BUILD_IN_BUDGET,
+            str(tmp_path / "index"),
+            str(n),
+            str(dim),
+            str(budget),
+            *(["csls"] if csls else []),
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     got = json.loads(done.stdout.strip().splitlines()[-1])
     assert got["kind"] == IVFPQ and got["recall"] >= 0.9
@@ -320,8 +355,9 @@ def test_the_build_reads_the_vectors_file_as_the_map_would_and_sizes_its_work_to
     np.testing.assert_array_equal(compressed.read_file_rows(rows, sorted_rows), data.vectors[sorted_rows])
     any_rows = np.array([N - 1, 5, 5, 0, 17])
     np.testing.assert_array_equal(compressed.gather(rows, any_rows), data.vectors[any_rows])
-    np.testing.assert_array_equal(exact_topk(rows, data.queries, 10, chunk=1000),
-                                  exact_topk(data.vectors[:N], data.queries, 10))
+    np.testing.assert_array_equal(
+        exact_topk(rows, data.queries, 10, chunk=1000), exact_topk(data.vectors[:N], data.queries, 10)
+    )
     assert compressed.chunk_rows(1024) == compressed.CHUNK_ROWS == compressed.chunk_rows(1024, parse_memory("16GB"))
     assert compressed.chunk_rows(1024, parse_memory("800MB")) * (3 * 1024 * 4 + 512 * 16) <= parse_memory("100MB")
     assert compressed.chunk_rows(1024, 1) == compressed.MIN_CHUNK_ROWS
@@ -378,11 +414,12 @@ def test_a_search_with_a_prior_also_reads_the_candidates_the_prior_lifts_from_de
 
     prior = np.zeros(index.count, np.float32)
     rerank_search(index._ann, index.vectors, q, 110, c["nprobe"], c["depth"], read=keeping, tuned_for=10, prior=prior)
-    assert read[-1] == set(order[:want + lift].tolist())
+    assert read[-1] == set(order[: want + lift].tolist())
     deep = int(order[want + lift + 40])
     prior[deep] = -1.0  # far better than any approximate score could make up
-    _, ids = rerank_search(index._ann, index.vectors, q, 110, c["nprobe"], c["depth"], read=keeping, tuned_for=10,
-                           prior=prior)
+    _, ids = rerank_search(
+        index._ann, index.vectors, q, 110, c["nprobe"], c["depth"], read=keeping, tuned_for=10, prior=prior
+    )
     assert deep in read[-1] and len(read[-1]) == want + lift and int(order[want + lift - 1]) not in read[-1]
     np.testing.assert_array_equal(index.search(q, 110, tuned_for=10, prior=prior)[1], ids)
     for with_prior in (prior, None):  # a prior without tuned_for changes nothing

@@ -1,4 +1,5 @@
 """TrainConfig: sections that check themselves, flat names and paths, base: chains, the smoke overlay."""
+
 import pytest
 
 from polyvse.errors import DataError
@@ -14,17 +15,36 @@ def test_yaml_round_trip(tmp_path):
     p = write(tmp_path / "c.yaml", "name: x\nepochs: 3\nlr: 1\nlanguages: [en, de]\nmax_violation: true\n")
     cfg = TrainConfig.load(p)
     assert (cfg.name, cfg.schedule.epochs, cfg.schedule.lr, cfg.data.languages, cfg.objective.max_violation) == (
-        "x", 3, 1, ["en", "de"], True)
+        "x",
+        3,
+        1,
+        ["en", "de"],
+        True,
+    )
     assert TrainConfig.from_dict(cfg.to_nested()) == cfg == TrainConfig.from_dict(cfg.to_dict())
 
 
 def test_sections_flat_names_and_paths_are_the_same_fields(tmp_path):
-    nested = TrainConfig.load(write(tmp_path / "a.yaml", "objective: {name: mule, top_k: 10}\n"
-                                    "align: {loss: true, every: 20}\nmodel: {embed_dim: 64}\n"))
-    flat = TrainConfig.from_dict({"name": "a", "objective": "mule", "top_k": 10, "align": True, "align_every": 20,
-                                  "embed_dim": 64}, source="x")
-    dotted = TrainConfig.from_dict({"name": "a", "objective.name": "mule", "objective.top_k": 10, "align.loss": True,
-                                    "align.every": 20, "model.embed_dim": 64}, source="x")
+    nested = TrainConfig.load(
+        write(
+            tmp_path / "a.yaml",
+            "objective: {name: mule, top_k: 10}\nalign: {loss: true, every: 20}\nmodel: {embed_dim: 64}\n",
+        )
+    )
+    flat = TrainConfig.from_dict(
+        {"name": "a", "objective": "mule", "top_k": 10, "align": True, "align_every": 20, "embed_dim": 64}, source="x"
+    )
+    dotted = TrainConfig.from_dict(
+        {
+            "name": "a",
+            "objective.name": "mule",
+            "objective.top_k": 10,
+            "align.loss": True,
+            "align.every": 20,
+            "model.embed_dim": 64,
+        },
+        source="x",
+    )
     assert nested.to_dict() == flat.to_dict() == dotted.to_dict()
     assert nested.name == "a"  # a file's name defaults to its file name
     assert flat.get("align_every") == flat.get("align.every") == flat.align.every == 20
@@ -47,31 +67,41 @@ def test_wrong_type_and_bad_value_name_the_field_path(tmp_path):
     write(p, "schedule: {epochs: true}\n")
     with pytest.raises(DataError, match=r"schedule\.epochs \('epochs'\) must be int"):
         TrainConfig.load(p)
-    for text, message in (("model: {embed_dim: 0}", r"model\.embed_dim: must be 1 or more"),
-                          ("similarity: dot", r"model\.similarity: 'dot': use one of cosine, order"),
-                          ("split: fold5of5", r"data\.split: 'fold5of5': fold index must be in 0..4"),
-                          ("top_k: 3\nmax_violation: true", r"objective\.max_violation: max_violation means top_k 1"),
-                          ("lp_epochs: 2", r"objective\.lp_epochs: an option of objective mule, not of vse"),
-                          ("objective: mule\nquotas: {it: 1}", r"objective\.mule\.quotas: languages \['it'\]"),
-                          ("align: {word_init: fasttext}", r"align\.word_init: 'fasttext'"),
-                          ("optimizer: lbfgs", r"schedule\.optimizer: 'lbfgs'"),
-                          ("text_head: deep", r"model\.text_head: 'deep': use one of linear, mlp"),
-                          ("tower_dropout: 1.0", r"model\.tower_dropout: 1\.0: a probability")):
+    for text, message in (
+        ("model: {embed_dim: 0}", r"model\.embed_dim: must be 1 or more"),
+        ("similarity: dot", r"model\.similarity: 'dot': use one of cosine, order"),
+        ("split: fold5of5", r"data\.split: 'fold5of5': fold index must be in 0..4"),
+        ("top_k: 3\nmax_violation: true", r"objective\.max_violation: max_violation means top_k 1"),
+        ("lp_epochs: 2", r"objective\.lp_epochs: an option of objective mule, not of vse"),
+        ("objective: mule\nquotas: {it: 1}", r"objective\.mule\.quotas: languages \['it'\]"),
+        ("align: {word_init: fasttext}", r"align\.word_init: 'fasttext'"),
+        ("optimizer: lbfgs", r"schedule\.optimizer: 'lbfgs'"),
+        ("text_head: deep", r"model\.text_head: 'deep': use one of linear, mlp"),
+        ("tower_dropout: 1.0", r"model\.tower_dropout: 1\.0: a probability"),
+    ):
         write(p, text + "\n")
         with pytest.raises(DataError, match=r"c\.yaml: " + message):
             TrainConfig.load(p)
 
 
-@pytest.mark.parametrize("text, message", [
-    ("languages: [1, 2]", r"field data\.languages \('languages'\) must be list\[str\], got \[1, 2\]"),
-    ("caption_limit: {en: many}", r"field data\.caption_limit \('caption_limit'\) must be dict\[str, int\], "
-                                  r"got \{'en': 'many'\}"),
-    ("objective: mule\nquotas: {en: 1.5}",
-     r"field objective\.mule\.quotas \('quotas'\) must be dict\[str, int\], got \{'en': 1\.5\}"),
-    ("data: {languages: en}", r"field data\.languages \('languages'\) must be list\[str\], got 'en'"),
-    ("objective: {name: mule, mule: {quotas: {1: 2}}}", r"field objective\.mule\.quotas .*a key of quotas"),
-    ("lr: 0.1\ngrad_clip: true", r"field schedule\.grad_clip \('grad_clip'\) must be float, got True"),
-])
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ("languages: [1, 2]", r"field data\.languages \('languages'\) must be list\[str\], got \[1, 2\]"),
+        (
+            "caption_limit: {en: many}",
+            r"field data\.caption_limit \('caption_limit'\) must be dict\[str, int\], "
+            r"got \{'en': 'many'\}",
+        ),
+        (
+            "objective: mule\nquotas: {en: 1.5}",
+            r"field objective\.mule\.quotas \('quotas'\) must be dict\[str, int\], got \{'en': 1\.5\}",
+        ),
+        ("data: {languages: en}", r"field data\.languages \('languages'\) must be list\[str\], got 'en'"),
+        ("objective: {name: mule, mule: {quotas: {1: 2}}}", r"field objective\.mule\.quotas .*a key of quotas"),
+        ("lr: 0.1\ngrad_clip: true", r"field schedule\.grad_clip \('grad_clip'\) must be float, got True"),
+    ],
+)
 def test_values_inside_lists_and_mappings_are_checked_too(tmp_path, text, message):
     """The types of what a list or mapping holds are checked, not only the container's (pydantic, strict)."""
     with pytest.raises(DataError, match=r"c\.yaml: " + message):
@@ -152,12 +182,20 @@ def test_a_users_file_may_base_a_packaged_config_by_name(tmp_path):
     assert TrainConfig.load(tmp_path / "mine.yaml").objective.name == "mule"  # `mule-full` names no file there
 
 
-@pytest.mark.parametrize("spec, close", [("mule-ful", "mule-full, mule-full-mt"),
-                                         ("polyvse-bst", "polyvse-best, f8k-full/polyvse-best"),
-                                         ("f8k-full/e5-frozn", "f8k-full/e5-frozen")])
+@pytest.mark.parametrize(
+    "spec, close",
+    [
+        ("mule-ful", "mule-full, mule-full-mt"),
+        ("polyvse-bst", "polyvse-best, f8k-full/polyvse-best"),
+        ("f8k-full/e5-frozn", "f8k-full/e5-frozen"),
+    ],
+)
 def test_an_unknown_name_is_refused_naming_close_ones(tmp_path, spec, close):
-    with pytest.raises(DataError, match=rf"no packaged training config named '{spec}'; did you mean {close}.*"
-                                        r"--list-configs"):
+    with pytest.raises(
+        DataError,
+        match=rf"no packaged training config named '{spec}'; did you mean {close}.*"
+        r"--list-configs",
+    ):
         TrainConfig.load(spec)
     with pytest.raises(DataError, match=rf"mine\.yaml: no file .* named '{spec}'; did you mean {close}"):
         TrainConfig.load(write(tmp_path / "mine.yaml", f"base: {spec}\n"))
@@ -169,8 +207,10 @@ def test_list_configs_names_each_with_its_description(capsys):
     assert cli.main(["train", "--list-configs"]) == 0
     out = capsys.readouterr().out
     lines = {line.split()[0]: line for line in out.splitlines() if line.startswith("  ")}
-    assert lines["mule-full"].split(None, 1)[1] == "MULE full (EmbN + NC + LC + LP): mule-nc-lc after 5 epochs of LP " \
-                                                    "pretraining"
+    assert (
+        lines["mule-full"].split(None, 1)[1] == "MULE full (EmbN + NC + LC + LP): mule-nc-lc after 5 epochs of LP "
+        "pretraining"
+    )
     assert {"f8k-full/polyvse-best", "adapt/product", "zoo/cpu"} <= set(lines) and "overlays/smoke" not in lines
     assert out.index("training configs") < out.index("adaptation plans") < out.index("zoo specs")
     assert all(len(line) <= 140 for line in lines.values())
@@ -194,16 +234,37 @@ def test_the_wheel_holds_the_packaged_configs(tmp_path):
     for name in ("pyproject.toml", "README.md"):
         shutil.copy(repo / name, copy / name)
     shutil.copytree(repo / "src", copy / "src", ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
-    done = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", str(copy),
-                           "-w", str(tmp_path / "dist")], capture_output=True, text=True, timeout=600)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "--no-deps",
+            "--no-build-isolation",
+            "-q",
+            str(copy),
+            "-w",
+            str(tmp_path / "dist"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert done.returncode == 0, done.stderr
     (wheel,) = (tmp_path / "dist").glob("polyvse-*.whl")
     held = set(zipfile.ZipFile(wheel).namelist())
-    shipped = {f"polyvse_train/configs/{p.relative_to(CONFIG_DIR).as_posix()}" for p in CONFIG_DIR.rglob("*")
-               if p.is_file() and p.suffix in (".yaml", ".md")}
+    shipped = {
+        f"polyvse_train/configs/{p.relative_to(CONFIG_DIR).as_posix()}"
+        for p in CONFIG_DIR.rglob("*")
+        if p.is_file() and p.suffix in (".yaml", ".md")
+    }
     assert len(shipped) > 35 and shipped <= held, sorted(shipped - held)
-    assert {"polyvse_train/configs/f8k-full/polyvse-best.yaml", "polyvse_train/configs/adapt/product.yaml",
-            "polyvse_train/configs/overlays/smoke.yaml"} <= held
+    assert {
+        "polyvse_train/configs/f8k-full/polyvse-best.yaml",
+        "polyvse_train/configs/adapt/product.yaml",
+        "polyvse_train/configs/overlays/smoke.yaml",
+    } <= held
 
 
 def test_invalid_yaml_and_missing_file(tmp_path):
@@ -216,14 +277,21 @@ def test_invalid_yaml_and_missing_file(tmp_path):
 
 def test_base_chain_overrides_field_by_field(tmp_path):
     (tmp_path / "sub").mkdir()
-    write(tmp_path / "root.yaml", "name: root\nepochs: 20\n"
-          "objective: {name: mule, top_k: 10, mule: {nc_weight: 1.0, lp_epochs: 2}}\n")
+    write(
+        tmp_path / "root.yaml",
+        "name: root\nepochs: 20\nobjective: {name: mule, top_k: 10, mule: {nc_weight: 1.0, lp_epochs: 2}}\n",
+    )
     write(tmp_path / "sub" / "mid.yaml", "base: ../root.yaml\nobjective: {mule: {nc_weight: 0.5}}\n")
     leaf = TrainConfig.load(write(tmp_path / "leaf.yaml", "base: sub/mid.yaml\nschedule: {epochs: 3}\n"))
     assert leaf.name == "leaf"  # never inherited
     opts = leaf.objective.options  # option by option within the objective's block
     assert (leaf.objective.name, leaf.objective.top_k, opts.nc_weight, opts.lp_epochs, leaf.schedule.epochs) == (
-        "mule", 10, 0.5, 2, 3)
+        "mule",
+        10,
+        0.5,
+        2,
+        3,
+    )
 
 
 def test_base_cycle_and_missing_base_are_named(tmp_path):
@@ -231,8 +299,11 @@ def test_base_cycle_and_missing_base_are_named(tmp_path):
     write(tmp_path / "b.yaml", "base: a.yaml\n")
     with pytest.raises(DataError, match=r"cycle: .*a\.yaml -> .*b\.yaml -> .*a\.yaml"):
         TrainConfig.load(tmp_path / "a.yaml")
-    with pytest.raises(DataError, match=r"c\.yaml: no file .*missing\.yaml and no packaged training config named "
-                                        r"'missing'"):
+    with pytest.raises(
+        DataError,
+        match=r"c\.yaml: no file .*missing\.yaml and no packaged training config named "
+        r"'missing'",
+    ):
         TrainConfig.load(write(tmp_path / "c.yaml", "base: missing.yaml\n"))
 
 
@@ -269,8 +340,9 @@ def test_an_objective_owns_its_options_in_its_own_block(tmp_path):
     from polyvse_train.objectives import OBJECTIVES
     from polyvse_train.objectives.mule import MuleOptions
 
-    cfg = TrainConfig.load(write(tmp_path / "m.yaml",
-                                 "objective: {name: mule, margin: 0.05, mule: {nc_weight: 1.0}}\n"))
+    cfg = TrainConfig.load(
+        write(tmp_path / "m.yaml", "objective: {name: mule, margin: 0.05, mule: {nc_weight: 1.0}}\n")
+    )
     assert type(cfg.objective.options) is MuleOptions is OBJECTIVES["mule"].Options
     assert cfg.objective.options.nc_weight == 1.0 and cfg.objective.margin == 0.05
     # the flat name and the dotted path of the block are the same option
@@ -290,24 +362,37 @@ def test_an_objective_owns_its_options_in_its_own_block(tmp_path):
     assert cfg.objective.options.nc_weight == 2.0
 
 
-@pytest.mark.parametrize("text, message", [
-    # the layout before the options moved: a clear error naming the field and where it went
-    ("objective: {name: mule, nc_weight: 1.0}",
-     r"objective\.nc_weight: nc_weight has moved .* objective mule: write objective: \{name: mule, mule: \{nc_weight"),
-    ("objective.beta: 0.5", r"objective\.beta: beta has moved .* objective mlmme"),
-    # an option of another objective, a block of another objective, an option the objective does not have
-    ("objective: pivot\nbeta: 0.5", r"objective\.beta: an option of objective mlmme, not of pivot"),
-    ("objective: {name: vse, mule: {nc_weight: 1.0}}", r"objective\.mule: the options of objective mule, in a config "
-                                                      r"of objective vse"),
-    ("objective: {name: mule, mule: {beta: 0.5}}", r"unknown field\(s\) objective\.mule\.beta; known fields of "
-                                                   r"objective\.mule: quotas, sampler, nc_weight"),
-    # each objective checks its own options: errors name the objective's block
-    ("objective: {name: mlmme, mlmme: {beta: 2.0}}", r"objective\.mlmme\.beta: 2\.0: the weight of R_MM"),
-    ("objective: {name: vse, vse: {ranking_loss: infonce}, top_k: 3}", r"objective\.vse\.ranking_loss: infonce"),
-    ("objective: {name: mule, mule: {nc_weight: -1.0}}", r"objective\.mule\.nc_weight: must be 0 or more"),
-    ("objective: {name: mule, mule: {nc_weight: one}}",
-     r"field objective\.mule\.nc_weight \('nc_weight'\) must be float"),
-])
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        # the layout before the options moved: a clear error naming the field and where it went
+        (
+            "objective: {name: mule, nc_weight: 1.0}",
+            r"objective\.nc_weight: nc_weight has moved .* objective mule: write objective: \{name: mule, mule: \{nc_weight",
+        ),
+        ("objective.beta: 0.5", r"objective\.beta: beta has moved .* objective mlmme"),
+        # an option of another objective, a block of another objective, an option the objective does not have
+        ("objective: pivot\nbeta: 0.5", r"objective\.beta: an option of objective mlmme, not of pivot"),
+        (
+            "objective: {name: vse, mule: {nc_weight: 1.0}}",
+            r"objective\.mule: the options of objective mule, in a config "
+            r"of objective vse",
+        ),
+        (
+            "objective: {name: mule, mule: {beta: 0.5}}",
+            r"unknown field\(s\) objective\.mule\.beta; known fields of "
+            r"objective\.mule: quotas, sampler, nc_weight",
+        ),
+        # each objective checks its own options: errors name the objective's block
+        ("objective: {name: mlmme, mlmme: {beta: 2.0}}", r"objective\.mlmme\.beta: 2\.0: the weight of R_MM"),
+        ("objective: {name: vse, vse: {ranking_loss: infonce}, top_k: 3}", r"objective\.vse\.ranking_loss: infonce"),
+        ("objective: {name: mule, mule: {nc_weight: -1.0}}", r"objective\.mule\.nc_weight: must be 0 or more"),
+        (
+            "objective: {name: mule, mule: {nc_weight: one}}",
+            r"field objective\.mule\.nc_weight \('nc_weight'\) must be float",
+        ),
+    ],
+)
 def test_misplaced_and_bad_options_are_named(tmp_path, text, message):
     with pytest.raises(DataError, match=r"c\.yaml: " + message):
         TrainConfig.load(write(tmp_path / "c.yaml", text + "\n"))
@@ -327,8 +412,15 @@ def test_the_translator_is_named_and_keeps_its_recorded_identity():
     (zoo digests, training-state keys) is what it was: the flat form with objective vse."""
     from polyvse_train.config import changed_fields
 
-    cfg = TrainConfig.from_dict({"objective": "translator", "languages": ["de", "fr"], "source_language": "de",
-                                 "source_epochs": 2, "language_map": ["fr"]})
+    cfg = TrainConfig.from_dict(
+        {
+            "objective": "translator",
+            "languages": ["de", "fr"],
+            "source_language": "de",
+            "source_epochs": 2,
+            "language_map": ["fr"],
+        }
+    )
     old = {**cfg.to_dict(), "objective": "vse"}  # what a run recorded before the name
     assert cfg.to_dict()["objective"] == "translator"
     assert changed_fields(cfg.to_dict()) == changed_fields(old)
@@ -378,8 +470,11 @@ def test_two_objectives_may_give_one_option_name_different_defaults(monkeypatch)
     owners, by_objective, defaults = section._options_of_objectives(fake)
     assert owners == {"weight": ["a", "b"]} and by_objective == {"weight": {"a": 1.0, "b": 0.5}}
     assert defaults == {"weight": 1.0}  # what the flat form gives an objective without the option
-    for name, value in zip(("OBJECTIVES", "OPTION_OWNERS", "OPTION_DEFAULTS_BY", "OPTION_DEFAULTS"),
-                           (fake, owners, by_objective, defaults)):
+    for name, value in zip(
+        ("OBJECTIVES", "OPTION_OWNERS", "OPTION_DEFAULTS_BY", "OPTION_DEFAULTS"), (fake, owners, by_objective, defaults)
+    ):
         monkeypatch.setattr(section, name, value)
     assert section.ObjectiveSection(name="b").options.weight == 0.5
-    assert section.ObjectiveSection.from_values({"name": "b", "options": {"weight": 0.25}}, "<t>").options.weight == 0.25
+    assert (
+        section.ObjectiveSection.from_values({"name": "b", "options": {"weight": 0.25}}, "<t>").options.weight == 0.25
+    )

@@ -1,4 +1,5 @@
 """Cross-lingual caption retrieval: pair construction on the real files and metrics with stub models."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -118,8 +119,10 @@ def test_evaluate_crosslingual_with_a_photo_oracle(real_pairs, shared_data):
     assert list(res) == list(CORPORA) == ["f8k-ml-test", "multi30k-test_2016"]
     assert list(res["f8k-ml-test"]) == ["en-de", "en-fr", "en-cs", "en-zh"]
     assert list(res["multi30k-test_2016"]) == ["en-de", "en-fr", "en-cs"]  # no Chinese in Multi30K
-    sizes = {"f8k-ml-test": {"en-de": 117, "en-fr": 117, "en-cs": 117, "en-zh": 125},
-             "multi30k-test_2016": {"en-de": 1000, "en-fr": 1000, "en-cs": 1000}}
+    sizes = {
+        "f8k-ml-test": {"en-de": 117, "en-fr": 117, "en-cs": 117, "en-zh": 125},
+        "multi30k-test_2016": {"en-de": 1000, "en-fr": 1000, "en-cs": 1000},
+    }
     for corpus, per in res.items():
         for pair, m in per.items():
             assert m["n_pairs"] == sizes[corpus][pair] and m["kind"] == "translation"

@@ -2,6 +2,7 @@
 append write, search results equal to those computed per query (trained, adapted and zero-shot languages, before
 and after an append), a query that computes no r_C and reads no caption bank when the table is there, and old
 indexes (no table, or a table of other banks) still searched, with a hint to rebuild."""
+
 from __future__ import annotations
 
 import json
@@ -25,8 +26,11 @@ K = 8
 
 def test_the_pooled_column_merges_each_languages_nearest_and_equals_a_scan_of_the_pooled_bank():
     rng = np.random.default_rng(0)
-    hubness = SearchHubness(5, rng.normal(size=(50, 32)), {lang: rng.normal(size=(40 + 7 * i, 32))
-                                                          for i, lang in enumerate(["de", "en", "cs"])})
+    hubness = SearchHubness(
+        5,
+        rng.normal(size=(50, 32)),
+        {lang: rng.normal(size=(40 + 7 * i, 32)) for i, lang in enumerate(["de", "en", "cs"])},
+    )
     photos = rng.normal(size=(300, 32))
     photos = (photos / np.linalg.norm(photos, axis=1, keepdims=True)).astype(np.float32)
     table = hubness.penalty_table(photos)
@@ -39,14 +43,16 @@ def test_the_pooled_column_merges_each_languages_nearest_and_equals_a_scan_of_th
 @pytest.fixture(scope="module")
 def csls_checkpoint(tmp_path_factory):
     """The product model's kind (frozen towers, linear heads, CSLS k 3; es adapted, fr zero-shot: the pooled bank)."""
-    return tower_checkpoint(tmp_path_factory.mktemp("penalties") / "checkpoint", text_head="linear",
-                            text_tail_layers=1, csls=True)
+    return tower_checkpoint(
+        tmp_path_factory.mktemp("penalties") / "checkpoint", text_head="linear", text_tail_layers=1, csls=True
+    )
 
 
 def _photos(model, rng, n: int, start: int, root):
     feats = rng.normal(size=(n, model.config.image_dim)).astype(np.float32)
-    entries = [PhotoEntry(start + i, f"photo-{start + i:02d}.jpg", str(root / f"photo-{start + i:02d}.jpg"))
-               for i in range(n)]
+    entries = [
+        PhotoEntry(start + i, f"photo-{start + i:02d}.jpg", str(root / f"photo-{start + i:02d}.jpg")) for i in range(n)
+    ]
     return entries, stored_vectors(model, model.encode_image_features(feats))
 
 
@@ -55,8 +61,17 @@ def _index(checkpoint, root, seed: int, table: bool = True, langs=None):
     columns of ``langs`` only, when given)."""
     model = polyvse.load(checkpoint)
     entries, vectors = _photos(model, np.random.default_rng(seed), 30, 0, root.parent)
-    write_new_index(root, model_section(model, checkpoint), model.similarity_name, entries, vectors, "auto", 20_000,
-                    0.95, csls=penalty_writer(model, langs=langs) if table else None)
+    write_new_index(
+        root,
+        model_section(model, checkpoint),
+        model.similarity_name,
+        entries,
+        vectors,
+        "auto",
+        20_000,
+        0.95,
+        csls=penalty_writer(model, langs=langs) if table else None,
+    )
     return model, root, vectors
 
 
@@ -92,15 +107,19 @@ def test_stored_penalties_rank_as_computed_ones_before_and_after_an_append(csls_
         _append(root, index, model, new_entries, new_vectors, None)  # what `polyvse index add` commits
     grown = PhotoIndex.open(root)
     assert grown.penalties.shape == (42, 4) and sorted(p.name for p in root.glob("penalties.*")) == [
-        f"penalties.{grown.manifest['generation']}.npy"]
+        f"penalties.{grown.manifest['generation']}.npy"
+    ]
     np.testing.assert_array_equal(grown.penalties[:30], index.penalties)  # copied, not computed again
     np.testing.assert_allclose(grown.penalties[30:], hubness.penalty_table(new_vectors), atol=1e-6)
-    _same(_results(Searcher(query_model(csls_checkpoint), grown)),
-          _results(Searcher(query_model(csls_checkpoint), _without_table(root))))
+    _same(
+        _results(Searcher(query_model(csls_checkpoint), grown)),
+        _results(Searcher(query_model(csls_checkpoint), _without_table(root))),
+    )
 
 
-def test_a_query_with_stored_penalties_computes_no_r_c_and_reads_no_caption_bank(csls_checkpoint, tmp_path,
-                                                                                 monkeypatch, caplog):
+def test_a_query_with_stored_penalties_computes_no_r_c_and_reads_no_caption_bank(
+    csls_checkpoint, tmp_path, monkeypatch, caplog
+):
     _, root, _ = _index(csls_checkpoint, tmp_path / "index", 4)
     want = _results(Searcher(query_model(csls_checkpoint), _without_table(root)))
 
@@ -116,8 +135,9 @@ def test_a_query_with_stored_penalties_computes_no_r_c_and_reads_no_caption_bank
     assert set(fresh.hubness._unit) == {None} and not caplog.records  # the photo bank only (r_I), no hint
 
 
-def test_an_index_without_the_table_or_with_other_banks_is_searched_as_before_with_a_hint(csls_checkpoint, tmp_path,
-                                                                                          caplog, capsys):
+def test_an_index_without_the_table_or_with_other_banks_is_searched_as_before_with_a_hint(
+    csls_checkpoint, tmp_path, caplog, capsys
+):
     from polyvse_app.cli import main
 
     _, root, _ = _index(csls_checkpoint, tmp_path / "index", 5, table=False)  # as before the table existed
@@ -140,8 +160,9 @@ def test_an_index_without_the_table_or_with_other_banks_is_searched_as_before_wi
     _same(other, old)
 
 
-def test_an_index_storing_some_languages_columns_reads_them_and_computes_the_others(csls_checkpoint, tmp_path,
-                                                                                   monkeypatch, caplog, capsys):
+def test_an_index_storing_some_languages_columns_reads_them_and_computes_the_others(
+    csls_checkpoint, tmp_path, monkeypatch, caplog, capsys
+):
     """--csls-penalty-langs de,en: only those banks' columns are computed and stored (a fifth of the work for one
     language of five at 10M photos); de/en queries read them, the others (cs, zero-shot fr, adapted es: the pooled
     bank) compute theirs, with a hint, and every ranking equals the one computed per query; an append keeps the
@@ -159,8 +180,9 @@ def test_an_index_storing_some_languages_columns_reads_them_and_computes_the_oth
 
     computed = []
     original = SearchHubness.photo_penalty
-    monkeypatch.setattr(SearchHubness, "photo_penalty",
-                        lambda self, v, lang: computed.append(lang) or original(self, v, lang))
+    monkeypatch.setattr(
+        SearchHubness, "photo_penalty", lambda self, v, lang: computed.append(lang) or original(self, v, lang)
+    )
     caplog.clear()
     with caplog.at_level(logging.WARNING):
         _same(_results(Searcher(query_model(csls_checkpoint), index)), want)

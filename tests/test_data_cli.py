@@ -1,5 +1,6 @@
 """`polyvse data list|fetch|export` and polyvse.data.fetch: the mirror path on the real files, the
 download path with requests replaced by a fake (no network in tests)."""
+
 from __future__ import annotations
 
 import io
@@ -50,10 +51,15 @@ def mirrored(shared_data, tmp_path_factory):
 def test_mirror_copies_everything(mirrored, shared_data):
     want = {k: v for k, v in _files(shared_data).items() if k.split("/")[0] in fetch_mod.FOLDERS}
     assert _files(mirrored) == want
-    for rel in ("flickr8k/captions.txt", "multi30k/data/task2/raw/val.3.de.gz", "flickr8kcn/data/flickr8kzhc.caption.txt"):
+    for rel in (
+        "flickr8k/captions.txt",
+        "multi30k/data/task2/raw/val.3.de.gz",
+        "flickr8kcn/data/flickr8kzhc.caption.txt",
+    ):
         assert (mirrored / rel).read_bytes() == (shared_data / rel).read_bytes()
-    assert (mirrored / "flickr8k/images/1000268201_693b08cb0e.jpg").stat().st_mtime == \
-        (shared_data / "flickr8k/images/1000268201_693b08cb0e.jpg").stat().st_mtime
+    assert (mirrored / "flickr8k/images/1000268201_693b08cb0e.jpg").stat().st_mtime == (
+        shared_data / "flickr8k/images/1000268201_693b08cb0e.jpg"
+    ).stat().st_mtime
     assert not _parts(mirrored)
     assert os.access(mirrored / "flickr8k/captions.txt", os.W_OK)  # copies are ours to manage
 
@@ -94,8 +100,9 @@ def test_incomplete_mirror_refused(tmp_path, shared_data, capsys):
 # -- export ----------------------------------------------------------------------------------------------
 def test_export_to_file(mirrored, tmp_path, capsys):
     out = tmp_path / "test.jsonl"
-    rc = main(["data", "export", "--dataset", "f8k-ml", "--split", "test", "--out", str(out),
-               "--data-root", str(mirrored)])
+    rc = main(
+        ["data", "export", "--dataset", "f8k-ml", "--split", "test", "--out", str(out), "--data-root", str(mirrored)]
+    )
     assert rc == 0
     rows = [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()]
     expected = [c for c in load_f8kml(mirrored) if c.split == "test"]
@@ -131,8 +138,22 @@ def test_export_generic_with_options(tmp_path, capsys):
     (tmp_path / "img" / "a.jpg").write_bytes(b"x")
     (tmp_path / "caps.csv").write_text("image,caption\na.jpg,A dog\nb.jpg,Missing photo\n")
     out = tmp_path / "g.jsonl"
-    rc = main(["data", "export", "--dataset", "generic", "--opt", f"images={tmp_path / 'img'}",
-               "--opt", f"captions={tmp_path / 'caps.csv'}", "--opt", "default_lang=en", "--out", str(out)])
+    rc = main(
+        [
+            "data",
+            "export",
+            "--dataset",
+            "generic",
+            "--opt",
+            f"images={tmp_path / 'img'}",
+            "--opt",
+            f"captions={tmp_path / 'caps.csv'}",
+            "--opt",
+            "default_lang=en",
+            "--out",
+            str(out),
+        ]
+    )
     assert rc == 0
     assert [json.loads(x)["image"] for x in out.read_text().splitlines()] == ["a.jpg"]
     assert "caps.csv:3: photo file not found" in capsys.readouterr().err
@@ -150,7 +171,7 @@ class FakeResponse:
         for i in range(0, len(self._body), chunk_size):
             if self._fail_after is not None and i >= self._fail_after:
                 raise requests.ConnectionError("connection reset")
-            yield self._body[i:i + chunk_size]
+            yield self._body[i : i + chunk_size]
 
     def json(self):
         return json.loads(self._body)
@@ -216,8 +237,9 @@ def test_download_multi30k(web, tiny_source, tmp_path):
     res = fetch("multi30k", root, progress=False)
     assert len(res.written) == 48 and res.skipped == []
     assert all(u.startswith("https://raw.githubusercontent.com/multi30k/dataset/") for u in web.calls)
-    assert (root / "multi30k/data/task1/raw/train.de.gz").read_bytes() == \
-        (tiny_source / "multi30k/data/task1/raw/train.de.gz").read_bytes()
+    assert (root / "multi30k/data/task1/raw/train.de.gz").read_bytes() == (
+        tiny_source / "multi30k/data/task1/raw/train.de.gz"
+    ).read_bytes()
     assert len(Multi30kReader(root).read()) == 56
     n = len(web.calls)
     again = fetch("multi30k", root, progress=False)
@@ -253,7 +275,8 @@ def test_download_truncated_or_broken(web, tmp_path):
 def test_download_gzip_encoded_text_is_not_a_size_error(web, tiny_source, tmp_path):
     _serve_tree(web, fetch_mod.FLICKR8KCN_BASE, tiny_source / "flickr8kcn")
     web.routes[fetch_mod.FLICKR8KCN_BASE + "README.md"] = lambda: FakeResponse(
-        200, b"# Flickr8K-CN\n", headers={"Content-Length": "7", "Content-Encoding": "gzip"})
+        200, b"# Flickr8K-CN\n", headers={"Content-Length": "7", "Content-Encoding": "gzip"}
+    )
     res = fetch("flickr8kcn", tmp_path, progress=False)
     assert "flickr8kcn/README.md" in res.written
 
@@ -261,8 +284,11 @@ def test_download_gzip_encoded_text_is_not_a_size_error(web, tiny_source, tmp_pa
 def _serve_flickr8k(web: FakeWeb, source_root: Path) -> list[str]:
     names = sorted(p.name for p in (source_root / "flickr8k/images").glob("*.jpg"))
     tree = [{"path": "data/Images/" + n, "type": "blob"} for n in names]
-    tree += [{"path": "data/Images", "type": "tree"}, {"path": "README.md", "type": "blob"},
-             {"path": "data/parallel_pairs/text/1.txt", "type": "blob"}]
+    tree += [
+        {"path": "data/Images", "type": "tree"},
+        {"path": "README.md", "type": "blob"},
+        {"path": "data/parallel_pairs/text/1.txt", "type": "blob"},
+    ]
     web.routes[fetch_mod.SIC_TREE_URL] = json.dumps({"tree": tree, "truncated": False}).encode()
     for n in names:
         web.routes[fetch_mod.SIC_RAW_BASE + "data/Images/" + n] = (source_root / "flickr8k/images" / n).read_bytes()
@@ -320,7 +346,9 @@ def test_download_muse_and_sts(web, tmp_path):
                     tf.addfile(info, io.BytesIO(data))
         web.routes[url] = buf.getvalue()
     res = fetch("sts", tmp_path, progress=False)
-    assert (tmp_path / "sts/STS12-en-test/STS.input.MSRvid.txt").read_text() == "sts/STS12-en-test/STS.input.MSRvid.txt\n"
+    assert (
+        tmp_path / "sts/STS12-en-test/STS.input.MSRvid.txt"
+    ).read_text() == "sts/STS12-en-test/STS.input.MSRvid.txt\n"
     assert (tmp_path / "sts/STSBenchmark/sts-test.csv").is_file()
     assert not (tmp_path / "sts/STS12-en-test/STS.input.OTHER.txt").exists()
     assert [p for p in tmp_path.iterdir() if p.name.startswith("tmp")] == []
@@ -330,7 +358,9 @@ def test_download_muse_and_sts(web, tmp_path):
 def test_download_error_through_cli(web, tmp_path, capsys):
     assert main(["data", "fetch", "multi30k", "--data-root", str(tmp_path), "--quiet"]) == 2
     err = capsys.readouterr().err
-    assert err.startswith("polyvse: error: cannot download https://raw.githubusercontent.com/multi30k/") and "404" in err
+    assert (
+        err.startswith("polyvse: error: cannot download https://raw.githubusercontent.com/multi30k/") and "404" in err
+    )
 
 
 def test_fetch_result_summary():

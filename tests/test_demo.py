@@ -1,6 +1,7 @@
 """`polyvse demo`, the quick start's one command: it trains and evaluates, indexes the photos, shows one search, and
 the `polyvse search` / `polyvse serve` commands it prints at its end run as printed. Smoke-sized training on the real
 F8K-ML data, a folder of ten real photos to index."""
+
 from __future__ import annotations
 
 import json
@@ -38,8 +39,20 @@ def demo(shared_data, photos, tmp_path_factory):
     out = tmp_path_factory.mktemp("demo") / "run"
     printed = io.StringIO()
     with contextlib.redirect_stdout(printed):
-        code = cli(["demo", "--out", str(out), "--smoke", "--quiet", "--images", str(photos),
-                    "--data-root", str(shared_data), *TINY])
+        code = cli(
+            [
+                "demo",
+                "--out",
+                str(out),
+                "--smoke",
+                "--quiet",
+                "--images",
+                str(photos),
+                "--data-root",
+                str(shared_data),
+                *TINY,
+            ]
+        )
     assert code == 0, printed.getvalue()
     return out, printed.getvalue()
 
@@ -73,14 +86,16 @@ def test_the_commands_the_demo_prints_run(demo, tmp_path, capsys):
     out, printed = demo
     commands = next_commands(printed)
     assert [c[0] for c in commands] == ["search", "search", "serve"]
-    for argv, header in zip(commands[:2], ["'un chien court sur la plage' (fr): top 10 of 10 photos",
-                                          ": top 10 of 10"]):
+    for argv, header in zip(
+        commands[:2], ["'un chien court sur la plage' (fr): top 10 of 10 photos", ": top 10 of 10"]
+    ):
         assert argv[argv.index("--index") + 1] == str(out / "index")
         assert cli(argv) == 0
         assert header in capsys.readouterr().out
     port = free_port()
-    with serving(commands[2][1:] + ["--port", str(port), "--no-warm-up"], tmp_path / "serve.log", port,
-                 timeout=180) as (_, url):
+    with serving(
+        commands[2][1:] + ["--port", str(port), "--no-warm-up"], tmp_path / "serve.log", port, timeout=180
+    ) as (_, url):
         import httpx
 
         assert httpx.get(url + "/api/health", timeout=30).json()["photos"] == 10
@@ -88,8 +103,25 @@ def test_the_commands_the_demo_prints_run(demo, tmp_path, capsys):
 
 def test_a_demo_stopped_early_builds_no_index(shared_data, photos, tmp_path, capsys):
     out = tmp_path / "run"
-    assert cli(["demo", "--out", str(out), "--smoke", "--quiet", "--images", str(photos), "--data-root",
-                str(shared_data), "--max-steps", "1", *TINY]) == 0
+    assert (
+        cli(
+            [
+                "demo",
+                "--out",
+                str(out),
+                "--smoke",
+                "--quiet",
+                "--images",
+                str(photos),
+                "--data-root",
+                str(shared_data),
+                "--max-steps",
+                "1",
+                *TINY,
+            ]
+        )
+        == 0
+    )
     printed = capsys.readouterr().out
     assert "stopped at step 1; continue with --resume" in printed
     assert not (out / "index").exists() and "one search" not in printed

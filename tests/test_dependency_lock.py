@@ -1,6 +1,7 @@
 """constraints.txt locks every package polyvse installs, direct and indirect: `make setup` installs through it, so a
 kept machine and a fresh one get the same versions. This fails when a dependency (of a dependency) is unpinned or
 pinned to another version than the one installed."""
+
 from __future__ import annotations
 
 import re
@@ -62,8 +63,10 @@ def test_every_installed_dependency_is_locked_at_its_installed_version():
             except metadata.PackageNotFoundError:
                 continue  # a requirement whose marker does not apply here (another platform's)
             assert name in locked, f"{req.name} (needed through {dist.metadata['Name']}) is not in constraints.txt"
-            assert locked[name] == dep.version, (f"constraints.txt pins {req.name}=={locked[name]}, "
-                                                 f"installed {dep.version}: regenerate the lock (README: Dependencies)")
+            assert locked[name] == dep.version, (
+                f"constraints.txt pins {req.name}=={locked[name]}, "
+                f"installed {dep.version}: regenerate the lock (README: Dependencies)"
+            )
             todo.append((dep, set(req.extras)))
     assert len(seen) > 60  # the walk reached the indirect dependencies
 
@@ -74,8 +77,10 @@ def test_pyproject_ranges_admit_the_lock():
     pinned with == in pyproject.toml (a pin there would refuse every other version to whoever installs polyvse)."""
     project = _project()
     locked = _locked()
-    groups = {"dependencies": project["dependencies"], **{f"[{name}]": deps for name, deps in
-                                                          project["optional-dependencies"].items()}}
+    groups = {
+        "dependencies": project["dependencies"],
+        **{f"[{name}]": deps for name, deps in project["optional-dependencies"].items()},
+    }
     assert {"[train]", "[milvus]", "[dev]"} <= set(groups)
     for group, deps in groups.items():
         for raw in deps:
@@ -85,12 +90,14 @@ def test_pyproject_ranges_admit_the_lock():
                 continue
             assert not [s for s in req.specifier if s.operator in ("==", "===")], (
                 f"pyproject.toml {group}: {raw} is pinned; state a range (>= the locked version) and keep the pin "
-                "in constraints.txt")
+                "in constraints.txt"
+            )
             assert any(s.operator == ">=" for s in req.specifier), f"pyproject.toml {group}: {raw} has no lower bound"
             version = locked.get(canonicalize_name(req.name))
             assert version is not None, f"pyproject.toml {group}: {req.name} is not locked in constraints.txt"
             assert req.specifier.contains(version, prereleases=True), (
-                f"pyproject.toml {group}: {raw} does not admit the locked {req.name}=={version}")
+                f"pyproject.toml {group}: {raw} does not admit the locked {req.name}=={version}"
+            )
 
 
 def test_the_base_install_pulls_no_torch():

@@ -8,6 +8,7 @@ What these tests prove and what they do not:
 * checkpoints and training states written on a GPU load on a CPU: from files whose storages are tagged
   ``cuda:0`` exactly as torch.save writes them from a GPU (tagged by patching torch's location tagger).
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -85,8 +86,15 @@ def test_a_fixed_gpu_under_a_multi_rank_torchrun_is_refused(two_fake_gpus, monke
         resolve_device("auto")
 
 
-@pytest.mark.parametrize("spec, words", [("cuda:2", "2 CUDA GPU(s), numbered 0..1"), ("gpu", "auto, cpu, cuda"),
-                                         ("cuda:x", "cuda:N"), ("cuda:-1", "cuda:N")])
+@pytest.mark.parametrize(
+    "spec, words",
+    [
+        ("cuda:2", "2 CUDA GPU(s), numbered 0..1"),
+        ("gpu", "auto, cpu, cuda"),
+        ("cuda:x", "cuda:N"),
+        ("cuda:-1", "cuda:N"),
+    ],
+)
 def test_malformed_or_missing_gpu_names_the_problem(two_fake_gpus, spec, words):
     with pytest.raises(DeviceError, match=words.replace("(", r"\(").replace(")", r"\)").replace(".", r"\.")):
         resolve_device(spec)
@@ -98,8 +106,10 @@ def _cpuinfo(tmp_path, flags: str):
     return path
 
 
-@pytest.mark.parametrize("flags, native", [("avx512f avx512_bf16", True), ("amx_tile amx_bf16", True),
-                                           ("avx512f avx512_vnni", False), ("", False)])
+@pytest.mark.parametrize(
+    "flags, native",
+    [("avx512f avx512_bf16", True), ("amx_tile amx_bf16", True), ("avx512f avx512_vnni", False), ("", False)],
+)
 def test_auto_precision_trains_in_bf16_only_on_a_cpu_that_computes_it_natively(tmp_path, flags, native):
     cpuinfo = _cpuinfo(tmp_path, flags)
     assert device_mod.cpu_has_native_bf16(cpuinfo) is native
@@ -109,8 +119,9 @@ def test_auto_precision_trains_in_bf16_only_on_a_cpu_that_computes_it_natively(t
     assert training_precision("fp32", torch.device("cpu"), cpuinfo=cpuinfo) == "fp32"
 
 
-def test_auto_precision_without_a_cpuinfo_is_fp32_and_a_bad_name_lists_the_choices(tmp_path, two_fake_gpus,
-                                                                                  monkeypatch):
+def test_auto_precision_without_a_cpuinfo_is_fp32_and_a_bad_name_lists_the_choices(
+    tmp_path, two_fake_gpus, monkeypatch
+):
     assert not device_mod.cpu_has_native_bf16(tmp_path / "absent")
     assert training_precision("auto", torch.device("cpu"), cpuinfo=tmp_path / "absent") == "fp32"
     for supported in (True, False):
@@ -174,7 +185,6 @@ def test_cli_commands_refuse_cuda_without_it_in_one_line(no_cuda, capsys, tmp_pa
     assert "device 'cuda:1'" in capsys.readouterr().err
 
 
-
 @pytest.mark.parametrize("native, expected", [(True, "bf16"), (False, "fp32")])
 def test_train_cli_resolves_auto_precision_before_training(no_cuda, monkeypatch, tmp_path, native, expected):
     """`polyvse train --precision auto` hands the training loop what this machine computes natively."""
@@ -192,8 +202,20 @@ def test_train_cli_resolves_auto_precision_before_training(no_cuda, monkeypatch,
     config = tmp_path / "c.yaml"
     config.write_text("name: c\n")
     with pytest.raises(Reached) as reached:
-        main(["train", "--config", str(config), "--device", "cpu", "--precision", "auto",
-              "--out", str(tmp_path / "o"), "--quiet"])
+        main(
+            [
+                "train",
+                "--config",
+                str(config),
+                "--device",
+                "cpu",
+                "--precision",
+                "auto",
+                "--out",
+                str(tmp_path / "o"),
+                "--quiet",
+            ]
+        )
     assert reached.value.args == (expected,)
 
 
@@ -262,8 +284,11 @@ def test_vse_loss_runs_on_fake_cuda():
                 return CaptionEncoder.pad(id_lists)
 
     vocab = Vocabulary.build([["en:a", "en:dog", "de:ein", "de:hund"]])
-    train = SimpleNamespace(photo_row=np.array([0, 0, 1, 1, 2]), langs=["en", "de", "en", "de", "en"],
-                            ids=[[1, 2], [3, 4], [2], [4, 3], [1]])
+    train = SimpleNamespace(
+        photo_row=np.array([0, 0, 1, 1, 2]),
+        langs=["en", "de", "en", "de", "en"],
+        ids=[[1, 2], [3, 4], [2], [4, 3], [1]],
+    )
     mode = fake_cuda()
     cfg = TrainConfig(objective="vse", languages=["en", "de"], embed_dim=6, word_dim=4, hidden_dim=5)
     with mode, torch.device("cuda"):
@@ -320,8 +345,14 @@ def test_a_checkpoint_loads_on_the_requested_device_and_saves_cpu_tensors(tmp_pa
 
     vocab = Vocabulary.build([["en:a", "en:dog"]])
     model = tiny_model(vocab_size=len(vocab))
-    ckpt = Checkpoint(model=model, captions=CaptionEncoder(vocab), backbone="efficientnet-lite0",
-                      feature_key="k", ten_crop=False, languages=["en"])
+    ckpt = Checkpoint(
+        model=model,
+        captions=CaptionEncoder(vocab),
+        backbone="efficientnet-lite0",
+        feature_key="k",
+        ten_crop=False,
+        languages=["en"],
+    )
     save_checkpoint(ckpt, tmp_path / "c")
     assert {t.device.type for t in load_file(str(tmp_path / "c" / "model.safetensors")).values()} == {"cpu"}
     on_meta = load(tmp_path / "c", device=torch.device("meta"))
@@ -441,8 +472,14 @@ def test_a_checkpoint_keyed_bf16_loads_on_a_cpu(no_cuda):
 
     vocab = Vocabulary.build([["en:a"]])
     fp32_key = get_extractor("efficientnet-lite0").key
-    ckpt = Checkpoint(model=tiny_model(vocab_size=len(vocab)), captions=CaptionEncoder(vocab),
-                      backbone="efficientnet-lite0", feature_key=fp32_key + ".bf16", ten_crop=False, languages=["en"])
+    ckpt = Checkpoint(
+        model=tiny_model(vocab_size=len(vocab)),
+        captions=CaptionEncoder(vocab),
+        backbone="efficientnet-lite0",
+        feature_key=fp32_key + ".bf16",
+        ten_crop=False,
+        languages=["en"],
+    )
     ext = PolyvseModel(ckpt, device="cpu").extractor
     assert ext.precision == "fp32" and ext.key == fp32_key
     ckpt.feature_key = fp32_key.replace("lite0", "lite9") + ".bf16"  # another backbone's features stay refused

@@ -1,4 +1,5 @@
 """DDP on CPU (gloo, 2 processes) gives the same model as one process with the same global batch and seed."""
+
 from __future__ import annotations
 
 import os
@@ -16,8 +17,20 @@ from polyvse_train.distributed import gather_with_grad, shard
 
 # SGD without clipping: unlike Adam, its update is proportional to the gradient, so a 2-rank run whose
 # gradients were off by a factor (e.g. gathered without gradients) would not match.
-CONFIG = dict(name="ddp", languages=["en", "de"], embed_dim=32, word_dim=16, hidden_dim=32, batch_size=24,
-              smoke_photos=24, smoke_epochs=1, lr=0.02, optimizer="sgd", grad_clip=0.0, threads=2)
+CONFIG = dict(
+    name="ddp",
+    languages=["en", "de"],
+    embed_dim=32,
+    word_dim=16,
+    hidden_dim=32,
+    batch_size=24,
+    smoke_photos=24,
+    smoke_epochs=1,
+    lr=0.02,
+    optimizer="sgd",
+    grad_clip=0.0,
+    threads=2,
+)
 
 
 def run(cmd: list[str], env: dict) -> None:
@@ -39,13 +52,33 @@ def test_two_rank_run_matches_one_rank_run(shared_data, tmp_path, over):
     process would."""
     config = tmp_path / "ddp.yaml"
     config.write_text(yaml.safe_dump({**CONFIG, **over}))
-    env = {k: v for k, v in os.environ.items() if k not in ("WORLD_SIZE", "RANK", "LOCAL_RANK", "MASTER_ADDR",
-                                                            "MASTER_PORT")}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("WORLD_SIZE", "RANK", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT")
+    }
     common = ["train", "--config", str(config), "--smoke", "--quiet", "--data-root", str(shared_data)]
     one, two = tmp_path / "one", tmp_path / "two"
     run([sys.executable, "-m", "polyvse_app.cli", *common, "--out", str(one)], env)
-    run([sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2", "--master-addr", "127.0.0.1",
-         "--master-port", str(free_port()), "-m", "polyvse_app.cli", *common, "--out", str(two)], env)
+    run(
+        [
+            sys.executable,
+            "-m",
+            "torch.distributed.run",
+            "--nproc-per-node",
+            "2",
+            "--master-addr",
+            "127.0.0.1",
+            "--master-port",
+            str(free_port()),
+            "-m",
+            "polyvse_app.cli",
+            *common,
+            "--out",
+            str(two),
+        ],
+        env,
+    )
     a = load_file(str(one / "checkpoint" / "model.safetensors"))
     b = load_file(str(two / "checkpoint" / "model.safetensors"))
     assert a.keys() == b.keys()

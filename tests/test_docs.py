@@ -3,6 +3,7 @@ command-line reference must list every command of `build_parser()`, the API refe
 link to a record that does not exist must fail the build (docs/hooks/polyvse_docs.py). The pages speak to users:
 no issue numbers, commit hashes, dates of the team's work or its machine-lending scheme outside the decisions log,
 every "served as" agrees with the languages record, and the curated API page's signatures are the code's."""
+
 from __future__ import annotations
 
 import argparse
@@ -33,8 +34,10 @@ def _require_docs_tools() -> None:
         except ImportError:
             missing.append(name)
     if missing:
-        pytest.fail(f"the documentation tools are not installed ({', '.join(missing)}): run `make setup` "
-                    "(pip install -c constraints.txt -e '.[dev]'), then run the docs tests again")
+        pytest.fail(
+            f"the documentation tools are not installed ({', '.join(missing)}): run `make setup` "
+            "(pip install -c constraints.txt -e '.[dev]'), then run the docs tests again"
+        )
 
 
 def test_the_docs_tools_are_installed():
@@ -45,7 +48,11 @@ def _mkdocs_build(config: Path, site: Path) -> subprocess.CompletedProcess:
     env = dict(os.environ, NO_MKDOCS_2_WARNING="1")
     return subprocess.run(
         [sys.executable, "-m", "mkdocs", "build", "--strict", "--config-file", str(config), "--site-dir", str(site)],
-        cwd=REPO, env=env, capture_output=True, text=True, timeout=300,
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
 
 
@@ -113,8 +120,9 @@ def test_records_are_mirrored_and_linked(site):
     assert 'href="../records/results/model-crosslingual.json"' in decisions
 
 
-@pytest.mark.parametrize("page, block", [("product-model.md", "product-model"), ("languages.md", "languages"),
-                                         ("benchmarks.md", "bench")])
+@pytest.mark.parametrize(
+    "page, block", [("product-model.md", "product-model"), ("languages.md", "languages"), ("benchmarks.md", "bench")]
+)
 def test_result_pages_keep_their_generated_blocks(page, block):
     """`polyvse report` fills these blocks from the records; the pages must keep both markers."""
     text = (REPO / "docs" / page).read_text(encoding="utf-8")
@@ -127,30 +135,41 @@ def test_a_link_to_a_missing_record_fails_the_build(tmp_path):
     docs = tmp_path / "docs"
     (docs / "hooks").mkdir(parents=True)
     (docs / "hooks" / "polyvse_docs.py").write_text(
-        (REPO / "docs" / "hooks" / "polyvse_docs.py").read_text(encoding="utf-8"), encoding="utf-8")
-    (docs / "index.md").write_text(textwrap.dedent("""\
+        (REPO / "docs" / "hooks" / "polyvse_docs.py").read_text(encoding="utf-8"), encoding="utf-8"
+    )
+    (docs / "index.md").write_text(
+        textwrap.dedent("""\
         # t
 
         [exists](../results/languages-model.json), [missing](../results/no-such-record.json)
-    """), encoding="utf-8")
+    """),
+        encoding="utf-8",
+    )
     config = tmp_path / "mkdocs.yml"
-    config.write_text(textwrap.dedent(f"""\
+    config.write_text(
+        textwrap.dedent(f"""\
         site_name: t
         docs_dir: {docs}
         exclude_docs: hooks/
-        hooks: [{docs / 'hooks' / 'polyvse_docs.py'}]
+        hooks: [{docs / "hooks" / "polyvse_docs.py"}]
         nav: [index.md]
-    """), encoding="utf-8")
+    """),
+        encoding="utf-8",
+    )
     # the copied hook must find the repository it documents
     hook = docs / "hooks" / "polyvse_docs.py"
-    hook.write_text(hook.read_text(encoding="utf-8").replace(
-        "REPO = Path(__file__).resolve().parents[2]", f"REPO = Path({str(REPO)!r})"), encoding="utf-8")
+    hook.write_text(
+        hook.read_text(encoding="utf-8").replace(
+            "REPO = Path(__file__).resolve().parents[2]", f"REPO = Path({str(REPO)!r})"
+        ),
+        encoding="utf-8",
+    )
     proc = _mkdocs_build(config, tmp_path / "site")
     log = proc.stdout + proc.stderr
     assert proc.returncode != 0, log[-3000:]
     assert "no-such-record.json" in log
     assert "languages-model.json" not in "".join(l for l in log.splitlines() if "WARNING" in l)
-    page = (tmp_path / "site" / "index.html")
+    page = tmp_path / "site" / "index.html"
     if page.exists():  # strict mode may stop before writing; when written, the good link points at the mirror
         assert "records/results/languages-model.json" in page.read_text(encoding="utf-8")
 
@@ -206,8 +225,12 @@ def lab_notebook_marks(text: str, name: str = "") -> list[str]:
     body = user_prose(text, name)
     found = []
     for line in body.splitlines():
-        for label, rx in (("commit hash", _HASH), ("date", _DATE), ("issue number", _ISSUE),
-                          ("machine-lending words", _LENDING)):
+        for label, rx in (
+            ("commit hash", _HASH),
+            ("date", _DATE),
+            ("issue number", _ISSUE),
+            ("machine-lending words", _LENDING),
+        ):
             found += [f"{label} {m.group(0)!r} (in: {line.strip()[:100]})" for m in rx.finditer(line)]
     return found
 
@@ -220,22 +243,35 @@ def test_the_pages_carry_no_history_of_the_team():
         marks = lab_notebook_marks(page.read_text(encoding="utf-8"), page.name)
         if marks:
             found[str(page.relative_to(REPO))] = marks
-    assert found == {}, "move these to docs/decisions.md (or cite the record instead):\n" + json.dumps(found, indent=1,
-                                                                                                    ensure_ascii=False)
+    assert found == {}, "move these to docs/decisions.md (or cite the record instead):\n" + json.dumps(
+        found, indent=1, ensure_ascii=False
+    )
 
 
 def test_the_history_check_finds_what_it_looks_for():
-    bad = ("Adopted on 2026-11-28 (issue #27, issue 31) in commit 0b1b75c, during one GPU window lent for 15\n"
-           "minutes.\n```\nmake 1fd8837\n```\n<!-- x:start -->\nchosen in the rounds of 2026-11-25 at 4bf4b19\n"
-           "[`r.json`](r.json) (2026-11-28, commit 63db45dae380, issue #53)\n<!-- x:end -->\n"
-           "[gpu_check_h200_a4fe419.json](../results/gpu_check_h200_a4fe419.json), [a](page.md#section-12)\n")
+    bad = (
+        "Adopted on 2026-11-28 (issue #27, issue 31) in commit 0b1b75c, during one GPU window lent for 15\n"
+        "minutes.\n```\nmake 1fd8837\n```\n<!-- x:start -->\nchosen in the rounds of 2026-11-25 at 4bf4b19\n"
+        "[`r.json`](r.json) (2026-11-28, commit 63db45dae380, issue #53)\n<!-- x:end -->\n"
+        "[gpu_check_h200_a4fe419.json](../results/gpu_check_h200_a4fe419.json), [a](page.md#section-12)\n"
+    )
     labels = [m.split(" (in:")[0] for m in lab_notebook_marks(bad)]
-    assert labels == ["commit hash '0b1b75c'", "date '2026-11-28'", "issue number 'issue #27'", "issue number 'issue 31'",
-                      "machine-lending words 'GPU window'", "machine-lending words 'lent'",
-                      "commit hash '4bf4b19'", "date '2026-11-25'", "issue number 'issue #53'"]
+    assert labels == [
+        "commit hash '0b1b75c'",
+        "date '2026-11-28'",
+        "issue number 'issue #27'",
+        "issue number 'issue 31'",
+        "machine-lending words 'GPU window'",
+        "machine-lending words 'lent'",
+        "commit hash '4bf4b19'",
+        "date '2026-11-25'",
+        "issue number 'issue #53'",
+    ]
     assert lab_notebook_marks("EfficientNet-Lite2, 1024-d, e5, see [x](#two-commands), &#124; R@1") == []
-    cited = ("<!-- x:start -->\nrecord [`r.json`](r.json) (reconstructed provenance) (2026-11-28, AMD EPYC (2 cores), "
-             "commit 63db45dae380); `results/archive/test-x-2026-11-27/`\n<!-- x:end -->\n")
+    cited = (
+        "<!-- x:start -->\nrecord [`r.json`](r.json) (reconstructed provenance) (2026-11-28, AMD EPYC (2 cores), "
+        "commit 63db45dae380); `results/archive/test-x-2026-11-27/`\n<!-- x:end -->\n"
+    )
     assert lab_notebook_marks(cited) == []
     assert lab_notebook_marks(cited.replace("<!-- x:start -->", "").replace("<!-- x:end -->", "")) != []
 
@@ -283,18 +319,24 @@ def wrong_served_as(text: str, languages: dict[str, tuple[str, str]]) -> list[st
             continue
         for code, (name, status) in languages.items():
             named = re.search(rf"\b{re.escape(name)}\b", unit) or re.search(
-                rf"--lang {re.escape(code)}\b|\({re.escape(code)}[,)]", unit)
+                rf"--lang {re.escape(code)}\b|\({re.escape(code)}[,)]", unit
+            )
             if not named:
                 continue
             if status == "trained":  # trained languages are named everywhere: only a claim about serving counts
-                claim = re.search(rf"\b{re.escape(name)}\b[^.;]*?\b(?:is|are) (?:served |answered )?(?P<s>zero[- ]shot|"
-                                  r"adapted|taught)", unit)
+                claim = re.search(
+                    rf"\b{re.escape(name)}\b[^.;]*?\b(?:is|are) (?:served |answered )?(?P<s>zero[- ]shot|"
+                    r"adapted|taught)",
+                    unit,
+                )
                 others = [("zero-shot" if "shot" in claim.group("s") else "adapted")] if claim else []
             else:
                 others = [s for s, rx in _STATUS_WORDS.items() if s != status and rx.search(unit)]
             if others and not _STATUS_WORDS[status].search(unit):
-                wrong.append(f"{name} ({code}) is {status} in results/languages-model.json, not {others[0]}: "
-                             f"{unit.strip()[:160]}")
+                wrong.append(
+                    f"{name} ({code}) is {status} in results/languages-model.json, not {others[0]}: "
+                    f"{unit.strip()[:160]}"
+                )
     return wrong
 
 
@@ -305,17 +347,23 @@ def test_every_served_as_agrees_with_the_languages_record():
     for page in user_pages():
         if page.name == _WALKTHROUGH:
             continue  # the walkthrough is a run's record: it says how the checkpoint it names served each language
-        found += [f"{page.relative_to(REPO)}: {w}" for w in wrong_served_as(page.read_text(encoding="utf-8"), languages)]
+        found += [
+            f"{page.relative_to(REPO)}: {w}" for w in wrong_served_as(page.read_text(encoding="utf-8"), languages)
+        ]
     assert found == []
 
 
 def test_the_served_as_check_finds_what_it_looks_for():
     languages = {"es": ("Spanish", "adapted"), "de": ("German", "trained")}
-    bad = ("On the product model Spanish and Arabic are served zero-shot. German is served zero-shot too.\n\n"
-           "```\npolyvse search --lang es x   # zero-shot\n```\n")
+    bad = (
+        "On the product model Spanish and Arabic are served zero-shot. German is served zero-shot too.\n\n"
+        "```\npolyvse search --lang es x   # zero-shot\n```\n"
+    )
     assert len(wrong_served_as(bad, languages)) == 3
-    good = ("`make model` teaches the product Spanish after training. German is a trained language. Zero-shot "
-            "against teacher learning, for Spanish: see the curves.")
+    good = (
+        "`make model` teaches the product Spanish after training. German is a trained language. Zero-shot "
+        "against teacher learning, for Spanish: see the curves."
+    )
     assert wrong_served_as(good, languages) == []
 
 
@@ -380,7 +428,8 @@ def test_the_api_page_signatures_are_the_codes():
     assert set(sigs) == set(API_OBJECTS), f"docs/api.md lacks signatures of {sorted(set(API_OBJECTS) - set(sigs))}"
     # polyvse.load is the documented entry point; it passes every argument through to polyvse.model.loading.load
     assert list(inspect.signature(polyvse.load).parameters) == list(
-        inspect.signature(_resolve(API_OBJECTS["polyvse.load"])).parameters)
+        inspect.signature(_resolve(API_OBJECTS["polyvse.load"])).parameters
+    )
     problems = []
     for name, line in sigs.items():
         code = inspect.signature(_resolve(API_OBJECTS[name]))
@@ -406,8 +455,11 @@ def test_the_api_page_signatures_are_the_codes():
                 problems.append(f"{name}({pname}): documented type {annotation!r}, code {p.annotation!r}")
             if bool(default) != (p.default is not p.empty):
                 problems.append(f"{name}({pname}): a default in one and not the other")
-            elif default and re.fullmatch(r"[-\d.]+|\"[^\"]*\"|None|True|False", default) and \
-                    repr(p.default) != repr(eval(default)):  # noqa: S307 -- a literal, matched above
+            elif (
+                default
+                and re.fullmatch(r"[-\d.]+|\"[^\"]*\"|None|True|False", default)
+                and repr(p.default) != repr(eval(default))
+            ):  # noqa: S307 -- a literal, matched above
                 problems.append(f"{name}({pname}): documented default {default}, code {p.default!r}")
         ret = m.group("ret")
         if ret and isinstance(code.return_annotation, str) and code.return_annotation.strip("'\"") != ret:

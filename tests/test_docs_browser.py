@@ -2,6 +2,7 @@
 the built site, served from this machine with every other request refused, must typeset every equation of the
 methods pages with the bundled KaTeX. A module of its own, because the search page's tests hold one Playwright
 session open for their whole module."""
+
 from __future__ import annotations
 
 import threading
@@ -22,8 +23,14 @@ def docs_site(tmp_path_factory) -> Path:
 
     repo = Path(__file__).resolve().parents[1]
     out = tmp_path_factory.mktemp("site")
-    proc = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(out)], cwd=repo,
-                          env=dict(os.environ, NO_MKDOCS_2_WARNING="1"), capture_output=True, text=True, timeout=600)
+    proc = subprocess.run(
+        [sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(out)],
+        cwd=repo,
+        env=dict(os.environ, NO_MKDOCS_2_WARNING="1"),
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert proc.returncode == 0, f"mkdocs build failed (tests/test_docs.py says why):\n{proc.stderr[-3000:]}"
     return out
 
@@ -84,9 +91,11 @@ def test_method_equations_render_offline(chromium, docs_url, method):
             errors = []
             pg.on("pageerror", lambda exc: errors.append(str(exc)))
             pg.goto(f"{docs_url}/methods/{method}/")
-            pg.wait_for_function("document.querySelectorAll('.arithmatex').length > 0 && "
-                                 "Array.from(document.querySelectorAll('.arithmatex')).every(e => e.querySelector('.katex'))",
-                                 timeout=TIMEOUT_MS)
+            pg.wait_for_function(
+                "document.querySelectorAll('.arithmatex').length > 0 && "
+                "Array.from(document.querySelectorAll('.arithmatex')).every(e => e.querySelector('.katex'))",
+                timeout=TIMEOUT_MS,
+            )
             article = pg.inner_text("article")
             counts = pg.evaluate("""async () => { await document.fonts.ready; return {
                 math: document.querySelectorAll('.arithmatex').length,

@@ -3,6 +3,7 @@ encoder, polyvse.model.loading.photo_model) gives the torch path's metrics, to 1
 retrieval on your own photos and captions (the model's similarity, and CSLS against banks, with the checkpoint's k,
 another k and switched off), STS and the languages table; it imports no torch doing so. A task only torch computes
 (words) and a command that needs torch (train, rerank) say so and how to install it, with exit code 2."""
+
 from __future__ import annotations
 
 import csv
@@ -36,8 +37,14 @@ sys.exit(code)
 
 def without_torch(*argv, cwd: Path) -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if k != ENCODER_ENV}
-    return subprocess.run([sys.executable, "-c", _NO_TORCH, *map(str, argv)], cwd=cwd, env=env,
-                          capture_output=True, text=True, timeout=600)
+    return subprocess.run(
+        [sys.executable, "-c", _NO_TORCH, *map(str, argv)],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
 
 
 @pytest.fixture(scope="module")
@@ -48,8 +55,10 @@ def assets(shared_data, tmp_path_factory):
 def own_captions(shared_data: Path, photos: list[Path], out: Path) -> Path:
     """Flickr8k's English captions of ``photos`` as a captions file (image, lang, caption)."""
     names = {p.name for p in photos}
-    with open(shared_data / "flickr8k" / "captions.txt", encoding="utf-8", newline="") as fh, \
-            open(out, "w", encoding="utf-8", newline="") as dst:
+    with (
+        open(shared_data / "flickr8k" / "captions.txt", encoding="utf-8", newline="") as fh,
+        open(out, "w", encoding="utf-8", newline="") as dst,
+    ):
         writer = csv.writer(dst)
         writer.writerow(["image", "lang", "caption"])
         for row in csv.DictReader(fh):
@@ -78,12 +87,17 @@ def csls_checkpoint(assets, own_data, tmp_path_factory) -> Path:
     from polyvse.model.checkpoint import load_checkpoint, save_checkpoint
 
     model = polyvse.load(assets.checkpoint, device="cpu")
-    photos = model.encode_image(assets.photos[N_PHOTOS:N_PHOTOS + 16])
+    photos = model.encode_image(assets.photos[N_PHOTOS : N_PHOTOS + 16])
     texts = [row["caption"] for row in csv.DictReader(open(own_data[1], encoding="utf-8"))]
     ck = load_checkpoint(assets.checkpoint)
-    ck.hubness = HubnessBanks(photos, {"en": model.encode_text(texts[::3], "en"),
-                                       "de": model.encode_text(["ein Hund", "ein Mann", "zwei Kinder"] * 2, "de")},
-                              k=3)
+    ck.hubness = HubnessBanks(
+        photos,
+        {
+            "en": model.encode_text(texts[::3], "en"),
+            "de": model.encode_text(["ein Hund", "ein Mann", "zwei Kinder"] * 2, "de"),
+        },
+        k=3,
+    )
     out = tmp_path_factory.mktemp("csls") / "checkpoint"
     save_checkpoint(ck, out, image_encoder=assets.checkpoint)
     assert (out / "image_encoder.onnx").is_file()
@@ -124,10 +138,10 @@ def test_retrieval_without_torch_equals_the_torch_path(assets, own_data, shared_
         assert got[key] == want[key], key
 
 
-@pytest.mark.parametrize("scoring", [[], ["--csls-k", "2"], ["--scoring", "similarity"]],
-                         ids=["checkpoint-k", "other-k", "similarity"])
-def test_csls_retrieval_without_torch_equals_the_torch_path(csls_checkpoint, own_data, shared_data, tmp_path,
-                                                            scoring):
+@pytest.mark.parametrize(
+    "scoring", [[], ["--csls-k", "2"], ["--scoring", "similarity"]], ids=["checkpoint-k", "other-k", "similarity"]
+)
+def test_csls_retrieval_without_torch_equals_the_torch_path(csls_checkpoint, own_data, shared_data, tmp_path, scoring):
     want, got = both_ways(retrieval_argv(csls_checkpoint, own_data, shared_data) + scoring, tmp_path)
     expected_k = 2 if "--csls-k" in scoring else 3
     if scoring[:1] == ["--scoring"]:
@@ -159,15 +173,18 @@ def test_sts_and_languages_without_torch_equal_the_torch_path(assets, shared_dat
     want, got = both_ways(["--checkpoint", assets.checkpoint, "--task", "sts", *root], tmp_path)
     assert set(want["result"]) == {"sts12-msrvid", "sts14-images", "sts15-images"}
     assert_same_numbers(want["result"], got["result"])
-    want, got = both_ways(["--checkpoint", assets.checkpoint, "--task", "languages", "--langs", "es,qu",
-                           "--max-photos", "30", *root], tmp_path)
+    want, got = both_ways(
+        ["--checkpoint", assets.checkpoint, "--task", "languages", "--langs", "es,qu", "--max-photos", "30", *root],
+        tmp_path,
+    )
     assert want["result"]["en"]["test"]["n_images"] == 30 and want["result"]["qu"]["status"] is None
     assert_same_numbers(want["result"], got["result"])
 
 
 def test_words_without_torch_says_it_needs_torch(assets, shared_data, tmp_path):
-    proc = without_torch("evaluate", "--checkpoint", assets.checkpoint, "--task", "words", "--data-root",
-                         shared_data, cwd=tmp_path)
+    proc = without_torch(
+        "evaluate", "--checkpoint", assets.checkpoint, "--task", "words", "--data-root", shared_data, cwd=tmp_path
+    )
     assert proc.returncode == 2, proc.stderr
     assert "polyvse evaluate --task words needs PyTorch" in proc.stderr
     assert "pip install 'polyvse[train]'" in proc.stderr and "Traceback" not in proc.stderr

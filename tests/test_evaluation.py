@@ -1,4 +1,5 @@
 """polyvse.evaluation: COCO folds, per-language galleries, cross-lingual retrieval, reports."""
+
 from __future__ import annotations
 
 import math
@@ -142,8 +143,9 @@ def test_evaluate_by_language_torch_numpy_and_asymmetric_scores():
         assert isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor)
         return -(torch.clamp(b[None].double() - a[:, None].double(), min=0) ** 2).sum(-1)
 
-    got = evaluate_by_language(torch.tensor(img), torch.tensor(cap), torch.tensor(ci), lang, torch_order,
-                               languages=["fr", "en"])
+    got = evaluate_by_language(
+        torch.tensor(img), torch.tensor(cap), torch.tensor(ci), lang, torch_order, languages=["fr", "en"]
+    )
     for code in want:
         for k in want[code]:
             assert got[code][k] == pytest.approx(want[code][k]), (code, k)
@@ -218,21 +220,32 @@ def test_cross_lingual_constant_embeddings_get_worst_ranks_and_validation():
 
 def test_markdown_table_layout():
     res = {
-        "en": {"i2t_r1": 12.345, "i2t_r5": 40.0, "i2t_r10": 55.55, "i2t_medr": 9.0,
-               "t2i_r1": 10.0, "t2i_r5": 33.33, "t2i_r10": 50.0, "t2i_medr": 10.5,
-               "rsum": 201.2, "n_images": 1000, "n_captions": 5000},
+        "en": {
+            "i2t_r1": 12.345,
+            "i2t_r5": 40.0,
+            "i2t_r10": 55.55,
+            "i2t_medr": 9.0,
+            "t2i_r1": 10.0,
+            "t2i_r5": 33.33,
+            "t2i_r10": 50.0,
+            "t2i_medr": 10.5,
+            "rsum": 201.2,
+            "n_images": 1000,
+            "n_captions": 5000,
+        },
         "de": {"i2t_r1": 1.0, "rsum": 3.0},
     }
     table = markdown_table(res)
     lines = table.strip().split("\n")
-    assert lines[0] == ("| language | i2t R@1 | i2t R@5 | i2t R@10 | i2t medR | t2i R@1 | t2i R@5 | t2i R@10 "
-                        "| t2i medR | rsum | images | captions |")
+    assert lines[0] == (
+        "| language | i2t R@1 | i2t R@5 | i2t R@10 | i2t medR | t2i R@1 | t2i R@5 | t2i R@10 "
+        "| t2i medR | rsum | images | captions |"
+    )
     assert lines[1].startswith("|---|---:|")
     assert lines[2] == "| en | 12.3 | 40.0 | 55.5 | 9 | 10.0 | 33.3 | 50.0 | 10.5 | 201.2 | 1000 | 5000 |"
     assert lines[3] == "| de | 1.0 | - | - | - | - | - | - | - | 3.0 | - | - |"
     short = markdown_table(res, keys=("i2t_r1", "mr"), row_label="model")
     assert short.split("\n")[0] == "| model | i2t R@1 | mR |"
-
 
 
 def test_one_table_writer_escapes_a_bar_in_a_cell_for_the_zoo_report_too():
@@ -242,9 +255,12 @@ def test_one_table_writer_escapes_a_bar_in_a_cell_for_the_zoo_report_too():
     assert markdown_rows(["config", "mR"], [["a|b", "1.0"]]) == "| config | mR |\n|---|---:|\n| a\\|b | 1.0 |\n"
     assert tables.markdown_rows is markdown_rows  # the zoo's tables are written by the same function
 
+
 def test_mean_std_and_table():
-    runs = [{"i2t_r1": 10.0, "t2i_medr": 3.0, "n_images": 1000, "folds": [1]},
-            {"i2t_r1": 20.0, "t2i_medr": 3.0, "n_images": 1000, "folds": [2]}]
+    runs = [
+        {"i2t_r1": 10.0, "t2i_medr": 3.0, "n_images": 1000, "folds": [1]},
+        {"i2t_r1": 20.0, "t2i_medr": 3.0, "n_images": 1000, "folds": [2]},
+    ]
     ms = mean_std(runs)
     assert set(ms) == {"i2t_r1", "t2i_medr", "n_images"}
     assert ms["i2t_r1"][0] == pytest.approx(15.0)

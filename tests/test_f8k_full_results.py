@@ -1,4 +1,5 @@
 """scripts/f8k_full_results.py: trains the f8k-full runs through the zoo and prints their tables (no training here)."""
+
 from __future__ import annotations
 
 import importlib.util
@@ -23,7 +24,8 @@ def test_prints_the_tables_of_the_runs(script, tmp_path, capsys, monkeypatch):
     assert script.main(["--runs", str(tmp_path), "--no-train", "--seeds", "0", "1"]) == 0
     assert capsys.readouterr().out.strip() == (
         f"tables of {tmp_path} [0, 1] {{'e5-frozen': 'configs/f8k-full/e5-frozen.yaml', "
-        "'polyvse-best': 'configs/f8k-full/polyvse-best.yaml'}")
+        "'polyvse-best': 'configs/f8k-full/polyvse-best.yaml'}"
+    )
 
 
 def test_training_goes_through_the_zoo_with_the_data_root(script, tmp_path, monkeypatch):
@@ -31,7 +33,7 @@ def test_training_goes_through_the_zoo_with_the_data_root(script, tmp_path, monk
     data root passed on; a failing run is an error naming where to look."""
     log = tmp_path / "calls.txt"
     fake = tmp_path / "polyvse"
-    fake.write_text(f"#!/bin/sh\necho \"$@\" >> {log}\nexit ${{FAKE_RC:-0}}\n")
+    fake.write_text(f'#!/bin/sh\necho "$@" >> {log}\nexit ${{FAKE_RC:-0}}\n')
     fake.chmod(0o755)
     script.train(tmp_path / "runs", 2, str(fake), "/data")
     calls = log.read_text().splitlines()

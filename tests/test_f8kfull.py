@@ -4,6 +4,7 @@ around it, and evaluation hygiene at this scale (871 of the 1,000 test photos ar
 The hygiene test compares polyvse's corpora with an independent parse of the public files (`raw` in
 conftest.py), so a reader bug cannot hide a leak.
 """
+
 from __future__ import annotations
 
 from collections import Counter, defaultdict
@@ -29,8 +30,9 @@ def test_tiny_f8kfull_split_sources_and_unlisted(tiny_root):
     c = load_f8kfull(root)
     # 700 is in no split list: dropped by default, so the splits are exactly the official ones
     assert set(c.photos) == {"100", "200", "300", "500"}
-    assert all(p.path.parent.name == "images" and p.path.parent.parent.name == "flickr8k-224"
-               for p in c.photos.values())
+    assert all(
+        p.path.parent.name == "images" and p.path.parent.parent.name == "flickr8k-224" for p in c.photos.values()
+    )
     split = {x.photo_id: x.split for x in c}
     assert split == {"100": "train", "200": "train", "300": "val", "500": "test"}
     by = defaultdict(list)
@@ -127,13 +129,18 @@ def test_text_corpus_of_an_f8k_full_run_holds_no_evaluation_caption(shared_data,
     key = raw["key"]
     eval_keys = {key[t] for p, _, t, _ in raw["caps"] if p in eval_ids}
     for kind in ("multi30k", "all"):
-        cfg = TrainConfig(dataset="f8k-full", objective="parallel", text_corpus=kind, split="official",
-                          eval_split="test")
+        cfg = TrainConfig(
+            dataset="f8k-full", objective="parallel", text_corpus=kind, split="official", eval_split="test"
+        )
         corpus = full.filter(langs=cfg.data.languages)
         run_train_ids, run_eval_ids = resolve_split(corpus, cfg.data.split, cfg.data.eval_split)
         assert len(run_eval_ids) == 1000
-        text = load_text_corpus(cfg, shared_data, corpus, evaluation_exclusion(
-            shared_data, eval_photo_ids=run_eval_ids, train_photo_ids=run_train_ids))
+        text = load_text_corpus(
+            cfg,
+            shared_data,
+            corpus,
+            evaluation_exclusion(shared_data, eval_photo_ids=run_eval_ids, train_photo_ids=run_train_ids),
+        )
         ids = set(text.photos) | {c.photo_id for c in text.captions}
         assert len(ids) > 20_000, kind
         assert not ids & eval_ids, kind  # val photos too, though the run evaluates on test

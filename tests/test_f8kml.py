@@ -4,6 +4,7 @@ The real-data tests read ../shared/data. The hygiene test re-reads the raw publi
 minimal parser (not polyvse's readers) so that a reader bug (e.g. misaligned Multi30K lines) cannot
 hide a leak.
 """
+
 from __future__ import annotations
 
 import time
@@ -46,8 +47,14 @@ def test_tiny_text_only_corpus(tiny_root):
     assert not any(x.photo_id in {"300", "500"} for x in t)
     assert {x.split for x in t} == {"train"} and all(p.path is None for p in t.photos.values())
     assert set(t.photos) == {"100", "200", "400", "600", "700"}
-    assert {x.source for x in t} == {"flickr8k", "multi30k-task1", "multi30k-task2", "flickr8kcn-zhc",
-                                     "flickr8kcn-zhb", "flickr8kcn-zhg"}
+    assert {x.source for x in t} == {
+        "flickr8k",
+        "multi30k-task1",
+        "multi30k-task2",
+        "flickr8kcn-zhc",
+        "flickr8kcn-zhb",
+        "flickr8kcn-zhg",
+    }
     assert text_only_corpus(tiny_root, set(), langs=["fr"]).languages == ["fr"]
     few = text_only_corpus(tiny_root, set(), exclude_texts=["EN T1 TRAIN 200"])
     assert not any(caption_key(x.text) == "ent1train200" for x in few)

@@ -1,6 +1,7 @@
 """`polyvse adapt` killed with SIGKILL (no handler runs, no file is closed) resumes with --resume to the same new
 language part, bit for bit, as a run that was never stopped. The kill lands at a random moment after the second
 epoch's state was written: inside an epoch, or inside the next state's write."""
+
 from __future__ import annotations
 
 import random
@@ -36,16 +37,34 @@ sys.exit(main(sys.argv[1:]))
 
 
 def adapt_args(checkpoint, pairs, out) -> list[str]:
-    return ["adapt", "--checkpoint", str(checkpoint), "--lang", "es", "--parallel", str(pairs), "--out", str(out),
-            "--epochs", str(EPOCHS), "--batch-size", "64", "--quiet"]
+    return [
+        "adapt",
+        "--checkpoint",
+        str(checkpoint),
+        "--lang",
+        "es",
+        "--parallel",
+        str(pairs),
+        "--out",
+        str(out),
+        "--epochs",
+        str(EPOCHS),
+        "--batch-size",
+        "64",
+        "--quiet",
+    ]
 
 
 def test_adapt_killed_minus_9_resumes_to_the_same_result(base_checkpoint, es_pairs, tmp_path):  # noqa: F811
     whole = tmp_path / "whole"
     assert main(adapt_args(base_checkpoint, es_pairs, whole)) == 0
     out = tmp_path / "killed"
-    proc = subprocess.Popen([sys.executable, "-c", SLOW_SAVES, *adapt_args(base_checkpoint, es_pairs, out)],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", SLOW_SAVES, *adapt_args(base_checkpoint, es_pairs, out)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         for line in proc.stdout:
             if line.strip() == "saved 2":
@@ -66,5 +85,6 @@ def test_adapt_killed_minus_9_resumes_to_the_same_result(base_checkpoint, es_pai
     assert main([*adapt_args(base_checkpoint, es_pairs, out), "--resume"]) == 0
     assert not state_path_of(out).exists()  # removed once the checkpoint is written
     sentences = ["un perro corre en la playa", "dos niños juegan al fútbol"]
-    np.testing.assert_array_equal(polyvse.load(whole).encode_text(sentences, "es"),
-                                  polyvse.load(out).encode_text(sentences, "es"))
+    np.testing.assert_array_equal(
+        polyvse.load(whole).encode_text(sentences, "es"), polyvse.load(out).encode_text(sentences, "es")
+    )

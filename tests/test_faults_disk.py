@@ -6,6 +6,7 @@ The disk is real: a small tmpfs mounted for each test (`mount -t tmpfs -o size=.
 suite's machine has it), filled up to a few KiB with a filler file. Where mounting is not permitted the tests are
 skipped, saying so: an injected ENOSPC would not show how numpy, FAISS and safetensors each report a full disk.
 """
+
 from __future__ import annotations
 
 import json
@@ -33,8 +34,9 @@ def small_disk(tmp_path):
     """``path``: a DISK-byte tmpfs folder, unmounted afterwards; ``fill(leave)`` leaves ``leave`` bytes free on it."""
     mnt = tmp_path / "disk"
     mnt.mkdir()
-    done = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={DISK}", "tmpfs", str(mnt)], capture_output=True,
-                          text=True)
+    done = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", f"size={DISK}", "tmpfs", str(mnt)], capture_output=True, text=True
+    )
     if done.returncode != 0:
         pytest.skip(f"cannot mount a tmpfs here ({done.stderr.strip()}): a real full disk needs root")
 
@@ -58,8 +60,23 @@ def generation_files(root: Path) -> list[str]:
 def test_build_on_a_full_disk_names_the_file_and_the_bytes(assets, small_disk, capsys):  # noqa: F811
     small_disk.fill(8192)  # room for less than the vectors (60 photos x 64-d x 4 bytes, and the header)
     out = small_disk.path / "index"
-    code = main(["index", "build", "--checkpoint", str(assets.checkpoint), "--images", str(assets.photos_dir),
-                 "--out", str(out), "--cache-dir", str(assets.cache_dir), "--quiet", "--device", "cpu"])
+    code = main(
+        [
+            "index",
+            "build",
+            "--checkpoint",
+            str(assets.checkpoint),
+            "--images",
+            str(assets.photos_dir),
+            "--out",
+            str(out),
+            "--cache-dir",
+            str(assets.cache_dir),
+            "--quiet",
+            "--device",
+            "cpu",
+        ]
+    )
     err = capsys.readouterr().err
     assert code == 2 and "Traceback" not in err
     n = len(assets.photos)
@@ -73,8 +90,21 @@ def test_add_on_a_full_disk_keeps_the_previous_generation(assets, model, small_d
     before = PhotoIndex.open(root)
     files = generation_files(root)
     small_disk.fill(4096)
-    code = main(["index", "add", "--index", str(root), "--images", str(assets.photos_dir), "--cache-dir",
-                 str(assets.cache_dir), "--quiet", "--device", "cpu"])
+    code = main(
+        [
+            "index",
+            "add",
+            "--index",
+            str(root),
+            "--images",
+            str(assets.photos_dir),
+            "--cache-dir",
+            str(assets.cache_dir),
+            "--quiet",
+            "--device",
+            "cpu",
+        ]
+    )
     err = capsys.readouterr().err
     assert code == 2 and "Traceback" not in err
     assert "no space left on the device" in err and "needs " in err and "bytes are free there" in err
@@ -101,14 +131,29 @@ def test_a_compressed_add_on_a_full_disk_keeps_the_previous_generation(small_dis
     root = small_disk.path / "index"
     info = {"fingerprint": "sha256:0", "similarity": "cosine"}
     with index_lock(root):
-        write_compressed_index(root, info, [PhotoEntry(i, f"{i}.jpg", f"/p/{i}.jpg") for i in range(1000)],
-                               iter([x[:1000]]), dim=64, exact_threshold=20_000, recall_target=0.9, requested="ivfpq")
+        write_compressed_index(
+            root,
+            info,
+            [PhotoEntry(i, f"{i}.jpg", f"/p/{i}.jpg") for i in range(1000)],
+            iter([x[:1000]]),
+            dim=64,
+            exact_threshold=20_000,
+            recall_target=0.9,
+            requested="ivfpq",
+        )
     before = PhotoIndex.open(root)
     small_disk.fill(16384)
     with pytest.raises(DiskFullError, match="no space left on the device") as err:
         with index_lock(root):
-            append_compressed(root, before, [PhotoEntry(1000 + i, f"n{i}", f"/p/n{i}") for i in range(500)], x[1000:],
-                              info, "ivfpq", None)
+            append_compressed(
+                root,
+                before,
+                [PhotoEntry(1000 + i, f"n{i}", f"/p/n{i}") for i in range(500)],
+                x[1000:],
+                info,
+                "ivfpq",
+                None,
+            )
     assert str(root) in str(err.value) and "previous generation stays in force" in str(err.value)
     survivor = PhotoIndex.open(root)
     assert survivor.count == 1000 and survivor.manifest == before.manifest

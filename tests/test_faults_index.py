@@ -8,6 +8,7 @@ is refused with a message, never interleaved.
 The indexes here hold synthetic vectors (no model is needed to open or verify an index), written by the same code
 as `polyvse index build`.
 """
+
 from __future__ import annotations
 
 import json
@@ -41,11 +42,27 @@ def write_index(root: Path, kind: str, n: int | None = None, model_info: dict = 
     x = vectors(n)
     with index_lock(root):
         if kind == IVFPQ:
-            write_compressed_index(root, model_info, photos, (x[i:i + 100] for i in range(0, n, 100)), dim=DIM,
-                                   exact_threshold=20_000, recall_target=0.9, requested=IVFPQ)
+            write_compressed_index(
+                root,
+                model_info,
+                photos,
+                (x[i : i + 100] for i in range(0, n, 100)),
+                dim=DIM,
+                exact_threshold=20_000,
+                recall_target=0.9,
+                requested=IVFPQ,
+            )
         else:
-            write_new_index(root, model_info, "cosine", photos, x, kind, exact_threshold=100 if kind == IVF else 20_000,
-                            recall_target=0.9)
+            write_new_index(
+                root,
+                model_info,
+                "cosine",
+                photos,
+                x,
+                kind,
+                exact_threshold=100 if kind == IVF else 20_000,
+                recall_target=0.9,
+            )
     index = PhotoIndex.open(root)
     assert index.kind == kind
     return index
@@ -69,8 +86,15 @@ def file_of(root: Path, key: str) -> Path:
     return root / json.loads((root / "manifest.json").read_text())["files"][key]
 
 
-FILES = [(EXACT, "vectors"), (EXACT, "photos"), (IVF, "vectors"), (IVF, "ann"), (HNSW, "ann"), (IVFPQ, "vectors"),
-         (IVFPQ, "ann")]  # an IVFPQ index's ann file holds its codes
+FILES = [
+    (EXACT, "vectors"),
+    (EXACT, "photos"),
+    (IVF, "vectors"),
+    (IVF, "ann"),
+    (HNSW, "ann"),
+    (IVFPQ, "vectors"),
+    (IVFPQ, "ann"),
+]  # an IVFPQ index's ann file holds its codes
 
 
 @pytest.mark.parametrize("kind, key", FILES, ids=[f"{k}-{f}" for k, f in FILES])
@@ -138,14 +162,18 @@ def test_an_append_hashes_only_its_rows_of_the_shared_vectors_file(tmp_path):
         store.verify_index(root)
 
 
-@pytest.mark.parametrize("damage, message", [
-    (lambda text: text[: len(text) // 2], "unreadable manifest.json"),
-    (lambda text: "\udcff" + text, "unreadable manifest.json"),
-    (lambda text: text.replace('"count": 400', '"count": "400"'), "count is not a count"),
-    (lambda text: text.replace('"count": 400', '"count": 401'), "damaged"),
-    (lambda text: text.replace('"vectors": "vectors.', '"vectors": "../../etc/vectors.'), "files.vectors"),
-    (lambda text: text.replace('"files": {', '"files": [], "x": {'), "files is not an object"),
-], ids=["truncated", "not-utf8", "count-type", "count-value", "vectors-path", "files-type"])
+@pytest.mark.parametrize(
+    "damage, message",
+    [
+        (lambda text: text[: len(text) // 2], "unreadable manifest.json"),
+        (lambda text: "\udcff" + text, "unreadable manifest.json"),
+        (lambda text: text.replace('"count": 400', '"count": "400"'), "count is not a count"),
+        (lambda text: text.replace('"count": 400', '"count": 401'), "damaged"),
+        (lambda text: text.replace('"vectors": "vectors.', '"vectors": "../../etc/vectors.'), "files.vectors"),
+        (lambda text: text.replace('"files": {', '"files": [], "x": {'), "files is not an object"),
+    ],
+    ids=["truncated", "not-utf8", "count-type", "count-value", "vectors-path", "files-type"],
+)
 def test_a_damaged_manifest_is_refused_by_name(tmp_path, damage, message):
     root = tmp_path / "index"
     write_index(root, EXACT)
@@ -195,13 +223,30 @@ def test_a_second_writer_process_is_refused_while_another_writes(tmp_path, check
     (tmp_path / "photos").mkdir()
     Image.new("RGB", (32, 32), (200, 10, 10)).save(tmp_path / "photos" / "red.jpg")
     before = (root / "manifest.json").read_bytes()
-    holder = subprocess.Popen([sys.executable, "-c", HOLD_LOCK, str(root)], stdin=subprocess.PIPE,
-                              stdout=subprocess.PIPE, text=True)
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLD_LOCK, str(root)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
     try:
         assert holder.stdout.readline().strip() == "locked"
-        add = subprocess.run([sys.executable, "-m", "polyvse_app.cli", "index", "add", "--index", str(root),
-                              "--images", str(tmp_path / "photos"), "--quiet", "--device", "cpu"],
-                             capture_output=True, text=True, timeout=300)
+        add = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "polyvse_app.cli",
+                "index",
+                "add",
+                "--index",
+                str(root),
+                "--images",
+                str(tmp_path / "photos"),
+                "--quiet",
+                "--device",
+                "cpu",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
         assert add.returncode == 2, add.stderr
         assert "another `polyvse index` process is writing this index" in add.stderr
         assert "Traceback" not in add.stderr

@@ -6,6 +6,7 @@ hung under polyvse, and started again on the same data:
 - under `polyvse serve`: searches get a 503 with a JSON ``detail`` (within a bounded time when the server hangs),
   and the same serving process answers 200 again once the server is back, without a restart.
 """
+
 from __future__ import annotations
 
 import json
@@ -32,9 +33,30 @@ def photo_list(tmp_path, photos) -> str:
 
 
 def build(assets, uri, out, photos, collection) -> None:  # noqa: F811
-    assert main(["index", "build", "--checkpoint", str(assets.checkpoint), "--list", photo_list(out.parent, photos),
-                 "--out", str(out), "--backend", "milvus", "--uri", uri, "--collection", collection, "--quiet",
-                 "--workers", "0"]) == 0
+    assert (
+        main(
+            [
+                "index",
+                "build",
+                "--checkpoint",
+                str(assets.checkpoint),
+                "--list",
+                photo_list(out.parent, photos),
+                "--out",
+                str(out),
+                "--backend",
+                "milvus",
+                "--uri",
+                uri,
+                "--collection",
+                collection,
+                "--quiet",
+                "--workers",
+                "0",
+            ]
+        )
+        == 0
+    )
 
 
 @pytest.fixture()
@@ -48,14 +70,24 @@ def server(milvus_process):
 
 
 def test_index_add_with_the_server_killed_fails_clearly_and_completes_after_restart(
-        assets, model, server, tmp_path, capsys, monkeypatch):  # noqa: F811
+    assets, model, server, tmp_path, capsys, monkeypatch
+):  # noqa: F811
     import pymilvus
 
     out = tmp_path / "index"
     build(assets, server.uri, out, assets.photos[:N_FIRST], "fault_add")
     before = (out / "manifest.json").read_bytes()
-    argv = ["index", "add", "--index", str(out), "--list", photo_list(tmp_path, assets.photos[N_FIRST:]), "--quiet",
-            "--workers", "0"]
+    argv = [
+        "index",
+        "add",
+        "--index",
+        str(out),
+        "--list",
+        photo_list(tmp_path, assets.photos[N_FIRST:]),
+        "--quiet",
+        "--workers",
+        "0",
+    ]
     # the server dies once the add has inserted the new photos' rows, before it flushes them and switches the
     # manifest: rows past the manifest's count are left in the collection
     real_insert, killed = pymilvus.MilvusClient.insert, []
@@ -92,8 +124,12 @@ def test_index_add_with_the_server_killed_fails_clearly_and_completes_after_rest
     print(f"failed {failed_after:.2f} s after the kill; restart {restart_s:.1f} s; rerun {rerun_s:.1f} s")
 
 
-def test_serve_answers_503_while_the_server_is_down_and_200_once_it_is_back(assets, server, tmp_path,  # noqa: F811
-                                                                              monkeypatch):
+def test_serve_answers_503_while_the_server_is_down_and_200_once_it_is_back(
+    assets,
+    server,
+    tmp_path,  # noqa: F811
+    monkeypatch,
+):
     from polyvse_app.service import ServeSettings, build_app
 
     out = tmp_path / "index"
@@ -130,8 +166,10 @@ def test_serve_answers_503_while_the_server_is_down_and_200_once_it_is_back(asse
         assert [h["id"] for h in again.json()["results"]] == found
         similar = http.get("/api/photos/1/similar", params={"k": 5})
         assert similar.status_code == 200 and len(similar.json()["results"]) == 5, similar.text
-    print(f"503 after {hung_s:.2f} s (hung), {killed_s:.2f} s (killed); restart {restart_s:.1f} s; "
-          f"first answer after it {back_s:.1f} s")
+    print(
+        f"503 after {hung_s:.2f} s (hung), {killed_s:.2f} s (killed); restart {restart_s:.1f} s; "
+        f"first answer after it {back_s:.1f} s"
+    )
 
 
 def test_open_restores_the_vector_index_an_interrupted_add_dropped(assets, model, server, tmp_path):  # noqa: F811

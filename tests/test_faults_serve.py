@@ -2,6 +2,7 @@
 (the old version's files are deleted under requests that still read them), and the added photos are found once the
 add is done, without a restart. The server is real uvicorn on loopback; the add is a `polyvse index add` process.
 """
+
 from __future__ import annotations
 
 import shutil
@@ -35,8 +36,9 @@ def test_index_add_under_load_fails_no_request_and_serves_the_new_photos(assets,
                 n += 1
                 try:
                     if n % 4 == 0:
-                        r = http.post("/api/search/image", files={"file": ("q.jpg", upload, "image/jpeg")},
-                                      data={"k": "5"})
+                        r = http.post(
+                            "/api/search/image", files={"file": ("q.jpg", upload, "image/jpeg")}, data={"k": "5"}
+                        )
                     elif n % 4 == 1:
                         r = http.get(f"/api/photos/{(i + n) % N_FIRST}/thumbnail", params={"size": 64})
                     elif n % 4 == 2:
@@ -55,9 +57,27 @@ def test_index_add_under_load_fails_no_request_and_serves_the_new_photos(assets,
         for t in threads:
             t.start()
         time.sleep(2)  # load before the add
-        add = subprocess.run([sys.executable, "-m", "polyvse_app.cli", "index", "add", "--index", str(root),
-                              "--images", str(assets.photos_dir), "--cache-dir", str(assets.cache_dir), "--quiet",
-                              "--device", "cpu"], capture_output=True, text=True, timeout=600)
+        add = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "polyvse_app.cli",
+                "index",
+                "add",
+                "--index",
+                str(root),
+                "--images",
+                str(assets.photos_dir),
+                "--cache-dir",
+                str(assets.cache_dir),
+                "--quiet",
+                "--device",
+                "cpu",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
         assert add.returncode == 0, add.stderr
         time.sleep(2)  # load after it
         stop.set()
@@ -66,8 +86,9 @@ def test_index_add_under_load_fails_no_request_and_serves_the_new_photos(assets,
         with httpx.Client(base_url=url, timeout=60) as http:
             health = http.get("/api/health").json()
             new = assets.photos[-1]
-            top = http.post("/api/search/image", files={"file": ("q.jpg", new.read_bytes(), "image/jpeg")},
-                            data={"k": "1"}).json()["results"][0]
+            top = http.post(
+                "/api/search/image", files={"file": ("q.jpg", new.read_bytes(), "image/jpeg")}, data={"k": "1"}
+            ).json()["results"][0]
     assert not failures, failures[:5]
     assert statuses[200] > 50, statuses
     assert health["photos"] == len(assets.photos)

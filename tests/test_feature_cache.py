@@ -1,5 +1,6 @@
 """extract_features + FeatureCache: bad photos skipped and named, content-keyed cache, no repeated work,
 interrupted runs keep what they finished."""
+
 from __future__ import annotations
 
 import hashlib
@@ -92,8 +93,18 @@ def npy_files(cache: Path) -> list[Path]:
 
 
 def test_mixed_run_keeps_good_photos_and_names_bad_ones(lite, good, bad, tmp_path, caplog, calls):
-    paths = [good[0], bad["random.jpg"], good[1], bad["truncated.jpg"], bad["empty.jpg"], bad["missing.jpg"],
-             good[2], bad["notes.jpg"], bad["bomb.png"], good[3]]
+    paths = [
+        good[0],
+        bad["random.jpg"],
+        good[1],
+        bad["truncated.jpg"],
+        bad["empty.jpg"],
+        bad["missing.jpg"],
+        good[2],
+        bad["notes.jpg"],
+        bad["bomb.png"],
+        good[3],
+    ]
     cache = tmp_path / "cache"
     with caplog.at_level(logging.WARNING, logger="polyvse.features.cache"):
         r = extract_features(paths, lite, cache, batch_size=3, progress=False)
@@ -181,8 +192,7 @@ def test_ten_crop_has_its_own_key_and_entries(lite, good, tmp_path, calls):
 
 def test_strict_stops_at_the_first_bad_photo(lite, good, bad, tmp_path):
     with pytest.raises(DataError) as info:
-        extract_features([good[0], bad["truncated.jpg"], good[1]], lite, tmp_path / "c1", strict=True,
-                         progress=False)
+        extract_features([good[0], bad["truncated.jpg"], good[1]], lite, tmp_path / "c1", strict=True, progress=False)
     assert info.value.path == str(bad["truncated.jpg"]) and "truncated" in str(info.value)
     with pytest.raises(DataError, match="not found"):
         extract_features([good[0], bad["missing.jpg"]], lite, tmp_path / "c2", strict=True, progress=False)

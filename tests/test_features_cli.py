@@ -1,4 +1,5 @@
 """`polyvse features extract`: counts extracted / cached / failed, default cache dir, --list, --strict."""
+
 from __future__ import annotations
 
 import argparse
@@ -50,8 +51,17 @@ def test_extract_a_folder_then_everything_is_cached(photo_dir, tmp_path, capsys)
 
 def test_default_cache_dir_is_cache_root_features(photo_dir, tmp_path, capsys, monkeypatch):
     root = tmp_path / "root"
-    argv = ["features", "extract", "--images", str(photo_dir / "more"), "--data-root", str(root),
-            "--workers", "0", "--quiet"]
+    argv = [
+        "features",
+        "extract",
+        "--images",
+        str(photo_dir / "more"),
+        "--data-root",
+        str(root),
+        "--workers",
+        "0",
+        "--quiet",
+    ]
     monkeypatch.delenv("POLYVSE_CACHE", raising=False)
     assert run_cli(argv) == 0
     assert "1 photos: 1 extracted" in capsys.readouterr().out
@@ -67,8 +77,22 @@ def test_list_file_with_relative_paths_and_comments(photo_dir, tmp_path, capsys)
     names = sorted(p.name for p in photo_dir.glob("*.jpg") if p.name not in ("broken.jpg", ".hidden.jpg"))
     listing = photo_dir / "photos.txt"
     listing.write_text("# my photos\n" + "\n".join(names) + "\n\nmissing.jpg\n" + str(photo_dir / names[0]) + "\n")
-    assert run_cli(["features", "extract", "--list", str(listing), "--cache-dir", str(tmp_path / "c"),
-                    "--workers", "0", "--quiet"]) == 0
+    assert (
+        run_cli(
+            [
+                "features",
+                "extract",
+                "--list",
+                str(listing),
+                "--cache-dir",
+                str(tmp_path / "c"),
+                "--workers",
+                "0",
+                "--quiet",
+            ]
+        )
+        == 0
+    )
     out = capsys.readouterr().out
     # the absolute duplicate of names[0] counts as extracted too (same bytes: computed once)
     assert "4 photos: 3 extracted, 0 already cached, 1 failed" in out
@@ -76,16 +100,43 @@ def test_list_file_with_relative_paths_and_comments(photo_dir, tmp_path, capsys)
 
 
 def test_strict_stops_with_an_error_naming_the_file(photo_dir, tmp_path, capsys):
-    code = run_cli(["features", "extract", "--images", str(photo_dir), "--cache-dir", str(tmp_path / "c"),
-                    "--strict", "--workers", "0", "--quiet"])
+    code = run_cli(
+        [
+            "features",
+            "extract",
+            "--images",
+            str(photo_dir),
+            "--cache-dir",
+            str(tmp_path / "c"),
+            "--strict",
+            "--workers",
+            "0",
+            "--quiet",
+        ]
+    )
     assert code == 2
     err = capsys.readouterr().err
     assert "polyvse: error:" in err and "broken.jpg" in err and "truncated" in err
 
 
 def test_two_workers_and_ten_crop(photo_dir, tmp_path, capsys):
-    assert run_cli(["features", "extract", "--images", str(photo_dir / "more"), "--cache-dir", str(tmp_path / "c"),
-                    "--ten-crop", "--workers", "2", "--quiet"]) == 0
+    assert (
+        run_cli(
+            [
+                "features",
+                "extract",
+                "--images",
+                str(photo_dir / "more"),
+                "--cache-dir",
+                str(tmp_path / "c"),
+                "--ten-crop",
+                "--workers",
+                "2",
+                "--quiet",
+            ]
+        )
+        == 0
+    )
     out = capsys.readouterr().out
     assert "1 photos: 1 extracted" in out and "ten-crop" in out and "10crop" in out
 
@@ -101,8 +152,23 @@ def test_squash_extracts_into_the_squashing_extractors_cache(photo_dir, tmp_path
     assert Image.open(name).size[0] != Image.open(name).size[1]
     cache = tmp_path / "c"
     for extra in ([], ["--squash"]):
-        assert run_cli(["features", "extract", "--images", str(photo), "--cache-dir", str(cache), "--workers", "0",
-                        "--quiet", *extra]) == 0
+        assert (
+            run_cli(
+                [
+                    "features",
+                    "extract",
+                    "--images",
+                    str(photo),
+                    "--cache-dir",
+                    str(cache),
+                    "--workers",
+                    "0",
+                    "--quiet",
+                    *extra,
+                ]
+            )
+            == 0
+        )
     out = capsys.readouterr().out
     assert out.count("1 photos: 1 extracted") == 2 and "squashed" in out
     plain, squashed = sorted(cache.iterdir(), key=lambda d: ".squash" in d.name)

@@ -2,6 +2,7 @@
 where a photo lands; an index checks the photo side, so it serves a checkpoint that only adds languages and
 refuses one whose photos land elsewhere; an index written before photo sides were recorded is checked against the
 legacy fingerprint. The torch model and the numpy query path agree on all three."""
+
 from __future__ import annotations
 
 import json
@@ -32,9 +33,16 @@ RECORD = {"method": "teacher", "pivot_lang": "en", "lines": 0}
 def _trained(seed: int = 0, image_seed: int | None = None) -> Checkpoint:
     """Random heads with per-language parts on the fused towers; ``image_seed``: the image head drawn apart."""
     torch.manual_seed(seed)
-    cfg = ModelConfig(vocab_size=0, text_encoder="pretrained", pretrained_dim=sum(TOWER_DIMS),
-                      pretrained_towers=TOWER_DIMS, universal_dim=24, embed_dim=EMBED_DIM, image_dim=IMAGE_DIM,
-                      languages=list(LANGUAGES))
+    cfg = ModelConfig(
+        vocab_size=0,
+        text_encoder="pretrained",
+        pretrained_dim=sum(TOWER_DIMS),
+        pretrained_towers=TOWER_DIMS,
+        universal_dim=24,
+        embed_dim=EMBED_DIM,
+        image_dim=IMAGE_DIM,
+        languages=list(LANGUAGES),
+    )
     model = JointEmbeddingModel(cfg).eval()
     with torch.no_grad():
         for p in model.parameters():
@@ -43,8 +51,14 @@ def _trained(seed: int = 0, image_seed: int | None = None) -> Checkpoint:
             torch.manual_seed(image_seed)
             for p in model.image_head.parameters():
                 p.normal_(0.0, 0.1)
-    return Checkpoint(model=model, captions=PretrainedCaptionEncoder(TOWERS), backbone="efficientnet-lite0",
-                      feature_key="k1", ten_crop=False, languages=list(LANGUAGES))
+    return Checkpoint(
+        model=model,
+        captions=PretrainedCaptionEncoder(TOWERS),
+        backbone="efficientnet-lite0",
+        feature_key="k1",
+        ten_crop=False,
+        languages=list(LANGUAGES),
+    )
 
 
 def _part(seed: int) -> torch.nn.Linear:
@@ -90,8 +104,9 @@ def test_every_part_counts_in_the_model_fingerprint_and_the_photo_side_in_its_ow
 
 
 @pytest.mark.parametrize("name", ["trained", "adapted", "subwords"])
-def test_the_numpy_query_model_and_a_records_provenance_agree_with_the_torch_model(checkpoints, name, tmp_path,
-                                                                                  monkeypatch):
+def test_the_numpy_query_model_and_a_records_provenance_agree_with_the_torch_model(
+    checkpoints, name, tmp_path, monkeypatch
+):
     from polyvse.provenance import checkpoint_model
 
     monkeypatch.setenv("POLYVSE_CACHE", str(tmp_path / "cache"))
@@ -102,16 +117,20 @@ def test_the_numpy_query_model_and_a_records_provenance_agree_with_the_torch_mod
     again = TowerQueryModel.load(checkpoints[name])
     assert (model_fingerprint(again), photo_fingerprint(again)) == (model_fingerprint(fast), photo_fingerprint(fast))
     block = checkpoint_model(checkpoints[name], config="test")
-    assert (block["fingerprint"], block["photo_fingerprint"]) == (model_fingerprint(reference),
-                                                                  photo_fingerprint(reference))
+    assert (block["fingerprint"], block["photo_fingerprint"]) == (
+        model_fingerprint(reference),
+        photo_fingerprint(reference),
+    )
 
 
 def test_an_index_serves_a_model_that_only_adds_languages_and_refuses_other_photos(checkpoints, tmp_path):
     root = _scratch_index(tmp_path, checkpoints["trained"])
     manifest = json.loads((root / "manifest.json").read_text())["model"]
     trained = polyvse.load(checkpoints["trained"])
-    assert (manifest["fingerprint"], manifest["photo_fingerprint"]) == (model_fingerprint(trained),
-                                                                        photo_fingerprint(trained))
+    assert (manifest["fingerprint"], manifest["photo_fingerprint"]) == (
+        model_fingerprint(trained),
+        photo_fingerprint(trained),
+    )
     index = PhotoIndex.open(root)
     for name in ("adapted", "subwords", "text"):
         fast = TowerQueryModel.load(checkpoints[name])
@@ -120,9 +139,12 @@ def test_an_index_serves_a_model_that_only_adds_languages_and_refuses_other_phot
     assert len(Searcher(adapted, index).text("un perro corre en la playa", "es", k=3).hits) == 3
     other = TowerQueryModel.load(checkpoints["photos"])
     assert not index_accepts({"model": manifest}, other)
-    with pytest.raises(IndexMismatchError, match=r"whose photos land elsewhere than those of the model given "
-                                                  r"\(photo side [0-9a-f]{12} in the index, [0-9a-f]{12} in the "
-                                                  r"model\).*rebuild the index"):
+    with pytest.raises(
+        IndexMismatchError,
+        match=r"whose photos land elsewhere than those of the model given "
+        r"\(photo side [0-9a-f]{12} in the index, [0-9a-f]{12} in the "
+        r"model\).*rebuild the index",
+    ):
         Searcher(other, index)
 
 
@@ -148,8 +170,16 @@ def test_an_index_older_than_recorded_photo_sides_is_checked_against_the_legacy_
 
     feats = np.random.default_rng(3).normal(size=(1, IMAGE_DIM)).astype(np.float32)
     with index_lock(root):
-        _append(root, index, adapted, [PhotoEntry(index.count, "new.jpg", str(tmp_path / "new.jpg"))],
-                adapted.encode_image_features(feats), None, None, None)
+        _append(
+            root,
+            index,
+            adapted,
+            [PhotoEntry(index.count, "new.jpg", str(tmp_path / "new.jpg"))],
+            adapted.encode_image_features(feats),
+            None,
+            None,
+            None,
+        )
     assert PhotoIndex.open(root).photo_fingerprint == photo_fingerprint(adapted)
     assert check_index_accepts(root, TowerQueryModel.load(checkpoints["text"])) == SAME_PHOTO_SIDE
 

@@ -1,5 +1,6 @@
 """The frozen fronts through ONNX Runtime (polyvse.util.frozen_onnx): e5's front and the cut image backbone
 export, run, agree with torch, and cache apart from torch under keys naming the runtime."""
+
 from __future__ import annotations
 
 import copy
@@ -16,8 +17,12 @@ pytest.importorskip("onnx")
 from polyvse.errors import DataError  # noqa: E402
 from polyvse.util.frozen_onnx import RUNTIME_ENV, front_runtime  # noqa: E402
 
-TEXTS = ["A dog runs across the grass.", "Zwei Kinder spielen im Schnee vor einem Haus.", "Hi",
-         "A man in a red jacket is climbing a steep rock face while another man watches from below."]
+TEXTS = [
+    "A dog runs across the grass.",
+    "Zwei Kinder spielen im Schnee vor einem Haus.",
+    "Hi",
+    "A man in a red jacket is climbing a steep rock face while another man watches from below.",
+]
 
 
 def _cosines(a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -44,8 +49,19 @@ def test_e5_front_graph_agrees_with_torch(e5_fronts):
         assert _cosines(x, y).min() >= 0.9999
         assert np.abs(x.astype(np.float32) - y.astype(np.float32)).max() < 0.05
     # dynamic batch and tokens: one sentence alone gives its states of a batch
-    np.testing.assert_allclose(ort_front.states(TEXTS[3:])[0].astype(np.float32), b[3].astype(np.float32),
-                               atol=2e-2)
+    np.testing.assert_allclose(ort_front.states(TEXTS[3:])[0].astype(np.float32), b[3].astype(np.float32), atol=2e-2)
+
+
+def test_e5_front_of_no_layers_runs_without_a_mask(tmp_path):
+    """Every layer trained (text_finetune_layers: 12): the front is the embedding layer alone, whose graph has no
+    mask input."""
+    from polyvse.modules.pretrained.e5.front_onnx import OnnxE5Front
+    from polyvse.modules.pretrained.e5.tail import E5Front
+
+    torch_front = E5Front(12)
+    ort_front = OnnxE5Front(12, f=torch_front.file, cache_dir=tmp_path, threads=1)
+    for x, y in zip(torch_front.states(TEXTS), ort_front.states(TEXTS)):
+        assert x.shape == y.shape and _cosines(x, y).min() >= 0.9999
 
 
 def test_e5_state_cache_keys_differ_by_runtime(e5_fronts, tmp_path):

@@ -1,6 +1,7 @@
 """Two frozen text towers fused (pretrained_encoder: a+b): side-by-side slices, zeros where a tower lacks the
 language, tower dropout that never drops every present tower, checkpoint round trip, and a smoke run with the
 real e5 + USE towers on Czech, which only e5 covers."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -65,8 +66,12 @@ def test_tower_dropout_keeps_a_present_tower_and_is_off_in_eval():
 
 
 def test_config_checks_for_fusion():
-    cfg = TrainConfig(text_encoder="pretrained", pretrained_encoder="e5-small+use-multilingual", tower_dropout=0.3,
-                      languages=["en", "cs"])
+    cfg = TrainConfig(
+        text_encoder="pretrained",
+        pretrained_encoder="e5-small+use-multilingual",
+        tower_dropout=0.3,
+        languages=["en", "cs"],
+    )
     check_pretrained_config(cfg)  # cs: e5 covers it
     cfg.model.pretrained_encoder = "e5-small+bert"
     with pytest.raises(DataError, match="joined by \\+"):
@@ -80,9 +85,17 @@ def test_smoke_training_with_e5_and_use_on_czech(shared_data, tmp_path):
     import polyvse
     from polyvse_train.train import train
 
-    cfg = TrainConfig(name="fused-test", languages=["en", "cs"], text_encoder="pretrained",
-                      pretrained_encoder="e5-small+use-multilingual", tower_dropout=0.3, embed_dim=16,
-                      smoke_photos=8, smoke_max_batches=2, threads=1)
+    cfg = TrainConfig(
+        name="fused-test",
+        languages=["en", "cs"],
+        text_encoder="pretrained",
+        pretrained_encoder="e5-small+use-multilingual",
+        tower_dropout=0.3,
+        embed_dim=16,
+        smoke_photos=8,
+        smoke_max_batches=2,
+        threads=1,
+    )
     train(cfg, tmp_path, shared_data, smoke=True, progress=False)
     model = polyvse.load(tmp_path / "checkpoint")
     cs = model.encode_text(["pes běží po pláži"], "cs")

@@ -1,4 +1,5 @@
 """GenericCaptionsReader: a user's photo folder + CSV/JSONL captions, problems with file:line."""
+
 from __future__ import annotations
 
 import json
@@ -28,14 +29,16 @@ def _reader(folder, text, name="caps.csv", **kw):
 
 
 def test_csv_happy_path(folder):
-    r = _reader(folder, 'image,lang,caption\na.jpg,en,"A dog, running."\nbeach/c.jpg,de,Ein Strand\n'
-                        'b.png,zh,海滩上的狗\n')
+    r = _reader(
+        folder, 'image,lang,caption\na.jpg,en,"A dog, running."\nbeach/c.jpg,de,Ein Strand\nb.png,zh,海滩上的狗\n'
+    )
     c = r.read()
     assert r.problems == []
     assert [(x.photo_id, x.lang, x.text, x.split, x.source) for x in c] == [
         ("a.jpg", "en", "A dog, running.", "train", "generic"),
         ("beach/c.jpg", "de", "Ein Strand", "train", "generic"),
-        ("b.png", "zh", "海滩上的狗", "train", "generic")]
+        ("b.png", "zh", "海滩上的狗", "train", "generic"),
+    ]
     assert c.photos["beach/c.jpg"].path == (folder / "photos/beach/c.jpg").resolve()
 
 
@@ -54,18 +57,20 @@ def test_lang_column_optional_with_default_lang(folder):
 
 
 def test_every_problem_is_reported_with_line_and_skipped(folder):
-    text = ("image,lang,caption\n"            # 1
-            "a.jpg,en,A dog runs.\n"          # 2 ok
-            "a.jpg,en,A dog runs.\n"          # 3 duplicate of 2
-            "missing.jpg,en,No file\n"        # 4 missing photo
-            "a.jpg,xx,Bad language\n"         # 5 unknown language
-            "a.jpg,en\n"                      # 6 too few fields
-            "b.png,en,   \n"                  # 7 empty caption
-            "../caps.csv,en,Traversal\n"      # 8 ..
-            "/etc/passwd,en,Absolute\n"       # 9 absolute
-            "C:\\x.jpg,en,Drive\n"            # 10 absolute (Windows)
-            '"b.png,en,unterminated\n'        # 11.. unterminated quote swallows the rest
-            "beach/c.jpg,en,Never read\n")
+    text = (
+        "image,lang,caption\n"  # 1
+        "a.jpg,en,A dog runs.\n"  # 2 ok
+        "a.jpg,en,A dog runs.\n"  # 3 duplicate of 2
+        "missing.jpg,en,No file\n"  # 4 missing photo
+        "a.jpg,xx,Bad language\n"  # 5 unknown language
+        "a.jpg,en\n"  # 6 too few fields
+        "b.png,en,   \n"  # 7 empty caption
+        "../caps.csv,en,Traversal\n"  # 8 ..
+        "/etc/passwd,en,Absolute\n"  # 9 absolute
+        "C:\\x.jpg,en,Drive\n"  # 10 absolute (Windows)
+        '"b.png,en,unterminated\n'  # 11.. unterminated quote swallows the rest
+        "beach/c.jpg,en,Never read\n"
+    )
     r = _reader(folder, text)
     c = r.read()
     assert [x.text for x in c] == ["A dog runs."]
@@ -114,11 +119,13 @@ def test_image_names_are_normalised(folder):
 
 
 def test_split_column_and_conflicts(folder):
-    text = ("image,lang,caption,split\n"
-            "a.jpg,en,one,test\n"
-            "a.jpg,de,eins,\n"          # empty -> default "train" -> conflicts with line 2
-            "b.png,en,two,VAL\n"
-            "beach/c.jpg,en,three,dev\n")
+    text = (
+        "image,lang,caption,split\n"
+        "a.jpg,en,one,test\n"
+        "a.jpg,de,eins,\n"  # empty -> default "train" -> conflicts with line 2
+        "b.png,en,two,VAL\n"
+        "beach/c.jpg,en,three,dev\n"
+    )
     r = _reader(folder, text)
     c = r.read()
     assert [(x.photo_id, x.split) for x in c] == [("a.jpg", "test"), ("b.png", "val")]
@@ -184,7 +191,10 @@ def test_jsonl(folder):
     r = _reader(folder, "\n".join(lines) + "\n", name="caps.jsonl")
     c = r.read()
     assert [(x.photo_id, x.lang, x.text, x.split) for x in c] == [
-        ("a.jpg", "en", "A dog", "train"), ("b.png", "fr", "Un chat", "test"), ("beach/c.jpg", "ja", "浜辺 の犬", "train")]
+        ("a.jpg", "en", "A dog", "train"),
+        ("b.png", "fr", "Un chat", "test"),
+        ("beach/c.jpg", "ja", "浜辺 の犬", "train"),
+    ]
     assert [p.line for p in r.problems] == [3, 4, 5, 6, 8]
     assert "bad JSON" in str(r.problems[0]) and "not an object" in str(r.problems[1])
     assert "must be a string" in str(r.problems[2]) and "no language" in str(r.problems[3])
@@ -199,8 +209,11 @@ def test_format_sniffed_without_extension(folder):
 
 
 def test_registry_and_export_round_trip(folder, tmp_path):
-    _reader(folder, 'image,lang,caption,split\na.jpg,en,"A dog, running",test\nbeach/c.jpg,zh,海滩,train\n'
-                    "nope.jpg,en,skipped,train\n")
+    _reader(
+        folder,
+        'image,lang,caption,split\na.jpg,en,"A dog, running",test\nbeach/c.jpg,zh,海滩,train\n'
+        "nope.jpg,en,skipped,train\n",
+    )
     c = load_dataset("generic", tmp_path, images=str(folder / "photos"), captions=str(folder / "caps.csv"))
     assert len(c) == 2 and len(c.problems) == 1
     out = tmp_path / "out.jsonl"

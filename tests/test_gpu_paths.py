@@ -1,5 +1,6 @@
 """The training loop's GPU-only hazards, tested on the CPU: bf16 autocast (CPU autocast casts matmuls to bf16 as
 CUDA's does) and a mocked torchrun process group."""
+
 from __future__ import annotations
 
 from types import SimpleNamespace
@@ -15,8 +16,9 @@ from polyvse.text.vocab import Vocabulary
 
 
 def tiny_model(vocab_size: int) -> JointEmbeddingModel:
-    return JointEmbeddingModel(ModelConfig(vocab_size=vocab_size, image_dim=8, embed_dim=6, word_dim=4,
-                                           hidden_dim=5, text_encoder="mean"))
+    return JointEmbeddingModel(
+        ModelConfig(vocab_size=vocab_size, image_dim=8, embed_dim=6, word_dim=4, hidden_dim=5, text_encoder="mean")
+    )
 
 
 def tiny_data():
@@ -90,13 +92,30 @@ def test_an_epoch_reads_its_loss_once_not_every_step(monkeypatch, tmp_path):
 
     schedule = SimpleNamespace(lr=0.1, lr_decay_epoch=10, grad_clip=1.0)
     run = SimpleNamespace(
-        cfg=SimpleNamespace(schedule=schedule), objective=SquaredOutput(), alignment=None, epoch_log=lambda: {},
-        model=model, forward=model, average=None, data=SimpleNamespace(features=data),
+        cfg=SimpleNamespace(schedule=schedule),
+        objective=SquaredOutput(),
+        alignment=None,
+        epoch_log=lambda: {},
+        model=model,
+        forward=model,
+        average=None,
+        data=SimpleNamespace(features=data),
         optimiser=torch.optim.SGD(model.parameters(), lr=0.1),
         sampler=SimpleNamespace(epoch_batches=lambda epoch: [[i, i + 1] for i in range(0, 12, 2)]),
-        epoch=0, epochs=1, batch_pos=0, step=0, smoke=False, progress=False, device=torch.device("cpu"),
-        precision="fp32", dist_info=DistInfo(), out_dir=tmp_path, state_path=tmp_path / "state.pt", run_key={},
-        time_spent=lambda: {"wall_s": 0.0, "cpu_s": 0.0, "processes": 1, "complete": True})
+        epoch=0,
+        epochs=1,
+        batch_pos=0,
+        step=0,
+        smoke=False,
+        progress=False,
+        device=torch.device("cpu"),
+        precision="fp32",
+        dist_info=DistInfo(),
+        out_dir=tmp_path,
+        state_path=tmp_path / "state.pt",
+        run_key={},
+        time_spent=lambda: {"wall_s": 0.0, "cpu_s": 0.0, "processes": 1, "complete": True},
+    )
     reads = []
     for name in ("item", "__float__"):
         real = getattr(torch.Tensor, name)
@@ -119,10 +138,10 @@ def test_the_teacher_term_goes_through_the_ddp_wrapper(monkeypatch):
     torch.manual_seed(0)
     vocab, data = tiny_data()
     model = tiny_model(len(vocab))
-    data.teacher = TeacherPairs(student=[[1, 2], [3], [2, 4], [4]], teacher=[[1], [3, 4], [2], [2, 3]],
-                                langs=["en"] * 4)
-    cfg = TrainConfig(objective="vse", languages=["en"], embed_dim=6, word_dim=4, hidden_dim=5,
-                      teacher_batch_size=4)
+    data.teacher = TeacherPairs(
+        student=[[1, 2], [3], [2, 4], [4]], teacher=[[1], [3, 4], [2], [2, 3]], langs=["en"] * 4
+    )
+    cfg = TrainConfig(objective="vse", languages=["en"], embed_dim=6, word_dim=4, hidden_dim=5, teacher_batch_size=4)
     objective = build_objective(cfg, model, data)
     passes, bare = [], []
 
@@ -138,8 +157,9 @@ def test_the_teacher_term_goes_through_the_ddp_wrapper(monkeypatch):
     inner = model.encode_text_ids
     monkeypatch.setattr(model, "encode_text_ids", lambda *a, **k: bare.append(1) or inner(*a, **k))
     # what the other rank would send: its slice of the rows, here copies of this rank's first rows
-    monkeypatch.setattr(vse, "gather_with_grad",
-                        lambda x, info, sizes: torch.cat([x, x.detach()[: sizes[1]]]) if info.enabled else x)
+    monkeypatch.setattr(
+        vse, "gather_with_grad", lambda x, info, sizes: torch.cat([x, x.detach()[: sizes[1]]]) if info.enabled else x
+    )
     loss, parts = objective(Wrapper(), [0, 1, 2], DistInfo(rank=0, world_size=2), epoch=0)
     loss.backward()
     assert passes == [2 + 2 + 2]  # this rank's 2 captions, 2 student lines and their 2 teacher lines
@@ -213,10 +233,20 @@ def test_a_cpu_training_step_runs_its_objective_under_the_runs_precision(precisi
         def after_step(self, step):
             pass
 
-    run = SimpleNamespace(device=torch.device("cpu"), precision=precision, objective=Objective(), forward=model,
-                          dist_info=None, epoch=0, optimiser=torch.optim.SGD(model.parameters(), lr=0.1),
-                          cfg=SimpleNamespace(schedule=SimpleNamespace(grad_clip=0.0)), model=model, average=None,
-                          step=0, alignment=None)
+    run = SimpleNamespace(
+        device=torch.device("cpu"),
+        precision=precision,
+        objective=Objective(),
+        forward=model,
+        dist_info=None,
+        epoch=0,
+        optimiser=torch.optim.SGD(model.parameters(), lr=0.1),
+        cfg=SimpleNamespace(schedule=SimpleNamespace(grad_clip=0.0)),
+        model=model,
+        average=None,
+        step=0,
+        alignment=None,
+    )
     before = model.weight.detach().clone()
     train_step(run, torch.ones(4, 3))
     assert seen == [autocast_on] and run.step == 1 and not torch.equal(before, model.weight)

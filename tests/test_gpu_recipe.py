@@ -1,6 +1,7 @@
 """The GPU recipe (configs/gpu/): it loads and validates, and on the CPU, shrunk by a test overlay (the smallest
 backbone, a handful of photos, tiny batches), it builds the model, trains a step in which the whole image backbone
 and every layer of the e5 tower move, and its checkpoint embeds photos through the fine-tuned backbone."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -19,9 +20,15 @@ from test_zoo_configs import forbid_item_in_losses
 RECIPE = Path(__file__).resolve().parents[1] / "configs" / "gpu" / "polyvse-full-finetune.yaml"
 #: the recipe shrunk to a CPU test: the same parts (whole Lite backbone on the pixel path, 12 e5 layers, fused
 #: towers, teacher learning, InfoNCE), the smallest backbone, 8 photos, one step of 4 captions, narrow heads
-CPU_OVERLAY = {"data.backbone": "efficientnet-lite0", "smoke": {"photos": 8, "epochs": 1, "max_batches": 1},
-               "schedule.batch_size": 4, "objective.vse.teacher_batch_size": 4, "model.embed_dim": 32,
-               "model.universal_dim": 16, "schedule.threads": 1}
+CPU_OVERLAY = {
+    "data.backbone": "efficientnet-lite0",
+    "smoke": {"photos": 8, "epochs": 1, "max_batches": 1},
+    "schedule.batch_size": 4,
+    "objective.vse.teacher_batch_size": 4,
+    "model.embed_dim": 32,
+    "model.universal_dim": 16,
+    "schedule.threads": 1,
+}
 
 
 def test_the_recipe_loads_and_validates():
@@ -34,7 +41,8 @@ def test_the_recipe_loads_and_validates():
 
 
 def test_the_recipe_trains_a_step_on_the_cpu_and_its_checkpoint_embeds_through_the_trained_backbone(
-        shared_data, tmp_path, monkeypatch):
+    shared_data, tmp_path, monkeypatch
+):
     cfg = TrainConfig.load(RECIPE).with_overrides(CPU_OVERLAY, "test overlay")
     steps = forbid_item_in_losses(monkeypatch)  # no per-step device sync on a GPU
     metrics = train(cfg, tmp_path, shared_data, smoke=True, progress=False)

@@ -1,6 +1,7 @@
 """scripts/gpu_window.py: one GPU window of the GPU recipe, rehearsed end to end on the CPU (shrunk), and its device
 side's failures (a part not carried, a part cut on the way, parts of two packs) stopped with what to do; and the
 fixed photo batch (FixedPhotoBatch) that keeps the backbone at one batch shape is exact."""
+
 from __future__ import annotations
 
 import importlib.util
@@ -42,8 +43,14 @@ def test_the_rehearsal_runs_the_window_end_to_end_on_the_cpu(shared_data, tmp_pa
     assert r["training"] == {"epochs": 2, "processes": 2, "calls": [len(r["parts"]), len(r["parts"]) + 1]}
     # the records come back: at most the device's 8 files, val (the run's metrics.json) and test scored for every
     # trained language
-    assert {"window.json", "metrics.json", "train_log.jsonl", "train.log", "evaluate.log",
-            "gpu-polyvse-full-finetune-s0-test.json"} <= set(r["files_back"]) and len(r["files_back"]) <= 8
+    assert {
+        "window.json",
+        "metrics.json",
+        "train_log.jsonl",
+        "train.log",
+        "evaluate.log",
+        "gpu-polyvse-full-finetune-s0-test.json",
+    } <= set(r["files_back"]) and len(r["files_back"]) <= 8
     assert set(r["val_mr"]) == set(r["test_mr"]) == {"en", "de", "fr", "cs", "zh"}
     assert r["provenance"]["model"]["none"] and r["shrunk"]["photos_per_split"] == {"train": 8, "val": 8, "test": 8}
 
@@ -52,9 +59,17 @@ def test_the_rehearsal_runs_the_window_end_to_end_on_the_cpu(shared_data, tmp_pa
 def small_pack(shared_data, tmp_path_factory):
     """A real pack (2 photos a split, no wheels) in small parts."""
     out = tmp_path_factory.mktemp("pack") / "pack"
-    manifest = gw.pack(out, shared_data, part_mib=24, photos_per_split=2, config=gw.RECIPE, overlay=None,
-                       train={"device": "cpu", "precision": "fp32", "seed": 0}, wheels="none",
-                       wheel_cache=out.parent / "whl")
+    manifest = gw.pack(
+        out,
+        shared_data,
+        part_mib=24,
+        photos_per_split=2,
+        config=gw.RECIPE,
+        overlay=None,
+        train={"device": "cpu", "precision": "fp32", "seed": 0},
+        wheels="none",
+        wheel_cache=out.parent / "whl",
+    )
     return out, manifest
 
 

@@ -1,4 +1,5 @@
 """MULE's group-balanced sampler: groups of photos by their languages, equal shares per batch."""
+
 from __future__ import annotations
 
 from collections import Counter
@@ -18,7 +19,9 @@ def coco_like(n_en=50, n_ja=20, n_zh=10):
     for i, p in enumerate(ids):
         group = "en" if i < n_en else "en+ja" if i < n_en + n_ja else "en+zh"
         group_of[int(p)] = group
-        langs = ["en"] * 5 + (["ja"] * 5 if group == "en+ja" else []) + (["zh"] * (1 + i % 2) if group == "en+zh" else [])
+        langs = (
+            ["en"] * 5 + (["ja"] * 5 if group == "en+ja" else []) + (["zh"] * (1 + i % 2) if group == "en+zh" else [])
+        )
         caption_photo += [int(p)] * len(langs)
         caption_lang += langs
     return np.array(caption_photo), caption_lang, group_of
@@ -54,7 +57,8 @@ def test_every_photo_drawn_and_groups_balanced_per_batch(batch_size):
         assert set(drawn) == set(group_of), "every photo is drawn every epoch"
         # the small groups are oversampled, as in MULE
         assert min(drawn[p] for p, g in group_of.items() if g == "en+zh") > max(
-            drawn[p] for p, g in group_of.items() if g == "en")
+            drawn[p] for p, g in group_of.items() if g == "en"
+        )
 
 
 def test_batches_use_the_whole_batch_size_when_groups_allow():
@@ -74,8 +78,7 @@ def test_deterministic_per_seed_and_epoch():
     b = GroupBalancedBatchSampler(cp, cl, QUOTAS, 12, seed=5)
 
     def same(x, y):
-        return len(x) == len(y) and all(np.array_equal(p, q) and np.array_equal(s, t)
-                                        for (p, s), (q, t) in zip(x, y))
+        return len(x) == len(y) and all(np.array_equal(p, q) and np.array_equal(s, t) for (p, s), (q, t) in zip(x, y))
 
     # a resumed run rebuilds the sampler and asks for the same epoch: identical batches, in any order of calls
     assert same(a.epoch_batches(2), b.epoch_batches(2))
@@ -103,8 +106,9 @@ def test_trainer_rejects_group_balanced_with_caption_batches():
     from polyvse.errors import DataError
     from polyvse_train.config import TrainConfig
 
-    with pytest.raises(DataError, match="objective.sampler: an option of objective pivot, parallel, mlmme, mule, "
-                                        "not of vse"):
+    with pytest.raises(
+        DataError, match="objective.sampler: an option of objective pivot, parallel, mlmme, mule, not of vse"
+    ):
         TrainConfig.from_dict(dict(objective="vse", sampler="group_balanced"))
     with pytest.raises(DataError, match="objective.pivot.sampler: 'balanced': use one of distinct, group_balanced"):
         TrainConfig.from_dict(dict(objective="pivot", sampler="balanced"))

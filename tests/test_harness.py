@@ -1,4 +1,5 @@
 """polyvse_tooling.harness: the free-port and server pieces the scripts, benchmarks and tests share."""
+
 from __future__ import annotations
 
 import socket

@@ -1,5 +1,6 @@
 """CSLS retrieval scoring (polyvse.csls.banks): the score, its banks in a checkpoint, and a training run
 that builds them from its training split only."""
+
 from __future__ import annotations
 
 import json
@@ -89,11 +90,13 @@ def test_a_csls_run_builds_its_banks_from_training_photos_and_captions_only(csls
     data = prepare_data(cfg, shared_data, smoke=True, progress=False)
     # every training photo, nothing else: the bank is the training photos' embeddings, row for row
     assert banks.photos.shape[0] == len(data.train_rows) == metrics["n_train_photos"]
-    train_emb = F.normalize(torch.as_tensor(model.encode_image_features(
-        split_features(model, data, data.train_rows))), dim=1)
+    train_emb = F.normalize(
+        torch.as_tensor(model.encode_image_features(split_features(model, data, data.train_rows))), dim=1
+    )
     assert torch.allclose(banks.photos.float(), train_emb, atol=2e-3)
-    eval_emb = F.normalize(torch.as_tensor(model.encode_image_features(
-        split_features(model, data, data.eval_rows))), dim=1)
+    eval_emb = F.normalize(
+        torch.as_tensor(model.encode_image_features(split_features(model, data, data.eval_rows))), dim=1
+    )
     assert (eval_emb @ banks.photos.float().T).max() < 0.999  # no evaluation photo among them
     # captions: the first of each training photo per language; their photos are training photos
     chosen = bank_captions(data)
@@ -122,12 +125,18 @@ def test_a_csls_checkpoint_evaluates_with_its_banks(csls_run, shared_data, tmp_p
     assert cosine != metrics["languages"]
     # by hand for one language: CSLS scores through evaluate_by_language
     img = model.encode_image_features(data.features[data.eval_rows])
-    keep = [i for i, r in enumerate(data.eval.photo_row) if r in set(data.eval_rows.tolist()) and
-            data.eval.langs[i] == "en"]
+    keep = [
+        i for i, r in enumerate(data.eval.photo_row) if r in set(data.eval_rows.tolist()) and data.eval.langs[i] == "en"
+    ]
     local = {int(r): i for i, r in enumerate(data.eval_rows)}
     txt = model.encode_ids([data.eval.ids[i] for i in keep], "en")
-    by_hand = evaluate_by_language(img, txt, np.array([local[int(data.eval.photo_row[i])] for i in keep]),
-                                   ["en"] * len(keep), score_fn=lambda a, b: model.hubness.scores(a, b, "en"))
+    by_hand = evaluate_by_language(
+        img,
+        txt,
+        np.array([local[int(data.eval.photo_row[i])] for i in keep]),
+        ["en"] * len(keep),
+        score_fn=lambda a, b: model.hubness.scores(a, b, "en"),
+    )
     assert by_hand["en"] == metrics["languages"]["en"]
 
 
@@ -136,8 +145,14 @@ def test_a_finished_run_resumed_with_csls_is_evaluated_again(shared_data, tmp_pa
     with csls keeps its weights and is scored again (how an earlier run gains its banks)."""
     first = train(TrainConfig(**SMALL), tmp_path, shared_data, smoke=True, progress=False)
     weights = {k: v.clone() for k, v in load_checkpoint(tmp_path / "checkpoint").model.state_dict().items()}
-    again = train(TrainConfig(**SMALL, retrieval_scoring="csls", csls_k=3), tmp_path, shared_data, smoke=True,
-                  progress=False, resume=True)
+    again = train(
+        TrainConfig(**SMALL, retrieval_scoring="csls", csls_k=3),
+        tmp_path,
+        shared_data,
+        smoke=True,
+        progress=False,
+        resume=True,
+    )
     assert again["retrieval"]["scoring"] == "csls" and first["retrieval"] == {"scoring": "similarity"}
     assert again["languages"] != first["languages"]
     ck = load_checkpoint(tmp_path / "checkpoint")
@@ -198,8 +213,14 @@ def test_text_search_ranks_by_csls_with_either_query_model(csls_run, shared_data
     out, cfg, _ = csls_run
     model = polyvse.load(out / "checkpoint", device="cpu")
     photos = _smoke_photo_paths(cfg, shared_data)[:40]
-    build_index(model, photos, tmp_path / "index", cache_dir=cache_root() / "features",
-                checkpoint_path=out / "checkpoint", progress=False)
+    build_index(
+        model,
+        photos,
+        tmp_path / "index",
+        cache_dir=cache_root() / "features",
+        checkpoint_path=out / "checkpoint",
+        progress=False,
+    )
     index = PhotoIndex.open(tmp_path / "index")
     vectors = np.stack([index.vector(i) for i in range(index.count)])
     query = "a dog runs through the grass"
@@ -215,19 +236,26 @@ def test_text_search_ranks_by_csls_with_either_query_model(csls_run, shared_data
     # photo -> captions: CSLS against each caption's language's bank, as evaluation's image->text ranking
     from polyvse.index import CaptionCollection
 
-    texts = [("en", "a dog runs through the grass", None), ("en", "a man is standing on the street", None),
-             ("de", "Zwei Hunde spielen im Schnee", None), ("de", "Ein Kind spielt im Wasser", None),
-             ("en", "two children play in the water", None)]
+    texts = [
+        ("en", "a dog runs through the grass", None),
+        ("en", "a man is standing on the street", None),
+        ("de", "Zwei Hunde spielen im Schnee", None),
+        ("de", "Ein Kind spielt im Wasser", None),
+        ("en", "two children play in the water", None),
+    ]
     collection = CaptionCollection(Searcher(model, index), texts)
     ranked = collection.rank(vectors[0], k=5)
-    by_hand = {(lang, t): float(model.retrieval_scores(vectors[:1], model.encode_text([t], lang), lang)[0, 0])
-               for lang, t, _ in texts}
+    by_hand = {
+        (lang, t): float(model.retrieval_scores(vectors[:1], model.encode_text([t], lang), lang)[0, 0])
+        for lang, t, _ in texts
+    }
     assert [(h.lang, h.caption) for h in ranked] == sorted(by_hand, key=lambda c: -by_hand[c])
     assert np.allclose([h.score for h in ranked], [by_hand[(h.lang, h.caption)] for h in ranked], atol=1e-3)
 
 
-def test_index_build_and_add_store_each_photos_penalty_and_search_ranks_as_without(csls_run, shared_data, tmp_path,
-                                                                                   capsys):
+def test_index_build_and_add_store_each_photos_penalty_and_search_ranks_as_without(
+    csls_run, shared_data, tmp_path, capsys
+):
     """`polyvse index build` / `index add` of a CSLS checkpoint store each photo's r_C for every bank key
     (polyvse.csls.penalties); the searches that read them rank and score as those that compute them."""
     from polyvse.csls.search import SearchHubness
@@ -268,8 +296,16 @@ def test_evaluate_command_scores_as_asked(csls_run, shared_data, tmp_path, capsy
     from polyvse_app.cli import main
 
     out, _, _ = csls_run
-    base = ["evaluate", "--checkpoint", str(out / "checkpoint"), "--dataset", "f8k-ml", "--quiet", "--data-root",
-            str(shared_data)]
+    base = [
+        "evaluate",
+        "--checkpoint",
+        str(out / "checkpoint"),
+        "--dataset",
+        "f8k-ml",
+        "--quiet",
+        "--data-root",
+        str(shared_data),
+    ]
     runs = {}
     for name, extra in [("csls", []), ("cosine", ["--scoring", "similarity"]), ("k5", ["--csls-k", "5"])]:
         assert main(base + extra + ["--json", str(tmp_path / f"{name}.json")]) == 0

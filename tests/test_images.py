@@ -1,4 +1,5 @@
 """load_image: real photos decode; every kind of broken or hostile file becomes a DataError naming it."""
+
 from __future__ import annotations
 
 import io

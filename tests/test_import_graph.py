@@ -2,6 +2,7 @@
 function) is an edge from the importing module to the module it names, and neither graph may have a cycle. A
 package here is a first-level part of a layer (``polyvse.model``, ``polyvse.index``; a top-level module such as
 ``polyvse.languages`` is one of its own)."""
+
 from __future__ import annotations
 
 import ast
@@ -98,7 +99,9 @@ def test_the_checker_finds_a_cycle():
 
 def test_src_has_no_import_cycle():
     graph = import_graph()
-    assert "polyvse_train.sampling.slots" in graph["polyvse_train.sampling.photo_tuples"]  # the walk sees relative imports
+    assert (
+        "polyvse_train.sampling.slots" in graph["polyvse_train.sampling.photo_tuples"]
+    )  # the walk sees relative imports
     assert cycles(graph) == []
 
 
@@ -117,8 +120,12 @@ def package_graph(graph: dict[str, set[str]]) -> dict[str, set[str]]:
 
 def test_the_package_checker_sees_a_cycle_through_imports_inside_functions():
     # what index <-> text_query <-> tower_query was: each edge an import inside a function
-    graph = {"polyvse.index.search": {"polyvse.tower_query"}, "polyvse.tower_query": {"polyvse.text_query"},
-             "polyvse.text_query": {"polyvse.index.hubness"}, "polyvse.index.hubness": set()}
+    graph = {
+        "polyvse.index.search": {"polyvse.tower_query"},
+        "polyvse.tower_query": {"polyvse.text_query"},
+        "polyvse.text_query": {"polyvse.index.hubness"},
+        "polyvse.index.hubness": set(),
+    }
     assert cycles(package_graph(graph)) == [["polyvse.index", "polyvse.text_query", "polyvse.tower_query"]]
 
 
@@ -135,21 +142,32 @@ def test_the_library_has_few_top_level_modules():
     assert len(top) <= 10, top
 
 
-RANK = {"polyvse": 0, "polyvse_train": 1, "polyvse_app": 2, "polyvse_tooling": 3}  # library <- trainer <- app <- tooling
+RANK = {
+    "polyvse": 0,
+    "polyvse_train": 1,
+    "polyvse_app": 2,
+    "polyvse_tooling": 3,
+}  # library <- trainer <- app <- tooling
 
 
 def upward_imports(graph: dict[str, set[str]]) -> list[str]:
     """Every edge from a module to a layer above its own, as "module -> dependency"."""
-    return [f"{mod} -> {dep}" for mod, deps in sorted(graph.items()) for dep in sorted(deps)
-            if RANK[dep.split(".")[0]] > RANK[mod.split(".")[0]]]
+    return [
+        f"{mod} -> {dep}"
+        for mod, deps in sorted(graph.items())
+        for dep in sorted(deps)
+        if RANK[dep.split(".")[0]] > RANK[mod.split(".")[0]]
+    ]
 
 
 def test_the_layer_checker_finds_an_upward_import():
     # what polyvse_train/cli.py was: the trainer forwarding to the application's command line
     assert upward_imports({"polyvse_train.cli": {"polyvse_app.cli", "polyvse.errors"}}) == [
-        "polyvse_train.cli -> polyvse_app.cli"]
+        "polyvse_train.cli -> polyvse_app.cli"
+    ]
     assert upward_imports({"polyvse.modules.text_query": {"polyvse_train.config"}}) == [
-        "polyvse.modules.text_query -> polyvse_train.config"]
+        "polyvse.modules.text_query -> polyvse_train.config"
+    ]
 
 
 def test_layers_import_downwards_only():
@@ -160,23 +178,35 @@ def test_layers_import_downwards_only():
 
 #: the application's modules that may import the trainer: the commands that train (a run, the demo, the zoo, the
 #: product model's build) and the report, which renders the zoo's page
-TRAINING_COMMANDS = frozenset({"polyvse_app.commands.train", "polyvse_app.commands.demo",
-                               "polyvse_app.commands.zoo", "polyvse_app.commands.model",
-                               "polyvse_app.commands.report"})
+TRAINING_COMMANDS = frozenset(
+    {
+        "polyvse_app.commands.train",
+        "polyvse_app.commands.demo",
+        "polyvse_app.commands.zoo",
+        "polyvse_app.commands.model",
+        "polyvse_app.commands.report",
+    }
+)
 
 
 def trainer_imports(graph: dict[str, set[str]]) -> list[str]:
     """Every edge from the application to the trainer outside the training commands, as "module -> dependency"."""
-    return [f"{mod} -> {dep}" for mod, deps in sorted(graph.items()) for dep in sorted(deps)
-            if mod.split(".")[0] == "polyvse_app" and dep.split(".")[0] == "polyvse_train"
-            and mod not in TRAINING_COMMANDS]
+    return [
+        f"{mod} -> {dep}"
+        for mod, deps in sorted(graph.items())
+        for dep in sorted(deps)
+        if mod.split(".")[0] == "polyvse_app" and dep.split(".")[0] == "polyvse_train" and mod not in TRAINING_COMMANDS
+    ]
 
 
 def test_the_trainer_checker_finds_an_application_module_that_reaches_into_the_trainer():
     # what polyvse_app/shard_role.py was: the process group taken from the trainer
-    assert trainer_imports({"polyvse_app.shard_role": {"polyvse_train.distributed", "polyvse.sharding"},
-                            "polyvse_app.commands.train": {"polyvse_train.train"}}) == [
-        "polyvse_app.shard_role -> polyvse_train.distributed"]
+    assert trainer_imports(
+        {
+            "polyvse_app.shard_role": {"polyvse_train.distributed", "polyvse.sharding"},
+            "polyvse_app.commands.train": {"polyvse_train.train"},
+        }
+    ) == ["polyvse_app.shard_role -> polyvse_train.distributed"]
 
 
 def test_only_the_training_commands_import_the_trainer():
@@ -189,8 +219,9 @@ def test_only_the_training_commands_import_the_trainer():
 
 def test_the_application_runs_as_a_module():
     """`python -m polyvse_app` is the command line (torchrun starts modules: README's torchrun lines)."""
-    out = subprocess.run([sys.executable, "-m", "polyvse_app", "--help"], capture_output=True, text=True,
-                         timeout=120, check=False)
+    out = subprocess.run(
+        [sys.executable, "-m", "polyvse_app", "--help"], capture_output=True, text=True, timeout=120, check=False
+    )
     assert out.returncode == 0, out.stderr
     assert out.stdout.startswith("usage: polyvse ") and "train" in out.stdout and "serve" in out.stdout
 
@@ -211,7 +242,9 @@ def test_the_recipes_name_files_that_exist_and_an_objective_touches_three():
         for path in recipe_files(name):
             if "NEW" not in path:
                 assert (SRC.parent / path).is_file(), f"{name}: {path}"
-    objective = [p for p in recipe_files("An objective") if p != "configs/overlays/smoke.yaml"]  # only if it has a stage
+    objective = [
+        p for p in recipe_files("An objective") if p != "configs/overlays/smoke.yaml"
+    ]  # only if it has a stage
     assert len(objective) <= 3, objective
 
 
@@ -221,5 +254,6 @@ def test_the_tooling_imports_what_it_says():
     graph = import_graph()
     tooling = {mod for mod in graph if mod.startswith("polyvse_tooling")}
     assert tooling and {d for mod in tooling for d in graph[mod] if not d.startswith("polyvse_tooling")} == {
-        "polyvse.provenance"}
+        "polyvse.provenance"
+    }
     assert not [mod for mod, deps in graph.items() if mod not in tooling and deps & tooling]

@@ -5,6 +5,7 @@ fingerprint that makes an index refuse another model's queries.
 into a folder; tests/test_search_cli.py, test_serve.py and test_browser.py import it, so the whole suite
 trains once. Photo features come from the session's feature cache (the training run fills it).
 """
+
 from __future__ import annotations
 
 import json
@@ -35,8 +36,17 @@ from polyvse.index import (
 from polyvse.index.store import index_lock
 from polyvse.util.paths import cache_root
 
-TINY = dict(name="serve-tiny", languages=["en", "de", "zh"], embed_dim=64, word_dim=32, hidden_dim=64,
-            batch_size=32, smoke_photos=48, smoke_epochs=3, lr=5e-4)
+TINY = dict(
+    name="serve-tiny",
+    languages=["en", "de", "zh"],
+    embed_dim=64,
+    word_dim=32,
+    hidden_dim=64,
+    batch_size=32,
+    smoke_photos=48,
+    smoke_epochs=3,
+    lr=5e-4,
+)
 N_FIRST = 60  # photos in the first build; the rest are appended
 
 
@@ -109,14 +119,38 @@ def serving_assets(shared_data: Path, tmp_path_factory) -> ServingAssets:
     assert len(photos) > N_FIRST + 5
 
     model = polyvse.load(checkpoint)
-    build_index(model, photos[:N_FIRST], tmp / "index", cache_dir=cache_root() / "features",
-                checkpoint_path=checkpoint, progress=False, names=[p.name for p in photos[:N_FIRST]])
-    german = _known_query(model, "de", ["Ein Hund läuft im Gras", "Ein Mann steht auf der Straße",
-                                        "Zwei Hunde spielen im Schnee", "Ein Kind spielt im Wasser"])
-    english = _known_query(model, "en", ["a dog runs through the grass", "a man is standing on the street",
-                                         "two dogs are playing in the snow", "a child plays in the water"])
-    _ASSETS["assets"] = ServingAssets(checkpoint, tmp / "other-checkpoint", photos_dir, photos, tmp / "index",
-                                      german, english, tmp)
+    build_index(
+        model,
+        photos[:N_FIRST],
+        tmp / "index",
+        cache_dir=cache_root() / "features",
+        checkpoint_path=checkpoint,
+        progress=False,
+        names=[p.name for p in photos[:N_FIRST]],
+    )
+    german = _known_query(
+        model,
+        "de",
+        [
+            "Ein Hund läuft im Gras",
+            "Ein Mann steht auf der Straße",
+            "Zwei Hunde spielen im Schnee",
+            "Ein Kind spielt im Wasser",
+        ],
+    )
+    english = _known_query(
+        model,
+        "en",
+        [
+            "a dog runs through the grass",
+            "a man is standing on the street",
+            "two dogs are playing in the snow",
+            "a child plays in the water",
+        ],
+    )
+    _ASSETS["assets"] = ServingAssets(
+        checkpoint, tmp / "other-checkpoint", photos_dir, photos, tmp / "index", german, english, tmp
+    )
     return _ASSETS["assets"]
 
 
@@ -216,7 +250,8 @@ def test_add_embeds_only_new_photos(assets, model, tmp_path, monkeypatch):
     assert [p.name for p in after.photos] == [p.name for p in assets.photos]
     assert after.manifest["generation"] == before.manifest["generation"] + 1
     assert sorted(f.name for f in root.iterdir() if f.name.startswith(("vectors.", "photos."))) == sorted(
-        [after.manifest["files"]["vectors"], after.manifest["files"]["photos"]])  # old generation removed
+        [after.manifest["files"]["vectors"], after.manifest["files"]["photos"]]
+    )  # old generation removed
     # the appended photos are searchable
     hits = Searcher(model, after).image(assets.photos[-1], k=1)
     assert hits[0].id == len(assets.photos) - 1
@@ -229,8 +264,7 @@ def test_add_embeds_only_new_photos(assets, model, tmp_path, monkeypatch):
 def test_unreadable_photos_are_reported_and_skipped(assets, model, tmp_path):
     bad = tmp_path / "broken.jpg"
     bad.write_bytes(b"\xff\xd8\xff\xe0 not really a jpeg")
-    report = build_index(model, [assets.photos[0], bad], tmp_path / "idx", cache_dir=assets.cache_dir,
-                         progress=False)
+    report = build_index(model, [assets.photos[0], bad], tmp_path / "idx", cache_dir=assets.cache_dir, progress=False)
     assert report.added == 1 and report.index.count == 1
     assert report.failures and report.failures[0][0] == str(bad)
     with pytest.raises(DataError, match="none of the 1 photos could be read"):
@@ -244,8 +278,14 @@ def test_build_refuses_to_clobber(assets, model, tmp_path):
     (tmp_path / "full" / "notes.txt").write_text("mine")
     with pytest.raises(DataError, match="not empty and not an index"):
         build_index(model, assets.photos[:2], tmp_path / "full", cache_dir=assets.cache_dir, progress=False)
-    forced = build_index(model, assets.photos[:3], _copy_index(assets, tmp_path / "copy"),
-                         cache_dir=assets.cache_dir, progress=False, overwrite=True)
+    forced = build_index(
+        model,
+        assets.photos[:3],
+        _copy_index(assets, tmp_path / "copy"),
+        cache_dir=assets.cache_dir,
+        progress=False,
+        overwrite=True,
+    )
     assert forced.index.count == 3
 
 
@@ -258,8 +298,14 @@ def _same_top5(assets, model, approx_index):
 
 
 def test_ivf_above_threshold_meets_recall_target_and_grows(assets, model, tmp_path):
-    report = build_index(model, assets.photos[:N_FIRST], tmp_path / "ivf", cache_dir=assets.cache_dir,
-                         exact_threshold=N_FIRST - 10, progress=False)
+    report = build_index(
+        model,
+        assets.photos[:N_FIRST],
+        tmp_path / "ivf",
+        cache_dir=assets.cache_dir,
+        exact_threshold=N_FIRST - 10,
+        progress=False,
+    )
     index = report.index
     s = index.manifest["search"]
     assert index.kind == IVF and s["measured_recall"] >= s["recall_target"] == 0.95
@@ -275,8 +321,9 @@ def test_ivf_above_threshold_meets_recall_target_and_grows(assets, model, tmp_pa
 
 
 def test_hnsw_on_request(assets, model, tmp_path):
-    report = build_index(model, assets.photos[:N_FIRST], tmp_path / "hnsw", cache_dir=assets.cache_dir,
-                         kind="hnsw", progress=False)
+    report = build_index(
+        model, assets.photos[:N_FIRST], tmp_path / "hnsw", cache_dir=assets.cache_dir, kind="hnsw", progress=False
+    )
     index = report.index
     assert index.kind == HNSW and index.manifest["search"]["measured_recall"] >= 0.95
     assert index.manifest["search"]["hnsw"]["ef_search"] >= 10
@@ -287,8 +334,14 @@ def test_hnsw_on_request(assets, model, tmp_path):
 
 
 def test_exact_index_becomes_ivf_when_it_crosses_the_threshold(assets, model, tmp_path):
-    build_index(model, assets.photos[:N_FIRST], tmp_path / "i", cache_dir=assets.cache_dir,
-                exact_threshold=N_FIRST + 2, progress=False)
+    build_index(
+        model,
+        assets.photos[:N_FIRST],
+        tmp_path / "i",
+        cache_dir=assets.cache_dir,
+        exact_threshold=N_FIRST + 2,
+        progress=False,
+    )
     assert PhotoIndex.open(tmp_path / "i").kind == EXACT
     report = add_to_index(model, tmp_path / "i", assets.photos, cache_dir=assets.cache_dir, progress=False)
     assert report.index.kind == IVF and report.index.manifest["search"]["measured_recall"] >= 0.95
@@ -301,10 +354,17 @@ def test_non_cosine_model_falls_back_to_exact_model_scoring(assets, tmp_path):
     order_model.model.similarity = OrderSimilarity()
     for kind in ("hnsw", "ivf"):
         with pytest.raises(DataError, match="no inner-product index"):
-            build_index(order_model, assets.photos[:5], tmp_path / "no", cache_dir=assets.cache_dir,
-                        kind=kind, progress=False)
-    report = build_index(order_model, assets.photos[:N_FIRST], tmp_path / "order", cache_dir=assets.cache_dir,
-                         exact_threshold=10, progress=False)
+            build_index(
+                order_model, assets.photos[:5], tmp_path / "no", cache_dir=assets.cache_dir, kind=kind, progress=False
+            )
+    report = build_index(
+        order_model,
+        assets.photos[:N_FIRST],
+        tmp_path / "order",
+        cache_dir=assets.cache_dir,
+        exact_threshold=10,
+        progress=False,
+    )
     index = report.index
     assert index.kind == EXACT_MODEL and index.similarity == "order"
     assert index.fingerprint != PhotoIndex.open(assets.index).fingerprint
@@ -326,12 +386,14 @@ def test_index_refuses_another_model(assets, tmp_path):
     index = PhotoIndex.open(assets.index)
     assert model_fingerprint(other) != index.fingerprint
     assert model_fingerprint(polyvse.load(assets.checkpoint)) == index.fingerprint  # stable across loads
-    with pytest.raises(IndexMismatchError, match="built with model .* whose photos land elsewhere than those of the "
-                                                  "model given"):
+    with pytest.raises(
+        IndexMismatchError, match="built with model .* whose photos land elsewhere than those of the model given"
+    ):
         Searcher(other, index)
     with pytest.raises(IndexMismatchError, match="rebuild the index"):
-        add_to_index(other, _copy_index(assets, tmp_path / "i"), assets.photos[-2:], cache_dir=assets.cache_dir,
-                     progress=False)
+        add_to_index(
+            other, _copy_index(assets, tmp_path / "i"), assets.photos[-2:], cache_dir=assets.cache_dir, progress=False
+        )
 
 
 # -- atomicity, locking, damage ---------------------------------------------------------------------------
@@ -355,8 +417,9 @@ def test_a_write_killed_midway_leaves_the_previous_generation(assets, model, tmp
     report = add_to_index(model, root, assets.photos, cache_dir=assets.cache_dir, progress=False)
     assert report.index.count == len(assets.photos)
     leftovers = [f.name for f in root.iterdir() if f.name not in ("manifest.json", ".lock")]
-    assert sorted(leftovers) == sorted([report.index.manifest["files"]["vectors"],
-                                        report.index.manifest["files"]["photos"]])
+    assert sorted(leftovers) == sorted(
+        [report.index.manifest["files"]["vectors"], report.index.manifest["files"]["photos"]]
+    )
 
 
 def test_second_writer_is_refused_while_one_holds_the_lock(assets, model, tmp_path):
@@ -392,9 +455,11 @@ def test_a_damaged_photo_list_names_its_line(tmp_path):
     path = tmp_path / "photos.jsonl"
     path.write_text("\n".join(good) + "\n")
     assert [p.name for p in read_photos(path, 4)] == ["p0.jpg", "p1.jpg", "p2.jpg", "p3.jpg"]
-    for bad, where in ((good[:2] + ['{"id": 2, "name": "p2.jpg"'] + good[3:], ":3: bad photo line"),
-                       (good[:2] + ['{"id": 2, "name": "p2.jpg"}'] + good[3:], ":3: bad photo line"),
-                       ([good[0], good[2], good[1], good[3]], ":2: photo id 2 out of order")):
+    for bad, where in (
+        (good[:2] + ['{"id": 2, "name": "p2.jpg"'] + good[3:], ":3: bad photo line"),
+        (good[:2] + ['{"id": 2, "name": "p2.jpg"}'] + good[3:], ":3: bad photo line"),
+        ([good[0], good[2], good[1], good[3]], ":2: photo id 2 out of order"),
+    ):
         path.write_text("\n".join(bad) + "\n")
         with pytest.raises(IndexFormatError, match=where):
             read_photos(path, 4)

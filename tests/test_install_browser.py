@@ -1,6 +1,7 @@
 """`make test` installs headless Chromium for the browser test (scripts/install-browser.sh): a no-op when it is
 there, apt-get when it is not, a clear refusal when it cannot. Run against stub commands on a private PATH, so
 nothing is installed."""
+
 from __future__ import annotations
 
 import os
@@ -30,9 +31,13 @@ def _bin(tmp_path: Path, *, uid: int, chromium: bool = False) -> Path:
     _stub(bin_dir, "id", f"echo {uid}")
     log = tmp_path / "apt.log"
     # apt-get "installs" chromium by writing a stub of it, and logs what it was asked
-    _stub(bin_dir, "apt-get", f'echo "$*" >> {log}\n'
-          f'if [ "$1" = install ]; then printf \'#!{BASH}\\necho Chromium 1.0\\n\' > {bin_dir}/chromium; '
-          f'{shutil.which("chmod")} +x {bin_dir}/chromium; fi')
+    _stub(
+        bin_dir,
+        "apt-get",
+        f'echo "$*" >> {log}\n'
+        f"if [ \"$1\" = install ]; then printf '#!{BASH}\\necho Chromium 1.0\\n' > {bin_dir}/chromium; "
+        f"{shutil.which('chmod')} +x {bin_dir}/chromium; fi",
+    )
     if chromium:
         _stub(bin_dir, "chromium", "echo Chromium 1.0")
     return bin_dir
@@ -70,8 +75,9 @@ def test_no_apt_get_says_so(tmp_path):
 
 
 def test_make_test_runs_the_installer_before_pytest_and_goes_on_without_it():
-    recipe = subprocess.run(["make", "-n", "-B", "test"], cwd=REPO, capture_output=True, text=True,
-                            timeout=60).stdout.splitlines()
+    recipe = subprocess.run(
+        ["make", "-n", "-B", "test"], cwd=REPO, capture_output=True, text=True, timeout=60
+    ).stdout.splitlines()
     install = [i for i, line in enumerate(recipe) if "scripts/install-browser.sh" in line]
     pytest_line = [i for i, line in enumerate(recipe) if "-m pytest" in line]
     assert install and pytest_line and install[0] < pytest_line[0]

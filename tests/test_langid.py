@@ -1,5 +1,6 @@
 """`--lang auto`: a word-level model's detection refuses short, ambiguous and foreign queries; a model whose towers
 read the query without its language searches anyway and refuses only where the language changes the answer."""
+
 from __future__ import annotations
 
 from types import SimpleNamespace
@@ -15,15 +16,18 @@ from polyvse.text.langid import LanguageDetectionError, choose_language, detect_
 DEMO = ["en", "de", "fr", "cs", "zh"]
 
 
-@pytest.mark.parametrize("text, lang", [
-    ("zwei Hunde spielen im Schnee", "de"),
-    ("Ein Mann fährt Fahrrad auf der Straße", "de"),
-    ("a dog runs through the grass", "en"),
-    ("children playing on the beach", "en"),
-    ("deux chiens jouent dans la neige", "fr"),
-    ("dva psi si hrají na sněhu", "cs"),
-    ("两只狗在雪地里玩", "zh"),
-])
+@pytest.mark.parametrize(
+    "text, lang",
+    [
+        ("zwei Hunde spielen im Schnee", "de"),
+        ("Ein Mann fährt Fahrrad auf der Straße", "de"),
+        ("a dog runs through the grass", "en"),
+        ("children playing on the beach", "en"),
+        ("deux chiens jouent dans la neige", "fr"),
+        ("dva psi si hrají na sněhu", "cs"),
+        ("两只狗在雪地里玩", "zh"),
+    ],
+)
 def test_detects_the_models_languages(text, lang):
     guess = detect_language(text, DEMO)
     assert guess.lang == lang and guess.confidence >= 0.75
@@ -50,11 +54,14 @@ def test_ambiguous_queries_are_refused_with_the_best_guess(text):
         detect_language(text, DEMO)
 
 
-@pytest.mark.parametrize("text, name", [
-    ("los perros juegan en la nieve", "Spanish"),
-    ("cani che giocano nella neve", "Italian"),
-    ("雪の中で遊ぶ二匹の犬", "Japanese"),
-])
+@pytest.mark.parametrize(
+    "text, name",
+    [
+        ("los perros juegan en la nieve", "Spanish"),
+        ("cani che giocano nella neve", "Italian"),
+        ("雪の中で遊ぶ二匹の犬", "Japanese"),
+    ],
+)
 def test_languages_outside_the_model_are_named_not_forced(text, name):
     with pytest.raises(LanguageDetectionError, match=f"looks like {name}.*not trained on; it knows cs, de, en, fr, zh"):
         detect_language(text, DEMO)
@@ -82,8 +89,10 @@ def test_messages_say_how_to_proceed_and_bad_codes_fail():
 # -- choose_language: a model whose towers read the query without being told its language ------------------------
 TRAINED = ["en", "de", "fr", "cs", "zh", "ja"]
 #: what the product model (e5-small + USE-multilingual) serves: its trained languages and its towers' ~100
-SERVED = TRAINED + sorted(set(get_pretrained_encoder("e5-small").languages
-                              | get_pretrained_encoder("use-multilingual").languages) - set(TRAINED))
+SERVED = TRAINED + sorted(
+    set(get_pretrained_encoder("e5-small").languages | get_pretrained_encoder("use-multilingual").languages)
+    - set(TRAINED)
+)
 EXAMPLES = ["two dogs", "a red car", "un homme", "un chien court sur la plage"]  # refused by the old rule
 
 
@@ -105,8 +114,9 @@ def test_plain_queries_are_searched_as_a_plausible_trained_language(text):
     guess = choose_language(text, SERVED, must_not_search, trained=TRAINED)
     assert guess.decided_by == "plausible" and guess.agreement is None
     # a plausible trained language is named, even where an untrained one looks likelier ("a red car": Welsh)
-    assert guess.lang == {"two dogs": "en", "a red car": "en", "un homme": "fr",
-                          "un chien court sur la plage": "fr"}[text]
+    assert (
+        guess.lang == {"two dogs": "en", "a red car": "en", "un homme": "fr", "un chien court sur la plage": "fr"}[text]
+    )
     assert len(guess.candidates) >= 2 and guess.to_dict()["decided_by"] == "plausible"
 
 
@@ -116,8 +126,11 @@ def test_the_default_agreement_is_zero_as_chosen_on_val():
 
     from polyvse.text.langid import DEFAULT_MIN_AGREEMENT
 
-    record = json.loads((Path(__file__).resolve().parents[1] / "benchmarks" / "results" / "archive"
-                         / "auto_language_val.json").read_text(encoding="utf-8"))
+    record = json.loads(
+        (
+            Path(__file__).resolve().parents[1] / "benchmarks" / "results" / "archive" / "auto_language_val.json"
+        ).read_text(encoding="utf-8")
+    )
     assert record["split"] == "val" and record["choice"]["min_agreement"] == DEFAULT_MIN_AGREEMENT == 0.0
 
 
@@ -130,8 +143,11 @@ def test_with_an_agreement_asked_the_same_answer_is_searched(text):
 
 @pytest.mark.parametrize("text", EXAMPLES)
 def test_with_an_agreement_asked_unclear_queries_are_refused_where_the_language_changes_the_answer(text):
-    with pytest.raises(LanguageDetectionError, match=r"cannot tell the language .*plausible: .*and it changes the "
-                                                     r"results: .*the top 10 photos share 0 \(need 80%\)"):
+    with pytest.raises(
+        LanguageDetectionError,
+        match=r"cannot tell the language .*plausible: .*and it changes the "
+        r"results: .*the top 10 photos share 0 \(need 80%\)",
+    ):
         choose_language(text, SERVED, answer_per_language, trained=TRAINED, min_agreement=0.8)
 
 
@@ -144,24 +160,32 @@ def test_agreement_threshold_is_the_share_of_the_top_k_every_candidate_has():
     with pytest.raises(LanguageDetectionError, match=r"share 9 \(need 100%\)"):
         choose_language("un homme", SERVED, nine_of_ten, trained=TRAINED, min_agreement=1.0)
     # compare=True measures the agreement without refusing (what the benchmark does)
-    assert choose_language("un homme", SERVED, nine_of_ten, trained=TRAINED, compare=True).agreement == \
-        pytest.approx(0.9)
+    assert choose_language("un homme", SERVED, nine_of_ten, trained=TRAINED, compare=True).agreement == pytest.approx(
+        0.9
+    )
 
 
 def test_a_confident_detection_needs_no_comparison():
     def must_not_search(lang):
         raise AssertionError("searched although the detection was clear")
 
-    for text, lang in [("zwei Hunde spielen im Schnee", "de"), ("los perros juegan en la nieve", "es"),
-                       ("كلبان يلعبان في الثلج", "ar"), ("ein Hund läuft durch das Gras", "de")]:
+    for text, lang in [
+        ("zwei Hunde spielen im Schnee", "de"),
+        ("los perros juegan en la nieve", "es"),
+        ("كلبان يلعبان في الثلج", "ar"),
+        ("ein Hund läuft durch das Gras", "de"),
+    ]:
         guess = choose_language(text, SERVED, must_not_search, trained=TRAINED)
         assert guess.lang == lang and guess.decided_by == "detection"  # 0.75, or 5 times the runner-up's
         assert guess.confidence >= 0.75 or guess.confidence >= 5 * guess.candidates[1][1]
 
 
 def test_a_language_the_model_cannot_read_is_refused_with_how_to_teach_it():
-    with pytest.raises(LanguageDetectionError, match=r"looks like Shona \(sn, .*cannot read; .*polyvse adapt "
-                                                     r"--checkpoint C --lang sn --parallel FILE --out C2"):
+    with pytest.raises(
+        LanguageDetectionError,
+        match=r"looks like Shona \(sn, .*cannot read; .*polyvse adapt "
+        r"--checkpoint C --lang sn --parallel FILE --out C2",
+    ):
         choose_language("Imbwa mbiri dziri kutamba mujecha", SERVED, same_answer, trained=TRAINED)
     # a served language lingua cannot tell (an adapted Quechua) is named, to be passed explicitly
     with pytest.raises(LanguageDetectionError, match=r"auto cannot tell \d+ of them, .*Quechua \(qu\)"):
@@ -170,8 +194,9 @@ def test_a_language_the_model_cannot_read_is_refused_with_how_to_teach_it():
 
 def test_text_without_words_compares_the_trained_languages():
     seen = []
-    guess = choose_language("12345", SERVED, lambda lang: seen.append(lang) or same_answer(lang), trained=TRAINED,
-                            min_agreement=0.8)
+    guess = choose_language(
+        "12345", SERVED, lambda lang: seen.append(lang) or same_answer(lang), trained=TRAINED, min_agreement=0.8
+    )
     assert guess.decided_by == "same answer" and seen == TRAINED[:5]
     assert choose_language("12345", SERVED, same_answer, trained=TRAINED).lang == TRAINED[0]
 
@@ -186,8 +211,9 @@ def test_the_wide_detector_knows_every_language_lingua_knows():
 class _Product:  # what Searcher reads of a model with frozen towers and per-language parts
     def __init__(self):
         self.languages = TRAINED
-        self.captions = SimpleNamespace(towers=[get_pretrained_encoder("e5-small"),
-                                                get_pretrained_encoder("use-multilingual")], vocab=None)
+        self.captions = SimpleNamespace(
+            towers=[get_pretrained_encoder("e5-small"), get_pretrained_encoder("use-multilingual")], vocab=None
+        )
         self.checkpoint = SimpleNamespace(adapted_languages={})
 
 

@@ -13,6 +13,7 @@ Measured (seed 0, CPU; the numbers move a little with data preparation), text->p
 hinge loss's sign flipped (or a step that ascends the loss) every run falls below chance (R@10 0-4, 0.0-0.5x) and
 fails; with lr 0 (or --set lr=1.0e-12) every run stays at chance (1.0-1.3x) and fails.
 """
+
 from __future__ import annotations
 
 import json
@@ -50,21 +51,50 @@ RUNS = {
     # the frozen e5-small tower + learned linear heads; e5 embeds every caption it sees (~30 a second on one
     # core, cached for the session), so: the smoke slice (160 training photos, one en caption each; the first 80
     # test photos, chance 12.5), 12 epochs
-    "e5-frozen": Run("e5-frozen.yaml", ("--smoke",),
-                     ("languages=[en]", "lr=0.004", "captions_per_photo=1", "smoke.photos=160", "smoke.epochs=12",
-                      "smoke.max_batches=0")),
+    "e5-frozen": Run(
+        "e5-frozen.yaml",
+        ("--smoke",),
+        (
+            "languages=[en]",
+            "lr=0.004",
+            "captions_per_photo=1",
+            "smoke.photos=160",
+            "smoke.epochs=12",
+            "smoke.max_batches=0",
+        ),
+    ),
     # the same run with its training steps under bf16 autocast on the CPU (--precision bf16; features and
     # evaluation stay fp32): it must learn as well
-    "e5-frozen-bf16": Run("e5-frozen.yaml", ("--smoke", "--precision", "bf16"),
-                          ("languages=[en]", "lr=0.004", "captions_per_photo=1", "smoke.photos=160",
-                           "smoke.epochs=12", "smoke.max_batches=0")),
+    "e5-frozen-bf16": Run(
+        "e5-frozen.yaml",
+        ("--smoke", "--precision", "bf16"),
+        (
+            "languages=[en]",
+            "lr=0.004",
+            "captions_per_photo=1",
+            "smoke.photos=160",
+            "smoke.epochs=12",
+            "smoke.max_batches=0",
+        ),
+    ),
 }
 
 
 def train_run(run: Run, data_root: Path, out: Path, *extra_sets: str) -> dict:
     """`polyvse train` on one config, as a user runs it; the run's metrics.json."""
-    argv = ["train", "--config", str(CONFIGS / run.config), "--out", str(out), "--quiet", "--device", "cpu",
-            "--data-root", str(data_root), *run.options]
+    argv = [
+        "train",
+        "--config",
+        str(CONFIGS / run.config),
+        "--out",
+        str(out),
+        "--quiet",
+        "--device",
+        "cpu",
+        "--data-root",
+        str(data_root),
+        *run.options,
+    ]
     for item in (*SMALL, *run.sets, *extra_sets):
         argv += ["--set", item]
     assert main(argv) == 0
@@ -77,23 +107,25 @@ def recalls(metrics: dict) -> dict[str, tuple[float, float, int]]:
 
 
 def describe(name: str, metrics: dict) -> str:
-    return f"{name}: " + "; ".join(f"{lang} text->photo R@10 {r10:.1f} = {r10 / chance:.1f}x chance ({chance:.1f}, "
-                                   f"{n} photos)" for lang, (r10, chance, n) in recalls(metrics).items())
+    return f"{name}: " + "; ".join(
+        f"{lang} text->photo R@10 {r10:.1f} = {r10 / chance:.1f}x chance ({chance:.1f}, {n} photos)"
+        for lang, (r10, chance, n) in recalls(metrics).items()
+    )
 
 
 @pytest.mark.parametrize("name", RUNS)
 def test_training_beats_chance_by_a_wide_margin(name, shared_data, tmp_path):
     metrics = train_run(RUNS[name], shared_data, tmp_path / name)
     print(describe(name, metrics))
-    assert metrics["n_train_photos"] >= 150 and set(metrics["languages"]) == set(
-        metrics["config"]["languages"])
+    assert metrics["n_train_photos"] >= 150 and set(metrics["languages"]) == set(metrics["config"]["languages"])
     assert metrics["precision"] == ("bf16" if "bf16" in RUNS[name].options else "fp32")
     for lang, (r10, chance, n) in recalls(metrics).items():
         assert n >= 80, f"{name}: {lang} gallery of {n} photos; chance would be too high to tell learning apart"
         assert r10 >= MARGIN * chance, (
             f"{name} did not learn: {lang} text->photo R@10 {r10:.1f} on {n} held-out photos is "
             f"{r10 / chance:.2f}x chance ({chance:.1f}), below {MARGIN:g}x ({MARGIN * chance:.1f}); "
-            + describe(name, metrics))
+            + describe(name, metrics)
+        )
 
 
 def test_a_run_that_does_not_learn_stays_below_the_margin(shared_data, tmp_path):
@@ -104,4 +136,5 @@ def test_a_run_that_does_not_learn_stays_below_the_margin(shared_data, tmp_path)
     for lang, (r10, chance, _n) in recalls(metrics).items():
         assert r10 < MARGIN * chance, (
             f"vse at lr ~0 reached {r10:.1f} = {r10 / chance:.2f}x chance ({chance:.1f}) in {lang} without "
-            f"learning: a margin of {MARGIN:g}x does not tell learning apart; " + describe("vse at lr ~0", metrics))
+            f"learning: a margin of {MARGIN:g}x does not tell learning apart; " + describe("vse at lr ~0", metrics)
+        )

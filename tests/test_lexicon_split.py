@@ -1,5 +1,6 @@
 """The MUSE lexicon's train/test split (polyvse.alignment.muse_lexicon) and that no training use of a lexicon
 sees a test source word: AME's aligner and lexicon initialisation, the Translator's Procrustes/RCSLS map."""
+
 from __future__ import annotations
 
 from collections import Counter
@@ -56,13 +57,14 @@ TEST_RANKS = [START, START + 1, START + 2, END - 1]
 def _model_and_data(src: str, tgt: str, word_dim: int = 8):
     ranks = TRAIN_RANKS + TEST_RANKS
     enc = CaptionEncoder.build({tgt: [" ".join(f"t{i}" for i in ranks)], src: [" ".join(f"s{i}" for i in ranks)]})
-    model = JointEmbeddingModel(ModelConfig(vocab_size=len(enc.vocab), image_dim=4, embed_dim=4,
-                                            word_dim=word_dim, hidden_dim=4))
+    model = JointEmbeddingModel(
+        ModelConfig(vocab_size=len(enc.vocab), image_dim=4, embed_dim=4, word_dim=word_dim, hidden_dim=4)
+    )
     return model, SimpleNamespace(captions=enc), enc.vocab
 
 
 def _source_words(vocab, lang: str, rows) -> set[str]:
-    return {vocab.id_to_token(int(r))[len(lang) + 1:] for r in rows}
+    return {vocab.id_to_token(int(r))[len(lang) + 1 :] for r in rows}
 
 
 def test_ame_aligner_and_lexicon_init_never_use_a_test_source_word(tmp_path):

@@ -3,6 +3,7 @@ versions (polyvse_tooling.light_install), then `polyvse index build`, `polyvse s
 `polyvse serve` (one HTTP query) and `polyvse evaluate` there, on a checkpoint the full install trained (its ONNX
 image encoder written by the trainer); the vectors it indexes and the metrics it evaluates are the full install's,
 and a command that needs torch says so, with the pip line that installs it."""
+
 from __future__ import annotations
 
 import json
@@ -61,8 +62,19 @@ def test_index_search_and_serve_without_torch(light_venv, assets, shared_data, t
     for p in sorted((shared_data / "flickr8k" / "images").glob("*.jpg"))[:24]:
         shutil.copyfile(p, photos / p.name)
     index = tmp_path / "index"
-    out = _polyvse(light_venv, "index", "build", "--checkpoint", assets.checkpoint, "--images", photos, "--out",
-                   index, "--quiet", cwd=tmp_path).stdout
+    out = _polyvse(
+        light_venv,
+        "index",
+        "build",
+        "--checkpoint",
+        assets.checkpoint,
+        "--images",
+        photos,
+        "--out",
+        index,
+        "--quiet",
+        cwd=tmp_path,
+    ).stdout
     assert "24 photos indexed" in out
 
     # the vectors are the full install's (torch) to cosine 0.9999
@@ -76,25 +88,48 @@ def test_index_search_and_serve_without_torch(light_venv, assets, shared_data, t
     assert cos.min() >= 0.9999
 
     query = sorted(photos.iterdir())[3]
-    hits = json.loads(_polyvse(light_venv, "search", "--index", index, "--image", query, "--json",
-                               cwd=tmp_path).stdout)["results"]
+    hits = json.loads(
+        _polyvse(light_venv, "search", "--index", index, "--image", query, "--json", cwd=tmp_path).stdout
+    )["results"]
     assert hits[0]["name"] == query.name
-    hits = json.loads(_polyvse(light_venv, "search", "--index", index, assets.english_query, "--lang", "en",
-                               "--json", cwd=tmp_path).stdout)["results"]
+    hits = json.loads(
+        _polyvse(
+            light_venv, "search", "--index", index, assets.english_query, "--lang", "en", "--json", cwd=tmp_path
+        ).stdout
+    )["results"]
     assert len(hits) == 10
 
     port = _free_port()
     env = light_env()
-    server = subprocess.Popen([str(light_venv / "bin" / "polyvse"), "serve", "--index", str(index), "--port",
-                               str(port), "--no-warm-up", "--log-level", "warning"], cwd=tmp_path, env=env,
-                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    server = subprocess.Popen(
+        [
+            str(light_venv / "bin" / "polyvse"),
+            "serve",
+            "--index",
+            str(index),
+            "--port",
+            str(port),
+            "--no-warm-up",
+            "--log-level",
+            "warning",
+        ],
+        cwd=tmp_path,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
     try:
         deadline, answer = time.time() + 120, None
         while time.time() < deadline and server.poll() is None:
             try:
                 with open(query, "rb") as fh:
-                    answer = requests.post(f"http://127.0.0.1:{port}/api/search/image", timeout=60,
-                                           files={"file": (query.name, fh, "image/jpeg")}, data={"k": "3"})
+                    answer = requests.post(
+                        f"http://127.0.0.1:{port}/api/search/image",
+                        timeout=60,
+                        files={"file": (query.name, fh, "image/jpeg")},
+                        data={"k": "3"},
+                    )
                 break
             except requests.ConnectionError:
                 time.sleep(0.5)
@@ -110,8 +145,19 @@ def test_evaluate_without_torch_gives_the_full_install_s_metrics(light_venv, ass
     from polyvse_app.cli import main
 
     captions = own_captions(shared_data, assets.photos[:30], tmp_path / "captions.csv")
-    argv = ["evaluate", "--checkpoint", assets.checkpoint, "--images", assets.photos_dir, "--captions", captions,
-            "--data-root", shared_data, "--quiet", "--json"]
+    argv = [
+        "evaluate",
+        "--checkpoint",
+        assets.checkpoint,
+        "--images",
+        assets.photos_dir,
+        "--captions",
+        captions,
+        "--data-root",
+        shared_data,
+        "--quiet",
+        "--json",
+    ]
     assert main([*map(str, argv), str(tmp_path / "full.json")]) == 0
     out = _polyvse(light_venv, *argv, tmp_path / "light.json", cwd=tmp_path).stdout
     assert "| en |" in out
@@ -121,10 +167,13 @@ def test_evaluate_without_torch_gives_the_full_install_s_metrics(light_venv, ass
     assert got["retrieval"] == want["retrieval"]
 
 
-@pytest.mark.parametrize("argv, says", [
-    (["evaluate", "--task", "words"], "polyvse evaluate --task words needs PyTorch"),
-    (["train", "--config", "smoke", "--out", "run"], "polyvse train needs PyTorch"),
-])
+@pytest.mark.parametrize(
+    "argv, says",
+    [
+        (["evaluate", "--task", "words"], "polyvse evaluate --task words needs PyTorch"),
+        (["train", "--config", "smoke", "--out", "run"], "polyvse train needs PyTorch"),
+    ],
+)
 def test_a_command_that_needs_torch_says_how_to_install_it(light_venv, assets, tmp_path, argv, says):
     if argv[0] == "evaluate":
         argv = [*argv, "--checkpoint", assets.checkpoint]

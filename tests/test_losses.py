@@ -1,4 +1,5 @@
 """Losses of the five papers: hand-computed values and gradient checks."""
+
 from __future__ import annotations
 
 import math
@@ -37,12 +38,14 @@ class DotSimilarity(nn.Module):
 # ---------------------------------------------------------------- hinge ranking
 
 # margin 0.5; the positives (diagonal) are 0, so every cost is [0.5 + s_ij]_+
-SCORES = torch.tensor([
-    [0.0, 0.1, 0.3, 0.2],
-    [0.2, 0.0, -1.0, 0.4],
-    [-1.0, 0.0, 0.0, 0.25],
-    [0.1, -1.0, 0.35, 0.0],
-])
+SCORES = torch.tensor(
+    [
+        [0.0, 0.1, 0.3, 0.2],
+        [0.2, 0.0, -1.0, 0.4],
+        [-1.0, 0.0, 0.0, 0.25],
+        [0.1, -1.0, 0.35, 0.0],
+    ]
+)
 # rows (image i -> captions j != i):
 #   row0: .6 .8 .7  -> sum 2.1   top2 1.5   max .8
 #   row1: .7  0 .9  -> sum 1.6   top2 1.6   max .9
@@ -207,8 +210,9 @@ def test_parallel_three_languages_sums_unordered_pairs_in_given_order():
     caps = {lang: torch.randn(5, 3) for lang in ("en", "de", "fr")}
     sim, hinge = OrderSimilarity(), HingeRankingLoss(0.05)
     loss = ParallelLoss(sim, 0.05, languages=["fr", "en", "de"])
-    expected = (hinge(sim(caps["fr"], caps["en"])) + hinge(sim(caps["fr"], caps["de"]))
-                + hinge(sim(caps["en"], caps["de"])))
+    expected = (
+        hinge(sim(caps["fr"], caps["en"])) + hinge(sim(caps["fr"], caps["de"])) + hinge(sim(caps["en"], caps["de"]))
+    )
     torch.testing.assert_close(loss(None, caps), expected)
     assert set(loss.terms(caps)) == {("fr", "en"), ("fr", "de"), ("en", "de")}
     # one language: no caption-caption term
@@ -334,9 +338,13 @@ def _neighbourhood_brute_force(x, ids, margin, k):
     d = 1 - F.normalize(x, dim=-1) @ F.normalize(x, dim=-1).T
     total = x.new_zeros(())
     for i in range(len(x)):
-        costs = [(d[i, p] - d[i, n] + margin).clamp(min=0)
-                 for p in range(len(x)) if p != i and ids[p] == ids[i]
-                 for n in range(len(x)) if ids[n] != ids[i]]
+        costs = [
+            (d[i, p] - d[i, n] + margin).clamp(min=0)
+            for p in range(len(x))
+            if p != i and ids[p] == ids[i]
+            for n in range(len(x))
+            if ids[n] != ids[i]
+        ]
         if costs:
             costs = torch.stack(costs).sort(descending=True).values
             total = total + (costs if k is None else costs[:k]).sum()
@@ -372,6 +380,7 @@ def test_neighbourhood_without_positives_is_zero_but_connected():
 
 
 # ---------------------------------------------------------------- MULE adversarial language classifier
+
 
 def test_gradient_reversal_function():
     x = torch.randn(3, 4, requires_grad=True)

@@ -1,4 +1,5 @@
 """polyvse.evaluation.ranking.retrieval_metrics against an independent, slow, sort-based reference."""
+
 from __future__ import annotations
 
 import itertools
@@ -74,8 +75,11 @@ def assert_metrics_close(got, want):
 
 def random_case(rng, n_img, caps_per_image, *, ties=False, drop_images=0):
     """caps_per_image: int or (lo, hi) range; drop_images: images left without captions."""
-    counts = (np.full(n_img, caps_per_image) if np.isscalar(caps_per_image)
-              else rng.integers(caps_per_image[0], caps_per_image[1] + 1, size=n_img))
+    counts = (
+        np.full(n_img, caps_per_image)
+        if np.isscalar(caps_per_image)
+        else rng.integers(caps_per_image[0], caps_per_image[1] + 1, size=n_img)
+    )
     if drop_images:
         counts[rng.choice(n_img, size=drop_images, replace=False)] = 0
     if counts.sum() == 0:
@@ -94,12 +98,14 @@ def random_case(rng, n_img, caps_per_image, *, ties=False, drop_images=0):
 
 def test_hand_made_case():
     # 3 images, 2 captions each; caption j belongs to image j // 2.
-    sim = np.array([
-        # c0   c1   c2   c3   c4   c5
-        [0.9, 0.1, 0.8, 0.2, 0.0, 0.0],   # img0: best gold c0 (0.9) is top          -> i2t rank 1
-        [0.5, 0.6, 0.3, 0.7, 0.9, 0.1],   # img1: golds c2 .3, c3 .7; c4 .9 above    -> i2t rank 2
-        [0.4, 0.7, 0.9, 0.8, 0.3, 0.2],   # img2: golds c4 .3, c5 .2; 4 above c4     -> i2t rank 5
-    ])
+    sim = np.array(
+        [
+            # c0   c1   c2   c3   c4   c5
+            [0.9, 0.1, 0.8, 0.2, 0.0, 0.0],  # img0: best gold c0 (0.9) is top          -> i2t rank 1
+            [0.5, 0.6, 0.3, 0.7, 0.9, 0.1],  # img1: golds c2 .3, c3 .7; c4 .9 above    -> i2t rank 2
+            [0.4, 0.7, 0.9, 0.8, 0.3, 0.2],  # img2: golds c4 .3, c5 .2; 4 above c4     -> i2t rank 5
+        ]
+    )
     ci = [0, 0, 1, 1, 2, 2]
     r = retrieval_ranks(sim, ci)
     assert r.i2t.tolist() == [1, 2, 5]
@@ -182,10 +188,10 @@ def test_ranks_equal_brute_force_worst_case_over_tie_orders():
         ci = rng.integers(0, n_img, size=n_cap)
         sim = rng.integers(0, 3, size=(n_img, n_cap)).astype(np.float64)
         r = retrieval_ranks(sim, ci)
-        want_i2t = [worst_case_first_gold(sim[i].tolist(), (ci == i).tolist())
-                    for i in range(n_img) if (ci == i).any()]
-        want_t2i = [worst_case_first_gold(sim[:, j].tolist(), (np.arange(n_img) == ci[j]).tolist())
-                    for j in range(n_cap)]
+        want_i2t = [worst_case_first_gold(sim[i].tolist(), (ci == i).tolist()) for i in range(n_img) if (ci == i).any()]
+        want_t2i = [
+            worst_case_first_gold(sim[:, j].tolist(), (np.arange(n_img) == ci[j]).tolist()) for j in range(n_cap)
+        ]
         assert r.i2t.tolist() == want_i2t
         assert r.t2i.tolist() == want_t2i
 
@@ -217,11 +223,13 @@ def test_agrees_with_reference_across_row_blocks(monkeypatch):
 
 def test_images_without_captions_are_skipped_for_i2t_but_are_distractors_for_t2i():
     # image 2 has no caption but outscores image 0 on caption 0
-    sim = np.array([
-        [0.8, 0.1],
-        [0.0, 0.9],
-        [0.95, 0.0],
-    ])
+    sim = np.array(
+        [
+            [0.8, 0.1],
+            [0.0, 0.9],
+            [0.95, 0.0],
+        ]
+    )
     ci = [0, 1]
     r = retrieval_ranks(sim, ci)
     assert r.images.tolist() == [0, 1]
@@ -255,7 +263,8 @@ def test_torch_and_numpy_inputs_agree():
     assert retrieval_metrics(t, torch.tensor(ci)) == want
     assert retrieval_metrics(t.double(), ci.tolist()) == want
     assert retrieval_metrics(t.to(torch.bfloat16), ci) == retrieval_metrics(
-        t.to(torch.bfloat16).float().detach().numpy(), ci)
+        t.to(torch.bfloat16).float().detach().numpy(), ci
+    )
     assert retrieval_metrics(sim.astype(np.float16), ci) == want  # small integers are exact in fp16
     assert retrieval_metrics(sim.astype(np.int64), ci) == want
     assert retrieval_metrics(sim.tolist(), ci) == want
@@ -265,21 +274,24 @@ def test_torch_and_numpy_inputs_agree():
 # ------------------------------------------------------------------------------------------ validation
 
 
-@pytest.mark.parametrize("sim, ci, match", [
-    (np.array([[0.1, np.nan], [0.2, 0.3]]), [0, 1], r"NaN.*\[0, 1\]"),
-    (torch.tensor([[0.1, float("nan")]]), [0, 0], "NaN"),
-    (np.zeros(3), [0, 1, 2], "2-D"),
-    (np.zeros((2, 3, 1)), [0, 1, 1], "2-D"),
-    (np.zeros((0, 3)), [0, 1, 2], "empty"),
-    (np.zeros((2, 0)), [], "empty"),
-    (np.zeros((2, 3)), [0, 1], "2 entries.*3 captions"),
-    (np.zeros((2, 3)), [[0, 1, 1]], "1-D"),
-    (np.zeros((2, 3)), [0, 1, 2], "index 2.*outside"),
-    (np.zeros((2, 3)), [0, -1, 1], "index -1"),
-    (np.zeros((2, 3)), [0.0, 1.0, 1.0], "integer"),
-    (np.zeros((2, 2), dtype=complex), [0, 1], "real"),
-    (np.array([["a", "b"]]), [0, 0], "real"),
-])
+@pytest.mark.parametrize(
+    "sim, ci, match",
+    [
+        (np.array([[0.1, np.nan], [0.2, 0.3]]), [0, 1], r"NaN.*\[0, 1\]"),
+        (torch.tensor([[0.1, float("nan")]]), [0, 0], "NaN"),
+        (np.zeros(3), [0, 1, 2], "2-D"),
+        (np.zeros((2, 3, 1)), [0, 1, 1], "2-D"),
+        (np.zeros((0, 3)), [0, 1, 2], "empty"),
+        (np.zeros((2, 0)), [], "empty"),
+        (np.zeros((2, 3)), [0, 1], "2 entries.*3 captions"),
+        (np.zeros((2, 3)), [[0, 1, 1]], "1-D"),
+        (np.zeros((2, 3)), [0, 1, 2], "index 2.*outside"),
+        (np.zeros((2, 3)), [0, -1, 1], "index -1"),
+        (np.zeros((2, 3)), [0.0, 1.0, 1.0], "integer"),
+        (np.zeros((2, 2), dtype=complex), [0, 1], "real"),
+        (np.array([["a", "b"]]), [0, 0], "real"),
+    ],
+)
 def test_bad_input_raises_clear_value_error(sim, ci, match):
     with pytest.raises(ValueError, match=match):
         retrieval_metrics(sim, ci)

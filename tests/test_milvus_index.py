@@ -1,6 +1,7 @@
 """Photo indexes in Milvus (polyvse.index.milvus) on embedded milvus-lite, started by these tests (a .db file in the
 module's temp folder; one in-process server for the module): `index build --backend milvus`, `index add`, `search`
 and `serve` on it, answers equal to the FAISS index's, CSLS re-ranking through it, and the errors."""
+
 from __future__ import annotations
 
 import json
@@ -51,8 +52,26 @@ def photo_list(assets, tmp_path, photos) -> str:
 
 def build(assets, lite, out, photos, *extra) -> int:
     listing = photo_list(assets, out.parent, photos)
-    return main(["index", "build", "--checkpoint", str(assets.checkpoint), "--list", listing, "--out", str(out),
-                 "--backend", "milvus", "--uri", str(lite), "--quiet", "--workers", "0", *extra])
+    return main(
+        [
+            "index",
+            "build",
+            "--checkpoint",
+            str(assets.checkpoint),
+            "--list",
+            listing,
+            "--out",
+            str(out),
+            "--backend",
+            "milvus",
+            "--uri",
+            str(lite),
+            "--quiet",
+            "--workers",
+            "0",
+            *extra,
+        ]
+    )
 
 
 @pytest.fixture(scope="module")
@@ -76,8 +95,12 @@ def run(capsys, *argv):
 
 def test_build_writes_a_manifest_and_the_collection(assets, lite, milvus_index, model):
     manifest = json.loads((milvus_index / "manifest.json").read_text())
-    assert manifest["backend"] == {"name": "milvus", "uri": str(lite.resolve()), "collection": "polyvse_index",
-                                   "db_name": ""}
+    assert manifest["backend"] == {
+        "name": "milvus",
+        "uri": str(lite.resolve()),
+        "collection": "polyvse_index",
+        "db_name": "",
+    }
     assert manifest["model"]["fingerprint"] == model_fingerprint(model) == PhotoIndex.open(assets.index).fingerprint
     assert manifest["count"] == N_FIRST and manifest["search"]["kind"] == "exact"
     assert manifest["search"]["milvus"]["index_type"] == "FLAT"
@@ -107,8 +130,9 @@ def test_csls_reranks_the_candidates_milvus_returns(assets, milvus_index, model)
     as through FAISS, and one that differs from plain cosine (the banks matter)."""
     rng = np.random.default_rng(0)
     dim = model.embed_dim
-    banks = SearchHubness(3, rng.standard_normal((40, dim)).astype(np.float32),
-                          {"en": rng.standard_normal((50, dim)).astype(np.float32)})
+    banks = SearchHubness(
+        3, rng.standard_normal((40, dim)).astype(np.float32), {"en": rng.standard_normal((50, dim)).astype(np.float32)}
+    )
     ours = Searcher(model, PhotoIndex.open(milvus_index))
     theirs = Searcher(model, PhotoIndex.open(assets.index))
     cosine = [h.id for h in ours.text(assets.english_query, "en", k=10).hits]
@@ -173,13 +197,17 @@ def test_ivf_recall_is_tuned_like_faiss(lite, tmp_path):
 
 
 def test_search_cli_answers_from_milvus_as_from_faiss(assets, milvus_index, capsys):
-    for argv in ([assets.german_query, "--lang", "de", "-k", "5"], ["--image", str(assets.photos[4]), "-k", "3"],
-                 ["--similar-to", "4", "-k", "3"]):
+    for argv in (
+        [assets.german_query, "--lang", "de", "-k", "5"],
+        ["--image", str(assets.photos[4]), "-k", "3"],
+        ["--similar-to", "4", "-k", "3"],
+    ):
         code, out, err = run(capsys, "search", "--index", str(milvus_index), *argv, "--json")
         assert code == 0, err
         code, expected, _ = run(capsys, "search", "--index", str(assets.index), *argv, "--json")
-        assert [(h["id"], h["name"]) for h in json.loads(out)["results"]] == \
-            [(h["id"], h["name"]) for h in json.loads(expected)["results"]]
+        assert [(h["id"], h["name"]) for h in json.loads(out)["results"]] == [
+            (h["id"], h["name"]) for h in json.loads(expected)["results"]
+        ]
     code, out, _ = run(capsys, "index", "info", "--index", str(milvus_index))
     assert code == 0 and f"photos:     {N_FIRST}" in out and "Milvus collection" in out
 
@@ -197,8 +225,10 @@ def test_serve_answers_from_a_milvus_index(assets, milvus_index):
         first = r.json()["results"][0]
         photo = client.get(first["url"])
         assert photo.status_code == 200 and photo.content == (assets.photos_dir / first["name"]).read_bytes()
-        assert [h["id"] for h in client.get("/api/photos/5/similar", params={"k": 3}).json()["results"]] == \
-            [h.id for h in Searcher(searcher.model, PhotoIndex.open(assets.index)).similar(5, k=3)]
+        assert [h["id"] for h in client.get("/api/photos/5/similar", params={"k": 3}).json()["results"]] == [
+            h.id for h in Searcher(searcher.model, PhotoIndex.open(assets.index)).similar(5, k=3)
+        ]
+
         # the database failing under the service: 503 naming the collection, not a 500 or the client's 422
         def down(*args, **kwargs):
             raise ConnectionError("server went away")
@@ -227,14 +257,40 @@ def test_index_add_appends_only_new_photos(assets, lite, tmp_path, capsys):
 
 def test_errors_name_the_server_the_collection_and_the_model(assets, lite, milvus_index, tmp_path, capsys):
     # a model other than the one that built it
-    code, _, err = run(capsys, "search", "--index", str(milvus_index), assets.english_query, "--lang", "en",
-                       "--checkpoint", str(assets.other_checkpoint))
+    code, _, err = run(
+        capsys,
+        "search",
+        "--index",
+        str(milvus_index),
+        assets.english_query,
+        "--lang",
+        "en",
+        "--checkpoint",
+        str(assets.other_checkpoint),
+    )
     assert code == 2 and "this index was built with model" in err and "Traceback" not in err
     # the collection is taken: no silent overwrite
     again = tmp_path / "again"
-    code, _, err = run(capsys, "index", "build", "--checkpoint", str(assets.checkpoint), "--images",
-                       str(assets.photos_dir), "--out", str(again), "--backend", "milvus", "--uri", str(lite),
-                       "--collection", "polyvse_index", "--quiet", "--workers", "0")
+    code, _, err = run(
+        capsys,
+        "index",
+        "build",
+        "--checkpoint",
+        str(assets.checkpoint),
+        "--images",
+        str(assets.photos_dir),
+        "--out",
+        str(again),
+        "--backend",
+        "milvus",
+        "--uri",
+        str(lite),
+        "--collection",
+        "polyvse_index",
+        "--quiet",
+        "--workers",
+        "0",
+    )
     assert code == 2 and "'polyvse_index'" in err and "already exists" in err and "--force" in err
     # an unreachable server
     moved = tmp_path / "moved"
@@ -255,8 +311,20 @@ def test_errors_name_the_server_the_collection_and_the_model(assets, lite, milvu
     code, _, err = run(capsys, "search", "--index", str(gone), "a dog", "--lang", "en")
     assert code == 2 and "which is not there" in err
     # a request Milvus is not given here
-    code, _, err = run(capsys, "index", "build", "--checkpoint", str(assets.checkpoint), "--images",
-                       str(assets.photos_dir), "--out", str(tmp_path / "x"), "--backend", "milvus", "--quiet")
+    code, _, err = run(
+        capsys,
+        "index",
+        "build",
+        "--checkpoint",
+        str(assets.checkpoint),
+        "--images",
+        str(assets.photos_dir),
+        "--out",
+        str(tmp_path / "x"),
+        "--backend",
+        "milvus",
+        "--quiet",
+    )
     assert code == 2 and "--backend milvus needs --uri" in err
 
 
@@ -268,9 +336,22 @@ def test_make_bench_writes_the_side_by_side_keys(tmp_path):
     from pathlib import Path
 
     repo = Path(__file__).resolve().parents[1]
-    proc = subprocess.run([sys.executable, str(repo / "benchmarks" / "run_all.py"), "--quick", "--allow-dirty",
-                           "--only", "milvus", "--results-dir", str(tmp_path)], cwd=repo, capture_output=True,
-                          text=True, timeout=600)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            str(repo / "benchmarks" / "run_all.py"),
+            "--quick",
+            "--allow-dirty",
+            "--only",
+            "milvus",
+            "--results-dir",
+            str(tmp_path),
+        ],
+        cwd=repo,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     r = json.loads((tmp_path / "latest.json").read_text())
     for backend in ("faiss", "milvus"):

@@ -1,6 +1,7 @@
 """`polyvse index build / add / search --backend milvus` against a real Milvus standalone server (conftest's
 milvus_server, over HTTP on loopback) answer as the FAISS index of the same photos: the same photos found, within
 the recall the search structure is tuned to."""
+
 from __future__ import annotations
 
 import json
@@ -24,8 +25,14 @@ def test_build_add_search_on_a_server_match_faiss(assets, model, milvus_server, 
     manifest = json.loads((out / "manifest.json").read_text())
     assert manifest["backend"]["name"] == "milvus" and manifest["backend"]["uri"] == milvus_server
     faiss_root = tmp_path / "faiss"
-    build_index(model, assets.photos[:N_FIRST], faiss_root, cache_dir=assets.cache_dir, progress=False,
-                checkpoint_path=assets.checkpoint)
+    build_index(
+        model,
+        assets.photos[:N_FIRST],
+        faiss_root,
+        cache_dir=assets.cache_dir,
+        progress=False,
+        checkpoint_path=assets.checkpoint,
+    )
     # `index add` appends to the collection; the FAISS index gets the same photos
     from polyvse_app.cli import main
 

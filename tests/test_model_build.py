@@ -3,6 +3,7 @@ de; per-language parts), five photos indexed, a one-language plan (es by Procrus
 A build stopped in its adaptation stage resumes without training or indexing again, ends with one checkpoint that
 the index accepts and a complete build record; a finished build is left as it is; a finished model of another
 config is moved aside; a bad plan or an unknown config is refused before any training."""
+
 from __future__ import annotations
 
 import json
@@ -23,11 +24,35 @@ PLAN = "pivot: en\nlanguages:\n  - {lang: es, method: procrustes, lines: 200}\n"
 
 
 def build_args(folder: Path, shared_data: Path, *extra: str) -> list[str]:
-    return ["model", "build", "--out", str(folder / "model"), "--config", "usem-frozen",
-            "--set", "languages=[en, de]", "--set", "embed_dim=16", "--set", "universal_dim=32",
-            "--set", "smoke.photos=8", "--set", "smoke.max_batches=2", "--threads", "1", "--smoke",
-            "--plan", str(folder / "plan.yaml"), "--images", str(folder / "photos"),
-            "--data-root", str(shared_data), "--quiet", *extra]
+    return [
+        "model",
+        "build",
+        "--out",
+        str(folder / "model"),
+        "--config",
+        "usem-frozen",
+        "--set",
+        "languages=[en, de]",
+        "--set",
+        "embed_dim=16",
+        "--set",
+        "universal_dim=32",
+        "--set",
+        "smoke.photos=8",
+        "--set",
+        "smoke.max_batches=2",
+        "--threads",
+        "1",
+        "--smoke",
+        "--plan",
+        str(folder / "plan.yaml"),
+        "--images",
+        str(folder / "photos"),
+        "--data-root",
+        str(shared_data),
+        "--quiet",
+        *extra,
+    ]
 
 
 @pytest.fixture()
@@ -74,8 +99,12 @@ def test_a_stopped_build_resumes_and_a_finished_one_is_left_as_it_is(stopped, sh
     assert before["stages"]["index"]["photos"] == 5 and not (out / "adapted.json").exists()
 
     # the command line, end to end: the stages done before are skipped, the adaptation runs
-    done = subprocess.run([sys.executable, "-m", "polyvse_app", *build_args(folder, shared_data)],
-                          capture_output=True, text=True, timeout=600)
+    done = subprocess.run(
+        [sys.executable, "-m", "polyvse_app", *build_args(folder, shared_data)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert done.returncode == 0, done.stderr + done.stdout
     log = done.stdout
     assert "[1/3] train: done before" in log and "[2/3] index: done before" in log, log
@@ -128,8 +157,19 @@ def test_the_index_stage_reindexes_other_photos(stopped, shared_data, tmp_path, 
 
 def _args(tmp_path: Path, *extra: str):
     (tmp_path / "photos").mkdir(exist_ok=True)
-    return cli.build_parser().parse_args(["model", "build", "--out", str(tmp_path / "model"), "--config", "usem-frozen",
-                                          "--images", str(tmp_path / "photos"), *extra])
+    return cli.build_parser().parse_args(
+        [
+            "model",
+            "build",
+            "--out",
+            str(tmp_path / "model"),
+            "--config",
+            "usem-frozen",
+            "--images",
+            str(tmp_path / "photos"),
+            *extra,
+        ]
+    )
 
 
 def test_a_finished_model_of_another_config_is_moved_aside(tmp_path, monkeypatch):
@@ -166,8 +206,21 @@ def test_a_bad_plan_or_an_unknown_config_is_refused_before_any_training(tmp_path
         model_command.Build(_args(tmp_path, "--plan", str(bad)))
     with pytest.raises(DataError, match=r"no packaged adaptation plan named 'prodcut'; did you mean adapt/product"):
         model_command.Build(_args(tmp_path, "--plan", "prodcut"))
-    assert cli.main(["model", "build", "--out", str(tmp_path / "m"), "--config", "polyvse-bst",
-                     "--images", str(tmp_path / "photos")]) == 2
+    assert (
+        cli.main(
+            [
+                "model",
+                "build",
+                "--out",
+                str(tmp_path / "m"),
+                "--config",
+                "polyvse-bst",
+                "--images",
+                str(tmp_path / "photos"),
+            ]
+        )
+        == 2
+    )
     assert "did you mean polyvse-best, f8k-full/polyvse-best?" in capsys.readouterr().err
     with pytest.raises(DataError, match="no photo folder to index"):
         model_command.Build(_args(tmp_path, "--images", str(tmp_path / "none")))
@@ -178,7 +231,11 @@ def test_the_default_build_is_the_product_recipe_and_plan():
     from polyvse_train.config.packaged import PLAN, resolve_config
 
     args = cli.build_parser().parse_args(["model", "build"])
-    assert (args.out, args.config, args.plan, args.precision) == ("runs/model", "f8k-full/polyvse-best", "product",
-                                                                  "auto")
+    assert (args.out, args.config, args.plan, args.precision) == (
+        "runs/model",
+        "f8k-full/polyvse-best",
+        "product",
+        "auto",
+    )
     assert TrainConfig.load(args.config).name == "f8k-full-polyvse-best"
     assert resolve_config(args.plan, kind=PLAN).as_posix().endswith("polyvse_train/configs/adapt/product.yaml")

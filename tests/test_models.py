@@ -38,8 +38,9 @@ def test_order_models_embed_on_the_unit_sphere_so_scores_do_not_tie_at_zero():
     (the degenerate solution the hinge loss finds); unit vectors in the positive orthant are ordered only
     when they are equal, so the gold caption's 0 is unique."""
     torch.manual_seed(0)
-    model = JointEmbeddingModel(ModelConfig(vocab_size=10, image_dim=7, embed_dim=5, word_dim=4, hidden_dim=6,
-                                            similarity="order"))
+    model = JointEmbeddingModel(
+        ModelConfig(vocab_size=10, image_dim=7, embed_dim=5, word_dim=4, hidden_dim=6, similarity="order")
+    )
     img = model.encode_image_features(torch.randn(4, 7))
     txt = model.encode_text_ids(torch.tensor([[1, 2], [3, 0]]), torch.tensor([2, 1]))
     torch.testing.assert_close(img.norm(dim=-1), torch.ones(4))

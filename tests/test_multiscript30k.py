@@ -1,5 +1,6 @@
 """MultiScript30k reader (polyvse.data.multiscript30k): lines aligned with Multi30K task1's image lists, empty lines
 skipped, a misaligned file refused by name; the real corpus at hand; `polyvse data fetch multiscript30k --from`."""
+
 from __future__ import annotations
 
 import pytest

@@ -7,6 +7,7 @@ What is read as prose: in Python, comments, docstrings and the strings given as 
 since a config's text fields are shown to users too). Other string literals are data (a pinned upstream commit, a
 record's timestamp, a test fixture) and are not read. Markdown under src/ (it ships in the wheel) gets the pages'
 own check, ``lab_notebook_marks``."""
+
 from __future__ import annotations
 
 import ast
@@ -46,8 +47,11 @@ def _prose_spans(tree: ast.AST) -> list[tuple[tuple[int, int], tuple[int, int]]]
                 prose.append(first.value)
         if isinstance(node, ast.keyword) and node.arg in _PROSE_KEYWORDS:
             prose.append(node.value)
-        spans += [((n.lineno, n.col_offset), (n.end_lineno, n.end_col_offset)) for n in prose
-                  if isinstance(n, ast.JoinedStr) or (isinstance(n, ast.Constant) and isinstance(n.value, str))]
+        spans += [
+            ((n.lineno, n.col_offset), (n.end_lineno, n.end_col_offset))
+            for n in prose
+            if isinstance(n, ast.JoinedStr) or (isinstance(n, ast.Constant) and isinstance(n.value, str))
+        ]
     return spans
 
 
@@ -79,15 +83,18 @@ def history_marks(path: Path) -> list[str]:
             pieces.append((n, line, checks[:2]))
             if comment:
                 pieces.append((n, comment.group(0), checks[2:]))
-    return [f"{name}:{n}: {label} {m.group(0)!r}" for n, s, kinds in pieces for label, rx in kinds
-            for m in rx.finditer(s)]
+    return [
+        f"{name}:{n}: {label} {m.group(0)!r}" for n, s, kinds in pieces for label, rx in kinds for m in rx.finditer(s)
+    ]
 
 
 def test_code_configs_and_scripts_carry_no_history_of_the_team():
-    found = [mark for path in scanned_files() if str(path.relative_to(REPO)) not in ALLOWED
-             for mark in history_marks(path)]
-    assert found == [], ("say what the code does and why instead (the history goes in docs/decisions.md):\n"
-                         + "\n".join(found))
+    found = [
+        mark for path in scanned_files() if str(path.relative_to(REPO)) not in ALLOWED for mark in history_marks(path)
+    ]
+    assert found == [], "say what the code does and why instead (the history goes in docs/decisions.md):\n" + "\n".join(
+        found
+    )
 
 
 def test_the_allow_list_names_only_files_that_still_need_it():
@@ -99,20 +106,30 @@ def test_the_check_finds_what_it_looks_for(tmp_path):
     code = tmp_path / "bad.py"
     code.write_text(
         '"""Adopted (issue #27) at commit 0b1b75c."""\n'
-        'import argparse\n'
+        "import argparse\n"
         'PIN = "b5393e59e3f273fa10df4fb7c8f36d8fb5cdf7e4"  # since 2026-11-28\n'
         'STAMP = "2026-11-28T15:40:02+00:00"\n'
-        'def f():\n'
+        "def f():\n"
         '    """Caption #0 of photo 1000268201_693b08cb0e.jpg."""\n'
-        '    argparse.ArgumentParser().add_argument("--x", help="as in " "issue 31")\n', encoding="utf-8")
+        '    argparse.ArgumentParser().add_argument("--x", help="as in " "issue 31")\n',
+        encoding="utf-8",
+    )
     assert [m.split(": ", 1)[1] for m in history_marks(code)] == [
-        "issue number 'issue #27'", "commit hash '0b1b75c'", "date '2026-11-28'", "issue number 'issue 31'"]
+        "issue number 'issue #27'",
+        "commit hash '0b1b75c'",
+        "date '2026-11-28'",
+        "issue number 'issue 31'",
+    ]
     assert [m.split(": ", 1)[0] for m in history_marks(code)] == ["bad.py:1", "bad.py:1", "bad.py:3", "bad.py:7"]
     config = tmp_path / "c.yaml"
-    config.write_text("# the zoo (issue #13)\nname: x  # 2026-11-24\ndescription: at 4bf4b19\nstamp: 2026-11-24\n",
-                      encoding="utf-8")
+    config.write_text(
+        "# the zoo (issue #13)\nname: x  # 2026-11-24\ndescription: at 4bf4b19\nstamp: 2026-11-24\n", encoding="utf-8"
+    )
     assert [m.split(": ", 1)[1] for m in history_marks(config)] == [
-        "issue number 'issue #13'", "date '2026-11-24'", "commit hash '4bf4b19'"]
+        "issue number 'issue #13'",
+        "date '2026-11-24'",
+        "commit hash '4bf4b19'",
+    ]
     page = tmp_path / "README.md"
     page.write_text("Run on a GPU window lent for 15 minutes (2026-11-27).\n", encoding="utf-8")
     assert len(history_marks(page)) == 3

@@ -2,6 +2,7 @@
 the torch model's vectors (cosine >= 0.9999) and so the same top-10 on an index of real Flickr8k photos, its numpy
 preprocessing is torch's to the bit, a stale or missing graph is refused with the command that writes it, and the
 photo path it serves imports no torch."""
+
 from __future__ import annotations
 
 import json
@@ -74,16 +75,16 @@ def test_onnx_gives_the_torch_vectors_and_the_same_top10_on_real_photos(both, fl
     cache = tmp_path / "features"
     built = {}
     for name, model in (("torch", torch_model), ("onnx", onnx_model)):
-        report = build_index(model, flickr_photos, tmp_path / name, cache_dir=cache, progress=False,
-                             checkpoint_path=assets.checkpoint)
+        report = build_index(
+            model, flickr_photos, tmp_path / name, cache_dir=cache, progress=False, checkpoint_path=assets.checkpoint
+        )
         assert report.added == N_PHOTOS
         built[name] = PhotoIndex.open(tmp_path / name)
     assert report.cached == 0 and report.extracted == N_PHOTOS  # the ONNX build: pixels to vectors, no cache
     assert built["torch"].manifest["model"]["fingerprint"] == built["onnx"].manifest["model"]["fingerprint"]
     assert _cosines(np.asarray(built["torch"].vectors), np.asarray(built["onnx"].vectors)).min() >= 0.9999
 
-    searchers = {name: Searcher(model, built[name]) for name, model in (("torch", torch_model),
-                                                                        ("onnx", onnx_model))}
+    searchers = {name: Searcher(model, built[name]) for name, model in (("torch", torch_model), ("onnx", onnx_model))}
     for photo in flickr_photos[:5]:
         top = {name: [h.id for h in s.image(photo, k=10)] for name, s in searchers.items()}
         assert top["torch"] == top["onnx"]
@@ -99,8 +100,15 @@ def test_numpy_preprocessing_is_torchs_to_the_bit(size, ten_crop, squash, flickr
 
     from polyvse.features.extractor import Preprocess
 
-    settings = dict(resize=256, crop=224, mean=(0.485, 0.456, 0.406), std=(0.229, 0.224, 0.225),
-                    interpolation="bicubic", ten_crop=ten_crop, squash=squash)
+    settings = dict(
+        resize=256,
+        crop=224,
+        mean=(0.485, 0.456, 0.406),
+        std=(0.229, 0.224, 0.225),
+        interpolation="bicubic",
+        ten_crop=ten_crop,
+        squash=squash,
+    )
     image = load_image(flickr_photos[0]).resize(size, Image.BILINEAR)
     want = Preprocess(**settings)(image).numpy()
     got = NumpyPreprocess(**settings)(image)
@@ -145,8 +153,14 @@ sys.exit(code)
 
 def _without_torch(*argv, cwd: Path) -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if k != ENCODER_ENV}
-    return subprocess.run([sys.executable, "-c", _NO_TORCH, *map(str, argv)], cwd=cwd, env=env,
-                          capture_output=True, text=True, timeout=300)
+    return subprocess.run(
+        [sys.executable, "-c", _NO_TORCH, *map(str, argv)],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
 
 
 def test_without_torch_build_add_and_search_run_through_onnx(assets, flickr_photos, tmp_path):
@@ -155,8 +169,9 @@ def test_without_torch_build_add_and_search_run_through_onnx(assets, flickr_phot
     for p in flickr_photos[:12]:
         shutil.copyfile(p, photos / p.name)
     index = tmp_path / "index"
-    proc = _without_torch("index", "build", "--checkpoint", assets.checkpoint, "--images", photos, "--out", index,
-                          "--quiet", cwd=tmp_path)
+    proc = _without_torch(
+        "index", "build", "--checkpoint", assets.checkpoint, "--images", photos, "--out", index, "--quiet", cwd=tmp_path
+    )
     assert proc.returncode == 0, proc.stderr
     assert "12 photos indexed" in proc.stdout and "0 from the cache" in proc.stdout
     for p in flickr_photos[12:15]:
@@ -174,8 +189,9 @@ def test_without_torch_build_add_and_search_run_through_onnx(assets, flickr_phot
 def test_without_torch_a_checkpoint_without_its_graph_names_the_command(assets, flickr_photos, tmp_path):
     bare = tmp_path / "checkpoint"
     shutil.copytree(assets.checkpoint, bare, ignore=shutil.ignore_patterns("image_encoder.*"))
-    proc = _without_torch("index", "build", "--checkpoint", bare, "--list", "/dev/null", "--out", tmp_path / "i",
-                          cwd=tmp_path)
+    proc = _without_torch(
+        "index", "build", "--checkpoint", bare, "--list", "/dev/null", "--out", tmp_path / "i", cwd=tmp_path
+    )
     assert proc.returncode == 2
     assert f"polyvse export onnx --checkpoint {bare}" in proc.stderr and "polyvse[train]" in proc.stderr
     proc = _without_torch("export", "onnx", "--checkpoint", bare, cwd=tmp_path)

@@ -1,6 +1,7 @@
 """What the package carries besides its code: `polyvse --version` from the package's own version, the Apache-2.0
 LICENSE that pyproject names (inside the wheel and the sdist), a CHANGELOG entry and a CITATION.cff for that
 version, and the examples in the sdist."""
+
 from __future__ import annotations
 
 import importlib.metadata
@@ -34,8 +35,13 @@ def test_changelog_and_citation_describe_this_version():
     citation = yaml.safe_load((REPO / "CITATION.cff").read_text(encoding="utf-8"))
     assert citation["version"] == version and citation["license"] == "Apache-2.0"
     titles = " ".join(r["title"] for r in citation["references"])
-    for paper in ("Image Pivoting", "Sentence-Level Multilingual", "Aligning Multilingual Word Embeddings",
-                  "Grounding Multilingual Concepts", "MULE"):
+    for paper in (
+        "Image Pivoting",
+        "Sentence-Level Multilingual",
+        "Aligning Multilingual Word Embeddings",
+        "Grounding Multilingual Concepts",
+        "MULE",
+    ):
         assert paper in titles
 
 

@@ -1,5 +1,6 @@
 """Models trained on squashed photos (f8k-full) see other photos squashed the same way: the preprocessing, the
 feature cache's square-photo shortcut, the checkpoint field and its fallback for older checkpoints."""
+
 from __future__ import annotations
 
 import json
@@ -107,23 +108,47 @@ def test_photo_fit_overrides_the_checkpoint_and_an_index_keeps_what_it_was_built
 
     torch.manual_seed(0)
     enc = CaptionEncoder.build({"en": ["a dog runs", "two cats sleep"]})
-    model = JointEmbeddingModel(ModelConfig(vocab_size=len(enc.vocab), image_dim=1280, embed_dim=8, word_dim=4,
-                                            hidden_dim=8))
+    model = JointEmbeddingModel(
+        ModelConfig(vocab_size=len(enc.vocab), image_dim=1280, embed_dim=8, word_dim=4, hidden_dim=8)
+    )
     plain = get_extractor("efficientnet-lite0")
-    save_checkpoint(Checkpoint(model=model.eval(), captions=enc, backbone="efficientnet-lite0",
-                               feature_key=plain.key, ten_crop=False, languages=["en"], squash_photos=True),
-                    tmp_path / "c")
+    save_checkpoint(
+        Checkpoint(
+            model=model.eval(),
+            captions=enc,
+            backbone="efficientnet-lite0",
+            feature_key=plain.key,
+            ten_crop=False,
+            languages=["en"],
+            squash_photos=True,
+        ),
+        tmp_path / "c",
+    )
     assert polyvse.load(tmp_path / "c", device="cpu").extractor.preprocess.squash is True
     assert polyvse.load(tmp_path / "c", device="cpu", squash_photos=False).extractor.preprocess.squash is False
 
     photos = tmp_path / "photos"
     photos.mkdir()
-    src = [p for p in sorted((shared_data / "flickr8k" / "images").glob("*.jpg"))
-           if Image.open(p).size[0] != Image.open(p).size[1]][:3]
+    src = [
+        p
+        for p in sorted((shared_data / "flickr8k" / "images").glob("*.jpg"))
+        if Image.open(p).size[0] != Image.open(p).size[1]
+    ][:3]
     for p in src[:2]:
         shutil.copy(p, photos / p.name)
-    common = ["--checkpoint", str(tmp_path / "c"), "--images", str(photos), "--cache-dir", str(tmp_path / "cache"),
-              "--workers", "0", "--quiet", "--device", "cpu"]
+    common = [
+        "--checkpoint",
+        str(tmp_path / "c"),
+        "--images",
+        str(photos),
+        "--cache-dir",
+        str(tmp_path / "cache"),
+        "--workers",
+        "0",
+        "--quiet",
+        "--device",
+        "cpu",
+    ]
     for fit, squash in (("crop", False), (None, True)):
         out = tmp_path / f"index-{fit}"
         assert main(["index", "build", "--out", str(out), *common, *(["--photo-fit", fit] if fit else [])]) == 0
@@ -132,6 +157,5 @@ def test_photo_fit_overrides_the_checkpoint_and_an_index_keeps_what_it_was_built
         assert loaded.checkpoint.squash_photos is squash  # the checkpoint says squash; the index decides
     # a photo query on the crop index is embedded as its photos were: the top hit is that very photo
     capsys.readouterr()
-    assert main(["search", "--index", str(tmp_path / "index-crop"), "--image", str(src[0]), "-k", "1",
-                 "--json"]) == 0
+    assert main(["search", "--index", str(tmp_path / "index-crop"), "--image", str(src[0]), "-k", "1", "--json"]) == 0
     assert src[0].name in json.dumps(json.loads(capsys.readouterr().out))

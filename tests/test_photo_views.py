@@ -1,4 +1,5 @@
 """Cached augmented views of the training photos (polyvse.features.augment, polyvse_train.photo_views)."""
+
 from __future__ import annotations
 
 import pickle
@@ -20,8 +21,19 @@ from polyvse_train.data import prepare_data
 from polyvse_train.photo_views import PhotoViews
 from polyvse_train.train import train
 
-SMALL = dict(name="views", languages=["en", "de"], embed_dim=64, word_dim=32, hidden_dim=64, batch_size=32,
-             smoke_photos=32, smoke_epochs=2, lr=5e-4, finetune_blocks=1, photo_views=3)
+SMALL = dict(
+    name="views",
+    languages=["en", "de"],
+    embed_dim=64,
+    word_dim=32,
+    hidden_dim=64,
+    batch_size=32,
+    smoke_photos=32,
+    smoke_epochs=2,
+    lr=5e-4,
+    finetune_blocks=1,
+    photo_views=3,
+)
 
 
 @pytest.fixture(scope="module")
@@ -88,11 +100,15 @@ def test_photo_views_stage_a_drawn_view_per_photo_and_evaluation_reads_the_photo
     torch.testing.assert_close(pv[np.array([1, 3])], base[[1, 3]])  # outside a step: the photos themselves
 
 
-@pytest.mark.parametrize("over, field", [({"photo_views": 0}, "data.photo_views"),
-                                         ({"photo_views": 2, "ten_crop": True, "finetune_blocks": 0},
-                                          "data.photo_views"),
-                                         ({"finetune_blocks": 0, "finetune_backbone": True}, "data.photo_views"),
-                                         ({"photo_views": 1, "crop_scale_min": 0.3}, "data.crop_scale_min")])
+@pytest.mark.parametrize(
+    "over, field",
+    [
+        ({"photo_views": 0}, "data.photo_views"),
+        ({"photo_views": 2, "ten_crop": True, "finetune_blocks": 0}, "data.photo_views"),
+        ({"finetune_blocks": 0, "finetune_backbone": True}, "data.photo_views"),
+        ({"photo_views": 1, "crop_scale_min": 0.3}, "data.crop_scale_min"),
+    ],
+)
 def test_config_names_the_field(over, field):
     with pytest.raises(DataError, match=field.replace(".", r"\.")):
         TrainConfig.from_dict({**SMALL, **over})

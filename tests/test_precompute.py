@@ -1,6 +1,7 @@
 """Filling the sentence cache for a whole dataset: priority order (evaluation split, first caption of every
 training photo, validation split, then the other training captions rank by rank), resumability, skipping
 languages the encoder lacks."""
+
 from __future__ import annotations
 
 from polyvse.data.types import Caption
@@ -80,8 +81,18 @@ def test_embed_text_cli_fills_each_fused_tower(tiny_root, monkeypatch, capsys):
     for cls in (FakeA, FakeB):
         monkeypatch.setitem(base._REGISTRY, cls.name, cls)
     monkeypatch.setattr(base, "_SHARED", {})
-    args = ["features", "embed-text", "--dataset", "f8k-full", "--encoder", "fake-a+fake-b", "--langs", "en,de",
-            "--data-root", str(tiny_root)]
+    args = [
+        "features",
+        "embed-text",
+        "--dataset",
+        "f8k-full",
+        "--encoder",
+        "fake-a+fake-b",
+        "--langs",
+        "en,de",
+        "--data-root",
+        str(tiny_root),
+    ]
     assert main(args) == 0
     lines = [x for x in capsys.readouterr().out.splitlines() if "captions in the" in x]
     assert [x.split(" cache")[0].split()[-1] for x in lines] == ["fake-a", "fake-b"]
@@ -110,7 +121,9 @@ def test_text_tail_layers_fill_the_front_states_a_tail_model_reads(tmp_path):
     e5 = get_pretrained_encoder("e5-small")
     lines: list[str] = []
     assert precompute_embeddings(e5, caps, tmp_path, report=lines.append, tail_layers=1) == {
-        "texts": len(caps), "computed": len(caps)}
+        "texts": len(caps),
+        "computed": len(caps),
+    }
     assert lines[0].startswith("e5-small front (cut 1) test [en]")
     assert len(SentenceEmbeddingCache.for_encoder(tmp_path, e5)) == 0  # no sentence vectors
     # what training's caption encoder then reads comes from the cache, computing nothing

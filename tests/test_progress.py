@@ -3,6 +3,7 @@ one plain line per stage instead; on a terminal the tqdm bar is still drawn.
 
 capsys replaces stderr with a non-terminal stream, as `polyvse demo > log 2>&1` does.
 """
+
 from __future__ import annotations
 
 import os

@@ -1,4 +1,5 @@
 """Multi30K, Flickr8K, Flickr8K-CN readers and shared helpers on hand-made files in the public formats."""
+
 from __future__ import annotations
 
 import gzip

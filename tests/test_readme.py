@@ -1,5 +1,6 @@
 """README is the way in: short, no lab notebook (no commit hashes, dates or issue numbers in its prose: records
 carry provenance, the decisions log the history), and every link it gives leads somewhere."""
+
 from __future__ import annotations
 
 import re
@@ -25,9 +26,11 @@ def prose(text: str) -> str:
 
 def lab_notebook_marks(text: str) -> list[str]:
     body = prose(text)
-    return ([f"commit hash {m.group(0)}" for m in _HASH.finditer(body)]
-            + [f"date {m.group(0)}" for m in _DATE.finditer(body)]
-            + [f"issue number {m.group(0)}" for m in _ISSUE.finditer(body)])
+    return (
+        [f"commit hash {m.group(0)}" for m in _HASH.finditer(body)]
+        + [f"date {m.group(0)}" for m in _DATE.finditer(body)]
+        + [f"issue number {m.group(0)}" for m in _ISSUE.finditer(body)]
+    )
 
 
 def test_readme_is_short_and_carries_no_history():
@@ -41,11 +44,15 @@ def test_the_check_finds_what_it_looks_for():
     assert lab_notebook_marks(bad) == ["commit hash 0b1b75c", "date 2026-11-28", "issue number #27"]
     assert lab_notebook_marks("EfficientNet-Lite2, 1024-d, e5, see [x](#two-commands)") == []
     assert lab_notebook_marks("<!-- x:start -->\nchosen in the rounds of 2026-11-25\n<!-- x:end -->\n") == [
-        "date 2026-11-25"]
+        "date 2026-11-25"
+    ]
 
 
 def test_every_relative_link_resolves():
     text = README.read_text(encoding="utf-8")
-    missing = [t for t in _LINK.findall(text) if "://" not in t and not t.startswith("#")
-               and not (REPO / t.split("#", 1)[0]).exists()]
+    missing = [
+        t
+        for t in _LINK.findall(text)
+        if "://" not in t and not t.startswith("#") and not (REPO / t.split("#", 1)[0]).exists()
+    ]
     assert missing == []

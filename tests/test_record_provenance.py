@@ -25,6 +25,7 @@ each with its reason, in ``tests/provenance_known_issues.yaml``: the test prints
 
 ``POLYVSE_RECORDS_ROOT`` points the walk at another checkout (a copy with a record's provenance removed must fail).
 """
+
 from __future__ import annotations
 
 import json
@@ -110,8 +111,10 @@ def test_every_record_has_complete_provenance():
     found, _ = records()
     assert found, f"no records found under {ROOTS} of {REPO}"
     problems = record_problems()
-    assert not problems, (f"{len(problems)} records lack provenance (tests/test_record_provenance.py says what a "
-                          "record is; write it with polyvse.provenance.provenance()):\n" + "\n".join(problems[:40]))
+    assert not problems, (
+        f"{len(problems)} records lack provenance (tests/test_record_provenance.py says what a "
+        "record is; write it with polyvse.provenance.provenance()):\n" + "\n".join(problems[:40])
+    )
 
 
 def test_every_record_passes_the_history_citation_product_and_reconstruction_rules():
@@ -126,10 +129,14 @@ def test_every_record_passes_the_history_citation_product_and_reconstruction_rul
     listed = [f"{record} [{rule}]: {reason}" for (rule, record), reason in sorted(known.items())]
     print(f"{len(listed)} known provenance issues ({KNOWN_ISSUES.name}):\n" + "\n".join(listed))
     if known:
-        warnings.warn(f"{len(known)} records break a provenance rule, each listed with its reason in "
-                      f"{KNOWN_ISSUES.name}", stacklevel=1)
-    assert not new, (f"{len(new)} records break a provenance rule (tests/provenance_rules.py says each rule):\n"
-                     + "\n".join(map(str, new[:40])))
+        warnings.warn(
+            f"{len(known)} records break a provenance rule, each listed with its reason in {KNOWN_ISSUES.name}",
+            stacklevel=1,
+        )
+    assert not new, (
+        f"{len(new)} records break a provenance rule (tests/provenance_rules.py says each rule):\n"
+        + "\n".join(map(str, new[:40]))
+    )
     assert not stale, f"no longer a problem: remove from {KNOWN_ISSUES.name}: " + ", ".join(stale)
 
 
@@ -201,8 +208,7 @@ def test_dirty_flag_follows_tracked_files(tmp_path):
 
 
 def test_the_checker_rejects_gaps_and_accepts_reasoned_unknowns():
-    good = provenance(model={"fingerprint": "sha256:" + "0" * 64, "checkpoint": "runs/x/checkpoint",
-                             "config": "vse"})
+    good = provenance(model={"fingerprint": "sha256:" + "0" * 64, "checkpoint": "runs/x/checkpoint", "config": "vse"})
     assert provenance_problems(good) == []
     assert provenance_problems(None) == ["no provenance block"]
     for key in ("commit", "dirty", "date", "command", "machine", "model", "polyvse_version"):
@@ -211,8 +217,12 @@ def test_the_checker_rejects_gaps_and_accepts_reasoned_unknowns():
     assert provenance_problems({**good, "commit": "abc1234"})  # short hash
     assert provenance_problems({**good, "model": {"none": None}})  # provenance(model=None): must say why
     assert provenance_problems({**good, "dirty": None})  # unknown outside a reconstructed block
-    rebuilt = {**good, "dirty": None, "model": {**good["model"], "fingerprint": None},
-               "reconstructed": {"from": ["git log"], "by": "scripts/backfill_provenance.py"}}
+    rebuilt = {
+        **good,
+        "dirty": None,
+        "model": {**good["model"], "fingerprint": None},
+        "reconstructed": {"from": ["git log"], "by": "scripts/backfill_provenance.py"},
+    }
     assert any("reason" in p for p in provenance_problems(rebuilt))
     rebuilt["reconstructed"]["unknown"] = {"dirty": "not stated", "model.fingerprint": "checkpoint not kept"}
     assert provenance_problems(rebuilt) == []

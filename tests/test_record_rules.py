@@ -1,5 +1,6 @@
 """Each provenance rule of tests/provenance_rules.py fails on a small git repository holding a bad record (and
 passes the good one beside it), and the known list lets through only the cases it names."""
+
 from __future__ import annotations
 
 import json
@@ -33,8 +34,12 @@ def write(repo: Path, rel: str, data) -> None:
 
 def block(sha: str, **fields) -> dict:
     """A complete provenance block naming commit ``sha``, with ``fields`` replaced."""
-    b = {**provenance(["polyvse", "evaluate"], model=no_model("synthetic vectors")), "commit": sha, "dirty": False,
-         "dirty_files": []}
+    b = {
+        **provenance(["polyvse", "evaluate"], model=no_model("synthetic vectors")),
+        "commit": sha,
+        "dirty": False,
+        "dirty_files": [],
+    }
     return {**b, **fields}
 
 
@@ -74,7 +79,8 @@ def test_a_commit_not_in_the_history_fails(repo):
     found = problems(root)
     assert [str(p) for p in found] == [
         "results/bad.json: [commit-exists] results/bad.json: commit ffffffffffffffffffffffffffffffffffffffff is not "
-        "in the repository's history (`git cat-file -e <commit>^{commit}` fails)"]
+        "in the repository's history (`git cat-file -e <commit>^{commit}` fails)"
+    ]
 
 
 def test_a_shallow_clone_says_to_fetch_the_history(repo, tmp_path):
@@ -112,8 +118,10 @@ def test_a_dirty_record_cited_without_saying_so_fails(repo):
     commit(root, "a dirty record, cited")
     found = problems(root)
     assert [(p.rule, p.record) for p in found] == [("dirty-cited", "results/dirty.json")] * 2
-    assert any('cited by README.md without saying so: "Search takes 3 ms ([record](results/dirty.json))."' in str(p)
-               for p in found)
+    assert any(
+        'cited by README.md without saying so: "Search takes 3 ms ([record](results/dirty.json))."' in str(p)
+        for p in found
+    )
     write(root, "README.md", "Search takes 3 ms ([record](results/dirty.json), measured on a dirty tree).\n")
     write(root, "docs/guide.md", "| search | 3 ms (`results/dirty.json`, uncommitted tree) |\n")
     commit(root, "the citing sentences say so")
@@ -123,22 +131,58 @@ def test_a_dirty_record_cited_without_saying_so_fails(repo):
 def test_a_product_record_with_another_fingerprint_than_the_build_record_fails(repo):
     root, base = repo
     product = {"checkpoint": "/somewhere/runs/model/checkpoint", "config": "f8k-full-polyvse-best"}
-    write(root, PRODUCT_BUILD_RECORD, {"provenance": block(base, model={
-        "fingerprint": GOOD_FP, "photo_fingerprint": PHOTO_FP, "checkpoint": "runs/model/checkpoint",
-        "config": "configs/f8k-full/polyvse-best.yaml"})})
+    write(
+        root,
+        PRODUCT_BUILD_RECORD,
+        {
+            "provenance": block(
+                base,
+                model={
+                    "fingerprint": GOOD_FP,
+                    "photo_fingerprint": PHOTO_FP,
+                    "checkpoint": "runs/model/checkpoint",
+                    "config": "configs/f8k-full/polyvse-best.yaml",
+                },
+            )
+        },
+    )
     write(root, "results/same.json", {"provenance": block(base, model={**product, "fingerprint": GOOD_FP})})
     write(root, "results/other.json", {"provenance": block(base, model={**product, "fingerprint": "sha256:deadbeef"})})
-    write(root, "results/photos.json", {"provenance": block(base, model={**product, "fingerprint": GOOD_FP,
-                                                                       "photo_fingerprint": "sha256:" + "c" * 64})})
-    write(root, "results/trained.json", {"provenance": block(base, model={  # not the product's checkpoint
-        **product, "checkpoint": "runs/model/trained-checkpoint", "fingerprint": "sha256:deadbeef"})})
+    write(
+        root,
+        "results/photos.json",
+        {
+            "provenance": block(
+                base, model={**product, "fingerprint": GOOD_FP, "photo_fingerprint": "sha256:" + "c" * 64}
+            )
+        },
+    )
+    write(
+        root,
+        "results/trained.json",
+        {
+            "provenance": block(
+                base,
+                model={  # not the product's checkpoint
+                    **product,
+                    "checkpoint": "runs/model/trained-checkpoint",
+                    "fingerprint": "sha256:deadbeef",
+                },
+            )
+        },
+    )
     commit(root, "product records")
     found = problems(root)
-    assert [(p.rule, p.record) for p in found] == [("product-fingerprint", "results/other.json"),
-                                                   ("product-fingerprint", "results/photos.json")]
+    assert [(p.rule, p.record) for p in found] == [
+        ("product-fingerprint", "results/other.json"),
+        ("product-fingerprint", "results/photos.json"),
+    ]
     assert f"fingerprint sha256:deadbeef, the build record {PRODUCT_BUILD_RECORD} names {GOOD_FP}" in str(found[0])
-    write(root, PRODUCT_BUILD_RECORD, {"provenance": block(base, model={
-        "fingerprint": None, "checkpoint": "runs/model/checkpoint", "config": "x"})})
+    write(
+        root,
+        PRODUCT_BUILD_RECORD,
+        {"provenance": block(base, model={"fingerprint": None, "checkpoint": "runs/model/checkpoint", "config": "x"})},
+    )
     commit(root, "a build record without a fingerprint")
     assert all("names no fingerprint, so this claim cannot be checked" in p.message for p in problems(root))
 
@@ -146,9 +190,18 @@ def test_a_product_record_with_another_fingerprint_than_the_build_record_fails(r
 def test_a_reconstructed_block_without_reasons_or_machine_fails(repo):
     root, base = repo
     nothing = {k: None for k in ("cpu", "cores", "memory_gb", "os", "python")}
-    write(root, "results/rebuilt.json", {"provenance": block(base, dirty=None, machine={**nothing, "gpu": None},
-                                                             reconstructed={"from": ["git log"], "by": "a script",
-                                                                            "unknown": {"dirty": "x"}})})
+    write(
+        root,
+        "results/rebuilt.json",
+        {
+            "provenance": block(
+                base,
+                dirty=None,
+                machine={**nothing, "gpu": None},
+                reconstructed={"from": ["git log"], "by": "a script", "unknown": {"dirty": "x"}},
+            )
+        },
+    )
     commit(root, "a reconstructed record")
     found = problems(root)
     assert [p.rule for p in found] == ["reconstructed-substance"] * 2
@@ -163,25 +216,42 @@ def test_the_bad_record_of_each_rule_at_once(repo):
     reconstructed block of no machine with reason "x" -- each rule that applies says so."""
     root, base = repo
     write(root, "README.md", "Search takes 3 ms ([record](results/copy.json)).\n")
-    write(root, PRODUCT_BUILD_RECORD, {"provenance": block(base, model={
-        "fingerprint": GOOD_FP, "checkpoint": "runs/model/checkpoint", "config": "x"})})
+    write(
+        root,
+        PRODUCT_BUILD_RECORD,
+        {
+            "provenance": block(
+                base, model={"fingerprint": GOOD_FP, "checkpoint": "runs/model/checkpoint", "config": "x"}
+            )
+        },
+    )
     nothing = {k: None for k in ("cpu", "cores", "memory_gb", "os", "python")}
-    bad = block("f" * 40, dirty=True, machine={**nothing, "gpu": None},
-                model={"fingerprint": "sha256:deadbeef", "checkpoint": "runs/model/checkpoint", "config": "x"},
-                reconstructed={"from": ["x"], "by": "x", "unknown": {k: "x" for k in ("machine." + m for m in nothing)}})
+    bad = block(
+        "f" * 40,
+        dirty=True,
+        machine={**nothing, "gpu": None},
+        model={"fingerprint": "sha256:deadbeef", "checkpoint": "runs/model/checkpoint", "config": "x"},
+        reconstructed={"from": ["x"], "by": "x", "unknown": {k: "x" for k in ("machine." + m for m in nothing)}},
+    )
     write(root, "results/copy.json", {"x": 1, "provenance": bad})
     commit(root, "a bad copy")
     found = problems(root)
     for p in found:
         print(p)
-    assert rules_of(found, "results/copy.json") == {"commit-exists", "dirty-cited", "product-fingerprint",
-                                                    "reconstructed-substance"}
+    assert rules_of(found, "results/copy.json") == {
+        "commit-exists",
+        "dirty-cited",
+        "product-fingerprint",
+        "reconstructed-substance",
+    }
 
 
 def test_the_known_list_passes_only_its_cases_and_reports_stale_ones(tmp_path):
     listed = tmp_path / "known.yaml"
-    listed.write_text("- rule: dirty-cited\n  record: results/a.json\n  reason: cited before the rule existed\n"
-                      "- rule: commit-exists\n  record: results/gone.json\n  reason: its commit was rewritten away\n")
+    listed.write_text(
+        "- rule: dirty-cited\n  record: results/a.json\n  reason: cited before the rule existed\n"
+        "- rule: commit-exists\n  record: results/gone.json\n  reason: its commit was rewritten away\n"
+    )
     known = read_known(listed)
     found = [Problem("dirty-cited", "results/a.json", "m"), Problem("dirty-cited", "results/b.json", "m")]
     new, stale = against_known(found, known)

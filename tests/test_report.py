@@ -1,5 +1,6 @@
 """`polyvse report`: every generated block of README and docs is what its records render, and the check fails on
 a stale block, an unknown block or a missing record."""
+
 from __future__ import annotations
 
 import json
@@ -39,18 +40,25 @@ def _lang(mr: float, n: int) -> dict:
 def _write_run(runs: Path, config: str, seed: int, mrs: dict, captions: int, cpu: float, **settings) -> None:
     out = runs / config / f"official-s{seed}"
     out.mkdir(parents=True, exist_ok=True)
-    metrics = {"n_train_photos": 5867, "n_train_captions": captions, "seed": seed, "config": settings,
-               "languages": {g: _lang(v, 1000 if g == "en" else 929) for g, v in mrs.items()}}
+    metrics = {
+        "n_train_photos": 5867,
+        "n_train_captions": captions,
+        "seed": seed,
+        "config": settings,
+        "languages": {g: _lang(v, 1000 if g == "en" else 929) for g, v in mrs.items()},
+    }
     (out / "metrics.json").write_text(json.dumps(metrics))
     (out / "zoo_run.json").write_text(json.dumps({"cpu_seconds": cpu}))
 
 
 def test_f8k_full_tables_means_spreads_differences_and_budgets(tmp_path):
-    for seed, (b_en, b_cs, x_en, x_cs) in enumerate([(30.0, 20.0, 40.0, 24.0), (32.0, 22.0, 42.0, 26.0),
-                                                      (34.0, 24.0, 44.0, 22.0)]):
+    for seed, (b_en, b_cs, x_en, x_cs) in enumerate(
+        [(30.0, 20.0, 40.0, 24.0), (32.0, 22.0, 42.0, 26.0), (34.0, 24.0, 44.0, 22.0)]
+    ):
         _write_run(tmp_path, BASELINE, seed, {"en": b_en, "cs": b_cs}, 27852, 100.0, backbone="lite0")
-        _write_run(tmp_path, BEST, seed, {"en": x_en, "cs": x_cs}, 93788, 7000.0, backbone="lite2",
-                   retrieval_scoring="csls")
+        _write_run(
+            tmp_path, BEST, seed, {"en": x_en, "cs": x_cs}, 93788, 7000.0, backbone="lite2", retrieval_scoring="csls"
+        )
     text = f8k_full_text(tmp_path, (0, 1, 2))
     assert "5,867 training photos, 93,788 training captions for the best model, 27,852 for the baseline" in text
     assert "| baseline mR | 32.0 ± 2.0 | 22.0 ± 2.0 |" in text and "| best mR | 42.0 ± 2.0 | 24.0 ± 2.0 |" in text

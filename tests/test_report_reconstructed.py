@@ -1,4 +1,5 @@
 """A generated block marks every record whose provenance was reconstructed after the fact, wherever it cites one."""
+
 from __future__ import annotations
 
 import json
@@ -9,8 +10,10 @@ from polyvse_train.report.records import RECONSTRUCTED_MARK, Page
 
 def _record(path: Path, reconstructed: bool) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
-    block = {"commit": "0" * 40, **({"reconstructed": {"from": ["git log"], "by": "scripts/backfill_provenance.py"}}
-                                    if reconstructed else {})}
+    block = {
+        "commit": "0" * 40,
+        **({"reconstructed": {"from": ["git log"], "by": "scripts/backfill_provenance.py"}} if reconstructed else {}),
+    }
     path.write_text(json.dumps({"x": 1, "provenance": block}), encoding="utf-8")
 
 
@@ -21,8 +24,10 @@ def test_a_link_to_a_reconstructed_record_says_so(tmp_path):
     _record(tmp_path / "results" / "runs" / "a" / "official-s1" / "metrics.json", reconstructed=True)
     page = Page(tmp_path, tmp_path / "docs" / "page.md")
     assert page.record_link("results/written.json") == "[`results/written.json`](../results/written.json)"
-    assert page.record_link("results/rebuilt.json") == \
-        f"[`results/rebuilt.json`](../results/rebuilt.json) {RECONSTRUCTED_MARK}"
+    assert (
+        page.record_link("results/rebuilt.json")
+        == f"[`results/rebuilt.json`](../results/rebuilt.json) {RECONSTRUCTED_MARK}"
+    )
     # a folder of runs: one reconstructed run marks the link
     assert page.record_link("results/runs/a", "runs").endswith(f"(../results/runs/a) {RECONSTRUCTED_MARK}")
     assert RECONSTRUCTED_MARK == "(reconstructed provenance)"

@@ -1,6 +1,7 @@
 """N-best re-ranking with the photo (polyvse.alignment.rerank) and `polyvse rerank`.
 
 No translation system is at hand: every n-best list here is built by the test."""
+
 from __future__ import annotations
 
 import json
@@ -46,8 +47,7 @@ NBEST = [
 
 
 def nbest_text(rows=NBEST) -> str:
-    return "".join(f"{i} ||| {h} ||| LM0= {s * 3:.3f} TM0= -1.5 -0.25 WordPenalty0= -5 ||| {s}\n"
-                   for i, h, s in rows)
+    return "".join(f"{i} ||| {h} ||| LM0= {s * 3:.3f} TM0= -1.5 -0.25 WordPenalty0= -5 ||| {s}\n" for i, h, s in rows)
 
 
 class BagOfWordsModel:
@@ -92,12 +92,18 @@ def nbest_file(tmp_path):
 
 # -------------------------------------------------------------------------------------------- reader
 
+
 def test_read_nbest(nbest_file):
     lists = read_nbest(nbest_file, n_sentences=4)
     assert [len(h) for h in lists] == [3, 2, 1, 3]
     h = lists[0][0]
-    assert h == Hypothesis(0, "ein Hund rennt über das Gras .",
-                           (("LM0", (-3.0,)), ("TM0", (-1.5, -0.25)), ("WordPenalty0", (-5.0,))), -1.0, 1)
+    assert h == Hypothesis(
+        0,
+        "ein Hund rennt über das Gras .",
+        (("LM0", (-3.0,)), ("TM0", (-1.5, -0.25)), ("WordPenalty0", (-5.0,))),
+        -1.0,
+        1,
+    )
     assert lists[3][2].line == 9 and lists[3][2].sent_id == 3
 
 
@@ -109,19 +115,22 @@ def test_read_nbest_accepts_extra_fields_and_unlabelled_features(tmp_path):
     assert lists[0][1].features == () and lists[0][1].score == -0.7
 
 
-@pytest.mark.parametrize("text, line, match", [
-    ("0 ||| a ||| F= 1 ||| -1\n0 ||| b ||| -2\n", 2, "found 3 field"),
-    ("0 ||| a ||| F= 1 ||| -1\nx ||| b ||| F= 1 ||| -2\n", 2, "sentence id 'x' is not a non-negative integer"),
-    ("0 ||| a ||| F= 1 ||| -1\n-1 ||| b ||| F= 1 ||| -2\n", 2, "not a non-negative integer"),
-    ("0 ||| a ||| F= 1 ||| -1\n1 ||| b ||| F= 1 ||| -2\n0 ||| c ||| F= 1 ||| -2\n", 3, "sentence id 0 after id 1"),
-    ("0 ||| a ||| F= 1 ||| -1\n2 ||| b ||| F= 1 ||| -2\n", 2, "sentence\\(s\\) 1 have no hypothesis"),
-    ("0 ||| a ||| F= 1 ||| -1\n4 ||| b ||| F= 1 ||| -2\n", 2, "sentence\\(s\\) 1..3 have no hypothesis"),
-    ("1 ||| a ||| F= 1 ||| -1\n", 1, "ids must start at 0"),
-    ("0 ||| a ||| F= 1 ||| high\n", 1, "total score 'high' is not a number"),
-    ("0 ||| a ||| F= 1 ||| nan\n", 1, "total score is nan"),
-    ("0 ||| a ||| F= 1 x ||| -1\n", 1, "feature score 'x' is not a number"),
-    ("0 ||| a ||| F= 1 ||| -1\n\n0 ||| b ||| F= 1 ||| -2\n", 2, "empty line"),
-])
+@pytest.mark.parametrize(
+    "text, line, match",
+    [
+        ("0 ||| a ||| F= 1 ||| -1\n0 ||| b ||| -2\n", 2, "found 3 field"),
+        ("0 ||| a ||| F= 1 ||| -1\nx ||| b ||| F= 1 ||| -2\n", 2, "sentence id 'x' is not a non-negative integer"),
+        ("0 ||| a ||| F= 1 ||| -1\n-1 ||| b ||| F= 1 ||| -2\n", 2, "not a non-negative integer"),
+        ("0 ||| a ||| F= 1 ||| -1\n1 ||| b ||| F= 1 ||| -2\n0 ||| c ||| F= 1 ||| -2\n", 3, "sentence id 0 after id 1"),
+        ("0 ||| a ||| F= 1 ||| -1\n2 ||| b ||| F= 1 ||| -2\n", 2, "sentence\\(s\\) 1 have no hypothesis"),
+        ("0 ||| a ||| F= 1 ||| -1\n4 ||| b ||| F= 1 ||| -2\n", 2, "sentence\\(s\\) 1..3 have no hypothesis"),
+        ("1 ||| a ||| F= 1 ||| -1\n", 1, "ids must start at 0"),
+        ("0 ||| a ||| F= 1 ||| high\n", 1, "total score 'high' is not a number"),
+        ("0 ||| a ||| F= 1 ||| nan\n", 1, "total score is nan"),
+        ("0 ||| a ||| F= 1 x ||| -1\n", 1, "feature score 'x' is not a number"),
+        ("0 ||| a ||| F= 1 ||| -1\n\n0 ||| b ||| F= 1 ||| -2\n", 2, "empty line"),
+    ],
+)
 def test_malformed_nbest_lines_name_file_and_line(tmp_path, text, line, match):
     p = tmp_path / "bad.nbest"
     p.write_text(text, encoding="utf-8")
@@ -172,6 +181,7 @@ def test_unknown_language_and_bad_weight(nbest_file):
 
 
 # ------------------------------------------------------------------------------------------- scoring
+
 
 def test_zscore_and_combination_by_hand():
     np.testing.assert_allclose(zscore([0.0, 1.0, 2.0]), [-math.sqrt(1.5), 0.0, math.sqrt(1.5)])
@@ -227,8 +237,13 @@ def test_weight_zero_reproduces_the_baseline_exactly(nbest_file):
     assert res.baseline_texts == [lists[0][0].text, lists[1][0].text, lists[2][0].text, lists[3][1].text]
     # and on random lists with many tied scores and arbitrary similarities
     rng = np.random.default_rng(0)
-    lists = [[Hypothesis(i, f"h{i}_{j}", (), float(rng.integers(-3, 1)) * 0.1 + 1e-9 * (j % 2), 0)
-              for j in range(int(rng.integers(1, 8)))] for i in range(200)]
+    lists = [
+        [
+            Hypothesis(i, f"h{i}_{j}", (), float(rng.integers(-3, 1)) * 0.1 + 1e-9 * (j % 2), 0)
+            for j in range(int(rng.integers(1, 8)))
+        ]
+        for i in range(200)
+    ]
     img = rng.standard_normal((200, 16)).astype(np.float32)
 
     class RandomText:
@@ -244,6 +259,7 @@ def test_weight_zero_reproduces_the_baseline_exactly(nbest_file):
 
 
 # ---------------------------------------------------------------------------------------------- CLI
+
 
 def _tiny_setup(tmp_path):
     """A real checkpoint on a 3-d "mean colour" backbone, 4 photos, an n-best file and references."""
@@ -274,11 +290,21 @@ def _tiny_setup(tmp_path):
     register_backbone("test-mean-colour", MeanColour)
     torch.manual_seed(0)
     enc = CaptionEncoder.build({"de": [h for _, h, _ in NBEST]})
-    model = JointEmbeddingModel(ModelConfig(vocab_size=len(enc.vocab), image_dim=3, embed_dim=4, word_dim=3,
-                                            hidden_dim=5))
+    model = JointEmbeddingModel(
+        ModelConfig(vocab_size=len(enc.vocab), image_dim=3, embed_dim=4, word_dim=3, hidden_dim=5)
+    )
     ckpt = tmp_path / "ckpt"
-    save_checkpoint(Checkpoint(model=model.eval(), captions=enc, backbone="test-mean-colour",
-                               feature_key=MeanColour().key, ten_crop=False, languages=["de"]), ckpt)
+    save_checkpoint(
+        Checkpoint(
+            model=model.eval(),
+            captions=enc,
+            backbone="test-mean-colour",
+            feature_key=MeanColour().key,
+            ten_crop=False,
+            languages=["de"],
+        ),
+        ckpt,
+    )
     (tmp_path / "photos").mkdir()
     for i, colour in enumerate(["red", "green", "blue", "yellow"]):
         Image.new("RGB", (16, 12), colour).save(tmp_path / "photos" / f"p{i}.jpg")
@@ -291,21 +317,41 @@ def _tiny_setup(tmp_path):
 def _cli(tmp_path, *extra):
     from polyvse_app.cli import main
 
-    return main(["rerank", "--checkpoint", str(tmp_path / "ckpt"), "--nbest", str(tmp_path / "test.nbest"),
-                 "--images-list", str(tmp_path / "images.txt"), "--references", str(tmp_path / "refs.de"),
-                 "--quiet", *extra])
+    return main(
+        [
+            "rerank",
+            "--checkpoint",
+            str(tmp_path / "ckpt"),
+            "--nbest",
+            str(tmp_path / "test.nbest"),
+            "--images-list",
+            str(tmp_path / "images.txt"),
+            "--references",
+            str(tmp_path / "refs.de"),
+            "--quiet",
+            *extra,
+        ]
+    )
 
 
 def test_cli_end_to_end(tmp_path, capsys):
     _tiny_setup(tmp_path)
     out = tmp_path / "out.de"
-    assert _cli(tmp_path, "--lang", "de", "--weight", "0", "--out", str(out), "--json",
-                str(tmp_path / "s.json"), "--oracle") == 0
+    assert (
+        _cli(
+            tmp_path, "--lang", "de", "--weight", "0", "--out", str(out), "--json", str(tmp_path / "s.json"), "--oracle"
+        )
+        == 0
+    )
     printed = capsys.readouterr().out
     assert "| baseline (1-best) |" in printed and "| re-ranked (w=0) |" in printed
     assert "| oracle (sentence BLEU) | 100.00 | 0.00 |" in printed and "changed 0 of 4" in printed
-    baseline = ["ein Hund rennt über das Gras .", "zwei Kinder spielen im Sand .", "eine Frau fährt Fahrrad .",
-                "ein Mann auf der Bank ."]
+    baseline = [
+        "ein Hund rennt über das Gras .",
+        "zwei Kinder spielen im Sand .",
+        "eine Frau fährt Fahrrad .",
+        "ein Mann auf der Bank .",
+    ]
     assert out.read_text(encoding="utf-8").splitlines() == baseline
     report = json.loads((tmp_path / "s.json").read_text(encoding="utf-8"))
     assert report["baseline"] == report["reranked"] and report["n_sentences"] == 4

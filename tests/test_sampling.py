@@ -45,9 +45,9 @@ def drawn_sampler(counts, k, batch_size=4, seed=0):
     from polyvse_train.sampling import DrawnCaptionsSampler
 
     caption_photo = np.repeat(np.arange(len(counts)), counts)
-    return caption_photo, DrawnCaptionsSampler(caption_photo, caption_photo, k,
-                                               lambda cp: DistinctPhotoBatchSampler(cp, batch_size, seed=seed),
-                                               seed=seed)
+    return caption_photo, DrawnCaptionsSampler(
+        caption_photo, caption_photo, k, lambda cp: DistinctPhotoBatchSampler(cp, batch_size, seed=seed), seed=seed
+    )
 
 
 def test_drawn_captions_hold_k_of_each_group_and_change_with_the_epoch():
@@ -84,14 +84,21 @@ def test_vse_draws_per_photo_and_language():
 
     photo_row = np.array([0, 0, 0, 0, 1, 1, 1, 2])
     langs = ["en", "en", "de", "de", "en", "en", "zh", "en"]
-    stub = SimpleNamespace(data=SimpleNamespace(train=SimpleNamespace(photo_row=photo_row, langs=langs)),
-                           options=SimpleNamespace(draw_captions=1),
-                           cfg=SimpleNamespace(schedule=SimpleNamespace(seed=0)),
-                           make_sampler=lambda cp: DistinctPhotoBatchSampler(cp, 2, seed=0))
+    stub = SimpleNamespace(
+        data=SimpleNamespace(train=SimpleNamespace(photo_row=photo_row, langs=langs)),
+        options=SimpleNamespace(draw_captions=1),
+        cfg=SimpleNamespace(schedule=SimpleNamespace(seed=0)),
+        make_sampler=lambda cp: DistinctPhotoBatchSampler(cp, 2, seed=0),
+    )
     sampler = VseObjective.batch_sampler(stub)
     for epoch in range(5):
         rows = sampler.drawn(epoch)
-        assert sorted((int(photo_row[r]), langs[r]) for r in rows) == [(0, "de"), (0, "en"), (1, "en"), (1, "zh"),
-                                                                      (2, "en")]
+        assert sorted((int(photo_row[r]), langs[r]) for r in rows) == [
+            (0, "de"),
+            (0, "en"),
+            (1, "en"),
+            (1, "zh"),
+            (2, "en"),
+        ]
     stub.options.draw_captions = 0
     assert isinstance(VseObjective.batch_sampler(stub), DistinctPhotoBatchSampler)

@@ -3,6 +3,7 @@ each kind (word-level text branches; random heads on the frozen towers with an a
 written before polyvse's modules moved (tests/data/checkpoints/MADE.json names the commit and the command), with
 what that code embedded for fixed queries and image features. A checkpoint stores no module paths, so moving a
 module must change none of this."""
+
 from __future__ import annotations
 
 import json

@@ -1,4 +1,5 @@
 """`polyvse index build|add|info` and `polyvse search` on a tiny model trained on real F8K-ML photos."""
+
 from __future__ import annotations
 
 import json
@@ -24,8 +25,24 @@ def cli_index(assets, tmp_path_factory):
     for p in assets.photos[:N_FIRST]:
         shutil.copyfile(p, folder / p.name)
     out = tmp / "index"
-    assert main(["index", "build", "--checkpoint", str(assets.checkpoint), "--images", str(folder),
-                 "--out", str(out), "--quiet", "--workers", "0"]) == 0
+    assert (
+        main(
+            [
+                "index",
+                "build",
+                "--checkpoint",
+                str(assets.checkpoint),
+                "--images",
+                str(folder),
+                "--out",
+                str(out),
+                "--quiet",
+                "--workers",
+                "0",
+            ]
+        )
+        == 0
+    )
     return out
 
 
@@ -57,8 +74,18 @@ def test_text_search_prints_ranked_photos_with_scores(assets, cli_index, capsys)
 
 
 def test_json_output_and_auto_language(assets, cli_index, capsys):
-    code, out, _ = run(capsys, "search", "--index", str(cli_index), "zwei Hunde spielen im Schnee", "--lang",
-                       "auto", "-k", "3", "--json")
+    code, out, _ = run(
+        capsys,
+        "search",
+        "--index",
+        str(cli_index),
+        "zwei Hunde spielen im Schnee",
+        "--lang",
+        "auto",
+        "-k",
+        "3",
+        "--json",
+    )
     assert code == 0
     result = json.loads(out)
     assert result["lang"] == "de" and result["detected"]["lang"] == "de"
@@ -80,30 +107,42 @@ def test_search_by_photo_and_by_id(assets, cli_index, capsys):
     assert code == 0 and f"photos like #4 ({target.name})" in out
 
 
-@pytest.mark.parametrize("argv, message", [
-    (["Hund", "--lang", "auto"], "too short to tell"),
-    (["los perros juegan en la nieve", "--lang", "auto"], "looks like Spanish"),
-    (["a dog", "--lang", "xx"], "unknown language code 'xx'"),
-    (["un chien", "--lang", "fr"], "not trained on 'fr'"),
-    # a word-level model reads only its own languages (and `polyvse adapt` cannot teach it one)
-    (["un perro", "--lang", "spa"], "train one that includes 'es'"),
-    (["a dog", "--lang", "Spanish"], "for Spanish use 'es'"),
-    (["   ", "--lang", "en"], "the query is empty"),
-    (["x" * 10_000, "--lang", "en"], "the limit is 1000"),
-    (["a dog"], "needs --lang"),
-    (["a dog", "--lang", "en", "--image", "x.jpg"], "exactly one of"),
-    (["--image", "/nonexistent/photo.jpg"], "file not found"),
-    (["--similar-to", "9999"], "no photo with id 9999"),
-    (["a dog", "--lang", "en", "-k", "0"], "k must be between 1 and"),
-])
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["Hund", "--lang", "auto"], "too short to tell"),
+        (["los perros juegan en la nieve", "--lang", "auto"], "looks like Spanish"),
+        (["a dog", "--lang", "xx"], "unknown language code 'xx'"),
+        (["un chien", "--lang", "fr"], "not trained on 'fr'"),
+        # a word-level model reads only its own languages (and `polyvse adapt` cannot teach it one)
+        (["un perro", "--lang", "spa"], "train one that includes 'es'"),
+        (["a dog", "--lang", "Spanish"], "for Spanish use 'es'"),
+        (["   ", "--lang", "en"], "the query is empty"),
+        (["x" * 10_000, "--lang", "en"], "the limit is 1000"),
+        (["a dog"], "needs --lang"),
+        (["a dog", "--lang", "en", "--image", "x.jpg"], "exactly one of"),
+        (["--image", "/nonexistent/photo.jpg"], "file not found"),
+        (["--similar-to", "9999"], "no photo with id 9999"),
+        (["a dog", "--lang", "en", "-k", "0"], "k must be between 1 and"),
+    ],
+)
 def test_bad_searches_fail_with_a_clear_message(cli_index, capsys, argv, message):
     code, _, err = run(capsys, "search", "--index", str(cli_index), *argv)
     assert code == 2 and message in err and "Traceback" not in err
 
 
 def test_another_checkpoint_is_refused(assets, cli_index, capsys):
-    code, _, err = run(capsys, "search", "--index", str(cli_index), assets.english_query, "--lang", "en",
-                       "--checkpoint", str(assets.other_checkpoint))
+    code, _, err = run(
+        capsys,
+        "search",
+        "--index",
+        str(cli_index),
+        assets.english_query,
+        "--lang",
+        "en",
+        "--checkpoint",
+        str(assets.other_checkpoint),
+    )
     assert code == 2 and "this index was built with model" in err and "rebuild the index" in err
     code, _, err = run(capsys, "search", "--index", str(assets.checkpoint), "a dog", "--lang", "en")
     assert code == 2 and "not a polyvse index" in err
@@ -115,15 +154,26 @@ def test_add_appends_only_new_photos(assets, cli_index, tmp_path, capsys):
     listing = tmp_path / "photos.txt"
     indexed = sorted((cli_index.parent / "photos").glob("*.jpg"))  # the files the index holds
     listing.write_text("".join(f"{p}\n" for p in indexed + assets.photos[N_FIRST:]))  # old and new photos
-    code, out, _ = run(capsys, "index", "add", "--index", str(index), "--list", str(listing), "--quiet",
-                       "--workers", "0")
+    code, out, _ = run(
+        capsys, "index", "add", "--index", str(index), "--list", str(listing), "--quiet", "--workers", "0"
+    )
     n_new = len(assets.photos) - N_FIRST
     assert code == 0
     assert out.startswith(f"{n_new} photos added, {N_FIRST} already in the index, 0 unreadable (0 features computed")
     code, out, _ = run(capsys, "index", "info", "--index", str(index))
     assert f"photos:     {len(assets.photos)}" in out and "(generation 2)" in out
-    code, _, err = run(capsys, "index", "add", "--index", str(index), "--list", str(listing), "--quiet",
-                       "--checkpoint", str(assets.other_checkpoint))
+    code, _, err = run(
+        capsys,
+        "index",
+        "add",
+        "--index",
+        str(index),
+        "--list",
+        str(listing),
+        "--quiet",
+        "--checkpoint",
+        str(assets.other_checkpoint),
+    )
     assert code == 2 and "this index was built with model" in err
 
 

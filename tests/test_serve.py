@@ -1,5 +1,6 @@
 """The HTTP service through FastAPI's TestClient: endpoints, OpenAPI, and bad input -> 4xx with a clear message
 (never a 5xx, never a file from outside the index)."""
+
 from __future__ import annotations
 
 import io
@@ -37,8 +38,11 @@ def captions_file(assets, shared_data, tmp_path_factory):
 
     ids = {p.stem.split("_")[0] for p in assets.photos[:N_FIRST]}
     corpus = load_dataset("f8k-ml", shared_data)
-    lines = [json.dumps({"image": c.photo_id, "lang": c.lang, "caption": c.text}, ensure_ascii=False)
-             for c in corpus.captions if c.photo_id in ids and c.lang in ("en", "de", "zh", "fr")]
+    lines = [
+        json.dumps({"image": c.photo_id, "lang": c.lang, "caption": c.text}, ensure_ascii=False)
+        for c in corpus.captions
+        if c.photo_id in ids and c.lang in ("en", "de", "zh", "fr")
+    ]
     path = tmp_path_factory.mktemp("caps") / "captions.jsonl"
     path.write_text("\n".join(lines[:400]) + "\n", encoding="utf-8")
     return path
@@ -74,6 +78,7 @@ def jpeg_bytes(assets, i: int) -> bytes:
 
 def png_header_only(width: int, height: int) -> bytes:
     """A PNG whose header claims width x height; the pixel data is a stub that would never decode."""
+
     def chunk(kind: bytes, data: bytes) -> bytes:
         return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data) & 0xFFFFFFFF)
 
@@ -88,32 +93,45 @@ def test_health_model_and_openapi(client, assets):
     info = client.get("/api/model").json()
     assert info["languages"] == ["en", "de", "zh"] and info["language_names"]["de"] == "German"
     # a word-level model serves only its trained languages: the page's picker lists them
-    assert info["served_languages"] == [{"code": c, "name": n, "status": "trained"}
-                                        for c, n in (("en", "English"), ("de", "German"), ("zh", "Chinese"))]
+    assert info["served_languages"] == [
+        {"code": c, "name": n, "status": "trained"} for c, n in (("en", "English"), ("de", "German"), ("zh", "Chinese"))
+    ]
     assert info["similarity"] == "cosine" and info["index"]["photos"] == N_FIRST
     assert info["fingerprint"] == PhotoIndex.open(assets.index).fingerprint
     assert info["captions"]["languages"] == ["de", "en", "zh"]  # French captions dropped: the model lacks fr
     assert info["limits"]["max_upload_bytes"] == UPLOAD_CAP
     schema = client.get("/openapi.json").json()
-    for path in ("/api/health", "/api/model", "/api/search/text", "/api/search/image", "/api/captions/image",
-                 "/api/photos/{photo_id}", "/api/photos/{photo_id}/similar", "/api/photos/{photo_id}/thumbnail",
-                 "/api/photos/{photo_id}/captions"):
+    for path in (
+        "/api/health",
+        "/api/model",
+        "/api/search/text",
+        "/api/search/image",
+        "/api/captions/image",
+        "/api/photos/{photo_id}",
+        "/api/photos/{photo_id}/similar",
+        "/api/photos/{photo_id}/thumbnail",
+        "/api/photos/{photo_id}/captions",
+    ):
         assert path in schema["paths"], path
     assert "TextSearchResponse" in schema["components"]["schemas"]
-
 
 
 def test_every_search_endpoint_defaults_to_the_settings_k(client):
     """A request without k gets ServeSettings.default_k photos, which /api/model reports to the web page."""
     schema = client.get("/openapi.json").json()
-    defaults = [p["schema"]["default"] for path in ("/api/search/text", "/api/photos/{photo_id}/similar")
-                for p in schema["paths"][path]["get"]["parameters"] if p["name"] == "k"]
+    defaults = [
+        p["schema"]["default"]
+        for path in ("/api/search/text", "/api/photos/{photo_id}/similar")
+        for p in schema["paths"][path]["get"]["parameters"]
+        if p["name"] == "k"
+    ]
     defaults.append(schema["components"]["schemas"]["TextSearchRequest"]["properties"]["k"]["default"])
     upload = schema["paths"]["/api/search/image"]["post"]["requestBody"]["content"]["multipart/form-data"]
     upload_ref = upload["schema"]["$ref"].rsplit("/", 1)[-1]
     defaults.append(schema["components"]["schemas"][upload_ref]["properties"]["k"]["default"])
     assert defaults == [ServeSettings().default_k] * 4
     assert client.get("/api/model").json()["limits"]["default_k"] == ServeSettings().default_k
+
 
 def test_web_page_and_static_files(client):
     page = client.get("/")
@@ -147,8 +165,9 @@ def test_text_search(client, assets):
 
 
 def test_photo_to_photo_upload_and_by_id(client, assets):
-    r = client.post("/api/search/image", files={"file": ("photo.jpg", jpeg_bytes(assets, 5), "image/jpeg")},
-                    data={"k": "4"})
+    r = client.post(
+        "/api/search/image", files={"file": ("photo.jpg", jpeg_bytes(assets, 5), "image/jpeg")}, data={"k": "4"}
+    )
     assert r.status_code == 200, r.text
     body = r.json()
     assert body["results"][0]["id"] == 5 and body["results"][0]["score"] == pytest.approx(1.0, abs=1e-4)
@@ -158,14 +177,18 @@ def test_photo_to_photo_upload_and_by_id(client, assets):
 
 
 def test_photo_to_caption(client, assets):
-    r = client.post("/api/captions/image", files={"file": ("p.jpg", jpeg_bytes(assets, 2), "image/jpeg")},
-                    data={"k": "5"})
+    r = client.post(
+        "/api/captions/image", files={"file": ("p.jpg", jpeg_bytes(assets, 2), "image/jpeg")}, data={"k": "5"}
+    )
     assert r.status_code == 200, r.text
     results = r.json()["results"]
     assert len(results) == 5 and {c["lang"] for c in results} <= {"en", "de", "zh"}
     assert [c["rank"] for c in results] == [1, 2, 3, 4, 5]
-    german = client.post("/api/captions/image", files={"file": ("p.jpg", jpeg_bytes(assets, 2), "image/jpeg")},
-                         data={"k": "3", "lang": "de"}).json()["results"]
+    german = client.post(
+        "/api/captions/image",
+        files={"file": ("p.jpg", jpeg_bytes(assets, 2), "image/jpeg")},
+        data={"k": "3", "lang": "de"},
+    ).json()["results"]
     assert len(german) == 3 and all(c["lang"] == "de" for c in german)
     by_id = client.get("/api/photos/2/captions", params={"k": 2}).json()["results"]
     assert [c["caption"] for c in by_id] == [c["caption"] for c in results[:2]]
@@ -190,28 +213,34 @@ def test_photos_are_served_by_index_id_only(client, assets):
     error(client.get(f"/api/photos/{N_FIRST}"), 404, f"no photo with id {N_FIRST}")
     error(client.get("/api/photos/-1"), 404)
     error(client.get("/api/photos/abc"), 404, "photo id")
-    error(client.get("/api/photos/3/thumbnail", params={"size": 100_000}), 422,
-          "size: Input should be 64, 128, 192, 256, 384 or 512")
+    error(
+        client.get("/api/photos/3/thumbnail", params={"size": 100_000}),
+        422,
+        "size: Input should be 64, 128, 192, 256, 384 or 512",
+    )
 
 
 # -- bad input --------------------------------------------------------------------------------------------
-@pytest.mark.parametrize("payload, status, fragment", [
-    ({"query": "", "lang": "en"}, 422, "the query is empty"),
-    ({"query": "   \n\t ", "lang": "en"}, 422, "the query is empty"),
-    ({"query": "Hund " * 2000, "lang": "de"}, 422, "characters long; the limit is 1000"),
-    ({"query": "x" * 10_240, "lang": "en"}, 422, "the limit is 1000"),
-    ({"query": "a dog", "lang": "xx"}, 422, "unknown language code 'xx'"),
-    ({"query": "a dog", "lang": "fr"}, 422, "not trained on 'fr'"),
-    ({"query": "a dog", "lang": "../../etc/passwd"}, 422, "unknown language code"),
-    ({"query": "Hund", "lang": "auto"}, 422, "too short to tell"),
-    ({"query": "los perros juegan en la nieve", "lang": "auto"}, 422, "looks like Spanish"),
-    ({"query": "qqqzzz xxyyzz", "lang": "en"}, 422, "none of the words"),
-    ({"query": "a dog", "lang": "en", "k": 0}, 422, "k: Input should be greater than or equal to 1"),
-    ({"query": "a dog", "lang": "en", "k": 10_000}, 422, "k: Input should be less than or equal to 100"),
-    ({"query": "a dog", "lang": "en", "k": "many"}, 422, "k:"),
-    ({"lang": "en"}, 422, "query is required"),
-    ({"query": ["a", "list"], "lang": "en"}, 422, "query:"),
-])
+@pytest.mark.parametrize(
+    "payload, status, fragment",
+    [
+        ({"query": "", "lang": "en"}, 422, "the query is empty"),
+        ({"query": "   \n\t ", "lang": "en"}, 422, "the query is empty"),
+        ({"query": "Hund " * 2000, "lang": "de"}, 422, "characters long; the limit is 1000"),
+        ({"query": "x" * 10_240, "lang": "en"}, 422, "the limit is 1000"),
+        ({"query": "a dog", "lang": "xx"}, 422, "unknown language code 'xx'"),
+        ({"query": "a dog", "lang": "fr"}, 422, "not trained on 'fr'"),
+        ({"query": "a dog", "lang": "../../etc/passwd"}, 422, "unknown language code"),
+        ({"query": "Hund", "lang": "auto"}, 422, "too short to tell"),
+        ({"query": "los perros juegan en la nieve", "lang": "auto"}, 422, "looks like Spanish"),
+        ({"query": "qqqzzz xxyyzz", "lang": "en"}, 422, "none of the words"),
+        ({"query": "a dog", "lang": "en", "k": 0}, 422, "k: Input should be greater than or equal to 1"),
+        ({"query": "a dog", "lang": "en", "k": 10_000}, 422, "k: Input should be less than or equal to 100"),
+        ({"query": "a dog", "lang": "en", "k": "many"}, 422, "k:"),
+        ({"lang": "en"}, 422, "query is required"),
+        ({"query": ["a", "list"], "lang": "en"}, 422, "query:"),
+    ],
+)
 def test_bad_text_queries_are_4xx_with_a_message(client, payload, status, fragment):
     error(client.post("/api/search/text", json=payload), status, fragment)
 
@@ -223,8 +252,9 @@ def test_query_with_an_unpaired_surrogate_is_422_not_500(client):
 
 
 def test_malformed_json_and_get_without_q(client):
-    error(client.post("/api/search/text", content=b"{not json", headers={"content-type": "application/json"}),
-          422, "JSON")
+    error(
+        client.post("/api/search/text", content=b"{not json", headers={"content-type": "application/json"}), 422, "JSON"
+    )
     error(client.get("/api/search/text", params={"lang": "en"}), 422, "q is required")
 
 
@@ -236,27 +266,41 @@ def test_bad_uploads_are_4xx_with_a_message(client, assets):
     error(upload(b""), 422, "empty")
     full = jpeg_bytes(assets, 1)
     error(upload(full[: len(full) // 2]), 422, "truncated")
-    error(upload(png_header_only(10_000, 10_000), "huge.png", "image/png"), 422,
-          "huge.png: image is 10000x10000 = 100.0 megapixels, more than the limit of 40 megapixels")  # 100 MP
-    error(upload(png_header_only(8_000, 7_500), "big.png", "image/png"), 422,
-          "60.0 megapixels, more than the limit of 40 megapixels")
+    error(
+        upload(png_header_only(10_000, 10_000), "huge.png", "image/png"),
+        422,
+        "huge.png: image is 10000x10000 = 100.0 megapixels, more than the limit of 40 megapixels",
+    )  # 100 MP
+    error(
+        upload(png_header_only(8_000, 7_500), "big.png", "image/png"),
+        422,
+        "60.0 megapixels, more than the limit of 40 megapixels",
+    )
     error(upload(b"%PDF-1.4 ...", "doc.pdf", "application/pdf"), 415, "application/pdf")
     error(upload(b"\0" * (UPLOAD_CAP + 10)), 413, "larger than the upload limit of 977 KiB")
-    error(upload(png_header_only(10_000, 10_000), "huge.png", "image/png", url="/api/captions/image"), 422,
-          "decompression bomb")
+    error(
+        upload(png_header_only(10_000, 10_000), "huge.png", "image/png", url="/api/captions/image"),
+        422,
+        "decompression bomb",
+    )
     error(client.post("/api/search/image", data={"k": "3"}), 422, "file is required")
-    error(client.post("/api/search/image", files={"file": ("p.jpg", full, "image/jpeg")}, data={"k": "0"}), 422,
-          "k: Input should be greater than or equal to 1")
+    error(
+        client.post("/api/search/image", files={"file": ("p.jpg", full, "image/jpeg")}, data={"k": "0"}),
+        422,
+        "k: Input should be greater than or equal to 1",
+    )
 
 
 def test_body_cap_holds_without_content_length(client):
     """A chunked upload (no Content-Length) gets a 413 once it passes the cap."""
+
     def chunks():
         for _ in range(15):
             yield b"\0" * 100_000
 
-    r = client.post("/api/search/image", content=chunks(),
-                    headers={"content-type": "multipart/form-data; boundary=xyz"})
+    r = client.post(
+        "/api/search/image", content=chunks(), headers={"content-type": "multipart/form-data; boundary=xyz"}
+    )
     error(r, 413, "larger than the limit")
 
 
@@ -282,20 +326,37 @@ def test_body_cap_stops_reading_at_the_cap():
     async def send(message):
         sent.append(message)
 
-    scope = {"type": "http", "method": "POST", "path": "/upload", "raw_path": b"/upload", "query_string": b"",
-             "headers": [(b"transfer-encoding", b"chunked")], "http_version": "1.1", "scheme": "http",
-             "server": ("127.0.0.1", 80), "client": ("127.0.0.1", 1), "root_path": ""}
+    scope = {
+        "type": "http",
+        "method": "POST",
+        "path": "/upload",
+        "raw_path": b"/upload",
+        "query_string": b"",
+        "headers": [(b"transfer-encoding", b"chunked")],
+        "http_version": "1.1",
+        "scheme": "http",
+        "server": ("127.0.0.1", 80),
+        "client": ("127.0.0.1", 1),
+        "root_path": "",
+    }
     asyncio.run(app(scope, receive, send))
     assert sent[0]["type"] == "http.response.start" and sent[0]["status"] == 413
     assert len(pulled) == 3  # 300 kB read of the 100 MB offered
 
 
 def test_path_traversal_gets_nothing_from_outside_the_index(client, assets, tmp_path):
-    for url in ["/api/photos/..%2F..%2F..%2Fetc%2Fpasswd", "/api/photos/%2e%2e/%2e%2e/etc/passwd",
-                "/static/%2e%2e/%2e%2e/%2e%2e/%2e%2e/etc/passwd", "/static/..%2f..%2fapp.py",
-                "/static/../../../../../etc/passwd", "/api/photos/1/../../../etc/passwd",
-                "/api/photos/%2Fetc%2Fpasswd", "/api/photos/1/thumbnail?size=..%2F..%2Fetc",
-                "/%2e%2e/%2e%2e/etc/passwd", "/api/photos/1e3"]:
+    for url in [
+        "/api/photos/..%2F..%2F..%2Fetc%2Fpasswd",
+        "/api/photos/%2e%2e/%2e%2e/etc/passwd",
+        "/static/%2e%2e/%2e%2e/%2e%2e/%2e%2e/etc/passwd",
+        "/static/..%2f..%2fapp.py",
+        "/static/../../../../../etc/passwd",
+        "/api/photos/1/../../../etc/passwd",
+        "/api/photos/%2Fetc%2Fpasswd",
+        "/api/photos/1/thumbnail?size=..%2F..%2Fetc",
+        "/%2e%2e/%2e%2e/etc/passwd",
+        "/api/photos/1e3",
+    ]:
         r = no_5xx(client.get(url))
         assert r.status_code in (404, 422), (url, r.status_code)
         assert b"def create_app" not in r.content

@@ -1,5 +1,6 @@
 """The web page of a server started with a token, in real headless Chromium: it asks for the token once (a prompt),
 or takes it from a #token=... link, and then searches and shows thumbnails (which carry it as a cookie)."""
+
 from __future__ import annotations
 
 import pytest
@@ -27,7 +28,8 @@ def browser(chromium, tmp_path):  # noqa: F811 (the chromium fixture)
 
     with sync_playwright() as p:
         context = p.chromium.launch_persistent_context(
-            str(tmp_path / "profile"), executable_path=str(chromium), headless=True, args=FLAGS)
+            str(tmp_path / "profile"), executable_path=str(chromium), headless=True, args=FLAGS
+        )
         context.set_default_timeout(TIMEOUT_MS)
         yield context
         context.close()
@@ -40,7 +42,8 @@ def search_shows_thumbnails(page, query: str) -> None:
     page.click("#search-button")
     page.wait_for_selector("#results figure.result")
     page.wait_for_function(
-        "Array.from(document.querySelectorAll('#results img')).every(i => i.complete && i.naturalWidth > 0)")
+        "Array.from(document.querySelectorAll('#results img')).every(i => i.complete && i.naturalWidth > 0)"
+    )
 
 
 @pytest.mark.parametrize("answer", [TOKEN, None])

@@ -2,6 +2,7 @@
 cookie), closed by default (an address other machines can reach is refused without a token unless
 --allow-unauthenticated, and then warned about), and 405 answers whose Allow header names every method of the
 path."""
+
 from __future__ import annotations
 
 import threading
@@ -57,8 +58,10 @@ def test_concurrent_decodes_are_bounded(searcher, assets, decodes_at_once):
         assert decodes_at_once[0] == 2  # 4 uploads and 4 thumbnails at once, decoded two at a time
         # the bound is per app: another setting, another bound
         decodes_at_once[0] = 0
-    with TestClient(create_app(searcher, settings=ServeSettings(decode_concurrency=4))) as client, \
-            ThreadPoolExecutor(8) as pool:
+    with (
+        TestClient(create_app(searcher, settings=ServeSettings(decode_concurrency=4))) as client,
+        ThreadPoolExecutor(8) as pool,
+    ):
         assert [r.status_code for r in pool.map(upload, range(6))] == [200] * 6
         assert decodes_at_once[0] == 4
 
@@ -76,8 +79,12 @@ def test_with_a_token_the_api_wants_it(guarded):
     assert "Authorization: Bearer <token>" in r.json()["detail"]
     r = guarded.get("/api/photos/1/thumbnail", headers={"Authorization": "Bearer not-the-token"})
     assert r.status_code == 401 and "wrong token" in r.json()["detail"]
-    assert guarded.post("/api/search/text", json={"query": "a dog", "lang": "en"},
-                        headers={"Authorization": "Basic " + TOKEN}).status_code == 401
+    assert (
+        guarded.post(
+            "/api/search/text", json={"query": "a dog", "lang": "en"}, headers={"Authorization": "Basic " + TOKEN}
+        ).status_code
+        == 401
+    )
     bearer = {"Authorization": f"Bearer {TOKEN}"}
     assert guarded.get("/api/health", headers=bearer).status_code == 200
     assert guarded.get("/api/photos/1/similar", headers=bearer).status_code == 200
@@ -99,8 +106,10 @@ def test_with_a_token_the_page_and_schema_stay_open_and_declare_it(guarded, sear
         assert "securitySchemes" not in open_client.get("/openapi.json").json().get("components", {})
 
 
-@pytest.mark.parametrize("token, message", [("short", "at least 16"), ("a token with spaces!", "visible ASCII"),
-                                            ("semi;colons;are;out;", "visible ASCII")])
+@pytest.mark.parametrize(
+    "token, message",
+    [("short", "at least 16"), ("a token with spaces!", "visible ASCII"), ("semi;colons;are;out;", "visible ASCII")],
+)
 def test_a_bad_token_is_refused_before_serving(searcher, assets, token, message, capsys, monkeypatch):
     with pytest.raises(ValueError, match=message):
         create_app(searcher, settings=ServeSettings(token=token))
@@ -155,8 +164,22 @@ def test_loopback_without_a_token_still_serves(assets, started, capsys, host):
 
 
 def test_allow_unauthenticated_serves_with_the_warning(assets, started, capsys):
-    assert main(["serve", "--index", str(assets.index), "--host", "0.0.0.0", "--allow-unauthenticated",
-                 "--no-warm-up", "--device", "cpu"]) == 0
+    assert (
+        main(
+            [
+                "serve",
+                "--index",
+                str(assets.index),
+                "--host",
+                "0.0.0.0",
+                "--allow-unauthenticated",
+                "--no-warm-up",
+                "--device",
+                "cpu",
+            ]
+        )
+        == 0
+    )
     assert started and started[0][1]["host"] == "0.0.0.0"
     assert "WITHOUT authentication" in capsys.readouterr().err
     with TestClient(started[0][0]) as client:  # and it is open: nothing asked
@@ -168,8 +191,10 @@ def test_a_reachable_address_with_a_token_serves_page_and_api_behind_it(assets, 
     extra = ["--token", TOKEN] if how == "option" else []
     if how == "environment":
         monkeypatch.setenv("POLYVSE_TOKEN", TOKEN)
-    assert main(["serve", "--index", str(assets.index), "--host", "0.0.0.0", "--no-warm-up", "--device", "cpu",
-                 *extra]) == 0
+    assert (
+        main(["serve", "--index", str(assets.index), "--host", "0.0.0.0", "--no-warm-up", "--device", "cpu", *extra])
+        == 0
+    )
     err = capsys.readouterr().err
     assert "WITHOUT" not in err and "TLS" in err
     with TestClient(started[0][0]) as client:
@@ -177,18 +202,19 @@ def test_a_reachable_address_with_a_token_serves_page_and_api_behind_it(assets, 
         assert client.get("/api/photos/1/thumbnail").status_code == 401
         assert client.post("/api/search/text", json={"query": "a dog", "lang": "en"}).status_code == 401
         bearer = {"Authorization": f"Bearer {TOKEN}"}
-        assert client.post("/api/search/text", json={"query": "a dog", "lang": "en"},
-                           headers=bearer).status_code == 200
+        assert client.post("/api/search/text", json={"query": "a dog", "lang": "en"}, headers=bearer).status_code == 200
         assert client.get("/api/photos/1/thumbnail", headers={"Cookie": f"polyvse_token={TOKEN}"}).status_code == 200
 
 
 # -- methods --------------------------------------------------------------------------------------------------
 def test_405_names_every_method_of_the_path(searcher):
     with TestClient(create_app(searcher)) as client:
-        for method, url, allowed in [("OPTIONS", "/api/search/text", "GET, POST"),
-                                     ("DELETE", "/api/search/text", "GET, POST"),
-                                     ("PUT", "/api/photos/1", "GET"),
-                                     ("OPTIONS", "/api/search/image", "POST")]:
+        for method, url, allowed in [
+            ("OPTIONS", "/api/search/text", "GET, POST"),
+            ("DELETE", "/api/search/text", "GET, POST"),
+            ("PUT", "/api/photos/1", "GET"),
+            ("OPTIONS", "/api/search/image", "POST"),
+        ]:
             r = client.request(method, url)
             assert r.status_code == 405 and r.headers["allow"] == allowed, (method, url, r.headers)
             assert f"this path takes {allowed}" in r.json()["detail"]

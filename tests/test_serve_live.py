@@ -1,6 +1,7 @@
 """A running service picks up a new version of its index (service/live.py): photos added with `polyvse index add`
 are found by the next search, without a restart; a request that started before keeps the version it started on;
 a rebuild by another model is refused with a log line while the version in force goes on serving."""
+
 from __future__ import annotations
 
 import logging
@@ -25,22 +26,24 @@ def served(assets, model, tmp_path):
 
 
 def upload_search(client, photo_path, k=3) -> list[dict]:
-    r = client.post("/api/search/image", files={"file": ("q.jpg", photo_path.read_bytes(), "image/jpeg")},
-                    data={"k": str(k)})
+    r = client.post(
+        "/api/search/image", files={"file": ("q.jpg", photo_path.read_bytes(), "image/jpeg")}, data={"k": str(k)}
+    )
     assert r.status_code == 200, r.text
     return r.json()["results"]
 
 
 def test_photos_added_while_serving_are_found_without_a_restart(served, assets, model):
     client, app, root = served
-    new_photos = assets.photos[N_FIRST:N_FIRST + 3]
+    new_photos = assets.photos[N_FIRST : N_FIRST + 3]
     before = client.get("/api/health").json()
     assert before["photos"] == N_FIRST
     assert all(h["name"] != new_photos[0].name for h in upload_search(client, new_photos[0]))
     in_flight = app.state.service.pinned()  # what a request that started now holds to its end
 
-    add_to_index(model, root, new_photos, cache_dir=assets.cache_dir, progress=False,
-                 names=[p.name for p in new_photos])
+    add_to_index(
+        model, root, new_photos, cache_dir=assets.cache_dir, progress=False, names=[p.name for p in new_photos]
+    )
 
     after = client.get("/api/health").json()
     assert after["photos"] == N_FIRST + 3 and after["generation"] == before["generation"] + 1
@@ -72,7 +75,7 @@ def test_the_interval_bounds_how_often_the_folder_is_looked_at(assets, model, tm
     root = shutil.copytree(assets.index, tmp_path / "index")
     app = create_app(Searcher(model, PhotoIndex.open(root)), settings=ServeSettings(reload_interval_s=3600))
     with TestClient(app) as client:
-        add_to_index(model, root, assets.photos[N_FIRST:N_FIRST + 1], cache_dir=assets.cache_dir, progress=False)
+        add_to_index(model, root, assets.photos[N_FIRST : N_FIRST + 1], cache_dir=assets.cache_dir, progress=False)
         assert client.get("/api/health").json()["photos"] == N_FIRST  # not looked at again before the hour
         app.state.service.live._next_check = 0  # the hour has passed
         assert client.get("/api/health").json()["photos"] == N_FIRST + 1

@@ -8,6 +8,7 @@ any schema yet cannot be searched; the schema says so in its 422 description. Th
 are let through (CONTENT_REFUSALS). Upload parts are declared image/*; the test generates real JPEGs for them
 (schemathesis's media-type hook), as a client would send.
 """
+
 from __future__ import annotations
 
 import io
@@ -23,8 +24,12 @@ from polyvse_app.service import ServeSettings, create_app
 from test_index import serving_assets
 
 #: what a 422 for a schema-valid request may say: the query's words or language, not its form
-CONTENT_REFUSALS = ("the language of", "the query looks like", "none of the model's languages",
-                    "none of the words of the query")
+CONTENT_REFUSALS = (
+    "the language of",
+    "the query looks like",
+    "none of the model's languages",
+    "none of the words of the query",
+)
 MAX_EXAMPLES = 12  # per operation and phase: ~300 requests, under half a minute on a busy 2-core machine
 
 
@@ -33,8 +38,11 @@ def app(shared_data, tmp_path_factory):
     assets = serving_assets(shared_data, tmp_path_factory)
     searcher = Searcher(polyvse.load(assets.checkpoint), PhotoIndex.open(assets.index))
     captions_file = tmp_path_factory.mktemp("schema-caps") / "captions.jsonl"
-    captions_file.write_text('{"lang": "en", "caption": "a dog runs on the grass"}\n'
-                             '{"lang": "de", "caption": "ein Hund spielt im Schnee"}\n', encoding="utf-8")
+    captions_file.write_text(
+        '{"lang": "en", "caption": "a dog runs on the grass"}\n'
+        '{"lang": "de", "caption": "ein Hund spielt im Schnee"}\n',
+        encoding="utf-8",
+    )
     captions = CaptionCollection(searcher, read_caption_file(captions_file))
     real_photos = [p.read_bytes() for p in assets.photos[:3]]
     return create_app(searcher, captions, ServeSettings(max_upload_bytes=2_000_000)), real_photos
@@ -50,8 +58,9 @@ def jpeg_strategy(real_photos: list[bytes]):
         return buf.getvalue()
 
     channel = st.integers(0, 255)
-    return st.sampled_from(real_photos) | st.builds(plain, st.integers(1, 300), st.integers(1, 300),
-                                                    st.tuples(channel, channel, channel))
+    return st.sampled_from(real_photos) | st.builds(
+        plain, st.integers(1, 300), st.integers(1, 300), st.tuples(channel, channel, channel)
+    )
 
 
 def content_refusal(detail: str) -> bool:
@@ -78,8 +87,12 @@ def run_schemathesis(app, real_photos) -> tuple[int, list[str]]:
     from schemathesis.engine import events
 
     schemathesis.openapi.media_type("image/jpeg", jpeg_strategy(real_photos))
-    config = SchemathesisConfig.from_dict({"seed": 24, "generation": {"max-examples": MAX_EXAMPLES},
-                                           })
+    config = SchemathesisConfig.from_dict(
+        {
+            "seed": 24,
+            "generation": {"max-examples": MAX_EXAMPLES},
+        }
+    )
     schema = schemathesis.openapi.from_asgi("/openapi.json", app, config=config)
     requests, failures = 0, []
     for event in schemathesis.engine.from_schema(schema).execute():
@@ -104,9 +117,11 @@ def run_schemathesis(app, real_photos) -> tuple[int, list[str]]:
                     continue
                 if check.name == "negative_data_rejection" and valid_as_sent(app, case):
                     continue
-                failures.append(f"{check.name}: {case.method} {case.formatted_path} query={case.query} "
-                                f"body={shown(case.body)} -> {response.status_code if response else None} "
-                                f"{str(detail)[:160]}")
+                failures.append(
+                    f"{check.name}: {case.method} {case.formatted_path} query={case.query} "
+                    f"body={shown(case.body)} -> {response.status_code if response else None} "
+                    f"{str(detail)[:160]}"
+                )
     return requests, sorted(set(failures))
 
 

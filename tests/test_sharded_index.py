@@ -5,6 +5,7 @@ killed rank computes only the missing shard.
 The model is untrained (the index does not care what the weights are); the photos are real Flickr8K photos
 plus one broken file, which sorts last and so lands in the last shard.
 """
+
 from __future__ import annotations
 
 import os
@@ -31,11 +32,26 @@ TIMING_FIELDS = ("created", "updated")
 
 def torchrun(args: list[str], nproc: int = 2) -> str:
     """Run `polyvse ARGS` under torchrun on CPU (gloo); its stdout."""
-    env = {k: v for k, v in os.environ.items()
-           if k not in ("WORLD_SIZE", "RANK", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT")}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("WORLD_SIZE", "RANK", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT")
+    }
     env.update(OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", str(nproc), "--master-addr",
-           "127.0.0.1", "--master-port", str(free_port()), "-m", "polyvse_app.cli", *args]
+    cmd = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--nproc-per-node",
+        str(nproc),
+        "--master-addr",
+        "127.0.0.1",
+        "--master-port",
+        str(free_port()),
+        "-m",
+        "polyvse_app.cli",
+        *args,
+    ]
     proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, f"{' '.join(cmd)} failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
     return proc.stdout
@@ -58,13 +74,23 @@ def make_checkpoint(path: Path, seed: int, csls: bool = False) -> Path:
     extractor = get_extractor()
     torch.manual_seed(seed)
     enc = CaptionEncoder.build({"en": ["a dog runs in the snow"]})
-    model = JointEmbeddingModel(ModelConfig(vocab_size=len(enc.vocab), image_dim=extractor.dim, embed_dim=16,
-                                            word_dim=8, hidden_dim=16))
+    model = JointEmbeddingModel(
+        ModelConfig(vocab_size=len(enc.vocab), image_dim=extractor.dim, embed_dim=16, word_dim=8, hidden_dim=16)
+    )
     rng = np.random.default_rng(seed)
     banks = HubnessBanks(rng.normal(size=(20, 16)), {"en": rng.normal(size=(25, 16))}, k=3) if csls else None
-    return save_checkpoint(Checkpoint(model=model.eval(), captions=enc, backbone=extractor.name,
-                                      feature_key=extractor.key, ten_crop=False, languages=["en"], hubness=banks),
-                           path)
+    return save_checkpoint(
+        Checkpoint(
+            model=model.eval(),
+            captions=enc,
+            backbone=extractor.name,
+            feature_key=extractor.key,
+            ten_crop=False,
+            languages=["en"],
+            hubness=banks,
+        ),
+        path,
+    )
 
 
 @pytest.fixture(scope="module")
@@ -80,11 +106,25 @@ def setup(shared_data, tmp_path_factory):
     return dict(tmp=tmp, photos=photos, ckpt=ckpt, other=other)
 
 
-def build_args(setup, out: Path, cache: Path, *extra: str, images: Path | None = None,
-               checkpoint: Path | None = None) -> list[str]:
-    return ["index", "build", "--checkpoint", str(checkpoint or setup["ckpt"]),
-            "--images", str(images or setup["photos"]),
-            "--out", str(out), "--cache-dir", str(cache), "--workers", "0", "--quiet", *extra]
+def build_args(
+    setup, out: Path, cache: Path, *extra: str, images: Path | None = None, checkpoint: Path | None = None
+) -> list[str]:
+    return [
+        "index",
+        "build",
+        "--checkpoint",
+        str(checkpoint or setup["ckpt"]),
+        "--images",
+        str(images or setup["photos"]),
+        "--out",
+        str(out),
+        "--cache-dir",
+        str(cache),
+        "--workers",
+        "0",
+        "--quiet",
+        *extra,
+    ]
 
 
 @pytest.fixture(scope="module")
@@ -102,7 +142,9 @@ def assert_same_index(a: Path, b: Path) -> None:
     def comparable(manifest: dict) -> dict:
         m = {k: v for k, v in manifest.items() if k not in TIMING_FIELDS}
         # file names, modification times and digests differ by generation and write time; sizes do not
-        m["files"] = {k: v for k, v in m["files"].items() if k not in ("vectors", "photos", "ann", "mtime_ns", "sha256")}
+        m["files"] = {
+            k: v for k, v in m["files"].items() if k not in ("vectors", "photos", "ann", "mtime_ns", "sha256")
+        }
         return m
 
     assert comparable(ib.manifest) == comparable(ia.manifest)
@@ -116,8 +158,9 @@ def test_shard_bounds_tile_the_list_like_training_batches():
             bounds = [shard_bounds(total, k, n) for k in range(n)]
             assert bounds[0][0] == 0 and bounds[-1][1] == total
             assert all(a[1] == b[0] for a, b in zip(bounds, bounds[1:]))
-            assert [list(range(*b)) for b in bounds] == [shard(np.arange(total), DistInfo(k, n)).tolist()
-                                                         for k in range(n)]
+            assert [list(range(*b)) for b in bounds] == [
+                shard(np.arange(total), DistInfo(k, n)).tolist() for k in range(n)
+            ]
     assert parse_shard_spec(" 1/4 ") == (1, 4)
     for bad in ("4/4", "1", "a/b", "-1/2", "0/0"):
         with pytest.raises(DataError, match="--shard"):
@@ -245,12 +288,18 @@ def test_the_merge_of_a_csls_checkpoints_shards_stores_the_photo_penalties_one_b
     a, b = PhotoIndex.open(one), PhotoIndex.open(jobs)
     assert a.penalties.shape == (N_PHOTOS, 2) and b.penalties.shape == (N_PHOTOS, 2)
     np.testing.assert_allclose(b.penalties, a.penalties, atol=1e-6)
-    assert ({k: v for k, v in b.manifest["csls"].items() if k != "seconds"}
-            == {k: v for k, v in a.manifest["csls"].items() if k != "seconds"})
+    assert {k: v for k, v in b.manifest["csls"].items() if k != "seconds"} == {
+        k: v for k, v in a.manifest["csls"].items() if k != "seconds"
+    }
     some = setup["tmp"] / "csls-jobs-en"  # --csls-penalty-langs en: the shards record it, the merge stores that column
     for k in (0, 1):
-        assert polyvse(build_args(setup, some, cache, "--shard", f"{k}/2", "--csls-penalty-langs", "EN",
-                                  checkpoint=ckpt), capsys)[0] == 0
+        assert (
+            polyvse(
+                build_args(setup, some, cache, "--shard", f"{k}/2", "--csls-penalty-langs", "EN", checkpoint=ckpt),
+                capsys,
+            )[0]
+            == 0
+        )
     assert polyvse(["index", "merge", "--out", str(some)], capsys)[0] == 0
     c = PhotoIndex.open(some)
     assert c.manifest["csls"]["keys"] == ["en"] and c.penalties.shape == (N_PHOTOS, 1)
@@ -271,15 +320,30 @@ def test_no_csls_penalties_builds_adds_and_merges_without_the_table_and_searches
     listing.write_text("\n".join(str(p) for p in sorted(setup["photos"].glob("*.jpg"))[:4]) + "\n")
     assert polyvse(build_args(setup, stored, cache, checkpoint=ckpt), capsys)[0] == 0
     first = build_args(setup, skipped, cache, "--no-csls-penalties", checkpoint=ckpt)
-    first[first.index("--images"):first.index("--images") + 2] = ["--list", str(listing)]
+    first[first.index("--images") : first.index("--images") + 2] = ["--list", str(listing)]
     code, out, _ = polyvse(first, capsys)
     assert code == 0 and "CSLS penalties skipped" in out
-    add = ["index", "add", "--index", str(skipped), "--images", str(setup["photos"]), "--cache-dir", str(cache),
-           "--workers", "0", "--quiet"]
+    add = [
+        "index",
+        "add",
+        "--index",
+        str(skipped),
+        "--images",
+        str(setup["photos"]),
+        "--cache-dir",
+        str(cache),
+        "--workers",
+        "0",
+        "--quiet",
+    ]
     assert polyvse(add, capsys)[0] == 0  # the rest of the photos, the index's choice kept
     for k in (0, 1):
-        assert polyvse(build_args(setup, jobs, cache, "--shard", f"{k}/2", "--no-csls-penalties", checkpoint=ckpt),
-                       capsys)[0] == 0
+        assert (
+            polyvse(
+                build_args(setup, jobs, cache, "--shard", f"{k}/2", "--no-csls-penalties", checkpoint=ckpt), capsys
+            )[0]
+            == 0
+        )
     assert polyvse(["index", "merge", "--out", str(jobs)], capsys)[0] == 0
     assert PhotoIndex.open(stored).penalties.shape == (N_PHOTOS, 2)
     model = load(ckpt, device="cpu")

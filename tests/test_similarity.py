@@ -1,4 +1,5 @@
 """Similarity functions: hand-computed scores, asymmetry conventions, chunking, gradients."""
+
 from __future__ import annotations
 
 import math
@@ -9,6 +10,7 @@ import torch
 from polyvse.similarity import CosineSimilarity, OrderSimilarity, order as order_module
 
 # ---------------------------------------------------------------- cosine (existing; pinned here)
+
 
 def test_cosine_hand_case():
     a = torch.tensor([[3.0, 4.0], [1.0, 0.0]])

@@ -1,4 +1,5 @@
 """STS: the SemEval reader (polyvse.data.sts) and Pearson r x 100 of cosines (polyvse.evaluation.sts)."""
+
 from __future__ import annotations
 
 import math
@@ -35,8 +36,14 @@ class BinaryBagOfWords:
 # ------------------------------------------------------------------------------------- hand-computed
 
 # cos(a, b) = 1, cos(c, d) = 0, cos(e, f) = 1/2 (f at 60 degrees from e)
-VECS = {"a": [1.0, 0.0], "b": [2.0, 0.0], "c": [1.0, 0.0], "d": [0.0, 3.0], "e": [1.0, 0.0],
-        "f": [0.5, math.sqrt(3) / 2]}
+VECS = {
+    "a": [1.0, 0.0],
+    "b": [2.0, 0.0],
+    "c": [1.0, 0.0],
+    "d": [0.0, 3.0],
+    "e": [1.0, 0.0],
+    "f": [0.5, math.sqrt(3) / 2],
+}
 PAIRS = [("a", "b"), ("c", "d"), ("e", "f")]
 
 
@@ -80,6 +87,7 @@ def test_cosine_rows_and_pearson_edge_cases():
 
 # ------------------------------------------------------------------------------------------- reader
 
+
 def _write_set(tmp_path, inputs: str, gold: str):
     i, g = tmp_path / "STS.input.x.txt", tmp_path / "STS.gs.x.txt"
     i.write_text(inputs, encoding="utf-8")
@@ -95,17 +103,20 @@ def test_reader_skips_unscored_pairs_and_keeps_line_numbers(tmp_path):
     assert s.lines == (1, 3) and s.n_unscored == 1 and len(s) == 2
 
 
-@pytest.mark.parametrize("inputs, gold, where, match", [
-    ("A b.\tA c.\nno tab here\n", "1\n2\n", "input:2", "two sentences separated by one tab, found 1"),
-    ("A b.\tA c.\tD\n", "1\n", "input:1", "found 3 field"),
-    ("A b.\t \n", "1\n", "input:1", "second sentence of the pair is empty"),
-    ("A b.\tA c.\nA\tB\n", "1\nabc\n", "gs:2", "'abc' is not a number"),
-    ("A b.\tA c.\n", "5.5\n", "gs:1", "outside \\[0, 5\\]"),
-    ("A b.\tA c.\n", "nan\n", "gs:1", "outside"),
-    ("A b.\tA c.\nA\tB\n", "1\n", "input", "2 sentence pairs but 1 gold lines"),
-    ("A b.\tA c.\n", "\n", "gs", "every gold line is empty"),
-    ("", "", "input", "no sentence pairs"),
-])
+@pytest.mark.parametrize(
+    "inputs, gold, where, match",
+    [
+        ("A b.\tA c.\nno tab here\n", "1\n2\n", "input:2", "two sentences separated by one tab, found 1"),
+        ("A b.\tA c.\tD\n", "1\n", "input:1", "found 3 field"),
+        ("A b.\t \n", "1\n", "input:1", "second sentence of the pair is empty"),
+        ("A b.\tA c.\nA\tB\n", "1\nabc\n", "gs:2", "'abc' is not a number"),
+        ("A b.\tA c.\n", "5.5\n", "gs:1", "outside \\[0, 5\\]"),
+        ("A b.\tA c.\n", "nan\n", "gs:1", "outside"),
+        ("A b.\tA c.\nA\tB\n", "1\n", "input", "2 sentence pairs but 1 gold lines"),
+        ("A b.\tA c.\n", "\n", "gs", "every gold line is empty"),
+        ("", "", "input", "no sentence pairs"),
+    ],
+)
 def test_reader_errors_name_file_and_line(tmp_path, inputs, gold, where, match):
     i, g = _write_set(tmp_path, inputs, gold)
     with pytest.raises(DataError, match=match) as exc:
@@ -131,7 +142,8 @@ def test_evaluate_sts_on_a_small_root_by_hand(tmp_path):
         d.mkdir(parents=True)
         # binary bag of words: cos = 1, 0, 2 / (2 * 2) = 1/2 (2 of 4 tokens shared), plus an unscored line
         (d / f"STS.input.{infix}.txt").write_text(
-            "a dog runs\ta dog runs\nred car\tblue sky\nx y z w\tx y q r\nunscored line\there\n", encoding="utf-8")
+            "a dog runs\ta dog runs\nred car\tblue sky\nx y z w\tx y q r\nunscored line\there\n", encoding="utf-8"
+        )
         # same cosines as test_sts_pearson_hand_computed: r = 1, -1, sqrt(3)/2
         gold = {"sts12-msrvid": "4\n0\n2\n\n", "sts14-images": "0\n4\n2\n\n", "sts15-images": "2\n0\n2\n\n"}[name]
         (d / f"STS.gs.{infix}.txt").write_text(gold, encoding="utf-8")
@@ -148,13 +160,17 @@ def test_evaluate_sts_on_a_small_root_by_hand(tmp_path):
 
 # ---------------------------------------------------------------------------------------- real data
 
+
 @pytest.mark.slow
 def test_real_sts_files(shared_data):
     counts = {"sts12-msrvid": (750, 0), "sts14-images": (750, 0), "sts15-images": (750, 750)}
     for name, (n, unscored) in counts.items():
         s = load_sts(shared_data, name)
-        lines = (shared_data / "sts" / STS_SETS[name][0] / f"STS.input.{STS_SETS[name][1]}.txt").read_text(
-            encoding="utf-8").splitlines()
+        lines = (
+            (shared_data / "sts" / STS_SETS[name][0] / f"STS.input.{STS_SETS[name][1]}.txt")
+            .read_text(encoding="utf-8")
+            .splitlines()
+        )
         assert len(s) == n and s.n_unscored == unscored and len(lines) == n + unscored
         assert s.gold.min() >= 0.0 and s.gold.max() <= 5.0 and s.gold.min() == 0.0 and s.gold.max() == 5.0
         assert tuple(lines[k - 1].split("\t")[0] for k in s.lines[:3]) == tuple(p[0] for p in s.pairs[:3])

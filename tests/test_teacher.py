@@ -1,5 +1,6 @@
 """Teacher learning on parallel text (polyvse_train.teacher): the pairs hold no evaluation photo, the loss draws
 the same pairs for the same step and teaches only the student side, bad settings name the field."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -25,8 +26,15 @@ class FakeEncoder:
 
 
 def teacher_config(**over) -> TrainConfig:
-    return TrainConfig.from_dict({"dataset": "f8k-full", "text_encoder": "pretrained",
-                                  "pretrained_encoder": "e5-small", "teacher_students": ["cs", "de"], **over})
+    return TrainConfig.from_dict(
+        {
+            "dataset": "f8k-full",
+            "text_encoder": "pretrained",
+            "pretrained_encoder": "e5-small",
+            "teacher_students": ["cs", "de"],
+            **over,
+        }
+    )
 
 
 @pytest.fixture(scope="module")
@@ -46,15 +54,14 @@ def test_pairs_are_translations_of_photos_outside_evaluation(shared_data, text_c
     assert not {c.photo_id for c in task1} & eval_ids
     # train only: the lines of the given photos
     some = sorted({c.photo_id for c in task1})[:10]
-    few = load_teacher_pairs(teacher_config(teacher_photos="train"), shared_data, FakeEncoder(), ex,
-                             set(some), smoke=False)
+    few = load_teacher_pairs(
+        teacher_config(teacher_photos="train"), shared_data, FakeEncoder(), ex, set(some), smoke=False
+    )
     assert 0 < len(few) <= 20
-    assert load_teacher_pairs(teacher_config(teacher_students=[]), shared_data, FakeEncoder(), ex,
-                              set()) is None
+    assert load_teacher_pairs(teacher_config(teacher_students=[]), shared_data, FakeEncoder(), ex, set()) is None
 
 
-def test_a_language_multi30k_lacks_takes_multiscript30k_lines_of_the_same_photo(shared_data, text_corpus,
-                                                                                 monkeypatch):
+def test_a_language_multi30k_lacks_takes_multiscript30k_lines_of_the_same_photo(shared_data, text_corpus, monkeypatch):
     from polyvse.data.multiscript30k import MultiScript30kReader
 
     monkeypatch.setattr("polyvse.data.registry.load_dataset", lambda name, root: text_corpus)
@@ -71,8 +78,13 @@ def test_a_language_multi30k_lacks_takes_multiscript30k_lines_of_the_same_photo(
     # nothing an evaluation uses: the test photos' zh lines are gone
     test_zh = [ln for ln in MultiScript30kReader(shared_data).lines("zh", "test_2016_flickr")]
     with pytest.raises(DataError, match="holds no"):
-        load_teacher_pairs(teacher_config(teacher_students=["zh"], teacher_photos="train"), shared_data, enc, ex,
-                           {ln.photo_id for ln in test_zh})
+        load_teacher_pairs(
+            teacher_config(teacher_students=["zh"], teacher_photos="train"),
+            shared_data,
+            enc,
+            ex,
+            {ln.photo_id for ln in test_zh},
+        )
     with pytest.raises(DataError, match="MultiScript30k has"):
         load_teacher_pairs(teacher_config(teacher_students=["xx"]), shared_data, enc, ex, set())
 
@@ -105,12 +117,15 @@ def test_loss_draws_the_same_pairs_per_step_and_teaches_the_student_only():
     assert model.head.weight.grad is not None and model.head.weight.grad.abs().sum() > 0
 
 
-@pytest.mark.parametrize("over, message", [
-    (dict(objective="pivot"), "objective vse"),
-    (dict(teacher_students=["en"]), "cannot teach itself"),
-    (dict(teacher_photos="some"), "teacher_photos"),
-    (dict(teacher_weight=0.0), "teacher_weight"),
-])
+@pytest.mark.parametrize(
+    "over, message",
+    [
+        (dict(objective="pivot"), "objective vse"),
+        (dict(teacher_students=["en"]), "cannot teach itself"),
+        (dict(teacher_photos="some"), "teacher_photos"),
+        (dict(teacher_weight=0.0), "teacher_weight"),
+    ],
+)
 def test_bad_teacher_settings_name_the_field(over, message):
     with pytest.raises(DataError, match=message):
         teacher_config(**over).validate()

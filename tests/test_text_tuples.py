@@ -4,6 +4,7 @@ per-epoch sampler, the vocabulary, the text-only loss terms, and a resumed run w
 The real-data hygiene test re-reads the raw public caption files with its own minimal parser, so a reader
 bug cannot hide an evaluation caption that reaches the text corpus.
 """
+
 from __future__ import annotations
 
 import csv
@@ -58,8 +59,10 @@ def test_multi30k_tuples_exclude_by_id_and_keep_their_own_sources(tiny_root):
     by = Counter((c.photo_id, c.lang) for c in t)
     assert by[("200", "en")] == 5 and by[("200", "de")] == 6 and by[("200", "fr")] == 1 and by[("200", "cs")] == 1
     # skipped photos (the run's training photos) go by id only
-    assert set(text_tuple_corpus(tiny_root, "multi30k", exclude_photo_ids=set(), skip_photo_ids={"100"}).photos) \
-        == {"200", "300"}
+    assert set(text_tuple_corpus(tiny_root, "multi30k", exclude_photo_ids=set(), skip_photo_ids={"100"}).photos) == {
+        "200",
+        "300",
+    }
     with pytest.raises(DataError, match="use one of multi30k, all"):
         text_tuple_corpus(tiny_root, "coco", exclude_photo_ids=set())
     with pytest.raises(TypeError):
@@ -69,16 +72,20 @@ def test_multi30k_tuples_exclude_by_id_and_keep_their_own_sources(tiny_root):
 def test_all_tuples_add_flickr8k_and_native_chinese_and_drop_evaluation_sentences(tiny_root):
     # 600 "re-uses" a caption of the excluded photo 300 and one of the evaluation texts: both must go
     add_flickr8k_rows(tiny_root, ["600_gg.jpg,EN T1 VAL 300", "600_gg.jpg,a generic evaluation sentence ."])
-    t = text_tuple_corpus(tiny_root, "all", exclude_photo_ids={"300", "500"},
-                          exclude_texts=["A generic evaluation sentence"])
+    t = text_tuple_corpus(
+        tiny_root, "all", exclude_photo_ids={"300", "500"}, exclude_texts=["A generic evaluation sentence"]
+    )
     assert set(t.photos) == {"100", "200", "600", "700"}  # 400: Multi30K test; 300, 500: excluded
     assert {c.source for c in t} == {"flickr8k", "multi30k-task1", "multi30k-task2", "flickr8kcn-zhc"}
     keys = {caption_key(c.text) for c in t}
     assert "ent1val300" not in keys and "agenericevaluationsentence" not in keys
     assert not any(c.source in ("flickr8kcn-zhb", "flickr8kcn-zhg") for c in t)  # MT is augment_translations
     # a tuple needs two of the languages: 600 has en + zh only
-    assert set(text_tuple_corpus(tiny_root, "all", exclude_photo_ids=set(), langs=["en", "fr"]).photos) \
-        == {"100", "200", "300"}
+    assert set(text_tuple_corpus(tiny_root, "all", exclude_photo_ids=set(), langs=["en", "fr"]).photos) == {
+        "100",
+        "200",
+        "300",
+    }
 
 
 # -- sampler -----------------------------------------------------------------------------------------------
@@ -148,11 +155,12 @@ def test_config_errors_name_the_field():
     check_text_corpus_config(TrainConfig(objective="mule", text_corpus="all", lp_epochs=1))
     with pytest.raises(DataError, match="data.text_corpus: 'coco': use one of none, multi30k, all"):
         TrainConfig.from_dict(dict(text_corpus="coco"))
-    for bad, match in ((dict(objective="pivot", text_corpus="multi30k"), "objective 'pivot'"),
-                       (dict(objective="mlmme", beta=1.0, text_corpus="multi30k"), "text_corpus"),
-                       (dict(objective="vse", text_corpus="all"), "text_corpus"),
-                       (dict(objective="parallel", text_corpus="all", text_tuples_per_epoch=0),
-                        "text_tuples_per_epoch")):
+    for bad, match in (
+        (dict(objective="pivot", text_corpus="multi30k"), "objective 'pivot'"),
+        (dict(objective="mlmme", beta=1.0, text_corpus="multi30k"), "text_corpus"),
+        (dict(objective="vse", text_corpus="all"), "text_corpus"),
+        (dict(objective="parallel", text_corpus="all", text_tuples_per_epoch=0), "text_tuples_per_epoch"),
+    ):
         with pytest.raises(DataError, match=match):
             check_text_corpus_config(TrainConfig(**bad))
 
@@ -167,8 +175,15 @@ def test_vocabulary_takes_frequent_corpus_words_only():
     cfg = TrainConfig(objective="parallel", text_corpus="multi30k", text_vocab_min_count=2, max_len=3)
     plain, none = build_caption_encoder(cfg, train_texts, None)
     assert none is None and plain.vocab == CaptionEncoder.build(train_texts, max_len=3).vocab
-    text = text_corpus_of([("1", "en", "a zebra grazes"), ("1", "de", "ein zebra"),
-                           ("2", "en", "a zebra sleeps on a mat"), ("2", "de", "ein zebra schläft"), ("3", "en", "")])
+    text = text_corpus_of(
+        [
+            ("1", "en", "a zebra grazes"),
+            ("1", "de", "ein zebra"),
+            ("2", "en", "a zebra sleeps on a mat"),
+            ("2", "de", "ein zebra schläft"),
+            ("3", "en", ""),
+        ]
+    )
     enc, tuples = build_caption_encoder(cfg, train_texts, text)
     words = set(enc.vocab.tokens)
     assert {"en:dog", "en:cat", "de:hund", "en:zebra", "de:zebra"} <= words  # train words + frequent corpus words
@@ -201,33 +216,55 @@ def fake_data(languages: list[str], n_photos: int = 6, n_tuples: int = 8) -> Pre
         texts_by_lang.setdefault(lang, []).append(text)
     cfg = TrainConfig(objective="parallel", text_corpus="multi30k", text_vocab_min_count=1)
     enc, tuples = build_caption_encoder(cfg, texts_by_lang, text_corpus_of(rows))
-    train_set = CaptionSet(np.array(train_rows), train_langs, [enc.ids(t, lg) for t, lg in zip(train_texts, train_langs)])
-    return PreparedData(photo_ids=[str(p) for p in range(n_photos)], features=torch.randn(n_photos, 12),
-                        train_rows=np.arange(n_photos), eval_rows=np.arange(0), train=train_set,
-                        eval=CaptionSet(np.zeros(0, dtype=np.int64), [], []), captions=enc, feature_key="fake",
-                        n_failed_photos=0, text_tuples=tuples)
+    train_set = CaptionSet(
+        np.array(train_rows), train_langs, [enc.ids(t, lg) for t, lg in zip(train_texts, train_langs)]
+    )
+    return PreparedData(
+        photo_ids=[str(p) for p in range(n_photos)],
+        features=torch.randn(n_photos, 12),
+        train_rows=np.arange(n_photos),
+        eval_rows=np.arange(0),
+        train=train_set,
+        eval=CaptionSet(np.zeros(0, dtype=np.int64), [], []),
+        captions=enc,
+        feature_key="fake",
+        n_failed_photos=0,
+        text_tuples=tuples,
+    )
 
 
-@pytest.mark.parametrize("over", [
-    dict(objective="parallel", text_sharing="per_language"),
-    dict(objective="mlmme", beta=0.5),
-    dict(objective="mule", quotas={"en": 2, "de": 1}, universal_dim=8, nc_weight=1.0, top_k=10, lp_epochs=1),
-], ids=["parallel", "mlmme", "mule"])
+@pytest.mark.parametrize(
+    "over",
+    [
+        dict(objective="parallel", text_sharing="per_language"),
+        dict(objective="mlmme", beta=0.5),
+        dict(objective="mule", quotas={"en": 2, "de": 1}, universal_dim=8, nc_weight=1.0, top_k=10, lp_epochs=1),
+    ],
+    ids=["parallel", "mlmme", "mule"],
+)
 def test_text_only_tuples_give_gradient_to_the_text_branch_only(over):
     languages = ["en", "de"]
     cfg = TrainConfig(languages=languages, text_corpus="multi30k", batch_size=4, seed=0, **over)
     data = fake_data(languages)
     torch.manual_seed(0)
     per_language = cfg.model.text_sharing != "shared" or cfg.model.universal_dim > 0
-    model = JointEmbeddingModel(ModelConfig(
-        vocab_size=len(data.captions.vocab), image_dim=12, embed_dim=16, word_dim=8, hidden_dim=16,
-        text_sharing=cfg.model.text_sharing, universal_dim=cfg.model.universal_dim,
-        languages=languages if per_language else []))
+    model = JointEmbeddingModel(
+        ModelConfig(
+            vocab_size=len(data.captions.vocab),
+            image_dim=12,
+            embed_dim=16,
+            word_dim=8,
+            hidden_dim=16,
+            text_sharing=cfg.model.text_sharing,
+            universal_dim=cfg.model.universal_dim,
+            languages=languages if per_language else [],
+        )
+    )
     objective = build_objective(cfg, model, data)
     batches = objective.sampler().epoch_batches(0)
     assert all(len(b) == 3 for b in batches) and sum(len(b[2]) for b in batches) == 2  # 8 tuples / batch 4
     text_batches = [t for b in batches for t in b[2]]
-    for epoch in ((0, 1) if cfg.objective.name == "mule" else (0,)):  # mule: LP epoch, then NC
+    for epoch in (0, 1) if cfg.objective.name == "mule" else (0,):  # mule: LP epoch, then NC
         model.zero_grad(set_to_none=True)
         loss = objective.text_batch_loss(text_batches, epoch)
         assert loss is not None and loss.item() > 0
@@ -253,25 +290,41 @@ def test_hard_negative_warmup_sums_every_negative_then_mines(kind):
     ones the configured top-K; text-only tuple terms follow the same schedule."""
     languages = ["en", "de"]
     # (nc_weight 0: neighbourhood constraints keep their own K, checked in test_losses)
-    over = (dict(objective="mule", quotas={"en": 2, "de": 1}, universal_dim=8, lp_epochs=1)
-            if kind == "mule" else dict(objective="parallel"))
+    over = (
+        dict(objective="mule", quotas={"en": 2, "de": 1}, universal_dim=8, lp_epochs=1)
+        if kind == "mule"
+        else dict(objective="parallel")
+    )
     data = fake_data(languages)
 
     def objective_with(**kw):
         cfg = TrainConfig(languages=languages, text_corpus="multi30k", batch_size=4, seed=0, **over, **kw)
         torch.manual_seed(0)
-        model = JointEmbeddingModel(ModelConfig(
-            vocab_size=len(data.captions.vocab), image_dim=12, embed_dim=16, word_dim=8, hidden_dim=16,
-            universal_dim=cfg.model.universal_dim, languages=languages if cfg.model.universal_dim else []))
+        model = JointEmbeddingModel(
+            ModelConfig(
+                vocab_size=len(data.captions.vocab),
+                image_dim=12,
+                embed_dim=16,
+                word_dim=8,
+                hidden_dim=16,
+                universal_dim=cfg.model.universal_dim,
+                languages=languages if cfg.model.universal_dim else [],
+            )
+        )
         return build_objective(cfg, model, data)
 
-    warm, summed, mined = (objective_with(top_k=1, hard_negative_warmup_epochs=2), objective_with(top_k=0),
-                           objective_with(top_k=1))
+    warm, summed, mined = (
+        objective_with(top_k=1, hard_negative_warmup_epochs=2),
+        objective_with(top_k=0),
+        objective_with(top_k=1),
+    )
     batch = next(b for b in warm.sampler().epoch_batches(0) if b[2] or kind == "mule")
     first = warm.pre_epochs  # mule: epoch 0 is LP
     assert [warm.warming_up(e) for e in range(first + 3)] == [False] * first + [True, True, False]
-    loss = {name: [obj(obj.model[0], batch, _NoDist(), e)[0].item() for e in (first, first + 2)]
-            for name, obj in (("warm", warm), ("summed", summed), ("mined", mined))}
+    loss = {
+        name: [obj(obj.model[0], batch, _NoDist(), e)[0].item() for e in (first, first + 2)]
+        for name, obj in (("warm", warm), ("summed", summed), ("mined", mined))
+    }
     assert loss["warm"] == pytest.approx([loss["summed"][0], loss["mined"][1]])
     assert loss["summed"][0] > loss["mined"][0]  # the two modes differ on this batch
     assert all(m._k == 1 for m in warm.modules() if hasattr(m, "_k"))  # restored after the warm-up call
@@ -299,8 +352,12 @@ def raw_captions_by_photo(root: Path) -> dict[str, set[str]]:
         for image, text in list(csv.reader(fh))[1:]:
             out.setdefault(image.split("_")[0], set()).add(text.strip())
     cn = root / "flickr8kcn" / "data"
-    for name in ("flickr8kzhc.caption.txt", "flickr8kzhb.caption.txt", "flickr8kzhg.caption.txt",
-                 "flickr8kzhmtest.captions.txt"):
+    for name in (
+        "flickr8kzhc.caption.txt",
+        "flickr8kzhb.caption.txt",
+        "flickr8kzhg.caption.txt",
+        "flickr8kzhmtest.captions.txt",
+    ):
         for line in (cn / name).read_text(encoding="utf-8").split("\n"):
             if line.strip():
                 key, text = line.split(" ", 1)
@@ -318,8 +375,12 @@ def test_no_evaluation_photo_or_caption_reaches_the_text_corpus_of_its_run(share
         cfg = TrainConfig(objective="parallel", text_corpus="all", split=split)
         corpus = f8kml.filter(langs=cfg.data.languages)
         train_ids, eval_ids = resolve_split(corpus, cfg.data.split)
-        text = load_text_corpus(cfg, shared_data, corpus, evaluation_exclusion(
-            shared_data, eval_photo_ids=eval_ids, train_photo_ids=train_ids))
+        text = load_text_corpus(
+            cfg,
+            shared_data,
+            corpus,
+            evaluation_exclusion(shared_data, eval_photo_ids=eval_ids, train_photo_ids=train_ids),
+        )
         ids = set(text.photos) | {c.photo_id for c in text.captions}
         assert len(ids) > 20_000
         assert not ids & eval_ids, split
@@ -333,9 +394,19 @@ def test_no_evaluation_photo_or_caption_reaches_the_text_corpus_of_its_run(share
 
 
 def test_resumed_run_with_a_text_corpus_reaches_identical_metrics(shared_data, tmp_path):
-    cfg = TrainConfig(name="tiny-text", objective="parallel", languages=["en", "de", "zh"], text_corpus="multi30k",
-                      embed_dim=32, word_dim=16, hidden_dim=32, batch_size=8, smoke_photos=32, smoke_epochs=2,
-                      lr=5e-4)
+    cfg = TrainConfig(
+        name="tiny-text",
+        objective="parallel",
+        languages=["en", "de", "zh"],
+        text_corpus="multi30k",
+        embed_dim=32,
+        word_dim=16,
+        hidden_dim=32,
+        batch_size=8,
+        smoke_photos=32,
+        smoke_epochs=2,
+        lr=5e-4,
+    )
     ref = train(cfg, tmp_path / "ref", shared_data, smoke=True, progress=False)
     assert ref["text_corpus"]["tuples"] == 32 and ref["text_corpus"]["languages"].keys() == {"en", "de"}
     stopped = train(cfg, tmp_path / "run", shared_data, smoke=True, progress=False, max_steps=5)

@@ -1,4 +1,5 @@
 """polyvse.text.tokenize: per-language rules, equivalence with sacremoses, silence, speed."""
+
 from __future__ import annotations
 
 import gzip
@@ -38,7 +39,16 @@ def test_english_rules():
 
 def test_german_french_czech_rules():
     assert tokenize("Ein Mann fährt z.B. 3.5 km, oder?", "de") == [
-        "ein", "mann", "fährt", "z.b.", "3.5", "km", ",", "oder", "?"]
+        "ein",
+        "mann",
+        "fährt",
+        "z.b.",
+        "3.5",
+        "km",
+        ",",
+        "oder",
+        "?",
+    ]
     assert tokenize("L'homme et l'enfant jouent.", "fr") == ["l'", "homme", "et", "l'", "enfant", "jouent", "."]
     assert tokenize("Muž jede na kole.", "cs") == ["muž", "jede", "na", "kole", "."]
 
@@ -91,23 +101,44 @@ def test_moses_covers_the_languages_sacremoses_has_data_for():
     langs = moses_languages()
     assert {"en", "de", "fr", "cs", "es", "it", "pt", "hi", "ru"} <= langs and not langs & {"zh", "ja", "yue"}
     assert tokenize("Un perro corre por la playa, ¿verdad?", "es") == [
-        "un", "perro", "corre", "por", "la", "playa", ",", "¿", "verdad", "?"]
+        "un",
+        "perro",
+        "corre",
+        "por",
+        "la",
+        "playa",
+        ",",
+        "¿",
+        "verdad",
+        "?",
+    ]
     assert tokenize("Un perro.", "spa") == tokenize("Un perro.", "es-MX") == ["un", "perro", "."]
     assert tokenizer_name("es") == "moses-es (sacremoses, escape=False)"
 
 
-@pytest.mark.parametrize("lang, text, tokens", [
-    # Quechua: the apostrophe of an ejective is part of the word; a number keeps its decimal point
-    ("qu", "Huk allqu p'unchaypi pawachkan, 3.5 km.", ["huk", "allqu", "p'unchaypi", "pawachkan", ",", "3.5", "km", "."]),
-    # Guarani: the puso (') and nasal g̃ (g + combining tilde) stay inside the word
-    ("gn", "Mokõi jagua'i oñani ka'aguýpe g\u0303uahẽ.", ["mokõi", "jagua'i", "oñani", "ka'aguýpe", "g\u0303uahẽ", "."]),
-    ("quy", "Allqukuna pukllachkanku!", ["allqukuna", "pukllachkanku", "!"]),
-    # Arabic: words with their harakat; the Arabic comma is a token
-    ("ar", "كلبانِ يلعبان في الثلج، بسرعة.", ["كلبانِ", "يلعبان", "في", "الثلج", "،", "بسرعة", "."]),
-    ("fa", "می\u200cروم به خانه", ["می\u200cروم", "به", "خانه"]),  # a ZWNJ compound is one word
-    ("yue", "隻狗喺度跑", ["隻", "狗", "喺", "度", "跑"]),  # Han without jieba: one token a character
-    ("th", "สุนัขวิ่ง", ["สุ", "นั", "ข", "วิ่", "ง"]),  # a character with its marks
-])
+@pytest.mark.parametrize(
+    "lang, text, tokens",
+    [
+        # Quechua: the apostrophe of an ejective is part of the word; a number keeps its decimal point
+        (
+            "qu",
+            "Huk allqu p'unchaypi pawachkan, 3.5 km.",
+            ["huk", "allqu", "p'unchaypi", "pawachkan", ",", "3.5", "km", "."],
+        ),
+        # Guarani: the puso (') and nasal g̃ (g + combining tilde) stay inside the word
+        (
+            "gn",
+            "Mokõi jagua'i oñani ka'aguýpe g\u0303uahẽ.",
+            ["mokõi", "jagua'i", "oñani", "ka'aguýpe", "g\u0303uahẽ", "."],
+        ),
+        ("quy", "Allqukuna pukllachkanku!", ["allqukuna", "pukllachkanku", "!"]),
+        # Arabic: words with their harakat; the Arabic comma is a token
+        ("ar", "كلبانِ يلعبان في الثلج، بسرعة.", ["كلبانِ", "يلعبان", "في", "الثلج", "،", "بسرعة", "."]),
+        ("fa", "می\u200cروم به خانه", ["می\u200cروم", "به", "خانه"]),  # a ZWNJ compound is one word
+        ("yue", "隻狗喺度跑", ["隻", "狗", "喺", "度", "跑"]),  # Han without jieba: one token a character
+        ("th", "สุนัขวิ่ง", ["สุ", "นั", "ข", "วิ่", "ง"]),  # a character with its marks
+    ],
+)
 def test_languages_without_a_tokenizer_use_the_unicode_rule(lang, text, tokens):
     assert tokenize(text, lang) == tokens
     assert tokenizer_name(lang).startswith("unicode-words")
@@ -133,8 +164,10 @@ def test_tokenizer_names():
 
 def test_first_use_prints_nothing():
     """jieba's dictionary-loading log and any other chatter must stay silent, in a fresh process."""
-    code = ("from polyvse.text import tokenize\n"
-            "tokenize('一只狗在草地上奔跑。', 'zh'); tokenize('犬が走る。', 'ja'); tokenize('A dog.', 'en')\n")
+    code = (
+        "from polyvse.text import tokenize\n"
+        "tokenize('一只狗在草地上奔跑。', 'zh'); tokenize('犬が走る。', 'ja'); tokenize('A dog.', 'en')\n"
+    )
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout == "" and proc.stderr == ""

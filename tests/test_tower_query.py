@@ -3,6 +3,7 @@ model (trained, zero-shot and adapted languages; linear and MLP heads; cosine an
 search` for such a checkpoint running without importing torch, and USE's saved state (polyvse.modules.pretrained.
 use_state) giving the package's own objects back, bit for bit. The checkpoints are untrained heads (random weights)
 on the real e5 + USE towers: the arithmetic is what is checked, not the quality."""
+
 from __future__ import annotations
 
 import json
@@ -28,14 +29,20 @@ from test_text_query import REPO, SEARCH_WITHOUT_TORCH, THREAD_SETTINGS, _scratc
 
 TOWERS, TOWER_DIMS = "e5-small+use-multilingual", [384, 512]
 LANGUAGES = ["en", "de", "cs"]  # cs: e5 only (USE has no Czech: zeros in its slice)
-QUERIES = [("en", "two dogs play in the snow"), ("de", "zwei Hunde spielen im Schnee"), ("cs", "pes běží po pláži"),
-           ("fr", "un chien court sur la plage"),  # zero-shot: the fallback part
-           ("es", "un perro corre en la playa")]  # adapted: a part taught after training
+QUERIES = [
+    ("en", "two dogs play in the snow"),
+    ("de", "zwei Hunde spielen im Schnee"),
+    ("cs", "pes běží po pláži"),
+    ("fr", "un chien court sur la plage"),  # zero-shot: the fallback part
+    ("es", "un perro corre en la playa"),
+]  # adapted: a part taught after training
 IMAGE_DIM, EMBED_DIM = 8, 16
-HEADS = {"linear-cosine": dict(text_head="linear"), "mlp-order": dict(text_head="mlp", hidden_dim=20,
-                                                                      similarity="order"),
-         "tail-mlp-cosine": dict(text_head="mlp", hidden_dim=20, text_tail_layers=1),  # e5 last layer trained
-         "tail-linear-csls": dict(text_head="linear", text_tail_layers=1, csls=True)}  # the product model's kind
+HEADS = {
+    "linear-cosine": dict(text_head="linear"),
+    "mlp-order": dict(text_head="mlp", hidden_dim=20, similarity="order"),
+    "tail-mlp-cosine": dict(text_head="mlp", hidden_dim=20, text_tail_layers=1),  # e5 last layer trained
+    "tail-linear-csls": dict(text_head="linear", text_tail_layers=1, csls=True),
+}  # the product model's kind
 
 
 def tower_checkpoint(path: Path, seed: int = 0, csls: bool = False, **config) -> Path:
@@ -45,9 +52,17 @@ def tower_checkpoint(path: Path, seed: int = 0, csls: bool = False, **config) ->
     from polyvse.csls.banks import HubnessBanks
 
     torch.manual_seed(seed)
-    cfg = ModelConfig(vocab_size=0, text_encoder="pretrained", pretrained_dim=sum(TOWER_DIMS),
-                      pretrained_towers=TOWER_DIMS, universal_dim=24, embed_dim=EMBED_DIM, image_dim=IMAGE_DIM,
-                      languages=LANGUAGES, **config)
+    cfg = ModelConfig(
+        vocab_size=0,
+        text_encoder="pretrained",
+        pretrained_dim=sum(TOWER_DIMS),
+        pretrained_towers=TOWER_DIMS,
+        universal_dim=24,
+        embed_dim=EMBED_DIM,
+        image_dim=IMAGE_DIM,
+        languages=LANGUAGES,
+        **config,
+    )
     model = JointEmbeddingModel(cfg).eval()
     with torch.no_grad():
         for name, p in model.named_parameters():
@@ -56,12 +71,19 @@ def tower_checkpoint(path: Path, seed: int = 0, csls: bool = False, **config) ->
             else:
                 p.normal_(0.0, 0.1)  # biases too: every part of the arithmetic counts
     captions = PretrainedCaptionEncoder(TOWERS, tail_layers=cfg.text_tail_layers)
-    ck = Checkpoint(model=model, captions=captions, backbone="efficientnet-lite0",
-                    feature_key="k1", ten_crop=False, languages=list(LANGUAGES))
+    ck = Checkpoint(
+        model=model,
+        captions=captions,
+        backbone="efficientnet-lite0",
+        feature_key="k1",
+        ten_crop=False,
+        languages=list(LANGUAGES),
+    )
     if csls:
         rng = np.random.default_rng(seed)
-        ck.hubness = HubnessBanks(rng.normal(size=(40, EMBED_DIM)), {lang: rng.normal(size=(30, EMBED_DIM))
-                                                                    for lang in LANGUAGES}, k=3)
+        ck.hubness = HubnessBanks(
+            rng.normal(size=(40, EMBED_DIM)), {lang: rng.normal(size=(30, EMBED_DIM)) for lang in LANGUAGES}, k=3
+        )
     part = torch.nn.Linear(sum(TOWER_DIMS), 24)
     ck = with_language_part(ck, "es", part, {"method": "teacher", "pivot_lang": "en", "lines": 0})
     return save_checkpoint(ck, path)
@@ -94,8 +116,7 @@ def test_numpy_tower_path_gives_the_torch_models_vectors(checkpoint):
         want_scores, got_scores = reference.similarity(photos, want)[:, 0], fast.similarity(photos, got)[:, 0]
         assert list(np.argsort(-got_scores, kind="stable")) == list(np.argsort(-want_scores, kind="stable"))
     batch = [t for _, t in QUERIES]
-    np.testing.assert_allclose(fast.encode_text(batch, "de"), reference.encode_text(batch, "de"), rtol=1e-5,
-                               atol=1e-6)
+    np.testing.assert_allclose(fast.encode_text(batch, "de"), reference.encode_text(batch, "de"), rtol=1e-5, atol=1e-6)
     assert fast.encode_text([], "en").shape == (0, EMBED_DIM)
 
 
@@ -115,8 +136,9 @@ def test_numpy_tower_path_ranks_as_the_torch_model_ranks(checkpoint):
             got = fast.similarity(photos, query)[:, 0]
             order = np.argsort(-got, kind="stable")
         else:  # what a search does: unit rows, re-ranked by CSLS (here every photo is a candidate)
-            scores, order = fast.hubness.rerank(stored_vectors(fast, query)[0], np.arange(len(photos)),
-                                                stored_vectors(fast, photos), lang, len(photos))
+            scores, order = fast.hubness.rerank(
+                stored_vectors(fast, query)[0], np.arange(len(photos)), stored_vectors(fast, photos), lang, len(photos)
+            )
             got = np.empty_like(scores)
             got[order] = scores
         assert list(order) == list(np.argsort(-want, kind="stable")), lang
@@ -129,8 +151,11 @@ def test_an_unread_language_is_refused_with_how_to_teach_it_by_both_models(check
     from polyvse.errors import CheckpointError
 
     for model in (polyvse.load(checkpoint), query_model(checkpoint)):
-        with pytest.raises(CheckpointError, match=r"cannot read Quechua \('qu'\): its text towers .* read \d+ "
-                                                  r"languages.*polyvse adapt --checkpoint C --lang qu"):
+        with pytest.raises(
+            CheckpointError,
+            match=r"cannot read Quechua \('qu'\): its text towers .* read \d+ "
+            r"languages.*polyvse adapt --checkpoint C --lang qu",
+        ):
             model.encode_text(["allqo pampapi phawashan"], "qu")
 
 
@@ -140,15 +165,31 @@ def test_cli_text_search_of_a_frozen_tower_checkpoint_does_not_import_torch(chec
     env["PYTHONPATH"] = os.pathsep.join([str(REPO / "src"), os.environ.get("PYTHONPATH", "")])
     reference = Searcher(polyvse.load(checkpoint), PhotoIndex.open(index))
     for lang, text in QUERIES:
-        proc = subprocess.run([sys.executable, "-c", SEARCH_WITHOUT_TORCH, "search", "--index", str(index), text,
-                               "--lang", lang, "-k", "30", "--json"], capture_output=True, text=True, env=env,
-                              timeout=300)
+        proc = subprocess.run(
+            [
+                sys.executable,
+                "-c",
+                SEARCH_WITHOUT_TORCH,
+                "search",
+                "--index",
+                str(index),
+                text,
+                "--lang",
+                lang,
+                "-k",
+                "30",
+                "--json",
+            ],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=300,
+        )
         status = json.loads(proc.stderr.strip().splitlines()[-1])
         # an exact index scans a query in numpy, an order-similarity one with the model: FAISS is never imported
         assert reference.index.kind in ("exact", "exact-model")
         # nor Pillow (photo queries only), nor `regex` (a word-level tokeniser's, a subword student's)
-        assert status == {"code": 0, "torch": False, "faiss_threads": None, "pil": False, "regex": False}, \
-            proc.stderr
+        assert status == {"code": 0, "torch": False, "faiss_threads": None, "pil": False, "regex": False}, proc.stderr
         got = json.loads(proc.stdout)["results"]
         want = reference.text(text, lang, k=30)
         assert [h["id"] for h in got] == [h.id for h in want.hits], lang
@@ -156,8 +197,7 @@ def test_cli_text_search_of_a_frozen_tower_checkpoint_does_not_import_torch(chec
         np.testing.assert_allclose([h["score"] for h in got], [h.score for h in want.hits], atol=2e-5)
 
 
-def test_model_for_an_index_is_the_numpy_one_unless_it_cannot_serve_the_checkpoint(checkpoint, tmp_path,
-                                                                                   monkeypatch):
+def test_model_for_an_index_is_the_numpy_one_unless_it_cannot_serve_the_checkpoint(checkpoint, tmp_path, monkeypatch):
     index = PhotoIndex.open(_scratch_index(tmp_path, checkpoint))
     assert isinstance(model_for_index(index, text_only=True)[0], TowerQueryModel)
     import polyvse.model.numpy_serving.tower_query as tower_query
@@ -248,7 +288,6 @@ def test_the_fingerprint_of_a_checkpoint_file_is_kept_and_a_new_file_gets_its_ow
     """The query model's tensor digests are cached by the weights file's stat: a second process reads no weight for
     the fingerprint check, and a checkpoint whose weights file is written again is hashed again."""
     import shutil
-
 
     monkeypatch.setenv("POLYVSE_CACHE", str(tmp_path / "cache"))
     copy = tmp_path / "ck"

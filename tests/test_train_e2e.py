@@ -1,4 +1,5 @@
 """End-to-end training on the real data at hand (slices of F8K-ML), resumption included."""
+
 from __future__ import annotations
 
 import json
@@ -18,8 +19,17 @@ from polyvse_app.cli import main
 from polyvse_train.config import TrainConfig
 from polyvse_train.train import STATE, train
 
-SMALL = dict(name="tiny", languages=["en", "de", "zh"], embed_dim=64, word_dim=32, hidden_dim=64,
-             batch_size=32, smoke_photos=48, smoke_epochs=3, lr=5e-4)
+SMALL = dict(
+    name="tiny",
+    languages=["en", "de", "zh"],
+    embed_dim=64,
+    word_dim=32,
+    hidden_dim=64,
+    batch_size=32,
+    smoke_photos=48,
+    smoke_epochs=3,
+    lr=5e-4,
+)
 
 
 def small_config(tmp_path: Path, **over) -> Path:
@@ -82,8 +92,7 @@ def test_resume_after_stop_reaches_identical_metrics(reference_run, shared_data,
 
 def test_a_run_resumes_at_another_thread_count(shared_data, tmp_path):
     """threads sets speed, not what is learned: `make model` stopped at one thread may go on at two."""
-    stopped = train(TrainConfig(**SMALL, threads=1), tmp_path, shared_data, smoke=True, progress=False,
-                    max_steps=3)
+    stopped = train(TrainConfig(**SMALL, threads=1), tmp_path, shared_data, smoke=True, progress=False, max_steps=3)
     assert stopped == {"stopped_at_step": 3}
     state = load_training_state(tmp_path / STATE)
     del state["spent"]  # as states saved before the time was kept: the first process's time is unknown
@@ -99,8 +108,22 @@ def test_resume_after_kill_9_reaches_identical_metrics(reference_run, shared_dat
     _, ref = reference_run
     config = small_config(tmp_path)
     out = tmp_path / "run"
-    cmd = [sys.executable, "-m", "polyvse_app.cli", "train", "--config", str(config), "--out", str(out),
-           "--smoke", "--quiet", "--save-every", "1", "--data-root", str(shared_data)]
+    cmd = [
+        sys.executable,
+        "-m",
+        "polyvse_app.cli",
+        "train",
+        "--config",
+        str(config),
+        "--out",
+        str(out),
+        "--smoke",
+        "--quiet",
+        "--save-every",
+        "1",
+        "--data-root",
+        str(shared_data),
+    ]
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=os.environ.copy())
     state = out / STATE
     deadline = time.time() + 240
@@ -118,8 +141,23 @@ def test_resume_after_kill_9_reaches_identical_metrics(reference_run, shared_dat
         proc.wait(timeout=60)
     assert proc.returncode == -signal.SIGKILL
     assert not (out / "metrics.json").exists()
-    assert main(["train", "--config", str(config), "--out", str(out), "--smoke", "--quiet", "--resume",
-                 "--data-root", str(shared_data)]) == 0
+    assert (
+        main(
+            [
+                "train",
+                "--config",
+                str(config),
+                "--out",
+                str(out),
+                "--smoke",
+                "--quiet",
+                "--resume",
+                "--data-root",
+                str(shared_data),
+            ]
+        )
+        == 0
+    )
     resumed = json.loads((out / "metrics.json").read_text())
     assert resumed["languages"] == ref["languages"]
     assert resumed["processes"] == 2 and resumed["time_complete"]
@@ -137,8 +175,23 @@ def test_resume_refuses_a_different_config(reference_run, shared_data, tmp_path)
 def test_evaluate_command_on_dataset_and_on_user_data(reference_run, shared_data, tmp_path, capsys):
     out, ref = reference_run
     # the same checkpoint evaluated by `polyvse evaluate` on the official test split (all test photos)
-    assert main(["evaluate", "--checkpoint", str(out / "checkpoint"), "--dataset", "f8k-ml", "--quiet",
-                 "--data-root", str(shared_data), "--json", str(tmp_path / "eval.json")]) == 0
+    assert (
+        main(
+            [
+                "evaluate",
+                "--checkpoint",
+                str(out / "checkpoint"),
+                "--dataset",
+                "f8k-ml",
+                "--quiet",
+                "--data-root",
+                str(shared_data),
+                "--json",
+                str(tmp_path / "eval.json"),
+            ]
+        )
+        == 0
+    )
     full = json.loads((tmp_path / "eval.json").read_text())
     assert set(full["languages"]) == {"en", "de", "zh"}
     assert full["languages"]["en"]["n_images"] >= 120  # all official test photos, not the smoke slice
@@ -160,9 +213,25 @@ def test_evaluate_command_on_dataset_and_on_user_data(reference_run, shared_data
     lines.append(json.dumps({"image": "broken.jpg", "lang": "en", "caption": "broken"}))
     caps = tmp_path / "caps.jsonl"
     caps.write_text("\n".join(lines) + "\n")
-    assert main(["evaluate", "--checkpoint", str(out / "checkpoint"), "--images", str(images),
-                 "--captions", str(caps), "--quiet", "--data-root", str(tmp_path),
-                 "--json", str(tmp_path / "own.json")]) == 0
+    assert (
+        main(
+            [
+                "evaluate",
+                "--checkpoint",
+                str(out / "checkpoint"),
+                "--images",
+                str(images),
+                "--captions",
+                str(caps),
+                "--quiet",
+                "--data-root",
+                str(tmp_path),
+                "--json",
+                str(tmp_path / "own.json"),
+            ]
+        )
+        == 0
+    )
     own = json.loads((tmp_path / "own.json").read_text())
     assert own["languages"]["en"]["n_images"] == 6
     assert own["n_failed_photos"] == 1
@@ -174,20 +243,39 @@ def test_infonce_ranking_loss_trains_and_bad_combinations_name_the_field(referen
     from polyvse.errors import DataError
 
     _, ref = reference_run
-    metrics = train(TrainConfig(**SMALL, ranking_loss="infonce", temperature=0.1), tmp_path / "nce", shared_data,
-                    smoke=True, progress=False)
+    metrics = train(
+        TrainConfig(**SMALL, ranking_loss="infonce", temperature=0.1),
+        tmp_path / "nce",
+        shared_data,
+        smoke=True,
+        progress=False,
+    )
     assert set(metrics["languages"]) == {"en", "de", "zh"} and metrics["languages"] != ref["languages"]
     # HN-NCE's weighting (hard_negative_beta) reaches the loss: the same run with it scores differently
-    hard = train(TrainConfig(**SMALL, ranking_loss="infonce", temperature=0.1, hard_negative_beta=1.0),
-                 tmp_path / "hn-nce", shared_data, smoke=True, progress=False)
+    hard = train(
+        TrainConfig(**SMALL, ranking_loss="infonce", temperature=0.1, hard_negative_beta=1.0),
+        tmp_path / "hn-nce",
+        shared_data,
+        smoke=True,
+        progress=False,
+    )
     assert hard["languages"] != metrics["languages"]
-    for over, message in [(dict(max_violation=True), "max_violation"), (dict(objective="pivot"), "objective vse"),
-                          (dict(ranking_loss="triplet"), "hinge or infonce"), (dict(temperature=0.0), "temperature"),
-                          (dict(hard_negative_beta=-1.0), "hard_negative_beta"),
-                          (dict(ranking_loss="hinge", hard_negative_beta=0.5), "hard_negative_beta")]:
+    for over, message in [
+        (dict(max_violation=True), "max_violation"),
+        (dict(objective="pivot"), "objective vse"),
+        (dict(ranking_loss="triplet"), "hinge or infonce"),
+        (dict(temperature=0.0), "temperature"),
+        (dict(hard_negative_beta=-1.0), "hard_negative_beta"),
+        (dict(ranking_loss="hinge", hard_negative_beta=0.5), "hard_negative_beta"),
+    ]:
         with pytest.raises(DataError, match=message):
-            train(TrainConfig(**{**SMALL, "ranking_loss": "infonce", **over}), tmp_path / "bad", shared_data,
-                  smoke=True, progress=False)
+            train(
+                TrainConfig(**{**SMALL, "ranking_loss": "infonce", **over}),
+                tmp_path / "bad",
+                shared_data,
+                smoke=True,
+                progress=False,
+            )
 
 
 def test_drawn_captions_train_an_epoch_of_one_caption_per_photo_and_language(reference_run, shared_data, tmp_path):
@@ -196,19 +284,22 @@ def test_drawn_captions_train_an_epoch_of_one_caption_per_photo_and_language(ref
     from polyvse.errors import DataError
 
     _, ref = reference_run
-    metrics = train(TrainConfig(**SMALL, draw_captions=1), tmp_path / "drawn", shared_data, smoke=True,
-                    progress=False)
+    metrics = train(TrainConfig(**SMALL, draw_captions=1), tmp_path / "drawn", shared_data, smoke=True, progress=False)
     log = [json.loads(line) for line in (tmp_path / "drawn" / "train_log.jsonl").read_text().splitlines()]
     items = {row["items"] for row in log if "items" in row}
     # a subset of the same size each epoch (but a last lone caption, a batch without negatives, left untrained)
     assert max(items) - min(items) <= 1 and 0 < min(items) and max(items) < metrics["n_train_captions"] / 2
     assert metrics["languages"] != ref["languages"]
     with pytest.raises(DataError, match="draw_captions"):
-        train(TrainConfig(**{**SMALL, "draw_captions": -1}), tmp_path / "bad", shared_data, smoke=True,
-              progress=False)
+        train(TrainConfig(**{**SMALL, "draw_captions": -1}), tmp_path / "bad", shared_data, smoke=True, progress=False)
     with pytest.raises(DataError, match="draw_captions"):
-        train(TrainConfig(**{**SMALL, "objective": "translator", "source_language": "en", "draw_captions": 1}),
-              tmp_path / "bad2", shared_data, smoke=True, progress=False)
+        train(
+            TrainConfig(**{**SMALL, "objective": "translator", "source_language": "en", "draw_captions": 1}),
+            tmp_path / "bad2",
+            shared_data,
+            smoke=True,
+            progress=False,
+        )
 
 
 def test_a_state_saved_before_a_field_was_added_still_resumes():

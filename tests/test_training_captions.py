@@ -1,4 +1,5 @@
 """polyvse_train.data.training_captions: which captions a run trains on (corpus limit, translation augmentation)."""
+
 from __future__ import annotations
 
 from collections import Counter
@@ -32,8 +33,11 @@ def test_translations_survive_the_caption_budget(tiny_root):
     assert one[("100", "zh", "flickr8kcn-zhc")] == 1
     assert one[("100", "zh", "flickr8kcn-zhb")] == 1 and one[("100", "zh", "flickr8kcn-zhg")] == 1
     assert all(n == 1 for n in one.values())
-    zhb = [c.text for c in _captions(tiny_root, captions_per_photo=1, augment_translations=["zhb"])
-           if c.source == "flickr8kcn-zhb"]
+    zhb = [
+        c.text
+        for c in _captions(tiny_root, captions_per_photo=1, augment_translations=["zhb"])
+        if c.source == "flickr8kcn-zhb"
+    ]
     assert zhb == ["百度100号0。", "百度700号0。"]  # the translation of each photo's first English caption
     assert not any(c.photo_id not in TRAIN for c in _captions(tiny_root, augment_translations=["zhb", "zhg"]))
 

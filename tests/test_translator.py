@@ -1,5 +1,6 @@
 """The Translator's parts: the language map in the text branch, its SVD/Procrustes + RCSLS initialisation,
 the staged/repeated epoch schedules, the caption limit for learning curves, and a two-stage run on real data."""
+
 from __future__ import annotations
 
 import json
@@ -63,10 +64,25 @@ def test_a_fr_word_mapped_onto_a_de_word_reads_as_that_de_word():
 
 def _model(freeze: bool = False) -> tuple[JointEmbeddingModel, TrainConfig]:
     torch.manual_seed(0)
-    model = JointEmbeddingModel(ModelConfig(vocab_size=8, image_dim=3, embed_dim=5, word_dim=4, hidden_dim=6,
-                                            languages=["de", "fr"], language_map=["fr"]))
-    cfg = TrainConfig(languages=["de", "fr"], objective="translator", source_language="de", source_epochs=1,
-                      language_map=["fr"], freeze_language_map=freeze)
+    model = JointEmbeddingModel(
+        ModelConfig(
+            vocab_size=8,
+            image_dim=3,
+            embed_dim=5,
+            word_dim=4,
+            hidden_dim=6,
+            languages=["de", "fr"],
+            language_map=["fr"],
+        )
+    )
+    cfg = TrainConfig(
+        languages=["de", "fr"],
+        objective="translator",
+        source_language="de",
+        source_epochs=1,
+        language_map=["fr"],
+        freeze_language_map=freeze,
+    )
     return model, cfg
 
 
@@ -99,17 +115,15 @@ def test_gradient_reaches_the_map_from_fr_rows_only_and_never_when_frozen():
 
 
 def test_translator_fields_are_checked():
-    for bad, match in ((dict(language_map=["fr"], language_map_init="lexicon"),
-                        "objective.translator.source_language: "),
-                       (dict(source_language="de", language_map=["de"]), "model.language_map .* INTO"),
-                       (dict(source_language="de", language_map_init="svd"),
-                        "objective.translator.language_map_init: 'svd'"),
-                       (dict(source_language="it"), "objective.translator.source_language: 'it' is not among"),
-                       (dict(), "needs a source stage .* or a map"),
-                       (dict(source_language="de", objective="pivot"),
-                        "an option of objective translator, not of pivot"),
-                       (dict(language_map=["fr"], objective="vse"),
-                        "model.language_map .* set objective.name: translator")):
+    for bad, match in (
+        (dict(language_map=["fr"], language_map_init="lexicon"), "objective.translator.source_language: "),
+        (dict(source_language="de", language_map=["de"]), "model.language_map .* INTO"),
+        (dict(source_language="de", language_map_init="svd"), "objective.translator.language_map_init: 'svd'"),
+        (dict(source_language="it"), "objective.translator.source_language: 'it' is not among"),
+        (dict(), "needs a source stage .* or a map"),
+        (dict(source_language="de", objective="pivot"), "an option of objective translator, not of pivot"),
+        (dict(language_map=["fr"], objective="vse"), "model.language_map .* set objective.name: translator"),
+    ):
         with pytest.raises(DataError, match=match):
             TrainConfig.from_dict(dict(languages=["de", "fr"], **{"objective": "translator", **bad}))
 
@@ -143,8 +157,9 @@ def test_procrustes_init_is_orthogonal_maps_the_lexicon_and_rcsls_does_not_worse
     assert refined.procrustes_loss == pytest.approx(init.rcsls_loss, abs=1e-5)
     # the reported losses are the alignment module's RCSLS loss
     unit_fr, unit_de = (torch.nn.functional.normalize(t, dim=1) for t in (fr, de))
-    expected = rcsls_loss(unit_fr[pairs[:, 0]] @ refined.weight, unit_de[pairs[:, 1]],
-                          unit_fr @ refined.weight, unit_de, k=5)
+    expected = rcsls_loss(
+        unit_fr[pairs[:, 0]] @ refined.weight, unit_de[pairs[:, 1]], unit_fr @ refined.weight, unit_de, k=5
+    )
     assert refined.rcsls_loss == pytest.approx(float(expected), abs=1e-5)
     with pytest.raises(ValueError, match="pairs"):
         fit_language_map(fr, de, torch.empty(0, 2, dtype=torch.long))
@@ -231,10 +246,25 @@ def test_translator_configs_say_what_the_poster_says():
         assert fs.get(key) == t1.get(key) == t2.get(key), key
 
 
-TINY_T2 = dict(name="tiny-t2", languages=["de", "fr"], objective="translator", source_language="de", source_epochs=2,
-               language_map=["fr"], language_map_init="lexicon", caption_limit={"fr": 12},
-               min_batches_per_epoch=3, embed_dim=32, word_dim=16, hidden_dim=32, batch_size=8,
-               smoke_photos=24, smoke_epochs=1, smoke_max_batches=3, lr=5e-4)
+TINY_T2 = dict(
+    name="tiny-t2",
+    languages=["de", "fr"],
+    objective="translator",
+    source_language="de",
+    source_epochs=2,
+    language_map=["fr"],
+    language_map_init="lexicon",
+    caption_limit={"fr": 12},
+    min_batches_per_epoch=3,
+    embed_dim=32,
+    word_dim=16,
+    hidden_dim=32,
+    batch_size=8,
+    smoke_photos=24,
+    smoke_epochs=1,
+    smoke_max_batches=3,
+    lr=5e-4,
+)
 
 
 def test_two_stage_run_fits_the_map_counts_captions_and_resumes_identically(shared_data, tmp_path):

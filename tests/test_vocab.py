@@ -1,4 +1,5 @@
 """polyvse.text.vocab.Vocabulary."""
+
 from __future__ import annotations
 
 import json

@@ -6,6 +6,7 @@ section, that every bad request got a 4xx, and that no absolute path of the mach
 leaks into it. And without running anything: the committed page is the template filled with what the run that
 wrote it recorded (docs/templates/service.outputs.json), so the template and the page cannot drift apart.
 """
+
 from __future__ import annotations
 
 import importlib.util
@@ -21,13 +22,24 @@ import torch
 REPO = Path(__file__).resolve().parents[1]
 N_PHOTOS = 6
 
-BAD_INPUTS = ["empty query", "10 kB query", "unknown language", "a one-word query, language auto",
-              "a language the model does not know", "k out of range", "not an image (a text file sent as a JPEG)",
-              "upload declared as text", "truncated JPEG (the first 3000 bytes of a photo)",
-              "50-megapixel image (a PNG of 10000 × 5000 pixels)", "100-megapixel image (a PNG of 10000 × 10000 pixels)", "body over the upload limit (9 MiB)",
-              "path traversal, encoded",
-              "path traversal in the static files (raw path, not normalised by the client)",
-              "path traversal in the thumbnail route", "unknown photo id"]
+BAD_INPUTS = [
+    "empty query",
+    "10 kB query",
+    "unknown language",
+    "a one-word query, language auto",
+    "a language the model does not know",
+    "k out of range",
+    "not an image (a text file sent as a JPEG)",
+    "upload declared as text",
+    "truncated JPEG (the first 3000 bytes of a photo)",
+    "50-megapixel image (a PNG of 10000 × 5000 pixels)",
+    "100-megapixel image (a PNG of 10000 × 10000 pixels)",
+    "body over the upload limit (9 MiB)",
+    "path traversal, encoded",
+    "path traversal in the static files (raw path, not normalised by the client)",
+    "path traversal in the thumbnail route",
+    "unknown photo id",
+]
 
 
 def _script():
@@ -66,15 +78,30 @@ def _tiny_checkpoint(script, out: Path) -> Path:
 
     torch.manual_seed(0)
     extractor = get_extractor("efficientnet-lite0")
-    enc = CaptionEncoder.build({"en": [script.ENGLISH, "a dog"], "de": [script.GERMAN],
-                                "fr": [script.FRENCH, "un homme fait du vélo"], "cs": ["dva psi si hrají ve sněhu"],
-                                "zh": [script.CHINESE]})
-    model = JointEmbeddingModel(ModelConfig(vocab_size=len(enc.vocab), image_dim=extractor.dim, embed_dim=16,
-                                            word_dim=8, hidden_dim=16))
-    save_checkpoint(Checkpoint(model=model.eval(), captions=enc, backbone="efficientnet-lite0",
-                               feature_key=extractor.key, ten_crop=False, languages=["en", "de", "fr", "cs", "zh"],
-                               training={"data": "f8k-ml", "split": "none (untrained test model)", "seed": 0,
-                                         "commit": "test"}), out)
+    enc = CaptionEncoder.build(
+        {
+            "en": [script.ENGLISH, "a dog"],
+            "de": [script.GERMAN],
+            "fr": [script.FRENCH, "un homme fait du vélo"],
+            "cs": ["dva psi si hrají ve sněhu"],
+            "zh": [script.CHINESE],
+        }
+    )
+    model = JointEmbeddingModel(
+        ModelConfig(vocab_size=len(enc.vocab), image_dim=extractor.dim, embed_dim=16, word_dim=8, hidden_dim=16)
+    )
+    save_checkpoint(
+        Checkpoint(
+            model=model.eval(),
+            captions=enc,
+            backbone="efficientnet-lite0",
+            feature_key=extractor.key,
+            ten_crop=False,
+            languages=["en", "de", "fr", "cs", "zh"],
+            training={"data": "f8k-ml", "split": "none (untrained test model)", "seed": 0, "commit": "test"},
+        ),
+        out,
+    )
     return out
 
 
@@ -103,21 +130,49 @@ def test_walkthrough_writes_the_page_with_every_section(shared_data, tmp_path, c
     root = _tiny_data_root(shared_data, tmp_path / "data")
     checkpoint = _tiny_checkpoint(script, tmp_path / "checkpoint")
     doc = tmp_path / "docs" / "service.md"
-    code = script.main(["--checkpoint", str(checkpoint), "--data-root", str(root), "--work", str(tmp_path / "work"),
-                        "--out", str(doc), "--port", "0", "--workers", "0"])
+    code = script.main(
+        [
+            "--checkpoint",
+            str(checkpoint),
+            "--data-root",
+            str(root),
+            "--work",
+            str(tmp_path / "work"),
+            "--out",
+            str(doc),
+            "--port",
+            "0",
+            "--workers",
+            "0",
+        ]
+    )
     assert code == 0, capsys.readouterr().err
     text = doc.read_text(encoding="utf-8")
 
-    for heading in ("## 1. Build an index", "## 2. Search from the command line", "## 3. Teach the model a new language",
-                    "## 4. Add photos", "## 5. From Python", "## 6. The HTTP service and its web page", "## 7. Tests",
-                    "## 8. Load test"):
+    for heading in (
+        "## 1. Build an index",
+        "## 2. Search from the command line",
+        "## 3. Teach the model a new language",
+        "## 4. Add photos",
+        "## 5. From Python",
+        "## 6. The HTTP service and its web page",
+        "## 7. Tests",
+        "## 8. Load test",
+    ):
         assert heading in text, heading
-    for command in ("$ polyvse index build --checkpoint <checkpoint> --images $POLYVSE_DATA/flickr8k/images",
-                    "$ polyvse index info --index <work>/index", "$ polyvse index add --index <work>/index",
-                    f"'{script.GERMAN}' --lang de", "--lang auto", "--image $POLYVSE_DATA/flickr8k/images/",
-                    "$ polyvse data export", "$ polyvse serve --index <work>/index",
-                    f"--lang {script.NEW_LANG}", f"$ polyvse data parallel --lang {script.NEW_LANG}",
-                    "$ polyvse adapt --checkpoint <checkpoint>"):
+    for command in (
+        "$ polyvse index build --checkpoint <checkpoint> --images $POLYVSE_DATA/flickr8k/images",
+        "$ polyvse index info --index <work>/index",
+        "$ polyvse index add --index <work>/index",
+        f"'{script.GERMAN}' --lang de",
+        "--lang auto",
+        "--image $POLYVSE_DATA/flickr8k/images/",
+        "$ polyvse data export",
+        "$ polyvse serve --index <work>/index",
+        f"--lang {script.NEW_LANG}",
+        f"$ polyvse data parallel --lang {script.NEW_LANG}",
+        "$ polyvse adapt --checkpoint <checkpoint>",
+    ):
         assert command in text, command
     # a word-level model: Spanish and the new language refused, adapt refused saying why
     assert "was refused: this\nmodel reads only the languages it trained on" in text
@@ -127,8 +182,13 @@ def test_walkthrough_writes_the_page_with_every_section(shared_data, tmp_path, c
     assert "Uvicorn running on http://127.0.0.1:" in text
     # metadata of the checkpoint, and the requests of the service section
     assert "split `none (untrained test model)`" in text and "commit `test`" in text
-    for request in ("POST /api/search/text", "POST /api/search/image", "POST /api/captions/image", "GET /api/health",
-                    "GET /api/model"):
+    for request in (
+        "POST /api/search/text",
+        "POST /api/search/image",
+        "POST /api/captions/image",
+        "GET /api/health",
+        "GET /api/model",
+    ):
         assert f"\n{request}" in text, request
     assert text.count("\n200 OK") >= 6
     assert '"took_ms"' not in text

@@ -1,4 +1,5 @@
 """schedule.ema_decay: the moving average of the weights (polyvse_train.weight_average) and its place in a run."""
+
 from __future__ import annotations
 
 import pytest
@@ -71,8 +72,18 @@ def test_config_refuses_a_decay_outside_zero_to_one(decay):
         TrainConfig.from_dict({"ema_decay": decay}).validate()
 
 
-SMALL = dict(name="tiny-ema", languages=["en", "de"], embed_dim=32, word_dim=16, hidden_dim=32, batch_size=32,
-             smoke_photos=48, smoke_epochs=2, lr=5e-4, ema_decay=0.9)
+SMALL = dict(
+    name="tiny-ema",
+    languages=["en", "de"],
+    embed_dim=32,
+    word_dim=16,
+    hidden_dim=32,
+    batch_size=32,
+    smoke_photos=48,
+    smoke_epochs=2,
+    lr=5e-4,
+    ema_decay=0.9,
+)
 
 
 def test_a_run_checkpoints_the_average_and_resumes_to_the_same_metrics(shared_data, tmp_path):
@@ -85,7 +96,8 @@ def test_a_run_checkpoints_the_average_and_resumes_to_the_same_metrics(shared_da
     assert state["average"] and all(torch.equal(model[k], v) for k, v in state["average"].items())
     assert any(not torch.equal(state["model"][k], v) for k, v in state["average"].items())
 
-    assert train(cfg, tmp_path / "split", shared_data, smoke=True, progress=False, max_steps=2) == \
-        {"stopped_at_step": 2}
+    assert train(cfg, tmp_path / "split", shared_data, smoke=True, progress=False, max_steps=2) == {
+        "stopped_at_step": 2
+    }
     resumed = train(cfg, tmp_path / "split", shared_data, smoke=True, progress=False, resume=True)
     assert resumed["languages"] == whole["languages"]

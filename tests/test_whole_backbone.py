@@ -2,6 +2,7 @@
 (polyvse.features.tail.whole_of), the pixel path's crops and staging (polyvse_train.pixels), a tiny run that moves
 every part of the backbone, and its checkpoint embedding photos through the trained backbone
 (polyvse.features.whole)."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -22,9 +23,21 @@ from polyvse_train.config import TrainConfig
 from polyvse_train.pixels import PhotoPixels, TrainCrop, pixel_key
 from polyvse_train.train import STATE, train
 
-TINY = dict(name="whole", languages=["en", "de"], embed_dim=32, word_dim=16, hidden_dim=32, batch_size=4,
-            smoke_photos=8, smoke_epochs=1, smoke_max_batches=2, lr=5e-4, finetune_backbone=True,
-            finetune_lr_scale=1.0, threads=1)
+TINY = dict(
+    name="whole",
+    languages=["en", "de"],
+    embed_dim=32,
+    word_dim=16,
+    hidden_dim=32,
+    batch_size=4,
+    smoke_photos=8,
+    smoke_epochs=1,
+    smoke_max_batches=2,
+    lr=5e-4,
+    finetune_backbone=True,
+    finetune_lr_scale=1.0,
+    threads=1,
+)
 
 
 @pytest.fixture(scope="module")
@@ -130,17 +143,22 @@ def test_resident_photos_take_the_workers_crops_and_a_resumed_feed_the_same(tmp_
     next(resumed.feed(batches, epoch=4, first=0))
     assert resumed.resident.photos is photos
     # its input is another one (torch's resize): a run's state names it, so a resume cannot switch paths
-    assert pixel_key(lite2, "efficientnet-lite2:whole", crop, True) != pixel_key(lite2, "efficientnet-lite2:whole",
-                                                                                  crop)
+    assert pixel_key(lite2, "efficientnet-lite2:whole", crop, True) != pixel_key(
+        lite2, "efficientnet-lite2:whole", crop
+    )
 
 
-@pytest.mark.parametrize("over, field", [({"backbone": "resnet152"}, "data.backbone"),
-                                         ({"ten_crop": True}, "data.ten_crop"),
-                                         ({"finetune_blocks": 1}, "model.finetune_blocks"),
-                                         ({"crop_scale_min": 0.0}, "data.crop_scale_min"),
-                                         ({"finetune_backbone": False, "crop_scale_min": 0.3}, "data.crop_scale_min"),
-                                         ({"finetune_backbone": False, "resident_photos": True},
-                                          "data.resident_photos")])
+@pytest.mark.parametrize(
+    "over, field",
+    [
+        ({"backbone": "resnet152"}, "data.backbone"),
+        ({"ten_crop": True}, "data.ten_crop"),
+        ({"finetune_blocks": 1}, "model.finetune_blocks"),
+        ({"crop_scale_min": 0.0}, "data.crop_scale_min"),
+        ({"finetune_backbone": False, "crop_scale_min": 0.3}, "data.crop_scale_min"),
+        ({"finetune_backbone": False, "resident_photos": True}, "data.resident_photos"),
+    ],
+)
 def test_config_names_the_field_that_stops_the_pixel_path(over, field):
     with pytest.raises(DataError, match=field.replace(".", r"\.")):
         TrainConfig.from_dict({**TINY, **over})
@@ -153,8 +171,9 @@ def tiny_run(shared_data, tmp_path_factory):
     return out, train(TrainConfig(**TINY), out, shared_data, smoke=True, progress=False)
 
 
-def test_a_tiny_run_trains_the_whole_backbone_and_its_checkpoint_embeds_photos_with_it(tiny_run, tmp_path, lite0,
-                                                                                        photo_paths):
+def test_a_tiny_run_trains_the_whole_backbone_and_its_checkpoint_embeds_photos_with_it(
+    tiny_run, tmp_path, lite0, photo_paths
+):
     out, metrics = tiny_run
     assert set(metrics["languages"]) == {"en", "de"}
     model = polyvse.load(out / "checkpoint", device="cpu")
@@ -185,8 +204,9 @@ def test_a_tiny_run_trains_the_whole_backbone_and_its_checkpoint_embeds_photos_w
 
 
 def test_a_stopped_and_resumed_run_reaches_the_same_weights(tiny_run, shared_data, tmp_path):
-    assert train(TrainConfig(**TINY), tmp_path, shared_data, smoke=True, progress=False, max_steps=1) \
-        == {"stopped_at_step": 1}
+    assert train(TrainConfig(**TINY), tmp_path, shared_data, smoke=True, progress=False, max_steps=1) == {
+        "stopped_at_step": 1
+    }
     train(TrainConfig(**TINY), tmp_path, shared_data, smoke=True, progress=False, resume=True)
     resumed = torch.load(tmp_path / STATE, weights_only=False)["model"]
     whole = torch.load(tiny_run[0] / STATE, weights_only=False)["model"]

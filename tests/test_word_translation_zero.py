@@ -2,6 +2,7 @@
 that are there and finds none that are not. Configs trained without a lexicon score ~0 (docs/results.md
 section 5); this tells that apart from a measurement artefact (tokens the lexicon never matches, a wrong
 target language, rows out of step with the lexicon's indices)."""
+
 from __future__ import annotations
 
 import pytest
@@ -36,10 +37,14 @@ def f8kml_captions(shared_data) -> CaptionEncoder:
 def f8kml_model(f8kml_captions) -> PolyvseModel:
     """An untrained model over that vocabulary: random word vectors in [-0.1, 0.1], as every config starts."""
     torch.manual_seed(0)
-    model = JointEmbeddingModel(ModelConfig(vocab_size=len(f8kml_captions.vocab), image_dim=4, embed_dim=4,
-                                            word_dim=32, hidden_dim=4))
-    return PolyvseModel(Checkpoint(model=model.eval(), captions=f8kml_captions, backbone="b", feature_key="k",
-                                   ten_crop=False, languages=LANGS))
+    model = JointEmbeddingModel(
+        ModelConfig(vocab_size=len(f8kml_captions.vocab), image_dim=4, embed_dim=4, word_dim=32, hidden_dim=4)
+    )
+    return PolyvseModel(
+        Checkpoint(
+            model=model.eval(), captions=f8kml_captions, backbone="b", feature_key="k", ten_crop=False, languages=LANGS
+        )
+    )
 
 
 def test_words_of_other_languages_with_no_tie_to_english_score_at_chance(f8kml_model, shared_data):

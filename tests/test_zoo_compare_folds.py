@@ -1,5 +1,6 @@
 """`polyvse zoo compare --before-doc`: the F8K-ML zoo retrained under the exclusion rule against the cross-validation
 table of an earlier results.md (its runs were never kept as records); fake runs, no training."""
+
 from __future__ import annotations
 
 import json
@@ -38,9 +39,18 @@ def _fold_run(out: Path, config: str, fold: int, values: dict[str, float]) -> No
     d.mkdir(parents=True)
     langs = {lang: {**{k: v for k in RECALLS}, "i2t_medr": 5.0, "t2i_medr": 5.0} for lang, v in values.items()}
     (d / "metrics.json").write_text(json.dumps({"languages": langs, "parameters": 2_000_000}))
-    (d / "zoo_run.json").write_text(json.dumps({
-        "config_name": config, "config": {"split": f"fold{fold}of5", "seed": 0}, "overrides": {},
-        "wall_seconds": 90, "cpu_seconds": 150, "finished_utc": "2026-11-26T08:00:00Z"}))
+    (d / "zoo_run.json").write_text(
+        json.dumps(
+            {
+                "config_name": config,
+                "config": {"split": f"fold{fold}of5", "seed": 0},
+                "overrides": {},
+                "wall_seconds": 90,
+                "cpu_seconds": 150,
+                "finished_utc": "2026-11-26T08:00:00Z",
+            }
+        )
+    )
 
 
 def test_fold_means_are_read_from_the_cross_validation_table():
@@ -74,8 +84,25 @@ def test_configs_retrained_on_every_fold_are_set_against_the_old_table(tmp_path,
     old, docs = tmp_path / "old.md", tmp_path / "docs"
     old.write_text(OLD_DOC)
     docs.mkdir()
-    (docs / "results.md").write_text("a\n<!-- zoo-f8k-ml-before-after:start -->\n<!-- zoo-f8k-ml-before-after:end -->\n")
-    assert main(["zoo", "compare", "--spec", str(REPO / "configs" / "zoo" / "cpu.yaml"), "--before-doc", str(old),
-                 "--out", str(after), "--docs", str(docs)]) == 0
+    (docs / "results.md").write_text(
+        "a\n<!-- zoo-f8k-ml-before-after:start -->\n<!-- zoo-f8k-ml-before-after:end -->\n"
+    )
+    assert (
+        main(
+            [
+                "zoo",
+                "compare",
+                "--spec",
+                str(REPO / "configs" / "zoo" / "cpu.yaml"),
+                "--before-doc",
+                str(old),
+                "--out",
+                str(after),
+                "--docs",
+                str(docs),
+            ]
+        )
+        == 0
+    )
     assert "wrote the <!-- zoo-f8k-ml-before-after --> block" in capsys.readouterr().out
     assert lines[2] in (docs / "results.md").read_text()

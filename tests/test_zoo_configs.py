@@ -1,4 +1,5 @@
 """Every config of the method zoo trains with --smoke on the real data and gives a loadable checkpoint."""
+
 from __future__ import annotations
 
 import json

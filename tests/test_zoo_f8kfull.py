@@ -1,5 +1,6 @@
 """The zoo on another dataset (configs/zoo/f8k-full.yaml): official split only, configs at their own settings,
 extra seeds, and its report block in docs/results.md beside the F8K-ML sections (fake runs, no training)."""
+
 from __future__ import annotations
 
 import json
@@ -26,15 +27,18 @@ def test_f8k_full_spec_covers_every_config_once_on_the_official_split():
     assert sorted(names) == sorted({p.stem for p in (REPO / "configs").glob("*.yaml")})  # a new config is listed
     runs = plan_runs(configs, spec)
     assert {r.split for r in runs} == {"official"} and len({r.run_id for r in runs}) == len(runs)
-    assert [r.config for r in runs[:len(names)]] == names and {r.seed for r in runs[:len(names)]} == {0}
+    assert [r.config for r in runs[: len(names)]] == names and {r.seed for r in runs[: len(names)]} == {0}
     three = {n for n in names if {r.seed for r in runs if r.config == n} == {0, 1, 2}}
     assert {"e5-frozen", "polyvse-best"} <= three and len(three) == len(spec.extra_seeds)
     for run in runs:
         cfg = effective_config(run, spec).to_dict()
         # the budget's first caption per photo and language, but where a config's own settings say otherwise
         # (polyvse-best: every caption, one drawn anew each epoch)
-        captions = TrainConfig.load(REPO / spec.own_settings[run.config]).data.captions_per_photo \
-            if run.config in spec.own_settings else 1
+        captions = (
+            TrainConfig.load(REPO / spec.own_settings[run.config]).data.captions_per_photo
+            if run.config in spec.own_settings
+            else 1
+        )
         assert (cfg["dataset"], cfg["captions_per_photo"], cfg["eval_split"]) == ("f8k-full", captions, "test")
         assert cfg["threads"] == 1
         if run.config not in spec.own_settings:
@@ -53,13 +57,23 @@ def test_own_settings_skip_the_budget_and_extra_seeds_come_after_the_seed0_pass(
     (cdir / "b.yaml").write_text(json.dumps({"name": "b", "objective": "vse", "epochs": 30}))
     ref = tmp_path / "b-ref.yaml"
     ref.write_text(json.dumps({"name": "b-ref", "objective": "vse", "epochs": 15, "embed_dim": 1024}))
-    spec = ZooSpec(overrides={"epochs": 3, "embed_dim": 64}, folds=0, own_settings={"b": str(ref)},
-                   extra_seeds={"a": [1, 2], "b": [2]}, tasks=False)
+    spec = ZooSpec(
+        overrides={"epochs": 3, "embed_dim": 64},
+        folds=0,
+        own_settings={"b": str(ref)},
+        extra_seeds={"a": [1, 2], "b": [2]},
+        tasks=False,
+    )
     configs = find_configs(cdir, None, spec.own_settings)
     assert dict(configs)["b"] == ref  # replaces the folder's b
     runs = plan_runs(configs, spec)
-    assert [r.run_id for r in runs] == ["a/official-s0", "b/official-s0", "a/official-s1", "a/official-s2",
-                                        "b/official-s2"]
+    assert [r.run_id for r in runs] == [
+        "a/official-s0",
+        "b/official-s0",
+        "a/official-s1",
+        "a/official-s2",
+        "b/official-s2",
+    ]
     a, b = (effective_config(r, spec).to_dict() for r in runs[:2])
     assert (a["epochs"], a["embed_dim"]) == (3, 64)
     assert (b["epochs"], b["embed_dim"]) == (15, 1024)
@@ -76,9 +90,15 @@ def test_own_settings_skip_the_budget_and_extra_seeds_come_after_the_seed0_pass(
 
 
 def fake(config: str, seed: int, value: float, langs=("en", "de")) -> RunResult:
-    return RunResult(config, "official", seed, "", Path("x"),
-                     {"languages": {lang: {k: value for k in RECALLS} for lang in langs}, "parameters": 10},
-                     {"wall_seconds": 60.0, "cpu_seconds": 120.0, "finished_utc": "2026-11-24T00:00:00Z"})
+    return RunResult(
+        config,
+        "official",
+        seed,
+        "",
+        Path("x"),
+        {"languages": {lang: {k: value for k in RECALLS} for lang in langs}, "parameters": 10},
+        {"wall_seconds": 60.0, "cpu_seconds": 120.0, "finished_utc": "2026-11-24T00:00:00Z"},
+    )
 
 
 def test_claims_by_seed_paired_or_against_the_seed_noise():
@@ -116,9 +136,18 @@ def _fake_run(out: Path, config: str, seed: int, value: float) -> None:
     d.mkdir(parents=True)
     m = {**{k: value for k in RECALLS}, "i2t_medr": 100 - value, "t2i_medr": 110 - value}
     (d / "metrics.json").write_text(json.dumps({"languages": {"en": m, "de": m}, "parameters": 2_000_000}))
-    (d / "zoo_run.json").write_text(json.dumps({
-        "config_name": config, "config": {"split": "official", "seed": seed}, "overrides": {}, "wall_seconds": 90,
-        "cpu_seconds": 150, "finished_utc": "2026-11-24T08:00:00Z"}))
+    (d / "zoo_run.json").write_text(
+        json.dumps(
+            {
+                "config_name": config,
+                "config": {"split": "official", "seed": seed},
+                "overrides": {},
+                "wall_seconds": 90,
+                "cpu_seconds": 150,
+                "finished_utc": "2026-11-24T08:00:00Z",
+            }
+        )
+    )
 
 
 def test_block_report_is_partial_and_leaves_the_f8kml_sections_untouched(tmp_path):
@@ -133,20 +162,26 @@ def test_block_report_is_partial_and_leaves_the_f8kml_sections_untouched(tmp_pat
     write_block_report(out, doc, planned, ["vse", "vsepp"], "make zoo-f8k-full", spec, compare_out=tmp_path / "no")
     text = doc.read_text()
     assert text.startswith(F8KML_DOC)  # the F8K-ML document is kept byte for byte
-    block = text[len(F8KML_DOC):]
+    block = text[len(F8KML_DOC) :]
     assert block.startswith("\n<!-- zoo-f8k-full:start -->\n") and block.endswith("<!-- zoo-f8k-full:end -->\n")
     assert "**Partial report: the zoo is still running.** 4 of 5 planned runs finished." in block
     assert "Missing: `vsepp/official-s1`." in block
     assert "| vse | 3 | 2.00 | 2.5 | 21.0 ± 1.0 | 21.0 ± 1.0 |" in block  # mean ± std over seeds
     # per language the Flickr8K protocol's columns: R@1/5/10 and the median rank, both ways
-    assert "| config | runs | i2t R@1 | i2t R@5 | i2t R@10 | i2t medR | t2i R@1 | t2i R@5 | t2i R@10 | t2i medR |" in block
-    assert "| vse | 3 | 21.0 ± 1.0 | 21.0 ± 1.0 | 21.0 ± 1.0 | 79.0 ± 1.0 | 21.0 ± 1.0 | 21.0 ± 1.0 | 21.0 ± 1.0 | " \
+    assert (
+        "| config | runs | i2t R@1 | i2t R@5 | i2t R@10 | i2t medR | t2i R@1 | t2i R@5 | t2i R@10 | t2i medR |" in block
+    )
+    assert (
+        "| vse | 3 | 21.0 ± 1.0 | 21.0 ± 1.0 | 21.0 ± 1.0 | 79.0 ± 1.0 | 21.0 ± 1.0 | 21.0 ± 1.0 | 21.0 ± 1.0 | "
         "89.0 ± 1.0 |" in block
+    )
     row = next(line for line in block.splitlines() if "| vsepp vs vse |" in line)
     # 850: read from the F8K-ML table above; 8k: one seed each, +10 against t(2 df)·√2·σ = 4.303·1.414·1.0
     assert "| -8.19 ± 0.32 | does not hold (reversed) | 1 | 10.00 (noise ±6.09) |" in row and row.endswith("| holds |")
-    assert "\n0 of the 1 claims with a verdict at both scales keep it at 8k photos; 1 change: vsepp vs vse " \
-        "(does not hold (reversed) → holds).\n" in block  # claims without a run at 8k do not count
+    assert (
+        "\n0 of the 1 claims with a verdict at both scales keep it at 8k photos; 1 change: vsepp vs vse "
+        "(does not hold (reversed) → holds).\n" in block
+    )  # claims without a run at 8k do not count
     # written again: the block is replaced in place, nothing else changes
     _fake_run(out, "vsepp", 1, 30.0)
     write_block_report(out, doc, planned, ["vse", "vsepp"], "make zoo-f8k-full", spec, compare_out=None)
@@ -161,9 +196,11 @@ def test_cpu_time_of_runs_resumed_before_it_was_kept_is_marked_a_lower_bound(tmp
     """Runs recorded before the time of a resumed run's earlier processes was kept count only the last process:
     their training log gives them away (its clock went back, or its loops outlast the recorded wall time), and
     the report marks their CPU time with ≥ instead of passing it off as the whole run's."""
+
     def result(run: dict, log: list[dict]) -> RunResult:
-        return RunResult("vse", "official", 0, "", tmp_path, {}, {"wall_seconds": 100.0, "cpu_seconds": 90.0, **run},
-                         log=log)
+        return RunResult(
+            "vse", "official", 0, "", tmp_path, {}, {"wall_seconds": 100.0, "cpu_seconds": 90.0, **run}, log=log
+        )
 
     one = [{"epoch": 1, "seconds": 40.0, "loop_seconds": 35.0}, {"epoch": 2, "seconds": 95.0, "loop_seconds": 50.0}]
     assert result({}, one).time_complete
@@ -178,14 +215,21 @@ def test_cpu_time_of_runs_resumed_before_it_was_kept_is_marked_a_lower_bound(tmp
     _fake_run(out, "vse", 0, 20.0)
     _fake_run(out, "vsepp", 0, 30.0)
     (out / "vsepp" / "official-s0" / "train_log.jsonl").write_text(
-        '{"epoch": 1, "seconds": 80.0, "loop_seconds": 70.0}\n{"epoch": 2, "seconds": 20.0, "loop_seconds": 15.0}\n')
+        '{"epoch": 1, "seconds": 80.0, "loop_seconds": 70.0}\n{"epoch": 2, "seconds": 20.0, "loop_seconds": 15.0}\n'
+    )
     spec = ZooSpec(overrides={"dataset": "f8k-full"}, folds=0, title="f8k-full")
-    write_block_report(out, doc, ["vse/official-s0", "vsepp/official-s0"], ["vse", "vsepp"], "make zoo-f8k-full",
-                       spec, compare_out=None)
-    block = doc.read_text()[len(F8KML_DOC):]
+    write_block_report(
+        out,
+        doc,
+        ["vse/official-s0", "vsepp/official-s0"],
+        ["vse", "vsepp"],
+        "make zoo-f8k-full",
+        spec,
+        compare_out=None,
+    )
+    block = doc.read_text()[len(F8KML_DOC) :]
     assert "| vse | 1 | 2.00 | 2.5 |" in block and "| vsepp | 1 | 2.00 | ≥ 2.5 |" in block
-    assert "at least 0.1 CPU-hours (runs resumed before the time of a run's earlier processes was " \
-        "kept: 1;" in block
+    assert "at least 0.1 CPU-hours (runs resumed before the time of a run's earlier processes was kept: 1;" in block
 
 
 def test_write_block_between_markers_and_f8kml_claims_parse(tmp_path):
@@ -214,8 +258,23 @@ def test_cli_report_of_a_titled_spec_writes_its_block_only(tmp_path, capsys):
     docs = tmp_path / "docs"
     docs.mkdir()
     (docs / "results.md").write_text(F8KML_DOC)
-    assert main(["zoo", "report", "--spec", str(spec), "--configs-dir", str(cdir), "--docs", str(docs),
-                 "--compare-out", str(tmp_path / "none")]) == 0
+    assert (
+        main(
+            [
+                "zoo",
+                "report",
+                "--spec",
+                str(spec),
+                "--configs-dir",
+                str(cdir),
+                "--docs",
+                str(docs),
+                "--compare-out",
+                str(tmp_path / "none"),
+            ]
+        )
+        == 0
+    )
     text = (docs / "results.md").read_text()
     assert text.startswith(F8KML_DOC) and "1 of 1 planned runs finished." in text
     assert f"`polyvse zoo run --spec {spec}`" in text and not (docs / "zoo_recall_by_language.png").exists()
@@ -227,9 +286,21 @@ def test_estimate_times_each_stage_of_a_run(shared_data, tmp_path):
 
     cdir = tmp_path / "configs"
     cdir.mkdir()
-    (cdir / "t.yaml").write_text(json.dumps({
-        "name": "t", "objective": "translator", "languages": ["de", "fr"], "source_language": "de", "source_epochs": 2,
-        "language_map": ["fr"], "text_sharing": "shared", "threads": 1, "batch_size": 64}))
+    (cdir / "t.yaml").write_text(
+        json.dumps(
+            {
+                "name": "t",
+                "objective": "translator",
+                "languages": ["de", "fr"],
+                "source_language": "de",
+                "source_epochs": 2,
+                "language_map": ["fr"],
+                "text_sharing": "shared",
+                "threads": 1,
+                "batch_size": 64,
+            }
+        )
+    )
     spec = ZooSpec(overrides={"epochs": 3, "embed_dim": 16, "hidden_dim": 16, "word_dim": 16}, folds=0)
     est = estimate_run(ZooRun("t", cdir / "t.yaml", "official"), spec, shared_data, steps=2)
     assert [s.epochs for s in est.stages] == [2, 3]  # source stage, then the target stage
@@ -300,15 +371,32 @@ def test_records_are_the_report_files_and_reproduce_the_block(tmp_path, capsys):
     args = ["--spec", str(spec_file), "--configs-dir", str(cdir)]
     assert main(["zoo", "records", *args, "--to", str(to)]) == 0
     assert "copied 2" in capsys.readouterr().out
-    assert sorted(p.name for p in (to / "vse" / "official-s0").iterdir()) == ["metrics.json", "train_log.jsonl",
-                                                                              "zoo_run.json"]
+    assert sorted(p.name for p in (to / "vse" / "official-s0").iterdir()) == [
+        "metrics.json",
+        "train_log.jsonl",
+        "zoo_run.json",
+    ]
     docs = {}
     for source in (out, to):
         docs[source] = tmp_path / f"docs-{source.parent.name}"
         docs[source].mkdir()
         (docs[source] / "results.md").write_text(F8KML_DOC)
-        assert main(["zoo", "report", *args, "--out", str(source), "--docs", str(docs[source]),
-                     "--compare-out", str(tmp_path / "none")]) == 0
+        assert (
+            main(
+                [
+                    "zoo",
+                    "report",
+                    *args,
+                    "--out",
+                    str(source),
+                    "--docs",
+                    str(docs[source]),
+                    "--compare-out",
+                    str(tmp_path / "none"),
+                ]
+            )
+            == 0
+        )
     assert (docs[out] / "results.md").read_text() == (docs[to] / "results.md").read_text()
     assert "2 of 2 planned runs finished." in (docs[to] / "results.md").read_text()
     # vsepp is trained again (its folder moved aside, a new one started): its records go; vse's stay
@@ -352,10 +440,16 @@ def test_verdict_changes_counts_claims_with_a_verdict_at_both_scales():
         return ["paper", "claim", name, "1.0", v850, "1", "2.0", "en +2.0", v8k]
 
     assert verdict_changes([]) == "No claim has a verdict at both scales yet."
-    rows = [row("holds", "holds"), row("does not hold (reversed)", "not distinguishable from noise", "c vs d"),
-            row("holds", "not run yet", "e vs f"), row("-", "holds", "g vs h")]
-    assert verdict_changes(rows) == ("1 of the 2 claims with a verdict at both scales keep it at 8k photos; 1 change: "
-                                     "c vs d (does not hold (reversed) → not distinguishable from noise).")
+    rows = [
+        row("holds", "holds"),
+        row("does not hold (reversed)", "not distinguishable from noise", "c vs d"),
+        row("holds", "not run yet", "e vs f"),
+        row("-", "holds", "g vs h"),
+    ]
+    assert verdict_changes(rows) == (
+        "1 of the 2 claims with a verdict at both scales keep it at 8k photos; 1 change: "
+        "c vs d (does not hold (reversed) → not distinguishable from noise)."
+    )
     assert verdict_changes(rows[:1]) == "1 of the 1 claims with a verdict at both scales keep it at 8k photos."
 
 
@@ -398,12 +492,47 @@ def test_compare_sets_each_config_against_the_earlier_record_on_shared_seeds(tmp
     doc = tmp_path / "docs" / "results.md"
     doc.parent.mkdir()
     doc.write_text("x\n<!-- zoo-f8k-full-before-after:start -->\nold\n<!-- zoo-f8k-full-before-after:end -->\ny\n")
-    assert main(["zoo", "compare", "--spec", str(SPEC), "--before", str(before), "--out", str(after),
-                 "--docs", str(doc.parent), "--configs", "vse,vsepp"]) == 0
+    assert (
+        main(
+            [
+                "zoo",
+                "compare",
+                "--spec",
+                str(SPEC),
+                "--before",
+                str(before),
+                "--out",
+                str(after),
+                "--docs",
+                str(doc.parent),
+                "--configs",
+                "vse,vsepp",
+            ]
+        )
+        == 0
+    )
     in_spec_order = compare_records(before, after, ["vse", "vsepp"])
-    assert doc.read_text() == ("x\n<!-- zoo-f8k-full-before-after:start -->\n" + in_spec_order
-                               + "<!-- zoo-f8k-full-before-after:end -->\ny\n")
+    assert doc.read_text() == (
+        "x\n<!-- zoo-f8k-full-before-after:start -->\n" + in_spec_order + "<!-- zoo-f8k-full-before-after:end -->\ny\n"
+    )
     # without the block the table is printed
-    assert main(["zoo", "compare", "--spec", str(SPEC), "--before", str(before), "--out", str(after),
-                 "--docs", str(tmp_path / "nowhere"), "--configs", "vse,vsepp"]) == 0
+    assert (
+        main(
+            [
+                "zoo",
+                "compare",
+                "--spec",
+                str(SPEC),
+                "--before",
+                str(before),
+                "--out",
+                str(after),
+                "--docs",
+                str(tmp_path / "nowhere"),
+                "--configs",
+                "vse,vsepp",
+            ]
+        )
+        == 0
+    )
     assert capsys.readouterr().out.endswith(in_spec_order)

@@ -1,4 +1,5 @@
 """Unit tests of the zoo's parts: encoders, image head, tuple sampler (quotas, masks), masked losses, api."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -21,8 +22,16 @@ LENGTHS = torch.tensor([3, 2, 4])
 @pytest.mark.parametrize("sharing,universal", [("shared", 0), ("per_language", 0), ("shared", 6)])
 def test_text_encoders_shape_padding_and_gradients(cell, sharing, universal):
     torch.manual_seed(0)
-    enc = TextEncoder(20, word_dim=4, hidden_dim=8, embed_dim=5, cell=cell, sharing=sharing,
-                      languages=["en", "de"], universal_dim=universal)
+    enc = TextEncoder(
+        20,
+        word_dim=4,
+        hidden_dim=8,
+        embed_dim=5,
+        cell=cell,
+        sharing=sharing,
+        languages=["en", "de"],
+        universal_dim=universal,
+    )
     langs = torch.tensor([0, 1, 0]) if enc.needs_language else None
     out = enc(IDS, LENGTHS, langs)
     assert out.shape == (3, 5)
@@ -62,9 +71,19 @@ def test_mlp_image_head_shape_gradient_and_eval_determinism():
 
 
 def test_joint_model_order_similarity_and_mlp_head():
-    model = JointEmbeddingModel(ModelConfig(vocab_size=20, image_dim=7, embed_dim=5, word_dim=4, hidden_dim=6,
-                                            similarity="order", image_head="mlp", image_hidden_dim=8,
-                                            text_encoder="lstm"))
+    model = JointEmbeddingModel(
+        ModelConfig(
+            vocab_size=20,
+            image_dim=7,
+            embed_dim=5,
+            word_dim=4,
+            hidden_dim=6,
+            similarity="order",
+            image_head="mlp",
+            image_hidden_dim=8,
+            text_encoder="lstm",
+        )
+    )
     assert isinstance(model.similarity, OrderSimilarity)
     s = model.scores(model.encode_image_features(torch.randn(4, 7)), model.encode_text_ids(IDS, LENGTHS))
     assert s.shape == (4, 3) and (s <= 0).all()
@@ -77,8 +96,11 @@ def make_sampler(batch_size=4, seed=0):
         for c in caps:
             photo.append(p * 10)  # photo rows need not be contiguous
             lang.append({"e": "en", "d": "de", "f": "fr"}[c])
-    return np.array(photo), lang, PhotoTupleBatchSampler(photo, lang, {"en": 2, "de": 1, "fr": 1}, batch_size,
-                                                          seed=seed)
+    return (
+        np.array(photo),
+        lang,
+        PhotoTupleBatchSampler(photo, lang, {"en": 2, "de": 1, "fr": 1}, batch_size, seed=seed),
+    )
 
 
 def test_tuple_sampler_quotas_masks_and_distinct_photos():
@@ -122,8 +144,9 @@ def test_masked_hinge_equals_the_loss_on_the_existing_rows_only():
     # only captions missing (pivot): images of captionless photos remain negatives for the captions
     cols = keep
     pos = scores.diag()
-    expected = sum(max(0.0, 0.2 - pos[i] + scores[i, j]) for i in range(5) for j in range(5)
-                   if cols[i] and cols[j] and j != i)
+    expected = sum(
+        max(0.0, 0.2 - pos[i] + scores[i, j]) for i in range(5) for j in range(5) if cols[i] and cols[j] and j != i
+    )
     expected += sum(max(0.0, 0.2 - pos[j] + scores[i, j]) for j in range(5) for i in range(5) if cols[j] and i != j)
     torch.testing.assert_close(loss(scores, None, cols), torch.as_tensor(expected, dtype=scores.dtype))
 
@@ -144,16 +167,18 @@ def test_pivot_and_parallel_masks_ignore_empty_slots():
     ok = [0, 1, 3]
     expected = sum(max(0.0, 0.2 - S[i, i] + S[i, j]) for i in ok for j in ok if j != i)
     expected += sum(max(0.0, 0.2 - S[j, j] + S[i, j]) for j in ok for i in range(4) if i != j)
-    torch.testing.assert_close(ParallelLoss(sim)(None, {"en": en, "de": de}, mask),
-                               torch.as_tensor(expected, dtype=S.dtype))
+    torch.testing.assert_close(
+        ParallelLoss(sim)(None, {"en": en, "de": de}, mask), torch.as_tensor(expected, dtype=S.dtype)
+    )
 
 
 def test_grouped_hinge_with_one_caption_per_image_is_the_hinge_and_skips_same_image_captions():
     torch.manual_seed(0)
     scores = torch.randn(4, 4)
     for k in (None, 1, 2):
-        torch.testing.assert_close(GroupedHingeLoss(0.2, top_k=k)(scores, torch.arange(4)),
-                                   HingeRankingLoss(0.2, top_k=k)(scores))
+        torch.testing.assert_close(
+            GroupedHingeLoss(0.2, top_k=k)(scores, torch.arange(4)), HingeRankingLoss(0.2, top_k=k)(scores)
+        )
     # two captions of image 0: neither is a negative of the other's image->caption term
     scores = torch.tensor([[1.0, 1.0, -1.0], [-1.0, -1.0, 1.0]])
     assert GroupedHingeLoss(0.2)(scores, torch.tensor([0, 0, 1])).item() == 0.0
@@ -162,11 +187,29 @@ def test_grouped_hinge_with_one_caption_per_image_is_the_hinge_and_skips_same_im
 def test_api_passes_the_language_to_per_language_models(tmp_path):
     torch.manual_seed(0)
     enc = CaptionEncoder.build({"en": ["a dog runs"], "de": ["ein hund rennt"]})
-    model = JointEmbeddingModel(ModelConfig(vocab_size=len(enc.vocab), image_dim=6, embed_dim=4, word_dim=3,
-                                            hidden_dim=5, text_sharing="per_language", languages=["en", "de"],
-                                            universal_dim=3))
-    save_checkpoint(Checkpoint(model=model.eval(), captions=enc, backbone="efficientnet-lite0", feature_key="k",
-                               ten_crop=False, languages=["en", "de"]), tmp_path / "c")
+    model = JointEmbeddingModel(
+        ModelConfig(
+            vocab_size=len(enc.vocab),
+            image_dim=6,
+            embed_dim=4,
+            word_dim=3,
+            hidden_dim=5,
+            text_sharing="per_language",
+            languages=["en", "de"],
+            universal_dim=3,
+        )
+    )
+    save_checkpoint(
+        Checkpoint(
+            model=model.eval(),
+            captions=enc,
+            backbone="efficientnet-lite0",
+            feature_key="k",
+            ten_crop=False,
+            languages=["en", "de"],
+        ),
+        tmp_path / "c",
+    )
     loaded = polyvse.load(tmp_path / "c")
     de = loaded.encode_text(["ein hund"], "de")
     ids = enc.ids_many(["ein hund"], "de")

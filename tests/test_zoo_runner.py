@@ -1,4 +1,5 @@
 """The zoo runner (plan, resume, stale/failed runs), the report generator and the task evaluations."""
+
 from __future__ import annotations
 
 import json
@@ -72,14 +73,32 @@ def test_spec_errors_name_the_file_and_field(tmp_path):
 def test_plan_official_then_curve_then_folds_and_effective_config_applies_overrides(tmp_path):
     a = write_config(tmp_path, "a", objective="vse", epochs=30)
     b = write_config(tmp_path, "b", objective="mule", epochs=20, batch_size=128)
-    spec = ZooSpec(overrides={"epochs": 3, "embed_dim": 16}, by_objective={"mule": {"batch_size": 32}}, folds=2,
-                   curve_configs=["a"], curve_lang="cs", curve_sizes=[10, 20])
+    spec = ZooSpec(
+        overrides={"epochs": 3, "embed_dim": 16},
+        by_objective={"mule": {"batch_size": 32}},
+        folds=2,
+        curve_configs=["a"],
+        curve_lang="cs",
+        curve_sizes=[10, 20],
+    )
     runs = plan_runs(find_configs(tmp_path), spec)
-    assert [r.run_id for r in runs] == ["a/official-s0", "b/official-s0", "a/official-s0-cs10", "a/official-s0-cs20",
-                                        "a/fold0of2-s0", "b/fold0of2-s0", "a/fold1of2-s0", "b/fold1of2-s0"]
+    assert [r.run_id for r in runs] == [
+        "a/official-s0",
+        "b/official-s0",
+        "a/official-s0-cs10",
+        "a/official-s0-cs20",
+        "a/fold0of2-s0",
+        "b/fold0of2-s0",
+        "a/fold1of2-s0",
+        "b/fold1of2-s0",
+    ]
     cfg_b = effective_config(runs[1], spec)
     assert (cfg_b.schedule.epochs, cfg_b.model.embed_dim, cfg_b.schedule.batch_size, cfg_b.data.split) == (
-        3, 16, 32, "official")
+        3,
+        16,
+        32,
+        "official",
+    )
     assert effective_config(runs[0], spec).schedule.batch_size == 128  # by_objective only touches its objective
     assert effective_config(runs[4], spec).data.split == "fold0of2"
     assert runs[3].overrides == {"caption_limit": {"cs": 20}}
@@ -88,7 +107,10 @@ def test_plan_official_then_curve_then_folds_and_effective_config_applies_overri
     assert a.exists() and b.exists()
     # a plan of some configs (--configs): the curve of a curve config among them, none for the others
     assert [r.run_id for r in plan_runs(find_configs(tmp_path, ["b"]), spec, known=["a", "b"])] == [
-        "b/official-s0", "b/fold0of2-s0", "b/fold1of2-s0"]
+        "b/official-s0",
+        "b/fold0of2-s0",
+        "b/fold1of2-s0",
+    ]
     assert len(plan_runs(find_configs(tmp_path, ["a"]), spec, known=["a", "b"])) == 5
     with pytest.raises(DataError, match="learning-curve config 'a'"):
         plan_runs(find_configs(tmp_path, ["b"]), spec, known=["b"])
@@ -125,8 +147,15 @@ def test_status_done_stale_failed_and_tasks(tmp_path):
 
 def fake_result(config: str, split: str, recalls: dict[str, float], params=1000) -> RunResult:
     langs = {lang: {k: v for k in zoo_results.RECALLS} for lang, v in recalls.items()}
-    return RunResult(config, split, 0, "", Path("x"), {"languages": langs, "parameters": params},
-                     {"wall_seconds": 60.0, "cpu_seconds": 100.0, "finished_utc": "2026-01-01T00:00:00Z"})
+    return RunResult(
+        config,
+        split,
+        0,
+        "",
+        Path("x"),
+        {"languages": langs, "parameters": params},
+        {"wall_seconds": 60.0, "cpu_seconds": 100.0, "finished_utc": "2026-01-01T00:00:00Z"},
+    )
 
 
 def test_claim_verdicts_are_paired_over_folds():
@@ -146,8 +175,12 @@ def test_claim_verdicts_are_paired_over_folds():
     assert only_en["langs"] == ["en"]
     assert "official_delta" not in holds  # no official-split runs
     # two folds: Student t with 1 degree of freedom (12.7 s.e.), not 2 s.e.: delta 3 with s.e. 0.5 is noise
-    two = [fake_result("x", "fold0of5", {"en": 33.5}), fake_result("x", "fold1of5", {"en": 32.5}),
-           fake_result("y", "fold0of5", {"en": 30}), fake_result("y", "fold1of5", {"en": 30})]
+    two = [
+        fake_result("x", "fold0of5", {"en": 33.5}),
+        fake_result("x", "fold1of5", {"en": 32.5}),
+        fake_result("y", "fold0of5", {"en": 30}),
+        fake_result("y", "fold1of5", {"en": 30}),
+    ]
     chk = claim_check(two, Claim("p", "s", "x", "y"))
     assert chk["se"] == pytest.approx(0.5) and chk["verdict"] == "not distinguishable from noise"
     res += [fake_result("good", "official", {"en": 40, "de": 30}), fake_result("base", "official", {"en": 38})]
@@ -170,17 +203,38 @@ def _fake_run_folder(out: Path, config: str, split: str, value: float, tasks: bo
     d.mkdir(parents=True)
     m = {k: value for k in zoo_results.RECALLS}
     (d / "metrics.json").write_text(json.dumps({"languages": {"en": m, "de": m}, "parameters": 2_000_000}))
-    (d / "zoo_run.json").write_text(json.dumps({
-        "config_name": config, "config": {"split": split, "seed": 0}, "overrides": {}, "wall_seconds": 90,
-        "cpu_seconds": 150, "finished_utc": "2026-11-22T08:00:00Z"}))
+    (d / "zoo_run.json").write_text(
+        json.dumps(
+            {
+                "config_name": config,
+                "config": {"split": split, "seed": 0},
+                "overrides": {},
+                "wall_seconds": 90,
+                "cpu_seconds": 150,
+                "finished_utc": "2026-11-22T08:00:00Z",
+            }
+        )
+    )
     (d / "train_log.jsonl").write_text("".join(json.dumps({"epoch": e, "loss": 10 / e}) + "\n" for e in (1, 2, 3)))
     if tasks:
         pair = {k: value for k in ("a2b_r1", "a2b_r5", "a2b_r10", "b2a_r1", "b2a_r5", "b2a_r10")}
-        (d / "tasks.json").write_text(json.dumps({
-            "crosslingual": {"f8k-ml-test": {"en-de": {**pair, "n_pairs": 117}}},
-            "sts": {"sts12-msrvid": 50.0, "sts14-images": 60.0, "sts15-images": 70.0},
-            "words": {"de": {"p_at_1": 12.5, "n_words": 80, "n_vocab": 3000, "train_p_at_1": 97.5,
-                             "n_train_words": 1200}}}))
+        (d / "tasks.json").write_text(
+            json.dumps(
+                {
+                    "crosslingual": {"f8k-ml-test": {"en-de": {**pair, "n_pairs": 117}}},
+                    "sts": {"sts12-msrvid": 50.0, "sts14-images": 60.0, "sts15-images": 70.0},
+                    "words": {
+                        "de": {
+                            "p_at_1": 12.5,
+                            "n_words": 80,
+                            "n_vocab": 3000,
+                            "train_p_at_1": 97.5,
+                            "n_train_words": 1200,
+                        }
+                    },
+                }
+            )
+        )
 
 
 def test_report_is_generated_from_run_folders(tmp_path):
@@ -223,8 +277,12 @@ def test_words_section_is_rewritten_in_place(tmp_path):
     _fake_run_folder(out, "vse", "official", 20.0, tasks=True)
     doc = tmp_path / "results.md"
     doc.write_text("# R\n\n## 4. STS\n\nkeep 4\n\n## 5. Word translation\n\nOLD 100.0\n\n## 6. Next\n\nkeep 6\n")
-    section = zoo_tables.words_section(zoo_results.collect(out)[0], ["vse"], ZooSpec(overrides={"epochs": 6}),
-                                       command="python scripts/word_translation.py --configs vse")
+    section = zoo_tables.words_section(
+        zoo_results.collect(out)[0],
+        ["vse"],
+        ZooSpec(overrides={"epochs": 6}),
+        command="python scripts/word_translation.py --configs vse",
+    )
     zoo_report.replace_section(doc, "## 5. ", section)
     text = doc.read_text()
     assert "OLD" not in text and "keep 4" in text and text.endswith("## 6. Next\n\nkeep 6\n")
@@ -239,16 +297,31 @@ def test_cli_status_lists_planned_runs(tmp_path, capsys):
     write_config(tmp_path / "c", "a", objective="vse")
     spec = tmp_path / "spec.yaml"
     spec.write_text("folds: 2\noverrides: {epochs: 1}\n")
-    assert main(["zoo", "status", "--spec", str(spec), "--configs-dir", str(tmp_path / "c"),
-                 "--out", str(tmp_path / "runs")]) == 0
+    assert (
+        main(
+            [
+                "zoo",
+                "status",
+                "--spec",
+                str(spec),
+                "--configs-dir",
+                str(tmp_path / "c"),
+                "--out",
+                str(tmp_path / "runs"),
+            ]
+        )
+        == 0
+    )
     out = capsys.readouterr().out
     assert "todo     a/official-s0" in out and "todo: 3" in out
 
 
 # -- task evaluations ---------------------------------------------------------------------------------------
 
+
 class _Dict2Vec:
     """A text 'model': every caption maps to a fixed random vector keyed by its photo (for the exclusion test)."""
+
     languages = ["en", "de"]
 
     def encode_text(self, texts, lang):
@@ -261,8 +334,9 @@ def test_crosslingual_excludes_training_photos(shared_data):
     pairs = crosslingual_pairs_multi30k(shared_data, "en", "de")
     drop = set(pairs.photo_ids[:10])
     full = evaluate_crosslingual(_Dict2Vec(), shared_data, ["en-de"], corpora=["multi30k-test_2016"])
-    less = evaluate_crosslingual(_Dict2Vec(), shared_data, ["en-de"], corpora=["multi30k-test_2016"],
-                                 exclude_photo_ids=drop)
+    less = evaluate_crosslingual(
+        _Dict2Vec(), shared_data, ["en-de"], corpora=["multi30k-test_2016"], exclude_photo_ids=drop
+    )
     assert full["multi30k-test_2016"]["en-de"]["n_pairs"] == 1000
     assert less["multi30k-test_2016"]["en-de"]["n_pairs"] == 990
 
@@ -276,16 +350,25 @@ def test_word_translation_of_a_model_whose_words_are_aligned(tmp_path):
 
     pairs = write_muse_full(tmp_path, "de", "en")[5000:5020]  # 20 words of the test part, found via <root>/muse
     enc = CaptionEncoder.build({"en": [" ".join(t for _, t in pairs)], "de": [" ".join(s for s, _ in pairs)]})
-    model = JointEmbeddingModel(ModelConfig(vocab_size=len(enc.vocab), image_dim=4, embed_dim=4, word_dim=6,
-                                            hidden_dim=4))
+    model = JointEmbeddingModel(
+        ModelConfig(vocab_size=len(enc.vocab), image_dim=4, embed_dim=4, word_dim=6, hidden_dim=4)
+    )
     with torch.no_grad():  # de word i := en word i (+ noise): perfect translation
         for s, t in pairs:
             model.text_encoder.embed.weight[enc.vocab.token_to_id(f"de:{s}")] = (
-                model.text_encoder.embed.weight[enc.vocab.token_to_id(f"en:{t}")] + 1e-4)
-    pm = PolyvseModel(Checkpoint(model=model.eval(), captions=enc, backbone="b", feature_key="k", ten_crop=False,
-                                 languages=["en", "de"]))
-    assert word_translation_by_language(pm, tmp_path)["de"] == {"p_at_1": 100.0, "n_words": 20, "n_vocab": 20,
-                                                                "pivot": "en"}
+                model.text_encoder.embed.weight[enc.vocab.token_to_id(f"en:{t}")] + 1e-4
+            )
+    pm = PolyvseModel(
+        Checkpoint(
+            model=model.eval(), captions=enc, backbone="b", feature_key="k", ten_crop=False, languages=["en", "de"]
+        )
+    )
+    assert word_translation_by_language(pm, tmp_path)["de"] == {
+        "p_at_1": 100.0,
+        "n_words": 20,
+        "n_vocab": 20,
+        "pivot": "en",
+    }
     assert word_translation_by_language(pm, tmp_path, part="train") == {}  # no train-part word in the vocabulary
     with torch.no_grad():  # shuffle the German rows: no longer translations
         w = model.text_encoder.embed.weight
@@ -301,8 +384,16 @@ def test_zoo_end_to_end_on_real_data(shared_data, tmp_path, capsys):
     cdir = two_configs(tmp_path / "configs")
     spec = tmp_path / "spec.yaml"
     spec.write_text("folds: 2\noverrides: {epochs: 1, embed_dim: 16, hidden_dim: 16, word_dim: 16}\n")
-    args = ["--spec", str(spec), "--configs-dir", str(cdir), "--out", str(tmp_path / "runs"),
-            "--data-root", str(shared_data)]
+    args = [
+        "--spec",
+        str(spec),
+        "--configs-dir",
+        str(cdir),
+        "--out",
+        str(tmp_path / "runs"),
+        "--data-root",
+        str(shared_data),
+    ]
     assert main(["zoo", "run", *args, "--jobs", "2"]) == 0
     out = capsys.readouterr().out
     assert "2 workers:" in out and "done: 6" in out
@@ -367,9 +458,17 @@ def test_run_lock_is_exclusive_and_freed_when_its_process_dies(tmp_path, capsys)
     mine.release()
     assert not RunLock(folder).taken_elsewhere()
 
-    holder = subprocess.Popen([sys.executable, "-c", "import sys, time; from polyvse_train.zoo import RunLock; "
-                               f"lock = RunLock({str(folder)!r}); assert lock.acquire(); print('held', flush=True); "
-                               "time.sleep(60)"], stdout=subprocess.PIPE, text=True)
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import sys, time; from polyvse_train.zoo import RunLock; "
+            f"lock = RunLock({str(folder)!r}); assert lock.acquire(); print('held', flush=True); "
+            "time.sleep(60)",
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     try:
         assert holder.stdout.readline().strip() == "held"
         assert not RunLock(folder).acquire()
@@ -377,8 +476,21 @@ def test_run_lock_is_exclusive_and_freed_when_its_process_dies(tmp_path, capsys)
         spec.write_text("folds: 0\n")
         folder.mkdir()
         (folder / "train_log.jsonl").write_text('{"epoch": 1, "seconds": 61.0}\n{"epoch": 2, "seconds": 180.2}\n')
-        assert main(["zoo", "status", "--spec", str(spec), "--configs-dir", str(tmp_path / "c"),
-                     "--out", str(tmp_path / "runs")]) == 0
+        assert (
+            main(
+                [
+                    "zoo",
+                    "status",
+                    "--spec",
+                    str(spec),
+                    "--configs-dir",
+                    str(tmp_path / "c"),
+                    "--out",
+                    str(tmp_path / "runs"),
+                ]
+            )
+            == 0
+        )
         assert "running  a/official-s0  (epoch 2 done, 3 min)" in capsys.readouterr().out
     finally:
         holder.kill()
@@ -399,9 +511,27 @@ def test_stopping_the_parent_of_jobs_stops_its_workers(shared_data, tmp_path):
     spec = tmp_path / "spec.yaml"
     spec.write_text("folds: 0\ntasks: false\noverrides: {epochs: 500, embed_dim: 16, hidden_dim: 16, word_dim: 16}\n")
     out = tmp_path / "runs"
-    parent = subprocess.Popen([sys.executable, "-m", "polyvse_app.cli", "zoo", "run", "--spec", str(spec),
-                               "--configs-dir", str(cdir), "--out", str(out), "--data-root", str(shared_data),
-                               "--jobs", "2"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    parent = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "polyvse_app.cli",
+            "zoo",
+            "run",
+            "--spec",
+            str(spec),
+            "--configs-dir",
+            str(cdir),
+            "--out",
+            str(out),
+            "--data-root",
+            str(shared_data),
+            "--jobs",
+            "2",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     folders = [out / "vse" / "official-s0", out / "vsepp" / "official-s0"]
     try:
         deadline = time.time() + 120
@@ -423,8 +553,7 @@ def test_stopping_the_parent_of_jobs_stops_its_workers(shared_data, tmp_path):
 
 def test_jobs_must_be_positive(tmp_path, capsys):
     write_config(tmp_path / "c", "a", objective="vse")
-    assert main(["zoo", "run", "--configs-dir", str(tmp_path / "c"), "--out", str(tmp_path / "r"),
-                 "--jobs", "0"]) == 2
+    assert main(["zoo", "run", "--configs-dir", str(tmp_path / "c"), "--out", str(tmp_path / "r"), "--jobs", "0"]) == 2
     assert "--jobs must be at least 1" in capsys.readouterr().err
 
 
@@ -435,8 +564,20 @@ def test_missing_data_stops_the_zoo_without_marking_runs_failed(tmp_path, capsys
     spec = tmp_path / "spec.yaml"
     spec.write_text("folds: 2\noverrides: {epochs: 1}\n")
     out = tmp_path / "runs"
-    rc = main(["zoo", "run", "--spec", str(spec), "--configs-dir", str(cdir), "--out", str(out),
-               "--data-root", str(tmp_path / "empty")])
+    rc = main(
+        [
+            "zoo",
+            "run",
+            "--spec",
+            str(spec),
+            "--configs-dir",
+            str(cdir),
+            "--out",
+            str(out),
+            "--data-root",
+            str(tmp_path / "empty"),
+        ]
+    )
     err = capsys.readouterr().err
     assert rc != 0 and "not found" in err and "polyvse data fetch" in err
     assert not list(out.rglob("error.json"))

@@ -4,6 +4,7 @@ polyvse's docstrings name other code with Sphinx roles (``:func:`load```, ``:cla
 which mkdocstrings, reading docstrings as Markdown, would print as they are. This rewrites each role into a code
 span of its target as Sphinx would show it: ``~`` keeps the last component, a leading ``.`` is dropped.
 """
+
 from __future__ import annotations
 
 import re

@@ -15,6 +15,7 @@
 Nav entries ``reference/cli/index.md`` and ``reference/api/index.md`` in mkdocs.yml are expanded into the
 generated pages.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -103,8 +104,11 @@ def _md_text(text: str) -> str:
     text = " ".join(text.split())
     parts = re.split(r"(`[^`]*`)", text)
     for i in range(0, len(parts), 2):  # outside code spans
-        parts[i] = re.sub(r"([\\*_\[\]|<>&])", lambda m: {"<": "&lt;", ">": "&gt;", "&": "&amp;"}.get(
-            m.group(1), "\\" + m.group(1)), parts[i])
+        parts[i] = re.sub(
+            r"([\\*_\[\]|<>&])",
+            lambda m: {"<": "&lt;", ">": "&gt;", "&": "&amp;"}.get(m.group(1), "\\" + m.group(1)),
+            parts[i],
+        )
     return "".join(parts)
 
 
@@ -342,7 +346,7 @@ def _listing(rel_dir: str, entries: list[tuple[str, bool]]) -> str:
         for n, d in entries
     )
     return (
-        "<!doctype html>\n<meta charset=\"utf-8\">\n"
+        '<!doctype html>\n<meta charset="utf-8">\n'
         f"<title>{html.escape(rel_dir)}/</title>\n<h1>{html.escape(rel_dir)}/</h1>\n"
         "<p>A record folder of the repository, mirrored into the documentation site.</p>\n"
         f'<ul>\n<li><a href="../index.html">../</a></li>\n{items}\n</ul>\n'
@@ -382,8 +386,9 @@ def on_files(files: Files, config, **kwargs) -> Files:
         files.append(_StaticFile.generated(config, f"{RECORDS}/{rel}", abs_src_path=str(path)))
     for f in _record_dir_files(config, records):
         files.append(f)
-    cli_nav = [f"{CLI_DIR}/index.md"] + [{p.rsplit("/", 1)[1][:-3].replace("-", " ", 1): p}
-                                          for p in sorted(cli) if not p.endswith("/index.md")]
+    cli_nav = [f"{CLI_DIR}/index.md"] + [
+        {p.rsplit("/", 1)[1][:-3].replace("-", " ", 1): p} for p in sorted(cli) if not p.endswith("/index.md")
+    ]
     _generated_nav[f"{CLI_DIR}/index.md"] = cli_nav
     _generated_nav[f"{API_DIR}/index.md"] = _api_nav(api_modules())
     config.nav = _expand_nav(config.nav)
@@ -423,7 +428,7 @@ def _rewrite_target(target: str, page_src: str, files: Files) -> str | None:
         if repo_rel.startswith("../"):
             continue
         if repo_rel.startswith("docs/"):
-            site_rel = repo_rel[len("docs/"):]
+            site_rel = repo_rel[len("docs/") :]
             if files.get_file_from_path(site_rel) is not None:
                 return posixpath.relpath(site_rel, page_dir or ".") + sep + anchor
             continue
@@ -437,22 +442,30 @@ def _rewrite_target(target: str, page_src: str, files: Files) -> str | None:
         else:
             continue
         if files.get_file_from_path(site_rel) is None:
-            log.warning("%s: link to %s, a record the site does not mirror (suffix not in %s)", page_src, bare,
-                        sorted(RECORD_SUFFIXES))
+            log.warning(
+                "%s: link to %s, a record the site does not mirror (suffix not in %s)",
+                page_src,
+                bare,
+                sorted(RECORD_SUFFIXES),
+            )
             return None
         return posixpath.relpath(site_rel, page_dir or ".") + sep + anchor
     if in_docs.startswith("../") or any(c.startswith(tuple(d + "/" for d in RECORD_DIRS)) for c in candidates):
-        log.warning("%s: link to %s, which is neither a page of the site nor a record that exists%s", page_src, bare,
-                    _archived_hint(candidates))
+        log.warning(
+            "%s: link to %s, which is neither a page of the site nor a record that exists%s",
+            page_src,
+            bare,
+            _archived_hint(candidates),
+        )
     return None
 
 
 def _archived_hint(candidates: list[str]) -> str:
-    """", now at X" when the record was moved into its folder's archive/ (superseded records are kept there)."""
+    """ ", now at X" when the record was moved into its folder's archive/ (superseded records are kept there)."""
     for repo_rel in candidates:
         for d in RECORD_DIRS:
             if repo_rel.startswith(d + "/"):
-                moved = f"{d}/archive/{repo_rel[len(d) + 1:]}"
+                moved = f"{d}/archive/{repo_rel[len(d) + 1 :]}"
                 if (REPO / moved).exists():
                     return f" (moved to {moved}: link there, and say it is history)"
     return ""

@@ -17,6 +17,7 @@ result is as good is a recipe question, measured on val (docs/methods/f8k-full.m
 (:func:`training_precision`) picks bf16 for training where the hardware computes it natively (a CUDA GPU with
 bf16, a CPU with AVX512_BF16 or AMX) and fp32 elsewhere: on a CPU without them bf16 is emulated, slower than fp32.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -64,12 +65,17 @@ def resolve_device(spec: str | torch.device | None = "auto", *, local_rank: int 
     if text == "cuda" or text.startswith("cuda:"):
         index = _cuda_index(text, local_rank)
         if not cuda_available():
-            raise DeviceError(f"device {spec!r}: torch sees no CUDA GPU on this machine (torch {torch.__version__}, "
-                              f"built for CUDA {torch.version.cuda or 'none'}); use --device cpu or auto")
+            raise DeviceError(
+                f"device {spec!r}: torch sees no CUDA GPU on this machine (torch {torch.__version__}, "
+                f"built for CUDA {torch.version.cuda or 'none'}); use --device cpu or auto"
+            )
         count = torch.cuda.device_count()
         if index >= count:
-            ranks = (f" (LOCAL_RANK {index} of torchrun: start at most {count} ranks per machine, "
-                     "--nproc-per-node)" if text == "cuda" and torchrun_world_size() > 1 else "")
+            ranks = (
+                f" (LOCAL_RANK {index} of torchrun: start at most {count} ranks per machine, --nproc-per-node)"
+                if text == "cuda" and torchrun_world_size() > 1
+                else ""
+            )
             raise DeviceError(f"device {spec!r}: this machine has {count} CUDA GPU(s), numbered 0..{count - 1}{ranks}")
         return torch.device("cuda", index)
     raise DeviceError(f"device {spec!r}: use {DEVICE_CHOICES}")
@@ -92,9 +98,11 @@ def _cuda_index(text: str, local_rank: int | None) -> int:
         raise DeviceError(f"device {text!r}: write cuda:N with N a GPU number, e.g. cuda:0")
     if torchrun_world_size() > 1 and index != rank:
         # every rank gets the same command line, so a fixed number puts them all on one GPU and NCCL fails
-        raise DeviceError(f"device {text!r} under torchrun with {torchrun_world_size()} ranks: this rank "
-                          f"(LOCAL_RANK {rank}) would share GPU {index} with the others; use --device cuda or auto, "
-                          "which give each rank its own GPU (cuda:$LOCAL_RANK)")
+        raise DeviceError(
+            f"device {text!r} under torchrun with {torchrun_world_size()} ranks: this rank "
+            f"(LOCAL_RANK {rank}) would share GPU {index} with the others; use --device cuda or auto, "
+            "which give each rank its own GPU (cuda:$LOCAL_RANK)"
+        )
     return index
 
 
@@ -106,8 +114,10 @@ def check_precision(precision: str, device: torch.device, *, training: bool = Fa
     if precision == "bf16" and device.type not in ("cuda", "cpu"):
         raise DeviceError(f"precision bf16 runs on CUDA or the CPU, not on {device}; use --precision fp32")
     if precision == "bf16" and device.type == "cpu" and not training:
-        raise DeviceError(f"precision bf16 computes features on CUDA only, not on {device}: on CPU it changed "
-                          "image features (min cosine 0.995 to fp32); use --precision fp32")
+        raise DeviceError(
+            f"precision bf16 computes features on CUDA only, not on {device}: on CPU it changed "
+            "image features (min cosine 0.995 to fp32); use --precision fp32"
+        )
     return precision
 
 

@@ -3,6 +3,7 @@
 Training (``polyvse_train``: DDP) and the sharded commands (``features extract``, ``index build``) use it; a
 process started without torchrun is one rank of a world of one, and every helper here is then a no-op.
 """
+
 from __future__ import annotations
 
 import os
@@ -52,8 +53,9 @@ def init_distributed(device: torch.device | None = None, timeout_min: float | No
         torch.cuda.set_device(device)  # NCCL collectives run on the current device: this rank's own GPU
     if not dist.is_initialized():
         dist.init_process_group(backend="nccl" if device.type == "cuda" else "gloo", timeout=timeout)
-    return DistInfo(rank=dist.get_rank(), world_size=dist.get_world_size(),
-                    local_rank=int(os.environ.get("LOCAL_RANK", "0")))
+    return DistInfo(
+        rank=dist.get_rank(), world_size=dist.get_world_size(), local_rank=int(os.environ.get("LOCAL_RANK", "0"))
+    )
 
 
 def process_group_timeout_min(given: float | None = None) -> float:
@@ -66,8 +68,10 @@ def process_group_timeout_min(given: float | None = None) -> float:
     except ValueError:
         minutes = float("nan")
     if not minutes > 0:
-        raise DataError(f"{where} {value!r}: give the minutes a rank waits for the others, a positive number "
-                        f"(default {DEFAULT_TIMEOUT_MIN:g})")
+        raise DataError(
+            f"{where} {value!r}: give the minutes a rank waits for the others, a positive number "
+            f"(default {DEFAULT_TIMEOUT_MIN:g})"
+        )
     return minutes
 
 

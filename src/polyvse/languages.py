@@ -27,10 +27,26 @@ from typing import Any
 
 from .errors import CheckpointError, UnknownLanguageError
 
-__all__ = ["CJK_LANGUAGES", "check_language", "language_name", "language_script", "model_language",
-           "readable_languages", "served_language", "served_languages", "serving_status", "teach_hint",
-           "adapted_languages", "match_language", "reads_without_language", "route_language", "SERVING_STATUSES",
-           "TRAINED", "ADAPTED", "ZERO_SHOT"]
+__all__ = [
+    "CJK_LANGUAGES",
+    "check_language",
+    "language_name",
+    "language_script",
+    "model_language",
+    "readable_languages",
+    "served_language",
+    "served_languages",
+    "serving_status",
+    "teach_hint",
+    "adapted_languages",
+    "match_language",
+    "reads_without_language",
+    "route_language",
+    "SERVING_STATUSES",
+    "TRAINED",
+    "ADAPTED",
+    "ZERO_SHOT",
+]
 
 #: languages written without spaces between words that have their own word tokenisers (jieba, MeCab), and
 #: their own BLEU tokenisation
@@ -45,14 +61,16 @@ TRAINED, ADAPTED, ZERO_SHOT = SERVING_STATUSES = ("trained", "adapted", "zero-sh
 #: the two-letter ISO 639-1 codes that are already canonical (langcodes leaves them as they are; tests/test_languages.py
 #: checks this list against langcodes): such a code is accepted without importing langcodes, whose data tables are
 #: a large share of a fresh `polyvse search` process's start-up
-CANONICAL_TWO_LETTER = frozenset("""
+CANONICAL_TWO_LETTER = frozenset(
+    """
     aa ab ae af ak am an ar as av ay az ba be bg bi bm bn bo br bs ca ce ch co cr cs cu cv cy da de dv dz ee
     el en eo es et eu fa ff fi fj fo fr fy ga gd gl gn gu gv ha he hi ho hr ht hu hy hz ia id ie ig ii ik io
     is it iu ja jv ka kg ki kj kk kl km kn ko kr ks ku kv kw ky la lb lg li ln lo lt lu lv mg mh mi mk ml mn
     mr ms mt my na nb nd ne ng nl nn no nr nv ny oc oj om or os pa pi pl ps pt qu rm rn ro ru rw sa sc sd se
     sg si sk sl sm sn so sq sr ss st su sv sw ta te tg th ti tk tn to tr ts tt ty ug uk ur uz ve vi vo wa wo
     xh yi yo za zh zu
-""".split())
+""".split()
+)
 
 
 @functools.lru_cache(maxsize=4096)
@@ -86,8 +104,10 @@ def check_language(code: Any, where: str = "") -> str:
                 hint = f"; for {language_name(named)} use {named!r}"
             except LookupError:
                 pass
-        raise UnknownLanguageError(f"{prefix}unknown language code {code!r}: expected an ISO 639 code such as en, "
-                                   f"es or quy (a BCP 47 tag such as zh-Hans also works){hint}")
+        raise UnknownLanguageError(
+            f"{prefix}unknown language code {code!r}: expected an ISO 639 code such as en, "
+            f"es or quy (a BCP 47 tag such as zh-Hans also works){hint}"
+        )
     return canonical
 
 
@@ -208,8 +228,7 @@ def served_languages(model: Any) -> dict[str, str]:
 
 def teach_hint(code: str) -> str:
     """How to teach a model a language it cannot read (``polyvse adapt``, docs/guides/adapt.md)."""
-    return (f"teach it with `polyvse adapt --checkpoint C --lang {code} --parallel FILE --out C2` "
-            "(docs/guides/adapt.md)")
+    return f"teach it with `polyvse adapt --checkpoint C --lang {code} --parallel FILE --out C2` (docs/guides/adapt.md)"
 
 
 def trained_language(model: Any, lang: str) -> str:
@@ -234,15 +253,23 @@ def served_language(model: Any, lang: str) -> str:
                 f"this model does not serve {language_name(code)} ({code!r}): it was trained on "
                 f"{', '.join(model.languages)} and loaded with zero_shot='off', though its text towers ({names}) read "
                 f"{language_name(code)}; load it with zero_shot='mean' (the default) to serve it zero-shot, or "
-                + teach_hint(code))
+                + teach_hint(code)
+            )
         reads = f"its text towers ({names}) read {len(readable_languages(model))} languages, not {language_name(code)}"
         # `polyvse adapt` teaches a new per-language part: a model with none cannot take one
         parts = getattr(getattr(model, "config", None), "universal_dim", None)
-        hint = teach_hint(code) if parts is None or parts > 0 else (
-            f"`polyvse adapt` teaches a language to a model with per-language parts (model.universal_dim > 0, as "
-            f"`make model`'s checkpoint has) and this one has none: use such a model, or train one with {code!r}")
+        hint = (
+            teach_hint(code)
+            if parts is None or parts > 0
+            else (
+                f"`polyvse adapt` teaches a language to a model with per-language parts (model.universal_dim > 0, as "
+                f"`make model`'s checkpoint has) and this one has none: use such a model, or train one with {code!r}"
+            )
+        )
     else:
         reads = f"it is a word-level model, not trained on {code!r} (it knows {', '.join(model.languages)})"
-        hint = (f"a word-level model learns its languages in training: train one that includes {code!r} "
-                "(`polyvse adapt` teaches frozen-tower models)")
+        hint = (
+            f"a word-level model learns its languages in training: train one that includes {code!r} "
+            "(`polyvse adapt` teaches frozen-tower models)"
+        )
     raise CheckpointError(f"this model cannot read {language_name(code)} ({code!r}): {reads}; {hint}")

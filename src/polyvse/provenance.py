@@ -24,6 +24,7 @@ checkpoint. Records written before photo sides were recorded name ``fingerprint`
 adapted languages out (:func:`~polyvse.index.fingerprint.legacy_fingerprint`). ``tests/test_record_provenance.py``
 holds every record under ``results/`` and ``benchmarks/results/`` to this schema.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -37,9 +38,25 @@ import subprocess
 import sys
 from pathlib import Path
 
-__all__ = ["PRODUCT_BUILD_RECORD", "PRODUCT_CHECKPOINT", "SCHEMA", "REPO", "checkpoint_fingerprint",
-           "checkpoint_fingerprints", "checkpoint_model", "cpu_model", "git", "git_state", "index_model",
-           "is_product_checkpoint", "machine", "machine_line", "no_model", "provenance", "provenance_problems"]
+__all__ = [
+    "PRODUCT_BUILD_RECORD",
+    "PRODUCT_CHECKPOINT",
+    "SCHEMA",
+    "REPO",
+    "checkpoint_fingerprint",
+    "checkpoint_fingerprints",
+    "checkpoint_model",
+    "cpu_model",
+    "git",
+    "git_state",
+    "index_model",
+    "is_product_checkpoint",
+    "machine",
+    "machine_line",
+    "no_model",
+    "provenance",
+    "provenance_problems",
+]
 
 #: version of the schema above (a reader can tell older blocks apart)
 SCHEMA = 1
@@ -56,6 +73,7 @@ PRODUCT_CHECKPOINT = "runs/model/checkpoint"
 
 #: what a page says beside a record whose provenance block is marked ``reconstructed``
 RECONSTRUCTED_MARK = "(reconstructed provenance)"
+
 
 def is_product_checkpoint(checkpoint) -> bool:
     """Whether a record's ``model.checkpoint`` is the product's: ``runs/model/checkpoint`` of some checkout."""
@@ -83,8 +101,12 @@ def git_state(cwd: str | os.PathLike = REPO) -> dict:
     state, and the result says so (``commit_from``)."""
     told = os.environ.get("POLYVSE_SOURCE_COMMIT")
     if told and Path(cwd).resolve() == REPO:
-        return {"commit": told, "dirty": {"0": False, "1": True}.get(os.environ.get("POLYVSE_SOURCE_DIRTY", "")),
-                "dirty_files": None, "commit_from": "$POLYVSE_SOURCE_COMMIT (the caller's word: a copied tree)"}
+        return {
+            "commit": told,
+            "dirty": {"0": False, "1": True}.get(os.environ.get("POLYVSE_SOURCE_DIRTY", "")),
+            "dirty_files": None,
+            "commit_from": "$POLYVSE_SOURCE_COMMIT (the caller's word: a copied tree)",
+        }
     commit = git("rev-parse", "HEAD", cwd=cwd)
     changed = git("diff", "--name-only", "HEAD", "--", cwd=cwd) if commit else None  # staged or not
     if changed is None:
@@ -118,8 +140,13 @@ def _gpu() -> str | None:
             return torch.cuda.get_device_name(0) if torch.cuda.is_available() else None
     if shutil.which("nvidia-smi"):
         with contextlib.suppress(OSError, subprocess.SubprocessError):
-            out = subprocess.run(["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"], capture_output=True,
-                                 text=True, timeout=20, check=False)
+            out = subprocess.run(
+                ["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"],
+                capture_output=True,
+                text=True,
+                timeout=20,
+                check=False,
+            )
             names = [x.strip() for x in out.stdout.splitlines() if x.strip()]
             return names[0] if out.returncode == 0 and names else None
     return None
@@ -127,8 +154,14 @@ def _gpu() -> str | None:
 
 def machine() -> dict:
     """This machine: CPU model, cores, memory, GPU (None: none), OS, Python."""
-    return {"cpu": cpu_model(), "cores": os.cpu_count(), "memory_gb": _memory_gb(), "gpu": _gpu(),
-            "os": platform.platform(), "python": platform.python_version()}
+    return {
+        "cpu": cpu_model(),
+        "cores": os.cpu_count(),
+        "memory_gb": _memory_gb(),
+        "gpu": _gpu(),
+        "os": platform.platform(),
+        "python": platform.python_version(),
+    }
 
 
 def machine_line(m: dict | None = None) -> str:
@@ -170,8 +203,12 @@ def _fingerprint_view(path: str | os.PathLike):
     return Weights(ck, Weights.read_weights(ck))
 
 
-def checkpoint_model(path: str | os.PathLike, config: str | None = None, fingerprint: str | None = None,
-                     photo_fingerprint: str | None = None) -> dict:
+def checkpoint_model(
+    path: str | os.PathLike,
+    config: str | None = None,
+    fingerprint: str | None = None,
+    photo_fingerprint: str | None = None,
+) -> dict:
     """The ``model`` block of a record that measured the checkpoint at ``path``: both fingerprints (the model's and
     its photo side's), the path and ``config``, the training config's name (default: the checkpoint's
     training.json); ``fingerprint`` / ``photo_fingerprint`` when the caller has them already."""
@@ -182,8 +219,12 @@ def checkpoint_model(path: str | os.PathLike, config: str | None = None, fingerp
         weights = _fingerprint_view(path)  # only what is missing is hashed
         fingerprint = fingerprint or fp.model_fingerprint(weights)
         photo_fingerprint = photo_fingerprint or fp.photo_fingerprint(weights)
-    return {"fingerprint": fingerprint, "photo_fingerprint": photo_fingerprint, "checkpoint": str(path),
-            "config": config or _config_name(path)}
+    return {
+        "fingerprint": fingerprint,
+        "photo_fingerprint": photo_fingerprint,
+        "checkpoint": str(path),
+        "config": config or _config_name(path),
+    }
 
 
 def _config_name(checkpoint: str | os.PathLike | None) -> str | None:
@@ -201,10 +242,13 @@ def index_model(index: str | os.PathLike) -> dict:
     import json
 
     m = json.loads((Path(index) / "manifest.json").read_text(encoding="utf-8"))["model"]
-    return {"fingerprint": m["fingerprint"],
-            **({"photo_fingerprint": m["photo_fingerprint"]} if m.get("photo_fingerprint") else {}),
-            "checkpoint": m.get("checkpoint"),
-            "config": _config_name(m.get("checkpoint")) if m.get("checkpoint") else None, "index": str(index)}
+    return {
+        "fingerprint": m["fingerprint"],
+        **({"photo_fingerprint": m["photo_fingerprint"]} if m.get("photo_fingerprint") else {}),
+        "checkpoint": m.get("checkpoint"),
+        "config": _config_name(m.get("checkpoint")) if m.get("checkpoint") else None,
+        "index": str(index),
+    }
 
 
 def no_model(why: str) -> dict:
@@ -231,8 +275,13 @@ def _version() -> str:
     return __version__
 
 
-def provenance(command: str | list | tuple | None = None, model: dict | str | os.PathLike | None = None, *,
-               tree: dict | None = None, cwd: str | os.PathLike = REPO) -> dict:
+def provenance(
+    command: str | list | tuple | None = None,
+    model: dict | str | os.PathLike | None = None,
+    *,
+    tree: dict | None = None,
+    cwd: str | os.PathLike = REPO,
+) -> dict:
     """The provenance block of a record (module docstring).
 
     ``command``: what wrote it (a string or an argv; default this process's ``sys.argv``). ``model``: a model block
@@ -259,8 +308,17 @@ def provenance(command: str | list | tuple | None = None, model: dict | str | os
 
 #: fields a block reconstructed after the fact may leave None, each with its reason in ``reconstructed.unknown``
 #: (machine.gpu None with a reason: not recorded; without one: no GPU)
-RECONSTRUCTED_MAY_BE_UNKNOWN = ("dirty", "command", "model.fingerprint", "machine.cpu", "machine.cores",
-                                "machine.memory_gb", "machine.gpu", "machine.os", "machine.python")
+RECONSTRUCTED_MAY_BE_UNKNOWN = (
+    "dirty",
+    "command",
+    "model.fingerprint",
+    "machine.cpu",
+    "machine.cores",
+    "machine.memory_gb",
+    "machine.gpu",
+    "machine.os",
+    "machine.python",
+)
 
 
 def provenance_problems(block) -> list[str]:
@@ -302,9 +360,14 @@ class _BlockCheck:
         self.block, self.out, self.unknown = block, [], {}
         self.rebuilt = rebuilt = block.get("reconstructed")
         if rebuilt is not None:
-            if not (isinstance(rebuilt, dict) and isinstance(rebuilt.get("from"), list) and rebuilt["from"]
-                    and all(isinstance(x, str) and x for x in rebuilt["from"])
-                    and isinstance(rebuilt.get("by"), str) and rebuilt["by"]):
+            if not (
+                isinstance(rebuilt, dict)
+                and isinstance(rebuilt.get("from"), list)
+                and rebuilt["from"]
+                and all(isinstance(x, str) and x for x in rebuilt["from"])
+                and isinstance(rebuilt.get("by"), str)
+                and rebuilt["by"]
+            ):
                 self.out.append("reconstructed: needs 'from' (its sources) and 'by' (the script that wrote it)")
             else:
                 self.unknown = rebuilt.get("unknown") or {}
@@ -356,7 +419,6 @@ def _check_model(c: _BlockCheck) -> None:
     else:
         c.check("model.fingerprint", lambda v: isinstance(v, str) and v.startswith("sha256:"), "sha256:<hex>")
         if model.get("photo_fingerprint") is not None:  # absent from records older than recorded photo sides
-            c.check("model.photo_fingerprint", lambda v: isinstance(v, str) and v.startswith("sha256:"),
-                    "sha256:<hex>")
+            c.check("model.photo_fingerprint", lambda v: isinstance(v, str) and v.startswith("sha256:"), "sha256:<hex>")
         c.check("model.checkpoint", _text, "the checkpoint's path")
         c.check("model.config", _text, "the training config's name")

@@ -5,6 +5,7 @@ has to tell another what to do. Sizes differ by at most one, the larger slices f
 ``array_split`` and ``polyvse_train.distributed.shard`` cut a training batch); the process group of a torchrun
 launch is ``polyvse.distributed``.
 """
+
 from __future__ import annotations
 
 import re

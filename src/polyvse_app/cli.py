@@ -1,4 +1,5 @@
 """Command line: `polyvse <command> ...`. Each command lives in polyvse_app.commands.<name>."""
+
 from __future__ import annotations
 
 import argparse

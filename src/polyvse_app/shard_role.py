@@ -7,6 +7,7 @@ Two ways to split a collection:
 * ``--shard K/N`` runs one shard as an independent job (e.g. one per machine of a batch system, with no
   process group between them); a separate step finishes the job once all N have run.
 """
+
 from __future__ import annotations
 
 import os
@@ -51,8 +52,10 @@ def shard_role(spec: str | None, device=None) -> ShardRole:
     ``device``: where this process computes (a CUDA device makes the torchrun group NCCL on that GPU)."""
     if spec is not None:
         if int(os.environ.get("WORLD_SIZE", "1")) > 1:
-            raise DataError("--shard K/N is for independent jobs; under torchrun every rank already takes its own "
-                            "shard (drop --shard)")
+            raise DataError(
+                "--shard K/N is for independent jobs; under torchrun every rank already takes its own "
+                "shard (drop --shard)"
+            )
         shard, num_shards = parse_shard_spec(spec)
         return ShardRole(shard, num_shards, independent=True)
     info = init_distributed(device)
@@ -91,6 +94,8 @@ def run_shard(role: ShardRole, work: Callable[[], T]) -> list[T]:
         raise error
     failed = [(k, o["error"]) for k, o in enumerate(outcomes) if o["error"] is not None]
     if failed and role.is_main:
-        raise DataError("; ".join(f"rank {k} of {role.num_shards} failed: {e}" for k, e in failed)
-                        + ". What the other ranks finished is kept: run the same command again to resume")
+        raise DataError(
+            "; ".join(f"rank {k} of {role.num_shards} failed: {e}" for k, e in failed)
+            + ". What the other ranks finished is kept: run the same command again to resume"
+        )
     return [o["result"] for o in outcomes]

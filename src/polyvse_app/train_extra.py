@@ -1,5 +1,6 @@
 """What the light install (``pip install polyvse``) leaves out: the ``[train]`` extra's packages, and the one message a
 command that needs one of them gives there instead of a traceback."""
+
 from __future__ import annotations
 
 __all__ = ["INSTALL", "TRAIN_EXTRA", "missing_extra", "needs_extra_message"]
@@ -24,4 +25,3 @@ def missing_extra(exc: ModuleNotFoundError) -> str | None:
 
 def needs_extra_message(command: str, what: str = "PyTorch") -> str:
     return f"polyvse {command} needs {what}, which the light install leaves out: {INSTALL}"
-

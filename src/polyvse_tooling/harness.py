@@ -4,6 +4,7 @@ as a subprocess (started, waited for, stopped), and where a result came from (ma
 It imports, of polyvse, only the library's ``polyvse.provenance`` (re-exported: where a record came from), and
 httpx when it waits for a server; the application it starts by name (`python -m polyvse_app serve`), never imports.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -36,11 +37,18 @@ def free_port(preferred: int | None = None) -> int:
     raise ServerError("no free loopback port")
 
 
-def start_serve(args: Sequence[str], log, *, cwd: str | os.PathLike | None = None,
-                env: dict | None = None) -> subprocess.Popen:
+def start_serve(
+    args: Sequence[str], log, *, cwd: str | os.PathLike | None = None, env: dict | None = None
+) -> subprocess.Popen:
     """`polyvse serve ARGS` (args without the word serve) in its own process group, output to ``log``."""
-    return subprocess.Popen([sys.executable, "-m", "polyvse_app", "serve", *map(str, args)], cwd=cwd, env=env,
-                            stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    return subprocess.Popen(
+        [sys.executable, "-m", "polyvse_app", "serve", *map(str, args)],
+        cwd=cwd,
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
 
 
 def stop_serve(proc: subprocess.Popen, timeout: float = 30.0) -> None:
@@ -75,8 +83,9 @@ def wait_until_up(proc: subprocess.Popen | None, base: str, timeout: float, log_
 
 
 @contextlib.contextmanager
-def serving(args: Sequence[str], log_path: Path, port: int, *, timeout: float, cwd=None,
-            env: dict | None = None) -> Iterator[tuple[subprocess.Popen, str]]:
+def serving(
+    args: Sequence[str], log_path: Path, port: int, *, timeout: float, cwd=None, env: dict | None = None
+) -> Iterator[tuple[subprocess.Popen, str]]:
     """`polyvse serve ARGS` (which must bind ``port`` on the loopback) until the block ends; yields (process,
     base URL) once it answers."""
     with open(log_path, "w", encoding="utf-8") as log:

@@ -8,6 +8,7 @@ What is particular to a dataset is the dataset's (``polyvse.data.registry.Datase
 translations of its captions exist (``translations``: F8K-ML and f8k-full have Flickr8K-CN's Baidu and Google
 Chinese ones, zhb and zhg), whether its photos are squashed, where its text-only corpus is.
 """
+
 from __future__ import annotations
 
 import logging
@@ -83,49 +84,68 @@ class ImageInput:
     n_failed: int
 
 
-def prepare_data(cfg: TrainConfig, root: Path, smoke: bool = False, progress: bool = True,
-                 device: torch.device | None = None) -> PreparedData:
+def prepare_data(
+    cfg: TrainConfig, root: Path, smoke: bool = False, progress: bool = True, device: torch.device | None = None
+) -> PreparedData:
     """Everything a run trains and evaluates on. ``device``: where photo features missing from the cache are
     extracted (the run's device: on a GPU, with photo-decoding workers sized by ``polyvse.device.loader_workers``
     for the ranks sharing the machine); the features themselves come back on the CPU, as the cache holds them."""
     from polyvse.data.registry import load_dataset
 
     if cfg.objective.teacher_students and not uses_pretrained_tower(cfg):
-        raise DataError("objective.teacher_students: teacher learning needs a frozen pretrained text tower "
-                        "(model.text_encoder: pretrained)")
+        raise DataError(
+            "objective.teacher_students: teacher learning needs a frozen pretrained text tower "
+            "(model.text_encoder: pretrained)"
+        )
     corpus = load_dataset(cfg.data.dataset, root).filter(langs=cfg.data.languages)
     train_ids, eval_ids = resolve_split(corpus, cfg.data.split, cfg.data.eval_split)
     # the run's one exclusion set, from ALL its evaluation photos (before smoke slicing): every training path below
     # (image captions, translations, text tuples, teacher pairs) goes through it
-    exclusion = evaluation_exclusion(root, eval_photo_ids=eval_ids, train_photo_ids=train_ids,
-                                     eval_texts=[c.text for c in corpus.captions if c.photo_id in eval_ids])
+    exclusion = evaluation_exclusion(
+        root,
+        eval_photo_ids=eval_ids,
+        train_photo_ids=train_ids,
+        eval_texts=[c.text for c in corpus.captions if c.photo_id in eval_ids],
+    )
     log.info("evaluation exclusion: %d photos, %d sentences", len(exclusion.photo_ids), len(exclusion.text_keys))
     text_corpus = load_text_corpus(cfg, root, corpus, exclusion, smoke)
     train_ids, eval_ids, photo_ids = _run_photos(cfg, corpus, train_ids, eval_ids, smoke)
-    images = image_input(cfg, [corpus.photos[p].path for p in photo_ids], photo_ids, root, progress, device,
-                         train_ids=train_ids)
+    images = image_input(
+        cfg, [corpus.photos[p].path for p in photo_ids], photo_ids, root, progress, device, train_ids=train_ids
+    )
     ok_ids = images.photo_ids
     row_of = {p: r for r, p in enumerate(ok_ids)}
 
     train_caps = training_captions(cfg, root, corpus, {p for p in train_ids if p in row_of}, exclusion)
     train_caps = limit_captions(train_caps, cfg.data.caption_limit, cfg.schedule.seed)  # learning curves; {} keeps all
     eval_caps = [c for c in corpus.captions if c.photo_id in eval_ids and c.photo_id in row_of]
-    encoder, text_tuples, teacher = _caption_encoder(cfg, root, train_caps, text_corpus, exclusion, train_ids, smoke,
-                                                     progress)
+    encoder, text_tuples, teacher = _caption_encoder(
+        cfg, root, train_caps, text_corpus, exclusion, train_ids, smoke, progress
+    )
 
     def encode(caps) -> CaptionSet:
         from polyvse.modules.text_input import caption_inputs  # a sentence encoder embeds in batches
 
-        return CaptionSet(np.array([row_of[c.photo_id] for c in caps], dtype=np.int64),
-                          [c.lang for c in caps], caption_inputs(encoder, caps))
+        return CaptionSet(
+            np.array([row_of[c.photo_id] for c in caps], dtype=np.int64),
+            [c.lang for c in caps],
+            caption_inputs(encoder, caps),
+        )
 
     return PreparedData(
-        photo_ids=ok_ids, features=images.features,
+        photo_ids=ok_ids,
+        features=images.features,
         train_rows=np.array(sorted(row_of[p] for p in train_ids if p in row_of), dtype=np.int64),
         eval_rows=np.array(sorted(row_of[p] for p in eval_ids if p in row_of), dtype=np.int64),
-        train=encode(train_caps), eval=encode(eval_caps), captions=encoder,
-        feature_key=images.key, image_tail=images.image_tail, n_failed_photos=images.n_failed,
-        text_tuples=text_tuples, teacher=teacher)
+        train=encode(train_caps),
+        eval=encode(eval_caps),
+        captions=encoder,
+        feature_key=images.key,
+        image_tail=images.image_tail,
+        n_failed_photos=images.n_failed,
+        text_tuples=text_tuples,
+        teacher=teacher,
+    )
 
 
 def _run_photos(cfg: TrainConfig, corpus: Corpus, train_ids: set[str], eval_ids: set[str], smoke: bool):
@@ -136,13 +156,23 @@ def _run_photos(cfg: TrainConfig, corpus: Corpus, train_ids: set[str], eval_ids:
     photo_ids = sorted(train_ids | eval_ids)
     missing = [p for p in photo_ids if corpus.photos[p].path is None]
     if missing:
-        raise DataError(f"{cfg.data.dataset}: {len(missing)} photos have no image file (e.g. {missing[0]}); "
-                        "image-text training needs the photos")
+        raise DataError(
+            f"{cfg.data.dataset}: {len(missing)} photos have no image file (e.g. {missing[0]}); "
+            "image-text training needs the photos"
+        )
     return train_ids, eval_ids, photo_ids
 
 
-def _caption_encoder(cfg: TrainConfig, root: Path, train_caps: list, text_corpus, exclusion, train_ids: set[str],
-                     smoke: bool, progress: bool):
+def _caption_encoder(
+    cfg: TrainConfig,
+    root: Path,
+    train_caps: list,
+    text_corpus,
+    exclusion,
+    train_ids: set[str],
+    smoke: bool,
+    progress: bool,
+):
     """(caption encoder, text tuples, teacher pairs): a frozen pretrained tower with its teacher pairs, or a
     word-level encoder built over the training captions (and the text corpus, with its tuples)."""
     texts_by_lang: dict[str, list[str]] = {}
@@ -151,8 +181,9 @@ def _caption_encoder(cfg: TrainConfig, root: Path, train_caps: list, text_corpus
     text_tuples = teacher = None
     if uses_pretrained_tower(cfg):  # frozen sentence vectors from the embedding cache; no vocabulary
         if text_corpus is not None:
-            raise DataError("text_corpus needs a word-level text encoder, not a frozen pretrained tower; "
-                            "set text_corpus: none")
+            raise DataError(
+                "text_corpus needs a word-level text encoder, not a frozen pretrained tower; set text_corpus: none"
+            )
         encoder = pretrained_caption_encoder(cfg, root, progress=progress)
         teacher = load_teacher_pairs(cfg, root, encoder, exclusion, train_ids, smoke)
     else:  # without a text corpus: CaptionEncoder.build over the training captions, as always
@@ -160,8 +191,16 @@ def _caption_encoder(cfg: TrainConfig, root: Path, train_caps: list, text_corpus
     return encoder, text_tuples, teacher
 
 
-def image_input(cfg: TrainConfig, paths: list, photo_ids: list[str], root: Path, progress: bool,
-                device: torch.device | None, *, train_ids: set[str]) -> ImageInput:
+def image_input(
+    cfg: TrainConfig,
+    paths: list,
+    photo_ids: list[str],
+    root: Path,
+    progress: bool,
+    device: torch.device | None,
+    *,
+    train_ids: set[str],
+) -> ImageInput:
     """The features of the photos (``paths``, one per id) through the feature cache, with ``data.photo_views``
     the augmented views of the training photos (``train_ids``) too, or on the pixel path the photos themselves;
     unreadable photos are left out (a warning each)."""
@@ -177,20 +216,40 @@ def image_input(cfg: TrainConfig, paths: list, photo_ids: list[str], root: Path,
     extractor = get_extractor(feature_backbone(cfg), ten_crop=cfg.data.ten_crop)
     if on_gpu:
         extractor.to(device)  # fp32 without TF32 (FeatureExtractor.forward_batch): the same cache as a CPU's
-    result = extract_features(paths, extractor, cache_root(root) / "features", progress=progress,
-                              num_workers=workers)
+    result = extract_features(paths, extractor, cache_root(root) / "features", progress=progress, num_workers=workers)
     for path, reason in result.failures:
         log.warning("skipping photo %s: %s", path, reason)
     features = torch.as_tensor(np.asarray(result.features, np.float32))
     if cfg.data.photo_views > 1:
-        features = photo_views(cfg, extractor, features, [paths[i] for i in result.index],
-                               [photo_ids[i] in train_ids for i in result.index], root, progress, workers)
-    return ImageInput([photo_ids[i] for i in result.index], features, extractor.key,
-                      extractor.tail_module() if cfg.model.finetune_blocks else None, len(result.failures))
+        features = photo_views(
+            cfg,
+            extractor,
+            features,
+            [paths[i] for i in result.index],
+            [photo_ids[i] in train_ids for i in result.index],
+            root,
+            progress,
+            workers,
+        )
+    return ImageInput(
+        [photo_ids[i] for i in result.index],
+        features,
+        extractor.key,
+        extractor.tail_module() if cfg.model.finetune_blocks else None,
+        len(result.failures),
+    )
 
 
-def photo_views(cfg: TrainConfig, extractor, base: torch.Tensor, paths: list, is_train: list[bool], root: Path,
-                progress: bool, workers: int) -> PhotoViews:
+def photo_views(
+    cfg: TrainConfig,
+    extractor,
+    base: torch.Tensor,
+    paths: list,
+    is_train: list[bool],
+    root: Path,
+    progress: bool,
+    workers: int,
+) -> PhotoViews:
     """``base`` (every readable photo, rows as ``paths``) with ``data.photo_views - 1`` augmented views of the
     training photos among them, each view through the feature cache under its own key."""
     from polyvse.features.augment import view_extractor
@@ -200,9 +259,16 @@ def photo_views(cfg: TrainConfig, extractor, base: torch.Tensor, paths: list, is
     views = torch.empty((cfg.data.photo_views - 1, len(rows), base.shape[1]), dtype=torch.float16)
     for v in range(1, cfg.data.photo_views):
         # strict: these photos were read once already, so a failure now is a changed file, not a bad photo
-        views[v - 1] = torch.as_tensor(extract_features(
-            [paths[r] for r in rows], view_extractor(extractor, v, cfg.data.crop_scale_min),
-            cache_root(root) / "features", progress=progress, num_workers=workers, strict=True).features)
+        views[v - 1] = torch.as_tensor(
+            extract_features(
+                [paths[r] for r in rows],
+                view_extractor(extractor, v, cfg.data.crop_scale_min),
+                cache_root(root) / "features",
+                progress=progress,
+                num_workers=workers,
+                strict=True,
+            ).features
+        )
     return PhotoViews(base, views, rows, cfg.schedule.seed)
 
 
@@ -216,15 +282,24 @@ def _pixel_input(cfg: TrainConfig, paths: list, photo_ids: list[str], workers: i
     crop = TrainCrop(base.preprocess, cfg.data.crop_scale_min)
     ok, failures = readable_photos(paths, workers)
     resident = cfg.data.resident_photos
-    pixels = PhotoPixels([paths[i] for i in ok], crop, cfg.schedule.seed, workers,
-                         pixel_key(base, feature_backbone(cfg), crop, resident), cache_dir, resident=resident)
+    pixels = PhotoPixels(
+        [paths[i] for i in ok],
+        crop,
+        cfg.schedule.seed,
+        workers,
+        pixel_key(base, feature_backbone(cfg), crop, resident),
+        cache_dir,
+        resident=resident,
+    )
     size = base.preprocess.crop
-    return ImageInput([photo_ids[i] for i in ok], pixels, pixels.key, whole_of(base.model, (3, size, size)),
-                      len(failures))
+    return ImageInput(
+        [photo_ids[i] for i in ok], pixels, pixels.key, whole_of(base.model, (3, size, size)), len(failures)
+    )
 
 
-def training_captions(cfg: TrainConfig, root: Path, corpus: Corpus, train_photos: set[str],
-                      exclusion: EvaluationExclusion) -> list:
+def training_captions(
+    cfg: TrainConfig, root: Path, corpus: Corpus, train_photos: set[str], exclusion: EvaluationExclusion
+) -> list:
     """The corpus captions of the training photos, the first ``captions_per_photo`` of each photo and language
     (0 keeps all), then the translation augmentation's captions, limited per variant the same way; none that
     ``exclusion`` (the run's evaluation exclusion) excludes.

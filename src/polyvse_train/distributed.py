@@ -6,6 +6,7 @@ The all-gather backward sums each rank's gradient for the local slice (world_siz
 averages over ranks, so the update equals the single-process update on the same global batch. The process group
 itself (joining it, barriers, leaving) is the library's: ``polyvse.distributed``.
 """
+
 from __future__ import annotations
 
 import numpy as np

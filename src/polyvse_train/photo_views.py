@@ -13,6 +13,7 @@ Evaluation photos get no views: they are read as they are, outside training step
 The objectives read ``data.features[rows]`` as always; the training loop stages each batch's rows before its
 step (:meth:`PhotoViews.feed`, as the pixel path stages its crops).
 """
+
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
@@ -30,8 +31,9 @@ class PhotoViews:
 
     def __init__(self, base: torch.Tensor, views: torch.Tensor, view_rows: np.ndarray, seed: int):
         if views.ndim != 3 or views.shape[1] != len(view_rows) or views.shape[2] != base.shape[1]:
-            raise ValueError(f"views {tuple(views.shape)} do not fit {len(view_rows)} photos of "
-                             f"{base.shape[1]} features")
+            raise ValueError(
+                f"views {tuple(views.shape)} do not fit {len(view_rows)} photos of {base.shape[1]} features"
+            )
         self.base, self.views = base, views.to(torch.float16)
         self.slot = np.full(len(base), -1, dtype=np.int64)  # photo row -> its row in views; -1: no views
         self.slot[np.asarray(view_rows, dtype=np.int64)] = np.arange(len(view_rows))
@@ -74,7 +76,8 @@ class PhotoViews:
             slots = self.slot[rows[aug]]
             which = torch.as_tensor(view[aug] - 1, device=self.base.device)
             out[torch.as_tensor(aug, device=self.base.device)] = self.views[
-                which, torch.as_tensor(slots, device=self.base.device)].float()
+                which, torch.as_tensor(slots, device=self.base.device)
+            ].float()
         return out
 
     def feed(self, batch_rows: Sequence[np.ndarray], epoch: int, first: int) -> Iterator[None]:
@@ -106,6 +109,8 @@ def staged_rows(staged: torch.Tensor, staged_rows_: list[int], rows, how: str) -
     position = {r: i for i, r in enumerate(staged_rows_)}
     missing = [r for r in rows if r not in position]
     if missing:
-        raise RuntimeError(f"photo rows {missing[:5]} were not {how} for this step: the objective's "
-                           "photo_rows must name every photo its batch reads")
+        raise RuntimeError(
+            f"photo rows {missing[:5]} were not {how} for this step: the objective's "
+            "photo_rows must name every photo its batch reads"
+        )
     return staged[torch.tensor([position[r] for r in rows]).to(staged.device, non_blocking=True)]

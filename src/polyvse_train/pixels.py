@@ -16,6 +16,7 @@ The objectives read the staged photos as they read cached features (``data.featu
 Evaluation, like every later use of the checkpoint, embeds photos through the trained backbone at the backbone's
 evaluation preprocessing (``polyvse.features.whole``).
 """
+
 from __future__ import annotations
 
 import logging
@@ -73,7 +74,7 @@ def _batch_chunks(batch_rows: Sequence[np.ndarray]) -> list[tuple[int, int, list
     for i, rows in enumerate(batch_rows):
         distinct = list(dict.fromkeys(int(r) for r in rows))
         for j in range(0, len(distinct), PHOTOS_PER_ITEM):
-            items.append((i, j // PHOTOS_PER_ITEM, distinct[j:j + PHOTOS_PER_ITEM]))
+            items.append((i, j // PHOTOS_PER_ITEM, distinct[j : j + PHOTOS_PER_ITEM]))
     return items
 
 
@@ -83,8 +84,9 @@ class _BatchPhotos(Dataset):
     split into chunks of PHOTOS_PER_ITEM, each cropped with its own generator seeded by (seed, epoch, batch, chunk),
     so the crops do not depend on the workers or on where a resumed feed starts."""
 
-    def __init__(self, paths: Sequence[str], batch_rows: Sequence[np.ndarray], first: int, seed: int, epoch: int,
-                 crop: TrainCrop):
+    def __init__(
+        self, paths: Sequence[str], batch_rows: Sequence[np.ndarray], first: int, seed: int, epoch: int, crop: TrainCrop
+    ):
         self.paths, self.first, self.crop = paths, first, crop
         self.seed, self.epoch = seed % 2**32, epoch
         self.items = _batch_chunks(batch_rows)
@@ -101,8 +103,16 @@ class _BatchPhotos(Dataset):
 class PhotoPixels:
     """``data.features`` of the pixel path: the run's photos (one path per row), staged batch by batch."""
 
-    def __init__(self, paths: Sequence[str], crop: TrainCrop, seed: int, workers: int, key: str, cache_dir: Path,
-                 resident: bool = False):
+    def __init__(
+        self,
+        paths: Sequence[str],
+        crop: TrainCrop,
+        seed: int,
+        workers: int,
+        key: str,
+        cache_dir: Path,
+        resident: bool = False,
+    ):
         self.paths, self.crop, self.seed, self.workers, self.key = list(paths), crop, seed, workers, key
         self.cache_dir = cache_dir  # the feature cache that features_of goes through
         self.device = torch.device("cpu")
@@ -132,15 +142,20 @@ class PhotoPixels:
                 self._staged, self._rows = None, []
             return
         photos = _BatchPhotos(self.paths, batch_rows, first, self.seed, epoch, self.crop)
-        loader = DataLoader(photos, batch_size=None, num_workers=self.workers, pin_memory=pin_memory(self.device),
-                            generator=torch.Generator())  # its own: the global RNG (dropout) is left alone
+        loader = DataLoader(
+            photos,
+            batch_size=None,
+            num_workers=self.workers,
+            pin_memory=pin_memory(self.device),
+            generator=torch.Generator(),
+        )  # its own: the global RNG (dropout) is left alone
         chunks: list[torch.Tensor] = []
         try:
             for k, (i, crops) in enumerate(loader):
                 chunks.append(to_device(crops, self.device))  # pinned: the copy overlaps the next chunk's wait
                 if k + 1 < len(photos) and photos.items[k + 1][0] == i:
                     continue
-                self._rows = [r for _, _, rows in photos.items[k + 1 - len(chunks):k + 1] for r in rows]
+                self._rows = [r for _, _, rows in photos.items[k + 1 - len(chunks) : k + 1] for r in rows]
                 self._staged, chunks = self.crop.preprocess.normalised_batch(torch.cat(chunks)), []
                 yield
         finally:
@@ -149,16 +164,24 @@ class PhotoPixels:
     def __getitem__(self, rows) -> torch.Tensor:
         """The staged crops of photo ``rows`` (in that order)."""
         if self._staged is None:
-            raise RuntimeError("the pixel path stages photos for training steps only (PhotoPixels.feed); "
-                               "evaluation embeds them through the trained backbone (features_of)")
+            raise RuntimeError(
+                "the pixel path stages photos for training steps only (PhotoPixels.feed); "
+                "evaluation embeds them through the trained backbone (features_of)"
+            )
         return staged_rows(self._staged, self._rows, rows, "decoded")
 
     def features_of(self, extractor: FeatureExtractor, rows: np.ndarray) -> np.ndarray:
         """The features of photo ``rows`` by ``extractor`` (the trained backbone's), through the feature cache."""
         from polyvse.features.cache import extract_features
 
-        return extract_features([self.paths[r] for r in rows], extractor, self.cache_dir, strict=True,
-                                num_workers=self.workers, progress=False).features
+        return extract_features(
+            [self.paths[r] for r in rows],
+            extractor,
+            self.cache_dir,
+            strict=True,
+            num_workers=self.workers,
+            progress=False,
+        ).features
 
 
 class _Resized(Dataset):
@@ -185,8 +208,10 @@ class ResidentPhotos:
     def __init__(self, paths: Sequence[str], crop: TrainCrop, workers: int):
         mode = crop.preprocess.interpolation
         if mode not in ("bilinear", "bicubic"):
-            raise DataError(f"data.resident_photos resizes crops with torch's antialiased bilinear or bicubic "
-                            f"filter; this backbone resizes with {mode!r}: set data.resident_photos to false")
+            raise DataError(
+                f"data.resident_photos resizes crops with torch's antialiased bilinear or bicubic "
+                f"filter; this backbone resizes with {mode!r}: set data.resident_photos to false"
+            )
         self.paths, self.crop, self.workers, self.mode = paths, crop, workers, mode
         self.photos: list[torch.Tensor] | None = None
         self.loaded_on: torch.device | None = None  # as asked: a tensor on "cuda" reports "cuda:0"
@@ -199,11 +224,17 @@ class ResidentPhotos:
         loader = DataLoader(_Resized(self.paths, self.crop.preprocess), batch_size=None, num_workers=self.workers)
         self.photos, self.loaded_on = [to_device(photo, device) for photo in loader], device
         size = sum(p.numel() for p in self.photos)
-        log.info("resident photos: %d decoded and resized once onto %s (%.2f GB) in %.1f s", len(self.photos),
-                 device, size / 1e9, time.perf_counter() - start)
+        log.info(
+            "resident photos: %d decoded and resized once onto %s (%.2f GB) in %.1f s",
+            len(self.photos),
+            device,
+            size / 1e9,
+            time.perf_counter() - start,
+        )
 
-    def crops(self, rows: np.ndarray, device: torch.device, seed: tuple[int, int, int]) -> tuple[list[int],
-                                                                                               torch.Tensor]:
+    def crops(
+        self, rows: np.ndarray, device: torch.device, seed: tuple[int, int, int]
+    ) -> tuple[list[int], torch.Tensor]:
         """(the batch's distinct photo rows in staging order, their crops ``(m, 3, c, c)`` uint8 on ``device``)
         for the batch numbered ``seed[2]`` of epoch ``seed[1]``: chunk j draws from (run seed, epoch, batch, j)."""
         self.load(device)
@@ -214,8 +245,13 @@ class ResidentPhotos:
             for r in chunk:
                 photo = self.photos[r]
                 (top, left, h, w), flip = view_draw(rng, photo.shape[1], photo.shape[2], self.crop.scale_min)
-                x = F.interpolate(photo[None, :, top:top + h, left:left + w].float(), size=(c, c), mode=self.mode,
-                                  align_corners=False, antialias=True)
+                x = F.interpolate(
+                    photo[None, :, top : top + h, left : left + w].float(),
+                    size=(c, c),
+                    mode=self.mode,
+                    align_corners=False,
+                    antialias=True,
+                )
                 out.append(x.flip(-1) if flip else x)
                 order.append(r)
         return order, torch.cat(out).round_().clamp_(0, 255).to(torch.uint8)

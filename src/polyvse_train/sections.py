@@ -1,5 +1,6 @@
 """What a config section is: a dataclass of typed fields that checks its own values (``polyvse_train.config``'s
 sections, and each objective's options in ``polyvse_train.objectives``), with the helpers its checks use."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -50,8 +51,11 @@ class Section:
             name = error["loc"][0]
             expected = get_type_hints(type(self))[name]
             expected = expected.__name__ if isinstance(expected, type) else str(expected)
-            raise DataError(f"field {path or self.key}.{name} ({self.flat_name(name)!r}) must be {expected}, got "
-                            f"{getattr(self, name)!r}{_inner_type_error(name, error)}", source) from None
+            raise DataError(
+                f"field {path or self.key}.{name} ({self.flat_name(name)!r}) must be {expected}, got "
+                f"{getattr(self, name)!r}{_inner_type_error(name, error)}",
+                source,
+            ) from None
 
 
 @functools.cache

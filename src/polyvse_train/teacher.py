@@ -14,6 +14,7 @@ Multi30K's test_2016 lines, which the cross-lingual task scores, included.
 Their sentence vectors come from the same cache as the captions' (``polyvse features embed-text --dataset
 f8k-full-text --source multi30k-task1 --langs cs,en`` fills it ahead of time).
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -46,23 +47,28 @@ class TeacherPairs:
         return len(self.student)
 
 
-def load_teacher_pairs(cfg, root: Path, encoder, exclusion: EvaluationExclusion, train_ids: set[str],
-                       smoke: bool = False) -> TeacherPairs | None:
+def load_teacher_pairs(
+    cfg, root: Path, encoder, exclusion: EvaluationExclusion, train_ids: set[str], smoke: bool = False
+) -> TeacherPairs | None:
     """The (student, teacher) pairs of ``cfg.objective.teacher_students``, or None when teacher learning is off;
     ``teacher_photos: train`` keeps only the lines of the run's training photos (the ablation without extra text)."""
     obj = cfg.objective
     if not obj.teacher_students:
         return None
     if cfg.model.text_encoder != "pretrained" or obj.name != "vse":
-        raise DataError("objective.teacher_students: teacher learning runs with objective vse and a frozen "
-                        "pretrained text tower (model.text_encoder: pretrained)")
+        raise DataError(
+            "objective.teacher_students: teacher learning runs with objective vse and a frozen "
+            "pretrained text tower (model.text_encoder: pretrained)"
+        )
     from polyvse.data.registry import list_datasets, load_dataset
     from polyvse.modules.text_input import caption_inputs
 
     name = f"{cfg.data.dataset}-text"
     if name not in dict(list_datasets()):
-        raise DataError(f"objective.teacher_students: dataset {cfg.data.dataset} has no text-only corpus "
-                        f"{name!r} to take parallel lines from")
+        raise DataError(
+            f"objective.teacher_students: dataset {cfg.data.dataset} has no text-only corpus "
+            f"{name!r} to take parallel lines from"
+        )
     corpus = load_dataset(name, root)
     teacher_of: dict[str, object] = {}
     students: dict[tuple[str, str], object] = {}
@@ -75,16 +81,21 @@ def load_teacher_pairs(cfg, root: Path, encoder, exclusion: EvaluationExclusion,
             teacher_of.setdefault(c.photo_id, c)
         elif c.lang in obj.teacher_students:
             students.setdefault((c.photo_id, c.lang), c)
-    students.update(_multiscript_students(root, obj.teacher_students, exclusion,
-                                          train_ids if obj.teacher_photos == "train" else None))
+    students.update(
+        _multiscript_students(
+            root, obj.teacher_students, exclusion, train_ids if obj.teacher_photos == "train" else None
+        )
+    )
     pairs = [(s, teacher_of[pid]) for (pid, _), s in sorted(students.items()) if pid in teacher_of]
     if smoke:
         pairs = pairs[:SMOKE_PAIRS]
     if not pairs:
-        raise DataError(f"objective.teacher_students: {name} holds no parallel lines in "
-                        f"{', '.join(obj.teacher_students)} with a {obj.teacher_language} line of the same photo")
+        raise DataError(
+            f"objective.teacher_students: {name} holds no parallel lines in "
+            f"{', '.join(obj.teacher_students)} with a {obj.teacher_language} line of the same photo"
+        )
     inputs = caption_inputs(encoder, [s for s, _ in pairs] + [t for _, t in pairs])
-    return TeacherPairs(inputs[: len(pairs)], inputs[len(pairs):], [s.lang for s, _ in pairs])
+    return TeacherPairs(inputs[: len(pairs)], inputs[len(pairs) :], [s.lang for s, _ in pairs])
 
 
 def _multiscript_students(root: Path, langs, exclusion: EvaluationExclusion, photos: set[str] | None) -> dict:
@@ -96,8 +107,10 @@ def _multiscript_students(root: Path, langs, exclusion: EvaluationExclusion, pho
     wanted = [lang for lang in langs if lang not in TASK1_LANGS]
     unknown = [lang for lang in wanted if lang not in LANGUAGES]
     if unknown:
-        raise DataError(f"objective.teacher_students: no parallel lines for {', '.join(unknown)} (Multi30K task1 "
-                        f"has {', '.join(TASK1_LANGS)}; MultiScript30k has {', '.join(LANGUAGES)})")
+        raise DataError(
+            f"objective.teacher_students: no parallel lines for {', '.join(unknown)} (Multi30K task1 "
+            f"has {', '.join(TASK1_LANGS)}; MultiScript30k has {', '.join(LANGUAGES)})"
+        )
     out = {}
     for line in MultiScript30kReader(root).all_lines(wanted):
         if exclusion.excludes(line.photo_id, line.text) or (photos is not None and line.photo_id not in photos):
@@ -139,4 +152,3 @@ class TeacherLoss:
             teacher_langs = [self.teacher_language] * len(rows) if model.needs_language else None
             teacher = model.encode_text_ids(ids, lengths, teacher_langs)
         return self.loss_of(student, teacher)
-

@@ -20,6 +20,7 @@ bounded, a word that is not frequent enough in the image-training captions (``mi
 it occurs ``text_vocab_min_count`` times in the text corpus (0: never; the corpus words outside the
 vocabulary are UNK). With ``text_corpus: none`` nothing here runs and the vocabulary is exactly as before.
 """
+
 from __future__ import annotations
 
 import logging
@@ -61,11 +62,15 @@ class TextTupleSet:
 
     def ids(self, i: int) -> list[int]:
         """Word ids of caption i, as ``CaptionEncoder.ids`` gives them (truncated, never empty)."""
-        return self.flat[self.offsets[i]:self.offsets[i + 1]][: self.max_len].tolist() or [UNK]
+        return self.flat[self.offsets[i] : self.offsets[i + 1]][: self.max_len].tolist() or [UNK]
 
     def summary(self) -> dict:
-        return {"corpus": self.name, "tuples": len(self.photo_ids), "captions": len(self.langs),
-                "languages": dict(sorted(Counter(self.langs).items()))}
+        return {
+            "corpus": self.name,
+            "tuples": len(self.photo_ids),
+            "captions": len(self.langs),
+            "languages": dict(sorted(Counter(self.langs).items())),
+        }
 
 
 def check_text_corpus_config(cfg) -> None:
@@ -75,16 +80,21 @@ def check_text_corpus_config(cfg) -> None:
     if cfg.data.text_corpus == "none":
         return
     if cfg.data.text_tuples_per_epoch == 0:
-        raise DataError("text_tuples_per_epoch is 0: the text corpus would be loaded and never used; "
-                        "set text_corpus: none or a positive text_tuples_per_epoch")
+        raise DataError(
+            "text_tuples_per_epoch is 0: the text corpus would be loaded and never used; "
+            "set text_corpus: none or a positive text_tuples_per_epoch"
+        )
     if not objective_class(cfg).has_caption_caption_term(cfg):
-        raise DataError(f"text_corpus {cfg.data.text_corpus!r} feeds only caption-caption terms (objective parallel, "
-                        "mlmme with beta < 1, mule with nc_weight > 0 or lp_epochs > 0); objective "
-                        f"{cfg.objective.name!r} with these weights has none: set text_corpus: none")
+        raise DataError(
+            f"text_corpus {cfg.data.text_corpus!r} feeds only caption-caption terms (objective parallel, "
+            "mlmme with beta < 1, mule with nc_weight > 0 or lp_epochs > 0); objective "
+            f"{cfg.objective.name!r} with these weights has none: set text_corpus: none"
+        )
 
 
-def load_text_corpus(cfg, root: Path, corpus: Corpus, exclusion: EvaluationExclusion,
-                     smoke: bool = False) -> Corpus | None:
+def load_text_corpus(
+    cfg, root: Path, corpus: Corpus, exclusion: EvaluationExclusion, smoke: bool = False
+) -> Corpus | None:
     """The run's text corpus, or None for text_corpus none.
 
     ``corpus`` is the run's dataset and ``exclusion`` the run's evaluation exclusion (built from ALL its
@@ -98,13 +108,21 @@ def load_text_corpus(cfg, root: Path, corpus: Corpus, exclusion: EvaluationExclu
     from polyvse.data.text_tuples import text_tuple_corpus
 
     official_eval = {pid for pid, split in official_split(root).items() if split in ("val", "test")}
-    text = text_tuple_corpus(root, cfg.data.text_corpus, exclude_photo_ids=set(exclusion.photo_ids) | official_eval,
-                             skip_photo_ids=set(corpus.photos), langs=cfg.data.languages, exclusion=exclusion)
+    text = text_tuple_corpus(
+        root,
+        cfg.data.text_corpus,
+        exclude_photo_ids=set(exclusion.photo_ids) | official_eval,
+        skip_photo_ids=set(corpus.photos),
+        langs=cfg.data.languages,
+        exclusion=exclusion,
+    )
     if smoke:
         text = text.filter(photo_ids=sorted(text.photos)[: SMOKE_TUPLES_PER_PHOTO * cfg.smoke.photos])
     if not text.captions:
-        raise DataError(f"text_corpus {cfg.data.text_corpus!r}: no caption tuples left for languages "
-                        f"{cfg.data.languages} after excluding the evaluation photos; set text_corpus: none")
+        raise DataError(
+            f"text_corpus {cfg.data.text_corpus!r}: no caption tuples left for languages "
+            f"{cfg.data.languages} after excluding the evaluation photos; set text_corpus: none"
+        )
     log.info("text corpus %s: %d tuples, %d captions", text.name, len(text.photos), len(text.captions))
     return text
 
@@ -133,8 +151,9 @@ def _tokenize_corpus(corpus: Corpus, lowercase: bool) -> _Tokenized:
     return _Tokenized(index, np.frombuffer(flat, dtype=np.int32).copy(), np.frombuffer(offsets, dtype=np.int64).copy())
 
 
-def build_caption_encoder(cfg, texts_by_lang: dict[str, list[str]], text: Corpus | None,
-                          lowercase: bool = True) -> tuple[CaptionEncoder, TextTupleSet | None]:
+def build_caption_encoder(
+    cfg, texts_by_lang: dict[str, list[str]], text: Corpus | None, lowercase: bool = True
+) -> tuple[CaptionEncoder, TextTupleSet | None]:
     """The run's caption encoder and encoded text tuples.
 
     Without a text corpus this is exactly ``CaptionEncoder.build(texts_by_lang, min_count, max_len)``.
@@ -143,8 +162,9 @@ def build_caption_encoder(cfg, texts_by_lang: dict[str, list[str]], text: Corpus
     corpus (by count, then token).
     """
     if text is None:
-        return CaptionEncoder.build(texts_by_lang, min_count=cfg.data.min_count, max_len=cfg.data.max_len,
-                                    lowercase=lowercase), None
+        return CaptionEncoder.build(
+            texts_by_lang, min_count=cfg.data.min_count, max_len=cfg.data.max_len, lowercase=lowercase
+        ), None
     train_counts: Counter[str] = Counter()
     for lang, texts in texts_by_lang.items():
         for t in texts:
@@ -153,22 +173,33 @@ def build_caption_encoder(cfg, texts_by_lang: dict[str, list[str]], text: Corpus
     corpus_counts = dict(zip(tok.index, tok.counts().tolist()))
     # the image-training words first, in CaptionEncoder.build's order (so their ids are those of a run
     # without text corpus), then the corpus-only words by corpus count
-    train_words = sorted((t for t, n in train_counts.items() if n >= cfg.data.min_count),
-                         key=lambda t: (-train_counts[t], t))
+    train_words = sorted(
+        (t for t, n in train_counts.items() if n >= cfg.data.min_count), key=lambda t: (-train_counts[t], t)
+    )
     known = set(train_words)
-    extra = [] if cfg.data.text_vocab_min_count <= 0 else sorted(
-        (t for t, n in corpus_counts.items() if n >= cfg.data.text_vocab_min_count and t not in known),
-        key=lambda t: (-corpus_counts[t], t))
+    extra = (
+        []
+        if cfg.data.text_vocab_min_count <= 0
+        else sorted(
+            (t for t, n in corpus_counts.items() if n >= cfg.data.text_vocab_min_count and t not in known),
+            key=lambda t: (-corpus_counts[t], t),
+        )
+    )
     vocab = Vocabulary(train_words + extra)
     encoder = CaptionEncoder(vocab, max_len=cfg.data.max_len, lowercase=lowercase)
-    log.info("vocabulary: %d words from the image-training captions + %d from the text corpus",
-             len(train_words), len(extra))
+    log.info(
+        "vocabulary: %d words from the image-training captions + %d from the text corpus", len(train_words), len(extra)
+    )
     lookup = np.array([vocab.token_to_id(t) for t in tok.index], dtype=np.int32)
     photo_ids = list(text.photos)
     row = {p: i for i, p in enumerate(photo_ids)}
     tuples = TextTupleSet(
-        name=text.name, photo_ids=photo_ids,
+        name=text.name,
+        photo_ids=photo_ids,
         tuple_index=np.array([row[c.photo_id] for c in text.captions], dtype=np.int64),
-        langs=[c.lang for c in text.captions], flat=lookup[tok.flat] if len(tok.flat) else tok.flat,
-        offsets=tok.offsets, max_len=cfg.data.max_len)
+        langs=[c.lang for c in text.captions],
+        flat=lookup[tok.flat] if len(tok.flat) else tok.flat,
+        offsets=tok.offsets,
+        max_len=cfg.data.max_len,
+    )
     return encoder, tuples

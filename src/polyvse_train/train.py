@@ -5,6 +5,7 @@ atomically after every epoch (and every `save_every` steps); `resume=True` conti
 same final metrics as an uninterrupted run with the same seed, because the sampler's batch order depends only
 on (seed, epoch).
 """
+
 from __future__ import annotations
 
 import itertools
@@ -69,22 +70,37 @@ def build_model(cfg: TrainConfig, data: PreparedData) -> JointEmbeddingModel:
 
 def _joint_model(cfg: TrainConfig, data: PreparedData) -> JointEmbeddingModel:
     per_language = cfg.model.text_sharing != "shared" or cfg.model.universal_dim > 0 or bool(cfg.model.language_map)
-    return JointEmbeddingModel(ModelConfig(
-        image_tail=feature_backbone(cfg) if data.image_tail is not None else "",
-        image_tail_shape=list(data.image_tail.in_shape) if data.image_tail is not None else [],
-        vocab_size=vocab_size(data.captions), image_dim=data.image_dim, embed_dim=cfg.model.embed_dim,
-        pretrained_dim=data.captions.dim if uses_pretrained_tower(cfg) else 0,
-        pretrained_towers=data.captions.tower_dims if uses_pretrained_tower(cfg) else [],
-        tower_dropout=cfg.model.tower_dropout, text_tail_layers=cfg.model.text_finetune_layers,
-        word_dim=cfg.model.word_dim, hidden_dim=cfg.model.hidden_dim, dropout=cfg.model.dropout,
-        similarity=cfg.model.similarity,
-        languages=list(cfg.data.languages) if per_language else [],
-        **{k: getattr(cfg.model, k) for k in MODEL_FIELDS}))
+    return JointEmbeddingModel(
+        ModelConfig(
+            image_tail=feature_backbone(cfg) if data.image_tail is not None else "",
+            image_tail_shape=list(data.image_tail.in_shape) if data.image_tail is not None else [],
+            vocab_size=vocab_size(data.captions),
+            image_dim=data.image_dim,
+            embed_dim=cfg.model.embed_dim,
+            pretrained_dim=data.captions.dim if uses_pretrained_tower(cfg) else 0,
+            pretrained_towers=data.captions.tower_dims if uses_pretrained_tower(cfg) else [],
+            tower_dropout=cfg.model.tower_dropout,
+            text_tail_layers=cfg.model.text_finetune_layers,
+            word_dim=cfg.model.word_dim,
+            hidden_dim=cfg.model.hidden_dim,
+            dropout=cfg.model.dropout,
+            similarity=cfg.model.similarity,
+            languages=list(cfg.data.languages) if per_language else [],
+            **{k: getattr(cfg.model, k) for k in MODEL_FIELDS},
+        )
+    )
 
 
 #: TrainConfig fields that are ModelConfig fields of the same name
-MODEL_FIELDS = ("text_encoder", "text_sharing", "universal_dim", "image_head", "image_hidden_dim", "language_map",
-                "text_head")
+MODEL_FIELDS = (
+    "text_encoder",
+    "text_sharing",
+    "universal_dim",
+    "image_head",
+    "image_hidden_dim",
+    "language_map",
+    "text_head",
+)
 
 
 def vocab_size(captions) -> int:
@@ -92,25 +108,34 @@ def vocab_size(captions) -> int:
     return len(captions.vocab) if captions.vocab is not None else 0
 
 
-def evaluate_split(model: PolyvseModel, data: PreparedData, caps: CaptionSet, rows: np.ndarray,
-                   languages: list[str]) -> dict:
+def evaluate_split(
+    model: PolyvseModel, data: PreparedData, caps: CaptionSet, rows: np.ndarray, languages: list[str]
+) -> dict:
     from polyvse.evaluation.retrieval import RetrievalEvaluator
 
     local = {r: i for i, r in enumerate(rows)}
     keep = [i for i, r in enumerate(caps.photo_row) if r in local]
     feats = split_features(model, data, rows)
-    return RetrievalEvaluator.on_features(feats, [caps.ids[i] for i in keep],
-                                          np.array([local[caps.photo_row[i]] for i in keep], dtype=np.int64),
-                                          [caps.langs[i] for i in keep], languages)(model)["languages"]
+    return RetrievalEvaluator.on_features(
+        feats,
+        [caps.ids[i] for i in keep],
+        np.array([local[caps.photo_row[i]] for i in keep], dtype=np.int64),
+        [caps.langs[i] for i in keep],
+        languages,
+    )(model)["languages"]
 
 
 def build_optimiser(cfg: TrainConfig, model: torch.nn.Module, extra=()) -> torch.optim.Optimizer:
     """One parameter group at lr; a backbone tail's parameters in a second one at finetune_lr_scale x lr, an e5
     tail's in a third at text_finetune_lr_scale x lr (each group's ``lr_scale`` is kept so the schedule can set lr
     without losing it)."""
-    tails = [([p for n, p in model.named_parameters() if n.startswith(prefix)], scale)
-             for prefix, scale in (("image_tail.", cfg.schedule.finetune_lr_scale),
-                                   ("text_encoder.tail.", cfg.schedule.text_finetune_lr_scale))]
+    tails = [
+        ([p for n, p in model.named_parameters() if n.startswith(prefix)], scale)
+        for prefix, scale in (
+            ("image_tail.", cfg.schedule.finetune_lr_scale),
+            ("text_encoder.tail.", cfg.schedule.text_finetune_lr_scale),
+        )
+    ]
     in_tail = {id(p) for tail, _ in tails for p in tail}
     params = [p for p in model.parameters() if p.requires_grad and id(p) not in in_tail] + list(extra)
     groups = [{"params": params, "lr_scale": 1.0}]
@@ -132,9 +157,20 @@ def git_commit() -> str | None:
     return git_state()["commit"]
 
 
-def train(cfg: TrainConfig, out_dir: str | Path, root: Path, *, resume: bool = False, smoke: bool = False,
-          save_every: int = 0, progress: bool = True, max_steps: int | None = None, device: str = "auto",
-          precision: str = "fp32", dist_timeout_min: float | None = None) -> dict:
+def train(
+    cfg: TrainConfig,
+    out_dir: str | Path,
+    root: Path,
+    *,
+    resume: bool = False,
+    smoke: bool = False,
+    save_every: int = 0,
+    progress: bool = True,
+    max_steps: int | None = None,
+    device: str = "auto",
+    precision: str = "fp32",
+    dist_timeout_min: float | None = None,
+) -> dict:
     """Train, checkpoint and evaluate; returns the metrics dict also written to out_dir/metrics.json.
 
     max_steps stops after that many optimisation steps (state saved), for tests of resumption. Under torchrun
@@ -152,8 +188,19 @@ def train(cfg: TrainConfig, out_dir: str | Path, root: Path, *, resume: bool = F
     precision = training_precision(precision, run_on)  # auto -> what this machine computes natively
     dist_info = init_distributed(run_on, dist_timeout_min)
     try:
-        return _train(cfg, Path(out_dir), root, dist_info, resume=resume, smoke=smoke, save_every=save_every,
-                      progress=progress, max_steps=max_steps, device=run_on, precision=precision)
+        return _train(
+            cfg,
+            Path(out_dir),
+            root,
+            dist_info,
+            resume=resume,
+            smoke=smoke,
+            save_every=save_every,
+            progress=progress,
+            max_steps=max_steps,
+            device=run_on,
+            precision=precision,
+        )
     finally:
         shutdown(dist_info)
 
@@ -201,8 +248,9 @@ class TrainingRun:
     step: int = 0
     # time spent by the earlier processes of a resumed run (from the training state), so that the log and
     # metrics.json count the whole run, not only its last process
-    spent: dict = field(default_factory=lambda: {"wall_s": 0.0, "cpu_s": 0.0, "processes": 0, "complete": True,
-                                                 "threads": []})
+    spent: dict = field(
+        default_factory=lambda: {"wall_s": 0.0, "cpu_s": 0.0, "processes": 0, "complete": True, "threads": []}
+    )
     cpu0: float = 0.0  # this process's CPU time (time.process_time) when the run started in it
     average: WeightAverage | None = None  # schedule.ema_decay > 0: the moving average of the weights
 
@@ -219,19 +267,42 @@ class TrainingRun:
         when a state of older code did not say what its processes spent)."""
         # the threads each process trained at (torch's, which --set threads=N sets); None: a process of older code
         earlier = self.spent.get("threads") or [None] * self.spent["processes"]
-        return {"wall_s": round(self.spent["wall_s"] + time.time() - self.t0, 1),
-                "cpu_s": round(self.spent["cpu_s"] + time.process_time() - self.cpu0, 1),
-                "processes": self.spent["processes"] + 1, "complete": self.spent["complete"],
-                "threads": [*earlier, torch.get_num_threads()]}
+        return {
+            "wall_s": round(self.spent["wall_s"] + time.time() - self.t0, 1),
+            "cpu_s": round(self.spent["cpu_s"] + time.process_time() - self.cpu0, 1),
+            "processes": self.spent["processes"] + 1,
+            "complete": self.spent["complete"],
+            "threads": [*earlier, torch.get_num_threads()],
+        }
 
 
-def _train(cfg: TrainConfig, out_dir: Path, root: Path, dist_info: DistInfo, *, resume: bool, smoke: bool,
-           save_every: int, progress: bool, max_steps: int | None, device: torch.device, precision: str) -> dict:
+def _train(
+    cfg: TrainConfig,
+    out_dir: Path,
+    root: Path,
+    dist_info: DistInfo,
+    *,
+    resume: bool,
+    smoke: bool,
+    save_every: int,
+    progress: bool,
+    max_steps: int | None,
+    device: torch.device,
+    precision: str,
+) -> dict:
     out_dir.mkdir(parents=True, exist_ok=True)
     # Under torchrun the cores are shared between ranks.
     torch.set_num_threads(max(1, cfg.schedule.threads // dist_info.world_size))
-    run = setup_run(cfg, out_dir, root, dist_info, smoke=smoke, progress=progress and dist_info.is_main,
-                    device=device, precision=precision)
+    run = setup_run(
+        cfg,
+        out_dir,
+        root,
+        dist_info,
+        smoke=smoke,
+        progress=progress and dist_info.is_main,
+        device=device,
+        precision=precision,
+    )
     if resume:
         resume_run(run)
     stopped = False
@@ -245,8 +316,17 @@ def _train(cfg: TrainConfig, out_dir: Path, root: Path, dist_info: DistInfo, *, 
     return finish_run(run)
 
 
-def setup_run(cfg: TrainConfig, out_dir: Path, root: Path, dist_info: DistInfo, *, smoke: bool,
-              progress: bool, device: torch.device, precision: str) -> TrainingRun:
+def setup_run(
+    cfg: TrainConfig,
+    out_dir: Path,
+    root: Path,
+    dist_info: DistInfo,
+    *,
+    smoke: bool,
+    progress: bool,
+    device: torch.device,
+    precision: str,
+) -> TrainingRun:
     """Data, model, objective, optimiser and sampler of a run, at epoch 0."""
     t0, cpu0, commit = time.time(), time.process_time(), git_commit()
     tree = {**git_state(), "commit": commit}
@@ -269,19 +349,41 @@ def setup_run(cfg: TrainConfig, out_dir: Path, root: Path, dist_info: DistInfo, 
     forward = model
     if dist_info.enabled:
         forward = torch.nn.parallel.DistributedDataParallel(
-            model, device_ids=[device.index] if device.type == "cuda" else None,
-            find_unused_parameters=model.needs_language)
+            model,
+            device_ids=[device.index] if device.type == "cuda" else None,
+            find_unused_parameters=model.needs_language,
+        )
     if isinstance(data.features, PhotoPixels) and device.type == "cuda":  # one batch shape for the backbone
         FixedPhotoBatch(model.image_tail, -(-cfg.schedule.batch_size // dist_info.world_size))
-    run_key = {"config": cfg.to_dict(), "smoke": smoke, "vocab": data.captions.fingerprint(),
-               "features": data.feature_key}
-    return TrainingRun(cfg=cfg, out_dir=out_dir, dist_info=dist_info, smoke=smoke, progress=progress, t0=t0,
-                       data=data, model=model, forward=forward, objective=objective, alignment=alignment,
-                       optimiser=build_optimiser(cfg, model, objective.parameters()), sampler=objective.sampler(),
-                       epochs=(cfg.smoke.epochs if smoke else cfg.schedule.epochs) + objective.pre_epochs,
-                       run_key=run_key, device=device, precision=precision, commit=commit, tree=tree,
-                       cpu0=cpu0,
-                       average=WeightAverage(model, cfg.schedule.ema_decay) if cfg.schedule.ema_decay > 0 else None)
+    run_key = {
+        "config": cfg.to_dict(),
+        "smoke": smoke,
+        "vocab": data.captions.fingerprint(),
+        "features": data.feature_key,
+    }
+    return TrainingRun(
+        cfg=cfg,
+        out_dir=out_dir,
+        dist_info=dist_info,
+        smoke=smoke,
+        progress=progress,
+        t0=t0,
+        data=data,
+        model=model,
+        forward=forward,
+        objective=objective,
+        alignment=alignment,
+        optimiser=build_optimiser(cfg, model, objective.parameters()),
+        sampler=objective.sampler(),
+        epochs=(cfg.smoke.epochs if smoke else cfg.schedule.epochs) + objective.pre_epochs,
+        run_key=run_key,
+        device=device,
+        precision=precision,
+        commit=commit,
+        tree=tree,
+        cpu0=cpu0,
+        average=WeightAverage(model, cfg.schedule.ema_decay) if cfg.schedule.ema_decay > 0 else None,
+    )
 
 
 # fields that set how fast a run goes or how its finished model ranks, not what it learns: a run stopped at one
@@ -294,6 +396,7 @@ def same_run(saved: dict, current: dict) -> bool:
     """Whether a saved training state belongs to this run: same data, vocabulary and features, and the same
     config up to fields added since with their defaults (see :func:`.config.changed_fields`) and the speed-only
     fields."""
+
     def key(k: dict) -> dict:
         cfg = {f: v for f, v in changed_fields(k["config"]).items() if f not in RUN_KEY_EXEMPT_FIELDS}
         return {**k, "config": cfg}
@@ -308,8 +411,11 @@ def resume_run(run: TrainingRun) -> None:
         return
     state = load_training_state(run.state_path)
     if not same_run(state["run_key"], run.run_key):
-        raise TrainingStateMismatch("the saved training state belongs to a different config, data or "
-                                    "vocabulary; start without --resume or use another --out", run.state_path)
+        raise TrainingStateMismatch(
+            "the saved training state belongs to a different config, data or "
+            "vocabulary; start without --resume or use another --out",
+            run.state_path,
+        )
     run.model.load_state_dict(state["model"])
     run.optimiser.load_state_dict(state["optimiser"])
     load_objective_states(run, state)
@@ -326,8 +432,9 @@ def load_objective_states(run: TrainingRun, state: dict) -> None:
     """The objective's and the word alignment's parameters from a training state. A state saved while the aligner
     was part of the objective keeps the aligner's under ``objective`` as ``aligner.*``."""
     objective = dict(state.get("objective", {}))
-    alignment = state.get("alignment") or {k.removeprefix("aligner."): objective.pop(k)
-                                           for k in list(objective) if k.startswith("aligner.")}
+    alignment = state.get("alignment") or {
+        k.removeprefix("aligner."): objective.pop(k) for k in list(objective) if k.startswith("aligner.")
+    }
     if "objective" in state:
         run.objective.load_state_dict(objective)
     if run.alignment is not None:
@@ -337,14 +444,22 @@ def load_objective_states(run: TrainingRun, state: dict) -> None:
 def save_run_state(run: TrainingRun) -> None:
     if not run.dist_info.is_main:
         return
-    save_training_state({
-        "run_key": run.run_key, "model": run.model.state_dict(), "optimiser": run.optimiser.state_dict(),
-        "objective": run.objective.state_dict(),
-        "alignment": run.alignment.aligner.state_dict() if run.alignment is not None else {},
-        "epoch": run.epoch, "batch": run.batch_pos, "step": run.step,
-        "rng": rng_state(run.device), "spent": run.time_spent(),
-        **({"average": run.average.state_dict()} if run.average is not None else {}),
-    }, run.state_path)
+    save_training_state(
+        {
+            "run_key": run.run_key,
+            "model": run.model.state_dict(),
+            "optimiser": run.optimiser.state_dict(),
+            "objective": run.objective.state_dict(),
+            "alignment": run.alignment.aligner.state_dict() if run.alignment is not None else {},
+            "epoch": run.epoch,
+            "batch": run.batch_pos,
+            "step": run.step,
+            "rng": rng_state(run.device),
+            "spent": run.time_spent(),
+            **({"average": run.average.state_dict()} if run.average is not None else {}),
+        },
+        run.state_path,
+    )
 
 
 def train_one_epoch(run: TrainingRun, *, save_every: int = 0, max_steps: int | None = None) -> bool:
@@ -364,8 +479,12 @@ def train_one_epoch(run: TrainingRun, *, save_every: int = 0, max_steps: int | N
     n_items, t_epoch, stopped = 0, time.perf_counter(), False
     photos = photo_feed(run, batches)
     # a bar on a terminal, and one line per epoch ("epoch 3/15: loss 0.123, 15 s") in any case
-    with Progress(range(run.batch_pos, len(batches)), desc=f"epoch {run.epoch + 1}/{run.epochs}", unit="batch",
-                  enabled=run.progress) as bar:
+    with Progress(
+        range(run.batch_pos, len(batches)),
+        desc=f"epoch {run.epoch + 1}/{run.epochs}",
+        unit="batch",
+        enabled=run.progress,
+    ) as bar:
         for b in bar:
             next(photos)
             losses.append(train_step(run, batches[b]))
@@ -383,12 +502,18 @@ def train_one_epoch(run: TrainingRun, *, save_every: int = 0, max_steps: int | N
         run.epoch, run.batch_pos = run.epoch + 1, 0
         save_run_state(run)
         spent = run.time_spent()
-        record = {"epoch": run.epoch, "step": run.step, "lr": lr,
-                  "loss": float(torch.stack(losses).double().mean()) if losses else None,  # one read an epoch
-                  "seconds": spent["wall_s"], "cpu_seconds": spent["cpu_s"],  # of the whole run so far
-                  # throughput of the training loop alone (sampling, padding, forward, backward, step)
-                  "loop_seconds": round(time.perf_counter() - t_epoch, 3), "items": n_items,
-                  **run.epoch_log()}
+        record = {
+            "epoch": run.epoch,
+            "step": run.step,
+            "lr": lr,
+            "loss": float(torch.stack(losses).double().mean()) if losses else None,  # one read an epoch
+            "seconds": spent["wall_s"],
+            "cpu_seconds": spent["cpu_s"],  # of the whole run so far
+            # throughput of the training loop alone (sampling, padding, forward, backward, step)
+            "loop_seconds": round(time.perf_counter() - t_epoch, 3),
+            "items": n_items,
+            **run.epoch_log(),
+        }
         if run.dist_info.is_main:
             with open(run.out_dir / "train_log.jsonl", "a", encoding="utf-8") as f:
                 f.write(json.dumps(record) + "\n")
@@ -428,10 +553,14 @@ def train_step(run: TrainingRun, batch) -> torch.Tensor:
 def _time_fields(spent: dict) -> dict:
     """metrics.json's account of the run's time: wall and CPU seconds over all its processes (a resumed run has
     several), and whether the count is complete."""
-    return {"wall_time_s": spent["wall_s"], "cpu_time_s": spent["cpu_s"], "processes": spent["processes"],
-            "time_complete": spent["complete"],
-            # torch threads it trained at, per process: the config's `threads` after --set, as torch applied it
-            "threads_used": spent["threads"]}
+    return {
+        "wall_time_s": spent["wall_s"],
+        "cpu_time_s": spent["cpu_s"],
+        "processes": spent["processes"],
+        "time_complete": spent["complete"],
+        # torch threads it trained at, per process: the config's `threads` after --set, as torch applied it
+        "threads_used": spent["threads"],
+    }
 
 
 def checkpoint_feature_key(cfg: TrainConfig, data: PreparedData, model: JointEmbeddingModel) -> str:
@@ -450,9 +579,15 @@ def finish_run(run: TrainingRun) -> dict:
     if run.average is not None:  # the checkpoint and its evaluation are the averaged weights'
         run.average.copy_to(model)
     model.eval()
-    ckpt = Checkpoint(model=model, captions=data.captions, backbone=feature_backbone(cfg),
-                      feature_key=checkpoint_feature_key(cfg, data, model), ten_crop=cfg.data.ten_crop,
-                      languages=list(cfg.data.languages), squash_photos=trained_on_squashed_photos(cfg.data.dataset))
+    ckpt = Checkpoint(
+        model=model,
+        captions=data.captions,
+        backbone=feature_backbone(cfg),
+        feature_key=checkpoint_feature_key(cfg, data, model),
+        ten_crop=cfg.data.ten_crop,
+        languages=list(cfg.data.languages),
+        squash_photos=trained_on_squashed_photos(cfg.data.dataset),
+    )
     if cfg.model.retrieval_scoring == "csls":  # the checkpoint carries its banks; the evaluation below uses them
         t_banks = time.perf_counter()
         ckpt.hubness = training_banks(PolyvseModel(ckpt), data, cfg.model.csls_k, clip_k=run.smoke)
@@ -461,20 +596,33 @@ def finish_run(run: TrainingRun) -> dict:
     metrics = {
         "dataset": cfg.data.dataset,
         "split": f"{cfg.data.split}/{cfg.data.eval_split}" if cfg.data.split == "official" else cfg.data.split,
-        "seed": cfg.schedule.seed, "smoke": run.smoke, "languages": per_lang,
-        "n_train_photos": int(len(data.train_rows)), "n_train_captions": int(len(data.train.ids)),
+        "seed": cfg.schedule.seed,
+        "smoke": run.smoke,
+        "languages": per_lang,
+        "n_train_photos": int(len(data.train_rows)),
+        "n_train_captions": int(len(data.train.ids)),
         "n_train_captions_by_language": {lang: data.train.langs.count(lang) for lang in cfg.data.languages},
-        "n_failed_photos": data.n_failed_photos, "vocab_size": vocab_size(data.captions),
+        "n_failed_photos": data.n_failed_photos,
+        "vocab_size": vocab_size(data.captions),
         "parameters": int(sum(p.numel() for p in model.parameters())),
-        **_time_fields(run.time_spent()), "config": cfg.to_dict(),
-        "device": str(run.device), "precision": run.precision, "retrieval": ckpt.retrieval,
+        **_time_fields(run.time_spent()),
+        "config": cfg.to_dict(),
+        "device": str(run.device),
+        "precision": run.precision,
+        "retrieval": ckpt.retrieval,
     }
     metrics.update(run.epoch_log())
     if data.text_tuples is not None:
         metrics["text_corpus"] = data.text_tuples.summary()
-    ckpt.training = {"data": cfg.data.dataset, "split": metrics["split"], "seed": cfg.schedule.seed,
-                     "commit": run.commit, "config": cfg.to_dict(), "metrics": per_lang,
-                     "threads_used": metrics["threads_used"]}
+    ckpt.training = {
+        "data": cfg.data.dataset,
+        "split": metrics["split"],
+        "seed": cfg.schedule.seed,
+        "commit": run.commit,
+        "config": cfg.to_dict(),
+        "metrics": per_lang,
+        "threads_used": metrics["threads_used"],
+    }
     # with its image encoder as ONNX: an install without torch embeds its photos (polyvse.features.onnx_encoder)
     checkpoint = save_checkpoint(ckpt, run.out_dir / "checkpoint", image_encoder=True)
     # provenance with the saved checkpoint's fingerprint (an index built with it records the same), in both records

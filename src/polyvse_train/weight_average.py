@@ -7,6 +7,7 @@ of the last weights. Unlike ``AveragedModel`` it keeps tensors, not a deep copy 
 open files (the e5 tail's weights file) needs no copying, and the average is a plain state dict for the training
 state.
 """
+
 from __future__ import annotations
 
 from collections import defaultdict

@@ -11,14 +11,34 @@ serving languages it has no part for zero-shot. One concept per module:
     multiscript_lines   parallel files from the Multi30K extension (MultiScript30k), evaluation photos excluded
     plan                a plan of languages taught one after another into one checkpoint (`polyvse model build`)
 """
+
 from ..util.lazy import lazy_attributes
 from .options import METHODS, ZERO_SHOT_DEFAULT, ZERO_SHOT_OFF, TeacherSettings
 
 # the rest imports torch: only on first use (`polyvse` builds every command's parser, `adapt`'s too)
-__getattr__ = lazy_attributes(__name__, {
-    "AdaptRequest": ".adapt", "adapt_language": ".adapt", "adapted_languages": ".adapted_checkpoint",
-    "trained_languages": ".adapted_checkpoint", "ParallelFileError": ".parallel_file",
-    "read_parallel_file": ".parallel_file", "write_parallel_file": ".parallel_file"})
+__getattr__ = lazy_attributes(
+    __name__,
+    {
+        "AdaptRequest": ".adapt",
+        "adapt_language": ".adapt",
+        "adapted_languages": ".adapted_checkpoint",
+        "trained_languages": ".adapted_checkpoint",
+        "ParallelFileError": ".parallel_file",
+        "read_parallel_file": ".parallel_file",
+        "write_parallel_file": ".parallel_file",
+    },
+)
 
-__all__ = ["METHODS", "AdaptRequest", "ParallelFileError", "TeacherSettings", "ZERO_SHOT_DEFAULT", "ZERO_SHOT_OFF",
-           "adapt_language", "adapted_languages", "read_parallel_file", "trained_languages", "write_parallel_file"]
+__all__ = [
+    "METHODS",
+    "AdaptRequest",
+    "ParallelFileError",
+    "TeacherSettings",
+    "ZERO_SHOT_DEFAULT",
+    "ZERO_SHOT_OFF",
+    "adapt_language",
+    "adapted_languages",
+    "read_parallel_file",
+    "trained_languages",
+    "write_parallel_file",
+]

@@ -11,6 +11,7 @@
 The teacher's state is written after every epoch to ``<out>.adapt-state.pt`` (atomically) and removed once the new
 checkpoint is saved; ``resume=True`` continues a stopped run from it.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -71,8 +72,10 @@ def adapt_language(req: AdaptRequest, report: Callable[[str], None] = print) -> 
     check_adaptable(ck, lang)
     trained = trained_languages(ck)
     pf, pivots = _read_pairs(req, trained, report)
-    report(f"adapt {lang}: {len(pf.lines)} pairs from {req.parallel} (counterparts in {', '.join(pivots)}), "
-           f"method {req.method}")
+    report(
+        f"adapt {lang}: {len(pf.lines)} pairs from {req.parallel} (counterparts in {', '.join(pivots)}), "
+        f"method {req.method}"
+    )
     model, captions = ck.model.eval(), ck.captions
     x_new, x_pivot = _pair_vectors(req, model, captions, pf, lang, pivots)
     targets = teacher_targets(model, x_pivot, [x.pivot_lang for x in pf.lines])
@@ -92,10 +95,14 @@ def adapt_language(req: AdaptRequest, report: Callable[[str], None] = print) -> 
     if req.method == "teacher":
         state_path_of(req.out).unlink(missing_ok=True)
     if zero_shot_mr is not None:
-        report(f"held-out translation mR ({len(val)} pairs, {lang} -> its counterpart): zero-shot "
-               f"{zero_shot_mr:.1f}, adapted {adapted_mr:.1f}")
-    report(f"wrote {req.out} (languages: {', '.join(ck.languages + ([lang] if lang not in ck.languages else []))}; "
-           f"{time.perf_counter() - t0:.0f} s)")
+        report(
+            f"held-out translation mR ({len(val)} pairs, {lang} -> its counterpart): zero-shot "
+            f"{zero_shot_mr:.1f}, adapted {adapted_mr:.1f}"
+        )
+    report(
+        f"wrote {req.out} (languages: {', '.join(ck.languages + ([lang] if lang not in ck.languages else []))}; "
+        f"{time.perf_counter() - t0:.0f} s)"
+    )
     return record
 
 
@@ -115,25 +122,34 @@ def _read_pairs(req: AdaptRequest, trained: list[str], report: Callable[[str], N
     pivots = pf.pivot_languages
     unknown = [p for p in pivots if p not in trained]
     if unknown:
-        raise DataError(f"counterparts in {', '.join(unknown)}, which the model did not train on; the counterpart "
-                        f"must be in one of {', '.join(trained)} (--pivot-lang, or pivot_lang in a JSONL file)",
-                        req.parallel)
+        raise DataError(
+            f"counterparts in {', '.join(unknown)}, which the model did not train on; the counterpart "
+            f"must be in one of {', '.join(trained)} (--pivot-lang, or pivot_lang in a JSONL file)",
+            req.parallel,
+        )
     if req.method != "teacher" and len(pivots) > 1:
-        raise DataError(f"--method {req.method} maps onto one pivot language, the file has {', '.join(pivots)}; "
-                        "split the file by pivot_lang or use --method teacher", req.parallel)
+        raise DataError(
+            f"--method {req.method} maps onto one pivot language, the file has {', '.join(pivots)}; "
+            "split the file by pivot_lang or use --method teacher",
+            req.parallel,
+        )
     return pf, pivots
 
 
 def _pair_vectors(req: AdaptRequest, model, captions, pf, lang: str, pivots: list[str]):
     """The towers' vectors of the new sentences and of their counterparts (each in its own language), cached."""
     cache = req.cache_dir if req.cache_dir is not None else sentence_cache_dir()
-    x_new = torch.from_numpy(line_vectors(captions, [x.text for x in pf.lines], lang, cache, req.progress,
-                                          model.text_encoder))
+    x_new = torch.from_numpy(
+        line_vectors(captions, [x.text for x in pf.lines], lang, cache, req.progress, model.text_encoder)
+    )
     x_pivot = torch.zeros_like(x_new)
     for pivot in pivots:
         rows = [i for i, x in enumerate(pf.lines) if x.pivot_lang == pivot]
-        x_pivot[rows] = torch.from_numpy(line_vectors(captions, [pf.lines[i].pivot_text for i in rows], pivot,
-                                                      cache, req.progress, model.text_encoder))
+        x_pivot[rows] = torch.from_numpy(
+            line_vectors(
+                captions, [pf.lines[i].pivot_text for i in rows], pivot, cache, req.progress, model.text_encoder
+            )
+        )
     return x_new, x_pivot
 
 
@@ -142,30 +158,69 @@ def _fit_part(req: AdaptRequest, model, captions, init, lang: str, pf, pivots: l
     behind a map of the tower vectors. ``vectors``: (new, counterpart, targets); ``rows``: (train, held out)."""
     (x_new, x_pivot, targets), (train, val) = vectors, rows
     if req.method != "teacher":
-        W = fit_tower_map(captions, lang, pivots[0], x_new[train], x_pivot[train], req.method,
-                          rcsls_epochs=req.rcsls_epochs, seed=req.teacher.seed)
+        W = fit_tower_map(
+            captions,
+            lang,
+            pivots[0],
+            x_new[train],
+            x_pivot[train],
+            req.method,
+            rcsls_epochs=req.rcsls_epochs,
+            seed=req.teacher.seed,
+        )
         return part_through_map(model.text_encoder.universal[pivots[0]], W), {}
     texts_new = [x.text for x in pf.lines]
-    identity = {"checkpoint": str(Path(req.checkpoint).resolve()), "lang": lang, "file_sha256": pf.sha256,
-                "lines": len(pf.lines), "zero_shot_init": req.zero_shot_init}
-    return fit_teacher(model, init, x_new[train], targets[train], x_new[val], targets[val],
-                       req.teacher, state_path=state_path_of(req.out), identity=identity,
-                       resume=req.resume, progress=req.progress, desc=f"adapt {lang} (teacher)",
-                       texts_train=[texts_new[i] for i in train], texts_val=[texts_new[i] for i in val])
+    identity = {
+        "checkpoint": str(Path(req.checkpoint).resolve()),
+        "lang": lang,
+        "file_sha256": pf.sha256,
+        "lines": len(pf.lines),
+        "zero_shot_init": req.zero_shot_init,
+    }
+    return fit_teacher(
+        model,
+        init,
+        x_new[train],
+        targets[train],
+        x_new[val],
+        targets[val],
+        req.teacher,
+        state_path=state_path_of(req.out),
+        identity=identity,
+        resume=req.resume,
+        progress=req.progress,
+        desc=f"adapt {lang} (teacher)",
+        texts_train=[texts_new[i] for i in train],
+        texts_val=[texts_new[i] for i in val],
+    )
 
 
 def _language_record(req: AdaptRequest, pf, pivots: list[str], part, details: dict, rows, mrs) -> dict:
     """The new language's record in the checkpoint: method, data, held-out mR (``mrs``: zero-shot, adapted) and,
     for teacher learning, its epochs and settings."""
     (train, val), (zero_shot_mr, adapted_mr) = rows, mrs
-    return {"method": req.method, "pivot_lang": pivots[0] if len(pivots) == 1 else pivots,
-            "lines": len(pf.lines), "train_lines": len(train), "held_out_lines": len(val),
-            "file": Path(req.parallel).name, "file_sha256": pf.sha256, "seed": req.teacher.seed,
-            "held_out_translation_mr": {"zero_shot": zero_shot_mr, "adapted": adapted_mr},
-            **({"zero_shot_init": req.zero_shot_init, "epochs": details["epochs"],
-                "best_epoch": details["best_epoch"], "settings": dataclasses.asdict(req.teacher)}
-               if req.method == "teacher" else {}),
-            **({"subwords": part.spec.to_dict()} if is_subword_part(part) else {})}
+    return {
+        "method": req.method,
+        "pivot_lang": pivots[0] if len(pivots) == 1 else pivots,
+        "lines": len(pf.lines),
+        "train_lines": len(train),
+        "held_out_lines": len(val),
+        "file": Path(req.parallel).name,
+        "file_sha256": pf.sha256,
+        "seed": req.teacher.seed,
+        "held_out_translation_mr": {"zero_shot": zero_shot_mr, "adapted": adapted_mr},
+        **(
+            {
+                "zero_shot_init": req.zero_shot_init,
+                "epochs": details["epochs"],
+                "best_epoch": details["best_epoch"],
+                "settings": dataclasses.asdict(req.teacher),
+            }
+            if req.method == "teacher"
+            else {}
+        ),
+        **({"subwords": part.spec.to_dict()} if is_subword_part(part) else {}),
+    }
 
 
 def _language_code(lang: str) -> str:
@@ -179,8 +234,10 @@ def _language_code(lang: str) -> str:
 def teacher_targets(model, x_pivot: torch.Tensor, langs: list[str], batch: int = 1024) -> torch.Tensor:
     """Unit-length embeddings of the counterparts by the model itself, in their own languages (fixed). The rows
     are sentence vectors (2-D: past the e5 tail, if the model has one)."""
-    out = [model.encode_text_ids(x_pivot[i:i + batch], torch.ones(len(x_pivot[i:i + batch])),
-                                 langs[i:i + batch]) for i in range(0, len(x_pivot), batch)]
+    out = [
+        model.encode_text_ids(x_pivot[i : i + batch], torch.ones(len(x_pivot[i : i + batch])), langs[i : i + batch])
+        for i in range(0, len(x_pivot), batch)
+    ]
     return F.normalize(torch.cat(out), dim=-1).cpu()
 
 
@@ -189,4 +246,3 @@ def held_out_rows(n: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
     n_val = 0 if n < VAL_MIN_LINES else min(VAL_MAX, int(round(n * VAL_SHARE)))
     order = np.random.default_rng([seed, n]).permutation(n)
     return np.sort(order[:n_val]), np.sort(order[n_val:])
-

@@ -9,6 +9,7 @@ Every other weight is copied unchanged, so old languages' vectors and photo vect
 and an index built with the old checkpoint serves the new one (its photo fingerprint is the old one's; the model
 fingerprint, which covers every part, is its own: ``polyvse.index.fingerprint``).
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -30,14 +31,18 @@ def check_adaptable(ck: Checkpoint, lang: str) -> None:
             "this is a word-level checkpoint (its text side learnt word vectors of its own vocabulary): a new "
             "language's words have no vectors in it, so there is no part to teach from sentence pairs. Adapting "
             "through a bilingual dictionary is not implemented; train a model that includes the language, or use "
-            "a frozen-tower model (configs/f8k-full/polyvse-best.yaml)")
+            "a frozen-tower model (configs/f8k-full/polyvse-best.yaml)"
+        )
     if not ck.model.config.universal_dim:
         raise CheckpointError(
             "this model has no per-language parts (model.universal_dim 0): one shared head reads every language "
-            "its towers read, so a new language is served zero-shot already and there is no part to adapt")
+            "its towers read, so a new language is served zero-shot already and there is no part to adapt"
+        )
     if lang in trained_languages(ck):
-        raise CheckpointError(f"the model trained on {lang!r}: adapting would replace a trained part; choose a "
-                              f"language outside {', '.join(trained_languages(ck))}")
+        raise CheckpointError(
+            f"the model trained on {lang!r}: adapting would replace a trained part; choose a "
+            f"language outside {', '.join(trained_languages(ck))}"
+        )
 
 
 def with_language_part(ck: Checkpoint, lang: str, part: nn.Module, record: dict) -> Checkpoint:
@@ -58,5 +63,9 @@ def with_language_part(ck: Checkpoint, lang: str, part: nn.Module, record: dict)
     model.load_state_dict(state, strict=True)
     model.eval()
     return dataclasses.replace(
-        ck, model=model, languages=list(ck.languages) + ([lang] if lang not in ck.languages else []),
-        adapted_languages={**adapted_languages(ck), lang: dict(record)}, part_extras=extras)
+        ck,
+        model=model,
+        languages=list(ck.languages) + ([lang] if lang not in ck.languages else []),
+        adapted_languages={**adapted_languages(ck), lang: dict(record)},
+        part_extras=extras,
+    )

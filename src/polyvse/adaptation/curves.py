@@ -8,6 +8,7 @@ computed once, for what val chose: the adaptation chosen on val (what a language
 served by) and, where a zero-shot fallback beats it on val, that fallback. A choice's further training seeds are
 scored on both, their test mR reported as the choice's mean.
 """
+
 from __future__ import annotations
 
 import sys
@@ -33,8 +34,12 @@ def _lines(size: str) -> float:
 def chosen_adaptation(record: dict, lang: str) -> tuple[str, str, dict] | None:
     """(method, size, scores) of ``lang``'s adaptation with the best val mR (ties: fewer lines, then the method
     listed first), or None when none was measured: the choice is made on val only."""
-    runs = [(method, size, sc) for method, by_size in record.get("adapted", {}).get(lang, {}).items()
-            for size, sc in by_size.items() if "val" in sc]
+    runs = [
+        (method, size, sc)
+        for method, by_size in record.get("adapted", {}).get(lang, {}).items()
+        for size, sc in by_size.items()
+        if "val" in sc
+    ]
     if not runs:
         return None
     return max(runs, key=lambda r: (round(r[2]["val"]["mr"], 6), -_lines(r[1])))
@@ -59,8 +64,11 @@ def seed_summary(record: dict, lang: str) -> dict | None:
     if not runs or pick is None or (runs["method"], runs["size"]) != pick[:2] or len(runs["seeds"]) < 2:
         return None
     by_split = {s: [sc[s]["mr"] for sc in runs["seeds"].values()] for s in BOTH}
-    return {"seeds": len(runs["seeds"]), "mean": {s: float(np.mean(v)) for s, v in by_split.items()},
-            "sd": {s: float(np.std(v, ddof=1)) for s, v in by_split.items()}}
+    return {
+        "seeds": len(runs["seeds"]),
+        "mean": {s: float(np.mean(v)) for s, v in by_split.items()},
+        "sd": {s: float(np.std(v, ddof=1)) for s, v in by_split.items()},
+    }
 
 
 def chosen_zero_shot(record: dict) -> tuple[str, float] | None:
@@ -84,8 +92,13 @@ def adapted_rows(rows: dict, curves: dict, curves_path: str) -> None:
         pick = None if served else chosen_adaptation(curves, row["lang"])
         if pick:
             method, size, scores = pick
-            row.update({"status": f"adapted ({method}, {size} lines)", "from": curves_path,
-                        **{s: scores[s] for s in BOTH if s in scores}})
+            row.update(
+                {
+                    "status": f"adapted ({method}, {size} lines)",
+                    "from": curves_path,
+                    **{s: scores[s] for s in BOTH if s in scores},
+                }
+            )
             seeds = seed_summary(curves, row["lang"])
             if seeds:  # the mean over training seeds of what seed 0's val chose
                 row["status"] = f"adapted ({method}, {size} lines; mean of {seeds['seeds']} seeds)"
@@ -93,9 +106,17 @@ def adapted_rows(rows: dict, curves: dict, curves_path: str) -> None:
                     row[s] = {**row[s], "mr": seeds["mean"][s], "mr_sd": seeds["sd"][s]}
 
 
-def measure_language(record: dict, lang: str, fallbacks: Sequence[str], zero_shot: ScoreRun,
-                     methods: Sequence[str], sizes: Sequence[int | None], adapt: ScoreRun,
-                     extra_seeds: Sequence[int] = (), test: bool = True) -> None:
+def measure_language(
+    record: dict,
+    lang: str,
+    fallbacks: Sequence[str],
+    zero_shot: ScoreRun,
+    methods: Sequence[str],
+    sizes: Sequence[int | None],
+    adapt: ScoreRun,
+    extra_seeds: Sequence[int] = (),
+    test: bool = True,
+) -> None:
     """``lang``'s points into ``record`` (in place): ``zero_shot(how, splits)`` of each fallback and
     ``adapt(method, size, seed, splits)`` of each method and size on val, then test for what val chose (``test``
     False: val only, the choice's test left to the one evaluation of the model it goes into)."""
@@ -103,7 +124,8 @@ def measure_language(record: dict, lang: str, fallbacks: Sequence[str], zero_sho
     for method in methods:
         for size in sizes:
             record["adapted"].setdefault(lang, {}).setdefault(method, {})[str(size or "all")] = adapt(
-                method, size, 0, VAL)
+                method, size, 0, VAL
+            )
     if not test:
         return
     pick = chosen_adaptation(record, lang)
@@ -114,13 +136,19 @@ def measure_language(record: dict, lang: str, fallbacks: Sequence[str], zero_sho
         served[2]["test"] = zero_shot(served[1], ("test",))["test"]
     if extra_seeds and pick and pick[0] in TRAINED:  # the choice is seed 0's val; more seeds for its test
         method, size = pick[:2]
-        record.setdefault("chosen_seeds", {})[lang] = {"method": method, "size": size, "seeds": {
-            "0": pick[2], **{str(sd): adapt(method, None if size == "all" else int(size), sd, BOTH)
-                             for sd in extra_seeds}}}
+        record.setdefault("chosen_seeds", {})[lang] = {
+            "method": method,
+            "size": size,
+            "seeds": {
+                "0": pick[2],
+                **{str(sd): adapt(method, None if size == "all" else int(size), sd, BOTH) for sd in extra_seeds},
+            },
+        }
 
 
-def scores_through_part(evaluator: Any, model: Any, gals: dict, vecs: dict, lang: str, part,
-                        splits: Sequence[str] | None = None) -> dict:
+def scores_through_part(
+    evaluator: Any, model: Any, gals: dict, vecs: dict, lang: str, part, splits: Sequence[str] | None = None
+) -> dict:
     """``{split: mean recall}`` of ``lang``'s gallery captions embedded through ``part`` (a language part of the
     model's text encoder) from their line vectors ``vecs[split]``, ranked by ``evaluator``'s scorer."""
     import torch
@@ -128,17 +156,34 @@ def scores_through_part(evaluator: Any, model: Any, gals: dict, vecs: dict, lang
     from ..model.zero_shot import encode_through_part
 
     with torch.no_grad():  # a subword student also reads the captions themselves
-        return {split: evaluator.mean_recall(model, gals[split], lang, encode_through_part(
-            model.model, vecs[split], part.eval(), gals[split]["captions"][lang][0]).cpu().numpy())
-            for split in (splits or list(gals))}
+        return {
+            split: evaluator.mean_recall(
+                model,
+                gals[split],
+                lang,
+                encode_through_part(model.model, vecs[split], part.eval(), gals[split]["captions"][lang][0])
+                .cpu()
+                .numpy(),
+            )
+            for split in (splits or list(gals))
+        }
 
 
 class CurvePoint:
     """One language's adaptations of ``checkpoint``, each run (or reused from its folder under ``work``) and scored
     through :func:`scores_through_part`."""
 
-    def __init__(self, checkpoint: Path, work: Path, pivot: str, scoring: tuple, lang: str, pairs: Path,
-                 cache: Path, progress: bool):
+    def __init__(
+        self,
+        checkpoint: Path,
+        work: Path,
+        pivot: str,
+        scoring: tuple,
+        lang: str,
+        pairs: Path,
+        cache: Path,
+        progress: bool,
+    ):
         self.checkpoint, self.work, self.pivot = Path(checkpoint), Path(work), pivot
         self.evaluator, self.model, self.gals, self.vecs = scoring
         self.lang, self.pairs, self.cache, self.progress = lang, pairs, cache, progress
@@ -150,15 +195,33 @@ class CurvePoint:
 
         out = self.work / (f"{self.lang}-{method}-{size or 'all'}" + (f"-seed{seed}" if seed else ""))
         if not (out / "config.json").is_file():
-            adapt_language(AdaptRequest(self.checkpoint, self.lang, self.pairs, out,
-                                        method="teacher" if method == SUBWORDS else method,
-                                        teacher=TeacherSettings(subwords=method == SUBWORDS, seed=seed),
-                                        pivot_lang=self.pivot, lines=size, resume=True, cache_dir=self.cache,
-                                        progress=self.progress))
+            adapt_language(
+                AdaptRequest(
+                    self.checkpoint,
+                    self.lang,
+                    self.pairs,
+                    out,
+                    method="teacher" if method == SUBWORDS else method,
+                    teacher=TeacherSettings(subwords=method == SUBWORDS, seed=seed),
+                    pivot_lang=self.pivot,
+                    lines=size,
+                    resume=True,
+                    cache_dir=self.cache,
+                    progress=self.progress,
+                )
+            )
         adapted = load(out, device="cpu")
-        part = (adapted.subword_student(self.lang) if method == SUBWORDS
-                else adapted.model.text_encoder.universal[self.lang])
+        part = (
+            adapted.subword_student(self.lang)
+            if method == SUBWORDS
+            else adapted.model.text_encoder.universal[self.lang]
+        )
         scores = scores_through_part(self.evaluator, self.model, self.gals, self.vecs, self.lang, part, splits)
-        print(f"{self.lang} {method} {size or 'all'}" + (f" seed {seed}" if seed else "") + ": " + ", ".join(
-            f"{s} mR {v['mr']:.1f}" for s, v in scores.items()), file=sys.stderr)
+        print(
+            f"{self.lang} {method} {size or 'all'}"
+            + (f" seed {seed}" if seed else "")
+            + ": "
+            + ", ".join(f"{s} mR {v['mr']:.1f}" for s, v in scores.items()),
+            file=sys.stderr,
+        )
         return {**scores, "adaptation": adapted.adapted_languages[self.lang]}

@@ -11,6 +11,7 @@ part of a line through its trained tail: the frozen front's hidden states (conte
 training fills) run through the checkpoint's tail, so the vector a new language's part learns from is the one it
 reads when the adapted model serves that language. The tail stays as trained: adaptation changes no old vector.
 """
+
 from __future__ import annotations
 
 import os
@@ -28,8 +29,15 @@ def towers_reading(captions, lang: str) -> list[str]:
     return [t.name for t in captions.towers if t.reads(lang, unlisted=True)]
 
 
-def line_vectors(captions, texts: Sequence[str], lang: str, cache_dir: str | os.PathLike | None,
-                 progress: bool = True, text_encoder=None, batch_size: int = 256) -> np.ndarray:
+def line_vectors(
+    captions,
+    texts: Sequence[str],
+    lang: str,
+    cache_dir: str | os.PathLike | None,
+    progress: bool = True,
+    text_encoder=None,
+    batch_size: int = 256,
+) -> np.ndarray:
     """float32 ``(len(texts), captions.dim)``: each text's fused tower vector in language ``lang``, the input of a
     per-language part. A model with an e5 tail needs its ``text_encoder`` (the checkpoint's, whose tail runs)."""
     from ..modules.pretrained.captions import PretrainedCaptionEncoder
@@ -38,10 +46,13 @@ def line_vectors(captions, texts: Sequence[str], lang: str, cache_dir: str | os.
         raise CheckpointError(f"no tower of {captions.name} reads {lang!r}: the model cannot be taught it")
     tail_layers = int(getattr(captions, "tail_layers", 0))
     if tail_layers and getattr(text_encoder, "tail", None) is None:
-        raise CheckpointError(f"this model fine-tuned e5's last {tail_layers} layers: its lines' vectors come "
-                              "through the trained tail; pass the checkpoint's text_encoder")
-    reader = PretrainedCaptionEncoder(captions.name, captions.options, cache_dir=cache_dir, progress=progress,
-                                      tail_layers=tail_layers)
+        raise CheckpointError(
+            f"this model fine-tuned e5's last {tail_layers} layers: its lines' vectors come "
+            "through the trained tail; pass the checkpoint's text_encoder"
+        )
+    reader = PretrainedCaptionEncoder(
+        captions.name, captions.options, cache_dir=cache_dir, progress=progress, tail_layers=tail_layers
+    )
     texts = list(texts)
     if not texts:
         return np.zeros((0, captions.dim), dtype=np.float32)
@@ -60,8 +71,10 @@ def _through_tail(reader, text_encoder, rows, batch_size: int) -> np.ndarray:
     text_encoder.eval()
     try:
         with torch.no_grad():
-            out = [text_encoder.sentence_vectors(*(t.to(device) for t in reader.pad(rows[i:i + batch_size])))
-                   for i in range(0, len(rows), batch_size)]
+            out = [
+                text_encoder.sentence_vectors(*(t.to(device) for t in reader.pad(rows[i : i + batch_size])))
+                for i in range(0, len(rows), batch_size)
+            ]
     finally:
         text_encoder.train(was_training)
     return torch.cat(out).cpu().numpy().astype(np.float32, copy=False)

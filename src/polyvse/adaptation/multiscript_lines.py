@@ -10,6 +10,7 @@ dropped when its photo is an evaluation photo (Flickr8K val/test, Multi30K test)
 sentence of one. The kept pairs are shuffled with a fixed seed and the first ``lines`` written, so the files of a
 learning curve are nested (the 100 lines are the first 100 of the 1,000).
 """
+
 from __future__ import annotations
 
 import os
@@ -27,8 +28,9 @@ PIVOT_SOURCES = ("en", "de", "fr", "cs")
 DEFAULT_SPLITS = ("train",)
 
 
-def multiscript_pairs(root: str | os.PathLike, lang: str, pivot_lang: str = "en", splits=DEFAULT_SPLITS,
-                      exclusion=None) -> list[tuple[str, str, str]]:
+def multiscript_pairs(
+    root: str | os.PathLike, lang: str, pivot_lang: str = "en", splits=DEFAULT_SPLITS, exclusion=None
+) -> list[tuple[str, str, str]]:
     """``(text, pivot_text, photo_id)`` of every usable line pair, in file order; ``exclusion``: an
     ``EvaluationExclusion`` (default: every evaluation photo and sentence polyvse knows). ``lang`` is a MultiScript30k
     language, or one of Multi30K's own (de, fr, cs, en: its human task1 lines, aligned with the pivot's the same way)."""
@@ -55,8 +57,9 @@ def multiscript_pairs(root: str | os.PathLike, lang: str, pivot_lang: str = "en"
     for split in splits:
         pivot_path = caption_file_paths(root, "task1", split, pivot_lang)[0]
         if not pivot_path.is_file():
-            raise DataError(f"no Multi30K task1 {pivot_lang} lines for {split}; run `polyvse data fetch multi30k`",
-                            pivot_path)
+            raise DataError(
+                f"no Multi30K task1 {pivot_lang} lines for {split}; run `polyvse data fetch multi30k`", pivot_path
+            )
         pivot_lines = read_lines(pivot_path)
         for line, text, photo in (multi30k_lines if lang in PIVOT_SOURCES else multiscript_lines)(split):
             pivot_text = pivot_lines[line - 1].strip()
@@ -66,15 +69,31 @@ def multiscript_pairs(root: str | os.PathLike, lang: str, pivot_lang: str = "en"
     return out
 
 
-def write_multiscript_parallel(root: str | os.PathLike, lang: str, out: str | os.PathLike, pivot_lang: str = "en",
-                               lines: int | None = None, splits=DEFAULT_SPLITS, seed: int = 0,
-                               exclusion=None) -> dict:
+def write_multiscript_parallel(
+    root: str | os.PathLike,
+    lang: str,
+    out: str | os.PathLike,
+    pivot_lang: str = "en",
+    lines: int | None = None,
+    splits=DEFAULT_SPLITS,
+    seed: int = 0,
+    exclusion=None,
+) -> dict:
     """Write the parallel file (TSV or JSONL by the name, ``parallel_file``); returns a summary."""
     pairs = multiscript_pairs(root, lang, pivot_lang, splits, exclusion)
     if not pairs:
-        raise DataError(f"no {lang}-{pivot_lang} line pair outside the evaluations in multiscript30k {', '.join(splits)}")
+        raise DataError(
+            f"no {lang}-{pivot_lang} line pair outside the evaluations in multiscript30k {', '.join(splits)}"
+        )
     order = np.random.default_rng(seed).permutation(len(pairs))
     chosen = [pairs[i] for i in order[: lines if lines is not None else len(pairs)]]
     write_parallel_file(out, [(a, b) for a, b, _ in chosen], lang, pivot_lang)
-    return {"file": str(Path(out)), "lang": lang, "pivot_lang": pivot_lang, "splits": list(splits),
-            "available": len(pairs), "written": len(chosen), "seed": seed}
+    return {
+        "file": str(Path(out)),
+        "lang": lang,
+        "pivot_lang": pivot_lang,
+        "splits": list(splits),
+        "available": len(pairs),
+        "written": len(chosen),
+        "seed": seed,
+    }

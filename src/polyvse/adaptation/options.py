@@ -1,5 +1,6 @@
 """The settings of `polyvse adapt`, torch-free: the command line reads them when it builds its parser, and every
 `polyvse` command builds every parser (a search must not import torch for them)."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -25,7 +26,9 @@ class TeacherSettings:
     subword_buckets: int = 1 << 17
     subword_dim: int = 64
     subword_lr: float = 5e-3  # the table's (sparse Adam); the Linear and the projection learn at lr
-    subword_word_ngrams: int = 3  # word pairs and triples in the bag too (1: words only); chosen on val, docs/decisions.md
+    subword_word_ngrams: int = (
+        3  # word pairs and triples in the bag too (1: words only); chosen on val, docs/decisions.md
+    )
     # in training, each of a sentence's bag rows is left out with this probability, so the student cannot lean on
     # a few n-grams a line; checked on val for Quechua and not adopted (docs/decisions.md): 0 keeps the bag whole
     subword_dropout: float = 0.0

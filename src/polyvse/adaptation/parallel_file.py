@@ -18,6 +18,7 @@ Every other line that cannot be read is a problem with its file and line number 
 reader collects all of them (``ParallelFile.problems``) and :func:`read_parallel_file` raises
 :class:`ParallelFileError` listing them unless asked to skip them.
 """
+
 from __future__ import annotations
 
 import gzip
@@ -30,8 +31,15 @@ from pathlib import Path
 
 from ..errors import DataError
 
-__all__ = ["ParallelLine", "ParallelFile", "ParallelFileError", "read_parallel_file", "write_parallel_file",
-           "DEFAULT_PIVOT_LANG", "LANGUAGE_CODE"]
+__all__ = [
+    "ParallelLine",
+    "ParallelFile",
+    "ParallelFileError",
+    "read_parallel_file",
+    "write_parallel_file",
+    "DEFAULT_PIVOT_LANG",
+    "LANGUAGE_CODE",
+]
 
 DEFAULT_PIVOT_LANG = "en"
 HEADER_NAMES = frozenset({"text", "pivot_text", "new", "known"})
@@ -69,8 +77,13 @@ def _format_of(path: Path) -> str:
     return "jsonl" if name.endswith(".jsonl") else "tsv"
 
 
-def read_parallel_file(path: str | os.PathLike, pivot_lang: str = DEFAULT_PIVOT_LANG, *,
-                       skip_bad_lines: bool = False, limit: int | None = None) -> ParallelFile:
+def read_parallel_file(
+    path: str | os.PathLike,
+    pivot_lang: str = DEFAULT_PIVOT_LANG,
+    *,
+    skip_bad_lines: bool = False,
+    limit: int | None = None,
+) -> ParallelFile:
     """The lines of a parallel file (module docstring), in file order; at most ``limit`` of them (the first).
 
     Bad lines raise :class:`ParallelFileError` naming each one, unless ``skip_bad_lines`` (then they are left out
@@ -108,11 +121,16 @@ def read_parallel_file(path: str | os.PathLike, pivot_lang: str = DEFAULT_PIVOT_
     if out.problems and not skip_bad_lines:
         shown = "\n  ".join(out.problems[:MAX_LISTED])
         more = f"\n  ... and {len(out.problems) - MAX_LISTED} more" if len(out.problems) > MAX_LISTED else ""
-        raise ParallelFileError(f"{len(out.problems)} bad line(s) (fix them, or pass --skip-bad-lines to leave "
-                                f"them out):\n  {shown}{more}", path)
+        raise ParallelFileError(
+            f"{len(out.problems)} bad line(s) (fix them, or pass --skip-bad-lines to leave them out):\n  {shown}{more}",
+            path,
+        )
     if not out.lines:
-        raise ParallelFileError("no sentence pair in the file (every line empty or bad); expected "
-                                "new<TAB>known lines (TSV) or {\"text\", \"pivot_text\"} objects (JSONL)", path)
+        raise ParallelFileError(
+            "no sentence pair in the file (every line empty or bad); expected "
+            'new<TAB>known lines (TSV) or {"text", "pivot_text"} objects (JSONL)',
+            path,
+        )
     return out
 
 
@@ -131,8 +149,10 @@ def _tsv_header(raw: str) -> str | None:
 def _tsv_line(raw: str, number: int, pivot_lang: str) -> ParallelLine:
     fields = raw.split("\t")
     if len(fields) != 2:
-        raise ValueError(f"{len(fields)} tab-separated field(s), expected 2 (new-language sentence<TAB>its "
-                         "counterpart); a tab inside a sentence must be replaced by a space")
+        raise ValueError(
+            f"{len(fields)} tab-separated field(s), expected 2 (new-language sentence<TAB>its "
+            "counterpart); a tab inside a sentence must be replaced by a space"
+        )
     text, pivot_text = fields[0].strip(), fields[1].strip()
     return _checked(text, pivot_text, pivot_lang, number)
 
@@ -141,18 +161,20 @@ def _jsonl_line(raw: str, number: int, pivot_lang: str) -> ParallelLine:
     try:
         obj = json.loads(raw)
     except json.JSONDecodeError as exc:
-        raise ValueError(f"not JSON ({exc.msg} at column {exc.colno}); each line must be one object "
-                         '{"text": ..., "pivot_text": ..., "pivot_lang": ...}') from None
+        raise ValueError(
+            f"not JSON ({exc.msg} at column {exc.colno}); each line must be one object "
+            '{"text": ..., "pivot_text": ..., "pivot_lang": ...}'
+        ) from None
     if not isinstance(obj, dict):
-        raise ValueError(f"a JSON {type(obj).__name__}, expected an object with \"text\" and \"pivot_text\"")
+        raise ValueError(f'a JSON {type(obj).__name__}, expected an object with "text" and "pivot_text"')
     for key in ("text", "pivot_text"):
         if key not in obj:
-            raise ValueError(f"no \"{key}\" field; each object needs \"text\" (new language) and \"pivot_text\"")
+            raise ValueError(f'no "{key}" field; each object needs "text" (new language) and "pivot_text"')
         if not isinstance(obj[key], str):
-            raise ValueError(f"\"{key}\" is a {type(obj[key]).__name__}, expected a string")
+            raise ValueError(f'"{key}" is a {type(obj[key]).__name__}, expected a string')
     lang = obj.get("pivot_lang", pivot_lang)
     if not isinstance(lang, str) or not LANGUAGE_CODE.fullmatch(lang.strip().lower()):
-        raise ValueError(f"\"pivot_lang\" {lang!r} is not a language code (ISO 639, e.g. \"en\")")
+        raise ValueError(f'"pivot_lang" {lang!r} is not a language code (ISO 639, e.g. "en")')
     return _checked(obj["text"].strip(), obj["pivot_text"].strip(), lang.strip().lower(), number)
 
 
@@ -172,8 +194,10 @@ def write_parallel_file(path: str | os.PathLike, pairs, lang: str, pivot_lang: s
     path = Path(path)
     clean = [(" ".join(a.split()), " ".join(b.split())) for a, b in pairs]
     if _format_of(path) == "jsonl":
-        body = "".join(json.dumps({"text": a, "pivot_text": b, "pivot_lang": pivot_lang}, ensure_ascii=False) + "\n"
-                       for a, b in clean)
+        body = "".join(
+            json.dumps({"text": a, "pivot_text": b, "pivot_lang": pivot_lang}, ensure_ascii=False) + "\n"
+            for a, b in clean
+        )
     else:
         body = f"{lang}\t{pivot_lang}\n" + "".join(f"{a}\t{b}\n" for a, b in clean)
     data = body.encode("utf-8")

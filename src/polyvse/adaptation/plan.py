@@ -22,6 +22,7 @@ from its state file, and the swap is two renames of complete folders (a stop bet
 checkpoint in ``trained-checkpoint``, and the next run finishes the swap). The stage's record,
 ``<model>/adapted.json``, is written last: per language its parallel file, the adaptation's record and seconds.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -82,8 +83,11 @@ def read_plan(path: str | os.PathLike) -> Plan:
     entries, seen = [], set()
     for i, item in enumerate(raw["languages"], 1):
         where = f"languages[{i}]"
-        if not isinstance(item, dict) or not {"lang", "method"} <= set(item) \
-                or set(item) - {"lang", "method", "lines", "chosen"}:
+        if (
+            not isinstance(item, dict)
+            or not {"lang", "method"} <= set(item)
+            or set(item) - {"lang", "method", "lines", "chosen"}
+        ):
             raise DataError(f"{where}: expected lang, method and optionally lines, chosen; got {item!r}", path)
         lang = check_language(item["lang"], where)
         if lang in seen:
@@ -116,10 +120,25 @@ def checkpoint_identity(folder: Path) -> str:
 def adapt_command(entry: Entry, source: Path, pairs: Path, out: Path) -> list[str]:
     """The `polyvse adapt` command line a step runs."""
     method = "teacher" if entry.method == "teacher+subwords" else entry.method
-    return (["polyvse", "adapt", "--checkpoint", str(source), "--lang", entry.lang, "--parallel", str(pairs),
-             "--out", str(out), "--method", method]
-            + (["--subwords" if entry.method == "teacher+subwords" else "--no-subwords"] if method == "teacher" else [])
-            + (["--lines", str(entry.lines)] if entry.lines else []) + ["--resume", "--quiet"])
+    return (
+        [
+            "polyvse",
+            "adapt",
+            "--checkpoint",
+            str(source),
+            "--lang",
+            entry.lang,
+            "--parallel",
+            str(pairs),
+            "--out",
+            str(out),
+            "--method",
+            method,
+        ]
+        + (["--subwords" if entry.method == "teacher+subwords" else "--no-subwords"] if method == "teacher" else [])
+        + (["--lines", str(entry.lines)] if entry.lines else [])
+        + ["--resume", "--quiet"]
+    )
 
 
 def trained_checkpoint(model: Path) -> Path:
@@ -130,14 +149,19 @@ def trained_checkpoint(model: Path) -> Path:
     if (kept / "config.json").is_file():
         return kept
     if not (current / "config.json").is_file():
-        raise DataError(f"no trained checkpoint in {model} (neither {TRAINED}/ nor {ADAPTED}/): run the "
-                        "training first (`polyvse model build`)", model)
+        raise DataError(
+            f"no trained checkpoint in {model} (neither {TRAINED}/ nor {ADAPTED}/): run the "
+            "training first (`polyvse model build`)",
+            model,
+        )
     config = json.loads((current / "config.json").read_text(encoding="utf-8"))
     if config.get("adapted_languages"):
-        raise CheckpointError(f"{current} already holds adapted languages "
-                              f"({', '.join(config['adapted_languages'])}) and {model / TRAINED} is missing: "
-                              "the stage starts from the trained checkpoint; put it back as "
-                              f"{current} (or retrain) and run again")
+        raise CheckpointError(
+            f"{current} already holds adapted languages "
+            f"({', '.join(config['adapted_languages'])}) and {model / TRAINED} is missing: "
+            "the stage starts from the trained checkpoint; put it back as "
+            f"{current} (or retrain) and run again"
+        )
     return current
 
 
@@ -185,11 +209,13 @@ class Stage:
             self.report(f"{self.model / ADAPTED}: adapted by this plan already ({self.model / RECORD})")
             return finished
         self.work.mkdir(parents=True, exist_ok=True)
-        keys = [_digest(identity, self.plan.pivot, [e.as_dict() for e in taught[:i]]) for i in range(1, len(taught) + 1)]
+        keys = [
+            _digest(identity, self.plan.pivot, [e.as_dict() for e in taught[:i]]) for i in range(1, len(taught) + 1)
+        ]
         outs = [self.step_folder(i, e) for i, e in enumerate(taught, 1)]
         done = next((i + 1 for i in reversed(range(len(taught))) if self.finished(outs[i], keys[i])), 0)
         languages = {e.lang: self.done_before(outs[i], keys[i], e) for i, e in enumerate(taught[:done])}
-        for out in outs[:max(done - 1, 0)]:  # folded into a later finished step before a stop
+        for out in outs[: max(done - 1, 0)]:  # folded into a later finished step before a stop
             shutil.rmtree(out, ignore_errors=True)
         source = outs[done - 1] if done else trained
         for i in range(done, len(taught)):
@@ -210,8 +236,10 @@ class Stage:
         write_json_atomic(self.model / RECORD, record)
         for out in outs:
             self._stamp(out).unlink(missing_ok=True)
-        self.report(f"adapted {', '.join(e.lang for e in taught)}: {self.model / ADAPTED} "
-                    f"({record['seconds']:.0f} s); the trained checkpoint is in {self.model / TRAINED}")
+        self.report(
+            f"adapted {', '.join(e.lang for e in taught)}: {self.model / ADAPTED} "
+            f"({record['seconds']:.0f} s); the trained checkpoint is in {self.model / TRAINED}"
+        )
         return record
 
     def _plan_key(self, identity: str) -> str:
@@ -268,9 +296,14 @@ class Stage:
         record = self._adapt(entry, source, pairs, out)
         seconds = time.perf_counter() - t0
         self.report(f"adapted {entry.lang}: {entry.method}, {record['lines']:,} lines, {seconds:.1f} s")
-        language = {"method": entry.method, "chosen": entry.chosen, "command": " ".join(command),
-                    "parallel_file": written or {"file": str(pairs)}, "adaptation": record,
-                    "seconds": {"parallel_file": round(t1 - t0, 1), "adapt": round(time.perf_counter() - t1, 1)}}
+        language = {
+            "method": entry.method,
+            "chosen": entry.chosen,
+            "command": " ".join(command),
+            "parallel_file": written or {"file": str(pairs)},
+            "adaptation": record,
+            "seconds": {"parallel_file": round(t1 - t0, 1), "adapt": round(time.perf_counter() - t1, 1)},
+        }
         write_json_atomic(self._stamp(out), {"key": key, "checkpoint": checkpoint_identity(out), "language": language})
         return language
 
@@ -281,10 +314,22 @@ class Stage:
 
         method = "teacher" if entry.method == "teacher+subwords" else entry.method
         teacher = TeacherSettings(subwords=entry.method == "teacher+subwords" if method == "teacher" else False)
-        return adapt_language(AdaptRequest(checkpoint=source, lang=entry.lang, parallel=pairs, out=out, method=method,
-                                           pivot_lang=self.plan.pivot, lines=entry.lines, teacher=teacher,
-                                           resume=True, cache_dir=sentence_cache_dir(self.data_root),
-                                           progress=self.progress), report=self.report)
+        return adapt_language(
+            AdaptRequest(
+                checkpoint=source,
+                lang=entry.lang,
+                parallel=pairs,
+                out=out,
+                method=method,
+                pivot_lang=self.plan.pivot,
+                lines=entry.lines,
+                teacher=teacher,
+                resume=True,
+                cache_dir=sentence_cache_dir(self.data_root),
+                progress=self.progress,
+            ),
+            report=self.report,
+        )
 
     # -- the result ----------------------------------------------------------------------------------------
     def check_index(self, adapted: Path) -> str:
@@ -299,8 +344,10 @@ class Stage:
             try:
                 check_index_accepts(index, load(adapted, device="cpu"))
             except IndexMismatchError as err:
-                raise CheckpointError(f"the index {index} refuses the adapted checkpoint {adapted}: {err}. Adaptation "
-                                      "must leave every photo as trained; nothing was swapped") from err
+                raise CheckpointError(
+                    f"the index {index} refuses the adapted checkpoint {adapted}: {err}. Adaptation "
+                    "must leave every photo as trained; nothing was swapped"
+                ) from err
         return checkpoint_fingerprint(adapted)
 
     def swap(self, adapted: Path) -> None:
@@ -319,9 +366,17 @@ class Stage:
     def record(self, trained: Path, fingerprint: str | None, languages: dict, seconds: float) -> dict:
         from ..provenance import checkpoint_model, provenance
 
-        return {"model": str(self.model / ADAPTED), "trained_checkpoint": str(self.model / TRAINED),
-                "pivot": self.plan.pivot, "languages": languages,
-                "adapt_seconds": round(sum(x["seconds"]["adapt"] + x["seconds"]["parallel_file"]
-                                           for x in languages.values() if "seconds" in x), 1),
-                "seconds": round(seconds, 1),
-                "provenance": provenance(model=checkpoint_model(self.model / ADAPTED, fingerprint=fingerprint))}
+        return {
+            "model": str(self.model / ADAPTED),
+            "trained_checkpoint": str(self.model / TRAINED),
+            "pivot": self.plan.pivot,
+            "languages": languages,
+            "adapt_seconds": round(
+                sum(
+                    x["seconds"]["adapt"] + x["seconds"]["parallel_file"] for x in languages.values() if "seconds" in x
+                ),
+                1,
+            ),
+            "seconds": round(seconds, 1),
+            "provenance": provenance(model=checkpoint_model(self.model / ADAPTED, fingerprint=fingerprint)),
+        }

@@ -12,6 +12,7 @@ Each epoch draws its batches from ``(seed, epoch)`` and ends with the student sc
 mR, ``held_out_mr``) and the whole state written atomically: a stopped run resumes after its last finished epoch
 with the same batches, and the epoch that scored best on the held-out pairs is the one kept.
 """
+
 from __future__ import annotations
 
 import copy
@@ -60,9 +61,12 @@ def _student(init: nn.Linear, settings: TeacherSettings) -> tuple[nn.Module, dic
         from ..model.subword_student import SubwordStudent
         from ..model.subwords import SubwordSpec
 
-        student = SubwordStudent(student, SubwordSpec(settings.subword_buckets, settings.subword_dim,
-                                                         word_ngrams=settings.subword_word_ngrams),
-                                 seed=settings.seed, dropout=settings.subword_dropout)
+        student = SubwordStudent(
+            student,
+            SubwordSpec(settings.subword_buckets, settings.subword_dim, word_ngrams=settings.subword_word_ngrams),
+            seed=settings.seed,
+            dropout=settings.subword_dropout,
+        )
         optimisers["table"] = torch.optim.SparseAdam(list(student.table.parameters()), lr=settings.subword_lr)
     student.train()
     for p in student.parameters():
@@ -71,10 +75,23 @@ def _student(init: nn.Linear, settings: TeacherSettings) -> tuple[nn.Module, dic
     return student, {"dense": torch.optim.Adam(dense, lr=settings.lr), **optimisers}
 
 
-def fit_teacher(model, init: nn.Linear, x_train: torch.Tensor, t_train: torch.Tensor, x_val: torch.Tensor,
-                t_val: torch.Tensor, settings: TeacherSettings, *, state_path: Path, identity: dict,
-                resume: bool = False, progress: bool = True, desc: str = "teacher",
-                texts_train=None, texts_val=None) -> tuple[nn.Module, dict]:
+def fit_teacher(
+    model,
+    init: nn.Linear,
+    x_train: torch.Tensor,
+    t_train: torch.Tensor,
+    x_val: torch.Tensor,
+    t_val: torch.Tensor,
+    settings: TeacherSettings,
+    *,
+    state_path: Path,
+    identity: dict,
+    resume: bool = False,
+    progress: bool = True,
+    desc: str = "teacher",
+    texts_train=None,
+    texts_val=None,
+) -> tuple[nn.Module, dict]:
     """The student part learnt from ``init`` on (tower vectors ``x``, unit target embeddings ``t``); returns it and
     a report {epochs, best_epoch, history: [{epoch, loss, val_mr}]}. ``identity`` (what is taught, from what) must
     match a state being resumed. With ``settings.subwords`` the student is a ``SubwordStudent`` (the Linear from
@@ -90,26 +107,39 @@ def fit_teacher(model, init: nn.Linear, x_train: torch.Tensor, t_train: torch.Te
     batch = min(settings.batch_size, len(x_train))
     epochs = settings.epochs or auto_epochs(len(x_train), batch)
     identity = {**identity, "settings": asdict(settings), "epochs": epochs}
-    best = {"epoch": 0, "val_mr": held_out_mr(model, student, x_val, t_val, texts_val) if len(x_val) else None,
-            "student": copy.deepcopy(student.state_dict())}
+    best = {
+        "epoch": 0,
+        "val_mr": held_out_mr(model, student, x_val, t_val, texts_val) if len(x_val) else None,
+        "student": copy.deepcopy(student.state_dict()),
+    }
     history: list[dict] = []
     start = 1
     if resume and state_path.is_file():
         best, history, start = _resume(state_path, identity, student, optimisers)
     loss_fn = InfoNceLoss(settings.temperature)
     steps = math.ceil(len(x_train) / batch)
-    with Progress(total=(epochs - start + 1) * steps, desc=desc, unit="step", enabled=progress,
-                  dynamic_ncols=True) as bar:
+    with Progress(
+        total=(epochs - start + 1) * steps, desc=desc, unit="step", enabled=progress, dynamic_ncols=True
+    ) as bar:
         for epoch in range(start, epochs + 1):
-            mean_loss = _epoch(model, student, optimisers, loss_fn, settings, epoch, batch,
-                               (x_train, t_train, texts_train), bar)
+            mean_loss = _epoch(
+                model, student, optimisers, loss_fn, settings, epoch, batch, (x_train, t_train, texts_train), bar
+            )
             val = held_out_mr(model, student, x_val, t_val, texts_val) if len(x_val) else None
             history.append({"epoch": epoch, "loss": mean_loss, "val_mr": val})
             if val is None or best["val_mr"] is None or val > best["val_mr"]:
                 best = {"epoch": epoch, "val_mr": val, "student": copy.deepcopy(student.state_dict())}
-            save_training_state({"identity": identity, "epoch": epoch, "student": student.state_dict(),
-                                 "optimizers": {n: o.state_dict() for n, o in optimisers.items()}, "best": best,
-                                 "history": history}, state_path)
+            save_training_state(
+                {
+                    "identity": identity,
+                    "epoch": epoch,
+                    "student": student.state_dict(),
+                    "optimizers": {n: o.state_dict() for n, o in optimisers.items()},
+                    "best": best,
+                    "history": history,
+                },
+                state_path,
+            )
     _keep_best(student, best["student"], settings)
     return student, {"epochs": epochs, "best_epoch": best["epoch"], "history": history}
 
@@ -132,16 +162,19 @@ def _resume(state_path: Path, identity: dict, student: nn.Module, optimisers: di
     """Load a stopped run's student and optimisers from ``state_path``; returns (best, history, next epoch)."""
     state = load_training_state(state_path)
     if state.get("identity") != identity:
-        raise CheckpointError(f"{state_path}: a state of another adaptation (other file, checkpoint, language "
-                              "or settings); delete it, or run without --resume")
+        raise CheckpointError(
+            f"{state_path}: a state of another adaptation (other file, checkpoint, language "
+            "or settings); delete it, or run without --resume"
+        )
     student.load_state_dict(state["student"])
     for name, opt in optimisers.items():
         opt.load_state_dict(state["optimizers"][name])
     return state["best"], state["history"], state["epoch"] + 1
 
 
-def _epoch(model, student: nn.Module, optimisers: dict, loss_fn, settings: TeacherSettings, epoch: int,
-           batch: int, train, bar) -> float:
+def _epoch(
+    model, student: nn.Module, optimisers: dict, loss_fn, settings: TeacherSettings, epoch: int, batch: int, train, bar
+) -> float:
     """One pass over ``train`` (tower vectors, unit targets, sentences or None) in the batches drawn from
     (seed, epoch); returns the mean loss per step."""
     x_train, t_train, texts_train = train
@@ -151,7 +184,7 @@ def _epoch(model, student: nn.Module, optimisers: dict, loss_fn, settings: Teach
         student.drop_rng = np.random.default_rng([settings.seed, epoch, 1])
     total = 0.0
     for i in range(steps):
-        rows = torch.from_numpy(order[i * batch:(i + 1) * batch])
+        rows = torch.from_numpy(order[i * batch : (i + 1) * batch])
         if len(rows) < 2:  # InfoNCE needs a negative
             continue
         texts = None if texts_train is None else [texts_train[int(r)] for r in rows]
@@ -160,8 +193,16 @@ def _epoch(model, student: nn.Module, optimisers: dict, loss_fn, settings: Teach
     return total / steps
 
 
-def _step(model, student: nn.Module, optimisers: dict, loss_fn, settings: TeacherSettings, x: torch.Tensor,
-          target: torch.Tensor, texts) -> float:
+def _step(
+    model,
+    student: nn.Module,
+    optimisers: dict,
+    loss_fn,
+    settings: TeacherSettings,
+    x: torch.Tensor,
+    target: torch.Tensor,
+    texts,
+) -> float:
     """One optimiser step on a batch (tower vectors ``x``, unit targets); returns its loss."""
     out = encode_through_part(model, x, student, texts)
     target = target.to(out.device)

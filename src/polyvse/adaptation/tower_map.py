@@ -8,6 +8,7 @@ with tower dropout). The maps form one block-diagonal ``W`` over the fused vecto
 (``A x + b``), the new part is the same Linear with weight ``A W^T``: one ordinary ``universal[lang]`` part, served
 like any other.
 """
+
 from __future__ import annotations
 
 import torch
@@ -23,8 +24,18 @@ __all__ = ["MAP_METHODS", "fit_tower_map", "part_through_map"]
 RCSLS_NEIGHBOURS = 10000  # rows of each neighbourhood set (fastText's --maxneg): keeps an epoch at seconds
 
 
-def fit_tower_map(captions, lang: str, pivot_lang: str, x_new: torch.Tensor, x_pivot: torch.Tensor,
-                  method: str = "procrustes", *, rcsls_epochs: int = 10, k: int = 10, seed: int = 0) -> torch.Tensor:
+def fit_tower_map(
+    captions,
+    lang: str,
+    pivot_lang: str,
+    x_new: torch.Tensor,
+    x_pivot: torch.Tensor,
+    method: str = "procrustes",
+    *,
+    rcsls_epochs: int = 10,
+    k: int = 10,
+    seed: int = 0,
+) -> torch.Tensor:
     """``W`` (dim, dim), block-diagonal by tower: ``x_new @ W`` lands near ``x_pivot``."""
     if method not in MAP_METHODS:
         raise ValueError(f"method must be one of {', '.join(MAP_METHODS)}, got {method!r}")

@@ -12,14 +12,14 @@ source word); the MUSE split files at hand are RECONSTRUCTED (see ``lexicon``), 
 from ..csls.vocabulary import csls_retrieve, csls_scores, knn_mean_similarity, nn_retrieve
 from .ame import LexiconAligner, vocabulary_words
 from .lexicon import (
-                      HELD_OUT_RANKS,
-                      LEXICON_PARTS,
-                      MUSE_SPLITS,
-                      filter_lexicon,
-                      muse_lexicon,
-                      muse_paths,
-                      read_muse_dictionary,
-                      split_lexicon,
+    HELD_OUT_RANKS,
+    LEXICON_PARTS,
+    MUSE_SPLITS,
+    filter_lexicon,
+    muse_lexicon,
+    muse_paths,
+    read_muse_dictionary,
+    split_lexicon,
 )
 from .procrustes import nearest_orthogonal, procrustes
 from .rcsls import RCSLSLoss, fit_rcsls, rcsls_loss, spectral_projection

@@ -1,5 +1,6 @@
 """AME's alignment model (Mohammadshahi et al. 2019): word embeddings kept aligned across languages during
 retrieval training, through the MUSE lexicons."""
+
 from __future__ import annotations
 
 import logging
@@ -20,7 +21,7 @@ def vocabulary_words(tokens: Sequence[str], lang: str) -> tuple[torch.Tensor, di
     """(rows of ``lang``'s words in an embedding table, word -> position among them) for a vocabulary whose
     tokens are ``"<lang>:<word>"``."""
     ids = [i for i, t in enumerate(tokens) if t.startswith(f"{lang}:")]
-    return torch.tensor(ids, dtype=torch.long), {tokens[i][len(lang) + 1:]: j for j, i in enumerate(ids)}
+    return torch.tensor(ids, dtype=torch.long), {tokens[i][len(lang) + 1 :]: j for j, i in enumerate(ids)}
 
 
 class LexiconAligner(nn.Module):
@@ -38,8 +39,17 @@ class LexiconAligner(nn.Module):
     its vocabulary as ``"<lang>:<word>"`` strings, ``root`` the data root with the MUSE dictionaries.
     """
 
-    def __init__(self, embed: nn.Embedding, tokens: Sequence[str], languages: Sequence[str], root: Path, *,
-                 pivot: str = "en", k: int = 5, lr: float = 2.0):
+    def __init__(
+        self,
+        embed: nn.Embedding,
+        tokens: Sequence[str],
+        languages: Sequence[str],
+        root: Path,
+        *,
+        pivot: str = "en",
+        k: int = 5,
+        lr: float = 2.0,
+    ):
         super().__init__()
         self.embed = [embed]
         self.k = k
@@ -82,8 +92,7 @@ class LexiconAligner(nn.Module):
             pairs, W = self.train_pairs[lang], self.W[lang]
             src_all = E[self.src_ids[lang]] @ W
             k = min(self.k, src_all.shape[0], tgt_all.shape[0])
-            terms.append(rcsls_loss(src_all[pairs[:, 0]], tgt_all[pairs[:, 1]], src_all, tgt_all, k=k,
-                                    normalize=True))
+            terms.append(rcsls_loss(src_all[pairs[:, 0]], tgt_all[pairs[:, 1]], src_all, tgt_all, k=k, normalize=True))
         return torch.stack(terms).sum() if terms else E.sum() * 0
 
     def step(self) -> float:

@@ -31,8 +31,16 @@ import torch
 
 from ..errors import DataError
 
-__all__ = ["read_muse_dictionary", "filter_lexicon", "muse_paths", "muse_lexicon", "split_lexicon",
-           "MUSE_SPLITS", "HELD_OUT_RANKS", "LEXICON_PARTS"]
+__all__ = [
+    "read_muse_dictionary",
+    "filter_lexicon",
+    "muse_paths",
+    "muse_lexicon",
+    "split_lexicon",
+    "MUSE_SPLITS",
+    "HELD_OUT_RANKS",
+    "LEXICON_PARTS",
+]
 
 #: file section -> (sub-folder, file-name suffix). "0-5000"/"5000-6500" are the RECONSTRUCTED split files;
 #: training and evaluation do not read them but take their pairs from :func:`muse_lexicon`.
@@ -59,23 +67,31 @@ def read_muse_dictionary(path: str | os.PathLike) -> list[tuple[str, str]]:
     try:
         fh = open(path, "rb")
     except FileNotFoundError:
-        raise DataError("MUSE dictionary not found; check the data root and the language pair "
-                        "(see polyvse.alignment.muse_paths)", path) from None
+        raise DataError(
+            "MUSE dictionary not found; check the data root and the language pair (see polyvse.alignment.muse_paths)",
+            path,
+        ) from None
     with fh:
         for lineno, raw in enumerate(fh, start=1):
             try:
                 line = raw.decode("utf-8")
             except UnicodeDecodeError as exc:
-                raise DataError(f"not valid UTF-8 ({exc.reason} at byte {exc.start}); MUSE "
-                                "dictionaries are UTF-8 text", path, lineno) from None
+                raise DataError(
+                    f"not valid UTF-8 ({exc.reason} at byte {exc.start}); MUSE dictionaries are UTF-8 text",
+                    path,
+                    lineno,
+                ) from None
             if lineno == 1 and line.startswith("\ufeff"):
                 line = line[1:]
             words = line.split()
             if not words:
                 continue
             if len(words) != 2:
-                raise DataError(f"expected 2 whitespace-separated words (source target), got {len(words)}: "
-                                f"{line.strip()[:80]!r}", path, lineno)
+                raise DataError(
+                    f"expected 2 whitespace-separated words (source target), got {len(words)}: {line.strip()[:80]!r}",
+                    path,
+                    lineno,
+                )
             pairs.append((words[0], words[1]))
     return pairs
 
@@ -87,21 +103,27 @@ def _lookup(vocab: Any, name: str):
     elif isinstance(getattr(vocab, "stoi", None), Mapping):
         table = vocab.stoi
     elif hasattr(vocab, "__contains__") and callable(getattr(vocab, "token_to_id", None)):
+
         def get(word: str, _v=vocab):
             return _v.token_to_id(word) if word in _v else None
+
         return get
     else:
-        raise TypeError(f"{name} must be a dict word->index, an object with a .stoi dict, or an object "
-                        f"with __contains__ and token_to_id (polyvse Vocabulary); got {type(vocab).__name__}")
+        raise TypeError(
+            f"{name} must be a dict word->index, an object with a .stoi dict, or an object "
+            f"with __contains__ and token_to_id (polyvse Vocabulary); got {type(vocab).__name__}"
+        )
 
     def get(word: str, _t=table):
         # `in` first: a defaultdict-style stoi must not map unknown words to <unk>.
         return _t[word] if word in _t else None
+
     return get
 
 
-def filter_lexicon(pairs: Iterable[tuple[str, str]], src_vocab: Any,
-                   tgt_vocab: Any) -> tuple[torch.Tensor, list[tuple[str, str]]]:
+def filter_lexicon(
+    pairs: Iterable[tuple[str, str]], src_vocab: Any, tgt_vocab: Any
+) -> tuple[torch.Tensor, list[tuple[str, str]]]:
     """Keep the pairs whose source word is in ``src_vocab`` and whose target word is in ``tgt_vocab``.
 
     The vocabularies are dicts ``word -> row index``, objects with such a ``.stoi`` dict, or
@@ -128,8 +150,9 @@ def filter_lexicon(pairs: Iterable[tuple[str, str]], src_vocab: Any,
     return index, kept
 
 
-def muse_paths(root: str | os.PathLike, src: str, tgt: str, split: str | Sequence[str] = "full",
-               *, check: bool = True) -> Path | list[Path]:
+def muse_paths(
+    root: str | os.PathLike, src: str, tgt: str, split: str | Sequence[str] = "full", *, check: bool = True
+) -> Path | list[Path]:
     """Path of the MUSE ``src``-``tgt`` dictionary file ``split`` ("full", "0-5000" or "5000-6500").
 
     ``root`` is the MUSE folder (holding ``full/`` and ``splits_reconstructed/``) or a data root that has a
@@ -147,13 +170,17 @@ def muse_paths(root: str | os.PathLike, src: str, tgt: str, split: str | Sequenc
     folder, suffix = MUSE_SPLITS[split]
     path = base / folder / f"{src}-{tgt}{suffix}.txt"
     if check and not path.is_file():
-        raise DataError(f"MUSE {split!r} dictionary for {src}-{tgt} not found; expected the MUSE folder "
-                        f"(full/, splits_reconstructed/) at {base}", path)
+        raise DataError(
+            f"MUSE {split!r} dictionary for {src}-{tgt} not found; expected the MUSE folder "
+            f"(full/, splits_reconstructed/) at {base}",
+            path,
+        )
     return path
 
 
-def split_lexicon(pairs: Sequence[tuple[str, str]], held_out: tuple[int, int] = HELD_OUT_RANKS
-                  ) -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
+def split_lexicon(
+    pairs: Sequence[tuple[str, str]], held_out: tuple[int, int] = HELD_OUT_RANKS
+) -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
     """``(train pairs, test pairs)``: the one train/test split of a MUSE dictionary, disjoint by source word.
 
     Source words are ranked by their first line in ``pairs`` (MUSE's ``full`` files list them by

@@ -39,13 +39,20 @@ def _topk_indices(queries: torch.Tensor, keys: torch.Tensor, k: int, chunk_size:
     with torch.no_grad():
         q, kk = queries.detach(), keys.detach()
         for start in range(0, q.shape[0], chunk_size):
-            out[start:start + chunk_size] = (q[start:start + chunk_size] @ kk.T).topk(k, dim=1).indices
+            out[start : start + chunk_size] = (q[start : start + chunk_size] @ kk.T).topk(k, dim=1).indices
     return out
 
 
-def rcsls_loss(mapped_src: torch.Tensor, tgt: torch.Tensor, src_all_mapped: torch.Tensor,
-               tgt_all: torch.Tensor, k: int = 10, *, normalize: bool = False,
-               chunk_size: int = 4096) -> torch.Tensor:
+def rcsls_loss(
+    mapped_src: torch.Tensor,
+    tgt: torch.Tensor,
+    src_all_mapped: torch.Tensor,
+    tgt_all: torch.Tensor,
+    k: int = 10,
+    *,
+    normalize: bool = False,
+    chunk_size: int = 4096,
+) -> torch.Tensor:
     """The RCSLS loss (module docstring), averaged over the ``n`` pairs; a scalar tensor.
 
     mapped_src: ``(n, d)`` = ``X_pairs @ W``, the mapped source vectors of the training pairs.
@@ -58,23 +65,28 @@ def rcsls_loss(mapped_src: torch.Tensor, tgt: torch.Tensor, src_all_mapped: torc
 
     The pairs themselves are not removed from the neighbourhoods (as in the reference implementation).
     """
-    for name, t in (("mapped_src", mapped_src), ("tgt", tgt), ("src_all_mapped", src_all_mapped),
-                    ("tgt_all", tgt_all)):
+    for name, t in (("mapped_src", mapped_src), ("tgt", tgt), ("src_all_mapped", src_all_mapped), ("tgt_all", tgt_all)):
         if t.dim() != 2:
             raise ValueError(f"{name} must be a 2-D (n, d) tensor, got shape {tuple(t.shape)}")
     if mapped_src.shape != tgt.shape:
-        raise ValueError(f"mapped_src and tgt must have the same shape (paired rows), got "
-                         f"{tuple(mapped_src.shape)} and {tuple(tgt.shape)}")
+        raise ValueError(
+            f"mapped_src and tgt must have the same shape (paired rows), got "
+            f"{tuple(mapped_src.shape)} and {tuple(tgt.shape)}"
+        )
     if mapped_src.shape[0] == 0:
         raise ValueError("need at least one training pair")
     d = tgt.shape[1]
     if src_all_mapped.shape[1] != d or tgt_all.shape[1] != d:
-        raise ValueError(f"all inputs must have dimension {d}, got src_all_mapped {src_all_mapped.shape[1]} "
-                         f"and tgt_all {tgt_all.shape[1]}")
+        raise ValueError(
+            f"all inputs must have dimension {d}, got src_all_mapped {src_all_mapped.shape[1]} "
+            f"and tgt_all {tgt_all.shape[1]}"
+        )
     k = int(k)
     if not 1 <= k <= min(src_all_mapped.shape[0], tgt_all.shape[0]):
-        raise ValueError(f"k must be in [1, {min(src_all_mapped.shape[0], tgt_all.shape[0])}] (the size of the "
-                         f"neighbourhood sets), got {k}")
+        raise ValueError(
+            f"k must be in [1, {min(src_all_mapped.shape[0], tgt_all.shape[0])}] (the size of the "
+            f"neighbourhood sets), got {k}"
+        )
     if normalize:
         mapped_src, tgt = F.normalize(mapped_src, dim=1, eps=1e-8), F.normalize(tgt, dim=1, eps=1e-8)
         src_all_mapped = F.normalize(src_all_mapped, dim=1, eps=1e-8)
@@ -100,10 +112,12 @@ class RCSLSLoss(nn.Module):
         self.normalize = bool(normalize)
         self.chunk_size = int(chunk_size)
 
-    def forward(self, mapped_src: torch.Tensor, tgt: torch.Tensor, src_all_mapped: torch.Tensor,
-                tgt_all: torch.Tensor) -> torch.Tensor:
-        return rcsls_loss(mapped_src, tgt, src_all_mapped, tgt_all, self.k, normalize=self.normalize,
-                          chunk_size=self.chunk_size)
+    def forward(
+        self, mapped_src: torch.Tensor, tgt: torch.Tensor, src_all_mapped: torch.Tensor, tgt_all: torch.Tensor
+    ) -> torch.Tensor:
+        return rcsls_loss(
+            mapped_src, tgt, src_all_mapped, tgt_all, self.k, normalize=self.normalize, chunk_size=self.chunk_size
+        )
 
     def extra_repr(self) -> str:
         return f"k={self.k}, normalize={self.normalize}"
@@ -120,14 +134,25 @@ def spectral_projection(W: torch.Tensor, max_sv: float = 1.0) -> torch.Tensor:
     return ((U * s.clamp(0.0, max_sv)) @ Vh).to(W.dtype)
 
 
-def fit_rcsls(X: torch.Tensor, Y: torch.Tensor, src_all: torch.Tensor | None = None,
-              tgt_all: torch.Tensor | None = None, *,
-              init: Literal["procrustes", "identity"] | torch.Tensor = "procrustes",
-              epochs: int = 10, lr: float = 1.0, k: int = 10,
-              constraint: Literal["spectral", "orthogonal"] | None = None,
-              batch_size: int | None = None, reg: float = 0.0, min_lr: float = 1e-4,
-              normalize: bool = False, generator: torch.Generator | None = None,
-              history: list[float] | None = None, chunk_size: int = 4096) -> torch.Tensor:
+def fit_rcsls(
+    X: torch.Tensor,
+    Y: torch.Tensor,
+    src_all: torch.Tensor | None = None,
+    tgt_all: torch.Tensor | None = None,
+    *,
+    init: Literal["procrustes", "identity"] | torch.Tensor = "procrustes",
+    epochs: int = 10,
+    lr: float = 1.0,
+    k: int = 10,
+    constraint: Literal["spectral", "orthogonal"] | None = None,
+    batch_size: int | None = None,
+    reg: float = 0.0,
+    min_lr: float = 1e-4,
+    normalize: bool = False,
+    generator: torch.Generator | None = None,
+    history: list[float] | None = None,
+    chunk_size: int = 4096,
+) -> torch.Tensor:
     """Learn a linear map ``W`` (``X @ W ~ Y``) by minimising :func:`rcsls_loss`; returns ``W`` (detached).
 
     Follows Joulin et al.'s reference procedure (fastText ``alignment/align.py``), the Translator poster's
@@ -187,11 +212,12 @@ def _check_arguments(X: torch.Tensor, Y: torch.Tensor, constraint, epochs: int, 
         raise ValueError(f"need epochs >= 0 and lr > 0, got epochs={epochs}, lr={lr}")
 
 
-def _sgd_pass(objective, W: torch.Tensor, perm: torch.Tensor, batch_size: int, lr: float, reg: float,
-              constraint) -> torch.Tensor:
+def _sgd_pass(
+    objective, W: torch.Tensor, perm: torch.Tensor, batch_size: int, lr: float, reg: float, constraint
+) -> torch.Tensor:
     """One epoch of SGD over the mini-batches of ``perm`` (no step rejection); returns the new map."""
     for start in range(0, len(perm), batch_size):
-        _, gb = objective(W, perm[start:start + batch_size])
+        _, gb = objective(W, perm[start : start + batch_size])
         W = _project(W * (1.0 - lr * reg) - lr * gb, constraint)
     return W
 
@@ -231,7 +257,8 @@ class _RcslsObjective:
         M = M.detach().requires_grad_(True)
         xs, ys = (self.X, self.Y) if rows is None else (self.X[rows], self.Y[rows])
         with torch.enable_grad():
-            loss = rcsls_loss(xs @ M, ys, self.src_all @ M, self.tgt_all, self.k, normalize=self.normalize,
-                              chunk_size=self.chunk_size)
+            loss = rcsls_loss(
+                xs @ M, ys, self.src_all @ M, self.tgt_all, self.k, normalize=self.normalize, chunk_size=self.chunk_size
+            )
             (grad,) = torch.autograd.grad(loss, M)
         return float(loss.detach()), grad

@@ -33,6 +33,7 @@ Sentence ids start at 0 and appear in non-decreasing order without gaps (every s
 one hypothesis); feature scores are ``name= v v ... name= v`` (labels ending in ``=`` or ``:``);
 fields after the fourth are ignored. Anything else raises :class:`DataError` naming file:line.
 """
+
 from __future__ import annotations
 
 import math
@@ -71,6 +72,7 @@ class Hypothesis:
 
 
 # ------------------------------------------------------------------------------------------- reading
+
 
 def _parse_float(text: str, what: str, path, line: int) -> float:
     try:
@@ -112,8 +114,12 @@ def read_nbest(path: str | os.PathLike, n_sentences: int | None = None) -> list[
             raise DataError("empty line; every line must be `id ||| hypothesis ||| features ||| score`", path, i)
         fields = raw.split("|||")
         if len(fields) < 4:
-            raise DataError(f"expected `id ||| hypothesis ||| feature scores ||| total score`, found "
-                            f"{len(fields)} field(s) in {raw[:80]!r}", path, i)
+            raise DataError(
+                f"expected `id ||| hypothesis ||| feature scores ||| total score`, found "
+                f"{len(fields)} field(s) in {raw[:80]!r}",
+                path,
+                i,
+            )
         sid_text = fields[0].strip()
         if not sid_text.isdigit():
             raise DataError(f"sentence id {sid_text[:30]!r} is not a non-negative integer", path, i)
@@ -124,15 +130,24 @@ def read_nbest(path: str | os.PathLike, n_sentences: int | None = None) -> list[
         elif sid == expected:
             lists.append([])
         elif sid < expected:
-            raise DataError(f"sentence id {sid} after id {expected - 1}: the hypotheses of a sentence must be "
-                            "consecutive and sentences in ascending order", path, i)
+            raise DataError(
+                f"sentence id {sid} after id {expected - 1}: the hypotheses of a sentence must be "
+                "consecutive and sentences in ascending order",
+                path,
+                i,
+            )
         elif not lists:
-            raise DataError(f"the first sentence id is {sid}; ids must start at 0 (sentence 0 has no hypothesis)",
-                            path, i)
+            raise DataError(
+                f"the first sentence id is {sid}; ids must start at 0 (sentence 0 has no hypothesis)", path, i
+            )
         else:
             missing = f"{expected}" if sid == expected + 1 else f"{expected}..{sid - 1}"
-            raise DataError(f"sentence id {sid} follows id {expected - 1}: sentence(s) {missing} have no "
-                            "hypothesis (ids must start at 0 and have no gaps)", path, i)
+            raise DataError(
+                f"sentence id {sid} follows id {expected - 1}: sentence(s) {missing} have no "
+                "hypothesis (ids must start at 0 and have no gaps)",
+                path,
+                i,
+            )
         text = fields[1].strip()
         feats = _parse_features(fields[2], path, i)
         score = _parse_float(fields[3].strip(), "total score", path, i)
@@ -140,8 +155,11 @@ def read_nbest(path: str | os.PathLike, n_sentences: int | None = None) -> list[
     if not lists:
         raise DataError("no hypotheses in the n-best file", path)
     if n_sentences is not None and len(lists) != n_sentences:
-        raise DataError(f"the n-best file has {len(lists)} sentences but {n_sentences} were expected "
-                        "(one per line of the images list / references)", path)
+        raise DataError(
+            f"the n-best file has {len(lists)} sentences but {n_sentences} were expected "
+            "(one per line of the images list / references)",
+            path,
+        )
     return lists
 
 
@@ -157,8 +175,9 @@ def read_references(path: str | os.PathLike, n_sentences: int | None = None) -> 
     return refs
 
 
-def read_images_list(path: str | os.PathLike, n_sentences: int | None = None,
-                     base: str | os.PathLike | None = None) -> list[Path]:
+def read_images_list(
+    path: str | os.PathLike, n_sentences: int | None = None, base: str | os.PathLike | None = None
+) -> list[Path]:
     """Photo paths, one per line (line i = photo of sentence i). Relative paths are resolved against
     ``base`` (default: the folder of the list file). Every photo must exist."""
     from ..data._io import read_lines
@@ -183,6 +202,7 @@ def read_images_list(path: str | os.PathLike, n_sentences: int | None = None,
 
 
 # ------------------------------------------------------------------------------------------ scoring
+
 
 def zscore(x: Any) -> np.ndarray:
     """(x - mean) / std within one list (population std); all zeros when x is constant."""
@@ -244,8 +264,13 @@ def _cosine(images: np.ndarray, texts: np.ndarray) -> np.ndarray:
     return a @ b.T
 
 
-def rerank(nbest: Sequence[Sequence[Hypothesis]] | str | os.PathLike, sources_photos: Any, model: Any,
-           weight: float = 0.5, lang: str = "de") -> RerankResult:
+def rerank(
+    nbest: Sequence[Sequence[Hypothesis]] | str | os.PathLike,
+    sources_photos: Any,
+    model: Any,
+    weight: float = 0.5,
+    lang: str = "de",
+) -> RerankResult:
     """Re-rank every n-best list with the photo of its source sentence.
 
     nbest:          ``read_nbest`` output (or a path to a Moses n-best file)
@@ -267,8 +292,9 @@ def rerank(nbest: Sequence[Sequence[Hypothesis]] | str | os.PathLike, sources_ph
     n = len(lists)
 
     if isinstance(sources_photos, np.ndarray) or hasattr(sources_photos, "detach"):
-        img = np.asarray(sources_photos.detach().cpu() if hasattr(sources_photos, "detach") else sources_photos,
-                         dtype=np.float32)
+        img = np.asarray(
+            sources_photos.detach().cpu() if hasattr(sources_photos, "detach") else sources_photos, dtype=np.float32
+        )
         if img.ndim != 2:
             raise ValueError(f"image embeddings must be (n_sentences, d), got shape {img.shape}")
     else:
@@ -290,7 +316,7 @@ def rerank(nbest: Sequence[Sequence[Hypothesis]] | str | os.PathLike, sources_ph
     for i, hyps in enumerate(lists):
         mt = np.array([h.score for h in hyps], dtype=np.float64)
         t = txt[[row[h.text] for h in hyps]]
-        s = score_fn(img[i:i + 1], t) if score_fn is not None else _cosine(img[i:i + 1], t)
+        s = score_fn(img[i : i + 1], t) if score_fn is not None else _cosine(img[i : i + 1], t)
         s = np.asarray(s.detach().cpu() if hasattr(s, "detach") else s, dtype=np.float64).reshape(-1)
         if s.shape[0] != len(hyps):
             raise ValueError(f"similarity returned {s.shape[0]} scores for the {len(hyps)} hypotheses of sentence {i}")
@@ -302,11 +328,21 @@ def rerank(nbest: Sequence[Sequence[Hypothesis]] | str | os.PathLike, sources_ph
         mts.append(mt)
         sims.append(s)
         combs.append(c)
-    return RerankResult(w, lang, baseline, chosen, [lists[i][j].text for i, j in enumerate(baseline)],
-                        [lists[i][j].text for i, j in enumerate(chosen)], mts, sims, combs)
+    return RerankResult(
+        w,
+        lang,
+        baseline,
+        chosen,
+        [lists[i][j].text for i, j in enumerate(baseline)],
+        [lists[i][j].text for i, j in enumerate(chosen)],
+        mts,
+        sims,
+        combs,
+    )
 
 
 # ------------------------------------------------------------------------------------------ metrics
+
 
 def _ref_streams(references: Sequence[str] | Sequence[Sequence[str]], n: int) -> list[list[str]]:
     if not references:
@@ -330,8 +366,13 @@ def _bleu_options(lang: str | None, tokenize: str | None) -> dict[str, Any]:
     return {"tokenize": tokenize, "trg_lang": lang if lang == "zh" else ""}
 
 
-def translation_scores(hypotheses: Sequence[str], references: Sequence[str] | Sequence[Sequence[str]], *,
-                       lang: str | None = None, tokenize: str | None = None) -> dict[str, Any]:
+def translation_scores(
+    hypotheses: Sequence[str],
+    references: Sequence[str] | Sequence[Sequence[str]],
+    *,
+    lang: str | None = None,
+    tokenize: str | None = None,
+) -> dict[str, Any]:
     """Corpus BLEU and TER (sacrebleu) of ``hypotheses`` against one reference per line, or several
     reference sets (a list of lists, each aligned with the hypotheses).
 
@@ -345,12 +386,21 @@ def translation_scores(hypotheses: Sequence[str], references: Sequence[str] | Se
     ter = TER(asian_support=_asian(lang))
     b = bleu.corpus_score(hyps, refs)
     t = ter.corpus_score(hyps, refs)
-    return {"bleu": float(b.score), "ter": float(t.score), "bleu_signature": str(bleu.get_signature()),
-            "ter_signature": str(ter.get_signature())}
+    return {
+        "bleu": float(b.score),
+        "ter": float(t.score),
+        "bleu_signature": str(bleu.get_signature()),
+        "ter_signature": str(ter.get_signature()),
+    }
 
 
-def oracle_choice(nbest: Sequence[Sequence[Hypothesis]], references: Sequence[str] | Sequence[Sequence[str]], *,
-                  lang: str | None = None, tokenize: str | None = None) -> list[int]:
+def oracle_choice(
+    nbest: Sequence[Sequence[Hypothesis]],
+    references: Sequence[str] | Sequence[Sequence[str]],
+    *,
+    lang: str | None = None,
+    tokenize: str | None = None,
+) -> list[int]:
     """Per list, the hypothesis with the highest sentence BLEU (sacrebleu, effective order) against the
     reference(s); ties -> earlier in the list. An upper bound on what re-ranking can reach (approximately:
     the best corpus BLEU is not exactly the sum of the best sentence BLEUs)."""

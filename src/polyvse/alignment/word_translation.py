@@ -33,10 +33,16 @@ def group_lexicon(pairs: torch.Tensor | Iterable[tuple[int, int]]) -> dict[int, 
     return dict(gold)
 
 
-def word_translation_p_at_1(src_emb: torch.Tensor, tgt_emb: torch.Tensor,
-                            pairs: torch.Tensor | Iterable[tuple[int, int]],
-                            method: Literal["csls", "nn"] = "csls", k: int = 10, *,
-                            num_source_words: int | None = None, chunk_size: int = 4096) -> float:
+def word_translation_p_at_1(
+    src_emb: torch.Tensor,
+    tgt_emb: torch.Tensor,
+    pairs: torch.Tensor | Iterable[tuple[int, int]],
+    method: Literal["csls", "nn"] = "csls",
+    k: int = 10,
+    *,
+    num_source_words: int | None = None,
+    chunk_size: int = 4096,
+) -> float:
     """Word-translation precision@1 in PERCENT (0-100).
 
     method: "csls" (CSLS with ``k`` neighbours, Conneau et al. 2018; MUSE's ``csls_knn_10`` for k=10) or
@@ -51,13 +57,14 @@ def word_translation_p_at_1(src_emb: torch.Tensor, tgt_emb: torch.Tensor,
         raise ValueError("the lexicon is empty: no (source, target) pair to evaluate")
     denom = len(gold) if num_source_words is None else int(num_source_words)
     if denom < len(gold):
-        raise ValueError(f"num_source_words={denom} is smaller than the {len(gold)} distinct source words "
-                         "in pairs")
+        raise ValueError(f"num_source_words={denom} is smaller than the {len(gold)} distinct source words in pairs")
     n_src, n_tgt = src_emb.shape[0], tgt_emb.shape[0]
     for s, gs in gold.items():
         if not 0 <= s < n_src or any(not 0 <= t < n_tgt for t in gs):
-            raise IndexError(f"lexicon pair ({s}, {sorted(gs)}) outside the embedding tables "
-                             f"({n_src} source rows, {n_tgt} target rows)")
+            raise IndexError(
+                f"lexicon pair ({s}, {sorted(gs)}) outside the embedding tables "
+                f"({n_src} source rows, {n_tgt} target rows)"
+            )
     queries = torch.tensor(list(gold), dtype=torch.long)
     if method == "csls":
         idx, _ = csls_retrieve(src_emb, tgt_emb, k=k, topk=1, queries=queries, chunk_size=chunk_size)
@@ -69,9 +76,14 @@ def word_translation_p_at_1(src_emb: torch.Tensor, tgt_emb: torch.Tensor,
     return 100.0 * correct / denom
 
 
-def alignment_ratio(src_emb: torch.Tensor, tgt_emb: torch.Tensor,
-                    pairs: torch.Tensor | Iterable[tuple[int, int]], *,
-                    num_source_words: int | None = None, chunk_size: int = 4096) -> float:
+def alignment_ratio(
+    src_emb: torch.Tensor,
+    tgt_emb: torch.Tensor,
+    pairs: torch.Tensor | Iterable[tuple[int, int]],
+    *,
+    num_source_words: int | None = None,
+    chunk_size: int = 4096,
+) -> float:
     """AME's alignment ratio (Mohammadshahi et al. 2019, "Aligning multilingual word embeddings for
     cross-modal retrieval task", Sec. 4.1 and 4.4; the "Alignment" column of Tables 1-4), in PERCENT.
 
@@ -101,5 +113,6 @@ def alignment_ratio(src_emb: torch.Tensor, tgt_emb: torch.Tensor,
     therefore trains on the train part of :func:`polyvse.alignment.muse_lexicon` and reports this ratio on
     its test part.
     """
-    return word_translation_p_at_1(src_emb, tgt_emb, pairs, method="nn",
-                                   num_source_words=num_source_words, chunk_size=chunk_size)
+    return word_translation_p_at_1(
+        src_emb, tgt_emb, pairs, method="nn", num_source_words=num_source_words, chunk_size=chunk_size
+    )

@@ -7,9 +7,18 @@
     vocabulary   CSLS and nearest-neighbour retrieval between two vocabularies (word translation, as MUSE)
 
 Imported on first use, so the numpy modules load without torch."""
+
 from ..util.lazy import lazy_attributes
 
 __all__ = ["HubnessBanks", "SearchHubness", "csls", "csls_retrieve", "csls_scores"]
 
-__getattr__ = lazy_attributes(__name__, {"HubnessBanks": ".banks", "SearchHubness": ".search", "csls": ".scoring",
-                                         "csls_retrieve": ".vocabulary", "csls_scores": ".vocabulary"})
+__getattr__ = lazy_attributes(
+    __name__,
+    {
+        "HubnessBanks": ".banks",
+        "SearchHubness": ".search",
+        "csls": ".scoring",
+        "csls_retrieve": ".vocabulary",
+        "csls_scores": ".vocabulary",
+    },
+)

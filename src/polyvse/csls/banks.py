@@ -17,6 +17,7 @@ neighbour means and the choice of bank are written once, for torch and numpy ali
 :mod:`polyvse.csls.scoring`; this class holds the banks as torch tensors, and
 ``polyvse.csls.search.SearchHubness`` as numpy arrays for the torch-free search path.
 """
+
 from __future__ import annotations
 
 from collections.abc import Mapping
@@ -55,15 +56,18 @@ class HubnessBanks:
 
         self.photos = bank(photos)
         if self.photos.ndim != 2 or self.photos.shape[0] < self.k:
-            raise ValueError(f"the photo bank needs at least k={self.k} rows of embeddings, got shape "
-                             f"{tuple(self.photos.shape)}")
+            raise ValueError(
+                f"the photo bank needs at least k={self.k} rows of embeddings, got shape {tuple(self.photos.shape)}"
+            )
         self.captions = {str(lang): bank(v) for lang, v in captions.items() if lang != POOLED}
         if not self.captions:
             raise ValueError("the caption bank is empty: CSLS needs captions of at least one language")
         for lang, rows in self.captions.items():
             if rows.ndim != 2 or rows.shape[1] != self.photos.shape[1] or rows.shape[0] < self.k:
-                raise ValueError(f"caption bank {lang!r}: shape {tuple(rows.shape)}; needs at least k={self.k} "
-                                 f"rows of the photo bank's width {self.photos.shape[1]}")
+                raise ValueError(
+                    f"caption bank {lang!r}: shape {tuple(rows.shape)}; needs at least k={self.k} "
+                    f"rows of the photo bank's width {self.photos.shape[1]}"
+                )
         self._pooled = torch.cat(list(self.captions.values()))
 
     def with_k(self, k: int) -> HubnessBanks:
@@ -107,6 +111,8 @@ class HubnessBanks:
 
     # -- checkpoint form: tensors in the weights file (polyvse.model.checkpoint.hubness_tensors), sizes in config.json
     def describe(self) -> dict:
-        return {"k": self.k, "photos": int(self.photos.shape[0]),
-                "captions": {lang: int(b.shape[0]) for lang, b in sorted(self.captions.items())}}
-
+        return {
+            "k": self.k,
+            "photos": int(self.photos.shape[0]),
+            "captions": {lang: int(b.shape[0]) for lang, b in sorted(self.captions.items())},
+        }

@@ -28,6 +28,7 @@ will be searched in (`--csls-penalty-langs en,de`: ``keys`` lists only those ban
 has no bank of its own; a bank costs each photo a scan of it, so one language of five costs a fifth): a query in
 another language computes its candidates' r_C. `polyvse index add` keeps an index's choice unless told otherwise.
 """
+
 from __future__ import annotations
 
 import logging
@@ -46,8 +47,17 @@ log = logging.getLogger(__name__)
 #: a compressed index's kind (polyvse.index.store.IVFPQ): its search re-ranks the candidates the prior lifts too
 IVFPQ = "ivfpq"
 
-__all__ = ["CHUNK_ROWS", "SKIPPED", "PenaltyWriter", "csls_search", "penalty_writer", "penalties_skipped", "stored_keys",
-           "stored_penalties", "writer_of"]
+__all__ = [
+    "CHUNK_ROWS",
+    "SKIPPED",
+    "PenaltyWriter",
+    "csls_search",
+    "penalty_writer",
+    "penalties_skipped",
+    "stored_keys",
+    "stored_penalties",
+    "writer_of",
+]
 
 #: photos whose r_C is computed at once without a budget: 1024 x a 6,000-caption bank is 25 MB of similarities a copy
 CHUNK_ROWS = 1024
@@ -77,10 +87,15 @@ class PenaltyWriter:
         self.keys = list(hubness.penalty_keys if keys is None else keys)
         unknown = [key for key in self.keys if key not in hubness.penalty_keys]
         if unknown or not self.keys:
-            raise DataError(f"no caption bank {unknown or self.keys} to store CSLS penalties for: the model's banks "
-                            f"are {', '.join(hubness.penalty_keys)}")
-        self.reused = (old.penalties if old is not None and stored_penalties(old, hubness) is not None
-                       and stored_keys(old.manifest) == self.keys else None)
+            raise DataError(
+                f"no caption bank {unknown or self.keys} to store CSLS penalties for: the model's banks "
+                f"are {', '.join(hubness.penalty_keys)}"
+            )
+        self.reused = (
+            old.penalties
+            if old is not None and stored_penalties(old, hubness) is not None and stored_keys(old.manifest) == self.keys
+            else None
+        )
 
     def __call__(self, root: Path, gen: int, vectors: np.ndarray) -> tuple[dict, dict]:
         """Write ``penalties.<gen>.npy`` for every row of ``vectors``; (its files entries, the ``csls`` section)."""
@@ -92,8 +107,9 @@ class PenaltyWriter:
 
         def write(tmp: str) -> None:
             with open(tmp, "wb") as fh:
-                np.lib.format.write_array_header_1_0(fh, {"descr": "<f4", "fortran_order": False,
-                                                          "shape": (n, len(keys))})
+                np.lib.format.write_array_header_1_0(
+                    fh, {"descr": "<f4", "fortran_order": False, "shape": (n, len(keys))}
+                )
                 for i in range(0, start, step):  # the photos already indexed: their rows as stored
                     fh.write(read_block(self.reused, i, min(i + step, start)).tobytes())
                 for i in range(start, n, step):
@@ -104,8 +120,12 @@ class PenaltyWriter:
         with atomic_path(root / name, suffix=".tmp") as tmp:
             write(str(tmp))
             size = tmp.stat().st_size
-        section = {"keys": keys, "k": self.hubness.k, "banks": self.hubness.digest(),
-                   "seconds": round(time.time() - t0, 3)}
+        section = {
+            "keys": keys,
+            "k": self.hubness.k,
+            "banks": self.hubness.digest(),
+            "seconds": round(time.time() - t0, 3),
+        }
         return {"penalties": name, "penalties_bytes": size}, section
 
 
@@ -166,8 +186,11 @@ def open_penalties(root: Path, manifest: dict, n: int) -> np.ndarray | None:
         raise DataError(f"unreadable CSLS penalties file {name} ({exc}); rebuild the index", root) from None
     keys = (section or {}).get("keys") or []
     if table.dtype != np.float32 or table.shape != (n, len(keys)):
-        raise DataError(f"{name} holds {table.shape} {table.dtype}, the manifest says ({n}, {len(keys)}) float32; "
-                        "the index is damaged, rebuild it", root)
+        raise DataError(
+            f"{name} holds {table.shape} {table.dtype}, the manifest says ({n}, {len(keys)}) float32; "
+            "the index is damaged, rebuild it",
+            root,
+        )
     return table
 
 
@@ -185,8 +208,9 @@ def stored_penalties(index, hubness) -> Callable[[str | None], int | None] | Non
     return lambda lang: columns.get(hubness.key_of(lang))
 
 
-def csls_search(index, hubness: SearchHubness, queries: np.ndarray, k: int,
-                lang: str | None, rerank_for: int | None = None) -> tuple[list[np.ndarray], list[np.ndarray]]:
+def csls_search(
+    index, hubness: SearchHubness, queries: np.ndarray, k: int, lang: str | None, rerank_for: int | None = None
+) -> tuple[list[np.ndarray], list[np.ndarray]]:
     """(CSLS scores, ids) per unit caption row of ``queries`` in ``lang``, best first: the index's cosine top
     ``hubness.fetch(k)`` re-ranked by CSLS with their stored vectors (how a CSLS model's text search ranks;
     benchmarks/bench_scale.py times this same call). The candidates' r_C is read from the index where it stores
@@ -226,12 +250,25 @@ def _hint_rebuild(index, lang: str | None = None) -> None:
         return
     hinted.add(lang)
     if lang is not None:
-        log.warning("%s: each %s query computes its candidates' CSLS penalties, as the index stores them for other "
-                    "languages only (--csls-penalty-langs); `polyvse index build --force` with %s among them stores "
-                    "its", index.root, lang, lang)
+        log.warning(
+            "%s: each %s query computes its candidates' CSLS penalties, as the index stores them for other "
+            "languages only (--csls-penalty-langs); `polyvse index build --force` with %s among them stores "
+            "its",
+            index.root,
+            lang,
+            lang,
+        )
         return
-    why = ("stores them for other banks" if index.penalties is not None
-           else "was built without them (--no-csls-penalties)" if penalties_skipped(index.manifest)
-           else "was built without them")
-    log.warning("%s: each query computes its candidates' CSLS penalties, as the index %s; rebuild it "
-                "(`polyvse index build --force`) to store them", index.root, why)
+    why = (
+        "stores them for other banks"
+        if index.penalties is not None
+        else "was built without them (--no-csls-penalties)"
+        if penalties_skipped(index.manifest)
+        else "was built without them"
+    )
+    log.warning(
+        "%s: each query computes its candidates' CSLS penalties, as the index %s; rebuild it "
+        "(`polyvse index build --force`) to store them",
+        index.root,
+        why,
+    )

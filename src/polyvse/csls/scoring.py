@@ -10,6 +10,7 @@ differ only in the arithmetic's library::
 
 Banks are unit rows kept as float16 (what a checkpoint stores) and computed with in float32.
 """
+
 from __future__ import annotations
 
 from collections.abc import Collection
@@ -44,7 +45,7 @@ def knn_mean(queries, keys, k: int, chunk_size: int = 4096):
     ``chunk_size`` query rows at a time, so the similarities held at once are chunk_size x len(keys)."""
     if len(queries) <= chunk_size:
         return top_k_mean(queries @ keys.T, k)
-    parts = [top_k_mean(queries[i:i + chunk_size] @ keys.T, k) for i in range(0, len(queries), chunk_size)]
+    parts = [top_k_mean(queries[i : i + chunk_size] @ keys.T, k) for i in range(0, len(queries), chunk_size)]
     if isinstance(queries, np.ndarray):
         return np.concatenate(parts)
     import torch  # only reached with torch tensors: their caller has torch loaded already

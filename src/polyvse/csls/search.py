@@ -18,6 +18,7 @@ r_C depends only on the photo and the banks, so an index stores it for every pho
 (``photo_penalty``): a query then reads no caption bank at all. ``digest`` names the banks those rows were computed
 with, from what every query reads anyway (the photo bank's rows, the caption banks' names and shapes, k).
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -75,8 +76,11 @@ class SearchHubness:
         if isinstance(banks, SearchHubness):
             return banks
         out = cls.__new__(cls)
-        out._setup(banks.k, _ArrayBanks(banks.photos.cpu().numpy(),
-                                        {lang: b.cpu().numpy() for lang, b in banks.captions.items()}), _stored_rows)
+        out._setup(
+            banks.k,
+            _ArrayBanks(banks.photos.cpu().numpy(), {lang: b.cpu().numpy() for lang, b in banks.captions.items()}),
+            _stored_rows,
+        )
         return out
 
     def _setup(self, k: int, banks, rows) -> None:
@@ -100,8 +104,11 @@ class SearchHubness:
         """The unit rows that score captions in ``lang``: its bank, or the pooled bank of every language's."""
         key = bank_key(lang, self._banks.languages)
         if key not in self._unit:
-            self._unit[key] = (np.concatenate([self.caption_bank(code) for code in self._banks.languages])
-                               if key == POOLED else self._rows(self._banks.caption(key)))
+            self._unit[key] = (
+                np.concatenate([self.caption_bank(code) for code in self._banks.languages])
+                if key == POOLED
+                else self._rows(self._banks.caption(key))
+            )
         return self._unit[key]
 
     @property
@@ -120,8 +127,16 @@ class SearchHubness:
         index's model fingerprint pins), so a bank rebuilt in any other way changes the photo bank too."""
         if self._digest is None:
             photos = np.ascontiguousarray(self._banks.photos())
-            h = hashlib.sha256(json.dumps({"k": self.k, "photos": [photos.dtype.name, list(photos.shape)],
-                                           "captions": self._banks.caption_shapes()}, sort_keys=True).encode())
+            h = hashlib.sha256(
+                json.dumps(
+                    {
+                        "k": self.k,
+                        "photos": [photos.dtype.name, list(photos.shape)],
+                        "captions": self._banks.caption_shapes(),
+                    },
+                    sort_keys=True,
+                ).encode()
+            )
             h.update(photos.view(np.uint8).reshape(-1).data)
             self._digest = "sha256:" + h.hexdigest()
         return self._digest
@@ -157,16 +172,24 @@ class SearchHubness:
         """r_I of unit caption rows: each one's mean cosine to its k nearest bank photos."""
         return knn_mean(np.asarray(vectors, dtype=np.float32), self.photos, self.k)
 
-    def photo_to_captions(self, photo: np.ndarray, captions: np.ndarray, caption_penalty: np.ndarray,
-                          langs: list[str]) -> np.ndarray:
+    def photo_to_captions(
+        self, photo: np.ndarray, captions: np.ndarray, caption_penalty: np.ndarray, langs: list[str]
+    ) -> np.ndarray:
         """CSLS scores of one unit ``photo`` row against unit ``captions`` rows (their r_I ``caption_penalty``,
         languages ``langs``): the photo's r_C is taken against each caption's language's bank."""
         p = np.asarray(photo, dtype=np.float32).reshape(1, -1)
         r_c = {lang: float(self.photo_penalty(p, lang)[0]) for lang in set(langs)}
         return csls(captions @ p[0], np.array([r_c[lang] for lang in langs], np.float32), caption_penalty)
 
-    def rerank(self, query: np.ndarray, ids: np.ndarray, vectors: np.ndarray, lang: str | None,
-               k: int, photo_penalty: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+    def rerank(
+        self,
+        query: np.ndarray,
+        ids: np.ndarray,
+        vectors: np.ndarray,
+        lang: str | None,
+        k: int,
+        photo_penalty: np.ndarray | None = None,
+    ) -> tuple[np.ndarray, np.ndarray]:
         """(CSLS scores, ids) of the best ``k`` of candidate photos ``ids`` (their unit rows ``vectors``) for one
         unit ``query`` row, best first (ties: the cosine order). ``photo_penalty``: the candidates' r_C for
         ``lang`` as the index stores them; None computes it against the caption bank."""

@@ -52,8 +52,7 @@ def _queries(queries, n_src: int, device) -> torch.Tensor:
     return q
 
 
-def knn_mean_similarity(queries: torch.Tensor, keys: torch.Tensor, k: int,
-                        chunk_size: int = 4096) -> torch.Tensor:
+def knn_mean_similarity(queries: torch.Tensor, keys: torch.Tensor, k: int, chunk_size: int = 4096) -> torch.Tensor:
     """For each row of ``queries``: the mean of its ``k`` largest dot products with the rows of ``keys``.
 
     With unit rows this is CSLS's ``r`` term (mean cosine to the k nearest neighbours). Shape ``(n_q,)``.
@@ -61,8 +60,7 @@ def knn_mean_similarity(queries: torch.Tensor, keys: torch.Tensor, k: int,
     return knn_mean(queries, keys, _check_k(k, keys.shape[0], "the neighbour set"), chunk_size)
 
 
-def csls_scores(src_emb: torch.Tensor, tgt_emb: torch.Tensor, k: int = 10,
-                chunk_size: int = 4096) -> torch.Tensor:
+def csls_scores(src_emb: torch.Tensor, tgt_emb: torch.Tensor, k: int = 10, chunk_size: int = 4096) -> torch.Tensor:
     """The full ``(n_src, n_tgt)`` CSLS matrix ``2 cos(x_i, y_j) - r_T(x_i) - r_S(y_j)``.
 
     ``src_emb`` should already be mapped into the target space. Materialises ``n_src x n_tgt`` floats:
@@ -80,30 +78,42 @@ def _check_pair_dims(src: torch.Tensor, tgt: torch.Tensor) -> None:
         raise ValueError(f"src_emb and tgt_emb must have the same dimension, got {src.shape[1]} and {tgt.shape[1]}")
 
 
-def _retrieve(src: torch.Tensor, tgt: torch.Tensor, q: torch.Tensor, topk: int, chunk_size: int,
-              row_offset: torch.Tensor | None, col_offset: torch.Tensor | None,
-              scale: float) -> tuple[torch.Tensor, torch.Tensor]:
+def _retrieve(
+    src: torch.Tensor,
+    tgt: torch.Tensor,
+    q: torch.Tensor,
+    topk: int,
+    chunk_size: int,
+    row_offset: torch.Tensor | None,
+    col_offset: torch.Tensor | None,
+    scale: float,
+) -> tuple[torch.Tensor, torch.Tensor]:
     topk = int(topk)
     if not 1 <= topk <= tgt.shape[0]:
         raise ValueError(f"topk must be in [1, {tgt.shape[0]}] (the number of target vectors), got {topk}")
     idx_out = torch.empty((q.numel(), topk), dtype=torch.long, device=src.device)
     val_out = src.new_empty((q.numel(), topk))
     for start in range(0, q.numel(), chunk_size):
-        rows = q[start:start + chunk_size]
+        rows = q[start : start + chunk_size]
         s = scale * (src[rows] @ tgt.T)
         if row_offset is not None:
             s = s - row_offset[rows][:, None]
         if col_offset is not None:
             s = s - col_offset[None, :]
         top = s.topk(topk, dim=1)
-        idx_out[start:start + rows.numel()] = top.indices
-        val_out[start:start + rows.numel()] = top.values
+        idx_out[start : start + rows.numel()] = top.indices
+        val_out[start : start + rows.numel()] = top.values
     return idx_out, val_out
 
 
-def csls_retrieve(src_emb: torch.Tensor, tgt_emb: torch.Tensor, k: int = 10, topk: int = 1,
-                  queries: torch.Tensor | None = None,
-                  chunk_size: int = 4096) -> tuple[torch.Tensor, torch.Tensor]:
+def csls_retrieve(
+    src_emb: torch.Tensor,
+    tgt_emb: torch.Tensor,
+    k: int = 10,
+    topk: int = 1,
+    queries: torch.Tensor | None = None,
+    chunk_size: int = 4096,
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Best ``topk`` targets by CSLS for each query source row.
 
     ``queries``: source row indices to translate (default: all rows). ``r_T`` and ``r_S`` use the complete
@@ -121,9 +131,13 @@ def csls_retrieve(src_emb: torch.Tensor, tgt_emb: torch.Tensor, k: int = 10, top
     return _retrieve(src, tgt, q, topk, chunk_size, r_t, r_s, 2.0)
 
 
-def nn_retrieve(src_emb: torch.Tensor, tgt_emb: torch.Tensor, topk: int = 1,
-                queries: torch.Tensor | None = None,
-                chunk_size: int = 4096) -> tuple[torch.Tensor, torch.Tensor]:
+def nn_retrieve(
+    src_emb: torch.Tensor,
+    tgt_emb: torch.Tensor,
+    topk: int = 1,
+    queries: torch.Tensor | None = None,
+    chunk_size: int = 4096,
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Best ``topk`` targets by cosine similarity (plain nearest neighbour). Returns ``(indices, cosines)``."""
     src, tgt = _unit(src_emb, "src_emb"), _unit(tgt_emb, "tgt_emb")
     _check_pair_dims(src, tgt)

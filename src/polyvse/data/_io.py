@@ -61,8 +61,9 @@ def _lines_cached(key: tuple[str, int, int]) -> tuple[str, ...]:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
         line = raw.count(b"\n", 0, exc.start) + 1
-        raise DataError(f"not valid UTF-8 text (byte {exc.start}); re-fetch the file or save it as UTF-8",
-                        path, line) from None
+        raise DataError(
+            f"not valid UTF-8 text (byte {exc.start}); re-fetch the file or save it as UTF-8", path, line
+        ) from None
     if text.startswith("\ufeff"):
         text = text[1:]
     # Split on "\n" only: str.splitlines() would also split on U+2028, U+0085 etc. inside a caption
@@ -86,16 +87,28 @@ def read_lines(path: str | os.PathLike) -> tuple[str, ...]:
 
 def require_file(path: Path, what: str, fetch_name: str | None) -> Path:
     if not path.is_file():
-        hint = (f"run `polyvse data fetch {fetch_name}` (or `--from DIR` for a local mirror) "
-                "or point --data-root at the folder that holds it") if fetch_name else "check the path"
+        hint = (
+            (
+                f"run `polyvse data fetch {fetch_name}` (or `--from DIR` for a local mirror) "
+                "or point --data-root at the folder that holds it"
+            )
+            if fetch_name
+            else "check the path"
+        )
         raise MissingDataError(f"{what} not found; {hint}", path)
     return path
 
 
 def require_dir(path: Path, what: str, fetch_name: str | None) -> Path:
     if not path.is_dir():
-        hint = (f"run `polyvse data fetch {fetch_name}` (or `--from DIR` for a local mirror) "
-                "or point --data-root at the folder that holds it") if fetch_name else "check the path"
+        hint = (
+            (
+                f"run `polyvse data fetch {fetch_name}` (or `--from DIR` for a local mirror) "
+                "or point --data-root at the folder that holds it"
+            )
+            if fetch_name
+            else "check the path"
+        )
         raise MissingDataError(f"{what} not found; {hint}", path)
     return path
 

@@ -6,6 +6,7 @@ languages. The kept ones are the first N of a permutation drawn from (seed, lang
 reproducible, the subsets of one seed are nested (the 100 are among the 250), and a language's subset does not
 change when other languages are added or limited. Pass TRAINING captions only: the function only removes.
 """
+
 from __future__ import annotations
 
 import logging
@@ -21,21 +22,25 @@ log = logging.getLogger("polyvse.data")
 C = TypeVar("C")
 
 
-def limit_captions(captions: Sequence[C], limits: Mapping[str, int], seed: int, *,
-                   field: str = "caption_limit") -> list[C]:
+def limit_captions(
+    captions: Sequence[C], limits: Mapping[str, int], seed: int, *, field: str = "caption_limit"
+) -> list[C]:
     """The captions (objects with ``.lang``) with at most ``limits[lang]`` of each limited language, in their
     input order. A limit above the number available keeps them all (logged). ``field`` names the config
     field in errors."""
     for lang, n in limits.items():
         if isinstance(n, bool) or not isinstance(n, int) or n < 1:
-            raise DataError(f"{field}: {lang}: {n!r} must be a positive number of captions; "
-                            "leave the language out to keep all of its captions")
+            raise DataError(
+                f"{field}: {lang}: {n!r} must be a positive number of captions; "
+                "leave the language out to keep all of its captions"
+            )
     keep = np.ones(len(captions), dtype=bool)
     for lang, n in limits.items():
         rows = np.array([i for i, c in enumerate(captions) if c.lang == lang], dtype=np.int64)
         if len(rows) == 0:
-            raise DataError(f"{field}: no training caption in language {lang!r}; limit only languages "
-                            "that are trained on")
+            raise DataError(
+                f"{field}: no training caption in language {lang!r}; limit only languages that are trained on"
+            )
         if n >= len(rows):
             log.info("%s %s=%d: only %d training captions, keeping them all", field, lang, n, len(rows))
             continue

@@ -36,7 +36,7 @@ KARPATHY_SPLITS = {"train": "train", "val": "val", "test": "test", "restval": "t
 
 
 def coco_id(value: object) -> str | None:
-    """"COCO_val2014_000000391895" / "COCO_val2014_000000391895.jpg" / 391895 / "391895" -> "391895"."""
+    """ "COCO_val2014_000000391895" / "COCO_val2014_000000391895.jpg" / 391895 / "391895" -> "391895"."""
     if isinstance(value, bool):
         return None
     if isinstance(value, int):
@@ -55,8 +55,9 @@ def _load_json(path: Path):
     except UnicodeDecodeError:
         raise DataError("not UTF-8 text; save the file as UTF-8", path) from None
     except json.JSONDecodeError as exc:
-        raise DataError(f"invalid JSON ({exc.msg}, column {exc.colno}); check the file is complete",
-                        path, exc.lineno) from None
+        raise DataError(
+            f"invalid JSON ({exc.msg}, column {exc.colno}); check the file is complete", path, exc.lineno
+        ) from None
 
 
 class CocoKarpathyReader:
@@ -66,8 +67,9 @@ class CocoKarpathyReader:
 
     source = "coco"
 
-    def __init__(self, json_path: str | os.PathLike, *, images_dir: str | os.PathLike | None = None,
-                 restval: str = "train"):
+    def __init__(
+        self, json_path: str | os.PathLike, *, images_dir: str | os.PathLike | None = None, restval: str = "train"
+    ):
         self.path = Path(json_path)
         self.images_dir = Path(images_dir) if images_dir is not None else None
         self.restval = restval
@@ -89,8 +91,9 @@ class CocoKarpathyReader:
                 raise DataError(f"{where} has no usable 'cocoid' or COCO 'filename'", path)
             split = img.get("split")
             if split not in KARPATHY_SPLITS:
-                raise DataError(f"{where} (cocoid {pid}) has split {split!r}; expected train, val, test or restval",
-                                path)
+                raise DataError(
+                    f"{where} (cocoid {pid}) has split {split!r}; expected train, val, test or restval", path
+                )
             split = self.restval if split == "restval" else KARPATHY_SPLITS[split]
             photo_path = None
             if self.images_dir is not None and img.get("filename"):
@@ -118,8 +121,9 @@ class StairCaptionsReader:
     {"image_id", "caption"}; "images" (if present) are used to check ids. Caption.split = `split`
     (e.g. "train" for the train2014 file) or ""."""
 
-    def __init__(self, json_path: str | os.PathLike, *, split: str = "", lang: str = "ja",
-                 source: str = "stair-captions"):
+    def __init__(
+        self, json_path: str | os.PathLike, *, split: str = "", lang: str = "ja", source: str = "stair-captions"
+    ):
         self.path = Path(json_path)
         self.split = split
         self.lang = lang
@@ -156,8 +160,13 @@ class CocoCnReader:
     """Chinese COCO-CN sentences: `<image id>#<k><TAB><sentence>` lines. `split_files` maps a split
     name to a COCO-CN split list (`coco-cn_train.txt` ...); photos in none of them get split ""."""
 
-    def __init__(self, caption_path: str | os.PathLike, *, split_files: dict[str, str | os.PathLike] | None = None,
-                 source: str = "coco-cn"):
+    def __init__(
+        self,
+        caption_path: str | os.PathLike,
+        *,
+        split_files: dict[str, str | os.PathLike] | None = None,
+        source: str = "coco-cn",
+    ):
         self.path = Path(caption_path)
         self.split_files = {k: Path(v) for k, v in (split_files or {}).items()}
         self.source = source
@@ -191,25 +200,30 @@ class CocoCnReader:
             pid = coco_id(key.strip().split("#")[0])
             text = " ".join(text.split())
             if pid is None or not text:
-                raise DataError("expected `<COCO image id>#<k><TAB><sentence>`, got "
-                                f"{line[:60]!r}", path, i)
+                raise DataError(f"expected `<COCO image id>#<k><TAB><sentence>`, got {line[:60]!r}", path, i)
             if pid not in corpus.photos:
                 corpus.photos[pid] = Photo(pid, None)
             corpus.captions.append(Caption(pid, "zh", text, self.source, splits.get(pid, "")))
         return corpus
 
 
-def load_coco(karpathy_json: str | os.PathLike, *, images_dir: str | os.PathLike | None = None,
-              ja_files: Iterable[str | os.PathLike] = (), zh_files: Iterable[str | os.PathLike] = (),
-              restval: str = "train") -> Corpus:
+def load_coco(
+    karpathy_json: str | os.PathLike,
+    *,
+    images_dir: str | os.PathLike | None = None,
+    ja_files: Iterable[str | os.PathLike] = (),
+    zh_files: Iterable[str | os.PathLike] = (),
+    restval: str = "train",
+) -> Corpus:
     """COCO photos + English captions with the Karpathy split, plus Japanese (STAIR/YJ JSON) and
     Chinese (COCO-CN text) captions of the same images, matched by COCO id. Captions of images
     outside the Karpathy file are dropped; every caption takes its photo's Karpathy split."""
     reader = CocoKarpathyReader(karpathy_json, images_dir=images_dir, restval=restval)
     base = reader.read()
     split_of = reader.photo_splits
-    extra: list[Corpus] = [StairCaptionsReader(p).read() for p in ([ja_files] if isinstance(ja_files, (str, Path))
-                                                                   else ja_files)]
+    extra: list[Corpus] = [
+        StairCaptionsReader(p).read() for p in ([ja_files] if isinstance(ja_files, (str, Path)) else ja_files)
+    ]
     extra += [CocoCnReader(p).read() for p in ([zh_files] if isinstance(zh_files, (str, Path)) else zh_files)]
     for corpus in extra:
         for c in corpus.captions:

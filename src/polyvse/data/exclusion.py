@@ -16,6 +16,7 @@ Sentences: by ``caption_key`` (case, spacing and final punctuation ignored), eve
 excluded photo, the run's evaluation captions and every STS sentence: a generic sentence such as "A dog runs
 through the grass ." that an evaluation scores may not reach training through another photo either.
 """
+
 from __future__ import annotations
 
 import functools
@@ -34,8 +35,14 @@ from .multi30k import Multi30kReader, multi30k_test_photo_ids
 #: the test captions (cross-lingual en-zh); its machine translations zhb/zhg are training data only
 EVALUATED_ZH_VARIANTS = ("zhc", "zhm")
 
-__all__ = ["EvaluationExclusion", "evaluation_exclusion", "evaluation_photo_ids", "evaluation_sentence_keys",
-           "flickr8k_eval_photo_ids", "sentences_of_photos"]
+__all__ = [
+    "EvaluationExclusion",
+    "evaluation_exclusion",
+    "evaluation_photo_ids",
+    "evaluation_sentence_keys",
+    "flickr8k_eval_photo_ids",
+    "sentences_of_photos",
+]
 
 
 @dataclass(frozen=True)
@@ -66,8 +73,15 @@ def evaluation_photo_ids(root: str | os.PathLike) -> set[str]:
     return flickr8k_eval_photo_ids(root) | multi30k_test_photo_ids(root)
 
 
-def sentences_of_photos(root: Path, f8k: Flickr8kReader, cn: Flickr8kCnReader, photo_ids: frozenset,
-                        zh_variants: Sequence[str], *, every_variant_at_hand: bool = True) -> set:
+def sentences_of_photos(
+    root: Path,
+    f8k: Flickr8kReader,
+    cn: Flickr8kCnReader,
+    photo_ids: frozenset,
+    zh_variants: Sequence[str],
+    *,
+    every_variant_at_hand: bool = True,
+) -> set:
     """Caption keys of every sentence Flickr8K, Multi30K and Flickr8K-CN (`zh_variants`, and with
     `every_variant_at_hand` every variant whose file is there) give to ``photo_ids``, whatever the language filter."""
     keys = set()
@@ -86,15 +100,19 @@ def sentences_of_photos(root: Path, f8k: Flickr8kReader, cn: Flickr8kCnReader, p
     return keys
 
 
-
 def evaluation_sentence_keys(root: str | os.PathLike, photo_ids: Iterable[str]) -> set[str]:
     """Caption keys of every sentence any source at hand gives to `photo_ids`, and of every STS sentence."""
     root = Path(root)
     return set(_sentence_keys(root, frozenset(photo_ids), _stamp(root)))
 
 
-def evaluation_exclusion(root: str | os.PathLike, *, eval_photo_ids: Iterable[str] = (),
-                         eval_texts: Sequence[str] = (), train_photo_ids: Iterable[str] = ()) -> EvaluationExclusion:
+def evaluation_exclusion(
+    root: str | os.PathLike,
+    *,
+    eval_photo_ids: Iterable[str] = (),
+    eval_texts: Sequence[str] = (),
+    train_photo_ids: Iterable[str] = (),
+) -> EvaluationExclusion:
     """The exclusion set of a run (module docstring): `eval_photo_ids` / `eval_texts` are the run's own evaluation
     photos and captions, `train_photo_ids` the photos it trains on with their images. Without arguments: the
     exclusion of the text-only corpora (every evaluation photo and sentence polyvse knows)."""
@@ -116,8 +134,14 @@ def _sentence_keys(root: Path, photo_ids: frozenset[str], _stamp: tuple) -> froz
 
     keys = set()
     if (root / "flickr8k").is_dir():
-        keys |= sentences_of_photos(root, Flickr8kReader(root, captions="all"), Flickr8kCnReader(root), photo_ids,
-                                    EVALUATED_ZH_VARIANTS, every_variant_at_hand=False)
+        keys |= sentences_of_photos(
+            root,
+            Flickr8kReader(root, captions="all"),
+            Flickr8kCnReader(root),
+            photo_ids,
+            EVALUATED_ZH_VARIANTS,
+            every_variant_at_hand=False,
+        )
     if multiscript30k_dir(root).is_dir():
         keys |= {caption_key(ln.text) for ln in MultiScript30kReader(root).all_lines() if ln.photo_id in photo_ids}
     if (root / "sts").is_dir():

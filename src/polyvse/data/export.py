@@ -21,8 +21,13 @@ from .types import Caption, Corpus
 
 
 def _line(c: Caption) -> str:
-    return json.dumps({"image": c.photo_id, "lang": c.lang, "caption": c.text, "source": c.source,
-                       "split": c.split}, ensure_ascii=False) + "\n"
+    return (
+        json.dumps(
+            {"image": c.photo_id, "lang": c.lang, "caption": c.text, "source": c.source, "split": c.split},
+            ensure_ascii=False,
+        )
+        + "\n"
+    )
 
 
 def export_jsonl(corpus: Corpus, out: str | os.PathLike | IO[str], split: str | None = None) -> int:
@@ -35,8 +40,9 @@ def export_jsonl(corpus: Corpus, out: str | os.PathLike | IO[str], split: str | 
         caps = [c for c in corpus.captions if c.split == split]
         if not caps:
             present = sorted({c.split or '""' for c in corpus.captions})
-            raise DataError(f"corpus {corpus.name!r} has no captions in split {split!r}; "
-                            f"its splits: {', '.join(present) or 'none'}")
+            raise DataError(
+                f"corpus {corpus.name!r} has no captions in split {split!r}; its splits: {', '.join(present) or 'none'}"
+            )
     if hasattr(out, "write"):
         for c in caps:
             out.write(_line(c))  # type: ignore[union-attr]

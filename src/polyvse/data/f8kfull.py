@@ -52,8 +52,9 @@ def _photo_files(root: Path) -> dict[str, Path]:
     return out
 
 
-def load_f8kfull(root: str | os.PathLike, *, dedupe: bool = True, unlisted_split: str = "drop",
-                 langs: Iterable[str] | None = None) -> Corpus:
+def load_f8kfull(
+    root: str | os.PathLike, *, dedupe: bool = True, unlisted_split: str = "drop", langs: Iterable[str] | None = None
+) -> Corpus:
     """The F8K-full corpus (see the module docstring). Prints nothing; parsed files are cached in-process."""
     root = Path(root)
     if unlisted_split not in _UNLISTED:
@@ -78,9 +79,13 @@ def load_f8kfull(root: str | os.PathLike, *, dedupe: bool = True, unlisted_split
     return Corpus(NAME, photos, captions)
 
 
-def load_f8kfull_text(root: str | os.PathLike, *, langs: Iterable[str] | None = None,
-                      drop_eval_texts: bool = True,
-                      zh_variants: Sequence[str] = TEXT_ONLY_ZH_VARIANTS) -> Corpus:
+def load_f8kfull_text(
+    root: str | os.PathLike,
+    *,
+    langs: Iterable[str] | None = None,
+    drop_eval_texts: bool = True,
+    zh_variants: Sequence[str] = TEXT_ONLY_ZH_VARIANTS,
+) -> Corpus:
     """The "f8k-full-text" training corpus: all Multi30K, Flickr8K and Flickr8K-CN captions except those of
     every photo an evaluation uses (Flickr8K's val and test photos, Multi30K's test photos: by id) and, with
     `drop_eval_texts`, every sentence an evaluation uses (`polyvse.data.exclusion`: any caption of those
@@ -88,10 +93,18 @@ def load_f8kfull_text(root: str | os.PathLike, *, langs: Iterable[str] | None = 
     exclusion = evaluation_exclusion(root)
     # text-only data keeps its stricter rule too: no sentence ANY source (machine translations included) gives an
     # excluded photo
-    corpus = text_only_corpus(root, exclusion.photo_ids, langs, zh_variants=zh_variants, exclude_texts=None,
-                              drop_excluded_texts=drop_eval_texts, name="f8k-full-text")
+    corpus = text_only_corpus(
+        root,
+        exclusion.photo_ids,
+        langs,
+        zh_variants=zh_variants,
+        exclude_texts=None,
+        drop_excluded_texts=drop_eval_texts,
+        name="f8k-full-text",
+    )
     if not drop_eval_texts:
         return corpus
     captions = exclusion.filter_captions(corpus.captions)
-    return Corpus(corpus.name, {pid: corpus.photos[pid] for pid in dict.fromkeys(c.photo_id for c in captions)},
-                  captions)
+    return Corpus(
+        corpus.name, {pid: corpus.photos[pid] for pid in dict.fromkeys(c.photo_id for c in captions)}, captions
+    )

@@ -43,8 +43,13 @@ from .splits import kfold_photo_splits
 from .types import Caption, Corpus, Photo
 
 __all__ = [
-    "load_f8kml", "kfold_photo_splits", "text_only_corpus", "evaluation_photo_ids",
-    "load_f8kml_text", "caption_key", "TEXT_ONLY_ZH_VARIANTS",
+    "load_f8kml",
+    "kfold_photo_splits",
+    "text_only_corpus",
+    "evaluation_photo_ids",
+    "load_f8kml_text",
+    "caption_key",
+    "TEXT_ONLY_ZH_VARIANTS",
 ]
 
 NAME = "f8k-ml"
@@ -58,16 +63,18 @@ def _photo_splits(root: Path, photo_ids: Iterable[str], unlisted_split: str) -> 
     return {pid: official.get(pid, unlisted_split) for pid in photo_ids}
 
 
-def load_f8kml(root: str | os.PathLike, *, dedupe: bool = True, unlisted_split: str = "train",
-               langs: Iterable[str] | None = None) -> Corpus:
+def load_f8kml(
+    root: str | os.PathLike, *, dedupe: bool = True, unlisted_split: str = "train", langs: Iterable[str] | None = None
+) -> Corpus:
     """The F8K-ML corpus (see the module docstring). Prints nothing; parsed files are cached in-process."""
     root = Path(root)
     lang_set = {check_language(lang) for lang in langs} if langs is not None else None
     f8k = Flickr8kReader(root, captions="photos")
     files = f8k.photo_files()
     if not files:
-        raise DataError("no photos (*.jpg) in the Flickr8K photo folder; run `polyvse data fetch flickr8k`",
-                        f8k.images_dir)
+        raise DataError(
+            "no photos (*.jpg) in the Flickr8K photo folder; run `polyvse data fetch flickr8k`", f8k.images_dir
+        )
     split = _photo_splits(root, files, unlisted_split)
     wanted = frozenset(files)
 
@@ -95,8 +102,11 @@ def _collect(root: Path, f8k: Flickr8kReader, wanted: frozenset, add) -> None:
         if r.photo_id not in wanted:
             if f8k.captions == "all":
                 continue
-            raise DataError(f"caption for {r.image}, which is not in {f8k.images_dir}; "
-                            "re-fetch with `polyvse data fetch flickr8k`", f8k.captions_path, r.line)
+            raise DataError(
+                f"caption for {r.image}, which is not in {f8k.images_dir}; re-fetch with `polyvse data fetch flickr8k`",
+                f8k.captions_path,
+                r.line,
+            )
         add(r.photo_id, "en", r.text, FLICKR8K_SOURCE)
     for rec in Multi30kReader(root).records(only=wanted):  # task1 then task2, all splits
         add(rec.photo_id, rec.lang, rec.text, rec.source)
@@ -124,11 +134,18 @@ def evaluation_photo_ids(root: str | os.PathLike, corpus: Corpus | None = None) 
     }
 
 
-def text_only_corpus(root: str | os.PathLike, exclude_photo_ids: Iterable[str],
-                     langs: Iterable[str] | None = None, *,
-                     zh_variants: Sequence[str] = TEXT_ONLY_ZH_VARIANTS, dedupe: bool = True,
-                     exclude_texts: Iterable[str] | None = None, drop_excluded_texts: bool = False,
-                     name: str = "f8k-ml-text", sources: Iterable[str] | None = None) -> Corpus:
+def text_only_corpus(
+    root: str | os.PathLike,
+    exclude_photo_ids: Iterable[str],
+    langs: Iterable[str] | None = None,
+    *,
+    zh_variants: Sequence[str] = TEXT_ONLY_ZH_VARIANTS,
+    dedupe: bool = True,
+    exclude_texts: Iterable[str] | None = None,
+    drop_excluded_texts: bool = False,
+    name: str = "f8k-ml-text",
+    sources: Iterable[str] | None = None,
+) -> Corpus:
     """Text-only training captions: all Multi30K (task1 + task2, every split), all Flickr8K
     (`all_captions.txt`) and Flickr8K-CN (`zh_variants`: native zhc and machine-translated zhb/zhg,
     sources "flickr8kcn-zh?") captions whose photo is NOT in `exclude_photo_ids` (by Flickr id).
@@ -167,8 +184,9 @@ def text_only_corpus(root: str | os.PathLike, exclude_photo_ids: Iterable[str],
 _Stream = tuple[Iterable[tuple[str, str]], tuple[str, ...], str, str]
 
 
-def _caption_streams(root: Path, f8k: Flickr8kReader, cn: Flickr8kCnReader, lang_set: set[str] | None,
-                     zh_variants: Sequence[str]) -> list[_Stream]:
+def _caption_streams(
+    root: Path, f8k: Flickr8kReader, cn: Flickr8kCnReader, lang_set: set[str] | None, zh_variants: Sequence[str]
+) -> list[_Stream]:
     """The text-only sources' captions, source by source in de-duplication priority order."""
     m30k_langs = None if lang_set is None else sorted(lang_set & {"en", "de", "fr", "cs"})
     streams: list[_Stream] = []
@@ -205,8 +223,14 @@ def _text_only_captions(name: str, streams: list[_Stream], drop: frozenset, bad_
     return Corpus(name, photos, captions)
 
 
-def load_f8kml_text(root: str | os.PathLike, *, langs: Iterable[str] | None = None, exclude: str = "eval",
-                    drop_eval_texts: bool = True, zh_variants: Sequence[str] = TEXT_ONLY_ZH_VARIANTS) -> Corpus:
+def load_f8kml_text(
+    root: str | os.PathLike,
+    *,
+    langs: Iterable[str] | None = None,
+    exclude: str = "eval",
+    drop_eval_texts: bool = True,
+    zh_variants: Sequence[str] = TEXT_ONLY_ZH_VARIANTS,
+) -> Corpus:
     """The "f8k-ml-text" training corpus: `text_only_corpus` without the F8K-ML evaluation photos.
 
     exclude="eval": drop the val + test photos of F8K-ML (the official-split evaluation photos);
@@ -224,5 +248,6 @@ def load_f8kml_text(root: str | os.PathLike, *, langs: Iterable[str] | None = No
         raise DataError(f"exclude must be 'eval' or 'all', not {exclude!r}")
     texts = [c.text for c in f8kml.captions if c.photo_id in ids] if drop_eval_texts else None
     name = "f8k-ml-text" if exclude == "eval" else "f8k-ml-text-all-photos-excluded"
-    return text_only_corpus(root, ids, langs, zh_variants=zh_variants, exclude_texts=texts,
-                            drop_excluded_texts=drop_eval_texts, name=name)
+    return text_only_corpus(
+        root, ids, langs, zh_variants=zh_variants, exclude_texts=texts, drop_excluded_texts=drop_eval_texts, name=name
+    )

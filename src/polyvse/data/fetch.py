@@ -54,7 +54,15 @@ from ..util.atomic import atomic_open
 from ..util.progress import Progress, track
 from . import flickr8kcn as _cn, multi30k as _m30k, multiscript30k as _ms30k
 
-CORPORA = ("multi30k", "flickr8kcn", "flickr8k", "flickr8k-224", "muse", "sts", "multiscript30k")  # "all" fetches them in this order
+CORPORA = (
+    "multi30k",
+    "flickr8kcn",
+    "flickr8k",
+    "flickr8k-224",
+    "muse",
+    "sts",
+    "multiscript30k",
+)  # "all" fetches them in this order
 
 MULTI30K_BASE = "https://raw.githubusercontent.com/multi30k/dataset/master/"
 FLICKR8KCN_BASE = "https://raw.githubusercontent.com/li-xirong/flickr8kcn/master/"
@@ -68,15 +76,30 @@ F224_COMMIT = "56a15d913c3f"  # resolved to the full sha through the API before 
 F224_IMAGES_DIR = "data/images/"
 F224_SIZE = (224, 224)
 MUSE_BASE = "https://dl.fbaipublicfiles.com/arrival/dictionaries/"
-MUSE_FULL_PAIRS = ("en-de", "de-en", "en-fr", "fr-en", "en-cs", "cs-en", "en-zh", "zh-en", "en-ja", "ja-en",
-                   "de-fr", "fr-de")
+MUSE_FULL_PAIRS = (
+    "en-de",
+    "de-en",
+    "en-fr",
+    "fr-en",
+    "en-cs",
+    "cs-en",
+    "en-zh",
+    "zh-en",
+    "en-ja",
+    "ja-en",
+    "de-fr",
+    "fr-de",
+)
 MUSE_SPLIT_PAIRS = ("en-de", "de-en", "en-fr", "fr-en", "en-cs", "cs-en", "en-zh", "zh-en", "en-ja", "ja-en")
 MUSE_RANGES = ("0-5000", "5000-6500")
 STS_WIKI = "http://ixa2.si.ehu.es/stswiki/images/"
 # archive URL, folder inside the data root, {file name in the archive: file name in the data root}
 STS_ARCHIVES = (
-    (STS_WIKI + "4/48/Stsbenchmark.tar.gz", "sts/STSBenchmark",
-     ("readme.txt", "LICENSE.txt", "sts-train.csv", "sts-dev.csv", "sts-test.csv")),
+    (
+        STS_WIKI + "4/48/Stsbenchmark.tar.gz",
+        "sts/STSBenchmark",
+        ("readme.txt", "LICENSE.txt", "sts-train.csv", "sts-dev.csv", "sts-test.csv"),
+    ),
     (STS_WIKI + "4/40/STS2012-en-test.zip", "sts/STS12-en-test", ("STS.input.MSRvid.txt", "STS.gs.MSRvid.txt")),
     (STS_WIKI + "8/8c/STS2014-en-test.zip", "sts/STS14-en-test", ("STS.input.images.txt", "STS.gs.images.txt")),
     (STS_WIKI + "d/da/STS2015-en-test.zip", "sts/STS15-en-test", ("STS.input.images.txt", "STS.gs.images.txt")),
@@ -95,8 +118,15 @@ REQUIRED: dict[str, list[str]] = {
     "multiscript30k": _ms30k.relative_files(),
 }
 # Folder of each corpus in the data root (what a mirror copy takes).
-FOLDERS = {"multi30k": "multi30k", "flickr8kcn": "flickr8kcn", "flickr8k": "flickr8k", "flickr8k-224": "flickr8k-224",
-           "muse": "muse", "sts": "sts", "multiscript30k": "multiscript30k"}
+FOLDERS = {
+    "multi30k": "multi30k",
+    "flickr8kcn": "flickr8kcn",
+    "flickr8k": "flickr8k",
+    "flickr8k-224": "flickr8k-224",
+    "muse": "muse",
+    "sts": "sts",
+    "multiscript30k": "multiscript30k",
+}
 
 
 @dataclass
@@ -115,8 +145,14 @@ class FetchResult:
         return f"{self.name}: {len(self.written)} file(s) written, {len(self.skipped)} already up to date"
 
 
-def fetch(name: str, root: str | os.PathLike, source_dir: str | os.PathLike | None = None,
-          progress: bool = True, *, force: bool = False) -> FetchResult:
+def fetch(
+    name: str,
+    root: str | os.PathLike,
+    source_dir: str | os.PathLike | None = None,
+    progress: bool = True,
+    *,
+    force: bool = False,
+) -> FetchResult:
     """Fetch corpus `name` ("multi30k", "flickr8k", "flickr8kcn", "muse", "sts" or "all") into the data
     root `root`, from `source_dir` (a local mirror of the same layout) or else from the public source."""
     names = list(CORPORA) if name == "all" else [name]
@@ -137,11 +173,15 @@ def fetch(name: str, root: str | os.PathLike, source_dir: str | os.PathLike | No
 def _check_complete(name: str, root: Path) -> None:
     missing = [p for p in REQUIRED[name] if not (root / p).is_file()]
     if missing:
-        raise DataError(f"{name} is incomplete after fetching: {missing[0]} is missing "
-                        f"({len(missing)} file(s) in all); re-run the fetch", root)
+        raise DataError(
+            f"{name} is incomplete after fetching: {missing[0]} is missing "
+            f"({len(missing)} file(s) in all); re-run the fetch",
+            root,
+        )
     if name == "flickr8k-224" and not any((root / FOLDERS[name] / "images").glob("*.jpg")):
-        raise DataError(f"{name} is incomplete after fetching: no photos in {FOLDERS[name]}/images; re-run the fetch",
-                        root)
+        raise DataError(
+            f"{name} is incomplete after fetching: no photos in {FOLDERS[name]}/images; re-run the fetch", root
+        )
 
 
 # -- local mirror -------------------------------------------------------------------------------------
@@ -176,12 +216,18 @@ def _atomic_copy(src: Path, dest: Path) -> None:
 def _copy_corpus(name: str, mirror: Path, root: Path, progress: bool) -> FetchResult:
     src_dir = mirror / FOLDERS[name]
     if not src_dir.is_dir():
-        raise DataError(f"the mirror has no {FOLDERS[name]}/ folder; --from must point at a copy of the public "
-                        "data layout (e.g. ../shared/data)", mirror)
+        raise DataError(
+            f"the mirror has no {FOLDERS[name]}/ folder; --from must point at a copy of the public "
+            "data layout (e.g. ../shared/data)",
+            mirror,
+        )
     missing = [p for p in REQUIRED[name] if not (mirror / p).is_file()]
     if missing:
-        raise DataError(f"the mirror lacks {missing[0]} ({len(missing)} required file(s) missing); "
-                        "complete the mirror or fetch from the public source", mirror)
+        raise DataError(
+            f"the mirror lacks {missing[0]} ({len(missing)} required file(s) missing); "
+            "complete the mirror or fetch from the public source",
+            mirror,
+        )
     if mirror.resolve() == root.resolve():
         raise DataError("the mirror is the data root itself; pass a different --from or --data-root", mirror)
     files = sorted(p for p in src_dir.rglob("*") if p.is_file() and not p.name.startswith("."))
@@ -208,12 +254,16 @@ def _get(session: requests.Session, url: str, *, stream: bool = False) -> reques
     try:
         resp = session.get(url, stream=stream, timeout=TIMEOUT)
     except requests.RequestException as exc:
-        raise DataError(f"cannot download {url} ({type(exc).__name__}: {exc}); check the network, or fetch "
-                        "from a local copy with --from DIR") from None
+        raise DataError(
+            f"cannot download {url} ({type(exc).__name__}: {exc}); check the network, or fetch "
+            "from a local copy with --from DIR"
+        ) from None
     if resp.status_code != 200:
         resp.close()
-        raise DataError(f"cannot download {url}: HTTP {resp.status_code}; the file may have moved — fetch from a "
-                        "local copy with --from DIR")
+        raise DataError(
+            f"cannot download {url}: HTTP {resp.status_code}; the file may have moved — fetch from a "
+            "local copy with --from DIR"
+        )
     return resp
 
 
@@ -226,8 +276,9 @@ def _download(session: requests.Session, url: str, dest: Path, progress: bool) -
             encoded = resp.headers.get("Content-Encoding") not in (None, "", "identity")
             total = int(length) if length and length.isdigit() and not encoded else None
             written = 0
-            with Progress(total=total, unit="B", unit_scale=True, desc=dest.name, enabled=progress,
-                          line=False) as bar:  # a bar only: the corpus's "downloading" stage has the line
+            with Progress(
+                total=total, unit="B", unit_scale=True, desc=dest.name, enabled=progress, line=False
+            ) as bar:  # a bar only: the corpus's "downloading" stage has the line
                 try:
                     for chunk in resp.iter_content(_CHUNK):
                         if chunk:
@@ -235,14 +286,19 @@ def _download(session: requests.Session, url: str, dest: Path, progress: bool) -
                             written += len(chunk)
                             bar.update(len(chunk))
                 except requests.RequestException as exc:
-                    raise DataError(f"download of {url} broke off ({type(exc).__name__}); re-run the fetch") \
-                        from None
+                    raise DataError(f"download of {url} broke off ({type(exc).__name__}); re-run the fetch") from None
         if total is not None and written != total:
             raise DataError(f"download of {url} is incomplete ({written} of {total} bytes); re-run the fetch")
 
 
-def _download_all(pairs: list[tuple[str, str]], root: Path, name: str, progress: bool, force: bool,
-                  session: requests.Session | None = None) -> FetchResult:
+def _download_all(
+    pairs: list[tuple[str, str]],
+    root: Path,
+    name: str,
+    progress: bool,
+    force: bool,
+    session: requests.Session | None = None,
+) -> FetchResult:
     """Download (url, relative path) pairs; skip files already present unless force."""
     session = session or _session()
     result = FetchResult(name)
@@ -257,12 +313,12 @@ def _download_all(pairs: list[tuple[str, str]], root: Path, name: str, progress:
 
 
 def _fetch_multi30k(root: Path, progress: bool, force: bool) -> FetchResult:
-    pairs = [(MULTI30K_BASE + rel[len("multi30k/"):], rel) for rel in _m30k.relative_files()]
+    pairs = [(MULTI30K_BASE + rel[len("multi30k/") :], rel) for rel in _m30k.relative_files()]
     return _download_all(pairs, root, "multi30k", progress, force)
 
 
 def _fetch_flickr8kcn(root: Path, progress: bool, force: bool) -> FetchResult:
-    pairs = [(FLICKR8KCN_BASE + rel[len("flickr8kcn/"):], rel) for rel in _cn.relative_files()]
+    pairs = [(FLICKR8KCN_BASE + rel[len("flickr8kcn/") :], rel) for rel in _cn.relative_files()]
     return _download_all(pairs, root, "flickr8kcn", progress, force)
 
 
@@ -275,19 +331,26 @@ def _fetch_flickr8k(root: Path, progress: bool, force: bool) -> FetchResult:
         tree = resp.json().get("tree", [])
     except ValueError:
         raise DataError(f"unexpected answer from {SIC_TREE_URL} (not JSON); try again later") from None
-    names = sorted(Path(e["path"]).name for e in tree
-                   if isinstance(e, dict) and e.get("type") == "blob" and str(e.get("path", "")).startswith(SIC_IMAGES_DIR)
-                   and str(e["path"]).lower().endswith(".jpg"))
+    names = sorted(
+        Path(e["path"]).name
+        for e in tree
+        if isinstance(e, dict)
+        and e.get("type") == "blob"
+        and str(e.get("path", "")).startswith(SIC_IMAGES_DIR)
+        and str(e["path"]).lower().endswith(".jpg")
+    )
     if not names:
-        raise DataError(f"no photos listed under {SIC_IMAGES_DIR} in {SIC_REPO}@{SIC_COMMIT[:8]}; "
-                        "fetch from a local copy with --from DIR")
+        raise DataError(
+            f"no photos listed under {SIC_IMAGES_DIR} in {SIC_REPO}@{SIC_COMMIT[:8]}; "
+            "fetch from a local copy with --from DIR"
+        )
     pairs = [(SIC_RAW_BASE + SIC_IMAGES_DIR + n, f"flickr8k/images/{n}") for n in names]
     result.merge(_download_all(pairs, root, "flickr8k", progress, force, session))
     # 2. the captions: rebuilt from Flickr8K-CN's copy of the English Flickr8K captions
     enc_rel = "flickr8kcn/data/" + _cn.VARIANTS["enc"][0]
     enc_path = root / enc_rel
     if force or not enc_path.is_file():
-        _download(session, FLICKR8KCN_BASE + enc_rel[len("flickr8kcn/"):], enc_path, progress)
+        _download(session, FLICKR8KCN_BASE + enc_rel[len("flickr8kcn/") :], enc_path, progress)
         result.written.append(enc_rel)
     rows = [(r.image, r.text) for r in _cn.parse_caption_file(enc_path, "enc") if r.image.endswith(".jpg")]
     have = {p.name for p in (root / "flickr8k" / "images").glob("*.jpg")}
@@ -308,14 +371,23 @@ def _fetch_flickr8k_224(root: Path, progress: bool, force: bool) -> FetchResult:
         sha = _get(session, f"{api}/commits/{F224_COMMIT}").json()["sha"]
         tree = _get(session, f"{api}/git/trees/{sha}?recursive=1").json().get("tree", [])
     except (ValueError, KeyError):
-        raise DataError(f"unexpected answer from the GitHub API for {F224_REPO}@{F224_COMMIT}; try again later "
-                        "or fetch from a local copy with --from DIR") from None
-    paths = sorted(e["path"] for e in tree if isinstance(e, dict) and e.get("type") == "blob"
-                   and str(e.get("path", "")).startswith(F224_IMAGES_DIR)
-                   and str(e["path"]).lower().endswith((".jpg", ".jpeg", ".png")))
+        raise DataError(
+            f"unexpected answer from the GitHub API for {F224_REPO}@{F224_COMMIT}; try again later "
+            "or fetch from a local copy with --from DIR"
+        ) from None
+    paths = sorted(
+        e["path"]
+        for e in tree
+        if isinstance(e, dict)
+        and e.get("type") == "blob"
+        and str(e.get("path", "")).startswith(F224_IMAGES_DIR)
+        and str(e["path"]).lower().endswith((".jpg", ".jpeg", ".png"))
+    )
     if not paths:
-        raise DataError(f"no photos listed under {F224_IMAGES_DIR} in {F224_REPO}@{F224_COMMIT}; "
-                        "fetch from a local copy with --from DIR")
+        raise DataError(
+            f"no photos listed under {F224_IMAGES_DIR} in {F224_REPO}@{F224_COMMIT}; "
+            "fetch from a local copy with --from DIR"
+        )
     result = FetchResult("flickr8k-224")
     raw = f"https://raw.githubusercontent.com/{F224_REPO}/{sha}/"
     for path in track(paths, desc="flickr8k-224: downloading", unit="photo", enabled=progress):
@@ -367,8 +439,10 @@ def _fetch_sts(root: Path, progress: bool, force: bool) -> FetchResult:
             for fname, rel in zip(files, rels):
                 data = members.get(fname)
                 if data is None:
-                    raise DataError(f"{archive.name} from {url} has no {fname}; the archive changed — fetch from "
-                                    "a local copy with --from DIR")
+                    raise DataError(
+                        f"{archive.name} from {url} has no {fname}; the archive changed — fetch from "
+                        "a local copy with --from DIR"
+                    )
                 with atomic_open(root / rel, "wb") as fh:
                     fh.write(data())
                 result.written.append(rel)
@@ -414,7 +488,7 @@ def _fetch_multiscript30k(root: Path, progress: bool, force: bool) -> FetchResul
             continue
         folder, name = rel.split("/")[-2:]  # en-es, train.es.gz
         plain = dest.with_suffix(".download")
-        _download(session, f"{MULTISCRIPT30K_BASE}multi30k-dataset-{folder}/{name[:-len('.gz')]}", plain, progress)
+        _download(session, f"{MULTISCRIPT30K_BASE}multi30k-dataset-{folder}/{name[: -len('.gz')]}", plain, progress)
         with open(plain, "rb") as src, atomic_open(dest, "wb") as out:
             out.write(gzip.compress(src.read(), mtime=0))
         plain.unlink()

@@ -35,8 +35,7 @@ def flickr_photo_files(d: Path) -> dict[str, Path]:
         if p.suffix.lower() == ".jpg" and p.is_file():
             pid = flickr_id(p.name)
             if pid in out:
-                raise DataError(f"two photo files share Flickr id {pid} ({out[pid].name}, {p.name}); "
-                                "remove one", p)
+                raise DataError(f"two photo files share Flickr id {pid} ({out[pid].name}, {p.name}); remove one", p)
             out[pid] = p.resolve()
     return out
 
@@ -75,8 +74,11 @@ def _csv_cached(key) -> tuple[Flickr8kRow, ...]:
         if not fields or (len(fields) == 1 and not fields[0].strip()):
             continue
         if len(fields) != 2:
-            raise DataError(f"expected 2 fields (image,caption), found {len(fields)}; "
-                            "re-fetch with `polyvse data fetch flickr8k`", path, line)
+            raise DataError(
+                f"expected 2 fields (image,caption), found {len(fields)}; re-fetch with `polyvse data fetch flickr8k`",
+                path,
+                line,
+            )
         image, text = fields[0].strip(), fields[1].strip()
         if not image or not text:
             raise DataError("empty image name or caption; re-fetch with `polyvse data fetch flickr8k`", path, line)
@@ -88,8 +90,7 @@ class Flickr8kReader:
     """captions="photos": the photos in images/ with captions.txt (every caption's photo must exist).
     captions="all": all_captions.txt (all Flickr8K photos; path set only where the file exists)."""
 
-    def __init__(self, root: str | os.PathLike, *, captions: str = "photos",
-                 splits: Mapping[str, str] | None = None):
+    def __init__(self, root: str | os.PathLike, *, captions: str = "photos", splits: Mapping[str, str] | None = None):
         if captions not in ("photos", "all"):
             raise DataError(f"captions must be 'photos' or 'all', not {captions!r}")
         self.root = Path(root)
@@ -125,8 +126,11 @@ class Flickr8kReader:
         for r in rows:
             path = files.get(r.photo_id)
             if path is None and self.captions == "photos":
-                raise DataError(f"photo file {r.image} is not in {self.images_dir}; "
-                                "re-fetch with `polyvse data fetch flickr8k`", self.captions_path, r.line)
+                raise DataError(
+                    f"photo file {r.image} is not in {self.images_dir}; re-fetch with `polyvse data fetch flickr8k`",
+                    self.captions_path,
+                    r.line,
+                )
             if r.photo_id not in corpus.photos:
                 corpus.photos[r.photo_id] = Photo(r.photo_id, path)
             corpus.captions.append(Caption(r.photo_id, "en", r.text, SOURCE, splits.get(r.photo_id, "")))

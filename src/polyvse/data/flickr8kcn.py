@@ -58,8 +58,12 @@ def official_split(root: str | os.PathLike) -> dict[str, str]:
                 continue
             pid = flickr_id(name_)
             if pid in out and out[pid] != split:
-                raise DataError(f"photo {pid} is in both the {out[pid]} and the {split} split lists; "
-                                "re-fetch with `polyvse data fetch flickr8kcn`", path, i)
+                raise DataError(
+                    f"photo {pid} is in both the {out[pid]} and the {split} split lists; "
+                    "re-fetch with `polyvse data fetch flickr8kcn`",
+                    path,
+                    i,
+                )
             out[pid] = split
     return out
 
@@ -90,8 +94,12 @@ def _parse_cached(key, variant: str) -> tuple[Flickr8kCnRecord, ...]:
         parts = key.split("#")
         text = text.strip()
         if not sep or len(parts) != 3 or not parts[0] or not text:
-            raise DataError(f"expected `<image>.jpg#{variant}#<k> <sentence>`, got {line[:60]!r}; "
-                            "re-fetch with `polyvse data fetch flickr8kcn`", path, i)
+            raise DataError(
+                f"expected `<image>.jpg#{variant}#<k> <sentence>`, got {line[:60]!r}; "
+                "re-fetch with `polyvse data fetch flickr8kcn`",
+                path,
+                i,
+            )
         image = parts[0]
         out.append(Flickr8kCnRecord(i, image, flickr_id(image), lang, text, source))
     return tuple(out)
@@ -102,8 +110,9 @@ class Flickr8kCnReader:
     photo file is at hand, else None. Caption.split comes from `splits` (photo id -> split; pass
     official_split(root) for the standard split) or is ""."""
 
-    def __init__(self, root: str | os.PathLike, *, variants: Iterable[str] = ("zhc",),
-                 splits: Mapping[str, str] | None = None):
+    def __init__(
+        self, root: str | os.PathLike, *, variants: Iterable[str] = ("zhc",), splits: Mapping[str, str] | None = None
+    ):
         self.root = Path(root)
         self.variants = tuple(variants)
         for v in self.variants:
@@ -122,10 +131,12 @@ class Flickr8kCnReader:
 
     def caption_keys(self, variant: str) -> tuple[str, ...]:
         """caption_key of each caption of one variant, in file order (cached in-process)."""
-        path = require_file(flickr8kcn_dir(self.root) / VARIANTS[variant][0], f"Flickr8K-CN {variant} captions",
-                            "flickr8kcn")
-        return cached_keys(("flickr8kcn", stat_key(path), variant),
-                           lambda: (r.text for r in parse_caption_file(path, variant)))
+        path = require_file(
+            flickr8kcn_dir(self.root) / VARIANTS[variant][0], f"Flickr8K-CN {variant} captions", "flickr8kcn"
+        )
+        return cached_keys(
+            ("flickr8kcn", stat_key(path), variant), lambda: (r.text for r in parse_caption_file(path, variant))
+        )
 
     def read(self) -> Corpus:
         images = self.root / "flickr8k" / "images"

@@ -55,9 +55,17 @@ class _Problem(Exception):
 class GenericCaptionsReader:
     """Reads a user's photo folder + captions file (CSV or JSONL) into a Corpus; see module docstring."""
 
-    def __init__(self, images_dir: str | os.PathLike, captions_file: str | os.PathLike, *,
-                 default_lang: str | None = None, default_split: str = "train", strict: bool = False,
-                 fmt: str | None = None, name: str = "generic"):
+    def __init__(
+        self,
+        images_dir: str | os.PathLike,
+        captions_file: str | os.PathLike,
+        *,
+        default_lang: str | None = None,
+        default_split: str = "train",
+        strict: bool = False,
+        fmt: str | None = None,
+        name: str = "generic",
+    ):
         self.images_dir = Path(images_dir)
         self.captions_file = Path(captions_file)
         self.default_lang = check_language(default_lang, "default_lang") if default_lang else None
@@ -94,13 +102,16 @@ class GenericCaptionsReader:
                 pid, path, lang, caption, split = self._validate(fields)
                 key = (pid, lang, caption)
                 if key in seen:
-                    raise _Problem(f"duplicate of line {seen[key]} (same image, language and caption); "
-                                   "remove one of the two lines")
+                    raise _Problem(
+                        f"duplicate of line {seen[key]} (same image, language and caption); remove one of the two lines"
+                    )
                 if pid in photo_split and photo_split[pid][0] != split:
                     first_split, first_line = photo_split[pid]
-                    raise _Problem(f"photo {pid} is put in split {split!r} here but in {first_split!r} on line "
-                                   f"{first_line}; a photo must be in one split only (give every line of it the "
-                                   "same split)")
+                    raise _Problem(
+                        f"photo {pid} is put in split {split!r} here but in {first_split!r} on line "
+                        f"{first_line}; a photo must be in one split only (give every line of it the "
+                        "same split)"
+                    )
             except _Problem as exc:
                 self._problem(str(exc), line)
                 continue
@@ -111,8 +122,9 @@ class GenericCaptionsReader:
             corpus.captions.append(Caption(pid, lang, caption, "generic", split))
         if not corpus.captions:
             first = f" First problem: {self.problems[0]}" if self.problems else ""
-            raise DataError(f"no usable caption line ({len(self.problems)} problem(s)); fix the file.{first}",
-                            self.captions_file)
+            raise DataError(
+                f"no usable caption line ({len(self.problems)} problem(s)); fix the file.{first}", self.captions_file
+            )
         return corpus
 
     def problem_report(self) -> str:
@@ -132,8 +144,9 @@ class GenericCaptionsReader:
             text = raw.decode("utf-8")
         except UnicodeDecodeError as exc:
             line = raw.count(b"\n", 0, exc.start) + 1
-            raise DataError(f"not UTF-8 text (byte {exc.start}); save the file as UTF-8",
-                            self.captions_file, line) from None
+            raise DataError(
+                f"not UTF-8 text (byte {exc.start}); save the file as UTF-8", self.captions_file, line
+            ) from None
         return text[1:] if text.startswith("\ufeff") else text
 
     def _guess_format(self, text: str) -> str:
@@ -160,8 +173,13 @@ class GenericCaptionsReader:
             except StopIteration:
                 break
             except csv.Error as exc:
-                yield line, _Problem(f"malformed CSV ({exc}); check the double quotes on this line "
-                                     '(a quote inside a quoted caption is written "")')
+                yield (
+                    line,
+                    _Problem(
+                        f"malformed CSV ({exc}); check the double quotes on this line "
+                        '(a quote inside a quoted caption is written "")'
+                    ),
+                )
                 # start over on the next physical line
                 base += reader.line_num
                 line = base + 1
@@ -176,26 +194,37 @@ class GenericCaptionsReader:
                 continue
             if len(fields) != len(header):
                 names = delimiter.join(header)
-                yield start, _Problem(
-                    f"expected {len(header)} fields ({names}), found {len(fields)}; "
-                    "put double quotes around a caption that contains the separator")
+                yield (
+                    start,
+                    _Problem(
+                        f"expected {len(header)} fields ({names}), found {len(fields)}; "
+                        "put double quotes around a caption that contains the separator"
+                    ),
+                )
                 continue
             yield start, dict(zip(header, fields))
         if header is None:
-            raise DataError("empty captions file; the first line must be a header such as `image,lang,caption`",
-                            self.captions_file, 1)
+            raise DataError(
+                "empty captions file; the first line must be a header such as `image,lang,caption`",
+                self.captions_file,
+                1,
+            )
 
     def _check_header(self, header: list[str], fields: list[str], line: int, delimiter: str) -> None:
         sep = delimiter if delimiter != "\t" else "<TAB>"
         want = f"image{sep}lang{sep}caption"
         if len(set(header)) != len(header):
-            raise DataError(f"header repeats a column name ({sep.join(fields)}); name each column once",
-                            self.captions_file, line)
+            raise DataError(
+                f"header repeats a column name ({sep.join(fields)}); name each column once", self.captions_file, line
+            )
         missing = [c for c in ("image", "caption") if c not in header]
         if missing:
-            raise DataError(f"the first line must be a header such as `{want}` (lang and split optional); "
-                            f"got {sep.join(fields)[:80]!r}, missing {', '.join(missing)}",
-                            self.captions_file, line)
+            raise DataError(
+                f"the first line must be a header such as `{want}` (lang and split optional); "
+                f"got {sep.join(fields)[:80]!r}, missing {', '.join(missing)}",
+                self.captions_file,
+                line,
+            )
 
     def _jsonl_rows(self, text: str) -> Iterator[tuple[int, dict | _Problem]]:
         for i, raw in enumerate(text.split("\n"), 1):
@@ -205,18 +234,27 @@ class GenericCaptionsReader:
             try:
                 obj = json.loads(raw)
             except json.JSONDecodeError as exc:
-                yield i, _Problem(f"bad JSON ({exc.msg} at column {exc.colno}); write one JSON object per line, "
-                                  'e.g. {"image": "a.jpg", "lang": "en", "caption": "..."}')
+                yield (
+                    i,
+                    _Problem(
+                        f"bad JSON ({exc.msg} at column {exc.colno}); write one JSON object per line, "
+                        'e.g. {"image": "a.jpg", "lang": "en", "caption": "..."}'
+                    ),
+                )
                 continue
             if not isinstance(obj, dict):
-                yield i, _Problem("line is JSON but not an object; write "
-                                  '{"image": ..., "lang": ..., "caption": ...}')
+                yield i, _Problem('line is JSON but not an object; write {"image": ..., "lang": ..., "caption": ...}')
                 continue
-            bad = [k for k in ("image", "lang", "caption", "split") if k in obj and obj[k] is not None
-                   and not isinstance(obj[k], str)]
+            bad = [
+                k
+                for k in ("image", "lang", "caption", "split")
+                if k in obj and obj[k] is not None and not isinstance(obj[k], str)
+            ]
             if bad:
-                yield i, _Problem(f"field {bad[0]!r} must be a string, got {type(obj[bad[0]]).__name__}; "
-                                  "quote the value")
+                yield (
+                    i,
+                    _Problem(f"field {bad[0]!r} must be a string, got {type(obj[bad[0]]).__name__}; quote the value"),
+                )
                 continue
             yield i, obj
 
@@ -238,8 +276,7 @@ class GenericCaptionsReader:
         elif self.default_lang:
             lang = self.default_lang
         else:
-            raise _Problem("no language; fill the lang column/field or pass default_lang "
-                           "(CLI: --opt default_lang=en)")
+            raise _Problem("no language; fill the lang column/field or pass default_lang (CLI: --opt default_lang=en)")
         split_value = (fields.get("split") or "").strip().lower()
         split = split_value or self.default_split
         if split not in SPLITS:
@@ -262,20 +299,21 @@ class GenericCaptionsReader:
     def _resolve_image(self, name: str) -> tuple[str, Path]:
         norm = name.replace("\\", "/")
         if norm.startswith(("/", "~")) or _DRIVE.match(norm):
-            raise _Problem(f"image path {name!r} is absolute; give it relative to the images folder "
-                           f"{self.images_dir}")
+            raise _Problem(f"image path {name!r} is absolute; give it relative to the images folder {self.images_dir}")
         parts = [p for p in PurePosixPath(norm).parts if p not in ("", ".")]
         if ".." in parts:
-            raise _Problem(f"image path {name!r} contains '..'; photos must be inside the images folder "
-                           f"{self.images_dir}")
+            raise _Problem(
+                f"image path {name!r} contains '..'; photos must be inside the images folder {self.images_dir}"
+            )
         if not parts:
             raise _Problem(f"image path {name!r} names no file; give the photo's file name")
         rel = "/".join(parts)
         full = self.images_dir.joinpath(*parts)
         resolved = full.resolve()
         if not resolved.is_relative_to(self._root):
-            raise _Problem(f"image {rel!r} leads outside the images folder (symbolic link?); copy the photo "
-                           "into the folder")
+            raise _Problem(
+                f"image {rel!r} leads outside the images folder (symbolic link?); copy the photo into the folder"
+            )
         if not resolved.is_file():
             raise _Problem(f"photo file not found: {full}; check the file name (case matters) or remove the line")
         return rel, resolved

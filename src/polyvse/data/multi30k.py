@@ -47,8 +47,9 @@ class AlignedFile(NamedTuple):
 
     def keys(self) -> tuple[str, ...]:
         """caption_key of each caption (cached in-process with the file)."""
-        return cached_keys(("multi30k", stat_key(self.list_path), stat_key(self.path)),
-                           lambda: (t for _, t in self.pairs))
+        return cached_keys(
+            ("multi30k", stat_key(self.list_path), stat_key(self.path)), lambda: (t for _, t in self.pairs)
+        )
 
 
 class Multi30kRecord(NamedTuple):
@@ -111,8 +112,11 @@ def _aligned_cached(list_key, file_key) -> tuple[tuple[str, str], ...]:
     ids = _image_ids(list_path)
     lines = read_lines(path)
     if len(lines) != len(ids):
-        raise DataError(f"{len(lines)} caption lines but {len(ids)} images in {list_path.name}: the files are "
-                        "not aligned; re-fetch with `polyvse data fetch multi30k`", path)
+        raise DataError(
+            f"{len(lines)} caption lines but {len(ids)} images in {list_path.name}: the files are "
+            "not aligned; re-fetch with `polyvse data fetch multi30k`",
+            path,
+        )
     out = []
     for i, (pid, text) in enumerate(zip(ids, lines), 1):
         text = text.strip()
@@ -125,9 +129,15 @@ def _aligned_cached(list_key, file_key) -> tuple[tuple[str, str], ...]:
 class Multi30kReader:
     """Reads Multi30K task1/task2 captions into a Corpus (one Photo per image, path None)."""
 
-    def __init__(self, root: str | os.PathLike, *, tasks: Iterable[str] = ("task1", "task2"),
-                 splits: Iterable[str] | None = None, langs: Iterable[str] | None = None,
-                 images_dir: str | os.PathLike | None = None):
+    def __init__(
+        self,
+        root: str | os.PathLike,
+        *,
+        tasks: Iterable[str] = ("task1", "task2"),
+        splits: Iterable[str] | None = None,
+        langs: Iterable[str] | None = None,
+        images_dir: str | os.PathLike | None = None,
+    ):
         self.root = Path(root)
         self.tasks = tuple(tasks)
         for t in self.tasks:
@@ -156,8 +166,7 @@ class Multi30kReader:
 
     def images(self, task: str, split: str) -> tuple[str, ...]:
         """Photo ids of one task/split, in file order."""
-        path = require_file(image_list_path(self.root, task, split), f"Multi30K {task} {split} image list",
-                            "multi30k")
+        path = require_file(image_list_path(self.root, task, split), f"Multi30K {task} {split} image list", "multi30k")
         return _image_ids(path)
 
     def files(self) -> Iterator[AlignedFile]:
@@ -167,16 +176,18 @@ class Multi30kReader:
         for task in self.tasks:
             source = SOURCES[task]
             for split in self._task_splits(task):
-                list_path = require_file(image_list_path(self.root, task, split),
-                                         f"Multi30K {task} {split} image list", "multi30k")
+                list_path = require_file(
+                    image_list_path(self.root, task, split), f"Multi30K {task} {split} image list", "multi30k"
+                )
                 pol_split = _split_name(split)
                 for lang in self._task_langs(task):
                     for path in caption_file_paths(self.root, task, split, lang):
                         require_file(path, f"Multi30K {task} {split} {lang} captions", "multi30k")
                         yield AlignedFile(source, pol_split, lang, path, list_path, _aligned(list_path, path))
 
-    def records(self, *, only: set[str] | frozenset[str] | None = None,
-                exclude: set[str] | frozenset[str] | None = None) -> Iterator[Multi30kRecord]:
+    def records(
+        self, *, only: set[str] | frozenset[str] | None = None, exclude: set[str] | frozenset[str] | None = None
+    ) -> Iterator[Multi30kRecord]:
         """(photo_id, lang, text, source, split) for every caption, file by file (task1 then task2),
         optionally only for photo ids in `only` and not in `exclude`."""
         for f in self.files():

@@ -12,6 +12,7 @@ Simplified Chinese (zh), ``qu`` Quechua, ``gn`` Guarani. Quechua and Guarani hav
 translated Chinese lines are never mistaken for Flickr8K-CN's native ones; every figure that uses them must say
 they are machine translations.
 """
+
 from __future__ import annotations
 
 import os
@@ -31,8 +32,10 @@ SOURCE = "multiscript30k"
 FOLDERS: dict[str, str] = {"es": "es", "ar": "ar_arab", "zh": "zh_hans", "qu": "qu", "gn": "gn"}
 LANGUAGES: tuple[str, ...] = tuple(FOLDERS)
 #: splits the corpus lacks for a language
-MISSING_SPLITS: dict[str, frozenset[str]] = {"qu": frozenset({"test_2016_flickr"}),
-                                             "gn": frozenset({"test_2016_flickr"})}
+MISSING_SPLITS: dict[str, frozenset[str]] = {
+    "qu": frozenset({"test_2016_flickr"}),
+    "gn": frozenset({"test_2016_flickr"}),
+}
 
 
 def multiscript30k_dir(root: str | os.PathLike) -> Path:
@@ -41,8 +44,12 @@ def multiscript30k_dir(root: str | os.PathLike) -> Path:
 
 def relative_files() -> list[str]:
     """Every file of the corpus, relative to the data root (what `polyvse data fetch` copies)."""
-    return [f"{FOLDER}/en-{folder}/{split}.{folder}.gz" for lang, folder in FOLDERS.items()
-            for split in TASK1_SPLITS if split not in MISSING_SPLITS.get(lang, ())]
+    return [
+        f"{FOLDER}/en-{folder}/{split}.{folder}.gz"
+        for lang, folder in FOLDERS.items()
+        for split in TASK1_SPLITS
+        if split not in MISSING_SPLITS.get(lang, ())
+    ]
 
 
 class Line(NamedTuple):
@@ -79,9 +86,11 @@ class MultiScript30kReader:
         images = read_lines(list_path)
         texts = read_lines(path)
         if len(texts) != len(images):
-            raise DataError(f"{len(texts)} lines for {len(images)} images of {list_path.name}: the file is not "
-                            "aligned with Multi30K task1; fetch the corpus again (`polyvse data fetch multiscript30k`)",
-                            path)
+            raise DataError(
+                f"{len(texts)} lines for {len(images)} images of {list_path.name}: the file is not "
+                "aligned with Multi30K task1; fetch the corpus again (`polyvse data fetch multiscript30k`)",
+                path,
+            )
         out = []
         for i, (image, text) in enumerate(zip(images, texts)):
             text = text.strip()
@@ -91,11 +100,14 @@ class MultiScript30kReader:
 
     def all_lines(self, langs: Iterable[str] = LANGUAGES) -> list[Line]:
         """Every available line of `langs`, every split."""
-        return [ln for lang in langs for split in TASK1_SPLITS if self.has(lang, split)
-                for ln in self.lines(lang, split)]
+        return [
+            ln for lang in langs for split in TASK1_SPLITS if self.has(lang, split) for ln in self.lines(lang, split)
+        ]
 
 
 def check_multi30k_present(root: str | os.PathLike) -> None:
     if not multi30k_dir(root).is_dir():
-        raise DataError("MultiScript30k lines are aligned through Multi30K's image lists: run "
-                        "`polyvse data fetch multi30k` first", multi30k_dir(root))
+        raise DataError(
+            "MultiScript30k lines are aligned through Multi30K's image lists: run `polyvse data fetch multi30k` first",
+            multi30k_dir(root),
+        )

@@ -61,8 +61,9 @@ def dataset_spec(name: str) -> DatasetSpec:
     try:
         return _REGISTRY[name]
     except KeyError:
-        raise DataError(f"unknown dataset {name!r}; known: {', '.join(sorted(_REGISTRY))} "
-                        "(see `polyvse data list`)") from None
+        raise DataError(
+            f"unknown dataset {name!r}; known: {', '.join(sorted(_REGISTRY))} (see `polyvse data list`)"
+        ) from None
 
 
 def trained_on_squashed_photos(name: str | None) -> bool:
@@ -86,8 +87,7 @@ def load_dataset(name: str, root: str | os.PathLike, **opts: Any) -> Corpus:
         raise DataError(f"dataset {name!r} has no option {unknown[0]!r}; its options: {known}")
     missing = [o for o in spec.required if opts.get(o) in (None, "")]
     if missing:
-        raise DataError(f"dataset {name!r} needs option {missing[0]!r} "
-                        f"(CLI: --opt {missing[0]}=...)")
+        raise DataError(f"dataset {name!r} needs option {missing[0]!r} (CLI: --opt {missing[0]}=...)")
     return spec.loader(Path(root), **opts)
 
 
@@ -164,6 +164,7 @@ def _flickr8kcn(root: Path, variants: Iterable[str] = ("zhc",)) -> Corpus:
 
 def _flickr8kcn_translation(variant: str) -> Translations:
     """One of Flickr8K-CN's machine translations of the Flickr8K English captions, as Flickr8K photos' captions."""
+
     def load(root: Path) -> list[Caption]:
         from .flickr8kcn import VARIANTS, Flickr8kCnReader
 
@@ -177,8 +178,14 @@ def _flickr8kcn_translation(variant: str) -> Translations:
 FLICKR8KCN_TRANSLATIONS = {variant: _flickr8kcn_translation(variant) for variant in ("zhb", "zhg")}
 
 
-def _coco(root: Path, karpathy_json: str, images_dir: str | None = None, ja_files: Iterable[str] = (),
-          zh_files: Iterable[str] = (), restval: str = "train") -> Corpus:
+def _coco(
+    root: Path,
+    karpathy_json: str,
+    images_dir: str | None = None,
+    ja_files: Iterable[str] = (),
+    zh_files: Iterable[str] = (),
+    restval: str = "train",
+) -> Corpus:
     from .coco import load_coco
 
     return load_coco(karpathy_json, images_dir=images_dir, ja_files=ja_files, zh_files=zh_files, restval=restval)
@@ -191,36 +198,82 @@ def _generic(root: Path, images: str, captions: str, **opts) -> Corpus:
 
 
 for _spec in (
-    DatasetSpec("f8k-ml", "DEFAULT. The Flickr8K photos at hand (850) with en (Flickr8K + Multi30K), de, fr, cs "
-                "(Multi30K) and zh (Flickr8K-CN native) captions; official Flickr8K train/val/test split",
-                _f8kml, {"dedupe": "bool", "langs": "list", "unlisted_split": "str"},
-                translations=FLICKR8KCN_TRANSLATIONS),
-    DatasetSpec("f8k-ml-text", "Text-only training corpus for F8K-ML: all Multi30K, Flickr8K and Flickr8K-CN "
-                "(zhc/zhb/zhg) captions EXCEPT those of F8K-ML's val+test photos (exclude=all: of all 850)",
-                _f8kml_text, {"langs": "list", "exclude": "str", "drop_eval_texts": "bool", "zh_variants": "list"},
-                text_only=True),
-    DatasetSpec("f8k-full", "The whole Flickr8K photo set at hand (7,941 photos, 224x224 squashed; "
-                "`polyvse data fetch flickr8k-224`) with en, de, fr, cs, zh captions as f8k-ml; official split "
-                "5,867 train / 983 val / 1,000 test (unlisted_split=train keeps the 91 photos in no split)",
-                _f8kfull, {"dedupe": "bool", "langs": "list", "unlisted_split": "str"}, squashed_photos=True,
-                translations=FLICKR8KCN_TRANSLATIONS),
-    DatasetSpec("f8k-full-text", "Text-only training corpus for f8k-full: all Multi30K, Flickr8K and Flickr8K-CN "
-                "(zhc/zhb/zhg) captions EXCEPT those of Flickr8K's val+test photos and sentences identical to them",
-                _f8kfull_text, {"langs": "list", "drop_eval_texts": "bool", "zh_variants": "list"}, text_only=True),
-    DatasetSpec("multi30k", "Multi30K text (photos not distributed): task1 en/de/fr/cs + task2 5 en + 5 de "
-                "per image; Multi30K's own train/val/test_2016 splits", _multi30k,
-                {"tasks": "list", "splits": "list", "langs": "list", "images_dir": "path"}),
-    DatasetSpec("flickr8k", "Flickr8K English captions of the photos at hand (captions=all: all 8091 photos, "
-                "photo files mostly absent); official split", _flickr8k, {"captions": "str"}),
-    DatasetSpec("flickr8kcn", "Flickr8K-CN Chinese captions of all Flickr8K photos (variants=zhc,zhb,zhg,zhm,enc); "
-                "official split", _flickr8kcn, {"variants": "list"}),
-    DatasetSpec("coco", "MS-COCO with the Karpathy split (karpathy_json=dataset_coco.json) plus optional "
-                "Japanese STAIR/YJ (ja_files=) and Chinese COCO-CN (zh_files=) captions; files not at hand",
-                _coco, {"karpathy_json": "path", "images_dir": "path", "ja_files": "paths", "zh_files": "paths",
-                        "restval": "str"}, required=("karpathy_json",)),
-    DatasetSpec("generic", "Your own photos: images=DIR captions=FILE (CSV image,lang,caption[,split] or JSONL); "
-                "default_lang=, default_split=train, strict=false", _generic,
-                {"images": "path", "captions": "path", "default_lang": "str", "default_split": "str",
-                 "strict": "bool", "fmt": "str"}, required=("images", "captions")),
+    DatasetSpec(
+        "f8k-ml",
+        "DEFAULT. The Flickr8K photos at hand (850) with en (Flickr8K + Multi30K), de, fr, cs "
+        "(Multi30K) and zh (Flickr8K-CN native) captions; official Flickr8K train/val/test split",
+        _f8kml,
+        {"dedupe": "bool", "langs": "list", "unlisted_split": "str"},
+        translations=FLICKR8KCN_TRANSLATIONS,
+    ),
+    DatasetSpec(
+        "f8k-ml-text",
+        "Text-only training corpus for F8K-ML: all Multi30K, Flickr8K and Flickr8K-CN "
+        "(zhc/zhb/zhg) captions EXCEPT those of F8K-ML's val+test photos (exclude=all: of all 850)",
+        _f8kml_text,
+        {"langs": "list", "exclude": "str", "drop_eval_texts": "bool", "zh_variants": "list"},
+        text_only=True,
+    ),
+    DatasetSpec(
+        "f8k-full",
+        "The whole Flickr8K photo set at hand (7,941 photos, 224x224 squashed; "
+        "`polyvse data fetch flickr8k-224`) with en, de, fr, cs, zh captions as f8k-ml; official split "
+        "5,867 train / 983 val / 1,000 test (unlisted_split=train keeps the 91 photos in no split)",
+        _f8kfull,
+        {"dedupe": "bool", "langs": "list", "unlisted_split": "str"},
+        squashed_photos=True,
+        translations=FLICKR8KCN_TRANSLATIONS,
+    ),
+    DatasetSpec(
+        "f8k-full-text",
+        "Text-only training corpus for f8k-full: all Multi30K, Flickr8K and Flickr8K-CN "
+        "(zhc/zhb/zhg) captions EXCEPT those of Flickr8K's val+test photos and sentences identical to them",
+        _f8kfull_text,
+        {"langs": "list", "drop_eval_texts": "bool", "zh_variants": "list"},
+        text_only=True,
+    ),
+    DatasetSpec(
+        "multi30k",
+        "Multi30K text (photos not distributed): task1 en/de/fr/cs + task2 5 en + 5 de "
+        "per image; Multi30K's own train/val/test_2016 splits",
+        _multi30k,
+        {"tasks": "list", "splits": "list", "langs": "list", "images_dir": "path"},
+    ),
+    DatasetSpec(
+        "flickr8k",
+        "Flickr8K English captions of the photos at hand (captions=all: all 8091 photos, "
+        "photo files mostly absent); official split",
+        _flickr8k,
+        {"captions": "str"},
+    ),
+    DatasetSpec(
+        "flickr8kcn",
+        "Flickr8K-CN Chinese captions of all Flickr8K photos (variants=zhc,zhb,zhg,zhm,enc); official split",
+        _flickr8kcn,
+        {"variants": "list"},
+    ),
+    DatasetSpec(
+        "coco",
+        "MS-COCO with the Karpathy split (karpathy_json=dataset_coco.json) plus optional "
+        "Japanese STAIR/YJ (ja_files=) and Chinese COCO-CN (zh_files=) captions; files not at hand",
+        _coco,
+        {"karpathy_json": "path", "images_dir": "path", "ja_files": "paths", "zh_files": "paths", "restval": "str"},
+        required=("karpathy_json",),
+    ),
+    DatasetSpec(
+        "generic",
+        "Your own photos: images=DIR captions=FILE (CSV image,lang,caption[,split] or JSONL); "
+        "default_lang=, default_split=train, strict=false",
+        _generic,
+        {
+            "images": "path",
+            "captions": "path",
+            "default_lang": "str",
+            "default_split": "str",
+            "strict": "bool",
+            "fmt": "str",
+        },
+        required=("images", "captions"),
+    ),
 ):
     register_dataset(_spec)

@@ -1,9 +1,10 @@
 """Which photos train and which evaluate: a corpus's official split, or k folds over its photos.
 
-    split "official"         the photos whose captions carry split "train", evaluated on those of ``eval_split``
-    split "fold<i>of<k>"     fold i of ``kfold_photo_splits(every photo, k, seed=0)``: the seed is fixed so that
-                             training seeds vary the model, not the test set
+split "official"         the photos whose captions carry split "train", evaluated on those of ``eval_split``
+split "fold<i>of<k>"     fold i of ``kfold_photo_splits(every photo, k, seed=0)``: the seed is fixed so that
+                         training seeds vary the model, not the test set
 """
+
 from __future__ import annotations
 
 import random
@@ -50,7 +51,9 @@ def kfold_photo_splits(photo_ids: Iterable[str], k: int = 5, seed: int = 0) -> l
     return folds
 
 
-def resolve_split(corpus: Corpus, split: str = OFFICIAL, eval_split: str = DEFAULT_EVAL_SPLIT) -> tuple[set[str], set[str]]:
+def resolve_split(
+    corpus: Corpus, split: str = OFFICIAL, eval_split: str = DEFAULT_EVAL_SPLIT
+) -> tuple[set[str], set[str]]:
     """(train photo ids, evaluation photo ids) of ``corpus`` for ``split`` (module docstring)."""
     fold = parse_split(split)
     if fold is None:
@@ -63,6 +66,8 @@ def resolve_split(corpus: Corpus, split: str = OFFICIAL, eval_split: str = DEFAU
     if train & evaluation:
         raise DataError(f"split {split!r}: {len(train & evaluation)} photos are in both train and evaluation")
     if not train or not evaluation:
-        raise DataError(f"split {split!r} of {corpus.name}: {len(train)} training and {len(evaluation)} "
-                        "evaluation photos; both must be non-empty")
+        raise DataError(
+            f"split {split!r} of {corpus.name}: {len(train)} training and {len(evaluation)} "
+            "evaluation photos; both must be non-empty"
+        )
     return train, evaluation

@@ -15,6 +15,7 @@ skipped, as the official scorer does. Everything else that is off (a line with n
 one, an empty sentence, a gold value that is not a number in [0, 5], files of different lengths)
 raises :class:`polyvse.errors.DataError` naming the file and line.
 """
+
 from __future__ import annotations
 
 import math
@@ -68,8 +69,11 @@ def _parse_gold(raw: str, path: Path, line: int) -> float | None:
     try:
         value = float(text)
     except ValueError:
-        raise DataError(f"gold score {text[:40]!r} is not a number; expected a value in [0, 5] or an "
-                        "empty line (unscored pair)", path, line) from None
+        raise DataError(
+            f"gold score {text[:40]!r} is not a number; expected a value in [0, 5] or an empty line (unscored pair)",
+            path,
+            line,
+        ) from None
     if not math.isfinite(value) or not GOLD_MIN <= value <= GOLD_MAX:
         raise DataError(f"gold score {value} is outside [0, 5]", path, line)
     return value
@@ -78,8 +82,9 @@ def _parse_gold(raw: str, path: Path, line: int) -> float | None:
 def _parse_pair(raw: str, path: Path, line: int) -> tuple[str, str]:
     fields = raw.split("\t")
     if len(fields) != 2:
-        raise DataError(f"expected two sentences separated by one tab, found {len(fields)} field(s) "
-                        f"in {raw[:60]!r}", path, line)
+        raise DataError(
+            f"expected two sentences separated by one tab, found {len(fields)} field(s) in {raw[:60]!r}", path, line
+        )
     a, b = fields[0].strip(), fields[1].strip()
     if not a or not b:
         which = "first" if not a else "second"
@@ -98,8 +103,11 @@ def read_sts(input_path: str | os.PathLike, gold_path: str | os.PathLike, name: 
     inputs = read_lines(input_path)
     golds = read_lines(gold_path)
     if len(inputs) != len(golds):
-        raise DataError(f"{len(inputs)} sentence pairs but {len(golds)} gold lines in {gold_path}; the two "
-                        "files must have one line per pair each", input_path)
+        raise DataError(
+            f"{len(inputs)} sentence pairs but {len(golds)} gold lines in {gold_path}; the two "
+            "files must have one line per pair each",
+            input_path,
+        )
     if not inputs:
         raise DataError("no sentence pairs in the file", input_path)
     pairs, gold, lines = [], [], []
@@ -115,8 +123,15 @@ def read_sts(input_path: str | os.PathLike, gold_path: str | os.PathLike, name: 
         lines.append(i)
     if not pairs:
         raise DataError("every gold line is empty: no scored pair to evaluate", gold_path)
-    return StsSet(name or input_path.stem.replace("STS.input.", ""), input_path, gold_path, tuple(pairs),
-                  np.asarray(gold, dtype=np.float64), tuple(lines), skipped)
+    return StsSet(
+        name or input_path.stem.replace("STS.input.", ""),
+        input_path,
+        gold_path,
+        tuple(pairs),
+        np.asarray(gold, dtype=np.float64),
+        tuple(lines),
+        skipped,
+    )
 
 
 def sts_dir(root: str | os.PathLike) -> Path:

@@ -25,6 +25,7 @@ Evaluation hygiene (`text_tuple_corpus`), always by photo id and then by text:
 - photos in `skip_photo_ids` (the run's training photos, which already train with their images) are
   dropped by id only.
 """
+
 from __future__ import annotations
 
 import os
@@ -49,10 +50,17 @@ TEXT_CORPUS_SOURCES = {
 }
 
 
-def text_tuple_corpus(root: str | os.PathLike, kind: str, *, exclude_photo_ids: Iterable[str],
-                      exclude_texts: Iterable[str] = (), skip_photo_ids: Iterable[str] = (),
-                      langs: Iterable[str] | None = None, min_languages: int = 2,
-                      exclusion: EvaluationExclusion | None = None) -> Corpus:
+def text_tuple_corpus(
+    root: str | os.PathLike,
+    kind: str,
+    *,
+    exclude_photo_ids: Iterable[str],
+    exclude_texts: Iterable[str] = (),
+    skip_photo_ids: Iterable[str] = (),
+    langs: Iterable[str] | None = None,
+    min_languages: int = 2,
+    exclusion: EvaluationExclusion | None = None,
+) -> Corpus:
     """The captions of the text corpus `kind` ("multi30k" | "all"), cleaned as the module docstring says.
 
     `exclude_photo_ids` is required (the run's evaluation photos); Multi30K's test photos are always added
@@ -73,9 +81,16 @@ def text_tuple_corpus(root: str | os.PathLike, kind: str, *, exclude_photo_ids: 
     sources = TEXT_CORPUS_SOURCES[kind]
     # only the kind's sources, de-duplicated among themselves: for "multi30k" a Multi30K caption must not
     # give way to the same sentence from Flickr8K
-    base = text_only_corpus(root, excluded, lang_list, zh_variants=("zhc",) if kind == "all" else (),
-                            exclude_texts=list(exclude_texts), drop_excluded_texts=True, sources=sources,
-                            name=f"text-tuples-{kind}")
+    base = text_only_corpus(
+        root,
+        excluded,
+        lang_list,
+        zh_variants=("zhc",) if kind == "all" else (),
+        exclude_texts=list(exclude_texts),
+        drop_excluded_texts=True,
+        sources=sources,
+        name=f"text-tuples-{kind}",
+    )
     by_photo: dict[str, list] = {}
     for c in base.captions if exclusion is None else exclusion.filter_captions(base.captions):
         if c.photo_id not in skip:

@@ -50,19 +50,28 @@ class Corpus:
             out[c.photo_id].append(c)
         return dict(out)
 
-    def filter(self, *, photo_ids: Iterable[str] | None = None, langs: Iterable[str] | None = None,
-               exclude_photo_ids: Iterable[str] | None = None, name: str | None = None) -> Corpus:
+    def filter(
+        self,
+        *,
+        photo_ids: Iterable[str] | None = None,
+        langs: Iterable[str] | None = None,
+        exclude_photo_ids: Iterable[str] | None = None,
+        name: str | None = None,
+    ) -> Corpus:
         keep = set(photo_ids) if photo_ids is not None else None
         drop = set(exclude_photo_ids) if exclude_photo_ids is not None else set()
         lang_set = set(langs) if langs is not None else None
         caps = [
-            c for c in self.captions
-            if (keep is None or c.photo_id in keep) and c.photo_id not in drop
+            c
+            for c in self.captions
+            if (keep is None or c.photo_id in keep)
+            and c.photo_id not in drop
             and (lang_set is None or c.lang in lang_set)
         ]
         used = {c.photo_id for c in caps}
         photos = {
-            pid: p for pid, p in self.photos.items()
+            pid: p
+            for pid, p in self.photos.items()
             if (keep is None or pid in keep) and pid not in drop and (lang_set is None or pid in used)
         }
         return Corpus(name or self.name, photos, caps)

@@ -1,5 +1,6 @@
 """Files a user names (a folder of photos, a list of photo paths, a captions file): found and read with
 errors that name the file and say what is wrong."""
+
 from __future__ import annotations
 
 import os
@@ -28,8 +29,10 @@ def photos_in_folder(folder: Path) -> list[Path]:
     if not folder.is_dir():
         raise DataError("no such folder (--images wants a folder of photos)", folder)
     photos = [
-        p for p in folder.rglob("*")
-        if p.suffix.lower() in IMAGE_SUFFIXES and not any(part.startswith(".") for part in p.relative_to(folder).parts)
+        p
+        for p in folder.rglob("*")
+        if p.suffix.lower() in IMAGE_SUFFIXES
+        and not any(part.startswith(".") for part in p.relative_to(folder).parts)
         and not p.is_dir()
     ]
     return sorted(photos)

@@ -3,6 +3,7 @@
 Each protocol's module holds its functions and its evaluator (one class on :class:`base.Evaluator`, owning its
 scorer): :mod:`.retrieval`, :mod:`.crosslingual`, :mod:`.sts`, :mod:`.words`, :mod:`.languages`;
 :mod:`.tasks` names them for ``polyvse evaluate --task``."""
+
 from .base import Evaluator, search_scores
 from .ranking import METRIC_KEYS, retrieval_metrics
 from .report import DEFAULT_KEYS, markdown_table, mean_std, mean_std_table

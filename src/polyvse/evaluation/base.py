@@ -6,6 +6,7 @@ model. Each owns its scorer (:meth:`Evaluator.scores`), so no caller pairs a pro
 
 Used by the trainer (its split), `polyvse evaluate` (every ``--task``) and the zoo (``tasks.json``).
 """
+
 from __future__ import annotations
 
 import functools

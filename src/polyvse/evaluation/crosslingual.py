@@ -34,6 +34,7 @@ Which captions are paired (one pair per photo)
       something closer to image retrieval through text. 125 pairs.
     * zh with de/fr/cs: no aligned data; asking for it is an error.
 """
+
 from __future__ import annotations
 
 import logging
@@ -100,7 +101,7 @@ class CaptionPairs:
 
 
 def parse_pair(pair: str | Sequence[str]) -> tuple[str, str]:
-    """"en-de" or ("en", "de") -> ("en", "de"), validated (known, distinct language codes)."""
+    """ "en-de" or ("en", "de") -> ("en", "de"), validated (known, distinct language codes)."""
     if isinstance(pair, str):
         parts = pair.split("-")
         if len(parts) != 2:
@@ -121,8 +122,16 @@ def _without(p: CaptionPairs, excluded: frozenset) -> CaptionPairs:
     keep = [i for i, pid in enumerate(p.photo_ids) if pid not in excluded]
     if len(keep) == len(p):
         return p
-    return CaptionPairs(p.corpus, p.src, p.tgt, tuple(p.photo_ids[i] for i in keep),
-                        tuple(p.src_texts[i] for i in keep), tuple(p.tgt_texts[i] for i in keep), p.kind, p.source)
+    return CaptionPairs(
+        p.corpus,
+        p.src,
+        p.tgt,
+        tuple(p.photo_ids[i] for i in keep),
+        tuple(p.src_texts[i] for i in keep),
+        tuple(p.tgt_texts[i] for i in keep),
+        p.kind,
+        p.source,
+    )
 
 
 def _swap(p: CaptionPairs) -> CaptionPairs:
@@ -131,8 +140,8 @@ def _swap(p: CaptionPairs) -> CaptionPairs:
 
 # ------------------------------------------------------------------------------------------- Multi30K
 
-def crosslingual_pairs_multi30k(root: str | os.PathLike, src: str, tgt: str,
-                                split: str = "test_2016") -> CaptionPairs:
+
+def crosslingual_pairs_multi30k(root: str | os.PathLike, src: str, tgt: str, split: str = "test_2016") -> CaptionPairs:
     """Line-aligned Multi30K task1 captions of ``split`` (default the 2016 test set: 1000 pairs).
 
     ``split``: "test_2016" (= "test_2016_flickr"), "val" or "train". Languages: en, de, fr, cs.
@@ -147,27 +156,36 @@ def crosslingual_pairs_multi30k(root: str | os.PathLike, src: str, tgt: str,
     ids_a = tuple(pid for pid, _ in a.pairs)
     if ids_a != tuple(pid for pid, _ in b.pairs):  # same image list, so only a corrupted cache could do this
         raise DataError(f"{src} and {tgt} files are not aligned with the same image list", b.path)
-    return CaptionPairs(f"multi30k-{split}", src, tgt, ids_a, tuple(t for _, t in a.pairs),
-                        tuple(t for _, t in b.pairs), "translation",
-                        f"Multi30K task1 {m_split} lines ({a.path.name}, {b.path.name})")
+    return CaptionPairs(
+        f"multi30k-{split}",
+        src,
+        tgt,
+        ids_a,
+        tuple(t for _, t in a.pairs),
+        tuple(t for _, t in b.pairs),
+        "translation",
+        f"Multi30K task1 {m_split} lines ({a.path.name}, {b.path.name})",
+    )
 
 
 # --------------------------------------------------------------------------------------------- F8K-ML
+
 
 def f8kml_test_photo_ids(root: str | os.PathLike) -> list[str]:
     """The F8K-ML test photos: photos at hand in flickr8k/images that the standard split puts in test."""
     files = Flickr8kReader(root).photo_files()
     if not files:
-        raise DataError("no photos (*.jpg) in the Flickr8K photo folder; run `polyvse data fetch flickr8k`",
-                        Flickr8kReader(root).images_dir)
+        raise DataError(
+            "no photos (*.jpg) in the Flickr8K photo folder; run `polyvse data fetch flickr8k`",
+            Flickr8kReader(root).images_dir,
+        )
     split = official_split(root)
     return sorted(pid for pid in files if split.get(pid) == "test")
 
 
 def _first_caption(root: Path, variant: str, wanted: set[str]) -> dict[str, str]:
     """photo id -> caption ``#<variant>#0`` of a Flickr8K-CN file (the k is read from the line itself)."""
-    path = require_file(flickr8kcn_dir(root) / CN_VARIANTS[variant][0], f"Flickr8K-CN {variant} captions",
-                        "flickr8kcn")
+    path = require_file(flickr8kcn_dir(root) / CN_VARIANTS[variant][0], f"Flickr8K-CN {variant} captions", "flickr8kcn")
     raw = read_lines(path)
     out: dict[str, str] = {}
     for rec in Flickr8kCnReader(root).records(variant):
@@ -179,8 +197,7 @@ def _first_caption(root: Path, variant: str, wanted: set[str]) -> dict[str, str]
     return out
 
 
-def crosslingual_pairs_f8kml(root: str | os.PathLike, src: str, tgt: str, *,
-                             zh_source: str = "zhm") -> CaptionPairs:
+def crosslingual_pairs_f8kml(root: str | os.PathLike, src: str, tgt: str, *, zh_source: str = "zhm") -> CaptionPairs:
     """Aligned captions of the F8K-ML test photos (definitions in the module docstring).
 
     en/de/fr/cs: Multi30K task1 lines of the test photos (117 pairs). en-zh: Flickr8K caption #0 and its
@@ -196,20 +213,24 @@ def crosslingual_pairs_f8kml(root: str | os.PathLike, src: str, tgt: str, *,
     if "zh" in (src, tgt):
         other = tgt if src == "zh" else src
         if other != "en":
-            raise DataError(f"no aligned {other}-zh captions at hand: Chinese pairs exist only with English "
-                            "(Flickr8K-CN translates the English Flickr8K captions)")
+            raise DataError(
+                f"no aligned {other}-zh captions at hand: Chinese pairs exist only with English "
+                "(Flickr8K-CN translates the English Flickr8K captions)"
+            )
         en = _first_caption(root, "enc", wanted)
         zh = _first_caption(root, zh_source, wanted)
         ids = tuple(p for p in test if p in en and p in zh)
         if not ids:
-            raise DataError(f"no F8K-ML test photo has both an English #enc#0 and a #{zh_source}#0 caption",
-                            flickr8kcn_dir(root))
+            raise DataError(
+                f"no F8K-ML test photo has both an English #enc#0 and a #{zh_source}#0 caption", flickr8kcn_dir(root)
+            )
         if zh_source == "zhm":
             kind, what = "translation", "Flickr8K caption #0 and its Flickr8K-CN human translation (#zhm#0)"
         else:
             kind, what = "photo", "Flickr8K caption #0 and the first native Flickr8K-CN caption (#zhc#0)"
-        pairs = CaptionPairs(F8KML_TEST, "en", "zh", ids, tuple(en[p] for p in ids), tuple(zh[p] for p in ids),
-                             kind, what)
+        pairs = CaptionPairs(
+            F8KML_TEST, "en", "zh", ids, tuple(en[p] for p in ids), tuple(zh[p] for p in ids), kind, what
+        )
         return pairs if src == "en" else _swap(pairs)
     for lang in (src, tgt):
         if lang not in TASK1_LANGS:  # e.g. ja
@@ -220,13 +241,21 @@ def crosslingual_pairs_f8kml(root: str | os.PathLike, src: str, tgt: str, *,
     ids = tuple(p for p in test if p in lines[src] and p in lines[tgt])
     if not ids:
         raise DataError("no F8K-ML test photo has Multi30K task1 captions", root / "multi30k")
-    return CaptionPairs(F8KML_TEST, src, tgt, ids, tuple(lines[src][p] for p in ids),
-                        tuple(lines[tgt][p] for p in ids), "translation",
-                        "Multi30K task1 lines (all Multi30K splits) of the F8K-ML test photos")
+    return CaptionPairs(
+        F8KML_TEST,
+        src,
+        tgt,
+        ids,
+        tuple(lines[src][p] for p in ids),
+        tuple(lines[tgt][p] for p in ids),
+        "translation",
+        "Multi30K task1 lines (all Multi30K splits) of the F8K-ML test photos",
+    )
 
 
-def crosslingual_pairs(corpus: str, root: str | os.PathLike, src: str, tgt: str, *,
-                       zh_source: str = "zhm") -> CaptionPairs:
+def crosslingual_pairs(
+    corpus: str, root: str | os.PathLike, src: str, tgt: str, *, zh_source: str = "zhm"
+) -> CaptionPairs:
     """Pairs of one of :data:`CORPORA` by name."""
     if corpus == F8KML_TEST:
         return crosslingual_pairs_f8kml(root, src, tgt, zh_source=zh_source)
@@ -237,10 +266,18 @@ def crosslingual_pairs(corpus: str, root: str | os.PathLike, src: str, tgt: str,
 
 # ----------------------------------------------------------------------------------------- evaluation
 
-def evaluate_crosslingual(model: Any, root: str | os.PathLike, pairs: Iterable[str] = DEFAULT_PAIRS, *,
-                          corpora: Iterable[str] = CORPORA, zh_source: str = "zhm",
-                          score_fn: ScoreFn | None = None, strict: bool = False,
-                          exclude_photo_ids: Iterable[str] = ()) -> dict[str, dict[str, dict]]:
+
+def evaluate_crosslingual(
+    model: Any,
+    root: str | os.PathLike,
+    pairs: Iterable[str] = DEFAULT_PAIRS,
+    *,
+    corpora: Iterable[str] = CORPORA,
+    zh_source: str = "zhm",
+    score_fn: ScoreFn | None = None,
+    strict: bool = False,
+    exclude_photo_ids: Iterable[str] = (),
+) -> dict[str, dict[str, dict]]:
     """Cross-lingual caption retrieval of ``model`` on each corpus and language pair.
 
     model: anything with ``encode_text(texts, lang) -> (n, d)``; if it has a ``languages`` attribute,
@@ -281,14 +318,17 @@ def evaluate_crosslingual(model: Any, root: str | os.PathLike, pairs: Iterable[s
                 continue
             if known is not None and not {a, b} <= known:
                 if strict:
-                    raise ValueError(f"the model has no {', '.join(sorted({a, b} - known))} text encoder "
-                                     f"(languages: {', '.join(sorted(known))})")
+                    raise ValueError(
+                        f"the model has no {', '.join(sorted({a, b} - known))} text encoder "
+                        f"(languages: {', '.join(sorted(known))})"
+                    )
                 continue
             p = _without(crosslingual_pairs(corpus, root, a, b, zh_source=zh_source), excluded)
             if not len(p):
                 continue
-            m: dict[str, Any] = cross_lingual_retrieval(encode(p.src_texts, a), encode(p.tgt_texts, b),
-                                                        score_fn=score_fn)
+            m: dict[str, Any] = cross_lingual_retrieval(
+                encode(p.src_texts, a), encode(p.tgt_texts, b), score_fn=score_fn
+            )
             m["n_pairs"] = len(p)
             m["kind"] = p.kind
             out[f"{a}-{b}"] = m
@@ -318,8 +358,11 @@ def training_photo_ids(model: Any, root: Path) -> set[str] | None:
     saved = (training or {}).get("config")
     if not saved:
         return None
-    train, _ = resolve_split(load_dataset(saved.get("dataset", DEFAULT_DATASET), root),
-                             saved.get("split", OFFICIAL), saved.get("eval_split", DEFAULT_EVAL_SPLIT))
+    train, _ = resolve_split(
+        load_dataset(saved.get("dataset", DEFAULT_DATASET), root),
+        saved.get("split", OFFICIAL),
+        saved.get("eval_split", DEFAULT_EVAL_SPLIT),
+    )
     return train
 
 
@@ -328,8 +371,9 @@ class CrossLingualEvaluator(Evaluator):
 
     name = "crosslingual"
 
-    def __init__(self, root: Path, exclude_photo_ids: Iterable[str] | None = None,
-                 pairs: Iterable[str] = DEFAULT_PAIRS):
+    def __init__(
+        self, root: Path, exclude_photo_ids: Iterable[str] | None = None, pairs: Iterable[str] = DEFAULT_PAIRS
+    ):
         self.root, self.exclude_photo_ids, self.pairs = Path(root), exclude_photo_ids, tuple(pairs)
 
     def scores(self, model: Any, lang: str | None = None) -> ScoreFn:
@@ -341,8 +385,9 @@ class CrossLingualEvaluator(Evaluator):
             excluded = training_photo_ids(model, self.root)
             if excluded is None:
                 log.warning("the checkpoint does not say which photos it trained on: no pair is excluded")
-        return evaluate_crosslingual(model, self.root, self.pairs, exclude_photo_ids=excluded or (),
-                                     score_fn=self.scores(model))
+        return evaluate_crosslingual(
+            model, self.root, self.pairs, exclude_photo_ids=excluded or (), score_fn=self.scores(model)
+        )
 
     def table(self, result: dict) -> str:
         return crosslingual_table(result)

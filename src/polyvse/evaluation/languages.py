@@ -7,6 +7,7 @@ search ranks (CSLS against the checkpoint's banks where it carries them: :func:`
 Choices are made on val; test is reported once, for what was adopted (`polyvse evaluate --task languages
 --split test`, scripts/language_table.py, scripts/adapt_curves.py).
 """
+
 from __future__ import annotations
 
 from collections.abc import Sequence
@@ -28,13 +29,18 @@ class LanguagesEvaluator(Evaluator):
 
     name = "languages"
 
-    def __init__(self, root: Path, langs: Sequence[str] = MULTISCRIPT, splits: Sequence[str] = SPLITS,
-                 max_photos: int | None = None, progress: bool = True):
+    def __init__(
+        self,
+        root: Path,
+        langs: Sequence[str] = MULTISCRIPT,
+        splits: Sequence[str] = SPLITS,
+        max_photos: int | None = None,
+        progress: bool = True,
+    ):
         self.root, self.langs, self.splits = Path(root), list(langs), tuple(splits)
         self.max_photos, self.progress = max_photos, progress
 
-    def galleries(self, model: Any, langs: Sequence[str], reference: str,
-                  splits: Sequence[str] | None = None) -> dict:
+    def galleries(self, model: Any, langs: Sequence[str], reference: str, splits: Sequence[str] | None = None) -> dict:
         """``{split: {"images": embeddings, "captions": {lang: (texts, image rows)}}}``: Flickr8K's official
         ``split`` photos with ``reference``'s f8k-full captions and each of ``langs``' MultiScript30k lines (the
         first ``max_photos`` photos of each split only, where given)."""
@@ -49,16 +55,27 @@ class LanguagesEvaluator(Evaluator):
         lines = {lang: reader.all_lines([lang]) for lang in langs}
         split_of, out = official_split(self.root), {}
         for split in splits or self.splits:
-            photos = sorted(p for p, s in split_of.items() if s == split and p in corpus.photos)[:self.max_photos]
-            feats = embed_photos(model, [corpus.photos[p].path for p in photos], cache_root(self.root) / "features",
-                                 progress=self.progress)
+            photos = sorted(p for p, s in split_of.items() if s == split and p in corpus.photos)[: self.max_photos]
+            feats = embed_photos(
+                model,
+                [corpus.photos[p].path for p in photos],
+                cache_root(self.root) / "features",
+                progress=self.progress,
+            )
             row = {p: i for i, p in enumerate(photos[i] for i in feats.index)}
-            caps = {reference: [(c.text, row[c.photo_id]) for c in corpus.captions
-                                if c.split == split and c.lang == reference and c.photo_id in row]}
+            caps = {
+                reference: [
+                    (c.text, row[c.photo_id])
+                    for c in corpus.captions
+                    if c.split == split and c.lang == reference and c.photo_id in row
+                ]
+            }
             for lang in langs:
                 caps[lang] = [(x.text, row[x.photo_id]) for x in lines[lang] if x.photo_id in row]
-            out[split] = {"images": feats.embeddings,
-                          "captions": {k: ([t for t, _ in v], np.array([r for _, r in v])) for k, v in caps.items()}}
+            out[split] = {
+                "images": feats.embeddings,
+                "captions": {k: ([t for t, _ in v], np.array([r for _, r in v])) for k, v in caps.items()},
+            }
         return out
 
     def mean_recall(self, model: Any, gallery: dict, lang: str, caption_emb: np.ndarray | None = None) -> dict:
@@ -69,8 +86,9 @@ class LanguagesEvaluator(Evaluator):
         texts, rows = gallery["captions"][lang]
         if caption_emb is None:
             caption_emb = model.encode_text(texts, lang)
-        m = evaluate_by_language(gallery["images"], caption_emb, rows, [lang] * len(rows),
-                                 score_fn=self.scores(model, lang))[lang]
+        m = evaluate_by_language(
+            gallery["images"], caption_emb, rows, [lang] * len(rows), score_fn=self.scores(model, lang)
+        )[lang]
         return {"mr": m["mr"], "n_images": m["n_images"], "n_captions": m["n_captions"]}
 
     def evaluate(self, model: Any) -> dict:
@@ -82,14 +100,22 @@ class LanguagesEvaluator(Evaluator):
         rows: dict[str, dict] = {}
         for ref in trained:  # one gallery build per trained language (its f8k-full captions)
             gals = self.galleries(model, [], ref)
-            rows[ref] = {"lang": ref, "status": serving_status(model, ref), "captions": "f8k-full (human)",
-                         **{s: self.mean_recall(model, g, ref) for s, g in gals.items()}}
+            rows[ref] = {
+                "lang": ref,
+                "status": serving_status(model, ref),
+                "captions": "f8k-full (human)",
+                **{s: self.mean_recall(model, g, ref) for s, g in gals.items()},
+            }
         readable = [x for x in self.langs if serving_status(model, x)]
         gals = self.galleries(model, readable, trained[0])
         for lang in self.langs:
             status = serving_status(model, lang)
-            row = {"lang": lang, "status": status, "captions": "MultiScript30k (machine-translated)",
-                   **({"taught": taught_by(model, lang)} if status == "adapted" else {})}
+            row = {
+                "lang": lang,
+                "status": status,
+                "captions": "MultiScript30k (machine-translated)",
+                **({"taught": taught_by(model, lang)} if status == "adapted" else {}),
+            }
             if status:
                 row.update({s: self.mean_recall(model, g, lang) for s, g in gals.items()})
             rows[lang + MT_SUFFIX if lang in rows else lang] = row
@@ -101,9 +127,17 @@ class LanguagesEvaluator(Evaluator):
 
         splits = [s for s in self.splits if any(s in r for r in result.values())]
         head = ["code", "language", "served as", "captions", *[f"{s} mR" for s in splits], "photos"]
-        body = [[name, language_name(r["lang"]), served_as(r), r["captions"],
-                 *[f"{r[s]['mr']:.1f}" if s in r else "-" for s in splits],
-                 "/".join(str(r[s]["n_images"]) for s in splits if s in r) or "-"] for name, r in result.items()]
+        body = [
+            [
+                name,
+                language_name(r["lang"]),
+                served_as(r),
+                r["captions"],
+                *[f"{r[s]['mr']:.1f}" if s in r else "-" for s in splits],
+                "/".join(str(r[s]["n_images"]) for s in splits if s in r) or "-",
+            ]
+            for name, r in result.items()
+        ]
         return markdown_rows(head, body)
 
 

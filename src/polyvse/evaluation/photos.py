@@ -3,6 +3,7 @@ model through the feature cache (its backbone's features, then its image head), 
 (``polyvse.model.loading.photo_model`` without torch) through the checkpoint's ONNX image encoder, pixels to
 vectors (``polyvse.features.onnx_encoder``; no feature cache). Either way the readable photos' rows, their
 positions in the list and the unreadable ones, as the feature cache reports them."""
+
 from __future__ import annotations
 
 import os
@@ -23,8 +24,9 @@ class GalleryPhotos:
     failures: list[tuple[str, str]] = field(default_factory=list)  # (path, reason)
 
 
-def embed_photos(model: Any, paths: Sequence[str | os.PathLike], cache_dir: Path, progress: bool = True,
-                 strict: bool = False) -> GalleryPhotos:
+def embed_photos(
+    model: Any, paths: Sequence[str | os.PathLike], cache_dir: Path, progress: bool = True, strict: bool = False
+) -> GalleryPhotos:
     """``paths`` embedded by ``model`` (module docstring); unreadable photos are listed (``strict``: the first
     one stops it)."""
     encoder = getattr(model, "image_encoder", None)

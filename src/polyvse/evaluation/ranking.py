@@ -37,6 +37,7 @@ Summary statistics: ``R@K`` = percentage of queries with rank <= K; ``medr`` = t
 in .5 -- it is not floored as some VSE code does); ``meanr`` = the mean rank; ``rsum`` = the sum of the
 six recalls; ``mr`` = their mean (``rsum / 6``).
 """
+
 from __future__ import annotations
 
 import sys
@@ -49,9 +50,18 @@ RECALL_KS: tuple[int, ...] = (1, 5, 10)
 
 #: Keys of the dict returned by :func:`retrieval_metrics`, in order.
 METRIC_KEYS: tuple[str, ...] = (
-    "i2t_r1", "i2t_r5", "i2t_r10", "i2t_medr", "i2t_meanr",
-    "t2i_r1", "t2i_r5", "t2i_r10", "t2i_medr", "t2i_meanr",
-    "rsum", "mr",
+    "i2t_r1",
+    "i2t_r5",
+    "i2t_r10",
+    "i2t_medr",
+    "i2t_meanr",
+    "t2i_r1",
+    "t2i_r5",
+    "t2i_r10",
+    "t2i_medr",
+    "t2i_meanr",
+    "rsum",
+    "mr",
 )
 
 # Elements of sim compared per block; bounds the temporary boolean masks to ~16 MB each.
@@ -169,8 +179,8 @@ def retrieval_ranks(sim: Any, caption_image: Any) -> RetrievalRanks:
     col_ge = np.zeros(n_captions, dtype=np.int64)  # #{i : sim[i, j] >= gold[j]}
     step = max(1, _BLOCK_ELEMENTS // n_captions)
     for start in range(0, n_images, step):
-        block = s[start:start + step]
-        row_ge[start:start + step] = np.count_nonzero(block >= best[start:start + step, None], axis=1)
+        block = s[start : start + step]
+        row_ge[start : start + step] = np.count_nonzero(block >= best[start : start + step, None], axis=1)
         col_ge += np.count_nonzero(block >= gold[None, :], axis=0)
 
     # row_ge counts every gold caption scoring >= best, i.e. exactly those tied with it: drop them, add 1.

@@ -1,6 +1,7 @@
 """Markdown tables of retrieval results, mean ± std over folds or seeds, and the generated blocks of a Markdown
 page: the text between ``<!-- NAME:start -->`` and ``<!-- NAME:end -->``, one definition for every writer (`polyvse
 report`, the zoo): what lies between the markers is the renderer's, everything around it the author's."""
+
 from __future__ import annotations
 
 import math
@@ -13,17 +14,36 @@ import numpy as np
 
 #: Default columns: R@1/5/10 and medr both ways, rsum, gallery sizes.
 DEFAULT_KEYS: tuple[str, ...] = (
-    "i2t_r1", "i2t_r5", "i2t_r10", "i2t_medr",
-    "t2i_r1", "t2i_r5", "t2i_r10", "t2i_medr",
-    "rsum", "n_images", "n_captions",
+    "i2t_r1",
+    "i2t_r5",
+    "i2t_r10",
+    "i2t_medr",
+    "t2i_r1",
+    "t2i_r5",
+    "t2i_r10",
+    "t2i_medr",
+    "rsum",
+    "n_images",
+    "n_captions",
 )
 
 _DIRECTIONS = {"i2t": "i2t", "t2i": "t2i", "a2b": "a2b", "b2a": "b2a"}
 _STATS = {"r1": "R@1", "r5": "R@5", "r10": "R@10", "medr": "medR", "meanr": "meanR"}
 _PLAIN = {"rsum": "rsum", "mr": "mR", "n_images": "images", "n_captions": "captions"}
 
-__all__ = ["DEFAULT_KEYS", "block_body", "block_names", "column_label", "format_value", "markdown_rows",
-           "markdown_table", "markers", "mean_std", "mean_std_table", "replace_block"]
+__all__ = [
+    "DEFAULT_KEYS",
+    "block_body",
+    "block_names",
+    "column_label",
+    "format_value",
+    "markdown_rows",
+    "markdown_table",
+    "markers",
+    "mean_std",
+    "mean_std_table",
+    "replace_block",
+]
 
 
 def column_label(key: str) -> str:
@@ -63,8 +83,10 @@ def _escape(text: str) -> str:
 def markdown_rows(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
     """A Markdown table of ready-made cells: the first column left-aligned, the others right-aligned; a ``|``
     inside a cell is escaped so that it cannot split the cell."""
-    lines = ["| " + " | ".join(_escape(h) for h in header) + " |",
-             "|" + "|".join(["---"] + ["---:"] * (len(header) - 1)) + "|"]
+    lines = [
+        "| " + " | ".join(_escape(h) for h in header) + " |",
+        "|" + "|".join(["---"] + ["---:"] * (len(header) - 1)) + "|",
+    ]
     lines += ["| " + " | ".join(_escape(c) for c in row) + " |" for row in rows]
     return "\n".join(lines) + "\n"
 

@@ -10,6 +10,7 @@
   in its language is (``model.encode_text``: an adapted language's subword student, a zero-shot language's
   fallback part).
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -29,9 +30,18 @@ from .ranking import METRIC_KEYS, as_caption_image, as_score_matrix, retrieval_m
 
 #: Keys of :func:`cross_lingual_retrieval` results, in order.
 CROSS_LINGUAL_KEYS: tuple[str, ...] = (
-    "a2b_r1", "a2b_r5", "a2b_r10", "a2b_medr", "a2b_meanr",
-    "b2a_r1", "b2a_r5", "b2a_r10", "b2a_medr", "b2a_meanr",
-    "rsum", "mr",
+    "a2b_r1",
+    "a2b_r5",
+    "a2b_r10",
+    "a2b_medr",
+    "a2b_meanr",
+    "b2a_r1",
+    "b2a_r5",
+    "b2a_r10",
+    "b2a_medr",
+    "b2a_meanr",
+    "rsum",
+    "mr",
 )
 
 __all__ = [
@@ -47,6 +57,7 @@ __all__ = [
 
 
 # --------------------------------------------------------------------------------------------- folds
+
 
 def coco_fold_metrics(sim: Any, caption_image: Any, n_folds: int = 5) -> list[dict[str, float]]:
     """Per-fold metrics of the COCO protocol (see :func:`coco_5fold_metrics`), one dict per fold."""
@@ -84,6 +95,7 @@ def coco_5fold_metrics(sim: Any, caption_image: Any, n_folds: int = 5) -> dict[s
 
 
 # ------------------------------------------------------------------------------------------ helpers
+
 
 def _n_rows(x: Any, name: str) -> int:
     shape = tuple(x.shape) if hasattr(x, "shape") else np.shape(x)
@@ -161,6 +173,7 @@ def _check_sim_shape(sim: Any, expected: tuple[int, int], what: str) -> None:
 
 # ------------------------------------------------------------------------------------- per language
 
+
 def evaluate_by_language(
     image_emb: Any,
     caption_emb: Any,
@@ -231,6 +244,7 @@ def evaluate_by_language(
 
 # ------------------------------------------------------------------------------------ cross-lingual
 
+
 def cross_lingual_retrieval(emb_a: Any, emb_b: Any, score_fn: ScoreFn | None = None) -> dict[str, float]:
     """Retrieval between aligned caption sets: row i of ``emb_a`` translates row i of ``emb_b``.
 
@@ -285,8 +299,12 @@ class Gallery:
         by_ids = [i for i, t in enumerate(self.caption_text) if t is None]
         parts: list[tuple[list[int], np.ndarray]] = []
         if by_ids:
-            parts.append((by_ids, model.encode_ids([self.caption_ids[i] for i in by_ids],
-                                                   [self.caption_lang[i] for i in by_ids])))
+            parts.append(
+                (
+                    by_ids,
+                    model.encode_ids([self.caption_ids[i] for i in by_ids], [self.caption_lang[i] for i in by_ids]),
+                )
+            )
         for lang in sorted({self.caption_lang[i] for i, t in enumerate(self.caption_text) if t is not None}):
             rows = [i for i, t in enumerate(self.caption_text) if t is not None and self.caption_lang[i] == lang]
             parts.append((rows, model.encode_text([self.caption_text[i] for i in rows], lang)))
@@ -306,14 +324,21 @@ class RetrievalEvaluator(Evaluator):
         self.gallery, self.languages = gallery, languages
 
     @classmethod
-    def on_features(cls, image_feats, caption_ids: list[list[int]], caption_image: np.ndarray,
-                    caption_lang: list[str], languages: list[str] | None) -> RetrievalEvaluator:
+    def on_features(
+        cls,
+        image_feats,
+        caption_ids: list[list[int]],
+        caption_image: np.ndarray,
+        caption_lang: list[str],
+        languages: list[str] | None,
+    ) -> RetrievalEvaluator:
         gallery = Gallery(image_feats, caption_ids, np.asarray(caption_image), list(caption_lang))
         return cls(lambda model: gallery, languages)
 
     @classmethod
-    def on_corpus(cls, corpus: Corpus, cache_dir: Path, split: str | None = None,
-                  progress: bool = True) -> RetrievalEvaluator:
+    def on_corpus(
+        cls, corpus: Corpus, cache_dir: Path, split: str | None = None, progress: bool = True
+    ) -> RetrievalEvaluator:
         """The captions of ``corpus`` (optionally one split) in the model's languages; the photos' features come
         from the model's extractor through the feature cache in ``cache_dir`` (a numpy model's: from its ONNX image
         encoder, :mod:`.photos`)."""
@@ -324,9 +349,15 @@ class RetrievalEvaluator(Evaluator):
         image_emb = g.image_embeddings(model)
         caption_emb = g.caption_embeddings(model)
         languages = self.languages if self.languages is not None else sorted(set(g.caption_lang))
-        metrics = evaluate_by_language(image_emb, caption_emb, g.caption_image, g.caption_lang,
-                                       score_fn=self.scores(model), languages=languages,
-                                       language_score_fn=lambda lang: self.scores(model, lang))
+        metrics = evaluate_by_language(
+            image_emb,
+            caption_emb,
+            g.caption_image,
+            g.caption_lang,
+            score_fn=self.scores(model),
+            languages=languages,
+            language_score_fn=lambda lang: self.scores(model, lang),
+        )
         return {"languages": metrics, **g.notes}
 
     def table(self, result: dict) -> str:
@@ -345,9 +376,10 @@ def corpus_gallery(model: Any, corpus: Corpus, cache_dir: Path, split: str | Non
     caps = [c for c in corpus.captions if (split is None or c.split == split) and served[c.lang]]
     skipped = sorted(lang for lang, how in served.items() if not how)
     if not caps:
-        raise DataError(f"{corpus.name}: no captions in split {split!r} in a language the model serves (trained on "
-                        f"{', '.join(model.languages)}" + (f"; it cannot read {', '.join(skipped)}" if skipped else "")
-                        + ")")
+        raise DataError(
+            f"{corpus.name}: no captions in split {split!r} in a language the model serves (trained on "
+            f"{', '.join(model.languages)}" + (f"; it cannot read {', '.join(skipped)}" if skipped else "") + ")"
+        )
     photo_ids = sorted({c.photo_id for c in caps})
     no_file = [p for p in photo_ids if corpus.photos.get(p) is None or corpus.photos[p].path is None]
     if no_file:
@@ -358,16 +390,24 @@ def corpus_gallery(model: Any, corpus: Corpus, cache_dir: Path, split: str | Non
     by_ids = {c.lang for c in caps if served[c.lang] == "trained"} if hasattr(model, "encode_ids") else set()
     trained = [c for c in caps if c.lang in by_ids]
     ids = iter(caption_inputs(model.captions, trained) if trained else [])
-    return Gallery(None, [next(ids) if c.lang in by_ids else None for c in caps],
-                   np.array([row[c.photo_id] for c in caps]), [c.lang for c in caps],
-                   {"n_failed_photos": len(photos.failures), "failures": [[str(p), r] for p, r in photos.failures],
-                    "skipped_languages": skipped,
-                    "served_as": {lang: how for lang, how in served.items() if how}},
-                   caption_text=[None if c.lang in by_ids else c.text for c in caps], image_emb=photos.embeddings)
+    return Gallery(
+        None,
+        [next(ids) if c.lang in by_ids else None for c in caps],
+        np.array([row[c.photo_id] for c in caps]),
+        [c.lang for c in caps],
+        {
+            "n_failed_photos": len(photos.failures),
+            "failures": [[str(p), r] for p, r in photos.failures],
+            "skipped_languages": skipped,
+            "served_as": {lang: how for lang, how in served.items() if how},
+        },
+        caption_text=[None if c.lang in by_ids else c.text for c in caps],
+        image_emb=photos.embeddings,
+    )
 
 
 def _served_as(model: Any, lang: str) -> str | None:
-    """"trained", "adapted", "zero-shot" or None (:func:`polyvse.languages.serving_status`); a model that does not
+    """ "trained", "adapted", "zero-shot" or None (:func:`polyvse.languages.serving_status`); a model that does not
     say (no checkpoint: a test double) serves the languages it lists, as trained."""
     from ..languages import serving_status
 

@@ -13,6 +13,7 @@ Protocol (exact):
 Pearson's r is invariant to affine rescaling, so no mapping of cosines onto the 0-5 gold scale is needed.
 :class:`STSEvaluator` runs it on SemEval STS (2012 MSRvid, 2014 images, 2015 images) in English.
 """
+
 from __future__ import annotations
 
 import os
@@ -66,8 +67,9 @@ def pearson(x: Any, y: Any) -> float:
     dx = x - x.mean()
     sx = float(np.sqrt(dx @ dx))
     if sx == 0.0:
-        warnings.warn("all predicted similarities are equal: Pearson's r is undefined (NaN)", RuntimeWarning,
-                      stacklevel=2)
+        warnings.warn(
+            "all predicted similarities are equal: Pearson's r is undefined (NaN)", RuntimeWarning, stacklevel=2
+        )
         return float("nan")
     r = float(dx @ dy) / (sx * float(np.sqrt(dy @ dy)))
     return max(-1.0, min(1.0, r))
@@ -90,16 +92,18 @@ def sts_pearson(encode_fn: EncodeFn, pairs: Sequence[tuple[str, str]], gold: Any
     unique = list(dict.fromkeys(s for p in pairs for s in p))
     emb = np.asarray(encode_fn(unique))
     if emb.ndim != 2 or emb.shape[0] != len(unique):
-        raise ValueError(f"encode_fn returned shape {emb.shape} for {len(unique)} sentences; expected "
-                         f"({len(unique)}, dim)")
+        raise ValueError(
+            f"encode_fn returned shape {emb.shape} for {len(unique)} sentences; expected ({len(unique)}, dim)"
+        )
     row = {s: i for i, s in enumerate(unique)}
     a = emb[[row[p[0]] for p in pairs]]
     b = emb[[row[p[1]] for p in pairs]]
     return 100.0 * pearson(cosine_rows(a, b), gold)
 
 
-def evaluate_sts(model: Any, root: str | os.PathLike, *, lang: str = "en",
-                 sets: Iterable[str] = STS_KEYS) -> dict[str, float]:
+def evaluate_sts(
+    model: Any, root: str | os.PathLike, *, lang: str = "en", sets: Iterable[str] = STS_KEYS
+) -> dict[str, float]:
     """``{"sts12-msrvid": r, "sts14-images": r, "sts15-images": r}`` (Pearson r x 100) for ``model``.
 
     model: anything with ``encode_text(texts, lang) -> (n, d)`` (e.g. :class:`polyvse.model.torch_model.PolyvseModel`).

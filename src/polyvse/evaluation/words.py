@@ -13,6 +13,7 @@ the word embeddings, after MULE's per-language universal projection when the mod
 word embeddings (frozen pretrained sentence towers) have no entry. :class:`WordTranslationEvaluator` reports it
 on the test part and, for what lexicon-trained configs kept, on the train part.
 """
+
 from __future__ import annotations
 
 import os
@@ -35,12 +36,20 @@ def words_of(vocab: Any, lang: str) -> tuple[list[int], dict[str, int]]:
     """(vocabulary ids of the ``lang`` words, ``{word: position in that list}``) of a language-tagged vocabulary."""
     prefix = f"{lang}:"
     ids = [i for i, t in enumerate(vocab.tokens) if t.startswith(prefix)]
-    return ids, {vocab.id_to_token(i)[len(prefix):]: j for j, i in enumerate(ids)}
+    return ids, {vocab.id_to_token(i)[len(prefix) :]: j for j, i in enumerate(ids)}
 
 
-def word_translation_by_language(model: Any, root: str | os.PathLike, *, pivot: str = "en", part: str = "test",
-                                 method: str = "csls", k: int = 10, min_pairs: int = 10,
-                                 skip_missing: bool = False) -> dict[str, dict]:
+def word_translation_by_language(
+    model: Any,
+    root: str | os.PathLike,
+    *,
+    pivot: str = "en",
+    part: str = "test",
+    method: str = "csls",
+    k: int = 10,
+    min_pairs: int = 10,
+    skip_missing: bool = False,
+) -> dict[str, dict]:
     """``{lang: {"p_at_1": percent, "n_words": distinct source words, "n_vocab": words of lang}}``.
 
     ``part``: "test" (the default; held out from every lexicon-trained model) or "train" (what such models
@@ -50,16 +59,19 @@ def word_translation_by_language(model: Any, root: str | os.PathLike, *, pivot: 
     some pairs, e.g. cs-de). Entries name their ``pivot``.
     """
     if not has_word_vectors(model):
-        raise DataError("this model has no word embeddings (e.g. a frozen pretrained sentence encoder): "
-                        "word translation P@1 does not apply")
+        raise DataError(
+            "this model has no word embeddings (e.g. a frozen pretrained sentence encoder): "
+            "word translation P@1 does not apply"
+        )
     import torch  # the word vectors are the torch text encoder's (a torch model's: has_word_vectors)
 
     with torch.no_grad():
         return _p_at_1_by_language(model, root, pivot, part, method, k, min_pairs, skip_missing)
 
 
-def _p_at_1_by_language(model: Any, root, pivot: str, part: str, method: str, k: int, min_pairs: int,
-                        skip_missing: bool) -> dict[str, dict]:
+def _p_at_1_by_language(
+    model: Any, root, pivot: str, part: str, method: str, k: int, min_pairs: int, skip_missing: bool
+) -> dict[str, dict]:
     import torch
 
     from ..alignment import filter_lexicon, muse_lexicon, muse_paths, word_translation_p_at_1
@@ -116,9 +128,9 @@ class WordTranslationEvaluator(Evaluator):
     def evaluate(self, model: Any) -> dict:
         # into English; a model without English (the Translator's de/fr) translates into its first language
         pivot = "en" if "en" in model.languages else model.languages[0]
-        run = (lambda part: word_translation_by_language(model, self.root, pivot=pivot, part=part,
-                                                         method=self.method, k=self.k,
-                                                         skip_missing=True))
+        run = lambda part: word_translation_by_language(
+            model, self.root, pivot=pivot, part=part, method=self.method, k=self.k, skip_missing=True
+        )
         test, train = run("test"), run("train")
         out = {}
         for lang in dict.fromkeys([*test, *train]):
@@ -131,5 +143,6 @@ class WordTranslationEvaluator(Evaluator):
     def table(self, result: dict) -> str:
         from .report import markdown_table
 
-        return markdown_table(result, keys=["p_at_1", "n_words", "train_p_at_1", "n_train_words", "n_vocab"],
-                              row_label="language -> en")
+        return markdown_table(
+            result, keys=["p_at_1", "n_words", "train_p_at_1", "n_train_words", "n_vocab"], row_label="language -> en"
+        )

@@ -26,9 +26,12 @@ __all__ = [
     "read_image_bytes",
 ]
 
-__getattr__ = lazy_attributes(__name__, {
-    "FeatureExtractor": ".extractor",
-    **dict.fromkeys(["load_image", "read_image_bytes"], ".images"),
-    **dict.fromkeys(["available_backbones", "get_extractor"], ".backbones"),
-    **dict.fromkeys(["FeatureCache", "FeatureResult", "extract_features"], ".cache"),
-})
+__getattr__ = lazy_attributes(
+    __name__,
+    {
+        "FeatureExtractor": ".extractor",
+        **dict.fromkeys(["load_image", "read_image_bytes"], ".images"),
+        **dict.fromkeys(["available_backbones", "get_extractor"], ".backbones"),
+        **dict.fromkeys(["FeatureCache", "FeatureResult", "extract_features"], ".cache"),
+    },
+)

@@ -8,6 +8,7 @@ photo always gives the same view (the feature cache's content-addressed vectors 
 two views of one photo, get different crops. Each view is an extractor of its own key (:func:`view_extractor`),
 cached, resumable and shared between runs like any feature. Training then draws one view per photo and step.
 """
+
 from __future__ import annotations
 
 import copy
@@ -50,8 +51,9 @@ def random_view(img: Image.Image, preprocess: Preprocess, scale_min: float, rng:
     return img
 
 
-def view_draw(rng: np.random.Generator, height: int, width: int,
-              scale_min: float) -> tuple[tuple[int, int, int, int], bool]:
+def view_draw(
+    rng: np.random.Generator, height: int, width: int, scale_min: float
+) -> tuple[tuple[int, int, int, int], bool]:
     """A view's draws from ``rng`` for a ``height x width`` photo (already resized as the preprocessing resizes
     it): its crop box (:func:`crop_box`), then whether it is mirrored. :func:`random_view` and the pixel path's
     photos kept on the device (``polyvse_train.pixels``) both draw through it, so they take the same views."""

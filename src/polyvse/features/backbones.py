@@ -35,8 +35,9 @@ def available_backbones() -> list[str]:
     return list(_REGISTRY)
 
 
-def get_extractor(name: str = "efficientnet-lite0", ten_crop: bool = False, squash: bool = False,
-                  **kwargs) -> FeatureExtractor | ConcatExtractor | BackboneCutExtractor:
+def get_extractor(
+    name: str = "efficientnet-lite0", ten_crop: bool = False, squash: bool = False, **kwargs
+) -> FeatureExtractor | ConcatExtractor | BackboneCutExtractor:
     """Build a ready-to-use (eval mode, frozen) extractor.
 
     ``efficientnet-lite0`` / ``-lite1`` / ``-lite2`` (1280-d) ship their ImageNet weights in pip packages and
@@ -51,20 +52,21 @@ def get_extractor(name: str = "efficientnet-lite0", ten_crop: bool = False, squa
     """
     _ensure_builtin()
     if split_whole_name(name) is not None:  # its weights are a checkpoint's (polyvse.features.whole)
-        raise UnknownBackboneError(f"{name!r} is a whole backbone fine-tuned by polyvse: its trained weights are in "
-                                   "its checkpoint, which embeds photos with them (polyvse.load)")
+        raise UnknownBackboneError(
+            f"{name!r} is a whole backbone fine-tuned by polyvse: its trained weights are in "
+            "its checkpoint, which embeds photos with them (polyvse.load)"
+        )
     if SEPARATOR in name:  # several backbones side by side (polyvse.features.concat)
-        return ConcatExtractor([get_extractor(part, ten_crop=ten_crop, squash=squash, **kwargs)
-                                for part in split_backbone_name(name)])
+        return ConcatExtractor(
+            [get_extractor(part, ten_crop=ten_crop, squash=squash, **kwargs) for part in split_backbone_name(name)]
+        )
     if TAIL_MARK in name:  # the map entering the last blocks, for a trainable tail (polyvse.features.tail)
         base, blocks = parse_tail_name(name)
         return BackboneCutExtractor(get_extractor(base, ten_crop=ten_crop, squash=squash, **kwargs), blocks)
     try:
         factory = _REGISTRY[name]
     except KeyError:
-        raise UnknownBackboneError(
-            f"unknown image backbone {name!r}; choose one of: {', '.join(_REGISTRY)}"
-        ) from None
+        raise UnknownBackboneError(f"unknown image backbone {name!r}; choose one of: {', '.join(_REGISTRY)}") from None
     ext = factory(ten_crop=ten_crop, **kwargs)
     if squash:
         ext.preprocess = ext.preprocess.squashed()

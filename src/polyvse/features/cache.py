@@ -199,14 +199,36 @@ def extract_features(
     """
     cache = cache_dir if isinstance(cache_dir, FeatureCache) else FeatureCache(cache_dir)
     if isinstance(extractor, ConcatExtractor):
-        return _concat_results(paths, [
-            extract_features(paths, part, cache, strict=strict, batch_size=batch_size, num_workers=num_workers,
-                             progress=progress, max_pixels=max_pixels) for part in extractor.parts], extractor.key)
+        return _concat_results(
+            paths,
+            [
+                extract_features(
+                    paths,
+                    part,
+                    cache,
+                    strict=strict,
+                    batch_size=batch_size,
+                    num_workers=num_workers,
+                    progress=progress,
+                    max_pixels=max_pixels,
+                )
+                for part in extractor.parts
+            ],
+            extractor.key,
+        )
     extractor.keep_graphs_in(cache.root / GRAPH_DIR)  # before any key is read: it may choose the runtime
     rows = _Rows(paths, extractor.dim, strict)
     todo, from_cache = _take_cached(rows, cache, extractor, progress)
-    _compute_missing(rows, todo, cache, extractor, batch_size=batch_size, num_workers=num_workers,
-                     max_pixels=max_pixels, progress=progress)
+    _compute_missing(
+        rows,
+        todo,
+        cache,
+        extractor,
+        batch_size=batch_size,
+        num_workers=num_workers,
+        max_pixels=max_pixels,
+        progress=progress,
+    )
     return rows.result(from_cache, extractor.key)
 
 
@@ -243,8 +265,9 @@ class _Rows:
         )
 
 
-def _take_cached(rows: _Rows, cache: FeatureCache, extractor: FeatureExtractor,
-                 progress: bool) -> tuple[dict[str, list[int]], int]:
+def _take_cached(
+    rows: _Rows, cache: FeatureCache, extractor: FeatureExtractor, progress: bool
+) -> tuple[dict[str, list[int]], int]:
     """Pass 1 (this process): hash every file, take what the cache already has.
 
     Returns ({digest: rows with those bytes} still to compute (duplicates computed once), rows from the cache).
@@ -284,8 +307,17 @@ def _is_square(path) -> bool:
         return False
 
 
-def _compute_missing(rows: _Rows, todo: dict[str, list[int]], cache: FeatureCache, extractor: FeatureExtractor,
-                     *, batch_size: int, num_workers: int, max_pixels: int | None, progress: bool) -> None:
+def _compute_missing(
+    rows: _Rows,
+    todo: dict[str, list[int]],
+    cache: FeatureCache,
+    extractor: FeatureExtractor,
+    *,
+    batch_size: int,
+    num_workers: int,
+    max_pixels: int | None,
+    progress: bool,
+) -> None:
     """Pass 2: decode + preprocess in the DataLoader, run the backbone, write each vector to the cache."""
     items = [(same[0], str(rows.paths[same[0]]), digest) for digest, same in todo.items()]
     if not items:
@@ -300,8 +332,9 @@ def _compute_missing(rows: _Rows, todo: dict[str, list[int]], cache: FeatureCach
         collate_fn=_collate,
         pin_memory=pin_memory(extractor.device),  # GPU: the copy to the device overlaps decoding
     )
-    with Progress(total=len(items), desc=f"extracting {extractor.name} features", unit="photo",
-                  enabled=progress) as bar:
+    with Progress(
+        total=len(items), desc=f"extracting {extractor.name} features", unit="photo", enabled=progress
+    ) as bar:
         for firsts, digests, x, bad in loader:
             for row, reason in bad:
                 for r in rows_of[row]:

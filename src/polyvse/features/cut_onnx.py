@@ -6,6 +6,7 @@ The graph: ``pixels`` (n, 3, crop, crop) normalised crops -> ``maps`` (n, C*h*w)
 cut (as ``BackboneCutExtractor._pooled``), n dynamic. Its file is ``<graph_dir>/<name>-<digest>.onnx``, the digest
 over the backbone's weights (every tensor's values) and the cut, so other weights export afresh.
 """
+
 from __future__ import annotations
 
 import os
@@ -26,8 +27,13 @@ def cut_graph_path(extractor, graph_dir: str | os.PathLike) -> Path:
     """Where the graph of ``extractor`` (a ``BackboneCutExtractor``) is kept under ``graph_dir``."""
     from .extractor import weights_digest
 
-    digest = graph_digest("cut-backbone", extractor.name, f"weights={weights_digest(extractor.model)}",
-                          f"blocks={extractor.blocks}", f"crop={extractor.preprocess.crop}")
+    digest = graph_digest(
+        "cut-backbone",
+        extractor.name,
+        f"weights={weights_digest(extractor.model)}",
+        f"blocks={extractor.blocks}",
+        f"crop={extractor.preprocess.crop}",
+    )
     return Path(graph_dir) / f"{re.sub(r'[^A-Za-z0-9._-]+', '_', extractor.name)}-{digest[:32]}.onnx"
 
 
@@ -65,9 +71,20 @@ class CutGraph:
             if self._session is None:
                 crop = extractor.preprocess.crop
                 path = cut_graph_path(extractor, self.graph_dir)
-                self._session = load_session(cached_graph(path, lambda p: write_graph(
-                    _Map(extractor).eval(), (torch.zeros(2, 3, crop, crop),), p, ["pixels"], ["maps"],
-                    {"pixels": {0: "n"}, "maps": {0: "n"}})), self.threads)
+                self._session = load_session(
+                    cached_graph(
+                        path,
+                        lambda p: write_graph(
+                            _Map(extractor).eval(),
+                            (torch.zeros(2, 3, crop, crop),),
+                            p,
+                            ["pixels"],
+                            ["maps"],
+                            {"pixels": {0: "n"}, "maps": {0: "n"}},
+                        ),
+                    ),
+                    self.threads,
+                )
             return self._session
 
     def run(self, extractor, flat: torch.Tensor) -> torch.Tensor:
@@ -76,6 +93,6 @@ class CutGraph:
         session = self.session(extractor)
         x = np.ascontiguousarray(flat.detach().to("cpu", torch.float32).numpy())
         step = max(1, int(extractor.max_crops_per_pass))
-        parts = [session.run(None, {"pixels": x[i:i + step]})[0] for i in range(0, len(x), step)]
+        parts = [session.run(None, {"pixels": x[i : i + step]})[0] for i in range(0, len(x), step)]
         out = np.concatenate(parts) if parts else np.zeros((0, extractor.dim), dtype=np.float32)
         return torch.from_numpy(np.asarray(out, dtype=np.float32))

@@ -95,7 +95,11 @@ class EfficientNetLiteExtractor(FeatureExtractor):
 
         self.ten_crop = bool(ten_crop)
         self.preprocess = Preprocess(
-            resize=round(self.crop / 0.875), crop=self.crop, mean=LITE_MEAN, std=LITE_STD, interpolation="bicubic",
+            resize=round(self.crop / 0.875),
+            crop=self.crop,
+            mean=LITE_MEAN,
+            std=LITE_STD,
+            interpolation="bicubic",
             ten_crop=ten_crop,
         )
         model = EfficientNet.from_name(self.name)

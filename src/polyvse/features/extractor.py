@@ -87,12 +87,12 @@ class Preprocess:
         if h < c or w < c:
             raise ValueError(f"image {w}x{h} is smaller than the {c}x{c} crop")
         top, left = int(round((h - c) / 2.0)), int(round((w - c) / 2.0))  # as torchvision center_crop
-        centre = arr[top: top + c, left: left + c]
+        centre = arr[top : top + c, left : left + c]
         if not self.ten_crop:
             return [centre]
 
         def five(a: np.ndarray) -> list[np.ndarray]:
-            return [a[:c, :c], a[:c, w - c:], a[h - c:, :c], a[h - c:, w - c:], a[top: top + c, left: left + c]]
+            return [a[:c, :c], a[:c, w - c :], a[h - c :, :c], a[h - c :, w - c :], a[top : top + c, left : left + c]]
 
         return five(arr) + five(arr[:, ::-1])
 
@@ -279,7 +279,7 @@ class FeatureExtractor(abc.ABC):
         if len(images) == 0:
             return np.zeros((0, self.dim), dtype=np.float32)
         step = 32  # bounds memory: the preprocessed tensors of a chunk, not of the whole list
-        parts = [self.forward_batch(self._stack(images[i: i + step])) for i in range(0, len(images), step)]
+        parts = [self.forward_batch(self._stack(images[i : i + step])) for i in range(0, len(images), step)]
         return torch.cat(parts).numpy().astype(np.float32, copy=False)
 
     @torch.inference_mode()
@@ -292,8 +292,12 @@ class FeatureExtractor(abc.ABC):
         if len(images) == 0:
             return self._head(torch.zeros((0, self.dim), device=self.device)).cpu()
         step = 32
-        return torch.cat([self._head(self.forward_batch(self._stack(images[i: i + step])).to(self.device)).cpu()
-                          for i in range(0, len(images), step)])
+        return torch.cat(
+            [
+                self._head(self.forward_batch(self._stack(images[i : i + step])).to(self.device)).cpu()
+                for i in range(0, len(images), step)
+            ]
+        )
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(key={self.key!r}, dim={self.dim})"

@@ -60,9 +60,7 @@ def _to_rgb(img: Image.Image) -> Image.Image:
     """RGB copy of img; transparent areas become white rather than whatever the colour data holds."""
     if img.mode == "RGB":
         return img
-    has_alpha = img.mode in ("RGBA", "LA", "PA", "La", "RGBa") or (
-        img.mode == "P" and "transparency" in img.info
-    )
+    has_alpha = img.mode in ("RGBA", "LA", "PA", "La", "RGBa") or (img.mode == "P" and "transparency" in img.info)
     if has_alpha:
         rgba = img.convert("RGBA")
         background = Image.new("RGBA", rgba.size, (255, 255, 255, 255))
@@ -92,8 +90,10 @@ def _describe(exc: BaseException) -> str:
 
 
 def _bomb_reason(exc: BaseException) -> str:
-    return (f"image is too large to decode safely (more than {2 * Image.MAX_IMAGE_PIXELS / 1e6:.0f} megapixels; "
-            "possible decompression bomb)")
+    return (
+        f"image is too large to decode safely (more than {2 * Image.MAX_IMAGE_PIXELS / 1e6:.0f} megapixels; "
+        "possible decompression bomb)"
+    )
 
 
 def _decode_reason(fmt: str, exc: BaseException, header: bool = False) -> str:
@@ -138,8 +138,9 @@ def _not_an_image(data: bytes) -> str:
     head = data[:16]
     looks_text = all(32 <= b < 127 or b in (9, 10, 13) for b in head)
     what = "looks like a text file" if looks_text else f"starts with bytes {head[:8].hex(' ')}"
-    return (f"not an image Pillow can read ({len(data)} bytes, {what}); "
-            "expected a JPEG, PNG, WebP, GIF, BMP or TIFF photo")
+    return (
+        f"not an image Pillow can read ({len(data)} bytes, {what}); expected a JPEG, PNG, WebP, GIF, BMP or TIFF photo"
+    )
 
 
 def _decode(data: bytes, max_pixels: int | None, label: str | None) -> Image.Image:

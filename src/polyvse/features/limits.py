@@ -1,5 +1,6 @@
 """The photo-size limit, apart from the photo loader (:mod:`.images`): what reads only the limit (an index's
 settings, the service's) does not import Pillow, so a text query's process never does."""
+
 from __future__ import annotations
 
 __all__ = ["DEFAULT_MAX_PIXELS"]

@@ -14,6 +14,7 @@ whose digest no longer matches the checkpoint's image weights is refused, so a c
 never embeds photos with stale weights. tests/test_onnx_encoder.py holds the graph to the torch model's vectors
 and top-10 on real photos.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -29,8 +30,16 @@ import numpy as np
 from ..errors import CheckpointError, DataError
 from .limits import DEFAULT_MAX_PIXELS
 
-__all__ = ["ENCODER_FILE", "ENCODER_META", "FORMAT", "OnnxImageEncoder", "PhotoEmbeddings", "encoder_choice",
-           "image_weights_digest", "set_threads"]
+__all__ = [
+    "ENCODER_FILE",
+    "ENCODER_META",
+    "FORMAT",
+    "OnnxImageEncoder",
+    "PhotoEmbeddings",
+    "encoder_choice",
+    "image_weights_digest",
+    "set_threads",
+]
 
 ENCODER_FILE = "image_encoder.onnx"
 ENCODER_META = "image_encoder.json"
@@ -87,11 +96,20 @@ class NumpyPreprocess:
 
     _PIL_FILTERS = {"nearest": 0, "bilinear": 2, "bicubic": 3, "box": 4, "hamming": 5, "lanczos": 1}
 
-    def __init__(self, resize: int, crop: int, mean: Sequence[float], std: Sequence[float],
-                 interpolation: str = "bilinear", ten_crop: bool = False, squash: bool = False):
+    def __init__(
+        self,
+        resize: int,
+        crop: int,
+        mean: Sequence[float],
+        std: Sequence[float],
+        interpolation: str = "bilinear",
+        ten_crop: bool = False,
+        squash: bool = False,
+    ):
         if interpolation not in self._PIL_FILTERS:
-            raise CheckpointError(f"image_encoder.json: interpolation {interpolation!r} is not one of "
-                                  f"{', '.join(self._PIL_FILTERS)}")
+            raise CheckpointError(
+                f"image_encoder.json: interpolation {interpolation!r} is not one of {', '.join(self._PIL_FILTERS)}"
+            )
         self.resize, self.crop = int(resize), int(crop)
         self.filter = self._PIL_FILTERS[interpolation]
         self.ten_crop, self.squash = bool(ten_crop), bool(squash)
@@ -123,10 +141,18 @@ class NumpyPreprocess:
         if h < c or w < c:
             raise ValueError(f"image {w}x{h} is smaller than the {c}x{c} crop")
         top, left = int(round((h - c) / 2.0)), int(round((w - c) / 2.0))
-        crops = [arr[top:top + c, left:left + c]]
+        crops = [arr[top : top + c, left : left + c]]
         if self.ten_crop:  # torchvision's ten_crop order: 4 corners + centre, then the same mirrored
+
             def five(a):
-                return [a[:c, :c], a[:c, w - c:], a[h - c:, :c], a[h - c:, w - c:], a[top:top + c, left:left + c]]
+                return [
+                    a[:c, :c],
+                    a[:c, w - c :],
+                    a[h - c :, :c],
+                    a[h - c :, w - c :],
+                    a[top : top + c, left : left + c],
+                ]
+
             crops = five(arr) + five(arr[:, ::-1])
         out = np.stack([x.astype(np.float32) * self._scale - self._shift for x in crops])  # (crops, c, c, 3)
         return np.ascontiguousarray(out.transpose(0, 3, 1, 2))
@@ -136,6 +162,7 @@ class NumpyPreprocess:
 class PhotoEmbeddings:
     """What ``OnnxImageEncoder.embed_files`` gives, shaped like the feature cache's result for the index build:
     the vectors of the readable photos, their positions, the unreadable ones."""
+
     vectors: np.ndarray
     index: np.ndarray
     failures: list[tuple[str, str]] = field(default_factory=list)
@@ -154,24 +181,35 @@ class OnnxImageEncoder:
         try:
             meta = json.loads(meta_path.read_text(encoding="utf-8"))
             if meta.get("format") != FORMAT:
-                raise CheckpointError(f"{meta_path}: image encoder format {meta.get('format')!r}, this polyvse "
-                                      f"reads {FORMAT}; export it again: polyvse export onnx --checkpoint {self.root}")
+                raise CheckpointError(
+                    f"{meta_path}: image encoder format {meta.get('format')!r}, this polyvse "
+                    f"reads {FORMAT}; export it again: polyvse export onnx --checkpoint {self.root}"
+                )
             pre = meta["preprocess"]
-            self.preprocess = NumpyPreprocess(pre["resize"], pre["crop"], pre["mean"], pre["std"],
-                                              pre.get("interpolation", "bilinear"), bool(pre["ten_crop"]),
-                                              bool(pre["squash"]) if squash is None else bool(squash))
+            self.preprocess = NumpyPreprocess(
+                pre["resize"],
+                pre["crop"],
+                pre["mean"],
+                pre["std"],
+                pre.get("interpolation", "bilinear"),
+                bool(pre["ten_crop"]),
+                bool(pre["squash"]) if squash is None else bool(squash),
+            )
             self.embed_dim = int(meta["embed_dim"])
             self.feature_key = str(meta["feature_key"])
             self.digest = str(meta["image_weights"])
         except CheckpointError:
             raise
         except (OSError, ValueError, KeyError, TypeError) as exc:
-            raise CheckpointError(f"{meta_path}: unreadable ({exc}); export it again: polyvse export onnx "
-                                  f"--checkpoint {self.root}") from exc
+            raise CheckpointError(
+                f"{meta_path}: unreadable ({exc}); export it again: polyvse export onnx --checkpoint {self.root}"
+            ) from exc
         self.meta = meta
         if check_weights and self.digest != image_weights_digest(self.root / "model.safetensors"):
-            raise CheckpointError(f"{self.path} was exported from other image weights than the checkpoint's "
-                                  f"model.safetensors; export it again: polyvse export onnx --checkpoint {self.root}")
+            raise CheckpointError(
+                f"{self.path} was exported from other image weights than the checkpoint's "
+                f"model.safetensors; export it again: polyvse export onnx --checkpoint {self.root}"
+            )
         self._session = None
 
     @property
@@ -186,11 +224,14 @@ class OnnxImageEncoder:
             opts.inter_op_num_threads = 1
             opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
             try:
-                self._session = ort.InferenceSession(str(self.path), sess_options=opts,
-                                                     providers=["CPUExecutionProvider"])
+                self._session = ort.InferenceSession(
+                    str(self.path), sess_options=opts, providers=["CPUExecutionProvider"]
+                )
             except Exception as exc:  # onnxruntime raises its own types for a bad file
-                raise CheckpointError(f"{self.path}: ONNX Runtime cannot load it ({exc}); export it again: "
-                                      f"polyvse export onnx --checkpoint {self.root}") from exc
+                raise CheckpointError(
+                    f"{self.path}: ONNX Runtime cannot load it ({exc}); export it again: "
+                    f"polyvse export onnx --checkpoint {self.root}"
+                ) from exc
             self._input = self._session.get_inputs()[0].name
         return self._session
 
@@ -204,8 +245,10 @@ class OnnxImageEncoder:
 
     def encode(self, images: Sequence, batch_size: int = 32) -> np.ndarray:
         """RGB PIL images -> ``(n, embed_dim)``: what ``PolyvseModel.encode_image`` gives for them."""
-        parts = [self.run(np.stack([self.preprocess(img) for img in images[i:i + batch_size]]))
-                 for i in range(0, len(images), batch_size)]
+        parts = [
+            self.run(np.stack([self.preprocess(img) for img in images[i : i + batch_size]]))
+            for i in range(0, len(images), batch_size)
+        ]
         return np.concatenate(parts) if parts else np.zeros((0, self.embed_dim), dtype=np.float32)
 
     def _decode(self, path: str, max_pixels: int | None):
@@ -219,9 +262,16 @@ class OnnxImageEncoder:
         except Exception as exc:  # noqa: BLE001 - one photo never stops the build
             return None, f"{type(exc).__name__}: {exc}"
 
-    def embed_files(self, paths: Sequence[str | os.PathLike], *, batch_size: int = 32, num_workers: int = 0,
-                    progress: bool = True, strict: bool = False,
-                    max_pixels: int | None = DEFAULT_MAX_PIXELS) -> PhotoEmbeddings:
+    def embed_files(
+        self,
+        paths: Sequence[str | os.PathLike],
+        *,
+        batch_size: int = 32,
+        num_workers: int = 0,
+        progress: bool = True,
+        strict: bool = False,
+        max_pixels: int | None = DEFAULT_MAX_PIXELS,
+    ) -> PhotoEmbeddings:
         """Photo files -> their vectors; unreadable ones are reported (``strict``: the first stops it). Photos are
         decoded by ``num_workers`` threads (PIL decodes and resizes without the GIL) while the graph runs."""
         from ..util.progress import Progress
@@ -230,14 +280,18 @@ class OnnxImageEncoder:
         batch_size = max(1, int(batch_size))
         rows, failures, parts = [], [], []
         pool = ThreadPoolExecutor(max(1, int(num_workers))) if num_workers and num_workers > 0 else None
-        decode = (lambda ps: pool.map(lambda p: self._decode(p, max_pixels), ps)) if pool else \
-            (lambda ps: [self._decode(p, max_pixels) for p in ps])
+        decode = (
+            (lambda ps: pool.map(lambda p: self._decode(p, max_pixels), ps))
+            if pool
+            else (lambda ps: [self._decode(p, max_pixels) for p in ps])
+        )
         try:
-            with Progress(total=len(paths), desc="embedding photos (ONNX Runtime)", unit="photo",
-                          enabled=progress) as bar:
+            with Progress(
+                total=len(paths), desc="embedding photos (ONNX Runtime)", unit="photo", enabled=progress
+            ) as bar:
                 for start in range(0, len(paths), batch_size):
                     batch, ok = [], []
-                    for j, (x, reason) in enumerate(decode(paths[start:start + batch_size])):
+                    for j, (x, reason) in enumerate(decode(paths[start : start + batch_size])):
                         if x is None:
                             if strict:
                                 raise DataError(reason, paths[start + j])
@@ -257,9 +311,11 @@ class OnnxImageEncoder:
 
 
 def missing_message(checkpoint: Path) -> str:
-    return (f"{checkpoint}: no ONNX image encoder ({ENCODER_FILE}), and torch is not installed to embed photos "
-            f"with the checkpoint's own model; on an install with torch (pip install 'polyvse[train]') write it "
-            f"with: polyvse export onnx --checkpoint {checkpoint}")
+    return (
+        f"{checkpoint}: no ONNX image encoder ({ENCODER_FILE}), and torch is not installed to embed photos "
+        f"with the checkpoint's own model; on an install with torch (pip install 'polyvse[train]') write it "
+        f"with: polyvse export onnx --checkpoint {checkpoint}"
+    )
 
 
 def has_encoder(checkpoint: str | os.PathLike) -> bool:

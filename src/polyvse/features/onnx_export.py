@@ -5,6 +5,7 @@ pooled features of each crop (``FeatureExtractor._pooled``: the frozen backbone,
 tail, or the fine-tuned whole backbone), the crops' mean, then ``JointEmbeddingModel.encode_image_features`` (tail,
 head, joint space). ``polyvse.features.onnx_encoder`` runs it without torch.
 """
+
 from __future__ import annotations
 
 import copy
@@ -52,13 +53,17 @@ def _extractor_of(ckpt):
 
     ext = checkpoint_extractor(ckpt.backbone, ckpt.model, ten_crop=ckpt.ten_crop, squash=ckpt.squash_photos)
     if isinstance(ext, ConcatExtractor):
-        raise CheckpointError(f"backbone {ckpt.backbone!r}: a concatenation of backbones has no single ONNX image "
-                              "encoder yet; embed its photos with torch (pip install 'polyvse[train]')")
+        raise CheckpointError(
+            f"backbone {ckpt.backbone!r}: a concatenation of backbones has no single ONNX image "
+            "encoder yet; embed its photos with torch (pip install 'polyvse[train]')"
+        )
     ext.to(torch.device("cpu"), "fp32")
     if ext.square_key != ckpt.feature_key.removesuffix(".bf16"):
-        raise CheckpointError(f"the checkpoint was trained on image features {ckpt.feature_key!r} but this "
-                              f"installation's {ckpt.backbone!r} extractor produces {ext.square_key!r}; use the same "
-                              "backbone, weights and crop setting")
+        raise CheckpointError(
+            f"the checkpoint was trained on image features {ckpt.feature_key!r} but this "
+            f"installation's {ckpt.backbone!r} extractor produces {ext.square_key!r}; use the same "
+            "backbone, weights and crop setting"
+        )
     return ext
 
 
@@ -79,18 +84,40 @@ def export_image_encoder(ckpt, folder: str | os.PathLike, weights: str | os.Path
             # the tracer's notes on constants (the model's device moves, folded slices) are no user's concern
             warnings.simplefilter("ignore")
             # the TorchScript exporter: a graph of plain convolutions and matmuls that needs no onnxscript
-            torch.onnx.export(wrapper, (sample,), str(tmp), input_names=["pixels"], output_names=["embedding"],
-                              dynamic_axes={"pixels": {0: "n"}, "embedding": {0: "n"}}, opset_version=OPSET,
-                              dynamo=False, do_constant_folding=True)
+            torch.onnx.export(
+                wrapper,
+                (sample,),
+                str(tmp),
+                input_names=["pixels"],
+                output_names=["embedding"],
+                dynamic_axes={"pixels": {0: "n"}, "embedding": {0: "n"}},
+                opset_version=OPSET,
+                dynamo=False,
+                do_constant_folding=True,
+            )
         os.replace(tmp, folder / ENCODER_FILE)
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
-    meta = {"format": FORMAT, "input": "pixels", "output": "embedding", "opset": OPSET,
-            "preprocess": {"resize": pre.resize, "crop": pre.crop, "mean": list(pre.mean), "std": list(pre.std),
-                           "interpolation": pre.interpolation, "ten_crop": bool(ckpt.ten_crop),
-                           "squash": bool(ckpt.squash_photos)},
-            "backbone": ckpt.backbone, "feature_key": ckpt.feature_key, "embed_dim": int(model.config.embed_dim),
-            "image_weights": image_weights_digest(weights), "torch": torch.__version__}
+    meta = {
+        "format": FORMAT,
+        "input": "pixels",
+        "output": "embedding",
+        "opset": OPSET,
+        "preprocess": {
+            "resize": pre.resize,
+            "crop": pre.crop,
+            "mean": list(pre.mean),
+            "std": list(pre.std),
+            "interpolation": pre.interpolation,
+            "ten_crop": bool(ckpt.ten_crop),
+            "squash": bool(ckpt.squash_photos),
+        },
+        "backbone": ckpt.backbone,
+        "feature_key": ckpt.feature_key,
+        "embed_dim": int(model.config.embed_dim),
+        "image_weights": image_weights_digest(weights),
+        "torch": torch.__version__,
+    }
     write_json_atomic(folder / ENCODER_META, meta)
     return folder / ENCODER_FILE

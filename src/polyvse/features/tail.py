@@ -26,6 +26,7 @@ stem conv too, reading normalised pixels ``(n, 3, H, W)``. It trains on decoded,
 trainer's pixel path), and its checkpoint meets photos through the trained backbone itself
 (:mod:`.whole`), since pixels are no feature worth caching.
 """
+
 from __future__ import annotations
 
 import copy
@@ -38,8 +39,19 @@ from ..util.frozen_onnx import front_runtime
 from .cut_onnx import CutGraph
 from .extractor import FeatureExtractor
 
-__all__ = ["TAIL_MARK", "WHOLE_MARK", "BackboneCutExtractor", "BackboneTail", "parse_tail_name", "split_tail_name",
-           "split_whole_name", "tail_name", "tail_of", "whole_name", "whole_of"]
+__all__ = [
+    "TAIL_MARK",
+    "WHOLE_MARK",
+    "BackboneCutExtractor",
+    "BackboneTail",
+    "parse_tail_name",
+    "split_tail_name",
+    "split_whole_name",
+    "tail_name",
+    "tail_of",
+    "whole_name",
+    "whole_of",
+]
 
 #: ``<backbone>:tail<K>`` names a cut extractor (its features: the map entering the last K blocks)
 TAIL_MARK = ":tail"
@@ -72,8 +84,9 @@ class BackboneTail(nn.Module):
     trainable module: ``(n, C*h*w)`` flattened maps (from :class:`BackboneCutExtractor`) -> ``(n, 1280)``. With
     ``stem`` (the stem conv, BatchNorm folded) it is the whole backbone, on pixels ``(n, 3, H, W)``."""
 
-    def __init__(self, blocks: nn.ModuleList, conv_head: nn.Module, in_shape: tuple[int, int, int],
-                 stem: nn.Module | None = None):
+    def __init__(
+        self, blocks: nn.ModuleList, conv_head: nn.Module, in_shape: tuple[int, int, int], stem: nn.Module | None = None
+    ):
         super().__init__()
         self.blocks = blocks
         self.conv_head = conv_head
@@ -104,12 +117,17 @@ class BackboneCutExtractor(FeatureExtractor):
     def __init__(self, full: FeatureExtractor, blocks: int):
         _check_cuttable(full.model, blocks, full.name)
         if full.ten_crop:  # the mean of ten crops' maps is no photo's map
-            raise ValueError(f"{tail_name(full.name, blocks)}: a cut backbone takes the centre crop only "
-                             "(ten_crop: false)")
+            raise ValueError(
+                f"{tail_name(full.name, blocks)}: a cut backbone takes the centre crop only (ten_crop: false)"
+            )
         self.full, self.blocks = full, int(blocks)
         self.name = tail_name(full.name, blocks)
-        self.weights_tag, self.preprocess, self.model, self.ten_crop = (full.weights_tag, full.preprocess,
-                                                                       full.model, False)
+        self.weights_tag, self.preprocess, self.model, self.ten_crop = (
+            full.weights_tag,
+            full.preprocess,
+            full.model,
+            False,
+        )
         with torch.inference_mode():
             crop = self.preprocess.crop
             self.map_shape = tuple(self._map(torch.zeros(1, 3, crop, crop)).shape[1:])
@@ -162,8 +180,9 @@ class BackboneCutExtractor(FeatureExtractor):
 def parse_tail_name(name: str) -> tuple[str, int]:
     parts = split_tail_name(name)
     if parts is None:
-        raise ValueError(f"{name!r} names no backbone tail; use <backbone>{TAIL_MARK}<blocks>, "
-                         "e.g. efficientnet-lite2:tail1")
+        raise ValueError(
+            f"{name!r} names no backbone tail; use <backbone>{TAIL_MARK}<blocks>, e.g. efficientnet-lite2:tail1"
+        )
     return parts
 
 
@@ -171,7 +190,7 @@ def tail_of(model: nn.Module, blocks: int, in_shape) -> BackboneTail:
     """A trainable copy of ``model``'s last ``blocks`` blocks and head conv (an EfficientNet-Lite)."""
     _check_cuttable(model, blocks)
     n = len(model._blocks)
-    tail = BackboneTail(copy.deepcopy(model._blocks[n - blocks:]), copy.deepcopy(model._conv_head), in_shape)
+    tail = BackboneTail(copy.deepcopy(model._blocks[n - blocks :]), copy.deepcopy(model._conv_head), in_shape)
     return tail.to(memory_format=torch.channels_last)
 
 
@@ -179,8 +198,9 @@ def whole_of(model: nn.Module, in_shape) -> BackboneTail:
     """A trainable copy of the whole of ``model`` (an EfficientNet-Lite, BatchNorm folded) up to its pooled
     features: stem, every block, head conv; ``in_shape`` is its input's ``(3, crop, crop)``."""
     _check_cuttable(model, 1)
-    whole = BackboneTail(copy.deepcopy(model._blocks), copy.deepcopy(model._conv_head), in_shape,
-                         stem=copy.deepcopy(model._conv_stem))
+    whole = BackboneTail(
+        copy.deepcopy(model._blocks), copy.deepcopy(model._conv_head), in_shape, stem=copy.deepcopy(model._conv_stem)
+    )
     return whole.to(memory_format=torch.channels_last)
 
 

@@ -12,6 +12,7 @@ recorded is refused. The model takes these features past its tail, into its head
 (``JointEmbeddingModel.encode_image_features``); in training it reads decoded photos instead (the trainer's
 pixel path).
 """
+
 from __future__ import annotations
 
 import copy
@@ -32,8 +33,10 @@ class FineTunedExtractor(FeatureExtractor):
     def __init__(self, name: str, backbone: BackboneTail, ten_crop: bool = False, squash: bool = False):
         base = split_whole_name(name)
         if base is None or not backbone.whole:
-            raise ValueError(f"{name!r} names no whole backbone; use <backbone>:whole with the trained whole "
-                             "backbone (polyvse.features.tail.whole_of)")
+            raise ValueError(
+                f"{name!r} names no whole backbone; use <backbone>:whole with the trained whole "
+                "backbone (polyvse.features.tail.whole_of)"
+            )
         if ten_crop:
             raise ValueError(f"{name}: a fine-tuned backbone takes the centre crop only (ten_crop: false)")
         self.name, self.ten_crop, self.dim = name, False, backbone.out_dim

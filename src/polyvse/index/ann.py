@@ -17,6 +17,7 @@ With a memory budget (``max_memory``), a collection whose exact or IVF-Flat stru
 compressed structure (``ivfpq``, see ``compressed``) with the finest codes that fit; without one, or when the usual
 structure fits, nothing changes.
 """
+
 from __future__ import annotations
 
 import math
@@ -58,16 +59,25 @@ RECALL_PLATEAU = 0.005  # a doubling of nprobe that gains less than this: the li
 N_PROBES = 256
 
 
-def choose_kind(n: int, similarity: str, requested: str = "auto",
-                exact_threshold: int = DEFAULT_EXACT_THRESHOLD, *, dim: int = 0, max_memory: int | None = None) -> str:
+def choose_kind(
+    n: int,
+    similarity: str,
+    requested: str = "auto",
+    exact_threshold: int = DEFAULT_EXACT_THRESHOLD,
+    *,
+    dim: int = 0,
+    max_memory: int | None = None,
+) -> str:
     """The structure for n photos: what was requested, else exact below the threshold and IVF above, or the
     compressed one where that would not fit ``max_memory`` bytes (with the photos' entries) at ``dim``."""
     if requested not in REQUESTABLE:
         raise DataError(f"index kind {requested!r}: choose one of {', '.join(REQUESTABLE)}")
     if similarity != "cosine":
         if requested in (IVF, HNSW, IVFPQ):
-            raise DataError(f"this model scores with the {similarity} similarity, which no inner-product index "
-                            "can rank; its index can only be exact (use --kind auto or exact)")
+            raise DataError(
+                f"this model scores with the {similarity} similarity, which no inner-product index "
+                "can rank; its index can only be exact (use --kind auto or exact)"
+            )
         return EXACT_MODEL
     if requested == "exact":
         return EXACT
@@ -98,12 +108,13 @@ def without_self(ids: np.ndarray, rows: np.ndarray, k: int) -> np.ndarray:
     out = np.full((len(ids), k), -1, dtype=np.int64)
     for i, (found, own) in enumerate(zip(ids, rows)):
         rest = found[found != own][:k]
-        out[i, :len(rest)] = rest
+        out[i, : len(rest)] = rest
     return out
 
 
 class ProbeSet(NamedTuple):
     """Queries with their exact top-k; ``rows``: the indexed row each query is (members), None for midpoints."""
+
     queries: np.ndarray
     truth: np.ndarray
     rows: np.ndarray | None
@@ -118,8 +129,10 @@ def probe_sets(vectors: np.ndarray, k: int, exact: Callable) -> list[ProbeSet]:
     rows = member_rows(len(vectors))
     members = read_file_rows(vectors, rows)
     truth = exact(vectors, np.concatenate([mids, members]), k + 1)  # best first: a midpoint's top k lead its k + 1
-    return [ProbeSet(mids, truth[:len(mids), :k], None),
-            ProbeSet(members, without_self(truth[len(mids):], rows, k), rows)]
+    return [
+        ProbeSet(mids, truth[: len(mids), :k], None),
+        ProbeSet(members, without_self(truth[len(mids) :], rows, k), rows),
+    ]
 
 
 def probe_recall(search: Callable, sets: Sequence[ProbeSet], k: int) -> float:
@@ -165,8 +178,9 @@ def new_ivf(vectors: np.ndarray, seed: int = 0):
     return ann, nlist
 
 
-def tune_nprobe(ann, vectors: np.ndarray, nlist: int, recall_target: float = DEFAULT_RECALL_TARGET,
-                k: int = RECALL_K) -> tuple[int, float]:
+def tune_nprobe(
+    ann, vectors: np.ndarray, nlist: int, recall_target: float = DEFAULT_RECALL_TARGET, k: int = RECALL_K
+) -> tuple[int, float]:
     """Smallest nprobe (doubling from 1, at most nlist) whose measured recall@k reaches the target."""
     import faiss
 
@@ -181,8 +195,14 @@ def tune_nprobe(ann, vectors: np.ndarray, nlist: int, recall_target: float = DEF
         nprobe = min(nprobe * 2, nlist)
 
 
-def tune_compressed(ann, vectors: np.ndarray, nlist: int, recall_target: float = DEFAULT_RECALL_TARGET,
-                    k: int = RECALL_K, budget: int | None = None) -> tuple[int, int, float]:
+def tune_compressed(
+    ann,
+    vectors: np.ndarray,
+    nlist: int,
+    recall_target: float = DEFAULT_RECALL_TARGET,
+    k: int = RECALL_K,
+    budget: int | None = None,
+) -> tuple[int, int, float]:
     """(nprobe, depth, recall@k) of the compressed structure that reach the recall target: nprobe doubles from 1
     with ``DEFAULT_DEPTH`` candidates re-ranked per 10; where recall stops rising with nprobe (or every list is
     probed) the codes, not the lists, hold it back, and the depth doubles instead (up to MAX_DEPTH). The exact
@@ -223,8 +243,9 @@ def new_hnsw(dim: int):
     return ann
 
 
-def tune_ef_search(ann, vectors: np.ndarray, recall_target: float = DEFAULT_RECALL_TARGET,
-                   k: int = RECALL_K, start: int = 16) -> tuple[int, float]:
+def tune_ef_search(
+    ann, vectors: np.ndarray, recall_target: float = DEFAULT_RECALL_TARGET, k: int = RECALL_K, start: int = 16
+) -> tuple[int, float]:
     """Smallest efSearch (doubling from ``start``) whose measured recall@k reaches the target.
 
     If even MAX_EF_SEARCH misses the target, returns that with its recall; the manifest records it and
@@ -250,29 +271,46 @@ def _check_target(recall_target: float) -> None:
         raise DataError(f"recall target must be in (0, 1], not {recall_target}")
 
 
-def search_section(kind: str, *, exact_threshold: int, recall_target: float, recall: float | None = None,
-                   **params) -> dict:
+def search_section(
+    kind: str, *, exact_threshold: int, recall_target: float, recall: float | None = None, **params
+) -> dict:
     """The manifest's "search" section. params: ef_search (hnsw), nlist, nprobe, trained_on (ivf; ivfpq: also
     code_bytes, sub_quantizers, depth), max_memory (the budget it was built under, when there was one)."""
     approximate = (IVF, HNSW, IVFPQ)
-    section = {"kind": kind, "metric": "model" if kind == EXACT_MODEL else "inner_product",
-               "exact_threshold": int(exact_threshold), "recall_target": float(recall_target),
-               "recall_k": RECALL_K, "measured_recall": 1.0 if kind not in approximate else float(recall)}
+    section = {
+        "kind": kind,
+        "metric": "model" if kind == EXACT_MODEL else "inner_product",
+        "exact_threshold": int(exact_threshold),
+        "recall_target": float(recall_target),
+        "recall_k": RECALL_K,
+        "measured_recall": 1.0 if kind not in approximate else float(recall),
+    }
     if params.get("max_memory") is not None:
         section["max_memory"] = int(params["max_memory"])
     if kind == HNSW:
         section["hnsw"] = {"M": HNSW_M, "ef_construction": HNSW_EF_CONSTRUCTION, "ef_search": int(params["ef_search"])}
     if kind == IVF:
-        section["ivf"] = {"nlist": int(params["nlist"]), "nprobe": int(params["nprobe"]),
-                          "trained_on": int(params["trained_on"])}
+        section["ivf"] = {
+            "nlist": int(params["nlist"]),
+            "nprobe": int(params["nprobe"]),
+            "trained_on": int(params["trained_on"]),
+        }
     if kind == IVFPQ:
-        section["ivfpq"] = {"nlist": int(params["nlist"]), "nprobe": int(params["nprobe"]),
-                            "trained_on": int(params["trained_on"]), "sub_quantizers": int(params["sub_quantizers"]),
-                            "code_bytes": int(params["sub_quantizers"]) // 2, "bits": 4, "depth": int(params["depth"]),
-                            "factory": f"IVF{int(params['nlist'])},PQ{int(params['sub_quantizers'])}x4fs",
-                            "rerank": "exact inner product over the full vectors, memory-mapped from disk"}
+        section["ivfpq"] = {
+            "nlist": int(params["nlist"]),
+            "nprobe": int(params["nprobe"]),
+            "trained_on": int(params["trained_on"]),
+            "sub_quantizers": int(params["sub_quantizers"]),
+            "code_bytes": int(params["sub_quantizers"]) // 2,
+            "bits": 4,
+            "depth": int(params["depth"]),
+            "factory": f"IVF{int(params['nlist'])},PQ{int(params['sub_quantizers'])}x4fs",
+            "rerank": "exact inner product over the full vectors, memory-mapped from disk",
+        }
     if kind in approximate:
-        section["recall_note"] = (f"recall@{RECALL_K} against exact search on {N_PROBES} probe queries "
-                                  "(normalised midpoints of random pairs of indexed photos)"
-                                  + (", exact by a chunked scan of the vectors file" if kind == IVFPQ else ""))
+        section["recall_note"] = (
+            f"recall@{RECALL_K} against exact search on {N_PROBES} probe queries "
+            "(normalised midpoints of random pairs of indexed photos)"
+            + (", exact by a chunked scan of the vectors file" if kind == IVFPQ else "")
+        )
     return section

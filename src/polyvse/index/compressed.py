@@ -32,6 +32,7 @@ map (``read_rows``). Appending adds the new rows' codes (and re-trains, in chunk
 ``IVF_RETRAIN_GROWTH`` times what it was trained on); the vectors file is extended in place under the new
 generation's name (a hard link: only the new rows are written; a copy where the file system has no hard links).
 """
+
 from __future__ import annotations
 
 import math
@@ -63,7 +64,7 @@ _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?)(i?b?)\s*$", re.I)
 
 # -- memory ---------------------------------------------------------------------------------------------------
 def parse_memory(text: str | int | float | None) -> int | None:
-    """"8GB", "8G", "8GiB", "512MB", "2.5g" or a number of bytes -> bytes (powers of 1024), None for None."""
+    """ "8GB", "8G", "8GiB", "512MB", "2.5g" or a number of bytes -> bytes (powers of 1024), None for None."""
     if text is None or isinstance(text, (int, float)):
         return None if text is None else int(text)
     m = _SIZE.match(str(text))
@@ -100,15 +101,19 @@ def choose_sub_quantizers(n: int, dim: int, budget: int | None) -> int:
     """The finest code whose structure, with the photo entries, fits ``budget`` bytes (the finest if no budget);
     a DataError when even the coarsest does not, or when n is too few to train codes on."""
     if n < MIN_ROWS:
-        raise DataError(f"{n} photos are too few for the compressed structure (it trains its codes on at least "
-                        f"{MIN_ROWS:,}); use --kind auto or exact" + (", or a larger --max-memory" if budget else ""))
+        raise DataError(
+            f"{n} photos are too few for the compressed structure (it trains its codes on at least "
+            f"{MIN_ROWS:,}); use --kind auto or exact" + (", or a larger --max-memory" if budget else "")
+        )
     for dims_each in DIMS_PER_SUB_QUANTIZER:
         m = sub_quantizers(dim, dims_each)
         need = structure_bytes(n, dim, m) + n * PHOTO_ENTRY_BYTES
         if budget is None or need <= budget:
             return m
-    raise DataError(f"{n:,} photos of {dim}-d need at least {need / 2**30:.2f} GiB of memory even compressed "
-                    f"({m // 2} bytes a photo + {PHOTO_ENTRY_BYTES} for its entry); raise --max-memory")
+    raise DataError(
+        f"{n:,} photos of {dim}-d need at least {need / 2**30:.2f} GiB of memory even compressed "
+        f"({m // 2} bytes a photo + {PHOTO_ENTRY_BYTES} for its entry); raise --max-memory"
+    )
 
 
 # -- building -------------------------------------------------------------------------------------------------
@@ -208,8 +213,9 @@ def prefetch(vectors: np.ndarray, rows: np.ndarray) -> None:
     breaks = np.flatnonzero(first[1:] > last[:-1] + 1) + 1  # a gap of at least one page ends a run
     for a, b in zip(np.concatenate([[0], breaks]).tolist(), np.concatenate([breaks, [len(first)]]).tolist()):
         try:
-            mm.madvise(mmap.MADV_WILLNEED, int(first[a]) * mmap.PAGESIZE,
-                       int(last[b - 1] - first[a] + 1) * mmap.PAGESIZE)
+            mm.madvise(
+                mmap.MADV_WILLNEED, int(first[a]) * mmap.PAGESIZE, int(last[b - 1] - first[a] + 1) * mmap.PAGESIZE
+            )
         except (OSError, ValueError):
             return
 
@@ -226,9 +232,17 @@ def candidates_for(k: int, depth: int) -> int:
     return max(k, math.ceil(depth * max(k, 10) / 10))
 
 
-def rerank_search(ann, vectors: np.ndarray, queries: np.ndarray, k: int, nprobe: int, depth: int,
-                  read=None, tuned_for: int | None = None,
-                  prior: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+def rerank_search(
+    ann,
+    vectors: np.ndarray,
+    queries: np.ndarray,
+    k: int,
+    nprobe: int,
+    depth: int,
+    read=None,
+    tuned_for: int | None = None,
+    prior: np.ndarray | None = None,
+) -> tuple[np.ndarray, np.ndarray]:
     """Top-k by exact inner product among each query's compressed-search candidates: (scores, ids), best first,
     padded with id -1 where fewer than k were found. ``read(vectors, sorted rows)``: how the candidates' full
     vectors are read (``read_rows``, through the map, by default; the build's tuning reads them unmapped).
@@ -259,7 +273,7 @@ def rerank_search(ann, vectors: np.ndarray, queries: np.ndarray, k: int, nprobe:
             continue
         s = read(vectors, c) @ q
         top = np.argsort(-s, kind="stable")[:k]
-        scores[row, :len(top)], ids[row, :len(top)] = s[top], c[top]
+        scores[row, : len(top)], ids[row, : len(top)] = s[top], c[top]
     return scores, ids
 
 

@@ -21,6 +21,7 @@ hold their default value are left out (fields added in later versions have defau
 behaviour, so old checkpoints keep their fingerprints). A model without adapted languages has the same
 ``model_fingerprint`` as before adapted parts counted.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -41,14 +42,30 @@ _CACHE: weakref.WeakKeyDictionary[object, dict] = weakref.WeakKeyDictionary()
 #: state-dict prefix of the text branch; every other weight (image head, backbone tail) is the photo side's
 TEXT_PREFIX = "text_encoder."
 #: model-config fields only the text branch reads (the rest decide where a photo lands too)
-TEXT_CONFIG_FIELDS = frozenset({
-    "vocab_size", "word_dim", "hidden_dim", "num_layers", "bidirectional", "dropout", "text_encoder", "text_sharing",
-    "languages", "universal_dim", "pretrained_dim", "text_head", "pretrained_towers", "tower_dropout",
-    "language_map", "text_tail_layers"})
+TEXT_CONFIG_FIELDS = frozenset(
+    {
+        "vocab_size",
+        "word_dim",
+        "hidden_dim",
+        "num_layers",
+        "bidirectional",
+        "dropout",
+        "text_encoder",
+        "text_sharing",
+        "languages",
+        "universal_dim",
+        "pretrained_dim",
+        "text_head",
+        "pretrained_towers",
+        "tower_dropout",
+        "language_map",
+        "text_tail_layers",
+    }
+)
 
 
 def similarity_name(model) -> str:
-    """"cosine", "order", ... for a PolyvseModel or a TextQueryModel."""
+    """ "cosine", "order", ... for a PolyvseModel or a TextQueryModel."""
     return model.similarity_name
 
 
@@ -83,8 +100,12 @@ def _part_prefixes(langs: Iterable[str]) -> tuple[str, ...]:
 
 def _image_features(ck) -> dict:
     # squash only when on, so the fingerprints of every other model stay as they were
-    return {"backbone": ck.backbone, "key": ck.feature_key, "ten_crop": bool(ck.ten_crop),
-            **({"squash": True} if ck.squash_photos else {})}
+    return {
+        "backbone": ck.backbone,
+        "key": ck.feature_key,
+        "ten_crop": bool(ck.ten_crop),
+        **({"squash": True} if ck.squash_photos else {}),
+    }
 
 
 def _both_sides(model, leave_out: set) -> dict:
@@ -97,8 +118,11 @@ def _both_sides(model, leave_out: set) -> dict:
         "similarity": similarity_name(model),
         "vocabulary": captions.fingerprint(),
         # a pretrained sentence encoder has no tokenizer settings of ours: its name, options and version
-        "tokenizer": ({"max_len": captions.max_len, "lowercase": captions.lowercase} if captions.vocab is not None
-                      else captions.to_dict()),
+        "tokenizer": (
+            {"max_len": captions.max_len, "lowercase": captions.lowercase}
+            if captions.vocab is not None
+            else captions.to_dict()
+        ),
         "image_features": _image_features(ck),
         "languages": [x for x in ck.languages if x not in leave_out],
     }
@@ -148,8 +172,12 @@ def photo_fingerprint(model) -> str:
     """``sha256:<hex>`` of what decides where a photo lands (module docstring): equal for a checkpoint and the same
     checkpoint with languages added or its text branch retrained, different when the image side changes."""
     config = {k: v for k, v in _config_without_defaults(model.config).items() if k not in TEXT_CONFIG_FIELDS}
-    described = {"photo-side": 1, "model": config, "similarity": similarity_name(model),
-                 "image_features": _image_features(model.checkpoint)}
+    described = {
+        "photo-side": 1,
+        "model": config,
+        "similarity": similarity_name(model),
+        "image_features": _image_features(model.checkpoint),
+    }
     return _fingerprint(model, "photo", described, lambda name: not name.startswith(TEXT_PREFIX))
 
 
@@ -199,8 +227,11 @@ def _stat_key(model) -> str | None:
     if folder is None or not hasattr(model.checkpoint, "weights"):
         return None
     try:
-        stats = [(str(Path(f).resolve()), st.st_size, st.st_mtime_ns, st.st_ino)
-                 for f in (model.checkpoint.weights, Path(folder) / "config.json") for st in [os.stat(f)]]
+        stats = [
+            (str(Path(f).resolve()), st.st_size, st.st_mtime_ns, st.st_ino)
+            for f in (model.checkpoint.weights, Path(folder) / "config.json")
+            for st in [os.stat(f)]
+        ]
     except OSError:
         return None
     return hashlib.sha256(json.dumps(["tensor-digests-by-name-1", stats]).encode()).hexdigest()[:32]

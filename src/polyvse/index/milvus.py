@@ -30,6 +30,7 @@ inserted before its manifest switch are never answered; the next add deletes the
 hit's name, path and vector with it: the photo entries and vectors the searcher reads next (the hit list, CSLS
 re-ranking's candidate vectors) come from that answer, kept in a bounded cache, not from one request each.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -101,8 +102,10 @@ class MilvusDownError(MilvusUnreachableError):
     def __init__(self, target: MilvusTarget, what: str, detail: str, then: str = "try again"):
         self.target, self.what, self.detail = target, what, detail
         db = f" (database {target.db_name})" if target.db_name else ""
-        super().__init__(f"the Milvus server at {target.uri} does not answer (while trying to {what} in collection "
-                         f"{target.collection!r}{db}: {detail}); start it, or wait until it is back, and {then}")
+        super().__init__(
+            f"the Milvus server at {target.uri} does not answer (while trying to {what} in collection "
+            f"{target.collection!r}{db}: {detail}); start it, or wait until it is back, and {then}"
+        )
 
 
 class MilvusNotLoadedError(MilvusError):
@@ -120,6 +123,7 @@ class MilvusCollectionError(MilvusError, IndexFormatError):
 class MilvusTarget:
     """Where an index lives in Milvus. ``uri``: http(s)://host:port of a server or cluster, or the absolute path of
     a milvus-lite ``.db`` file."""
+
     uri: str
     collection: str
     db_name: str = ""
@@ -140,18 +144,21 @@ class MilvusTarget:
         try:
             return cls(str(section["uri"]), str(section["collection"]), str(section.get("db_name") or ""))
         except (KeyError, TypeError):
-            raise IndexFormatError(f"{MANIFEST}'s backend section lacks the Milvus uri or collection; the index is "
-                                   "damaged, rebuild it", root) from None
+            raise IndexFormatError(
+                f"{MANIFEST}'s backend section lacks the Milvus uri or collection; the index is damaged, rebuild it",
+                root,
+            ) from None
 
 
 def backend_of(manifest: dict) -> str:
-    """"milvus" or "faiss" (manifests without a backend section are FAISS folders)."""
+    """ "milvus" or "faiss" (manifests without a backend section are FAISS folders)."""
     section = manifest.get("backend")
     return str(section.get("name", FAISS)) if isinstance(section, dict) else FAISS
 
 
-def target_for(backend: str, uri: str | None, collection: str | None, root, db_name: str | None = None
-               ) -> MilvusTarget | None:
+def target_for(
+    backend: str, uri: str | None, collection: str | None, root, db_name: str | None = None
+) -> MilvusTarget | None:
     """The build request's Milvus target (None for FAISS), checked before any work."""
     if backend not in BACKENDS:
         raise DataError(f"backend {backend!r}: choose one of {', '.join(BACKENDS)}")
@@ -160,8 +167,10 @@ def target_for(backend: str, uri: str | None, collection: str | None, root, db_n
             raise DataError("--uri and --collection are for --backend milvus")
         return None
     if not uri:
-        raise DataError("--backend milvus needs --uri: http://host:19530 for a Milvus server or cluster, or a "
-                        "file ending in .db for embedded milvus-lite")
+        raise DataError(
+            "--backend milvus needs --uri: http://host:19530 for a Milvus server or cluster, or a "
+            "file ending in .db for embedded milvus-lite"
+        )
     _check_installed(str(uri).strip())
     uri = str(uri).strip()
     if "://" not in uri:
@@ -170,8 +179,10 @@ def target_for(backend: str, uri: str | None, collection: str | None, root, db_n
         uri = str(Path(uri).expanduser().resolve())
     name = collection or "polyvse_" + re.sub(r"[^0-9A-Za-z_]", "_", Path(root).resolve().name)
     if not re.fullmatch(r"[A-Za-z_][0-9A-Za-z_]{0,254}", name):
-        raise DataError(f"collection name {name!r}: letters, digits and underscores, starting with a letter or "
-                        "underscore, at most 255 characters")
+        raise DataError(
+            f"collection name {name!r}: letters, digits and underscores, starting with a letter or "
+            "underscore, at most 255 characters"
+        )
     return MilvusTarget(uri, name, db_name or "")
 
 
@@ -182,8 +193,9 @@ def _check_installed(uri: str) -> None:
     needed = ["pymilvus"] + ([] if "://" in uri else ["milvus_lite"])
     missing = [name for name in needed if importlib.util.find_spec(name) is None]
     if missing:
-        raise DataError(f"--backend milvus needs {' and '.join(missing)}, which this install lacks: "
-                        "pip install 'polyvse[milvus]'")
+        raise DataError(
+            f"--backend milvus needs {' and '.join(missing)}, which this install lacks: pip install 'polyvse[milvus]'"
+        )
 
 
 # -- connecting -------------------------------------------------------------------------------------------
@@ -218,22 +230,29 @@ def connect(target: MilvusTarget, *, create: bool = False):
 
         if target.is_lite:
             if not create and not Path(target.uri).exists():
-                raise MilvusUnreachableError(f"the milvus-lite file {target.uri} is not there (moved or deleted?); "
-                                             "rebuild the index with `polyvse index build --backend milvus --uri "
-                                             "FILE.db --force`")
+                raise MilvusUnreachableError(
+                    f"the milvus-lite file {target.uri} is not there (moved or deleted?); "
+                    "rebuild the index with `polyvse index build --backend milvus --uri "
+                    "FILE.db --force`"
+                )
             Path(target.uri).parent.mkdir(parents=True, exist_ok=True)
         try:
             with _quiet_lite():
-                client = MilvusClient(uri=target.uri, token=os.environ.get(TOKEN_ENV, ""), db_name=target.db_name,
-                                      timeout=TIMEOUT_S, **({"grpc_options": LITE_GRPC_OPTIONS}
-                                                            if target.is_lite else {}))
+                client = MilvusClient(
+                    uri=target.uri,
+                    token=os.environ.get(TOKEN_ENV, ""),
+                    db_name=target.db_name,
+                    timeout=TIMEOUT_S,
+                    **({"grpc_options": LITE_GRPC_OPTIONS} if target.is_lite else {}),
+                )
         except Exception as exc:  # noqa: BLE001 - pymilvus raises MilvusException and its config errors
             if target.is_lite:
                 raise MilvusUnreachableError(
                     f"cannot open the milvus-lite file {target.uri} ({_message(exc)}). milvus-lite serves a file to "
                     "one process at a time: if another one has it open (a `polyvse serve`?), stop it, or serve the "
                     f"file to several with `milvus-lite server --data-dir {target.uri} --port 19530` and give "
-                    "--uri http://127.0.0.1:19530") from None
+                    "--uri http://127.0.0.1:19530"
+                ) from None
             raise MilvusUnreachableError(
                 f"cannot reach Milvus at {target.uri} ({_message(exc)}); start the server or check the address "
                 f"(and ${TOKEN_ENV} if the server needs a token, --milvus-db if the database is not the default)"
@@ -296,8 +315,12 @@ def _index_params(client, target: MilvusTarget, kind: str, n: int, dim: int) -> 
     if kind == EXACT:
         spec = {"index_type": "FLAT", "metric_type": "IP", "params": {}}
     else:
-        spec = {"index_type": "IVF_FLAT", "metric_type": "IP", "params": {"nlist": nlist_for(target, n, dim)},
-                "segment_rows": segment_rows(target, dim)}
+        spec = {
+            "index_type": "IVF_FLAT",
+            "metric_type": "IP",
+            "params": {"nlist": nlist_for(target, n, dim)},
+            "segment_rows": segment_rows(target, dim),
+        }
     return _params_of(client, spec), spec
 
 
@@ -307,8 +330,12 @@ def _params_of(client, spec: dict):
     build = dict(spec.get("params") or {})
     # pymilvus 3 sends the build parameters flattened (nlist=...), which a server reads; milvus-lite 3.2 reads only
     # the older nested "params" entry and would build its default 128 lists: send both
-    params.add_index(field_name="vector", index_type=spec["index_type"], metric_type=spec["metric_type"],
-                     params={**build, "params": dict(build)} if build else {})
+    params.add_index(
+        field_name="vector",
+        index_type=spec["index_type"],
+        metric_type=spec["metric_type"],
+        params={**build, "params": dict(build)} if build else {},
+    )
     return params
 
 
@@ -320,17 +347,25 @@ def _restore_structure(client, target: MilvusTarget, manifest: dict, root) -> No
         return
     spec = manifest.get("search", {}).get("milvus")
     if not spec:
-        raise MilvusCollectionError(f"{target.where()} has no vector index and the manifest records none; "
-                                    "rebuild the index", root)
-    _call(target, "build the vector index", client.create_index, target.collection, _params_of(client, spec),
-          timeout=BUILD_TIMEOUT_S)
+        raise MilvusCollectionError(
+            f"{target.where()} has no vector index and the manifest records none; rebuild the index", root
+        )
+    _call(
+        target,
+        "build the vector index",
+        client.create_index,
+        target.collection,
+        _params_of(client, spec),
+        timeout=BUILD_TIMEOUT_S,
+    )
 
 
 def _create(client, target: MilvusTarget, dim: int) -> None:
     from pymilvus import DataType, MilvusClient
 
-    schema = MilvusClient.create_schema(auto_id=False, enable_dynamic_field=False,
-                                        description="polyvse photo index: one entity a photo")
+    schema = MilvusClient.create_schema(
+        auto_id=False, enable_dynamic_field=False, description="polyvse photo index: one entity a photo"
+    )
     schema.add_field("id", DataType.INT64, is_primary=True)
     schema.add_field("vector", DataType.FLOAT_VECTOR, dim=int(dim))
     schema.add_field("name", DataType.VARCHAR, max_length=TEXT_MAX)
@@ -340,8 +375,10 @@ def _create(client, target: MilvusTarget, dim: int) -> None:
 
 def _insert(client, target: MilvusTarget, entries: Sequence[PhotoEntry], vectors: np.ndarray) -> None:
     for start in range(0, len(entries), INSERT_ROWS):
-        rows = [{"id": e.id, "vector": v, "name": e.name, "path": e.path}
-                for e, v in zip(entries[start:start + INSERT_ROWS], vectors[start:start + INSERT_ROWS])]
+        rows = [
+            {"id": e.id, "vector": v, "name": e.name, "path": e.path}
+            for e, v in zip(entries[start : start + INSERT_ROWS], vectors[start : start + INSERT_ROWS])
+        ]
         _call(target, "insert photos", client.insert, target.collection, rows)
     _call(target, "flush the collection", client.flush, target.collection, timeout=BUILD_TIMEOUT_S)
 
@@ -368,8 +405,15 @@ class _TunedSearch:
         return self.index.raw_search(queries, k, nprobe=int(params.nprobe), timeout=BUILD_TIMEOUT_S)
 
 
-def _search_section(index: MilvusPhotoIndex, vectors: np.ndarray, kind: str, spec: dict, exact_threshold: int,
-                    recall_target: float, trained_on: int) -> dict:
+def _search_section(
+    index: MilvusPhotoIndex,
+    vectors: np.ndarray,
+    kind: str,
+    spec: dict,
+    exact_threshold: int,
+    recall_target: float,
+    trained_on: int,
+) -> dict:
     """The manifest's search section, nprobe tuned against exact search over ``vectors`` (every stored row)."""
     common = dict(exact_threshold=exact_threshold, recall_target=recall_target)
     if kind == IVF:
@@ -387,8 +431,14 @@ def _write_manifest(root: Path, manifest: dict) -> dict:
     from .._version import __version__
     from ..util.atomic import write_json_atomic
 
-    manifest = {**manifest, "format": FORMAT, "format_version": FORMAT_VERSION, "polyvse_version": __version__,
-                "files": {}, "updated": now_iso()}
+    manifest = {
+        **manifest,
+        "format": FORMAT,
+        "format_version": FORMAT_VERSION,
+        "polyvse_version": __version__,
+        "files": {},
+        "updated": now_iso(),
+    }
     manifest.setdefault("created", manifest["updated"])
     root.mkdir(parents=True, exist_ok=True)
     write_json_atomic(root / MANIFEST, manifest)
@@ -403,21 +453,34 @@ def check_milvus_build(target: MilvusTarget, similarity: str, kind: str, max_mem
     """Refuse, before embedding anything, a Milvus build that cannot succeed: another similarity than cosine, a
     kind Milvus is not given here, a memory budget, an unreachable server, a collection in the way."""
     if similarity != "cosine":
-        raise DataError(f"this model scores with the {similarity} similarity; Milvus ranks by inner product, so "
-                        "its index must be a FAISS one (--backend faiss)")
+        raise DataError(
+            f"this model scores with the {similarity} similarity; Milvus ranks by inner product, so "
+            "its index must be a FAISS one (--backend faiss)"
+        )
     if kind not in ("auto", EXACT, IVF):
-        raise DataError(f"--kind {kind} is FAISS-only; a Milvus index is exact (FLAT) or IVF (IVF_FLAT): use --kind "
-                        "auto, exact or ivf")
+        raise DataError(
+            f"--kind {kind} is FAISS-only; a Milvus index is exact (FLAT) or IVF (IVF_FLAT): use --kind "
+            "auto, exact or ivf"
+        )
     if max_memory is not None:
         raise DataError("--max-memory is for FAISS indexes; Milvus keeps a collection in its own memory and disk")
     client = connect(target, create=True)
     if _call(target, "look for the collection", client.has_collection, target.collection) and not overwrite:
-        raise MilvusCollectionError(f"{target.where()} already exists; give another --collection, or --force to "
-                                    "replace it")
+        raise MilvusCollectionError(
+            f"{target.where()} already exists; give another --collection, or --force to replace it"
+        )
 
 
-def write_milvus_index(root: Path, target: MilvusTarget, model_info: dict, photo_list: list[PhotoEntry],
-                       vectors: np.ndarray, kind: str, exact_threshold: int, recall_target: float) -> dict:
+def write_milvus_index(
+    root: Path,
+    target: MilvusTarget,
+    model_info: dict,
+    photo_list: list[PhotoEntry],
+    vectors: np.ndarray,
+    kind: str,
+    exact_threshold: int,
+    recall_target: float,
+) -> dict:
     """Fill a new collection with the photos and their ``vectors`` (stored rows), build its vector index (chosen
     as for FAISS) and write the folder's manifest. The caller holds ``index_lock(root)``."""
     client = connect(target, create=True)
@@ -444,12 +507,17 @@ def open_index(root: Path, manifest: dict) -> MilvusPhotoIndex:
         raise MilvusCollectionError(
             f"the index names {target.where()}, which is not there (dropped, or another server or database?); "
             f"rebuild it with `polyvse index build --backend milvus --uri {target.uri} --collection "
-            f"{target.collection} --out {root} --force`", root)
+            f"{target.collection} --out {root} --force`",
+            root,
+        )
     described = _call(target, "describe the collection", client.describe_collection, target.collection)
     dims = [int(f.get("params", {}).get("dim", 0)) for f in described.get("fields", []) if f.get("name") == "vector"]
     if dims != [int(manifest["dim"])]:
-        raise MilvusCollectionError(f"{target.where()} holds vectors of dimension {dims or 'none'}, the manifest "
-                                    f"says {manifest['dim']}: it is not this index's collection; rebuild it", root)
+        raise MilvusCollectionError(
+            f"{target.where()} holds vectors of dimension {dims or 'none'}, the manifest "
+            f"says {manifest['dim']}: it is not this index's collection; rebuild it",
+            root,
+        )
     state = _call(target, "read the collection's load state", client.get_load_state, target.collection)
     if "Loaded" not in str(state.get("state")):  # e.g. a server restarted since the build
         _restore_structure(client, target, manifest, root)
@@ -547,11 +615,17 @@ class MilvusPhotoIndex(PhotoIndex):
             return _call(self.target, what, fn, self.target.collection, timeout=timeout, **kwargs)
         except MilvusNotLoadedError:
             if not self._loading.acquire(blocking=False):
-                raise MilvusError(f"{self.target.where()} is being loaded again (the server restarted); try again "
-                                  "in a moment") from None
+                raise MilvusError(
+                    f"{self.target.where()} is being loaded again (the server restarted); try again in a moment"
+                ) from None
         try:
-            _call(self.target, "load the collection", self.client.load_collection, self.target.collection,
-                  timeout=BUILD_TIMEOUT_S)
+            _call(
+                self.target,
+                "load the collection",
+                self.client.load_collection,
+                self.target.collection,
+                timeout=BUILD_TIMEOUT_S,
+            )
         finally:
             self._loading.release()
         return _call(self.target, what, fn, self.target.collection, timeout=timeout, **kwargs)
@@ -572,8 +646,11 @@ class MilvusPhotoIndex(PhotoIndex):
             found.update((int(r["id"]), self._remember(r)) for r in rows)
         if any(found.get(int(i)) is None for i in ids):
             lost = [int(i) for i in ids if found.get(int(i)) is None][:5]
-            raise MilvusCollectionError(f"photos {lost} of the index are missing from {self.target.where()}; the "
-                                        "collection was changed outside polyvse: rebuild the index", self.root)
+            raise MilvusCollectionError(
+                f"photos {lost} of the index are missing from {self.target.where()}; the "
+                "collection was changed outside polyvse: rebuild the index",
+                self.root,
+            )
         return [found[int(i)] for i in ids]
 
     def vector(self, photo_id: int) -> np.ndarray:
@@ -590,12 +667,20 @@ class MilvusPhotoIndex(PhotoIndex):
         fields = FIELDS if with_vectors else ["name", "path"]
         for start in range(0, self.count, READ_ROWS):
             stop = min(start + READ_ROWS, self.count)
-            rows = self._read("read photos", self.client.query, filter=f"id >= {start} and id < {stop}",
-                              output_fields=fields, limit=stop - start)
+            rows = self._read(
+                "read photos",
+                self.client.query,
+                filter=f"id >= {start} and id < {stop}",
+                output_fields=fields,
+                limit=stop - start,
+            )
             rows = sorted(rows, key=lambda r: int(r["id"]))
             if [int(r["id"]) for r in rows] != list(range(start, stop)):
-                raise MilvusCollectionError(f"photos {start}..{stop - 1} are not all in {self.target.where()}; the "
-                                            "collection was changed outside polyvse: rebuild the index", self.root)
+                raise MilvusCollectionError(
+                    f"photos {start}..{stop - 1} are not all in {self.target.where()}; the "
+                    "collection was changed outside polyvse: rebuild the index",
+                    self.root,
+                )
             entries = [PhotoEntry(int(r["id"]), str(r["name"]), str(r["path"])) for r in rows]
             yield entries, (np.asarray([r["vector"] for r in rows], np.float32) if with_vectors else None)
 
@@ -605,17 +690,26 @@ class MilvusPhotoIndex(PhotoIndex):
         return self._by_path
 
     # -- searching ------------------------------------------------------------------------------------
-    def raw_search(self, queries: np.ndarray, k: int, *, nprobe: int | None = None,
-                   timeout: float | None = None) -> tuple[np.ndarray, np.ndarray]:
+    def raw_search(
+        self, queries: np.ndarray, k: int, *, nprobe: int | None = None, timeout: float | None = None
+    ) -> tuple[np.ndarray, np.ndarray]:
         """(scores, ids) padded with -1, as FAISS answers: the collection's top-k among the manifest's rows, within
         ``timeout`` seconds (QUERY_TIMEOUT_S)."""
         q = np.ascontiguousarray(np.atleast_2d(queries), dtype=np.float32)
         params = {"metric_type": "IP", "params": {}}
         if self.kind == IVF:
             params["params"]["nprobe"] = int(nprobe or self.manifest["search"]["ivf"]["nprobe"])
-        answer = self._read("search", self.client.search, timeout, data=list(q), limit=int(k),
-                            filter=f"id < {self.count}", output_fields=FIELDS, search_params=params,
-                            anns_field="vector")
+        answer = self._read(
+            "search",
+            self.client.search,
+            timeout,
+            data=list(q),
+            limit=int(k),
+            filter=f"id < {self.count}",
+            output_fields=FIELDS,
+            search_params=params,
+            anns_field="vector",
+        )
         scores = np.full((len(q), k), -np.inf, np.float32)
         ids = np.full((len(q), k), -1, np.int64)
         for r, hits in enumerate(answer):
@@ -624,8 +718,9 @@ class MilvusPhotoIndex(PhotoIndex):
                 self._remember(hit)
         return scores, ids
 
-    def search(self, queries: np.ndarray, k: int, scorer=None, tuned_for: int | None = None,
-               prior: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+    def search(
+        self, queries: np.ndarray, k: int, scorer=None, tuned_for: int | None = None, prior: np.ndarray | None = None
+    ) -> tuple[np.ndarray, np.ndarray]:
         """Top-k by Milvus's own index; ``tuned_for`` and ``prior`` (PhotoIndex.search's) change nothing: it
         returns exact scores of its candidates."""
         q = np.ascontiguousarray(np.atleast_2d(np.asarray(queries, dtype=np.float32)))
@@ -647,10 +742,13 @@ class MilvusPhotoIndex(PhotoIndex):
             return self._append(root, new_entries, vectors, model_info)
         except MilvusDownError as exc:
             raise MilvusDownError(
-                exc.target, exc.what, exc.detail,
+                exc.target,
+                exc.what,
+                exc.detail,
                 then=f"rerun the same `polyvse index add`: the index {root} still holds its {self.count} photos "
-                     f"(generation {self.manifest.get('generation', 0)}) and adds the {len(new_entries)} new ones "
-                     "then") from None
+                f"(generation {self.manifest.get('generation', 0)}) and adds the {len(new_entries)} new ones "
+                "then",
+            ) from None
 
     def _append(self, root: Path, new_entries: list[PhotoEntry], vectors: np.ndarray, model_info: dict) -> dict:
         old = self.manifest["search"]
@@ -660,16 +758,28 @@ class MilvusPhotoIndex(PhotoIndex):
         n = self.count + len(new_entries)
         kind = choose_kind(n, "cosine", old.get("requested", "auto"), int(old["exact_threshold"]))
         trained_on = int(old.get("ivf", {}).get("trained_on", 0))
-        regrown = kind == IVF and n > IVF_RETRAIN_GROWTH * trained_on and \
-            nlist_for(t, n, self.dim) != old.get("ivf", {}).get("nlist")
+        regrown = (
+            kind == IVF
+            and n > IVF_RETRAIN_GROWTH * trained_on
+            and nlist_for(t, n, self.dim) != old.get("ivf", {}).get("nlist")
+        )
         if kind != old["kind"] or regrown:
             spec, trained_on = _structure(client, t, kind, n, self.dim, drop=True), n
         else:
             spec = {key: value for key, value in old["milvus"].items() if key != "search_params"}
         grown = MilvusPhotoIndex(root, {**self.manifest, "count": n, "search": {"kind": kind}}, t, client)
         all_vectors = grown.vectors if kind == IVF else np.zeros((0, self.dim), np.float32)
-        search = _search_section(grown, all_vectors, kind, spec, int(old["exact_threshold"]),
-                                 float(old["recall_target"]), trained_on)
+        search = _search_section(
+            grown, all_vectors, kind, spec, int(old["exact_threshold"]), float(old["recall_target"]), trained_on
+        )
         search["requested"] = old.get("requested", "auto")
-        return _write_manifest(root, {**self.manifest, "model": model_info, "search": search, "count": n,
-                                      "generation": int(self.manifest.get("generation", 0)) + 1})
+        return _write_manifest(
+            root,
+            {
+                **self.manifest,
+                "model": model_info,
+                "search": search,
+                "count": n,
+                "generation": int(self.manifest.get("generation", 0)) + 1,
+            },
+        )

@@ -10,6 +10,7 @@ A Searcher refuses a model other than the one that built the index (IndexMismatc
 over-long and all-unknown-word queries with a DataError that says why, and detects the language for
 ``lang="auto"`` or refuses (LanguageDetectionError).
 """
+
 from __future__ import annotations
 
 import logging
@@ -80,14 +81,18 @@ def check_query(text, max_chars: int = MAX_QUERY_CHARS) -> str:
     try:
         text.encode("utf-8")
     except UnicodeEncodeError as exc:
-        raise DataError(f"the query contains characters that are not valid text (an unpaired surrogate "
-                        f"{text[exc.start]!r} at position {exc.start}); send it as UTF-8") from None
+        raise DataError(
+            f"the query contains characters that are not valid text (an unpaired surrogate "
+            f"{text[exc.start]!r} at position {exc.start}); send it as UTF-8"
+        ) from None
     text = " ".join(text.split())
     if not text:
         raise DataError("the query is empty; type a few words describing the photo you want")
     if len(text) > max_chars:
-        raise DataError(f"the query is {len(text)} characters long; the limit is {max_chars}. "
-                        "Describe the photo in a sentence or two")
+        raise DataError(
+            f"the query is {len(text)} characters long; the limit is {max_chars}. "
+            "Describe the photo in a sentence or two"
+        )
     return text
 
 
@@ -192,8 +197,9 @@ class Searcher:
             return self.prepare(self.model.encode_image(image))
 
     # -- searching --------------------------------------------------------------------------------------
-    def search_vectors(self, queries: np.ndarray, k: int, exclude: int | None = None,
-                       lang: str | None = None) -> list[list[Hit]]:
+    def search_vectors(
+        self, queries: np.ndarray, k: int, exclude: int | None = None, lang: str | None = None
+    ) -> list[list[Hit]]:
         """Top-k photos of each query row; ``lang``: the rows are captions in that language (a CSLS model ranks
         them by CSLS, polyvse.csls.search), None: photos."""
         extra = 1 if exclude is not None else 0
@@ -222,14 +228,17 @@ class Searcher:
         unknown, n_words = self.unknown_words(query, code)
         if n_words and len(unknown) == n_words:
             shown = ", ".join(unknown[:8]) + (" ..." if len(unknown) > 8 else "")
-            raise DataError(f"none of the words of the query ({shown}) is in the model's {code} vocabulary, "
-                            f"so it cannot be searched{'; is the language right?' if guess is None else ''}")
+            raise DataError(
+                f"none of the words of the query ({shown}) is in the model's {code} vocabulary, "
+                f"so it cannot be searched{'; is the language right?' if guess is None else ''}"
+            )
         if hits is None:
             hits = self.search_vectors(self.embed_text(query, code), k, lang=code)[0]
         return TextResult(query, code, hits, guess, unknown)
 
-    def image(self, photo, k: int = 10, *, max_pixels: int | None = DEFAULT_MAX_PIXELS,
-              name: str | None = None) -> list[Hit]:
+    def image(
+        self, photo, k: int = 10, *, max_pixels: int | None = DEFAULT_MAX_PIXELS, name: str | None = None
+    ) -> list[Hit]:
         k = check_k(k)
         return self.search_vectors(self.embed_image(photo, max_pixels=max_pixels, name=name), k)[0]
 
@@ -244,8 +253,14 @@ class Searcher:
 class CaptionCollection:
     """Captions embedded once by the model; ranks them for a photo embedding."""
 
-    def __init__(self, searcher: Searcher, captions: Sequence[tuple[str, str, str | None]], *, batch_size: int = 256,
-                 source: str | None = None):
+    def __init__(
+        self,
+        searcher: Searcher,
+        captions: Sequence[tuple[str, str, str | None]],
+        *,
+        batch_size: int = 256,
+        source: str | None = None,
+    ):
         """captions: (lang, text, image or None). Captions in languages the model lacks are dropped."""
         model = searcher.model
         self.searcher = searcher
@@ -267,8 +282,9 @@ class CaptionCollection:
         if searcher.similarity == "cosine":
             self.vectors = normalize_rows(self.vectors)
         # CSLS: each caption's r_I, computed once (a photo's r_C is one value per caption language)
-        self.caption_penalty = (searcher.hubness.caption_penalty(self.vectors)
-                                if searcher.hubness is not None and len(kept) else None)
+        self.caption_penalty = (
+            searcher.hubness.caption_penalty(self.vectors) if searcher.hubness is not None and len(kept) else None
+        )
 
     def __len__(self) -> int:
         return len(self.texts)
@@ -283,23 +299,27 @@ class CaptionCollection:
         if lang:
             lang = check_language(lang)
             if lang not in self.languages:
-                raise DataError(f"the caption collection has no {lang} captions; it has "
-                                f"{', '.join(self.languages) or 'none'}")
+                raise DataError(
+                    f"the caption collection has no {lang} captions; it has {', '.join(self.languages) or 'none'}"
+                )
         rows = np.arange(len(self.texts)) if not lang else np.flatnonzero(np.array(self.langs) == lang)
         if len(rows) == 0:
             return []
         q = np.atleast_2d(np.asarray(image_vector, dtype=np.float32))
         if self.caption_penalty is not None:
-            scores = self.searcher.hubness.photo_to_captions(q[0], self.vectors[rows], self.caption_penalty[rows],
-                                                             [self.langs[r] for r in rows])
+            scores = self.searcher.hubness.photo_to_captions(
+                q[0], self.vectors[rows], self.caption_penalty[rows], [self.langs[r] for r in rows]
+            )
         elif self.searcher.similarity == "cosine":
             scores = self.vectors[rows] @ q[0]
         else:
             with self.searcher.text_slots:
                 scores = np.asarray(self.searcher.model.similarity(q, self.vectors[rows]))[0]
         top = np.argsort(-scores, kind="stable")[:k]
-        return [CaptionHit(r + 1, self.langs[rows[j]], self.texts[rows[j]], float(scores[j]), self.images[rows[j]])
-                for r, j in enumerate(top)]
+        return [
+            CaptionHit(r + 1, self.langs[rows[j]], self.texts[rows[j]], float(scores[j]), self.images[rows[j]])
+            for r, j in enumerate(top)
+        ]
 
 
 def read_caption_file(path: str | os.PathLike, default_lang: str | None = None) -> list[tuple[str, str, str | None]]:
@@ -324,8 +344,11 @@ def read_caption_file(path: str | os.PathLike, default_lang: str | None = None) 
     def lang_of(value, line_no) -> str:
         if value in (None, ""):
             if default is None:
-                raise DataError("caption without a language; add a lang field or pass a default language "
-                                "(--captions-lang)", path, line_no)
+                raise DataError(
+                    "caption without a language; add a lang field or pass a default language (--captions-lang)",
+                    path,
+                    line_no,
+                )
             return default
         try:
             return check_language(str(value))
@@ -345,7 +368,7 @@ def read_caption_file(path: str | os.PathLike, default_lang: str | None = None) 
                 raise DataError("each line must be a JSON object", path, line_no)
             caption = obj.get("caption", obj.get("text"))
             if not isinstance(caption, str) or not caption.strip():
-                raise DataError("no caption (a non-empty \"caption\" field)", path, line_no)
+                raise DataError('no caption (a non-empty "caption" field)', path, line_no)
             image = obj.get("image")
             out.append((lang_of(obj.get("lang"), line_no), caption, None if image is None else str(image)))
     elif suffix in (".csv", ".tsv"):
@@ -365,8 +388,13 @@ def read_caption_file(path: str | os.PathLike, default_lang: str | None = None) 
                 raise DataError(f"{len(row)} columns, the header has {len(header)}", path, line_no)
             if not row[col].strip():
                 raise DataError("empty caption", path, line_no)
-            out.append((lang_of(row[lang_col] if lang_col is not None else None, line_no), row[col],
-                        row[img_col] if img_col is not None else None))
+            out.append(
+                (
+                    lang_of(row[lang_col] if lang_col is not None else None, line_no),
+                    row[col],
+                    row[img_col] if img_col is not None else None,
+                )
+            )
     else:
         for line_no, line in enumerate(text.splitlines(), 1):
             if line.strip():
@@ -376,8 +404,9 @@ def read_caption_file(path: str | os.PathLike, default_lang: str | None = None) 
     return out
 
 
-def model_for_index(index: PhotoIndex, checkpoint: str | os.PathLike | None = None, device="auto", *,
-                    text_only: bool = False):
+def model_for_index(
+    index: PhotoIndex, checkpoint: str | os.PathLike | None = None, device="auto", *, text_only: bool = False
+):
     """(model, checkpoint path) for an index: ``checkpoint`` if given, else the one the index records.
 
     Either way the model must be the one that built the index (IndexMismatchError otherwise). ``device``
@@ -392,15 +421,20 @@ def model_for_index(index: PhotoIndex, checkpoint: str | os.PathLike | None = No
     if not path:
         raise CheckpointError(f"{index.root}: the index does not record its checkpoint; pass --checkpoint")
     if not checkpoint and not Path(path).is_dir():
-        raise CheckpointError(f"{index.root}: the index was built with checkpoint {path}, which is not there "
-                              "any more; pass --checkpoint with the same model")
+        raise CheckpointError(
+            f"{index.root}: the index was built with checkpoint {path}, which is not there "
+            "any more; pass --checkpoint with the same model"
+        )
     from ..model.loading import load, photo_model, query_model
 
     # photos added or queried later must be fitted as the index's were (polyvse index build --photo-fit)
     squash = index.manifest["model"].get("squash_photos")
     model = query_model(path, squash_photos=squash) if text_only and str(device) in ("auto", "cpu") else None
     if model is None:  # photos too: torch where installed, else the checkpoint's ONNX image encoder
-        model = load(path, device=device, squash_photos=squash) if text_only else \
-            photo_model(path, device=device, squash_photos=squash)
+        model = (
+            load(path, device=device, squash_photos=squash)
+            if text_only
+            else photo_model(path, device=device, squash_photos=squash)
+        )
     index.check_model(model)
     return model, str(path)

@@ -23,6 +23,7 @@ A shard file is a numpy ``.npz`` (no pickles):
               (kind, exact_threshold, recall_target, max_memory when given, csls_penalties when false,
               csls_penalty_langs when given), failures ([path, reason]), extracted, cached, seconds
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -46,8 +47,17 @@ from .build import IndexReport, _no_photo_read, check_new_index, checked_entries
 from .fingerprint import short
 from .store import DEFAULT_EXACT_THRESHOLD, DEFAULT_RECALL_TARGET, PhotoEntry, PhotoIndex, index_lock, model_section
 
-__all__ = ["SHARDS_DIR", "IndexShard", "IndexShardError", "ShardReport", "build_index_shard", "merge_index_shards",
-           "read_all_shards", "read_shard", "shard_path"]
+__all__ = [
+    "SHARDS_DIR",
+    "IndexShard",
+    "IndexShardError",
+    "ShardReport",
+    "build_index_shard",
+    "merge_index_shards",
+    "read_all_shards",
+    "read_shard",
+    "shard_path",
+]
 
 log = logging.getLogger(__name__)
 
@@ -78,8 +88,9 @@ def recorded_penalty_writer(model_info: dict, budget: int | None = None, store: 
             return None
         if not store:
             return SKIPPED
-        return writer_of(SearchHubness.from_bank_file(cfg.retrieval["k"], HubnessBankFile(cfg.weights)), budget,
-                         None, True, langs)
+        return writer_of(
+            SearchHubness.from_bank_file(cfg.retrieval["k"], HubnessBankFile(cfg.weights)), budget, None, True, langs
+        )
     except (CheckpointError, DataError, OSError):
         return None
 
@@ -154,18 +165,35 @@ def read_shard(path: str | os.PathLike) -> IndexShard:
     if not isinstance(meta, dict) or meta.get("format") != SHARD_FORMAT:
         raise _bad(path, "not a polyvse index shard")
     if meta.get("format_version") != SHARD_FORMAT_VERSION:
-        raise _bad(path, f"shard format version {meta.get('format_version')!r}, this polyvse reads "
-                         f"{SHARD_FORMAT_VERSION}")
-    missing = [k for k in ("shard", "num_shards", "start", "stop", "total", "photo_list", "entries", "model",
-                           "build", "failures") if k not in meta]
+        raise _bad(
+            path, f"shard format version {meta.get('format_version')!r}, this polyvse reads {SHARD_FORMAT_VERSION}"
+        )
+    missing = [
+        k
+        for k in (
+            "shard",
+            "num_shards",
+            "start",
+            "stop",
+            "total",
+            "photo_list",
+            "entries",
+            "model",
+            "build",
+            "failures",
+        )
+        if k not in meta
+    ]
     if missing:
         raise _bad(path, f"the shard's metadata lacks {', '.join(missing)}")
     if vectors.dtype != np.float32 or vectors.ndim != 2 or rows.dtype != np.int64 or rows.shape != (len(vectors),):
-        raise _bad(path, f"vectors {vectors.shape} {vectors.dtype} and rows {rows.shape} {rows.dtype} do not fit "
-                         "together")
+        raise _bad(
+            path, f"vectors {vectors.shape} {vectors.dtype} and rows {rows.shape} {rows.dtype} do not fit together"
+        )
     start, stop = int(meta["start"]), int(meta["stop"])
-    if len(meta["entries"]) != stop - start or (len(rows) and (rows.min() < start or rows.max() >= stop
-                                                                or (np.diff(rows) <= 0).any())):
+    if len(meta["entries"]) != stop - start or (
+        len(rows) and (rows.min() < start or rows.max() >= stop or (np.diff(rows) <= 0).any())
+    ):
         raise _bad(path, f"its rows do not lie in its slice {start}..{stop - 1} in order")
     return IndexShard(path, meta, vectors, rows)
 
@@ -173,8 +201,12 @@ def read_shard(path: str | os.PathLike) -> IndexShard:
 def _write_shard(path: Path, meta: dict, vectors: np.ndarray, rows: np.ndarray) -> None:
     data = np.frombuffer(json.dumps(meta, ensure_ascii=False).encode("utf-8"), dtype=np.uint8)
     with atomic_open(path, "wb", suffix=".tmp") as fh:
-        np.savez(fh, vectors=np.ascontiguousarray(vectors, dtype=np.float32),
-                 rows=np.asarray(rows, dtype=np.int64), meta=data)
+        np.savez(
+            fh,
+            vectors=np.ascontiguousarray(vectors, dtype=np.float32),
+            rows=np.asarray(rows, dtype=np.int64),
+            meta=data,
+        )
 
 
 def _file_stamps(paths: Sequence[str]) -> list:
@@ -202,14 +234,29 @@ def _reusable(path: Path, identity: dict, fingerprint: str) -> IndexShard | None
     return shard if same else None
 
 
-def build_index_shard(model, photos: Sequence[str | os.PathLike], out: str | os.PathLike, *, shard: int,
-                      num_shards: int, cache_dir, names: Sequence[str] | None = None,
-                      checkpoint_path: str | os.PathLike | None = None, kind: str = "auto",
-                      exact_threshold: int = DEFAULT_EXACT_THRESHOLD, recall_target: float = DEFAULT_RECALL_TARGET,
-                      batch_size: int = 32, num_workers: int = 0, progress: bool = True, strict: bool = False,
-                      overwrite: bool = False, max_pixels: int | None = DEFAULT_MAX_PIXELS,
-                      max_memory: int | None = None, csls_penalties: bool = True,
-                      csls_penalty_langs: Sequence[str] | None = None) -> ShardReport:
+def build_index_shard(
+    model,
+    photos: Sequence[str | os.PathLike],
+    out: str | os.PathLike,
+    *,
+    shard: int,
+    num_shards: int,
+    cache_dir,
+    names: Sequence[str] | None = None,
+    checkpoint_path: str | os.PathLike | None = None,
+    kind: str = "auto",
+    exact_threshold: int = DEFAULT_EXACT_THRESHOLD,
+    recall_target: float = DEFAULT_RECALL_TARGET,
+    batch_size: int = 32,
+    num_workers: int = 0,
+    progress: bool = True,
+    strict: bool = False,
+    overwrite: bool = False,
+    max_pixels: int | None = DEFAULT_MAX_PIXELS,
+    max_memory: int | None = None,
+    csls_penalties: bool = True,
+    csls_penalty_langs: Sequence[str] | None = None,
+) -> ShardReport:
     """Embed shard ``shard`` of ``num_shards`` of ``photos`` into ``<out>/.shards/`` (see the module doc).
 
     Every shard of a build must get the same ``photos`` (and names) in the same order. A shard file an earlier
@@ -221,18 +268,30 @@ def build_index_shard(model, photos: Sequence[str | os.PathLike], out: str | os.
     start, stop = shard_bounds(len(entries), shard, num_shards)
     model_info = model_section(model, checkpoint_path)
     build = _build_settings(kind, exact_threshold, recall_target, max_memory, csls_penalties, csls_penalty_langs)
-    identity = {"shard": shard, "num_shards": num_shards, "start": start, "stop": stop, "total": len(entries),
-                "photo_list": photo_list_digest(entries)}
+    identity = {
+        "shard": shard,
+        "num_shards": num_shards,
+        "start": start,
+        "stop": stop,
+        "total": len(entries),
+        "photo_list": photo_list_digest(entries),
+    }
     path = shard_path(root, shard, num_shards)
     stamps = _file_stamps([p for p, _ in entries[start:stop]])
     previous = _reusable(path, identity, model_info["fingerprint"])
     # a photo of the slice that changed (or appeared, or went) since the shard was written: embedded again
     if previous is not None and previous.meta.get("stamps") == stamps and not (strict and previous.failures):
         return _kept_shard(previous, build, model_info, t0)
-    embed = dict(batch_size=batch_size, num_workers=num_workers, progress=progress, strict=strict,
-                 max_pixels=max_pixels)
-    meta = {**identity, "entries": [list(e) for e in entries[start:stop]], "stamps": stamps, "model": model_info,
-            "build": build}
+    embed = dict(
+        batch_size=batch_size, num_workers=num_workers, progress=progress, strict=strict, max_pixels=max_pixels
+    )
+    meta = {
+        **identity,
+        "entries": [list(e) for e in entries[start:stop]],
+        "stamps": stamps,
+        "model": model_info,
+        "build": build,
+    }
     return _embed_shard(model, path, meta, cache_dir, embed, t0)
 
 
@@ -240,34 +299,69 @@ def _embed_shard(model, path: Path, meta: dict, cache_dir, embed: dict, t0: floa
     """Embed the slice ``meta`` names (identity, entries, stamps, model, build) into a new shard file."""
     entries = meta["entries"]
     vectors, ok, result = embed_photo_files(model, [p for p, _ in entries], cache_dir, **embed)
-    meta = {"format": SHARD_FORMAT, "format_version": SHARD_FORMAT_VERSION, **meta,
-            "failures": [list(f) for f in result.failures], "extracted": result.extracted, "cached": result.cached,
-            "seconds": round(time.time() - t0, 3)}
+    meta = {
+        "format": SHARD_FORMAT,
+        "format_version": SHARD_FORMAT_VERSION,
+        **meta,
+        "failures": [list(f) for f in result.failures],
+        "extracted": result.extracted,
+        "cached": result.cached,
+        "seconds": round(time.time() - t0, 3),
+    }
     _write_shard(path, meta, vectors, meta["start"] + np.asarray(ok, dtype=np.int64))
-    return ShardReport(path, meta["shard"], meta["num_shards"], photos=len(entries), embedded=len(ok),
-                       failures=result.failures, extracted=result.extracted, cached=result.cached,
-                       seconds=time.time() - t0)
+    return ShardReport(
+        path,
+        meta["shard"],
+        meta["num_shards"],
+        photos=len(entries),
+        embedded=len(ok),
+        failures=result.failures,
+        extracted=result.extracted,
+        cached=result.cached,
+        seconds=time.time() - t0,
+    )
 
 
 def _kept_shard(previous: IndexShard, build: dict, model_info: dict, t0: float) -> ShardReport:
     """The report of a shard file kept from an earlier run; its settings and model section rewritten where they
     changed (same vectors)."""
     if previous.meta["build"] != build or previous.meta["model"] != model_info:
-        _write_shard(previous.path, {**previous.meta, "build": build, "model": model_info}, previous.vectors,
-                     previous.rows)
-    return ShardReport(previous.path, previous.shard, previous.num_shards,
-                       photos=int(previous.meta["stop"]) - int(previous.meta["start"]), embedded=len(previous.rows),
-                       reused=True, failures=previous.failures, seconds=time.time() - t0)
+        _write_shard(
+            previous.path, {**previous.meta, "build": build, "model": model_info}, previous.vectors, previous.rows
+        )
+    return ShardReport(
+        previous.path,
+        previous.shard,
+        previous.num_shards,
+        photos=int(previous.meta["stop"]) - int(previous.meta["start"]),
+        embedded=len(previous.rows),
+        reused=True,
+        failures=previous.failures,
+        seconds=time.time() - t0,
+    )
 
 
-def _build_settings(kind: str, exact_threshold: int, recall_target: float, max_memory: int | None,
-                    csls_penalties: bool, csls_penalty_langs: Sequence[str] | None) -> dict:
+def _build_settings(
+    kind: str,
+    exact_threshold: int,
+    recall_target: float,
+    max_memory: int | None,
+    csls_penalties: bool,
+    csls_penalty_langs: Sequence[str] | None,
+) -> dict:
     """The settings a shard records for the merge (every shard of a build must have the same)."""
-    return {"kind": kind, "exact_threshold": int(exact_threshold), "recall_target": float(recall_target),
-            **({"max_memory": int(max_memory)} if max_memory is not None else {}),
-            **({} if csls_penalties else {"csls_penalties": False}),
-            **({"csls_penalty_langs": list(csls_penalty_langs)} if csls_penalties and csls_penalty_langs is not None
-               else {})}
+    return {
+        "kind": kind,
+        "exact_threshold": int(exact_threshold),
+        "recall_target": float(recall_target),
+        **({"max_memory": int(max_memory)} if max_memory is not None else {}),
+        **({} if csls_penalties else {"csls_penalties": False}),
+        **(
+            {"csls_penalty_langs": list(csls_penalty_langs)}
+            if csls_penalties and csls_penalty_langs is not None
+            else {}
+        ),
+    }
 
 
 def _shard_files(root: Path) -> dict[tuple[int, int], Path]:
@@ -290,23 +384,33 @@ def _check_against(shard: IndexShard, first: IndexShard, expected_bounds: tuple[
         raise IndexShardError(
             f"written for another photo list than {name0} ({m['total']} vs {f['total']} photos, or the same number "
             "in another order); every shard of a build needs the same --images / --list. Rebuild this shard with "
-            "the same photos, or delete the stale shard files", shard.path)
+            "the same photos, or delete the stale shard files",
+            shard.path,
+        )
     if shard.fingerprint != first.fingerprint:
         raise IndexShardError(
             f"embedded by another model ({short(shard.fingerprint)}, checkpoint {m['model'].get('checkpoint')}) "
             f"than {name0} ({short(first.fingerprint)}, checkpoint {f['model'].get('checkpoint')}); rebuild this "
-            "shard with the same --checkpoint", shard.path)
+            "shard with the same --checkpoint",
+            shard.path,
+        )
     if m["build"] != f["build"]:
-        raise IndexShardError(f"written with other build settings ({m['build']}) than {name0} ({f['build']}); "
-                              "build every shard with the same --kind / --exact-threshold / --recall-target / "
-                              "--csls-penalties / --csls-penalty-langs", shard.path)
+        raise IndexShardError(
+            f"written with other build settings ({m['build']}) than {name0} ({f['build']}); "
+            "build every shard with the same --kind / --exact-threshold / --recall-target / "
+            "--csls-penalties / --csls-penalty-langs",
+            shard.path,
+        )
     if (int(m["start"]), int(m["stop"])) != expected_bounds:
-        raise IndexShardError(f"holds photos {m['start']}..{int(m['stop']) - 1}, shard {shard.shard} of "
-                              f"{shard.num_shards} should hold {expected_bounds[0]}..{expected_bounds[1] - 1}",
-                              shard.path)
+        raise IndexShardError(
+            f"holds photos {m['start']}..{int(m['stop']) - 1}, shard {shard.shard} of "
+            f"{shard.num_shards} should hold {expected_bounds[0]}..{expected_bounds[1] - 1}",
+            shard.path,
+        )
     if first.vectors.shape[1] != shard.vectors.shape[1]:
-        raise IndexShardError(f"holds {shard.vectors.shape[1]}-d vectors, {name0} {first.vectors.shape[1]}-d",
-                              shard.path)
+        raise IndexShardError(
+            f"holds {shard.vectors.shape[1]}-d vectors, {name0} {first.vectors.shape[1]}-d", shard.path
+        )
 
 
 def read_all_shards(index_dir: str | os.PathLike, num_shards: int | None = None) -> list[IndexShard]:
@@ -318,11 +422,17 @@ def read_all_shards(index_dir: str | os.PathLike, num_shards: int | None = None)
     if num_shards is None:
         counts = sorted({n for _, n in found})
         if not counts:
-            raise IndexShardError("no shard files (shard-K-of-N.npz) to merge; write them with `polyvse index build "
-                                  "... --shard K/N` or by running `polyvse index build` under torchrun", folder)
+            raise IndexShardError(
+                "no shard files (shard-K-of-N.npz) to merge; write them with `polyvse index build "
+                "... --shard K/N` or by running `polyvse index build` under torchrun",
+                folder,
+            )
         if len(counts) > 1:
-            raise IndexShardError(f"shard files of builds with different shard counts ({', '.join(map(str, counts))})"
-                                  "; delete the stale ones", folder)
+            raise IndexShardError(
+                f"shard files of builds with different shard counts ({', '.join(map(str, counts))})"
+                "; delete the stale ones",
+                folder,
+            )
         num_shards = counts[0]
     missing = [k for k in range(num_shards) if (k, num_shards) not in found]
     if missing:
@@ -332,18 +442,23 @@ def read_all_shards(index_dir: str | os.PathLike, num_shards: int | None = None)
             f"missing ({len(missing)} of {num_shards} shards missing: {listed}{more}). Build shard {missing[0]} "
             f"(`polyvse index build ... --shard {missing[0]}/{num_shards}`, or rerun the torchrun command: finished "
             "shards are kept), or copy the file here from the machine that wrote it; then merge again",
-            shard_path(root, missing[0], num_shards))
+            shard_path(root, missing[0], num_shards),
+        )
     shards = [read_shard(found[(k, num_shards)]) for k in range(num_shards)]
     for k, shard in enumerate(shards):
         if (shard.shard, shard.num_shards) != (k, num_shards):
-            raise IndexShardError(f"its contents are shard {shard.shard} of {shard.num_shards}, its name says "
-                                  f"{k} of {num_shards} (renamed?)", shard.path)
+            raise IndexShardError(
+                f"its contents are shard {shard.shard} of {shard.num_shards}, its name says "
+                f"{k} of {num_shards} (renamed?)",
+                shard.path,
+            )
         _check_against(shard, shards[0], shard_bounds(int(shards[0].meta["total"]), k, num_shards))
     return shards
 
 
-def merge_index_shards(out: str | os.PathLike, *, num_shards: int | None = None, overwrite: bool = False,
-                       keep_shards: bool = False) -> IndexReport:
+def merge_index_shards(
+    out: str | os.PathLike, *, num_shards: int | None = None, overwrite: bool = False, keep_shards: bool = False
+) -> IndexReport:
     """Write the index at ``out`` from the shard files in ``<out>/.shards`` (all ``num_shards`` of them; by
     default as many as the files there say), then delete those files (unless ``keep_shards``)."""
     t0 = time.time()
@@ -362,13 +477,30 @@ def merge_index_shards(out: str | os.PathLike, *, num_shards: int | None = None,
     photo_list = [PhotoEntry(i, name, path) for i, (path, name) in enumerate(kept)]
     vectors = np.concatenate([shard.vectors for shard in shards])
     with index_lock(root):
-        write_new_index(root, model_info, model_info["similarity"], photo_list, vectors, build["kind"],
-                        int(build["exact_threshold"]), float(build["recall_target"]), build.get("max_memory"),
-                        csls=recorded_penalty_writer(model_info, build.get("max_memory"),
-                                                     store=build.get("csls_penalties", True),
-                                                     langs=build.get("csls_penalty_langs")))
+        write_new_index(
+            root,
+            model_info,
+            model_info["similarity"],
+            photo_list,
+            vectors,
+            build["kind"],
+            int(build["exact_threshold"]),
+            float(build["recall_target"]),
+            build.get("max_memory"),
+            csls=recorded_penalty_writer(
+                model_info,
+                build.get("max_memory"),
+                store=build.get("csls_penalties", True),
+                langs=build.get("csls_penalty_langs"),
+            ),
+        )
     if not keep_shards:
         shutil.rmtree(root / SHARDS_DIR, ignore_errors=True)
-    return IndexReport(PhotoIndex.open(root), added=len(photo_list), failures=failures,
-                       extracted=sum(int(s.meta.get("extracted", 0)) for s in shards),
-                       cached=sum(int(s.meta.get("cached", 0)) for s in shards), seconds=time.time() - t0)
+    return IndexReport(
+        PhotoIndex.open(root),
+        added=len(photo_list),
+        failures=failures,
+        extracted=sum(int(s.meta.get("extracted", 0)) for s in shards),
+        cached=sum(int(s.meta.get("cached", 0)) for s in shards),
+        seconds=time.time() - t0,
+    )

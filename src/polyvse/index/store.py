@@ -43,6 +43,7 @@ Search structures (chosen at build time, re-chosen on every append):
     exact-model  for models whose similarity is not cosine (e.g. order embeddings, which no inner
                  product index can rank): every photo is scored with the model's own similarity.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -149,8 +150,9 @@ def index_lock(root: Path) -> Iterator[None]:
     try:
         lock.acquire()
     except Timeout:
-        raise DataError("another `polyvse index` process is writing this index right now; "
-                        "wait for it to finish", root) from None
+        raise DataError(
+            "another `polyvse index` process is writing this index right now; wait for it to finish", root
+        ) from None
     try:
         yield
     except BaseException as exc:
@@ -273,16 +275,19 @@ class PhotoIndex:
     def describe(self) -> str:
         s = self.manifest["search"]
         text = f"{self.count} photos, {self.dim}-d, {s['kind']} search"
-        recall = (f"recall@{s.get('recall_k')} {s.get('measured_recall') or 0:.3f} measured, "
-                  f"target {s.get('recall_target')}")
+        recall = (
+            f"recall@{s.get('recall_k')} {s.get('measured_recall') or 0:.3f} measured, target {s.get('recall_target')}"
+        )
         if s["kind"] == IVF:
             text += f" ({s['ivf']['nlist']} lists, nprobe {s['ivf']['nprobe']}, {recall})"
         elif s["kind"] == HNSW:
             text += f" (efSearch {s['hnsw']['ef_search']}, {recall})"
         elif s["kind"] == IVFPQ:
             c = s["ivfpq"]
-            text += (f" ({c['nlist']} lists of {c['code_bytes']}-byte codes, nprobe {c['nprobe']}, {c['depth']} "
-                     f"candidates re-ranked per 10 from the vectors on disk, {recall})")
+            text += (
+                f" ({c['nlist']} lists of {c['code_bytes']}-byte codes, nprobe {c['nprobe']}, {c['depth']} "
+                f"candidates re-ranked per 10 from the vectors on disk, {recall})"
+            )
         elif s["kind"] == EXACT:
             text += f" (exact below {s['exact_threshold']} photos)"
         else:
@@ -322,8 +327,14 @@ class PhotoIndex:
         return check_index_accepts(self, model)
 
     # -- search ---------------------------------------------------------------------------------------
-    def search(self, queries: np.ndarray, k: int, scorer: Callable[[np.ndarray, np.ndarray], np.ndarray] | None = None,
-               tuned_for: int | None = None, prior: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+    def search(
+        self,
+        queries: np.ndarray,
+        k: int,
+        scorer: Callable[[np.ndarray, np.ndarray], np.ndarray] | None = None,
+        tuned_for: int | None = None,
+        prior: np.ndarray | None = None,
+    ) -> tuple[np.ndarray, np.ndarray]:
         """Top-k photos for each query row: (scores (m, k'), ids (m, k')), k' = min(k, count), best first.
 
         ``queries`` must be prepared like the stored vectors (L2-normalised for cosine indexes).
@@ -343,8 +354,10 @@ class PhotoIndex:
             return np.zeros((m, 0), np.float32), np.zeros((m, 0), np.int64)
         if self.kind == EXACT_MODEL:
             if scorer is None:
-                raise DataError(f"this index ranks by the model's {self.similarity} similarity; "
-                                "search it through a Searcher (polyvse.index.Searcher) with its model")
+                raise DataError(
+                    f"this index ranks by the model's {self.similarity} similarity; "
+                    "search it through a Searcher (polyvse.index.Searcher) with its model"
+                )
             return _exact_topk(self.vectors, q, k, scorer)
         if self._device_vectors is not None:
             return torch_exact_topk(self._device_vectors, q, k)
@@ -352,8 +365,11 @@ class PhotoIndex:
             return _exact_topk(self.vectors, q, k, _inner_product)
         if self.kind == IVFPQ:
             c = self.manifest["search"]["ivfpq"]
-            return _drop_missing(*rerank_search(self._ann, self.vectors, q, k, int(c["nprobe"]), int(c["depth"]),
-                                                tuned_for=tuned_for, prior=prior))
+            return _drop_missing(
+                *rerank_search(
+                    self._ann, self.vectors, q, k, int(c["nprobe"]), int(c["depth"]), tuned_for=tuned_for, prior=prior
+                )
+            )
         params = self.search_params(k)
         if params is not None:
             scores, ids = self._ann.search(q, k, params=params)
@@ -374,15 +390,19 @@ class PhotoIndex:
                     raise IndexFormatError(
                         f"{Path(exc.filename or '?').name}, named by the manifest, is missing. If another "
                         "process is writing the index, try again; otherwise the index is damaged: rebuild it",
-                        root) from None
+                        root,
+                    ) from None
                 time.sleep(0.05)
         raise AssertionError("unreachable")
 
     @classmethod
     def _open_once(cls, root: Path) -> PhotoIndex:
         if not root.is_dir():
-            raise IndexFormatError("no index folder here; build one with `polyvse index build` (`make model` builds "
-                                   "the default one, runs/model/index)", root)
+            raise IndexFormatError(
+                "no index folder here; build one with `polyvse index build` (`make model` builds "
+                "the default one, runs/model/index)",
+                root,
+            )
         manifest = read_manifest(root)
         backend = manifest.get("backend")
         if isinstance(backend, dict) and backend.get("name", "faiss") != "faiss":
@@ -391,8 +411,11 @@ class PhotoIndex:
         n, dim = int(manifest["count"]), int(manifest["dim"])
         vectors = _open_vectors(root, files, n, dim)
         if vectors.dtype != np.float32 or vectors.shape != (n, dim):
-            raise IndexFormatError(f"{files['vectors']} holds {vectors.shape} {vectors.dtype}, the manifest "
-                                   f"says ({n}, {dim}) float32; the index is damaged, rebuild it", root)
+            raise IndexFormatError(
+                f"{files['vectors']} holds {vectors.shape} {vectors.dtype}, the manifest "
+                f"says ({n}, {dim}) float32; the index is damaged, rebuild it",
+                root,
+            )
         _check_contents(root, files, "vectors")
         _check_size(root / files["photos"], files.get("photos_bytes"))
         # the photo list is read whole anyway: its digest too, up to the size a fresh process may hash
@@ -416,8 +439,11 @@ class PhotoIndex:
             except Exception as exc:  # noqa: BLE001 - faiss raises RuntimeError for damaged files
                 raise IndexFormatError(f"unreadable {kind} file {files['ann']} ({exc})", root) from None
             if ann.ntotal != n or ann.d != dim:
-                raise IndexFormatError(f"{files['ann']} holds {ann.ntotal} vectors of {ann.d}-d, the manifest "
-                                       f"says {n} of {dim}-d; the index is damaged, rebuild it", root)
+                raise IndexFormatError(
+                    f"{files['ann']} holds {ann.ntotal} vectors of {ann.d}-d, the manifest "
+                    f"says {n} of {dim}-d; the index is damaged, rebuild it",
+                    root,
+                )
         elif kind == EXACT_MODEL:
             ann = None
         else:
@@ -434,8 +460,11 @@ def _open_backend(root: Path, manifest: dict, name: str) -> PhotoIndex:
     """An index whose photos live elsewhere (the manifest's backend): its module's ``open_index(root, manifest)``,
     named in BACKEND_MODULES (imported by name: the backend modules build on this one)."""
     if name not in BACKEND_MODULES:
-        raise IndexFormatError(f"the manifest names the {name!r} backend, which this polyvse ({__version__}) does not "
-                               f"know (known: faiss, {', '.join(BACKEND_MODULES)})", root)
+        raise IndexFormatError(
+            f"the manifest names the {name!r} backend, which this polyvse ({__version__}) does not "
+            f"know (known: faiss, {', '.join(BACKEND_MODULES)})",
+            root,
+        )
     import importlib
 
     return importlib.import_module(BACKEND_MODULES[name]).open_index(root, manifest)
@@ -463,8 +492,11 @@ def _check_size(path: Path, expected, at_least: bool = False) -> None:
     except FileNotFoundError:
         raise
     if size < int(expected) or (size != int(expected) and not at_least):
-        raise IndexFormatError(f"{path.name} is {size} bytes, the manifest says {expected}; the index is "
-                               "damaged (copied while being written?), rebuild it", path.parent)
+        raise IndexFormatError(
+            f"{path.name} is {size} bytes, the manifest says {expected}; the index is "
+            "damaged (copied while being written?), rebuild it",
+            path.parent,
+        )
 
 
 def _sha256(path: Path, start: int, end: int) -> str:
@@ -486,15 +518,18 @@ def _check_contents(root: Path, files: dict, key: str, full: bool = False) -> No
     if not segments:
         return  # a manifest from before digests were recorded: its sizes are checked
     path = root / files[key]
-    if not full and (path.stat().st_mtime_ns == (files.get(MTIMES) or {}).get(key)
-                     or int(segments[-1][0]) > CHECK_AT_OPEN_BYTES):
+    if not full and (
+        path.stat().st_mtime_ns == (files.get(MTIMES) or {}).get(key) or int(segments[-1][0]) > CHECK_AT_OPEN_BYTES
+    ):
         return
     start = 0
     for end, digest in segments:
         if _sha256(path, start, int(end)) != digest:
             raise IndexFormatError(
                 f"{path.name}: bytes {start}..{end} do not match the SHA-256 the manifest recorded; the file is "
-                "damaged: rebuild the index (`polyvse index build`) or restore it from a copy", root)
+                "damaged: rebuild the index (`polyvse index build`) or restore it from a copy",
+                root,
+            )
         start = int(end)
 
 
@@ -511,8 +546,15 @@ def _record_digests(root: Path, files: dict, old_files: dict | None) -> None:
         segments = []
         old = (old_files or {}).get(key)
         old_segments = ((old_files or {}).get(DIGESTS) or {}).get(key)
-        if key == "vectors" and path.suffix == ".f32" and old and old_segments and (root / old).is_file() \
-                and os.path.samefile(root / old, path) and int(old_segments[-1][0]) <= end:
+        if (
+            key == "vectors"
+            and path.suffix == ".f32"
+            and old
+            and old_segments
+            and (root / old).is_file()
+            and os.path.samefile(root / old, path)
+            and int(old_segments[-1][0]) <= end
+        ):
             segments = [[int(e), d] for e, d in old_segments]
         start = segments[-1][0] if segments else 0
         if end > start or not segments:
@@ -558,7 +600,7 @@ def torch_exact_topk(vectors, queries: np.ndarray, k: int, chunk: int | None = N
     q = torch.from_numpy(np.ascontiguousarray(queries, dtype=np.float32)).to(vectors.device)
     best_s = best_i = None
     for start in range(0, vectors.shape[0], chunk):
-        scores = q @ vectors[start:start + chunk].T  # (m, c)
+        scores = q @ vectors[start : start + chunk].T  # (m, c)
         top_s, top_i = torch.topk(scores, min(k, scores.shape[1]), dim=1)
         top_i = top_i + start
         if best_s is not None:  # merge with the best of the chunks before
@@ -582,7 +624,7 @@ def _exact_topk(vectors: np.ndarray, q: np.ndarray, k: int, scorer, chunk: int =
     best_s = np.zeros((m, 0), dtype=np.float32)
     best_i = np.zeros((m, 0), dtype=np.int64)
     for start in range(0, len(vectors), chunk):
-        block = np.array(vectors[start:start + chunk], dtype=np.float32)  # a writable copy of the rows
+        block = np.array(vectors[start : start + chunk], dtype=np.float32)  # a writable copy of the rows
         s = np.asarray(scorer(block, q), dtype=np.float32).T  # (m, c)
         cat_s = np.concatenate([best_s, s], axis=1)
         cat_i = np.concatenate([best_i, np.broadcast_to(np.arange(start, start + len(block)), s.shape)], axis=1)
@@ -597,8 +639,7 @@ def read_manifest(root: Path) -> dict:
     path = root / MANIFEST
     if not path.is_file():
         hint = " (it looks like a checkpoint: pass it as --checkpoint)" if (root / "config.json").is_file() else ""
-        raise IndexFormatError(f"no {MANIFEST}: not a polyvse index{hint}; build one with `polyvse index build`",
-                               root)
+        raise IndexFormatError(f"no {MANIFEST}: not a polyvse index{hint}; build one with `polyvse index build`", root)
     try:
         manifest = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
@@ -608,7 +649,9 @@ def read_manifest(root: Path) -> dict:
     if manifest.get("format_version") != FORMAT_VERSION:
         raise IndexFormatError(
             f"index format version {manifest.get('format_version')!r}; this polyvse ({__version__}) reads "
-            f"version {FORMAT_VERSION}: rebuild the index with `polyvse index build`", root)
+            f"version {FORMAT_VERSION}: rebuild the index with `polyvse index build`",
+            root,
+        )
     for key in ("files", "count", "dim", "model", "search"):
         if key not in manifest:
             raise IndexFormatError(f"{MANIFEST} lacks {key!r}; the index is damaged, rebuild it", root)
@@ -618,6 +661,7 @@ def read_manifest(root: Path) -> dict:
 
 def _check_manifest_fields(root: Path, manifest: dict) -> None:
     """The fields an open reads, of the types it reads them as: a damaged manifest is refused by name."""
+
     def bad(field: str, want: str):
         return IndexFormatError(f"{MANIFEST}: {field} is not {want}; the index is damaged, rebuild it", root)
 
@@ -662,8 +706,7 @@ def _read_photo_lines(path: Path, lines: list[str], n: int) -> list[PhotoEntry]:
             d = json.loads(line)
             entry = PhotoEntry(int(d["id"]), str(d["name"]), str(d["path"]))
         except (json.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
-            raise IndexFormatError(f"bad photo line ({exc}); the index is damaged, rebuild it",
-                                   path, line_no) from None
+            raise IndexFormatError(f"bad photo line ({exc}); the index is damaged, rebuild it", path, line_no) from None
         if entry.id != len(photos):
             raise IndexFormatError(f"photo id {entry.id} out of order (expected {len(photos)})", path, line_no)
         photos.append(entry)
@@ -707,7 +750,8 @@ def check_index_accepts(index_or_manifest, model) -> str:
             f"{where}this index was built with {built}, whose photos land elsewhere than those of the model given "
             f"(photo side {short(recorded)} in the index, {short(photo)} in the model); its embeddings live in a "
             "different space. Query with the checkpoint that built the index (or one that only adds languages to "
-            "it), or rebuild the index with `polyvse index build --checkpoint ...`")
+            "it), or rebuild the index with `polyvse index build --checkpoint ...`"
+        )
     legacy = legacy_fingerprint(model)
     if m.get("fingerprint") == legacy:
         return SAME_LEGACY
@@ -715,7 +759,8 @@ def check_index_accepts(index_or_manifest, model) -> str:
         f"{where}this index was built with {built}, but the model given is {short(legacy)}; its embeddings live in "
         "a different space (the index predates recorded photo sides, so only the model that built it, or that model "
         "with languages added, can query it). Query with the checkpoint that built the index, or rebuild the index "
-        "with `polyvse index build --checkpoint ...`")
+        "with `polyvse index build --checkpoint ...`"
+    )
 
 
 def index_accepts(index_or_manifest, model) -> bool:
@@ -755,8 +800,16 @@ def next_generation(root: Path) -> int:
     return max([old_gen, *existing]) + 1
 
 
-def write_generation(root: Path, manifest: dict, photos: Iterable[PhotoEntry], vectors: np.ndarray | VectorsFile,
-                     ann=None, *, generation: int | None = None, csls=None) -> dict:
+def write_generation(
+    root: Path,
+    manifest: dict,
+    photos: Iterable[PhotoEntry],
+    vectors: np.ndarray | VectorsFile,
+    ann=None,
+    *,
+    generation: int | None = None,
+    csls=None,
+) -> dict:
     """Write a complete new generation and switch the manifest to it (the commit point). Returns the manifest.
 
     The caller holds :func:`index_lock`. ``manifest`` carries everything but ``files``/``generation``/
@@ -788,9 +841,17 @@ def write_generation(root: Path, manifest: dict, photos: Iterable[PhotoEntry], v
         table_files, manifest["csls"] = csls(root, gen, vectors.rows() if isinstance(vectors, VectorsFile) else vectors)
         files.update(table_files)
     _record_digests(root, files, old_files if isinstance(old_files, dict) else None)
-    manifest = {**manifest, "format": FORMAT, "format_version": FORMAT_VERSION, "polyvse_version": __version__,
-                "generation": gen, "count": count, "dim": dim, "files": files,
-                "updated": now_iso()}
+    manifest = {
+        **manifest,
+        "format": FORMAT,
+        "format_version": FORMAT_VERSION,
+        "polyvse_version": __version__,
+        "generation": gen,
+        "count": count,
+        "dim": dim,
+        "files": files,
+        "updated": now_iso(),
+    }
     manifest.setdefault("created", manifest["updated"])
     fsync_dir(root)
     from ..model.checkpoint import write_json_atomic

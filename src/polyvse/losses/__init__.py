@@ -1,4 +1,5 @@
 """Training objectives over score matrices and multilingual embedding batches."""
+
 from .adversarial import (
     GradientReversal,
     GradientReversalLayer,

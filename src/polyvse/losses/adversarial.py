@@ -1,4 +1,5 @@
 """MULE language-domain alignment: an adversarial language classifier behind a gradient reversal layer."""
+
 from __future__ import annotations
 
 import torch
@@ -71,7 +72,9 @@ class LanguageClassifier(nn.Module):
         if features.dim() == 3:
             features = masked_mean(features, mask)
         elif features.dim() != 2 or mask is not None:
-            raise ValueError(f"features must be (n, d) pooled or (n, T, d) with an optional mask, got {tuple(features.shape)}")
+            raise ValueError(
+                f"features must be (n, d) pooled or (n, T, d) with an optional mask, got {tuple(features.shape)}"
+            )
         return self.fc(features)
 
 
@@ -92,6 +95,8 @@ class LanguageAdversarialLoss(nn.Module):
         self.classifier = classifier
         self.reversal = GradientReversalLayer(lambda_)
 
-    def forward(self, features: torch.Tensor, languages: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
+    def forward(
+        self, features: torch.Tensor, languages: torch.Tensor, mask: torch.Tensor | None = None
+    ) -> torch.Tensor:
         logits = self.classifier(self.reversal(features), mask)
         return F.cross_entropy(logits, languages.to(logits.device))

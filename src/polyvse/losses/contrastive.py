@@ -1,5 +1,6 @@
 """Symmetric InfoNCE over in-batch negatives (the contrastive loss of CLIP, van den Oord et al.'s InfoNCE), with
 the hard-negative weighting of HN-NCE (Radenovic et al. 2023) as an option."""
+
 from __future__ import annotations
 
 import math

@@ -1,4 +1,5 @@
 """Bidirectional hinge ranking loss over in-batch negatives: sum (VSE), max violation (VSE++), top-K (MULE)."""
+
 from __future__ import annotations
 
 from contextlib import contextmanager
@@ -84,8 +85,9 @@ class HingeRankingLoss(nn.Module):
     specific side (images) -- just call ``similarity(images, captions)``.
     """
 
-    def __init__(self, margin: float = 0.2, max_violation: bool = False, top_k: int | None = None,
-                 reduction: str = "sum"):
+    def __init__(
+        self, margin: float = 0.2, max_violation: bool = False, top_k: int | None = None, reduction: str = "sum"
+    ):
         super().__init__()
         if reduction not in REDUCTIONS:
             raise ValueError(f"reduction must be one of {REDUCTIONS}, got {reduction!r}")
@@ -95,8 +97,9 @@ class HingeRankingLoss(nn.Module):
         self.reduction = reduction
         self._k = resolve_top_k(max_violation, top_k)
 
-    def forward(self, scores: torch.Tensor, row_mask: torch.Tensor | None = None,
-                col_mask: torch.Tensor | None = None) -> torch.Tensor:
+    def forward(
+        self, scores: torch.Tensor, row_mask: torch.Tensor | None = None, col_mask: torch.Tensor | None = None
+    ) -> torch.Tensor:
         """``row_mask`` / ``col_mask`` (n,) bool mark which rows / columns exist (e.g. photos lacking a caption
         in some language): pair i is a positive only if row i and column i both exist; a row anchor's
         negatives are the existing columns j != i, a column anchor's the existing rows i != j. Without masks
@@ -110,8 +113,10 @@ class HingeRankingLoss(nn.Module):
         cost_image = (self.margin - pos[None, :] + scores).clamp(min=0)  # column j: caption j vs images i
         negative = ~torch.eye(n, dtype=torch.bool, device=scores.device)
         if row_mask is None and col_mask is None:
-            total = (sum_violations(cost_caption, negative, self._k).sum()
-                     + sum_violations(cost_image.T, negative, self._k).sum())
+            total = (
+                sum_violations(cost_caption, negative, self._k).sum()
+                + sum_violations(cost_image.T, negative, self._k).sum()
+            )
             return reduce_total(total, n, self.reduction)
         true = torch.ones(n, dtype=torch.bool, device=scores.device)
         rows = true if row_mask is None else row_mask.to(device=scores.device, dtype=torch.bool)
@@ -139,8 +144,9 @@ class GroupedHingeLoss(nn.Module):
     negatives as ``HingeRankingLoss``. With one caption per image this equals ``HingeRankingLoss``.
     """
 
-    def __init__(self, margin: float = 0.2, max_violation: bool = False, top_k: int | None = None,
-                 reduction: str = "sum"):
+    def __init__(
+        self, margin: float = 0.2, max_violation: bool = False, top_k: int | None = None, reduction: str = "sum"
+    ):
         super().__init__()
         if reduction not in REDUCTIONS:
             raise ValueError(f"reduction must be one of {REDUCTIONS}, got {reduction!r}")
@@ -149,8 +155,10 @@ class GroupedHingeLoss(nn.Module):
 
     def forward(self, scores: torch.Tensor, caption_image: torch.Tensor) -> torch.Tensor:
         if scores.dim() != 2 or caption_image.shape != (scores.shape[1],):
-            raise ValueError(f"scores must be (n_images, m) and caption_image (m,), got {tuple(scores.shape)} "
-                             f"and {tuple(caption_image.shape)}")
+            raise ValueError(
+                f"scores must be (n_images, m) and caption_image (m,), got {tuple(scores.shape)} "
+                f"and {tuple(caption_image.shape)}"
+            )
         ci = caption_image.to(scores.device)
         m = scores.shape[1]
         cols = torch.arange(m, device=scores.device)

@@ -1,4 +1,5 @@
 """Calixto & Liu MLMME objective: beta * multimodal ranking + (1 - beta) * multilingual ranking."""
+
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
@@ -33,9 +34,16 @@ class MlmmeLoss(nn.Module):
     - Margin: not given in the paper; default 0.2 (the VSE default).
     """
 
-    def __init__(self, beta: float, margin: float = 0.2, similarity: nn.Module | None = None,
-                 languages: Sequence[str] | None = None, max_violation: bool = False, top_k: int | None = None,
-                 reduction: str = "sum"):
+    def __init__(
+        self,
+        beta: float,
+        margin: float = 0.2,
+        similarity: nn.Module | None = None,
+        languages: Sequence[str] | None = None,
+        max_violation: bool = False,
+        top_k: int | None = None,
+        reduction: str = "sum",
+    ):
         super().__init__()
         if not 0.0 <= float(beta) <= 1.0:
             raise ValueError(f"beta must lie in [0, 1], got {beta}")
@@ -49,23 +57,35 @@ class MlmmeLoss(nn.Module):
     def margin(self) -> float:
         return self.multimodal.margin
 
-    def parts(self, images: torch.Tensor, captions: Mapping[str, torch.Tensor],
-              masks: Mapping[str, torch.Tensor] | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    def parts(
+        self,
+        images: torch.Tensor,
+        captions: Mapping[str, torch.Tensor],
+        masks: Mapping[str, torch.Tensor] | None = None,
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         """(R_MM, R_ML), unweighted; ``masks`` as in PivotLoss / ParallelLoss."""
         return self.multimodal(images, captions, masks), self.multilingual(images, captions, masks)
 
-    def forward_with_parts(self, images: torch.Tensor, captions: Mapping[str, torch.Tensor],
-                           masks: Mapping[str, torch.Tensor] | None = None
-                           ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+    def forward_with_parts(
+        self,
+        images: torch.Tensor,
+        captions: Mapping[str, torch.Tensor],
+        masks: Mapping[str, torch.Tensor] | None = None,
+    ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
         """(the loss, {"r_mm": R_MM, "r_ml": R_ML}) for logging the two terms."""
         r_mm, r_ml = self.parts(images, captions, masks)
         return self.beta * r_mm + (1.0 - self.beta) * r_ml, {"r_mm": r_mm, "r_ml": r_ml}
 
-    def forward(self, images: torch.Tensor, captions: Mapping[str, torch.Tensor],
-                masks: Mapping[str, torch.Tensor] | None = None) -> torch.Tensor:
+    def forward(
+        self,
+        images: torch.Tensor,
+        captions: Mapping[str, torch.Tensor],
+        masks: Mapping[str, torch.Tensor] | None = None,
+    ) -> torch.Tensor:
         return self.forward_with_parts(images, captions, masks)[0]
 
-    def caption_caption(self, captions: Mapping[str, torch.Tensor],
-                        masks: Mapping[str, torch.Tensor] | None = None) -> torch.Tensor:
+    def caption_caption(
+        self, captions: Mapping[str, torch.Tensor], masks: Mapping[str, torch.Tensor] | None = None
+    ) -> torch.Tensor:
         """(1 - beta) * R_ML alone: the term of caption tuples that have no image (text-only corpora)."""
         return (1.0 - self.beta) * self.multilingual(None, captions, masks)

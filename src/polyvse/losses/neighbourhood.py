@@ -1,4 +1,5 @@
 """MULE multi-layer neighbourhood constraints: sentences of the same image, in any language, embed near each other."""
+
 from __future__ import annotations
 
 from collections.abc import Hashable, Sequence
@@ -45,8 +46,13 @@ class NeighbourhoodConstraintLoss(nn.Module):
     - Anchors without any positive or negative in the batch contribute 0.
     """
 
-    def __init__(self, margin: float | Sequence[float] = 0.05, top_k: int | None = 10,
-                 similarity: nn.Module | None = None, reduction: str = "sum"):
+    def __init__(
+        self,
+        margin: float | Sequence[float] = 0.05,
+        top_k: int | None = 10,
+        similarity: nn.Module | None = None,
+        reduction: str = "sum",
+    ):
         super().__init__()
         if reduction not in REDUCTIONS:
             raise ValueError(f"reduction must be one of {REDUCTIONS}, got {reduction!r}")
@@ -89,8 +95,9 @@ class NeighbourhoodConstraintLoss(nn.Module):
         total = sum_violations(cost.reshape(n, -1), valid.reshape(n, -1), k).sum()
         return reduce_total(total, n, self.reduction)
 
-    def forward(self, layers: torch.Tensor | Sequence[torch.Tensor],
-                image_ids: torch.Tensor | Sequence[Hashable]) -> torch.Tensor:
+    def forward(
+        self, layers: torch.Tensor | Sequence[torch.Tensor], image_ids: torch.Tensor | Sequence[Hashable]
+    ) -> torch.Tensor:
         if isinstance(layers, torch.Tensor):
             layers = [layers]
         layers = list(layers)

@@ -1,4 +1,5 @@
 """Gella et al. (2017) PARALLEL extra term: captions of the same image in different languages rank together."""
+
 from __future__ import annotations
 
 from collections.abc import Mapping
@@ -29,17 +30,24 @@ class ParallelLoss(MultilingualRankingLoss):
     - ``images`` is accepted (and ignored) so that all multilingual losses share ``forward(images, captions)``.
     """
 
-    def terms(self, captions: Mapping[str, torch.Tensor],
-              masks: Mapping[str, torch.Tensor] | None = None) -> dict[tuple[str, str], torch.Tensor]:
+    def terms(
+        self, captions: Mapping[str, torch.Tensor], masks: Mapping[str, torch.Tensor] | None = None
+    ) -> dict[tuple[str, str], torch.Tensor]:
         """The per-pair caption-caption ranking terms {(k, l): scalar}; ``masks[lang]`` (n,) bool marks the
         images that have a caption in ``lang`` (a pair is a positive only where both exist)."""
         langs = select_languages(captions, self.languages, None, "ParallelLoss")
         masks = masks or {}
-        return {(k, l): self.ranking(self.similarity(captions[k], captions[l]), masks.get(k), masks.get(l))
-                for k, l in combinations(langs, 2)}
+        return {
+            (k, l): self.ranking(self.similarity(captions[k], captions[l]), masks.get(k), masks.get(l))
+            for k, l in combinations(langs, 2)
+        }
 
-    def forward(self, images: torch.Tensor | None, captions: Mapping[str, torch.Tensor],
-                masks: Mapping[str, torch.Tensor] | None = None) -> torch.Tensor:
+    def forward(
+        self,
+        images: torch.Tensor | None,
+        captions: Mapping[str, torch.Tensor],
+        masks: Mapping[str, torch.Tensor] | None = None,
+    ) -> torch.Tensor:
         terms = self.terms(captions, masks)
         if not terms:
             anything = next(iter(captions.values()), images)

@@ -1,4 +1,5 @@
 """Gella et al. (2017) PIVOT objective: the image as a pivot between languages."""
+
 from __future__ import annotations
 
 from collections.abc import Mapping
@@ -29,8 +30,12 @@ class PivotLoss(MultilingualRankingLoss):
     Paper margins: 0.2 with cosine (PIVOT-SYM), 0.05 with order similarity (PIVOT-ASYM).
     """
 
-    def terms(self, images: torch.Tensor, captions: Mapping[str, torch.Tensor],
-              masks: Mapping[str, torch.Tensor] | None = None) -> dict[str, torch.Tensor]:
+    def terms(
+        self,
+        images: torch.Tensor,
+        captions: Mapping[str, torch.Tensor],
+        masks: Mapping[str, torch.Tensor] | None = None,
+    ) -> dict[str, torch.Tensor]:
         """The per-language image-caption ranking terms {language: scalar}.
 
         ``masks[lang]`` (n,) bool marks the images that have a caption in ``lang`` (rows of missing captions
@@ -41,11 +46,14 @@ class PivotLoss(MultilingualRankingLoss):
             raise ValueError(f"PivotLoss: images must be (n, d), got {tuple(images.shape)}")
         langs = select_languages(captions, self.languages, images.shape[0], "PivotLoss")
         masks = masks or {}
-        return {lang: self.ranking(self.similarity(images, captions[lang]), None, masks.get(lang))
-                for lang in langs}
+        return {lang: self.ranking(self.similarity(images, captions[lang]), None, masks.get(lang)) for lang in langs}
 
-    def forward(self, images: torch.Tensor, captions: Mapping[str, torch.Tensor],
-                masks: Mapping[str, torch.Tensor] | None = None) -> torch.Tensor:
+    def forward(
+        self,
+        images: torch.Tensor,
+        captions: Mapping[str, torch.Tensor],
+        masks: Mapping[str, torch.Tensor] | None = None,
+    ) -> torch.Tensor:
         terms = self.terms(images, captions, masks)
         if not terms:
             return images.sum() * 0

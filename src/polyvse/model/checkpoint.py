@@ -11,6 +11,7 @@ photos' and captions' embeddings in the weights file (``hubness.*``), their size
 A save goes to a sibling temporary folder that is renamed into place only when complete, so a killed save
 never leaves a folder that loads.
 """
+
 from __future__ import annotations
 
 import json
@@ -52,7 +53,7 @@ def pop_hubness_banks(state: dict) -> tuple:
     """Pop every CSLS bank tensor from a weights dict (torch or numpy): (the photo bank or None, {lang: caption
     bank}); the banks are no model weights, so every reader takes them out before loading the rest."""
     banks = {k: state.pop(k) for k in [k for k in state if k.startswith(HUBNESS_PREFIX)]}
-    captions = {k[len(_HUBNESS_CAPTIONS):]: b for k, b in banks.items() if k.startswith(_HUBNESS_CAPTIONS)}
+    captions = {k[len(_HUBNESS_CAPTIONS) :]: b for k, b in banks.items() if k.startswith(_HUBNESS_CAPTIONS)}
     return banks.get(_HUBNESS_PHOTOS), captions
 
 
@@ -72,12 +73,16 @@ class HubnessBankFile:
         with safe_open(self.path, "np") as f:
             names = list(f.keys())
         if _HUBNESS_PHOTOS not in names:
-            raise CheckpointError(f"{self.path}: config.json scores retrieval with CSLS but the photo bank is "
-                                  "missing; the checkpoint is incomplete")
-        self.languages = sorted(k[len(_HUBNESS_CAPTIONS):] for k in names if k.startswith(_HUBNESS_CAPTIONS))
+            raise CheckpointError(
+                f"{self.path}: config.json scores retrieval with CSLS but the photo bank is "
+                "missing; the checkpoint is incomplete"
+            )
+        self.languages = sorted(k[len(_HUBNESS_CAPTIONS) :] for k in names if k.startswith(_HUBNESS_CAPTIONS))
         if not self.languages:
-            raise CheckpointError(f"{self.path}: config.json scores retrieval with CSLS but it holds no caption "
-                                  "bank; the checkpoint is incomplete")
+            raise CheckpointError(
+                f"{self.path}: config.json scores retrieval with CSLS but it holds no caption "
+                "bank; the checkpoint is incomplete"
+            )
 
     def _read(self, name: str):
         from safetensors import safe_open
@@ -97,8 +102,10 @@ class HubnessBankFile:
 
         with safe_open(self.path, "np") as f:
             slices = {lang: f.get_slice(_HUBNESS_CAPTIONS + lang) for lang in self.languages}
-            return {lang: (_NUMPY_DTYPES.get(s.get_dtype(), s.get_dtype()), list(s.get_shape()))
-                    for lang, s in slices.items()}
+            return {
+                lang: (_NUMPY_DTYPES.get(s.get_dtype(), s.get_dtype()), list(s.get_shape()))
+                for lang, s in slices.items()
+            }
 
 
 @dataclass
@@ -137,16 +144,19 @@ class Checkpoint:
             "model": self.model.config.to_dict(),
             "captions": self.captions.to_dict(),
             "vocab_fingerprint": self.captions.fingerprint(),
-            "image_features": {"backbone": self.backbone, "key": self.feature_key, "ten_crop": self.ten_crop,
-                               "squash": self.squash_photos},
+            "image_features": {
+                "backbone": self.backbone,
+                "key": self.feature_key,
+                "ten_crop": self.ten_crop,
+                "squash": self.squash_photos,
+            },
             "languages": list(self.languages),
             **({"adapted_languages": dict(self.adapted_languages)} if self.adapted_languages else {}),
             **({"retrieval": self.retrieval} if self.hubness is not None else {}),
         }
 
 
-def save_checkpoint(ckpt: Checkpoint, path: str | os.PathLike,
-                    image_encoder: bool | str | os.PathLike = False) -> Path:
+def save_checkpoint(ckpt: Checkpoint, path: str | os.PathLike, image_encoder: bool | str | os.PathLike = False) -> Path:
     """Write ``ckpt`` to the folder ``path`` (replaced whole, atomically), with its image encoder as ONNX
     (polyvse.features.onnx_encoder: what embeds photos in an install without torch) where one fits: the graph of
     the folder being replaced, or of the folder ``image_encoder`` names (the one ``ckpt`` was loaded from), is
@@ -216,14 +226,18 @@ def _image_encoder(ckpt: Checkpoint, tmp: Path, path: Path, how) -> None:
     try:
         export_image_encoder(ckpt, tmp, tmp / WEIGHTS)
     except Exception as exc:  # noqa: BLE001 - the trained weights are saved whatever the exporter says
-        warnings.warn(f"{path}: the checkpoint is saved without its ONNX image encoder ({type(exc).__name__}: "
-                      f"{exc}); an install without torch cannot embed its photos until `polyvse export onnx "
-                      f"--checkpoint {path}` writes it", stacklevel=3)
+        warnings.warn(
+            f"{path}: the checkpoint is saved without its ONNX image encoder ({type(exc).__name__}: "
+            f"{exc}); an install without torch cannot embed its photos until `polyvse export onnx "
+            f"--checkpoint {path}` writes it",
+            stacklevel=3,
+        )
 
 
 @dataclass
 class CheckpointConfig:
     """A checkpoint folder's config.json, checked and read without torch (what the numpy text path needs)."""
+
     path: Path
     config: dict
     model: ModelConfig
@@ -241,7 +255,9 @@ class CheckpointConfig:
         return self.path / WEIGHTS
 
     def training(self) -> dict:
-        return json.loads((self.path / TRAINING).read_text(encoding="utf-8")) if (self.path / TRAINING).is_file() else {}
+        return (
+            json.loads((self.path / TRAINING).read_text(encoding="utf-8")) if (self.path / TRAINING).is_file() else {}
+        )
 
 
 def read_checkpoint_config(path: str | os.PathLike) -> CheckpointConfig:
@@ -275,8 +291,10 @@ def read_checkpoint_config(path: str | os.PathLike) -> CheckpointConfig:
         raise CheckpointError(f"{path}: vocabulary does not match its fingerprint; the checkpoint is corrupt")
     model_cfg = ModelConfig(**config["model"])
     if captions.vocab is not None and model_cfg.vocab_size != len(captions.vocab):
-        raise CheckpointError(f"{path}: model has {model_cfg.vocab_size} word ids, vocabulary has "
-                              f"{len(captions.vocab)}; the checkpoint is inconsistent")
+        raise CheckpointError(
+            f"{path}: model has {model_cfg.vocab_size} word ids, vocabulary has "
+            f"{len(captions.vocab)}; the checkpoint is inconsistent"
+        )
     feats = config["image_features"]
     squash = feats.get("squash")
     if squash is None:  # written before the field existed: the dataset it trained on says
@@ -287,11 +305,19 @@ def read_checkpoint_config(path: str | os.PathLike) -> CheckpointConfig:
         except (OSError, ValueError, AttributeError):
             dataset = None
         squash = trained_on_squashed_photos(dataset if isinstance(dataset, str) else None)
-    return CheckpointConfig(path=path, config=config, model=model_cfg, captions=captions,
-                            backbone=feats["backbone"], feature_key=feats["key"], ten_crop=bool(feats["ten_crop"]),
-                            languages=list(config["languages"]), squash_photos=bool(squash),
-                            adapted_languages=dict(config.get("adapted_languages") or {}),
-                            retrieval=_retrieval(config, path))
+    return CheckpointConfig(
+        path=path,
+        config=config,
+        model=model_cfg,
+        captions=captions,
+        backbone=feats["backbone"],
+        feature_key=feats["key"],
+        ten_crop=bool(feats["ten_crop"]),
+        languages=list(config["languages"]),
+        squash_photos=bool(squash),
+        adapted_languages=dict(config.get("adapted_languages") or {}),
+        retrieval=_retrieval(config, path),
+    )
 
 
 def _retrieval(config: dict, path: Path) -> dict:
@@ -300,11 +326,18 @@ def _retrieval(config: dict, path: Path) -> dict:
     if retrieval is None or (isinstance(retrieval, dict) and retrieval.get("scoring") == "similarity"):
         return {}
     k = retrieval.get("k") if isinstance(retrieval, dict) else None
-    ok = isinstance(retrieval, dict) and retrieval.get("scoring") == "csls" and isinstance(k, int) \
-        and not isinstance(k, bool) and k >= 1
+    ok = (
+        isinstance(retrieval, dict)
+        and retrieval.get("scoring") == "csls"
+        and isinstance(k, int)
+        and not isinstance(k, bool)
+        and k >= 1
+    )
     if not ok:
-        raise CheckpointError(f"{path / CONFIG}: unreadable retrieval section {retrieval!r}; expected "
-                              "{'scoring': 'csls', 'k': <positive int>, ...}")
+        raise CheckpointError(
+            f"{path / CONFIG}: unreadable retrieval section {retrieval!r}; expected "
+            "{'scoring': 'csls', 'k': <positive int>, ...}"
+        )
     return dict(retrieval)
 
 
@@ -334,10 +367,19 @@ def load_checkpoint(path: str | os.PathLike) -> Checkpoint:
     except Exception as exc:  # safetensors raises several types for truncated/corrupt files
         raise CheckpointError(f"{cfg.weights}: cannot load weights ({exc})") from exc
     model.eval()
-    return Checkpoint(model=model, captions=cfg.captions, backbone=cfg.backbone, feature_key=cfg.feature_key,
-                      ten_crop=cfg.ten_crop, languages=cfg.languages, training=cfg.training(),
-                      squash_photos=cfg.squash_photos, adapted_languages=cfg.adapted_languages, part_extras=extras,
-                      hubness=hubness)
+    return Checkpoint(
+        model=model,
+        captions=cfg.captions,
+        backbone=cfg.backbone,
+        feature_key=cfg.feature_key,
+        ten_crop=cfg.ten_crop,
+        languages=cfg.languages,
+        training=cfg.training(),
+        squash_photos=cfg.squash_photos,
+        adapted_languages=cfg.adapted_languages,
+        part_extras=extras,
+        hubness=hubness,
+    )
 
 
 def _hubness(state: dict, cfg: CheckpointConfig) -> HubnessBanks | None:
@@ -352,8 +394,10 @@ def _hubness(state: dict, cfg: CheckpointConfig) -> HubnessBanks | None:
             raise KeyError("no photo bank")
         return HubnessBanks(photos, captions, cfg.retrieval["k"], stored=True)
     except (KeyError, ValueError) as exc:
-        raise CheckpointError(f"{cfg.weights}: config.json scores retrieval with CSLS but its banks do not load "
-                              f"({exc}); the checkpoint is incomplete") from exc
+        raise CheckpointError(
+            f"{cfg.weights}: config.json scores retrieval with CSLS but its banks do not load "
+            f"({exc}); the checkpoint is incomplete"
+        ) from exc
 
 
 def _part_extras(state: dict, model_keys: set, adapted: dict) -> dict:

@@ -8,6 +8,7 @@ through ``config``, ``checkpoint``, ``captions``, ``similarity_name`` and ``name
 exactly when it accepts the others.
 This module imports no torch.
 """
+
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
@@ -38,7 +39,7 @@ class EmbeddingModel(ABC):
 
     @property
     def similarity_name(self) -> str:
-        """"cosine" or "order": how the model scores a photo against a caption."""
+        """ "cosine" or "order": how the model scores a photo against a caption."""
         return self.config.similarity
 
     def reads_zero_shot(self, lang: str) -> bool:

@@ -1,6 +1,7 @@
 """Which language reads through which per-language part, torch-free: the torch model
 (``polyvse.model.torch_model``) and the numpy query path (``polyvse.model.numpy_serving.tower_query``) both read a checkpoint's
 parts through these; the zero-shot fallback's choices too."""
+
 from __future__ import annotations
 
 from collections.abc import Iterable
@@ -11,8 +12,16 @@ from ..errors import CheckpointError
 ZERO_SHOT_DEFAULT = "mean"
 ZERO_SHOT_OFF = "off"
 
-__all__ = ["ZERO_SHOT_DEFAULT", "ZERO_SHOT_OFF", "adapted_languages", "trained_languages", "part_key", "check_zero_shot",
-           "is_subword_part", "zero_shot_option"]
+__all__ = [
+    "ZERO_SHOT_DEFAULT",
+    "ZERO_SHOT_OFF",
+    "adapted_languages",
+    "trained_languages",
+    "part_key",
+    "check_zero_shot",
+    "is_subword_part",
+    "zero_shot_option",
+]
 
 
 def adapted_languages(ck) -> dict:
@@ -46,8 +55,10 @@ def check_zero_shot(how: str, trained: Iterable[str]) -> str:
     norm = (how or "").strip().lower() if isinstance(how, str) else ""
     if norm in ("mean", ZERO_SHOT_OFF) or norm in trained:
         return norm
-    raise CheckpointError(f"zero-shot fallback {how!r}: choose 'mean' (the mean of the trained languages' parts), "
-                          f"a trained language ({', '.join(trained)}) or 'off'")
+    raise CheckpointError(
+        f"zero-shot fallback {how!r}: choose 'mean' (the mean of the trained languages' parts), "
+        f"a trained language ({', '.join(trained)}) or 'off'"
+    )
 
 
 def zero_shot_option(how: str | None, checkpoint, per_language_parts: bool) -> str:

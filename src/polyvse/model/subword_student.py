@@ -1,5 +1,6 @@
 """The torch side of a subword student (``polyvse.model.subwords``): a new language's Linear part plus a
 learned bag of hashed words and character n-grams, added before the shared head."""
+
 from __future__ import annotations
 
 from collections.abc import Sequence
@@ -31,8 +32,9 @@ class SubwordStudent(nn.Module):
         nn.init.zeros_(self.table.weight)
         self.up = nn.Linear(spec.dim, linear.out_features, bias=False)
         with torch.no_grad():  # small and seeded: the zero table makes the start exactly the Linear part
-            self.up.weight.copy_(torch.randn(self.up.weight.shape, generator=torch.Generator().manual_seed(seed))
-                                 * 0.02)
+            self.up.weight.copy_(
+                torch.randn(self.up.weight.shape, generator=torch.Generator().manual_seed(seed)) * 0.02
+            )
 
     def forward(self, vecs: torch.Tensor, texts: Sequence[str]) -> torch.Tensor:
         if len(texts) != len(vecs):
@@ -60,8 +62,9 @@ class SubwordStudent(nn.Module):
         return {TABLE: self.table.weight.detach().cpu().contiguous(), UP: self.up.weight.detach().cpu().contiguous()}
 
     @classmethod
-    def from_tensors(cls, linear: nn.Linear, spec: SubwordSpec, table: torch.Tensor, up: torch.Tensor
-                     ) -> SubwordStudent:
+    def from_tensors(
+        cls, linear: nn.Linear, spec: SubwordSpec, table: torch.Tensor, up: torch.Tensor
+    ) -> SubwordStudent:
         student = cls(linear, spec)
         with torch.no_grad():
             student.table.weight.copy_(table)
@@ -69,8 +72,9 @@ class SubwordStudent(nn.Module):
         return student.eval()
 
 
-def _drop_rows(flat: np.ndarray, offsets: np.ndarray, p: float, rng: np.random.Generator
-               ) -> tuple[np.ndarray, np.ndarray]:
+def _drop_rows(
+    flat: np.ndarray, offsets: np.ndarray, p: float, rng: np.random.Generator
+) -> tuple[np.ndarray, np.ndarray]:
     """``bag_inputs``' (flat, offsets) with each row kept with probability ``1 - p``: the mean then runs over what
     is left (a sentence that loses every row has an empty bag, a zero subword term)."""
     keep = rng.random(len(flat)) >= p

@@ -16,6 +16,7 @@ part, in the model's fingerprint and outside its photo side's. This module holds
 the n-grams, their hashes and the numpy arithmetic. The hash is CRC-32 (``zlib``), the same on every machine and
 Python (Python's own ``hash`` is salted per process).
 """
+
 from __future__ import annotations
 
 import functools
@@ -43,6 +44,7 @@ def _words():
 @dataclass(frozen=True)
 class SubwordSpec:
     """How sentences are cut and hashed (recorded with the adapted language: the query path must cut alike)."""
+
     buckets: int = 1 << 17
     dim: int = 64
     min_n: int = 3
@@ -63,9 +65,9 @@ def _grams(text: str, spec: SubwordSpec) -> list[str]:
         out.append("w:" + word)
         marked = f"<{word}>"
         for n in range(spec.min_n, spec.max_n + 1):
-            out.extend(marked[i:i + n] for i in range(max(1, len(marked) - n + 1)))
+            out.extend(marked[i : i + n] for i in range(max(1, len(marked) - n + 1)))
     for n in range(2, spec.word_ngrams + 1):
-        out.extend("b:" + " ".join(words[i:i + n]) for i in range(len(words) - n + 1))
+        out.extend("b:" + " ".join(words[i : i + n]) for i in range(len(words) - n + 1))
     return out
 
 

@@ -1,4 +1,5 @@
 """The user-facing model: `polyvse.load(path)` -> PolyvseModel with encode_text / encode_image / similarity."""
+
 from __future__ import annotations
 
 import os
@@ -21,8 +22,13 @@ class PolyvseModel(EmbeddingModel):
     checkpoint's weights already are) and always returns numpy arrays.
     """
 
-    def __init__(self, checkpoint: Checkpoint, batch_size: int = 256, device: str | torch.device | None = None,
-                 zero_shot: str | None = None):
+    def __init__(
+        self,
+        checkpoint: Checkpoint,
+        batch_size: int = 256,
+        device: str | torch.device | None = None,
+        zero_shot: str | None = None,
+    ):
         from ..device import module_device, resolve_device
         from .parts import zero_shot_option
 
@@ -67,8 +73,12 @@ class PolyvseModel(EmbeddingModel):
             # val photos at their own aspect ratio that measured +1.8 mean mR, though -1.9 on the full-size ones
             # alone (31 photos; benchmarks/bench_photo_aspect.py, README). A whole fine-tuned backbone is the
             # model's own (polyvse.features.whole).
-            ext = checkpoint_extractor(self.checkpoint.backbone, self.model, ten_crop=self.checkpoint.ten_crop,
-                                       squash=self.checkpoint.squash_photos)
+            ext = checkpoint_extractor(
+                self.checkpoint.backbone,
+                self.model,
+                ten_crop=self.checkpoint.ten_crop,
+                squash=self.checkpoint.squash_photos,
+            )
             # a model trained on bf16 features (their key says so) reads bf16 features on CUDA; bf16 runs on CUDA
             # only, so elsewhere it reads the fp32 features they approximate
             trained_on = self.checkpoint.feature_key
@@ -103,8 +113,12 @@ class PolyvseModel(EmbeddingModel):
 
         rows = self.captions.ids_many(texts, lang, unlisted=True)
         student = self.subword_student(lang)
-        out = [encode_through_part(self.model, self.captions.pad(rows[i:i + self.batch_size])[0], student,
-                                   texts[i:i + self.batch_size]) for i in range(0, len(rows), self.batch_size)]
+        out = [
+            encode_through_part(
+                self.model, self.captions.pad(rows[i : i + self.batch_size])[0], student, texts[i : i + self.batch_size]
+            )
+            for i in range(0, len(rows), self.batch_size)
+        ]
         return _numpy(torch.cat(out)) if out else np.zeros((0, self.embed_dim), dtype=np.float32)
 
     def subword_student(self, lang: str):
@@ -121,8 +135,9 @@ class PolyvseModel(EmbeddingModel):
             spec = SubwordSpec.from_dict(self.checkpoint.adapted_languages[lang]["subwords"])
             extras = self.checkpoint.part_extras
             linear = copy.deepcopy(self.model.text_encoder.universal[lang])
-            cache[lang] = SubwordStudent.from_tensors(linear, spec, extras[part_key(lang) + TABLE],
-                                                      extras[part_key(lang) + UP]).to(self.model.device)
+            cache[lang] = SubwordStudent.from_tensors(
+                linear, spec, extras[part_key(lang) + TABLE], extras[part_key(lang) + UP]
+            ).to(self.model.device)
         return cache[lang]
 
     def _encode_zero_shot(self, texts: list[str], lang: str) -> np.ndarray:
@@ -133,10 +148,13 @@ class PolyvseModel(EmbeddingModel):
         if not self.model.needs_language:  # one shared head for every language
             return self.encode_ids(rows)
         if self._zero_shot_part is None:
-            self._zero_shot_part = fallback_part(self.model.text_encoder, self.zero_shot,
-                                                 trained_languages(self.checkpoint)).eval()
-        out = [encode_through_part(self.model, self.captions.pad(rows[i:i + self.batch_size])[0],
-                                   self._zero_shot_part) for i in range(0, len(rows), self.batch_size)]
+            self._zero_shot_part = fallback_part(
+                self.model.text_encoder, self.zero_shot, trained_languages(self.checkpoint)
+            ).eval()
+        out = [
+            encode_through_part(self.model, self.captions.pad(rows[i : i + self.batch_size])[0], self._zero_shot_part)
+            for i in range(0, len(rows), self.batch_size)
+        ]
         return _numpy(torch.cat(out)) if out else np.zeros((0, self.embed_dim), dtype=np.float32)
 
     def infer_languages(self, id_lists: Sequence[Sequence[int]]) -> list[str]:
@@ -164,8 +182,8 @@ class PolyvseModel(EmbeddingModel):
             langs = self.infer_languages(id_lists)
         out = []
         for i in range(0, len(id_lists), self.batch_size):
-            ids, lengths = self.captions.pad(id_lists[i: i + self.batch_size])
-            part = None if langs is None else list(langs[i: i + self.batch_size])
+            ids, lengths = self.captions.pad(id_lists[i : i + self.batch_size])
+            part = None if langs is None else list(langs[i : i + self.batch_size])
             out.append(self.model.encode_text_ids(ids, lengths, part))
         if not out:
             return np.zeros((0, self.embed_dim), dtype=np.float32)
@@ -175,8 +193,10 @@ class PolyvseModel(EmbeddingModel):
     def encode_image_features(self, feats: np.ndarray | torch.Tensor) -> np.ndarray:
         feats = _tensor(feats)
         if feats.ndim != 2 or feats.shape[1] != self.model.config.image_dim:
-            raise CheckpointError(f"image features of shape {tuple(feats.shape)} do not fit this model, which "
-                                  f"expects (n, {self.model.config.image_dim}) from {self.checkpoint.backbone}")
+            raise CheckpointError(
+                f"image features of shape {tuple(feats.shape)} do not fit this model, which "
+                f"expects (n, {self.model.config.image_dim}) from {self.checkpoint.backbone}"
+            )
         return _numpy(self.model.encode_image_features(feats))
 
     @torch.no_grad()

@@ -14,6 +14,7 @@ refuses every language the model has no part for, as models did before. A model 
 Adapted languages (``polyvse adapt``) have their own part and never take the fallback; they are also left out
 of the mean, which is over the languages the model trained on.
 """
+
 from __future__ import annotations
 
 import copy

@@ -1,5 +1,6 @@
 """What a joint embedding model is made of, as plain data (no torch): a checkpoint's config.json "model"
 section, read by the torch model (``JointEmbeddingModel``) and by the numpy text-query path alike."""
+
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field

@@ -1,4 +1,5 @@
 """Image branch on cached backbone features."""
+
 from __future__ import annotations
 
 import torch

@@ -4,6 +4,7 @@ Everything the model is made of is in ``ModelConfig``, so a checkpoint is rebuil
 (``JointEmbeddingModel(ModelConfig(**cfg["model"]))``); fields added since the first version have defaults
 that reproduce that version (shared GRU, linear head, cosine), so older checkpoints still load.
 """
+
 from __future__ import annotations
 
 import torch
@@ -27,28 +28,44 @@ class JointEmbeddingModel(nn.Module):
     def __init__(self, config: ModelConfig):
         super().__init__()
         if config.text_encoder not in ENCODERS + ("pretrained",):
-            raise ValueError(f"unknown text_encoder {config.text_encoder!r}; available: {', '.join(ENCODERS)}, "
-                             "pretrained")
+            raise ValueError(
+                f"unknown text_encoder {config.text_encoder!r}; available: {', '.join(ENCODERS)}, pretrained"
+            )
         if config.image_head not in IMAGE_HEADS:
             raise ValueError(f"unknown image_head {config.image_head!r}; available: {', '.join(IMAGE_HEADS)}")
         if config.similarity not in SIMILARITIES:
             raise ValueError(f"unknown similarity {config.similarity!r}; available: {', '.join(SIMILARITIES)}")
         self.config = config
         if config.text_encoder == "pretrained":  # a learned head on frozen sentence vectors
-            self.text_encoder = PretrainedTextEncoder(config.pretrained_dim, config.embed_dim, config.text_head,
-                                                      config.hidden_dim, config.dropout, config.languages,
-                                                      config.universal_dim, towers=config.pretrained_towers,
-                                                      tower_dropout=config.tower_dropout,
-                                                      tail_layers=config.text_tail_layers)
+            self.text_encoder = PretrainedTextEncoder(
+                config.pretrained_dim,
+                config.embed_dim,
+                config.text_head,
+                config.hidden_dim,
+                config.dropout,
+                config.languages,
+                config.universal_dim,
+                towers=config.pretrained_towers,
+                tower_dropout=config.tower_dropout,
+                tail_layers=config.text_tail_layers,
+            )
         else:
-            self.text_encoder = TextEncoder(config.vocab_size, config.word_dim, config.hidden_dim,
-                                            config.embed_dim, config.num_layers, config.bidirectional,
-                                            config.dropout, cell=config.text_encoder, sharing=config.text_sharing,
-                                            languages=config.languages, universal_dim=config.universal_dim,
-                                            language_map=config.language_map)
+            self.text_encoder = TextEncoder(
+                config.vocab_size,
+                config.word_dim,
+                config.hidden_dim,
+                config.embed_dim,
+                config.num_layers,
+                config.bidirectional,
+                config.dropout,
+                cell=config.text_encoder,
+                sharing=config.text_sharing,
+                languages=config.languages,
+                universal_dim=config.universal_dim,
+                language_map=config.language_map,
+            )
         # a backbone tail first (its weights come from the checkpoint, or from ImageNet when training starts)
-        self.image_tail = backbone_tail(config.image_tail, config.image_tail_shape) if config.image_tail \
-            else None
+        self.image_tail = backbone_tail(config.image_tail, config.image_tail_shape) if config.image_tail else None
         head_in = self.image_tail.out_dim if self.image_tail is not None else config.image_dim
         if config.image_head == "linear":
             self.image_head = LinearImageHead(head_in, config.embed_dim)

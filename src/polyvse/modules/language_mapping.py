@@ -8,6 +8,7 @@ Rows of languages without a map pass unchanged. ``fit_language_map`` gives the p
 (SVD/Procrustes, then RCSLS) from two word-vector tables and a bilingual lexicon, through
 ``polyvse.alignment``.
 """
+
 from __future__ import annotations
 
 from collections.abc import Sequence
@@ -31,8 +32,10 @@ class LanguageMapping(nn.Module):
         self.languages = list(languages)
         unknown = sorted(set(mapped) - set(self.languages))
         if unknown:
-            raise ValueError(f"language_map names {unknown}, which are not among the model's languages "
-                             f"{self.languages}; add them to languages or remove them from language_map")
+            raise ValueError(
+                f"language_map names {unknown}, which are not among the model's languages "
+                f"{self.languages}; add them to languages or remove them from language_map"
+            )
         self.maps = nn.ParameterDict()
         for lang in mapped:
             weight = torch.empty(word_dim, word_dim)
@@ -56,8 +59,9 @@ class LanguageMapping(nn.Module):
         if lang not in self.maps:
             raise KeyError(f"no language map for {lang!r}; mapped languages: {self.mapped}")
         if weight.shape != self.maps[lang].shape:
-            raise ValueError(f"a map for {lang!r} must have shape {tuple(self.maps[lang].shape)}, "
-                             f"got {tuple(weight.shape)}")
+            raise ValueError(
+                f"a map for {lang!r} must have shape {tuple(self.maps[lang].shape)}, got {tuple(weight.shape)}"
+            )
         self.maps[lang].copy_(weight.to(self.maps[lang].dtype))
 
 
@@ -69,8 +73,15 @@ class LanguageMapFit:
     rcsls_loss: float  # RCSLS loss after the refinement
 
 
-def fit_language_map(src_vectors: torch.Tensor, tgt_vectors: torch.Tensor, pairs: torch.Tensor, *,
-                     rcsls_epochs: int = 10, k: int = 10, lr: float = 1.0) -> LanguageMapFit:
+def fit_language_map(
+    src_vectors: torch.Tensor,
+    tgt_vectors: torch.Tensor,
+    pairs: torch.Tensor,
+    *,
+    rcsls_epochs: int = 10,
+    k: int = 10,
+    lr: float = 1.0,
+) -> LanguageMapFit:
     """The poster's Translator initialisation: SVD (orthogonal Procrustes) on the lexicon pairs, then RCSLS
     (Joulin et al. 2018) refinement for ``rcsls_epochs`` full-batch steps, both from ``polyvse.alignment``.
 
@@ -91,5 +102,4 @@ def fit_language_map(src_vectors: torch.Tensor, tgt_vectors: torch.Tensor, pairs
     history: list[float] = []
     weight = fit_rcsls(X, Y, src_all, tgt_all, init=init, epochs=rcsls_epochs, lr=lr, k=k, history=history)
     after = float(rcsls_loss(X @ weight, Y, src_all @ weight, tgt_all, k=k))
-    return LanguageMapFit(weight=weight, pairs=int(pairs.shape[0]), procrustes_loss=history[0],
-                          rcsls_loss=after)
+    return LanguageMapFit(weight=weight, pairs=int(pairs.shape[0]), procrustes_loss=history[0], rcsls_loss=after)

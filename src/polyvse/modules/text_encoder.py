@@ -16,6 +16,7 @@ rest of the branch:
 MULE's PARALLEL-EmbN baseline). Per-language parts need each row's language (``langs``: a (batch,) tensor of
 indices into ``languages``).
 """
+
 from __future__ import annotations
 
 from collections.abc import Sequence
@@ -40,11 +41,24 @@ def masked_mean_pool(x: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
 class RecurrentPooler(nn.Module):
     """GRU or LSTM over word vectors -> last hidden state (both directions if bidirectional)."""
 
-    def __init__(self, cell: str, in_dim: int, hidden_dim: int, num_layers: int = 1, bidirectional: bool = False,
-                 dropout: float = 0.0):
+    def __init__(
+        self,
+        cell: str,
+        in_dim: int,
+        hidden_dim: int,
+        num_layers: int = 1,
+        bidirectional: bool = False,
+        dropout: float = 0.0,
+    ):
         super().__init__()
-        self.rnn = CELLS[cell](in_dim, hidden_dim, num_layers=num_layers, batch_first=True,
-                               bidirectional=bidirectional, dropout=dropout if num_layers > 1 else 0.0)
+        self.rnn = CELLS[cell](
+            in_dim,
+            hidden_dim,
+            num_layers=num_layers,
+            batch_first=True,
+            bidirectional=bidirectional,
+            dropout=dropout if num_layers > 1 else 0.0,
+        )
         self.out_dim = hidden_dim * (2 if bidirectional else 1)
 
     def forward(self, x: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
@@ -59,10 +73,21 @@ class TextEncoder(nn.Module):
     """The general text branch (module docstring). ``forward(ids, lengths, langs=None) -> (batch, embed_dim)``;
     ``features(...)`` also returns the per-word universal features (MULE's u_i before pooling) for losses."""
 
-    def __init__(self, vocab_size: int, word_dim: int = 300, hidden_dim: int = 1024, embed_dim: int = 1024,
-                 num_layers: int = 1, bidirectional: bool = False, dropout: float = 0.0, cell: str = "gru",
-                 sharing: str = "shared", languages: Sequence[str] = (), universal_dim: int = 0,
-                 language_map: Sequence[str] = ()):
+    def __init__(
+        self,
+        vocab_size: int,
+        word_dim: int = 300,
+        hidden_dim: int = 1024,
+        embed_dim: int = 1024,
+        num_layers: int = 1,
+        bidirectional: bool = False,
+        dropout: float = 0.0,
+        cell: str = "gru",
+        sharing: str = "shared",
+        languages: Sequence[str] = (),
+        universal_dim: int = 0,
+        language_map: Sequence[str] = (),
+    ):
         super().__init__()
         if cell not in ENCODERS:
             raise ValueError(f"unknown text encoder {cell!r}; available: {', '.join(ENCODERS)}")
@@ -75,8 +100,7 @@ class TextEncoder(nn.Module):
         self.embed = nn.Embedding(vocab_size, word_dim, padding_idx=0)
         in_dim = word_dim
         if self.universal_dim:
-            self.universal = nn.ModuleDict({lang: nn.Linear(word_dim, self.universal_dim)
-                                            for lang in self.languages})
+            self.universal = nn.ModuleDict({lang: nn.Linear(word_dim, self.universal_dim) for lang in self.languages})
             in_dim = self.universal_dim
         # Module creation order (embed, rnn, proj) is that of the original GruTextEncoder, so the demo's
         # initialisation -- and therefore its numbers -- are unchanged.
@@ -113,8 +137,10 @@ class TextEncoder(nn.Module):
         if not self.needs_language:
             return None
         if langs is None:
-            raise ValueError("this text encoder has per-language parts: pass langs, the (batch,) language "
-                             f"indices into {self.languages}")
+            raise ValueError(
+                "this text encoder has per-language parts: pass langs, the (batch,) language "
+                f"indices into {self.languages}"
+            )
         langs = torch.as_tensor(langs, dtype=torch.long)
         if langs.shape != (n,):
             raise ValueError(f"langs must have shape ({n},), got {tuple(langs.shape)}")
@@ -141,8 +167,9 @@ class TextEncoder(nn.Module):
         last = torch.cat([h[-2], h[-1]], dim=-1) if owner.rnn.bidirectional else h[-1]
         return owner.proj(last)
 
-    def features(self, ids: torch.Tensor, lengths: torch.Tensor, langs: torch.Tensor | None = None
-                 ) -> tuple[torch.Tensor, torch.Tensor]:
+    def features(
+        self, ids: torch.Tensor, lengths: torch.Tensor, langs: torch.Tensor | None = None
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         """(sentence embeddings (batch, embed_dim), word features fed to the pooler (batch, T, d))."""
         langs = self._check_langs(langs, ids.shape[0])
         x = self.dropout(self.embed(ids))
@@ -152,8 +179,9 @@ class TextEncoder(nn.Module):
             x = self._per_language(x, langs, lambda lang, rows: self.universal[lang](x[rows]))
         if self.sharing == "shared":
             return self._pool(self, x, lengths), x
-        return self._per_language(x, langs, lambda lang, rows: self._pool(
-            self.branches[lang], x[rows], lengths[rows.to(lengths.device)])), x
+        return self._per_language(
+            x, langs, lambda lang, rows: self._pool(self.branches[lang], x[rows], lengths[rows.to(lengths.device)])
+        ), x
 
     def word_vectors(self, ids: torch.Tensor, lang: str) -> torch.Tensor:
         """The cross-lingual representation of words ``ids`` of language ``lang``: what the sentence pooler
@@ -178,7 +206,14 @@ class GruTextEncoder(TextEncoder):
     """Word embeddings -> GRU -> last hidden state -> linear projection into the joint space, one encoder
     shared by all languages over language-tagged word embeddings (as in AME; the demo model)."""
 
-    def __init__(self, vocab_size: int, word_dim: int = 300, hidden_dim: int = 1024, embed_dim: int = 1024,
-                 num_layers: int = 1, bidirectional: bool = False, dropout: float = 0.0):
-        super().__init__(vocab_size, word_dim, hidden_dim, embed_dim, num_layers, bidirectional, dropout,
-                         cell="gru")
+    def __init__(
+        self,
+        vocab_size: int,
+        word_dim: int = 300,
+        hidden_dim: int = 1024,
+        embed_dim: int = 1024,
+        num_layers: int = 1,
+        bidirectional: bool = False,
+        dropout: float = 0.0,
+    ):
+        super().__init__(vocab_size, word_dim, hidden_dim, embed_dim, num_layers, bidirectional, dropout, cell="gru")

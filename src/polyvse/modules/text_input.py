@@ -1,4 +1,5 @@
 """From raw captions to padded word-id tensors: per-language tokenisation + one language-tagged vocabulary."""
+
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
@@ -26,11 +27,15 @@ class CaptionEncoder:
         self.lowercase = lowercase
 
     @classmethod
-    def build(cls, texts_by_lang: dict[str, Sequence[str]], min_count: int = 1, max_len: int = 64,
-              lowercase: bool = True) -> CaptionEncoder:
+    def build(
+        cls, texts_by_lang: dict[str, Sequence[str]], min_count: int = 1, max_len: int = 64, lowercase: bool = True
+    ) -> CaptionEncoder:
         """Build the vocabulary from the given texts; pass training captions only."""
-        token_lists = [tag_tokens(tokenize(t, lang, lowercase=lowercase), lang)
-                       for lang, texts in texts_by_lang.items() for t in texts]
+        token_lists = [
+            tag_tokens(tokenize(t, lang, lowercase=lowercase), lang)
+            for lang, texts in texts_by_lang.items()
+            for t in texts
+        ]
         return cls(Vocabulary.build(token_lists, min_count=min_count), max_len=max_len, lowercase=lowercase)
 
     def ids(self, text: str, lang: str) -> list[int]:
@@ -56,8 +61,13 @@ class CaptionEncoder:
         return self.vocab.fingerprint()
 
     def to_dict(self) -> dict:
-        return {"vocab": self.vocab.to_dict(), "max_len": self.max_len, "lowercase": self.lowercase,
-                "tokenizer": "polyvse.text.tokenize", "tagging": "lang:token"}
+        return {
+            "vocab": self.vocab.to_dict(),
+            "max_len": self.max_len,
+            "lowercase": self.lowercase,
+            "tokenizer": "polyvse.text.tokenize",
+            "tagging": "lang:token",
+        }
 
     @classmethod
     def from_dict(cls, d: dict) -> CaptionEncoder:

@@ -1,4 +1,5 @@
 """Symmetric similarity: cosine of L2-normalised embeddings."""
+
 from __future__ import annotations
 
 import torch

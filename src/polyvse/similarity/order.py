@@ -1,4 +1,5 @@
 """Asymmetric similarity: the order-embedding score of Vendrov et al. (2016), as used by Gella et al. and AME."""
+
 from __future__ import annotations
 
 import torch
@@ -23,7 +24,7 @@ class _ChunkedOrderViolation(torch.autograd.Function):
         ctx.chunk = chunk
         out = a.new_empty(a.shape[0], b.shape[0])
         for start in range(0, a.shape[0], chunk):
-            out[start:start + chunk] = _order_violation_direct(a[start:start + chunk], b)
+            out[start : start + chunk] = _order_violation_direct(a[start : start + chunk], b)
         return out
 
     @staticmethod
@@ -35,10 +36,10 @@ class _ChunkedOrderViolation(torch.autograd.Function):
         grad_a = torch.zeros_like(a) if need_a else None
         grad_b = torch.zeros_like(b) if need_b else None
         for start in range(0, a.shape[0], chunk):
-            r = (b.unsqueeze(0) - a[start:start + chunk].unsqueeze(1)).clamp(min=0)  # (c, m, d)
-            g = grad_out[start:start + chunk]  # (c, m)
+            r = (b.unsqueeze(0) - a[start : start + chunk].unsqueeze(1)).clamp(min=0)  # (c, m, d)
+            g = grad_out[start : start + chunk]  # (c, m)
             if need_a:
-                grad_a[start:start + chunk] = -2.0 * torch.einsum("cm,cmd->cd", g, r)
+                grad_a[start : start + chunk] = -2.0 * torch.einsum("cm,cmd->cd", g, r)
             if need_b:
                 grad_b += 2.0 * torch.einsum("cm,cmd->md", g, r)
         return grad_a, grad_b, None

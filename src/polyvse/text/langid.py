@@ -42,6 +42,7 @@ anyway and refuses only where the choice changes the answer:
 Refusals raise :class:`LanguageDetectionError` (a ``ValueError``) whose message says why and how to proceed (pass
 the language explicitly).
 """
+
 from __future__ import annotations
 
 import functools
@@ -54,9 +55,18 @@ from dataclasses import dataclass, field
 from ..errors import PolyvseError
 from ..languages import check_language, language_name, match_language, teach_hint
 
-__all__ = ["DEFAULT_MIN_AGREEMENT", "DEFAULT_MIN_CONFIDENCE", "LanguageDetectionError", "LanguageGuess",
-           "choose_language", "detect_language", "detectable_languages", "language_name", "served_confidences",
-           "warm_up"]
+__all__ = [
+    "DEFAULT_MIN_AGREEMENT",
+    "DEFAULT_MIN_CONFIDENCE",
+    "LanguageDetectionError",
+    "LanguageGuess",
+    "choose_language",
+    "detect_language",
+    "detectable_languages",
+    "language_name",
+    "served_confidences",
+    "warm_up",
+]
 
 DEFAULT_MIN_CONFIDENCE = 0.75
 MIN_WORDS = 2
@@ -94,9 +104,12 @@ class LanguageGuess:
     agreement: float | None = None  # with "same answer": the share of the top k photos all candidates share
 
     def to_dict(self) -> dict:
-        d = {"lang": self.lang, "confidence": round(self.confidence, 4),
-             "candidates": [{"lang": c, "confidence": round(v, 4)} for c, v in self.candidates],
-             "decided_by": self.decided_by}
+        d = {
+            "lang": self.lang,
+            "confidence": round(self.confidence, 4),
+            "candidates": [{"lang": c, "confidence": round(v, 4)} for c, v in self.candidates],
+            "decided_by": self.decided_by,
+        }
         if self.agreement is not None:
             d["agreement"] = round(self.agreement, 4)
         return d
@@ -104,16 +117,24 @@ class LanguageGuess:
 
 def _is_cjk(ch: str) -> bool:
     cp = ord(ch)
-    return (0x3040 <= cp <= 0x30FF or 0x3400 <= cp <= 0x4DBF or 0x4E00 <= cp <= 0x9FFF or 0xF900 <= cp <= 0xFAFF
-            or 0xAC00 <= cp <= 0xD7AF or 0x20000 <= cp <= 0x2FA1F)
+    return (
+        0x3040 <= cp <= 0x30FF
+        or 0x3400 <= cp <= 0x4DBF
+        or 0x4E00 <= cp <= 0x9FFF
+        or 0xF900 <= cp <= 0xFAFF
+        or 0xAC00 <= cp <= 0xD7AF
+        or 0x20000 <= cp <= 0x2FA1F
+    )
 
 
 def _lingua():
     try:
         import lingua
     except ImportError:  # pragma: no cover - a declared dependency
-        raise LanguageDetectionError("language detection needs the lingua-language-detector package "
-                                     "(pip install lingua-language-detector); or pass the language") from None
+        raise LanguageDetectionError(
+            "language detection needs the lingua-language-detector package "
+            "(pip install lingua-language-detector); or pass the language"
+        ) from None
     return lingua
 
 
@@ -166,8 +187,10 @@ def warm_up(languages: Sequence[str]) -> None:
 
 def _confidences(detector, text: str) -> list[tuple[str, float]]:
     """(canonical code, confidence), best first."""
-    return [(check_language(cv.language.iso_code_639_1.name.lower()), float(cv.value))
-            for cv in detector.compute_language_confidence_values(text)]
+    return [
+        (check_language(cv.language.iso_code_639_1.name.lower()), float(cv.value))
+        for cv in detector.compute_language_confidence_values(text)
+    ]
 
 
 def _clean(text: str) -> tuple[str, list[str], int]:
@@ -177,8 +200,9 @@ def _clean(text: str) -> tuple[str, list[str], int]:
 
 def _clear(ranked: list[tuple[str, float]], min_confidence: float = FOREIGN_CONFIDENCE) -> bool:
     """Whether the winner of a ranking (best first) is clear: min_confidence, or CLEAR_RATIO times the runner-up's."""
-    return bool(ranked) and (ranked[0][1] >= min_confidence
-                             or (len(ranked) > 1 and ranked[0][1] >= CLEAR_RATIO * ranked[1][1]))
+    return bool(ranked) and (
+        ranked[0][1] >= min_confidence or (len(ranked) > 1 and ranked[0][1] >= CLEAR_RATIO * ranked[1][1])
+    )
 
 
 def _how(codes: Sequence[str]) -> str:
@@ -186,9 +210,15 @@ def _how(codes: Sequence[str]) -> str:
     return f"pass the language explicitly (one of: {shown})"
 
 
-def detect_language(text: str, languages: Sequence[str], *, min_confidence: float = DEFAULT_MIN_CONFIDENCE,
-                    min_words: int = MIN_WORDS, min_letters: int = MIN_LETTERS, min_cjk: int = MIN_CJK,
-                    ) -> LanguageGuess:
+def detect_language(
+    text: str,
+    languages: Sequence[str],
+    *,
+    min_confidence: float = DEFAULT_MIN_CONFIDENCE,
+    min_words: int = MIN_WORDS,
+    min_letters: int = MIN_LETTERS,
+    min_cjk: int = MIN_CJK,
+) -> LanguageGuess:
     """The language of ``text`` among ``languages`` (ISO 639 codes), or LanguageDetectionError (module docstring:
     the rule for a model that needs the language)."""
     codes = _model_codes(languages)
@@ -202,7 +232,8 @@ def detect_language(text: str, languages: Sequence[str], *, min_confidence: floa
         raise LanguageDetectionError(
             f"cannot detect the language of {text[:40]!r}: too short to tell ({len(words)} word"
             f"{'s' if len(words) != 1 else ''}; need at least {min_words} words and {min_letters} letters, "
-            f"or {min_cjk} Chinese/Japanese characters); {how}")
+            f"or {min_cjk} Chinese/Japanese characters); {how}"
+        )
 
     detectable = [c for c in codes if c in _lingua_languages()]
     if not detectable:
@@ -218,15 +249,18 @@ def detect_language(text: str, languages: Sequence[str], *, min_confidence: floa
         if _clear(wide):
             raise LanguageDetectionError(
                 f"the query looks like {language_name(other)} ({other}, confidence {other_conf:.2f}), which this "
-                f"model was not trained on; it knows {listed}. Write the query in one of those, or {how}")
+                f"model was not trained on; it knows {listed}. Write the query in one of those, or {how}"
+            )
         raise LanguageDetectionError(
             f"cannot tell the language of {text[:40]!r}: it reads about as well as {language_name(other)} "
-            f"({other_conf:.2f}) as any of the model's languages (best: {best} {conf:.2f} among them); {how}")
+            f"({other_conf:.2f}) as any of the model's languages (best: {best} {conf:.2f} among them); {how}"
+        )
     if conf < min_confidence:
         runner = f", then {narrow[1][0]} {narrow[1][1]:.2f}" if len(narrow) > 1 else ""
         raise LanguageDetectionError(
             f"cannot tell the language of {text[:40]!r} with confidence: best guess {best} {conf:.2f}{runner} "
-            f"(need {min_confidence:.2f}); {how}")
+            f"(need {min_confidence:.2f}); {how}"
+        )
     return LanguageGuess(best, conf, narrow[:3])
 
 
@@ -247,10 +281,18 @@ def served_confidences(text: str, languages: Sequence[str]) -> tuple[list[tuple[
     return ranked, wide
 
 
-def choose_language(text: str, languages: Sequence[str], answer: Callable[[str], Sequence[Hashable]], *,
-                    trained: Sequence[str] = (), min_confidence: float = DEFAULT_MIN_CONFIDENCE,
-                    min_agreement: float = DEFAULT_MIN_AGREEMENT, candidate_floor: float = CANDIDATE_FLOOR,
-                    max_candidates: int = MAX_CANDIDATES, compare: bool | None = None) -> LanguageGuess:
+def choose_language(
+    text: str,
+    languages: Sequence[str],
+    answer: Callable[[str], Sequence[Hashable]],
+    *,
+    trained: Sequence[str] = (),
+    min_confidence: float = DEFAULT_MIN_CONFIDENCE,
+    min_agreement: float = DEFAULT_MIN_AGREEMENT,
+    candidate_floor: float = CANDIDATE_FLOOR,
+    max_candidates: int = MAX_CANDIDATES,
+    compare: bool | None = None,
+) -> LanguageGuess:
     """The language to search ``text`` as, for a model whose towers read it without being told its language
     (module docstring), or LanguageDetectionError. ``languages``: every language the model serves;
     ``answer(lang)``: the ranked photo ids the query gets searched as ``lang`` (called only when detection is
@@ -266,10 +308,11 @@ def choose_language(text: str, languages: Sequence[str], answer: Callable[[str],
         in_order = dict.fromkeys(check_language(c) for c in languages)  # served_languages: trained, adapted, ...
         hidden = [c for c in in_order if match_language(c, _lingua_languages()) is None]
         named = ", ".join(f"{language_name(c)} ({c})" for c in hidden[:4]) + (", ..." if len(hidden) > 4 else "")
-        unseen = (f" (auto cannot tell {len(hidden)} of them, {named}: pass those explicitly)" if hidden else "")
+        unseen = f" (auto cannot tell {len(hidden)} of them, {named}: pass those explicitly)" if hidden else ""
         raise LanguageDetectionError(
             f"the query looks like {language_name(other)} ({other}, confidence {other_conf:.2f}), which this model "
-            f"cannot read; write it in a language the model serves, {how}{unseen}, or {teach_hint(other)}")
+            f"cannot read; write it in a language the model serves, {how}{unseen}, or {teach_hint(other)}"
+        )
     if _clear(ranked, min_confidence):
         return LanguageGuess(ranked[0][0], ranked[0][1], ranked[:3])
     if trained:  # what the strict rule accepts stays accepted: a confident trained language, nothing else likelier
@@ -298,4 +341,5 @@ def choose_language(text: str, languages: Sequence[str], answer: Callable[[str],
     listed = ", ".join(f"{language_name(c)} ({c}) {v:.2f}" for c, v in candidates)
     raise LanguageDetectionError(
         f"cannot tell the language of {text[:40]!r} (plausible: {listed}), and it changes the results: searched "
-        f"as each of them, the top {k} photos share {len(shared)} (need {min_agreement:.0%}); {how}")
+        f"as each of them, the top {k} photos share {len(shared)} (need {min_agreement:.0%}); {how}"
+    )

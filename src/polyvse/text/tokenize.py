@@ -132,7 +132,8 @@ def _unicode_token():
         r"|\p{N}+(?:[.,]\p{N}+)+"  # 3.5, 5,300
         rf"|[[\p{{L}}\p{{M}}\p{{N}}]--[{_SPACELESS}]]+(?:['’ʼ\-\u200c\u200d][[\p{{L}}\p{{M}}\p{{N}}]--[{_SPACELESS}]]+)*"
         r"|[^\s\p{M}]\p{M}*",  # anything else: one token a character
-        regex.V1)
+        regex.V1,
+    )
 
 
 def unicode_words(text: str) -> list[str]:

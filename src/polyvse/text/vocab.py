@@ -48,8 +48,7 @@ class Vocabulary:
 
     # -- building -------------------------------------------------------------------------------
     @classmethod
-    def build(cls, token_lists: Iterable[Sequence[str]], min_count: int = 1,
-              max_size: int | None = None) -> Vocabulary:
+    def build(cls, token_lists: Iterable[Sequence[str]], min_count: int = 1, max_size: int | None = None) -> Vocabulary:
         """Count tokens over `token_lists` (training text only!) and keep the frequent ones.
 
         min_count: keep tokens seen at least this often. max_size: keep at most this many regular
@@ -119,11 +118,13 @@ class Vocabulary:
     @classmethod
     def from_dict(cls, data: Mapping) -> Vocabulary:
         if not isinstance(data, Mapping) or data.get("format") != _FORMAT:
-            raise DataError("not a polyvse vocabulary (missing format marker); "
-                            "pass the dict written by Vocabulary.to_dict()")
+            raise DataError(
+                "not a polyvse vocabulary (missing format marker); pass the dict written by Vocabulary.to_dict()"
+            )
         if data.get("version") != _VERSION:
-            raise DataError(f"vocabulary version {data.get('version')!r} is not supported "
-                            f"(this polyvse reads version {_VERSION})")
+            raise DataError(
+                f"vocabulary version {data.get('version')!r} is not supported (this polyvse reads version {_VERSION})"
+            )
         if data.get("pad") != PAD_TOKEN or data.get("unk") != UNK_TOKEN:
             raise DataError("vocabulary has different special tokens; it was not written by this polyvse")
         tokens = data.get("tokens")

@@ -1,4 +1,5 @@
 """Numpy helpers of more than one package (index, model)."""
+
 from __future__ import annotations
 
 import numpy as np

@@ -6,6 +6,7 @@ reader opens: temporary names start with a dot). On any error the temporary file
 destination is untouched; a write that fills the disk becomes a DiskFullError naming the file, the bytes it
 needs and those free.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -46,11 +47,17 @@ def is_disk_full(exc: BaseException, folder: str | os.PathLike) -> bool:
     from ..errors import PolyvseError
 
     # an error raised on purpose says what it means; a library's failed write on a full filesystem meant that
-    return isinstance(exc, Exception) and not isinstance(exc, PolyvseError) and 0 <= free_bytes(folder) < LOW_SPACE_BYTES
+    return (
+        isinstance(exc, Exception) and not isinstance(exc, PolyvseError) and 0 <= free_bytes(folder) < LOW_SPACE_BYTES
+    )
 
 
-def disk_full_error(path: str | os.PathLike, needed: int | None = None, written: int | None = None,
-                    kept: str = "the file it would have replaced is untouched") -> DiskFullError:
+def disk_full_error(
+    path: str | os.PathLike,
+    needed: int | None = None,
+    written: int | None = None,
+    kept: str = "the file it would have replaced is untouched",
+) -> DiskFullError:
     """The error for a write of ``path`` that ran out of space: ``needed`` bytes in all when known, else more than
     the ``written`` bytes it got to."""
     path = Path(path)
@@ -62,21 +69,29 @@ def disk_full_error(path: str | os.PathLike, needed: int | None = None, written:
     else:
         need = "needs more space"
     have = f"{free:,} bytes are free there" if free >= 0 else "the free space there is unknown"
-    return DiskFullError(f"no space left on the device: writing it {need}, and {have}; {kept}. Free some space on "
-                         "that filesystem (or write somewhere else) and run the command again", path)
+    return DiskFullError(
+        f"no space left on the device: writing it {need}, and {have}; {kept}. Free some space on "
+        "that filesystem (or write somewhere else) and run the command again",
+        path,
+    )
 
 
 @contextlib.contextmanager
-def atomic_path(path: str | os.PathLike, *, prefix: str | None = None, suffix: str = ".part",
-                fsync: bool = True, needed: int | None = None) -> Iterator[Path]:
+def atomic_path(
+    path: str | os.PathLike,
+    *,
+    prefix: str | None = None,
+    suffix: str = ".part",
+    fsync: bool = True,
+    needed: int | None = None,
+) -> Iterator[Path]:
     """Yield a temporary path beside `path` to be filled by the caller (e.g. a library that writes by file
     name); on success it is renamed over `path`. With `fsync` (the default) the file is flushed to disk
     before the rename and the folder after it, so the new file survives a power loss too. ``needed``: the bytes
     the file will take, for the message when the disk fills."""
     dest = Path(path)
     dest.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{dest.name}." if prefix is None else prefix, suffix=suffix,
-                               dir=dest.parent)
+    fd, tmp = tempfile.mkstemp(prefix=f".{dest.name}." if prefix is None else prefix, suffix=suffix, dir=dest.parent)
     os.close(fd)
     try:
         yield Path(tmp)
@@ -112,9 +127,16 @@ def fsync_dir(folder: Path) -> None:
 
 
 @contextlib.contextmanager
-def atomic_open(path: str | os.PathLike, mode: str = "w", encoding: str | None = "utf-8",
-                newline: str | None = "\n", *, prefix: str | None = None, suffix: str = ".part",
-                fsync: bool = True) -> Iterator[IO]:
+def atomic_open(
+    path: str | os.PathLike,
+    mode: str = "w",
+    encoding: str | None = "utf-8",
+    newline: str | None = "\n",
+    *,
+    prefix: str | None = None,
+    suffix: str = ".part",
+    fsync: bool = True,
+) -> Iterator[IO]:
     """`open(path, mode)` that only replaces `path` once the `with` block has completed."""
     with atomic_path(path, prefix=prefix, suffix=suffix, fsync=False) as tmp:
         kwargs = {} if "b" in mode else {"encoding": encoding, "newline": newline}

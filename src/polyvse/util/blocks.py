@@ -1,5 +1,6 @@
 """Rows of a vectors file read a chunk at a time under a memory budget (the index's builds and its CSLS penalty
 table): plain reads of a memory map's file, so its pages are not mapped into this process."""
+
 from __future__ import annotations
 
 import mmap

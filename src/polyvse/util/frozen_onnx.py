@@ -13,6 +13,7 @@ model exports afresh and a graph is never run against other weights.
 CPU and torch on a GPU; ``torch`` keeps torch everywhere (the caches torch filled before stay valid); ``onnx``
 asks for ONNX Runtime.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -46,8 +47,9 @@ def front_runtime(device: str = "cpu") -> str:
         return "torch"
     if importlib.util.find_spec("onnxruntime") is None:
         if value == "onnx":
-            raise DataError(f"${RUNTIME_ENV}=onnx but onnxruntime is not installed: pip install onnxruntime, "
-                            "or give auto or torch")
+            raise DataError(
+                f"${RUNTIME_ENV}=onnx but onnxruntime is not installed: pip install onnxruntime, or give auto or torch"
+            )
         return "torch"
     return "onnx"
 
@@ -75,8 +77,10 @@ def load_session(path: str | os.PathLike, threads: int | None = None):
     try:
         return ort.InferenceSession(str(path), sess_options=opts, providers=["CPUExecutionProvider"])
     except Exception as exc:  # onnxruntime raises its own types for a damaged file
-        raise DataError(f"ONNX Runtime cannot load this cached graph ({exc}); delete it and run again to export it "
-                        "afresh", str(path)) from exc
+        raise DataError(
+            f"ONNX Runtime cannot load this cached graph ({exc}); delete it and run again to export it afresh",
+            str(path),
+        ) from exc
 
 
 def graph_digest(*parts: str) -> str:
@@ -87,8 +91,9 @@ def graph_digest(*parts: str) -> str:
     return hashlib.sha256("|".join((*parts, f"format={FORMAT}", f"torch={torch.__version__}")).encode()).hexdigest()
 
 
-def write_graph(module, args: tuple, path: str | os.PathLike, input_names: list[str], output_names: list[str],
-                dynamic_axes: dict) -> Path:
+def write_graph(
+    module, args: tuple, path: str | os.PathLike, input_names: list[str], output_names: list[str], dynamic_axes: dict
+) -> Path:
     """``torch.onnx.export`` of ``module`` (eval mode) to ``path`` through a temporary file renamed into place,
     so a reader never sees half a graph (two writers racing each write the same graph)."""
     import torch
@@ -100,8 +105,17 @@ def write_graph(module, args: tuple, path: str | os.PathLike, input_names: list[
         with torch.no_grad(), warnings.catch_warnings():
             warnings.simplefilter("ignore")  # the tracer's notes on folded constants are no user's concern
             # the TorchScript exporter: plain matmuls and convolutions that need no onnxscript
-            torch.onnx.export(module, args, str(tmp), input_names=input_names, output_names=output_names,
-                              dynamic_axes=dynamic_axes, opset_version=OPSET, dynamo=False, do_constant_folding=True)
+            torch.onnx.export(
+                module,
+                args,
+                str(tmp),
+                input_names=input_names,
+                output_names=output_names,
+                dynamic_axes=dynamic_axes,
+                opset_version=OPSET,
+                dynamo=False,
+                do_constant_folding=True,
+            )
         os.replace(tmp, path)
     except BaseException:
         tmp.unlink(missing_ok=True)

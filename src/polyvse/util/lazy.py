@@ -1,7 +1,8 @@
 """Package attributes imported on first use (PEP 562), so importing a package costs only what is used.
 
-    __getattr__ = lazy_attributes(__name__, {"Searcher": ".search", ...})
+__getattr__ = lazy_attributes(__name__, {"Searcher": ".search", ...})
 """
+
 from __future__ import annotations
 
 import importlib

@@ -12,6 +12,7 @@ The bar itself is tqdm's, shown only when its stream (stderr by default) is a te
 not the bar was shown, so a terminal keeps the same record a log gets. Settings such as ``TQDM_MININTERVAL``
 reach the bar through tqdm's environment overrides.
 """
+
 from __future__ import annotations
 
 import sys
@@ -29,9 +30,18 @@ class Progress:
     <seconds>``, or ``desc: <note>, <seconds>`` after ``close(note)``.
     """
 
-    def __init__(self, iterable: Iterable | None = None, *, desc: str, total: float | None = None,
-                 unit: str = "it", enabled: bool = True, line: bool = True, file: TextIO | None = None,
-                 **tqdm_options):
+    def __init__(
+        self,
+        iterable: Iterable | None = None,
+        *,
+        desc: str,
+        total: float | None = None,
+        unit: str = "it",
+        enabled: bool = True,
+        line: bool = True,
+        file: TextIO | None = None,
+        **tqdm_options,
+    ):
         from tqdm.auto import tqdm
 
         self.desc, self.unit, self.count = desc, unit, 0
@@ -40,8 +50,16 @@ class Progress:
         self._closed = False
         self._t0 = time.perf_counter()
         # disable=None: tqdm hides the bar when the stream is no terminal; leave=False: the line replaces it
-        self.bar = tqdm(iterable, desc=desc, total=total, unit=unit, file=self._file, leave=False,
-                        disable=None if enabled else True, **tqdm_options)
+        self.bar = tqdm(
+            iterable,
+            desc=desc,
+            total=total,
+            unit=unit,
+            file=self._file,
+            leave=False,
+            disable=None if enabled else True,
+            **tqdm_options,
+        )
 
     def __iter__(self) -> Iterator:
         for item in self.bar:
@@ -59,8 +77,12 @@ class Progress:
         self._closed = True
         self.bar.close()
         if self._line:
-            print(f"{self.desc}: {note if note is not None else self._amount()}, "
-                  f"{_seconds(time.perf_counter() - self._t0)}", file=self._file, flush=True)
+            print(
+                f"{self.desc}: {note if note is not None else self._amount()}, "
+                f"{_seconds(time.perf_counter() - self._t0)}",
+                file=self._file,
+                flush=True,
+            )
 
     def _amount(self) -> str:
         plural = "es" if self.unit.endswith(("s", "x", "ch", "sh")) else "s"

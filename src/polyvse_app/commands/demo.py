@@ -1,6 +1,7 @@
 """`polyvse demo`: the quick start in one command. F8K-ML -> features (cached) -> shared-GRU model -> checkpoint ->
 evaluation, then an index of the demo's photos (<out>/index), one search of it, and the `polyvse search` and
 `polyvse serve` commands to run next."""
+
 from __future__ import annotations
 
 import os
@@ -17,14 +18,17 @@ DEMO_QUERY = ("zwei Hunde spielen im Schnee", "de")
 
 
 def register(sub) -> None:
-    p = sub.add_parser("demo", help="train and evaluate the demo model on F8K-ML (en, de, fr, cs, zh), index its "
-                                    "photos and search them",
-                       description="Train and evaluate the demo model on F8K-ML (en, de, fr, cs, zh), index the "
-                                   "photos (<out>/index), show one search, and print the commands to search and "
-                                   "serve the index.")
+    p = sub.add_parser(
+        "demo",
+        help="train and evaluate the demo model on F8K-ML (en, de, fr, cs, zh), index its photos and search them",
+        description="Train and evaluate the demo model on F8K-ML (en, de, fr, cs, zh), index the "
+        "photos (<out>/index), show one search, and print the commands to search and "
+        "serve the index.",
+    )
     p.add_argument("--out", default="runs/demo", help="output folder (default runs/demo)")
-    p.add_argument("--images", metavar="DIR",
-                   help="photos to index (default: <data root>/flickr8k/images, the demo's own 850)")
+    p.add_argument(
+        "--images", metavar="DIR", help="photos to index (default: <data root>/flickr8k/images, the demo's own 850)"
+    )
     p.add_argument("--no-index", dest="index", action="store_false", help="train and evaluate only")
     add_common(p)
     p.set_defaults(func=run)
@@ -43,8 +47,19 @@ def run(args) -> int:
         return code
     images = Path(args.images) if args.images else data_root(args.data_root) / "flickr8k" / "images"
     index = out / "index"
-    build = ["index", "build", "--checkpoint", str(out / "checkpoint"), "--images", str(images), "--out", str(index),
-             "--force", "--device", args.device]
+    build = [
+        "index",
+        "build",
+        "--checkpoint",
+        str(out / "checkpoint"),
+        "--images",
+        str(images),
+        "--out",
+        str(index),
+        "--force",
+        "--device",
+        args.device,
+    ]
     if args.data_root:  # the training's feature cache: its photo features are read back, not recomputed
         build += ["--data-root", args.data_root]
     query, lang = DEMO_QUERY
@@ -55,10 +70,12 @@ def run(args) -> int:
         return code
     print(f"\none search of it: {_shown(search)}\n")
     code = _polyvse(search)
-    print("\nnext, search it in any of the model's languages (en, de, fr, cs, zh), by photo, or serve it:\n"
-          f"  {_shown(search[:3] + ['un chien court sur la plage', '--lang', 'fr'])}\n"
-          f"  {_shown(search[:3] + ['--image', str(_first_photo(images))])}\n"
-          f"  {_shown(['serve', '--index', str(index)])}    # http://127.0.0.1:8000/ : a search page and the JSON API")
+    print(
+        "\nnext, search it in any of the model's languages (en, de, fr, cs, zh), by photo, or serve it:\n"
+        f"  {_shown(search[:3] + ['un chien court sur la plage', '--lang', 'fr'])}\n"
+        f"  {_shown(search[:3] + ['--image', str(_first_photo(images))])}\n"
+        f"  {_shown(['serve', '--index', str(index)])}    # http://127.0.0.1:8000/ : a search page and the JSON API"
+    )
     return code
 
 

@@ -5,6 +5,7 @@ index builds, photo searches, the service. The trainer and ``polyvse adapt`` wri
 command writes it for a checkpoint saved without one (or by an older polyvse). It needs torch and onnx
 (``pip install 'polyvse[train]'``).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -15,13 +16,19 @@ def register(sub) -> None:
     p = sub.add_parser("export", help="export a checkpoint's image encoder (ONNX, for installs without torch)")
     formats = p.add_subparsers(dest="export_format", required=True)
     o = formats.add_parser(
-        "onnx", help="write image_encoder.onnx into a checkpoint folder",
+        "onnx",
+        help="write image_encoder.onnx into a checkpoint folder",
         description="Write the checkpoint's image side (backbone, fine-tuned tail, image head: normalised crops to "
         "joint-space vectors) as image_encoder.onnx, with its preprocessing in image_encoder.json, into the "
-        "checkpoint folder. Then `pip install polyvse` without torch builds indexes and searches by photo with it.")
+        "checkpoint folder. Then `pip install polyvse` without torch builds indexes and searches by photo with it.",
+    )
     o.add_argument("--checkpoint", required=True, metavar="DIR", help="checkpoint folder")
-    o.add_argument("--check", action=argparse.BooleanOptionalAction, default=True,
-                   help="compare the graph's vectors with the torch model's on a few synthetic photos (default: on)")
+    o.add_argument(
+        "--check",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="compare the graph's vectors with the torch model's on a few synthetic photos (default: on)",
+    )
     o.set_defaults(func=run_onnx)
 
 
@@ -59,13 +66,17 @@ def check_export(path, seed: int = 0) -> float:
     from polyvse.features.onnx_export import MIN_COSINE
 
     rng = np.random.default_rng(seed)
-    images = [Image.fromarray(rng.integers(0, 256, (h, w, 3), dtype=np.uint8))
-              for w, h in ((320, 240), (240, 320), (300, 300), (500, 375))]
+    images = [
+        Image.fromarray(rng.integers(0, 256, (h, w, 3), dtype=np.uint8))
+        for w, h in ((320, 240), (240, 320), (300, 300), (500, 375))
+    ]
     model = polyvse.load(path, device="cpu")
     a = model.encode_image(images)
     b = OnnxImageEncoder(path, squash=model.checkpoint.squash_photos).encode(images)
     low = float(((a * b).sum(1) / np.maximum(np.linalg.norm(a, axis=1) * np.linalg.norm(b, axis=1), 1e-12)).min())
     if not low >= MIN_COSINE:
-        raise CheckpointError(f"{Path(path) / ENCODER_FILE}: its vectors differ from the torch model's (cosine "
-                              f"{low:.6f} < {MIN_COSINE}); keep embedding photos with torch and report this")
+        raise CheckpointError(
+            f"{Path(path) / ENCODER_FILE}: its vectors differ from the torch model's (cosine "
+            f"{low:.6f} < {MIN_COSINE}); keep embedding photos with torch and report this"
+        )
     return low

@@ -18,6 +18,7 @@ every stage: the machine (whether it computes bf16 natively), the precision aske
 stage's seconds (those of the run that did it) and the fingerprints of the trained checkpoint, of the model and of
 the index.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -36,27 +37,54 @@ def register(sub) -> None:
     p = sub.add_parser("model", help="build the product model: train, index the photos, teach the plan's languages")
     actions = p.add_subparsers(dest="model_command", required=True)
     b = actions.add_parser(
-        "build", help="train, index and adapt the product model in one resumable command",
+        "build",
+        help="train, index and adapt the product model in one resumable command",
         description="Train the config, index the photos with the trained checkpoint and teach the adaptation "
         "plan's languages into one checkpoint that the index accepts; a stage an earlier run finished is skipped. "
-        f"Writes <out>/{RECORD}: the machine, precision, threads, each stage's seconds and the fingerprints.")
+        f"Writes <out>/{RECORD}: the machine, precision, threads, each stage's seconds and the fingerprints.",
+    )
     b.add_argument("--out", default="runs/model", metavar="DIR", help="the model folder (default: %(default)s)")
-    b.add_argument("--config", default=PRODUCT_CONFIG, metavar="NAME|FILE",
-                   help="training config: a packaged config's name (`polyvse train --list-configs`) or a file "
-                        "(default: %(default)s, the product recipe)")
-    b.add_argument("--plan", default=PRODUCT_PLAN, metavar="NAME|FILE",
-                   help="adaptation plan: a packaged plan's name or a YAML file (default: %(default)s)")
+    b.add_argument(
+        "--config",
+        default=PRODUCT_CONFIG,
+        metavar="NAME|FILE",
+        help="training config: a packaged config's name (`polyvse train --list-configs`) or a file "
+        "(default: %(default)s, the product recipe)",
+    )
+    b.add_argument(
+        "--plan",
+        default=PRODUCT_PLAN,
+        metavar="NAME|FILE",
+        help="adaptation plan: a packaged plan's name or a YAML file (default: %(default)s)",
+    )
     b.add_argument("--skip-adapt", action="store_true", help="train and index only: teach no language")
-    b.add_argument("--images", metavar="DIR",
-                   help="the photos to index, searched recursively (default: <data root>/flickr8k-224/images)")
-    b.add_argument("--threads", type=int, metavar="N",
-                   help="torch threads of every stage (default: the config's for training, torch's own for the rest)")
-    b.add_argument("--precision", default="auto", choices=["fp32", "bf16", "auto"],
-                   help="training steps' precision: auto (default) is bf16 autocast where this machine computes "
-                        "bf16 natively (a CPU with AVX512_BF16 or AMX, a GPU with bf16), fp32 elsewhere; photo "
-                        "maps, sentence vectors and evaluation stay fp32")
-    b.add_argument("--set", dest="overrides", action="append", default=[], metavar="FIELD=VALUE",
-                   help="override a config field for the training, as `polyvse train --set` (repeatable)")
+    b.add_argument(
+        "--images",
+        metavar="DIR",
+        help="the photos to index, searched recursively (default: <data root>/flickr8k-224/images)",
+    )
+    b.add_argument(
+        "--threads",
+        type=int,
+        metavar="N",
+        help="torch threads of every stage (default: the config's for training, torch's own for the rest)",
+    )
+    b.add_argument(
+        "--precision",
+        default="auto",
+        choices=["fp32", "bf16", "auto"],
+        help="training steps' precision: auto (default) is bf16 autocast where this machine computes "
+        "bf16 natively (a CPU with AVX512_BF16 or AMX, a GPU with bf16), fp32 elsewhere; photo "
+        "maps, sentence vectors and evaluation stay fp32",
+    )
+    b.add_argument(
+        "--set",
+        dest="overrides",
+        action="append",
+        default=[],
+        metavar="FIELD=VALUE",
+        help="override a config field for the training, as `polyvse train --set` (repeatable)",
+    )
     b.add_argument("--smoke", action="store_true", help="train a few steps on a slice of the data (tests)")
     b.add_argument("--data-root", metavar="DIR", help="data root (default: $POLYVSE_DATA, else ~/.cache/polyvse)")
     b.add_argument("--quiet", action="store_true", help="no progress bars")
@@ -106,10 +134,13 @@ class Build:
         self.root = data_root(args.data_root)
         self.images = Path(args.images).expanduser() if args.images else self.root / "flickr8k-224" / "images"
         if not self.images.is_dir():
-            raise DataError("no photo folder to index: give --images DIR (or fetch flickr8k-224: "
-                            "`polyvse data fetch all`)", self.images)
-        self.stages = [("train", self.train), ("index", self.index)] + ([] if args.skip_adapt else
-                                                                        [("adapt", self.adapt)])
+            raise DataError(
+                "no photo folder to index: give --images DIR (or fetch flickr8k-224: `polyvse data fetch all`)",
+                self.images,
+            )
+        self.stages = [("train", self.train), ("index", self.index)] + (
+            [] if args.skip_adapt else [("adapt", self.adapt)]
+        )
         self.record = self._previous_record()
 
     # -- the record -------------------------------------------------------------------------------------------
@@ -131,12 +162,15 @@ class Build:
 
         checkpoint = self.out / "checkpoint"
         self.record = {
-            "out": str(self.out), "complete": complete,
+            "out": str(self.out),
+            "complete": complete,
             "config": {"name": self.cfg.name, "file": str(self.config_path)},
-            "plan": str(self.plan_path) if self.plan_path else None, "images": str(self.images),
+            "plan": str(self.plan_path) if self.plan_path else None,
+            "images": str(self.images),
             "machine": self.machine(),
-            "precision": (self.record.get("stages") or {}).get("train", {}).get("precision",
-                                                                                {"asked": self.args.precision}),
+            "precision": (self.record.get("stages") or {})
+            .get("train", {})
+            .get("precision", {"asked": self.args.precision}),
             "threads": {"train": self.cfg.schedule.threads, "index_and_adapt": torch.get_num_threads()},
             "stages": self.record.get("stages", {}),
             **({"fingerprints": self.record["fingerprints"]} if complete else {}),
@@ -168,8 +202,7 @@ class Build:
             seconds = round(time.perf_counter() - t0, 1)
             if done_before:
                 before = self._stage_before(name)
-                entry = {**info, "done_before": True, "seconds": before.get("seconds"),
-                         "check_seconds": seconds}
+                entry = {**info, "done_before": True, "seconds": before.get("seconds"), "check_seconds": seconds}
                 print(f"[{i}/{n}] {name}: done before ({seconds:.1f} s to check)", flush=True)
             else:
                 entry = {**info, "done_before": False, "seconds": seconds}
@@ -179,8 +212,11 @@ class Build:
         self.record["fingerprints"] = self.fingerprints()
         self._write(complete=True)
         took = ", ".join(f"{name} {self.record['stages'][name].get('seconds') or 0:.0f} s" for name, _ in self.stages)
-        print(f"model: {self.out / 'checkpoint'}  index: {self.out / 'index'}\nbuild record: {self.out / RECORD} "
-              f"({took})", flush=True)
+        print(
+            f"model: {self.out / 'checkpoint'}  index: {self.out / 'index'}\nbuild record: {self.out / RECORD} "
+            f"({took})",
+            flush=True,
+        )
         return self.record
 
     def train(self, header: str) -> tuple[bool, dict]:
@@ -193,19 +229,36 @@ class Build:
                 print(f"{header}: {self.cfg.name} in {self.out} (trained before)", flush=True)
                 return True, self._train_info(metrics)
             self._move_aside()
-        command = ["polyvse train", f"--config {self.args.config}", f"--out {self.out}", "--resume",
-                   f"--precision {self.args.precision}"] + [f"--set {x}" for x in self.args.overrides]
+        command = [
+            "polyvse train",
+            f"--config {self.args.config}",
+            f"--out {self.out}",
+            "--resume",
+            f"--precision {self.args.precision}",
+        ] + [f"--set {x}" for x in self.args.overrides]
         command += [f"--set threads={self.args.threads}"] if self.args.threads is not None else []
         command += ["--smoke"] if self.args.smoke else []
         print(f"{header}: {self.cfg.name} into {self.out} ({' '.join(command)})", flush=True)
-        metrics = train(self.cfg, self.out, self.root, resume=True, smoke=self.args.smoke,
-                        progress=not self.args.quiet, device=self.args.device, precision=self.args.precision)
+        metrics = train(
+            self.cfg,
+            self.out,
+            self.root,
+            resume=True,
+            smoke=self.args.smoke,
+            progress=not self.args.quiet,
+            device=self.args.device,
+            precision=self.args.precision,
+        )
         return False, self._train_info(metrics)
 
     def _train_info(self, metrics: dict) -> dict:
-        return {"config": self.cfg.name, "precision": {"asked": self.args.precision, "used": metrics.get("precision")},
-                "wall_time_s": metrics.get("wall_time_s"), "cpu_time_s": metrics.get("cpu_time_s"),
-                "threads_used": metrics.get("threads_used")}
+        return {
+            "config": self.cfg.name,
+            "precision": {"asked": self.args.precision, "used": metrics.get("precision")},
+            "wall_time_s": metrics.get("wall_time_s"),
+            "cpu_time_s": metrics.get("cpu_time_s"),
+            "threads_used": metrics.get("threads_used"),
+        }
 
     def _move_aside(self) -> None:
         stale = self.out.with_name(f"{self.out.name}.stale-{time.strftime('%Y%m%d-%H%M%S')}")
@@ -231,36 +284,64 @@ class Build:
         device = resolve_device(self.args.device)
         model = polyvse.load(self.trained_checkpoint(), device=device)
         before = self._stage_before("index")
-        photo_set = {"images": str(self.images.resolve()), "photos": len(photos),
-                     "names_sha256": hashlib.sha256("\n".join(names).encode("utf-8")).hexdigest()}
-        if ((index / "manifest.json").is_file() and all(before.get(k) == v for k, v in photo_set.items())
-                and index_accepts(index, model)):
+        photo_set = {
+            "images": str(self.images.resolve()),
+            "photos": len(photos),
+            "names_sha256": hashlib.sha256("\n".join(names).encode("utf-8")).hexdigest(),
+        }
+        if (
+            (index / "manifest.json").is_file()
+            and all(before.get(k) == v for k, v in photo_set.items())
+            and index_accepts(index, model)
+        ):
             print(f"{header}: {len(photos):,} photos of {self.images} in {index} (indexed before)", flush=True)
             return True, {k: before[k] for k in (*photo_set, "indexed", "unreadable") if k in before}
-        print(f"{header}: {len(photos):,} photos (polyvse index build --checkpoint {self.out / 'checkpoint'} "
-              f"--images {self.images} --out {index} --force)", flush=True)
-        report = build_index(model, photos, index, cache_dir=cache_root(self.args.data_root) / "features",
-                             names=names,
-                             checkpoint_path=self.out / "checkpoint", num_workers=loader_workers(device),
-                             progress=not self.args.quiet, overwrite=True)
-        print(f"{report.added:,} photos indexed ({len(report.failures)} unreadable, {report.extracted:,} features "
-              f"computed, {report.cached:,} from the cache)", flush=True)
+        print(
+            f"{header}: {len(photos):,} photos (polyvse index build --checkpoint {self.out / 'checkpoint'} "
+            f"--images {self.images} --out {index} --force)",
+            flush=True,
+        )
+        report = build_index(
+            model,
+            photos,
+            index,
+            cache_dir=cache_root(self.args.data_root) / "features",
+            names=names,
+            checkpoint_path=self.out / "checkpoint",
+            num_workers=loader_workers(device),
+            progress=not self.args.quiet,
+            overwrite=True,
+        )
+        print(
+            f"{report.added:,} photos indexed ({len(report.failures)} unreadable, {report.extracted:,} features "
+            f"computed, {report.cached:,} from the cache)",
+            flush=True,
+        )
         return False, {**photo_set, "indexed": report.index.count, "unreadable": len(report.failures)}
 
     def adapt(self, header: str) -> tuple[bool, dict]:
         from polyvse.adaptation.plan import RECORD as ADAPTED, Stage
 
-        stage = Stage(self.out, self.plan, self.args.data_root, report=lambda s: print(s, flush=True),
-                      progress=not self.args.quiet)
+        stage = Stage(
+            self.out,
+            self.plan,
+            self.args.data_root,
+            report=lambda s: print(s, flush=True),
+            progress=not self.args.quiet,
+        )
         langs = ", ".join(e.lang for e in self.plan.taught)
         record = stage.finished_record()
         done_before = record is not None
         print(f"{header}: {langs} (plan {self.plan_path})" + (" (taught before)" if done_before else ""), flush=True)
         if not done_before:
             record = stage.run()
-        return done_before, {"plan": str(self.plan_path), "record": str(self.out / ADAPTED),
-                             "languages": {lang: {"method": x["method"], "seconds": x.get("seconds")}
-                                           for lang, x in record["languages"].items()}}
+        return done_before, {
+            "plan": str(self.plan_path),
+            "record": str(self.out / ADAPTED),
+            "languages": {
+                lang: {"method": x["method"], "seconds": x.get("seconds")} for lang, x in record["languages"].items()
+            },
+        }
 
     def fingerprints(self) -> dict:
         """The trained checkpoint's, the model's (``<out>/checkpoint``, once the index accepts it) and the index's."""
@@ -269,5 +350,9 @@ class Build:
 
         model = Stage(self.out, self.plan).check_index(self.out / "checkpoint")
         built = json.loads((self.out / "index" / "manifest.json").read_text(encoding="utf-8"))["model"]
-        return {"trained": checkpoint_fingerprint(self.trained_checkpoint()), "model": model,
-                "index": built["fingerprint"], "index_photo_side": built.get("photo_fingerprint")}
+        return {
+            "trained": checkpoint_fingerprint(self.trained_checkpoint()),
+            "model": model,
+            "index": built["fingerprint"],
+            "index_photo_side": built.get("photo_fingerprint"),
+        }

@@ -1,5 +1,6 @@
 """`polyvse report [--check]`: every generated block of README and docs (and the zoo's docs/results.md) rendered
 again from the committed records; `--check` writes nothing and lists what is stale."""
+
 from __future__ import annotations
 
 import sys
@@ -7,12 +8,19 @@ from pathlib import Path
 
 
 def register(sub) -> None:
-    p = sub.add_parser("report", help="regenerate every generated block of README.md and docs/ from the records "
-                                      "under results/ and benchmarks/results/ (--check: list the stale ones)")
-    p.add_argument("--repo", default=".", help="the checkout whose README, docs and records to use (default: the "
-                                               "current folder)")
-    p.add_argument("--check", action="store_true",
-                   help="write nothing; exit 1 listing each block that differs from what its records render")
+    p = sub.add_parser(
+        "report",
+        help="regenerate every generated block of README.md and docs/ from the records "
+        "under results/ and benchmarks/results/ (--check: list the stale ones)",
+    )
+    p.add_argument(
+        "--repo", default=".", help="the checkout whose README, docs and records to use (default: the current folder)"
+    )
+    p.add_argument(
+        "--check",
+        action="store_true",
+        help="write nothing; exit 1 listing each block that differs from what its records render",
+    )
     p.set_defaults(func=run)
 
 

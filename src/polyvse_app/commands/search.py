@@ -4,6 +4,7 @@ Prints the ranked photos with their scores. ``--lang`` takes any ISO 639 code th
 or read zero-shot by its frozen towers); another is refused with how to teach it (``polyvse adapt``). ``--lang auto``
 detects the query's language, or refuses (exit code 2) with a message saying why (polyvse.text.langid).
 """
+
 from __future__ import annotations
 
 import json
@@ -19,16 +20,25 @@ _THREAD_SETTINGS = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"
 
 def register(sub) -> None:
     p = sub.add_parser(
-        "search", help="search an index by text or by photo",
+        "search",
+        help="search an index by text or by photo",
         description="Search a photo index by a text query (in any of the model's languages), by a photo, or "
         "by an indexed photo's id. The model is the checkpoint recorded in the index unless --checkpoint is "
-        "given; a model other than the one that built the index is refused.")
-    p.add_argument("query", nargs="?", help="text query, e.g. \"zwei Hunde spielen im Schnee\"")
-    p.add_argument("--index", default=str(DEFAULT_INDEX), metavar="INDEX",
-                   help="index folder (from `polyvse index build`; default: %(default)s, from `make model`)")
+        "given; a model other than the one that built the index is refused.",
+    )
+    p.add_argument("query", nargs="?", help='text query, e.g. "zwei Hunde spielen im Schnee"')
+    p.add_argument(
+        "--index",
+        default=str(DEFAULT_INDEX),
+        metavar="INDEX",
+        help="index folder (from `polyvse index build`; default: %(default)s, from `make model`)",
+    )
     p.add_argument("--checkpoint", metavar="DIR", help="checkpoint folder (default: the one recorded in the index)")
-    p.add_argument("--lang", help="language of the text query: an ISO 639 code the model serves (e.g. en, es, spa, "
-                   "zh-Hans; trained, adapted or zero-shot), or auto")
+    p.add_argument(
+        "--lang",
+        help="language of the text query: an ISO 639 code the model serves (e.g. en, es, spa, "
+        "zh-Hans; trained, adapted or zero-shot), or auto",
+    )
     p.add_argument("--image", metavar="PHOTO", help="search by this photo instead of text")
     p.add_argument("--similar-to", type=int, metavar="ID", help="search by an indexed photo (its id)")
     p.add_argument("-k", type=int, default=10, help="number of results (default: %(default)s)")
@@ -66,11 +76,16 @@ def run(args) -> int:
     from polyvse.index import PhotoIndex, Searcher, model_for_index
     from polyvse.languages import serving_status
 
-    modes = [m for m, v in (("a text query", args.query), ("--image", args.image),
-                            ("--similar-to", args.similar_to)) if v is not None]
+    modes = [
+        m
+        for m, v in (("a text query", args.query), ("--image", args.image), ("--similar-to", args.similar_to))
+        if v is not None
+    ]
     if len(modes) != 1:
-        raise DataError("give exactly one of: a text query (with --lang), --image PHOTO or --similar-to ID"
-                        + (f"; got {' and '.join(modes)}" if modes else ""))
+        raise DataError(
+            "give exactly one of: a text query (with --lang), --image PHOTO or --similar-to ID"
+            + (f"; got {' and '.join(modes)}" if modes else "")
+        )
     if args.query is not None and not args.lang:
         raise DataError("a text query needs --lang (an ISO 639 code such as en, de or es, or auto to detect it)")
     if args.query is None and args.lang:
@@ -83,22 +98,33 @@ def run(args) -> int:
     if args.query is not None:
         result = searcher.text(args.query, args.lang, k=args.k)
         if args.json:
-            print(json.dumps({"query": result.query, "lang": result.lang,
-                              "detected": result.detected.to_dict() if result.detected else None,
-                              "unknown_words": result.unknown_words,
-                              "results": [h.to_dict(with_path=True) for h in result.hits]}, ensure_ascii=False,
-                             indent=2))
+            print(
+                json.dumps(
+                    {
+                        "query": result.query,
+                        "lang": result.lang,
+                        "detected": result.detected.to_dict() if result.detected else None,
+                        "unknown_words": result.unknown_words,
+                        "results": [h.to_dict(with_path=True) for h in result.hits],
+                    },
+                    ensure_ascii=False,
+                    indent=2,
+                )
+            )
             return 0
         # this language's status only: the whole served list would canonicalise every tower's documented codes
         status = serving_status(searcher.model, result.lang) or "trained"
         how = result.lang if status == "trained" else f"{result.lang}, {status}"
         if result.detected and result.detected.decided_by == "same answer":
-            how = (f"{how}; language unclear, but every plausible one gives {result.detected.agreement:.0%} the "
-                   "same photos")
+            how = (
+                f"{how}; language unclear, but every plausible one gives {result.detected.agreement:.0%} the "
+                "same photos"
+            )
         elif result.detected and result.detected.decided_by == "plausible":
             others = ", ".join(c for c, _ in result.detected.candidates if c != result.lang)
-            how = f"{how}; language unclear, searched as a plausible one" + (f" (also plausible: {others})"
-                                                                            if others else "")
+            how = f"{how}; language unclear, searched as a plausible one" + (
+                f" (also plausible: {others})" if others else ""
+            )
         elif result.detected:
             how = f"detected {how}, confidence {result.detected.confidence:.2f}"
         header = f"{result.query!r} ({how}): top {len(result.hits)} of {index.count} photos"

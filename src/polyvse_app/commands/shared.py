@@ -1,5 +1,6 @@
 """What the commands share, in one module: the --device (and --precision) options every computing command takes
 (resolved by polyvse.device), --photo-fit, and the listing of unreadable photos."""
+
 from __future__ import annotations
 
 import argparse
@@ -7,15 +8,23 @@ import argparse
 
 def add_device_args(p: argparse.ArgumentParser, precision: bool = False) -> None:
     """--device; with ``precision``, also --precision (bf16 autocast of the training steps)."""
-    p.add_argument("--device", default="auto", metavar="DEVICE",
-                   help="where to compute: auto (CUDA when available, else CPU), cpu, cuda or cuda:N "
-                        "(default: %(default)s; under torchrun auto and cuda mean each rank's own GPU)")
+    p.add_argument(
+        "--device",
+        default="auto",
+        metavar="DEVICE",
+        help="where to compute: auto (CUDA when available, else CPU), cpu, cuda or cuda:N "
+        "(default: %(default)s; under torchrun auto and cuda mean each rank's own GPU)",
+    )
     if precision:
-        p.add_argument("--precision", default="fp32", choices=["fp32", "bf16", "auto"],
-                       help="fp32 (default) or bf16 autocast of the training steps, on CUDA or a CPU (fast on "
-                            "one with native bf16: AVX512_BF16 or AMX); auto: bf16 where this machine computes "
-                            "it natively, else fp32 (training.json records which); features and evaluation "
-                            "stay fp32")
+        p.add_argument(
+            "--precision",
+            default="fp32",
+            choices=["fp32", "bf16", "auto"],
+            help="fp32 (default) or bf16 autocast of the training steps, on CUDA or a CPU (fast on "
+            "one with native bf16: AVX512_BF16 or AMX); auto: bf16 where this machine computes "
+            "it natively, else fp32 (training.json records which); features and evaluation "
+            "stay fp32",
+        )
 
 
 def device_of(args):
@@ -41,11 +50,15 @@ PHOTO_FITS = {"squash": True, "crop": False}
 
 
 def add_photo_fit_arg(p) -> None:
-    p.add_argument("--photo-fit", choices=sorted(PHOTO_FITS), default=None,
-                   help="how photos that are not square meet the backbone: squash (resize to a square, ignoring "
-                        "the aspect ratio) or crop (keep it, centre crop); default: as the model trained (squash "
-                        "for models trained on f8k-full's squashed photos, else crop); the decisions log (docs) has "
-                        "both measured")
+    p.add_argument(
+        "--photo-fit",
+        choices=sorted(PHOTO_FITS),
+        default=None,
+        help="how photos that are not square meet the backbone: squash (resize to a square, ignoring "
+        "the aspect ratio) or crop (keep it, centre crop); default: as the model trained (squash "
+        "for models trained on f8k-full's squashed photos, else crop); the decisions log (docs) has "
+        "both measured",
+    )
 
 
 def squash_of(args) -> bool | None:

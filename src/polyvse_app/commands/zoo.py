@@ -1,4 +1,5 @@
 """`polyvse zoo run|status|report|records|compare|estimate`: train every config of the method zoo and write docs/results.md."""
+
 from __future__ import annotations
 
 import json
@@ -14,20 +15,32 @@ DEFAULT_SPEC = "configs/zoo/cpu.yaml"
 def register(sub) -> None:
     p = sub.add_parser("zoo", help="train and evaluate every config of configs/ (the method zoo) and report")
     zsub = p.add_subparsers(dest="zoo_command", required=True)
-    for name, helptext in [("run", "train + evaluate the planned runs (resumable; finished runs are skipped)"),
-                           ("status", "list the planned runs and their state"),
-                           ("report", "write docs/results.md (or the spec's block of it) and its plots from the "
-                                      "finished runs"),
-                           ("records", "copy the finished runs' small record files (what the report reads) to a "
-                                       "folder that can be committed; `zoo report --out FOLDER` reads them"),
-                           ("compare", "set the finished official runs (or their records, --out) against an "
-                                       "earlier record of the same zoo (--before): what a change moved"),
-                           ("estimate", "CPU minutes per run of each config, from a few timed training steps")]:
+    for name, helptext in [
+        ("run", "train + evaluate the planned runs (resumable; finished runs are skipped)"),
+        ("status", "list the planned runs and their state"),
+        ("report", "write docs/results.md (or the spec's block of it) and its plots from the finished runs"),
+        (
+            "records",
+            "copy the finished runs' small record files (what the report reads) to a "
+            "folder that can be committed; `zoo report --out FOLDER` reads them",
+        ),
+        (
+            "compare",
+            "set the finished official runs (or their records, --out) against an "
+            "earlier record of the same zoo (--before): what a change moved",
+        ),
+        ("estimate", "CPU minutes per run of each config, from a few timed training steps"),
+    ]:
         q = zsub.add_parser(name, help=helptext)
         _add_common_args(q)
         q.set_defaults(func=run)
-        extra = {"run": _add_run_args, "report": _add_report_args, "records": _add_records_args,
-                 "compare": _add_compare_args, "estimate": _add_estimate_args}.get(name)
+        extra = {
+            "run": _add_run_args,
+            "report": _add_report_args,
+            "records": _add_records_args,
+            "compare": _add_compare_args,
+            "estimate": _add_estimate_args,
+        }.get(name)
         if extra is not None:
             extra(q)
 
@@ -46,44 +59,66 @@ def _add_run_args(q) -> None:
     q.add_argument("--max-hours", type=float, help="start no new run after this many hours")
     q.add_argument("--retry-failed", action="store_true", help="run again the runs that failed before")
     q.add_argument("--progress", action="store_true", help="progress bars of each training")
-    q.add_argument("--jobs", type=int, default=1, metavar="N",
-                   help="N worker processes share the plan, each taking the next unclaimed run "
-                        "(one per free core: trainings use one thread each; default: %(default)s)")
+    q.add_argument(
+        "--jobs",
+        type=int,
+        default=1,
+        metavar="N",
+        help="N worker processes share the plan, each taking the next unclaimed run "
+        "(one per free core: trainings use one thread each; default: %(default)s)",
+    )
 
 
 def _add_report_args(q) -> None:
     """`zoo report`: where the page, the plots and the README block go."""
     q.add_argument("--docs", default="docs", help="where results.md and the PNGs go (default: %(default)s)")
-    q.add_argument("--readme", default="README.md",
-                   help="README whose <!-- zoo-best --> block gets the best config per language "
-                        "(F8K-ML zoo only; default: %(default)s; '' = leave it)")
-    q.add_argument("--compare-out", default="runs/zoo",
-                   help="runs of the F8K-ML zoo, for the side-by-side claims of another zoo's block; "
-                        "when absent, they are read from the F8K-ML section of results.md "
-                        "(default: %(default)s)")
+    q.add_argument(
+        "--readme",
+        default="README.md",
+        help="README whose <!-- zoo-best --> block gets the best config per language "
+        "(F8K-ML zoo only; default: %(default)s; '' = leave it)",
+    )
+    q.add_argument(
+        "--compare-out",
+        default="runs/zoo",
+        help="runs of the F8K-ML zoo, for the side-by-side claims of another zoo's block; "
+        "when absent, they are read from the F8K-ML section of results.md "
+        "(default: %(default)s)",
+    )
 
 
 def _add_records_args(q) -> None:
     """`zoo records`: where the record files go, and which configs."""
-    q.add_argument("--to", help="where the records go (default: results/<name of the runs folder>, "
-                                "e.g. results/zoo-f8k-full)")
-    q.add_argument("--whole-configs", action="store_true",
-                   help="only configs whose every planned run (all seeds) is done: a zoo retrained "
-                        "config by config never commits a config with some seeds new and some old")
+    q.add_argument(
+        "--to", help="where the records go (default: results/<name of the runs folder>, e.g. results/zoo-f8k-full)"
+    )
+    q.add_argument(
+        "--whole-configs",
+        action="store_true",
+        help="only configs whose every planned run (all seeds) is done: a zoo retrained "
+        "config by config never commits a config with some seeds new and some old",
+    )
 
 
 def _add_compare_args(q) -> None:
     """`zoo compare`: the earlier records (or results.md) and where the table goes."""
     before = q.add_mutually_exclusive_group(required=True)
-    before.add_argument("--before",
-                        help="the earlier records, e.g. `git archive <commit> results/zoo-f8k-full | tar -x -C "
-                             "DIR` then DIR/results/zoo-f8k-full")
-    before.add_argument("--before-doc",
-                        help="an earlier results.md of the F8K-ML zoo (`git show <commit>:docs/results.md > "
-                             "FILE`): its cross-validation table against the retrained configs' folds")
-    q.add_argument("--docs", default="docs",
-                   help="results.md's <!-- zoo-<title>-before-after --> block gets the table, if it has one; "
-                        "else it is printed (default: %(default)s)")
+    before.add_argument(
+        "--before",
+        help="the earlier records, e.g. `git archive <commit> results/zoo-f8k-full | tar -x -C "
+        "DIR` then DIR/results/zoo-f8k-full",
+    )
+    before.add_argument(
+        "--before-doc",
+        help="an earlier results.md of the F8K-ML zoo (`git show <commit>:docs/results.md > "
+        "FILE`): its cross-validation table against the retrained configs' folds",
+    )
+    q.add_argument(
+        "--docs",
+        default="docs",
+        help="results.md's <!-- zoo-<title>-before-after --> block gets the table, if it has one; "
+        "else it is printed (default: %(default)s)",
+    )
 
 
 def _add_estimate_args(q) -> None:
@@ -136,11 +171,14 @@ def _estimate(args, runs, spec) -> int:
     estimates = estimate_plan(runs, spec, data_root(args.data_root), steps=args.steps)
     per_config = {name: est.seconds() / 60 for name, est in estimates.items()}
     total = sum(per_config[r.config] for r in runs if r.config in per_config)
-    print(f"plan: {len(runs)} runs, {total / 60:.1f} CPU-hours "
-          f"(~{total / 120:.1f} h wall with two one-thread workers on 2 free cores)")
+    print(
+        f"plan: {len(runs)} runs, {total / 60:.1f} CPU-hours "
+        f"(~{total / 120:.1f} h wall with two one-thread workers on 2 free cores)"
+    )
     if args.json:
-        Path(args.json).write_text(json.dumps({n: e.to_dict() for n, e in estimates.items()}, indent=1) + "\n",
-                                   encoding="utf-8")
+        Path(args.json).write_text(
+            json.dumps({n: e.to_dict() for n, e in estimates.items()}, indent=1) + "\n", encoding="utf-8"
+        )
     return 0
 
 
@@ -191,12 +229,14 @@ def _report(args, spec, configs, runs, out) -> int:
 
     command = MAKE_TARGETS.get(args.spec, f"polyvse zoo run --spec {args.spec}")
     if spec.title:
-        path = write_block_report(out, Path(args.docs) / "results.md", planned, order, command, spec,
-                                  compare_out=Path(args.compare_out))
+        path = write_block_report(
+            out, Path(args.docs) / "results.md", planned, order, command, spec, compare_out=Path(args.compare_out)
+        )
     else:
         readme = Path(args.readme) if args.readme else None
-        path = write_report(out, Path(args.docs), planned, order, command, spec,
-                            readme=readme if readme and readme.exists() else None)
+        path = write_report(
+            out, Path(args.docs), planned, order, command, spec, readme=readme if readme and readme.exists() else None
+        )
     print(f"wrote {path}")
     return 0
 
@@ -204,8 +244,14 @@ def _report(args, spec, configs, runs, out) -> int:
 def _worker_command(args) -> list[str]:
     """This `polyvse zoo run` as one worker process (--jobs 1)."""
     cmd = [sys.executable, "-m", "polyvse_app.cli", "zoo", "run", "--jobs", "1"]
-    for flag, value in [("--spec", args.spec), ("--configs-dir", args.configs_dir), ("--configs", args.configs),
-                        ("--out", args.out), ("--data-root", args.data_root), ("--max-hours", args.max_hours)]:
+    for flag, value in [
+        ("--spec", args.spec),
+        ("--configs-dir", args.configs_dir),
+        ("--configs", args.configs),
+        ("--out", args.out),
+        ("--data-root", args.data_root),
+        ("--max-hours", args.max_hours),
+    ]:
         if value is not None:
             cmd += [flag, str(value)]
     return cmd + ["--retry-failed"] * args.retry_failed + ["--progress"] * args.progress
@@ -260,8 +306,15 @@ def run(args) -> int:
     if args.zoo_command == "run" and args.jobs > 1:
         return _run_workers(args, runs, out, spec)
     if args.zoo_command == "run":
-        counts = run_zoo(runs, out, data_root(args.data_root), spec, max_hours=args.max_hours,
-                         retry_failed=args.retry_failed, progress=args.progress)
+        counts = run_zoo(
+            runs,
+            out,
+            data_root(args.data_root),
+            spec,
+            max_hours=args.max_hours,
+            retry_failed=args.retry_failed,
+            progress=args.progress,
+        )
         print(", ".join(f"{k}: {v}" for k, v in sorted(counts.items())))
         return 1 if counts.get("failed") else 0
     return _report(args, spec, configs, runs, out)

@@ -25,6 +25,7 @@ size, photo id, upload size, language codes) is declared in it, so a request it 
 content (a query in no language the model knows, a file that is not a photo). tests/test_serve_schema.py runs
 schemathesis against it.
 """
+
 from __future__ import annotations
 
 from fastapi import Depends, FastAPI
@@ -42,20 +43,25 @@ from .settings import ServeSettings
 from .state import ServiceState
 
 
-def create_app(searcher: Searcher, captions: CaptionCollection | None = None,
-               settings: ServeSettings | None = None) -> FastAPI:
+def create_app(
+    searcher: Searcher, captions: CaptionCollection | None = None, settings: ServeSettings | None = None
+) -> FastAPI:
     """The app over a loaded model's searcher (and, for photo -> caption, an embedded caption collection)."""
     settings = settings or ServeSettings()
     app = FastAPI(
-        title="polyvse", version=__version__,
+        title="polyvse",
+        version=__version__,
         description="Multilingual photo search: text in any of the model's languages -> photos, "
-                    "photo -> photos, photo -> captions.",
+        "photo -> photos, photo -> captions.",
     )
     # loaded before the app exists (build_app), so that a bad index or model fails before the port opens
     app.state.service = ServiceState(searcher, captions, settings)
     add_error_handling(app, settings)
-    guard = {"dependencies": [Depends(token_dependency(settings.token))], "responses": UNAUTHORIZED} \
-        if settings.token else {}
+    guard = (
+        {"dependencies": [Depends(token_dependency(settings.token))], "responses": UNAUTHORIZED}
+        if settings.token
+        else {}
+    )
     for router in ROUTERS:
         app.include_router(router, **(guard if router.prefix.startswith("/api") else {}))
     app.mount("/static", StaticFiles(directory=STATIC), name="static")
@@ -69,8 +75,9 @@ def create_app(searcher: Searcher, captions: CaptionCollection | None = None,
     return app
 
 
-def declare_app_limits(schema: dict, searcher: Searcher, captions: CaptionCollection | None,
-                       settings: ServeSettings) -> dict:
+def declare_app_limits(
+    schema: dict, searcher: Searcher, captions: CaptionCollection | None, settings: ServeSettings
+) -> dict:
     """Complete FastAPI's schema with what depends on this app: the languages ``lang`` may name (those the model
     serves, and "auto", for a text query; the collection's for captions) and an upload's size limits."""
     query_langs = [*searcher.served_languages, "auto"]
@@ -121,6 +128,7 @@ def build_app(index_path, checkpoint=None, captions_path=None, captions_lang=Non
     searcher = Searcher(model, index)
     captions = None
     if captions_path:
-        captions = CaptionCollection(searcher, read_caption_file(captions_path, captions_lang),
-                                     source=str(captions_path))
+        captions = CaptionCollection(
+            searcher, read_caption_file(captions_path, captions_lang), source=str(captions_path)
+        )
     return create_app(searcher, captions, settings), searcher, captions

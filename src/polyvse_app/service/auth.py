@@ -5,6 +5,7 @@ token once (an <img> cannot send a header). The page itself and /openapi.json st
 Closed by default: without a token the service binds only a loopback address, unless the user says
 ``--allow-unauthenticated`` (check_exposure).
 """
+
 from __future__ import annotations
 
 import ipaddress
@@ -25,12 +26,16 @@ cookie = APIKeyCookie(name=TOKEN_COOKIE, auto_error=False, description="the same
 def check_token(token: str) -> str:
     """The token as given, or ValueError saying why it cannot be one (it travels in a header and a cookie)."""
     if len(token) < MIN_TOKEN_CHARS:
-        raise ValueError(f"the token is {len(token)} characters long; use at least {MIN_TOKEN_CHARS}, e.g. "
-                         "python -c 'import secrets; print(secrets.token_urlsafe())'")
+        raise ValueError(
+            f"the token is {len(token)} characters long; use at least {MIN_TOKEN_CHARS}, e.g. "
+            "python -c 'import secrets; print(secrets.token_urlsafe())'"
+        )
     if not all(33 <= ord(c) <= 126 and c not in '";,\\' for c in token):
-        raise ValueError("the token may hold visible ASCII characters only, without quotes, ';', ',' or '\\' (it "
-                         "is sent in a header and a cookie); e.g. python -c 'import secrets; "
-                         "print(secrets.token_urlsafe())'")
+        raise ValueError(
+            "the token may hold visible ASCII characters only, without quotes, ';', ',' or '\\' (it "
+            "is sent in a header and a cookie); e.g. python -c 'import secrets; "
+            "print(secrets.token_urlsafe())'"
+        )
     return token
 
 
@@ -52,22 +57,31 @@ def check_exposure(host: str, token: str | None, allow_unauthenticated: bool = F
         f"--host {host} would serve every indexed photo to anyone who can reach the port, and no token is set. "
         "Set one (POLYVSE_TOKEN=$(python -c 'import secrets; print(secrets.token_urlsafe())'), or --token) so the "
         "API wants `Authorization: Bearer <token>`; or bind 127.0.0.1 (the default); or, on a network you trust, "
-        "pass --allow-unauthenticated to serve without one")
+        "pass --allow-unauthenticated to serve without one"
+    )
 
 
 def token_dependency(token: str) -> Callable:
     """A FastAPI dependency that lets a request through only with ``token``; 401 with a message otherwise."""
     expected = check_token(token).encode("ascii")
 
-    def require_token(credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(bearer)],
-                      cookie_token: Annotated[str | None, Depends(cookie)]) -> None:
+    def require_token(
+        credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(bearer)],
+        cookie_token: Annotated[str | None, Depends(cookie)],
+    ) -> None:
         given = credentials.credentials if credentials is not None else cookie_token
         if given is None:
-            raise HTTPException(401, "this server wants a token: send the header `Authorization: Bearer <token>` "
-                                     "with the token `polyvse serve` was started with (--token or POLYVSE_TOKEN)",
-                                headers={"WWW-Authenticate": "Bearer"})
+            raise HTTPException(
+                401,
+                "this server wants a token: send the header `Authorization: Bearer <token>` "
+                "with the token `polyvse serve` was started with (--token or POLYVSE_TOKEN)",
+                headers={"WWW-Authenticate": "Bearer"},
+            )
         if not secrets.compare_digest(given.encode("utf-8", "replace"), expected):
-            raise HTTPException(401, "wrong token: send the token `polyvse serve` was started with",
-                                headers={"WWW-Authenticate": 'Bearer error="invalid_token"'})
+            raise HTTPException(
+                401,
+                "wrong token: send the token `polyvse serve` was started with",
+                headers={"WWW-Authenticate": 'Bearer error="invalid_token"'},
+            )
 
     return require_token

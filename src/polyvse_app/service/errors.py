@@ -1,6 +1,7 @@
 """Bad input -> a 4xx whose JSON ``detail`` says what is wrong: the body-size cap (413) and the exception
 handlers for library errors, request validation and methods a path does not take (405, with an Allow header
 that lists every method of the path)."""
+
 from __future__ import annotations
 
 from fastapi import FastAPI, HTTPException, Request
@@ -39,8 +40,10 @@ class BodySizeLimit:
                     length = int(value)
                 except ValueError:
                     length = None
-        message = (f"the request body is larger than the limit of {mib(self.shown_limit)}; "
-                   "upload a smaller photo (a JPEG of a few MB at most)")
+        message = (
+            f"the request body is larger than the limit of {mib(self.shown_limit)}; "
+            "upload a smaller photo (a JPEG of a few MB at most)"
+        )
         if length is not None and length > self.limit:
             response = JSONResponse({"detail": message}, status_code=413, headers={"Connection": "close"})
             return await response(scope, receive, send)
@@ -74,8 +77,10 @@ def readable(errors) -> str:
         elif where in ("query", "q") and err.get("type") in ("string_too_short", "string_pattern_mismatch"):
             msg = "the query is empty; type a few words describing the photo you want"
         elif where in ("query", "q") and err.get("type") == "string_too_long":
-            msg = (f"the query is {len(err.get('input', ''))} characters long; the limit is "
-                   f"{err.get('ctx', {}).get('max_length')}. Describe the photo in a sentence or two")
+            msg = (
+                f"the query is {len(err.get('input', ''))} characters long; the limit is "
+                f"{err.get('ctx', {}).get('max_length')}. Describe the photo in a sentence or two"
+            )
         parts.append(f"{where} {msg}" if msg == "is required" else f"{where}: {msg}")
     return "; ".join(parts) or "invalid request"
 
@@ -103,8 +108,11 @@ def allowed_methods(request: Request) -> list[str]:
     """The methods some route takes at the request's path, found by asking each route whether it would take the
     request with that method (FastAPI nests included routers, so their routes are not listed flat)."""
     routes = [route for route in request.app.router.routes if not isinstance(route, Mount)]  # static files: theirs
-    return [method for method in HTTP_METHODS
-            if any(route.matches({**request.scope, "method": method})[0] == Match.FULL for route in routes)]
+    return [
+        method
+        for method in HTTP_METHODS
+        if any(route.matches({**request.scope, "method": method})[0] == Match.FULL for route in routes)
+    ]
 
 
 async def http_error(request: Request, exc: StarletteHTTPException):
@@ -112,11 +120,15 @@ async def http_error(request: Request, exc: StarletteHTTPException):
     route it tried: GET and POST /api/search/text are two routes), and a 400 says what to send."""
     methods = ", ".join(allowed_methods(request)) if exc.status_code == 405 else ""
     if methods:
-        exc = StarletteHTTPException(405, f"{request.method} is not allowed here; this path takes {methods}",
-                                     headers={"Allow": methods})
+        exc = StarletteHTTPException(
+            405, f"{request.method} is not allowed here; this path takes {methods}", headers={"Allow": methods}
+        )
     elif exc.status_code == 400 and exc.detail == "There was an error parsing the body":
-        exc = StarletteHTTPException(400, "the request body cannot be parsed: send JSON or a multipart form as "
-                                          "/openapi.json describes for this endpoint")
+        exc = StarletteHTTPException(
+            400,
+            "the request body cannot be parsed: send JSON or a multipart form as "
+            "/openapi.json describes for this endpoint",
+        )
     return await http_exception_handler(request, exc)
 
 

@@ -8,6 +8,7 @@ concurrent requests go on with the version in force. A request keeps the searche
 (the old version's vectors stay mapped after its files are removed). A version the running model cannot serve
 (built by another model, or with another --photo-fit) is logged and left alone until the manifest changes again.
 """
+
 from __future__ import annotations
 
 import logging
@@ -63,12 +64,20 @@ class LiveSearcher:
             try:
                 new = self._open(old)
             except PolyvseError as exc:
-                log.warning("%s changed but the new version cannot be served (%s); still serving the version "
-                            "of generation %s", self.root, exc, old.index.manifest.get("generation"))
+                log.warning(
+                    "%s changed but the new version cannot be served (%s); still serving the version of generation %s",
+                    self.root,
+                    exc,
+                    old.index.manifest.get("generation"),
+                )
                 return
             self._searcher = new
-            log.info("%s: now serving generation %s (%s)", self.root, new.index.manifest.get("generation"),
-                     new.index.describe())
+            log.info(
+                "%s: now serving generation %s (%s)",
+                self.root,
+                new.index.manifest.get("generation"),
+                new.index.describe(),
+            )
         finally:
             self._loading.release()
 
@@ -76,8 +85,10 @@ class LiveSearcher:
     def _open(old: Searcher) -> Searcher:
         index = PhotoIndex.open(old.index.root)
         if index.fingerprint != old.index.fingerprint:  # a rebuild by another model (or another --photo-fit)
-            raise PolyvseError("it was built by another model than the one this server runs; restart "
-                               "`polyvse serve` to serve it with its own model")
+            raise PolyvseError(
+                "it was built by another model than the one this server runs; restart "
+                "`polyvse serve` to serve it with its own model"
+            )
         new = Searcher(old.model, index, check=False)  # same fingerprint: same model, no need to hash it again
         # one bound on concurrent encodings for the whole server, whichever version a request searches
         new.text_slots, new.image_slots = old.text_slots, old.image_slots

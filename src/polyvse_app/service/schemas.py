@@ -1,4 +1,5 @@
 """Request and response models of the JSON endpoints (they make the OpenAPI schema at /openapi.json)."""
+
 from __future__ import annotations
 
 from typing import Annotated
@@ -32,18 +33,26 @@ class Detected(BaseModel):
     lang: str
     confidence: float
     candidates: list[dict]
-    decided_by: str = Field("detection", description="'detection' (confident); 'plausible': the language is "
-                            "unclear and the query was searched as a plausible one, a trained language first; or "
-                            "'same answer': unclear, and every plausible one gave the same top photos (only when "
-                            "an agreement is asked; polyvse.text.langid)")
-    agreement: float | None = Field(None, description="with 'same answer': the share of the top k photos "
-                                       "every plausible language's search has in common")
+    decided_by: str = Field(
+        "detection",
+        description="'detection' (confident); 'plausible': the language is "
+        "unclear and the query was searched as a plausible one, a trained language first; or "
+        "'same answer': unclear, and every plausible one gave the same top photos (only when "
+        "an agreement is asked; polyvse.text.langid)",
+    )
+    agreement: float | None = Field(
+        None,
+        description="with 'same answer': the share of the top k photos every plausible language's search has in common",
+    )
 
 
 class TextSearchRequest(BaseModel):
     query: str = Field(description="what the photo shows, in one of the model's languages", **QUERY_LIMITS)
-    lang: str = Field("auto", description="ISO 639 code of the query's language, one the model serves "
-                      "(GET /api/model: served_languages), or 'auto' to detect it")
+    lang: str = Field(
+        "auto",
+        description="ISO 639 code of the query's language, one the model serves "
+        "(GET /api/model: served_languages), or 'auto' to detect it",
+    )
     k: int = Field(DEFAULT_K, **K_LIMITS)
 
 
@@ -79,8 +88,10 @@ class Health(BaseModel):
     status: str
     photos: int
     captions: int
-    generation: int = Field(description="version of the index being served: `polyvse index add` and `index build "
-                                        "--force` make a new one, which the server picks up without a restart")
+    generation: int = Field(
+        description="version of the index being served: `polyvse index add` and `index build "
+        "--force` make a new one, which the server picks up without a restart"
+    )
 
 
 class ErrorBody(BaseModel):
@@ -88,13 +99,18 @@ class ErrorBody(BaseModel):
 
 
 #: the 4xx answers of the endpoints that take input, each a JSON ``{"detail": "what is wrong"}``
-ERRORS = {400: {"model": ErrorBody, "description": "the body is not JSON or multipart form data"},
-          404: {"model": ErrorBody, "description": "no such photo id (or route); no caption collection"},
-          413: {"model": ErrorBody, "description": "the upload is larger than the server's limit"},
-          415: {"model": ErrorBody, "description": "the upload is not sent as an image"},
-          422: {"model": ErrorBody, "description": "the request breaks this schema, or its content cannot be "
-                "used: a query whose language cannot be told or none of whose words the model knows, a file "
-                "that is not a readable image or has more pixels than the server's limit"}}
+ERRORS = {
+    400: {"model": ErrorBody, "description": "the body is not JSON or multipart form data"},
+    404: {"model": ErrorBody, "description": "no such photo id (or route); no caption collection"},
+    413: {"model": ErrorBody, "description": "the upload is larger than the server's limit"},
+    415: {"model": ErrorBody, "description": "the upload is not sent as an image"},
+    422: {
+        "model": ErrorBody,
+        "description": "the request breaks this schema, or its content cannot be "
+        "used: a query whose language cannot be told or none of whose words the model knows, a file "
+        "that is not a readable image or has more pixels than the server's limit",
+    },
+}
 UNAUTHORIZED = {401: {"model": ErrorBody, "description": "no token or a wrong one (a server started with --token)"}}
 #: the answer of a thumbnail (always a JPEG) and of a photo file (the indexed file as it is)
 JPEG = {200: {"content": {"image/jpeg": {}}, "description": "a JPEG"}}

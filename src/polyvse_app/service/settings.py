@@ -1,4 +1,5 @@
 """The service's limits: one ServeSettings per app (`polyvse serve` fills it from its options)."""
+
 from __future__ import annotations
 
 import os
@@ -33,10 +34,16 @@ class ServeSettings:
 
     def limits(self) -> dict:
         """The limits as /api/model reports them (never the token)."""
-        return {"max_upload_bytes": self.max_upload_bytes, "max_pixels": self.max_pixels,
-                "max_query_chars": self.max_query_chars, "max_k": self.max_k, "default_k": self.default_k,
-                "thumbnail_sizes": list(THUMB_SIZES), "thumbnail_cache": self.thumbnail_cache,
-                "decode_concurrency": self.decode_concurrency}
+        return {
+            "max_upload_bytes": self.max_upload_bytes,
+            "max_pixels": self.max_pixels,
+            "max_query_chars": self.max_query_chars,
+            "max_k": self.max_k,
+            "default_k": self.default_k,
+            "thumbnail_sizes": list(THUMB_SIZES),
+            "thumbnail_cache": self.thumbnail_cache,
+            "decode_concurrency": self.decode_concurrency,
+        }
 
     @property
     def max_body_bytes(self) -> int:

@@ -3,6 +3,7 @@ thumbnail cache and the bound on concurrent photo decodes, held as ``app.state.s
 create_app) and handed to each endpoint by the ``Service`` dependency, pinned to the index version in force when
 the request came (live.py). The checks the endpoints share (photo id, upload) live here too; k and the query are
 checked by the schema (schemas.py)."""
+
 from __future__ import annotations
 
 import copy
@@ -75,8 +76,9 @@ class ServiceState:
 
     def need_captions(self) -> CaptionCollection:
         if self.captions is None or len(self.captions) == 0:
-            raise HTTPException(404, "this server has no caption collection; start it with "
-                                     "`polyvse serve ... --captions FILE`")
+            raise HTTPException(
+                404, "this server has no caption collection; start it with `polyvse serve ... --captions FILE`"
+            )
         return self.captions
 
     def read_upload(self, file: UploadFile) -> tuple[bytes, str]:
@@ -107,8 +109,7 @@ def upload_name(upload: UploadFile) -> str:
 
 
 def hits_json(hits: list[Hit]) -> list[dict]:
-    return [{**h.to_dict(), "url": f"/api/photos/{h.id}", "thumbnail": f"/api/photos/{h.id}/thumbnail"}
-            for h in hits]
+    return [{**h.to_dict(), "url": f"/api/photos/{h.id}", "thumbnail": f"/api/photos/{h.id}/thumbnail"} for h in hits]
 
 
 def took_ms(t0: float) -> float:

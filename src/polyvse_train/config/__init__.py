@@ -27,6 +27,7 @@ One module a job: ``schema`` (the sections), ``objective`` (the objective sectio
 (files, the base: chain, the smoke overlay, normalising), ``legacy`` (the flat layout), ``packaged`` (the
 packaged configs by name), ``train_config`` (TrainConfig).
 """
+
 from .legacy import FLAT_FIELDS
 from .train_config import TrainConfig, changed_fields
 

@@ -2,6 +2,7 @@
 config, else a packaged config's name) on top of the smoke overlay (``overlays/smoke.yaml`` in the
 config's folder or one above it; the packaged one under a chain that reaches a packaged config), and any mapping of flat names, dotted paths and section mappings normalised to
 ``{name, section: {field: value}}`` (the objective's options under ``objective: {options: {...}}``)."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -32,8 +33,11 @@ def _unknown(name: str, source: str, where: str = "", known: list[str] | None = 
         known = sorted(FLAT_FIELDS) if not where else [f.name for f in SECTION_BY_KEY[where].own_fields()]
     close = difflib.get_close_matches(name.split(".")[-1], known, n=3)
     hint = f" (did you mean {', '.join(close)}?)" if close else ""
-    return DataError(f"unknown field(s) {name}{hint}; known {'fields of ' + where if where else 'fields'}: "
-                     f"{', '.join(known)}; sections: {', '.join(SECTION_BY_KEY)}", source)
+    return DataError(
+        f"unknown field(s) {name}{hint}; known {'fields of ' + where if where else 'fields'}: "
+        f"{', '.join(known)}; sections: {', '.join(SECTION_BY_KEY)}",
+        source,
+    )
 
 
 def normalise(data: dict[str, Any], source: str) -> dict[str, Any]:
@@ -78,14 +82,18 @@ def _put_path(out: dict, path: tuple[str, ...], value: Any, source: str, mapping
 def _put_options(out: dict, block: str, options: Any, source: str, mapping: dict) -> None:
     where = f"{ObjectiveSection.key}.{block}"
     if not isinstance(options, dict):
-        raise DataError(f"{where}: the options of objective {block}, a mapping of option: value; got {options!r}",
-                        source)
+        raise DataError(
+            f"{where}: the options of objective {block}, a mapping of option: value; got {options!r}", source
+        )
     known = list(OPTION_DEFAULTS)
     if block != OPTIONS:
         named = mapping.get("name")
         if named is not None and named != block:
-            raise DataError(f"{where}: the options of objective {block}, in a config of objective {named}; write "
-                            f"them under objective.{named}", source)
+            raise DataError(
+                f"{where}: the options of objective {block}, in a config of objective {named}; write "
+                f"them under objective.{named}",
+                source,
+            )
         known = [f.name for f in fields(OBJECTIVES[block].Options)]
     for option, value in options.items():
         if option not in known:
@@ -158,8 +166,10 @@ def load_chain(path: Path, seen: tuple[Path, ...] = (), files: list[Path] | None
     if base is None:
         return nested
     if not isinstance(base, str):
-        raise DataError(f"base: must be a file path relative to this config or a packaged config's name "
-                        f"(mule-full), got {base!r}", path)
+        raise DataError(
+            f"base: must be a file path relative to this config or a packaged config's name (mule-full), got {base!r}",
+            path,
+        )
     parent = load_chain(resolve_config(base, relative_to=path.parent, source=path), (*seen, resolved), files)
     parent.pop("name", None)  # a name is never inherited
     return merge(parent, nested)

@@ -2,6 +2,7 @@
 own options, in a namespace of its own (``OBJECTIVES[name].Options``): two objectives may give an option of the same
 name different defaults. The flat form (polyvse_train.config.legacy) names every objective's options by their flat
 names; an option this config's objective lacks stands there at its first owner's default."""
+
 from __future__ import annotations
 
 import copy
@@ -55,8 +56,10 @@ class ObjectiveSection(Section):
 
     def __setattr__(self, name: str, value: Any) -> None:
         if name in OPTION_DEFAULTS:  # it would land beside the options and change nothing
-            raise AttributeError(f"{name} is an option of objective {', '.join(OPTION_OWNERS[name])}: set "
-                                 f"cfg.objective.options.{name} or cfg.set({name!r}, value)")
+            raise AttributeError(
+                f"{name} is an option of objective {', '.join(OPTION_OWNERS[name])}: set "
+                f"cfg.objective.options.{name} or cfg.set({name!r}, value)"
+            )
         super().__setattr__(name, value)
 
     @classmethod
@@ -81,8 +84,11 @@ class ObjectiveSection(Section):
             raise DataError(f"objective.name {section.name!r}: use one of {', '.join(OBJECTIVES)}", source)
         if foreign:
             owners = OPTION_OWNERS[foreign[0]]
-            raise DataError(f"objective.{foreign[0]}: an option of objective {', '.join(owners)}, not of "
-                            f"{section.name}; remove it, or set objective.name: {owners[0]}", source)
+            raise DataError(
+                f"objective.{foreign[0]}: an option of objective {', '.join(owners)}, not of "
+                f"{section.name}; remove it, or set objective.name: {owners[0]}",
+                source,
+            )
         section.options = type(section.options)(**{k: v for k, v in given.items() if k in own})
         return section
 
@@ -97,8 +103,11 @@ class ObjectiveSection(Section):
         if self.max_violation and self.top_k not in (0, 1):
             fail("max_violation", "max_violation means top_k 1; set one of them")
         if type(self.options) is not options_class(self.name):
-            fail(self.name, f"the options of objective {self.name} are {options_class(self.name).__name__}, "
-                 f"not {type(self.options).__name__}")
+            fail(
+                self.name,
+                f"the options of objective {self.name} are {options_class(self.name).__name__}, "
+                f"not {type(self.options).__name__}",
+            )
         self.options.check(lambda name, message: fail(f"{self.name}.{name}", message))
 
     def check_config(self, cfg, fail) -> None:
@@ -120,8 +129,9 @@ def _options_of_objectives(objectives: dict) -> tuple[dict[str, list[str]], dict
     for name, cls in objectives.items():
         for f in fields(cls.Options):
             owners.setdefault(f.name, []).append(name)
-            by_objective.setdefault(f.name, {})[name] = (f.default_factory() if f.default is dataclasses.MISSING
-                                                         else f.default)
+            by_objective.setdefault(f.name, {})[name] = (
+                f.default_factory() if f.default is dataclasses.MISSING else f.default
+            )
     return owners, by_objective, {option: copy.deepcopy(next(iter(d.values()))) for option, d in by_objective.items()}
 
 
@@ -135,6 +145,12 @@ def is_a_default(option: str, value: Any) -> bool:
 #: flat form gives it where the config's objective lacks it (its first owner's)
 OPTION_OWNERS, OPTION_DEFAULTS_BY, OPTION_DEFAULTS = _options_of_objectives(OBJECTIVES)
 
-SECTIONS: tuple[type[Section], ...] = (DataSection, ModelSection, ObjectiveSection, AlignSection,
-                                       ScheduleSection, SmokeSection)
+SECTIONS: tuple[type[Section], ...] = (
+    DataSection,
+    ModelSection,
+    ObjectiveSection,
+    AlignSection,
+    ScheduleSection,
+    SmokeSection,
+)
 SECTION_BY_KEY = {s.key: s for s in SECTIONS}

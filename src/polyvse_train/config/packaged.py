@@ -6,6 +6,7 @@ suffix (``mule-full``, ``f8k-full/polyvse-best``); an existing file's path is al
 Three kinds of file live there: training configs (the folder's top level, ``f8k-full/``, ``gpu/``), adaptation
 plans (``adapt/``) and zoo specs (``zoo/``); ``overlays/`` holds the smoke overlay, which is no config of its own.
 """
+
 from __future__ import annotations
 
 import difflib
@@ -60,8 +61,9 @@ def _name_of(spec: str, kind: str) -> list[str]:
     return [name] + ([f"{KIND_FOLDERS[kind]}/{name}"] if kind in KIND_FOLDERS else [])
 
 
-def resolve_config(spec: str | Path, kind: str = TRAIN, relative_to: Path | None = None,
-                   source: str | Path | None = None) -> Path:
+def resolve_config(
+    spec: str | Path, kind: str = TRAIN, relative_to: Path | None = None, source: str | Path | None = None
+) -> Path:
     """The file ``spec`` names: an existing file (relative to ``relative_to`` where given, as a ``base:`` is, else
     to the working directory), else the packaged config of that name; a DataError naming close names otherwise
     (``source``: the file the name was written in)."""
@@ -88,8 +90,11 @@ def unknown_config(spec: str, kind: str, candidate: Path, source: str | Path | N
     close += [n for n in names if n.rsplit("/", 1)[-1] == wanted.rsplit("/", 1)[-1] and n not in close]
     hint = f"; did you mean {', '.join(close)}?" if close else ""
     what = {TRAIN: "training config", PLAN: "adaptation plan", ZOO: "zoo spec"}[kind]
-    return DataError(f"no file {candidate} and no packaged {what} named {wanted!r}{hint} (`polyvse train "
-                     f"--list-configs` lists them; a path to your own file works too)", source)
+    return DataError(
+        f"no file {candidate} and no packaged {what} named {wanted!r}{hint} (`polyvse train "
+        f"--list-configs` lists them; a path to your own file works too)",
+        source,
+    )
 
 
 def describe(path: Path) -> str:
@@ -114,9 +119,11 @@ def describe(path: Path) -> str:
 def list_configs() -> str:
     """The packaged configs by kind, a name and its description a line (``polyvse train --list-configs``)."""
     out = [f"packaged configs ({CONFIG_DIR}):"]
-    for kind, title in ((TRAIN, "training configs: polyvse train --config NAME"),
-                        (PLAN, "adaptation plans: polyvse model build --plan NAME"),
-                        (ZOO, "zoo specs: polyvse zoo run --spec FILE")):
+    for kind, title in (
+        (TRAIN, "training configs: polyvse train --config NAME"),
+        (PLAN, "adaptation plans: polyvse model build --plan NAME"),
+        (ZOO, "zoo specs: polyvse zoo run --spec FILE"),
+    ):
         configs = packaged_configs(kind)
         width = max(len(n) for n in configs)
         out += ["", title] + [f"  {c.name:<{width}}  {c.description}".rstrip() for c in configs.values()]

@@ -1,5 +1,6 @@
 """The sections of a training config but the objective's (polyvse_train.config.objective): what each field is, its
 default, and the checks of its own values. Every section is a dataclass on polyvse_train.sections.Section."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -79,19 +80,26 @@ class DataSection(Section):
         translations = dataset_translations(self.dataset)
         for variant in self.augment_translations:
             if variant not in translations:
-                fail("augment_translations", f"{variant!r}: dataset {self.dataset} has the machine translations "
-                     f"{', '.join(translations) or '(none)'}")
+                fail(
+                    "augment_translations",
+                    f"{variant!r}: dataset {self.dataset} has the machine translations "
+                    f"{', '.join(translations) or '(none)'}",
+                )
             elif translations[variant].lang not in self.languages:
-                fail("augment_translations", f"{variant} translates into {translations[variant].lang}: add it to "
-                     "languages")
+                fail(
+                    "augment_translations",
+                    f"{variant} translates into {translations[variant].lang}: add it to languages",
+                )
         one_of(fail, self, "text_corpus", TEXT_CORPORA)
         for name in ("text_tuples_per_epoch", "text_vocab_min_count", "captions_per_photo", "min_count"):
             at_least(fail, self, name, 0)
         at_least(fail, self, "max_len", 1)
         at_least(fail, self, "photo_views", 1)
         if self.photo_views > 1 and self.ten_crop:
-            fail("photo_views", "an augmented view is one crop of a photo, not the mean of ten; set ten_crop: false "
-                 "or photo_views: 1")
+            fail(
+                "photo_views",
+                "an augmented view is one crop of a photo, not the mean of ten; set ten_crop: false or photo_views: 1",
+            )
 
 
 @dataclass
@@ -147,8 +155,10 @@ class ModelSection(Section):
             at_least(fail, self, name, 1)
         at_least(fail, self, "finetune_blocks", 0)
         if not 0 <= self.text_finetune_layers <= 12:
-            fail("text_finetune_layers", f"{self.text_finetune_layers}: e5-small has 12 layers; train 0 (frozen) to "
-                 "12 (all of them)")
+            fail(
+                "text_finetune_layers",
+                f"{self.text_finetune_layers}: e5-small has 12 layers; train 0 (frozen) to 12 (all of them)",
+            )
         at_least(fail, self, "universal_dim", 0)
         one_of(fail, self, "similarity", SIMILARITIES)
         one_of(fail, self, "text_encoder", TEXT_ENCODERS)
@@ -166,9 +176,14 @@ class AlignSection(Section):
     (polyvse.alignment.LexiconAligner); docs/methods/ame.md."""
 
     key: ClassVar[str] = "align"
-    flat_names: ClassVar[dict[str, str]] = {"loss": "align", "freeze_words": "freeze_word_embeddings",
-                                            "every": "align_every", "lr": "align_lr", "k": "align_k",
-                                            "pivot": "align_pivot"}
+    flat_names: ClassVar[dict[str, str]] = {
+        "loss": "align",
+        "freeze_words": "freeze_word_embeddings",
+        "every": "align_every",
+        "lr": "align_lr",
+        "k": "align_k",
+        "pivot": "align_pivot",
+    }
     loss: bool = False  # the RCSLS alignment loss on the word embeddings, one step every `every` iterations
     word_init: str = "random"  # random | muse (words of the lexicon start at their pivot-language vector)
     freeze_words: bool = False  # the word embeddings get no gradient (AME-FME)
@@ -220,8 +235,12 @@ class ScheduleSection(Section):
         if self.lr <= 0:
             fail("lr", f"must be > 0, got {self.lr}")
         if not 0.0 <= self.ema_decay < 1.0:
-            fail("ema_decay", f"must be in [0, 1) (0 = no averaging; 0.998 averages over ~500 steps), got "
-                              f"{self.ema_decay}")
+            fail(
+                "ema_decay",
+                f"must be in [0, 1) (0 = no averaging; 0.998 averages over ~500 steps), got {self.ema_decay}",
+            )
+
+
 #: SmokeSection.caps' defaults (configs/overlays/smoke.yaml names them too)
 SMOKE_CAPS = {"lp_epochs": 1, "source_epochs": 1, "align_every": 2}
 
@@ -231,8 +250,12 @@ class SmokeSection(Section):
     """``--smoke``: a few steps on a slice of the data, for tests (the configs' values: configs/overlays/smoke.yaml)."""
 
     key: ClassVar[str] = "smoke"
-    flat_names: ClassVar[dict[str, str]] = {"photos": "smoke_photos", "epochs": "smoke_epochs",
-                                            "max_batches": "smoke_max_batches", "caps": "smoke_caps"}
+    flat_names: ClassVar[dict[str, str]] = {
+        "photos": "smoke_photos",
+        "epochs": "smoke_epochs",
+        "max_batches": "smoke_max_batches",
+        "caps": "smoke_caps",
+    }
     photos: int = 64
     epochs: int = 1
     max_batches: int = 0  # > 0: a smoke epoch stops after this many batches (0 = the whole slice)

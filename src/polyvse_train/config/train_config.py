@@ -1,5 +1,6 @@
 """TrainConfig: a training run's configuration, its sections (polyvse_train.config.schema, .objective) built from
 the normalised form (polyvse_train.config.loading), checked, and written back in the sectioned and the flat form."""
+
 from __future__ import annotations
 
 import copy
@@ -35,8 +36,10 @@ class TrainConfig:
     def __setattr__(self, name: str, value: Any) -> None:
         # a flat name set as an attribute (cfg.epochs = 3) would be silently ignored by the sections
         if name not in self.__dataclass_fields__:
-            raise AttributeError(f"TrainConfig has no attribute {name!r}: fields live in sections; use "
-                                 f"cfg.set({name!r}, value) or cfg.<section>.<field>")
+            raise AttributeError(
+                f"TrainConfig has no attribute {name!r}: fields live in sections; use "
+                f"cfg.set({name!r}, value) or cfg.<section>.<field>"
+            )
         super().__setattr__(name, value)
 
     def __init__(self, **values: Any):
@@ -72,8 +75,9 @@ class TrainConfig:
 
     def with_overrides(self, assignments: dict[str, Any], source: str) -> TrainConfig:
         """A checked copy with flat names / dotted paths / sections set."""
-        return type(self).from_dict(merge(normalise(self.to_nested(), source), normalise(assignments, source)),
-                                    source=source)
+        return type(self).from_dict(
+            merge(normalise(self.to_nested(), source), normalise(assignments, source)), source=source
+        )
 
     # -- fields by flat name or dotted path ------------------------------------------------------------
     def get(self, name: str) -> Any:
@@ -133,6 +137,7 @@ class TrainConfig:
         for section in SECTIONS:
             getattr(self, section.key).check_types(source)
         for section in SECTIONS:
+
             def fail(name: str, message: str, key: str = section.key) -> None:
                 raise DataError(f"{key}.{name}: {message}", source)
 
@@ -151,43 +156,65 @@ class TrainConfig:
         if unknown:
             raise DataError(f"smoke.caps: {unknown[0]!r} is not a field's flat name", source)
         if model.language_map and self.objective.name != "translator":
-            raise DataError(f"model.language_map {model.language_map}: the Translator's map; set objective.name: "
-                            f"translator (not {self.objective.name})", source)
+            raise DataError(
+                f"model.language_map {model.language_map}: the Translator's map; set objective.name: "
+                f"translator (not {self.objective.name})",
+                source,
+            )
         self._check_backbone_training(source)
-        if model.text_finetune_layers and (model.text_encoder != "pretrained"
-                                           or not model.pretrained_encoder.startswith("e5-small")):
-            raise DataError(f"model.text_finetune_layers: the trainable text tail is e5-small's; set "
-                            f"text_encoder: pretrained and pretrained_encoder: e5-small (or e5-small+use-multilingual), "
-                            f"not {model.text_encoder!r} / {model.pretrained_encoder!r}", source)
+        if model.text_finetune_layers and (
+            model.text_encoder != "pretrained" or not model.pretrained_encoder.startswith("e5-small")
+        ):
+            raise DataError(
+                f"model.text_finetune_layers: the trainable text tail is e5-small's; set "
+                f"text_encoder: pretrained and pretrained_encoder: e5-small (or e5-small+use-multilingual), "
+                f"not {model.text_encoder!r} / {model.pretrained_encoder!r}",
+                source,
+            )
         if self.align.uses_lexicon and self.align.pivot not in langs:
             raise DataError(f"align.pivot {self.align.pivot!r} is not among data.languages {langs}", source)
-
 
     def _check_backbone_training(self, source: str) -> None:
         """The image backbone's fine-tuning (model.finetune_blocks, model.finetune_backbone) against the data."""
         model, data = self.model, self.data
         which = "finetune_backbone" if model.finetune_backbone else "finetune_blocks" if model.finetune_blocks else ""
         if model.finetune_backbone and data.photo_views > 1:
-            raise DataError(f"data.photo_views {data.photo_views}: the pixel path (model.finetune_backbone) crops "
-                            "every photo afresh for every step already; set photo_views: 1", source)
+            raise DataError(
+                f"data.photo_views {data.photo_views}: the pixel path (model.finetune_backbone) crops "
+                "every photo afresh for every step already; set photo_views: 1",
+                source,
+            )
         if data.resident_photos and not model.finetune_backbone:
-            raise DataError("data.resident_photos keeps the pixel path's photos on the device; set "
-                            "model.finetune_backbone: true, or remove resident_photos", source)
+            raise DataError(
+                "data.resident_photos keeps the pixel path's photos on the device; set "
+                "model.finetune_backbone: true, or remove resident_photos",
+                source,
+            )
         if not model.finetune_backbone and data.photo_views == 1 and data.crop_scale_min != DataSection.crop_scale_min:
-            raise DataError(f"data.crop_scale_min {data.crop_scale_min}: only the pixel path and augmented views crop "
-                            "photos; set model.finetune_backbone: true or data.photo_views > 1, or remove "
-                            "crop_scale_min", source)
+            raise DataError(
+                f"data.crop_scale_min {data.crop_scale_min}: only the pixel path and augmented views crop "
+                "photos; set model.finetune_backbone: true or data.photo_views > 1, or remove "
+                "crop_scale_min",
+                source,
+            )
         if not which:
             return
         if not re.fullmatch(r"efficientnet-lite[0-9]", data.backbone):
-            raise DataError(f"model.{which}: only an EfficientNet-Lite backbone can be cut and fine-tuned, "
-                            f"not data.backbone {data.backbone!r}; use efficientnet-lite0/1/2", source)
+            raise DataError(
+                f"model.{which}: only an EfficientNet-Lite backbone can be cut and fine-tuned, "
+                f"not data.backbone {data.backbone!r}; use efficientnet-lite0/1/2",
+                source,
+            )
         if data.ten_crop:
-            raise DataError(f"model.{which}: the backbone trains on one crop of a photo; set data.ten_crop: false",
-                            source)
+            raise DataError(
+                f"model.{which}: the backbone trains on one crop of a photo; set data.ten_crop: false", source
+            )
         if model.finetune_backbone and model.finetune_blocks:
-            raise DataError(f"model.finetune_blocks {model.finetune_blocks}: model.finetune_backbone trains every "
-                            "block already; set finetune_blocks: 0", source)
+            raise DataError(
+                f"model.finetune_blocks {model.finetune_blocks}: model.finetune_backbone trains every "
+                "block already; set finetune_blocks: 0",
+                source,
+            )
 
 
 def changed_fields(flat: dict[str, Any]) -> dict[str, Any]:

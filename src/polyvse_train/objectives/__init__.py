@@ -13,6 +13,7 @@ and one line in ``OBJECTIVES``.
 AME's word alignment (the ``align:`` section) is not an objective: ``word_alignment.WordAlignment`` runs beside
 whichever objective the run has.
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -26,8 +27,8 @@ from .translator import TranslatorObjective
 from .vse import VseObjective, batch_scores
 
 OBJECTIVES: dict[str, type[Objective]] = {
-    cls.name: cls for cls in (VseObjective, PivotObjective, ParallelObjective, MlmmeObjective, MuleObjective,
-                              TranslatorObjective)
+    cls.name: cls
+    for cls in (VseObjective, PivotObjective, ParallelObjective, MlmmeObjective, MuleObjective, TranslatorObjective)
 }
 
 __all__ = ["OBJECTIVES", "Objective", "ObjectiveOptions", "batch_scores", "build_objective", "objective_class"]

@@ -19,6 +19,7 @@ An objective declares its own options: ``Options``, a dataclass of its settings 
 (``objective: {name: mule, margin: 0.05, mule: {nc_weight: 1.0}}``); the objective reads them as
 ``self.options``. The section's own fields (the margin and the negatives of the ranking losses) are shared by all.
 """
+
 from __future__ import annotations
 
 from contextlib import nullcontext
@@ -80,8 +81,7 @@ class Objective(nn.Module):
 
     def text_batch_loss(self, text_batches, epoch: int) -> torch.Tensor | None:
         """The caption-caption terms on text-only tuple batches, or None when there is none this epoch."""
-        raise DataError(f"objective {self.name!r} has no caption-caption term for text_corpus; "
-                        "set text_corpus: none")
+        raise DataError(f"objective {self.name!r} has no caption-caption term for text_corpus; set text_corpus: none")
 
     @classmethod
     def has_caption_caption_term(cls, cfg) -> bool:
@@ -99,9 +99,15 @@ class Objective(nn.Module):
         sampler = self.batch_sampler()
         min_batches = self.cfg.schedule.min_batches_per_epoch
         if min_batches > 0:
-            sampler = (StagedSampler(RepeatedPassSampler(sampler.first, min_batches),
-                                     RepeatedPassSampler(sampler.second, min_batches), sampler.switch_epoch)
-                       if isinstance(sampler, StagedSampler) else RepeatedPassSampler(sampler, min_batches))
+            sampler = (
+                StagedSampler(
+                    RepeatedPassSampler(sampler.first, min_batches),
+                    RepeatedPassSampler(sampler.second, min_batches),
+                    sampler.switch_epoch,
+                )
+                if isinstance(sampler, StagedSampler)
+                else RepeatedPassSampler(sampler, min_batches)
+            )
         return sampler
 
     def forward(self, forward, batch, dist_info, epoch: int) -> tuple[torch.Tensor, dict]:

@@ -1,5 +1,6 @@
 """mlmme: beta * R_MM + (1 - beta) * R_ML (Calixto & Liu, Eq. 3) through ``polyvse.losses.MlmmeLoss``;
 text-only tuples feed (1 - beta) * R_ML."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass

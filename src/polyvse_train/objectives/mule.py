@@ -3,6 +3,7 @@ image-sentence hinge (lambda_3 = 1) + neighbourhood constraints on the universal
 (lambda_1 = nc_weight) + adversarial language classifier through gradient reversal (lambda_2 = lc_weight);
 the first ``lp_epochs`` epochs are MULE's "LP" pretraining on caption pairs. Text-only tuples feed the
 neighbourhood constraints (u only during LP)."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass

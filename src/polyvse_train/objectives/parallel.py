@@ -1,5 +1,6 @@
 """parallel: PIVOT + the caption-caption term between every pair of languages (Gella et al. PARALLEL, Eq. 2);
 text-only tuples feed the caption-caption term."""
+
 from __future__ import annotations
 
 from polyvse.losses import ParallelLoss, PivotLoss

@@ -1,4 +1,5 @@
 """pivot: batches of distinct photos with one caption per language (Gella et al. PIVOT, Eq. 1)."""
+
 from __future__ import annotations
 
 from polyvse.losses import PivotLoss

@@ -12,6 +12,7 @@ Procrustes) on the MUSE <lang>-<source> lexicon (its train part, ``polyvse.align
 filtered to the training vocabularies, so the test part stays unseen for word-translation P@1), refined
 with RCSLS -- both from ``polyvse.alignment``. A ``random`` map keeps its random orthogonal start.
 """
+
 from __future__ import annotations
 
 import logging
@@ -54,26 +55,34 @@ class TranslatorOptions(VseOptions):
         if self.draw_captions:
             fail("draw_captions", "the Translator's stages choose their captions by language; set 0")
         if (self.language_map_init == "lexicon" or self.source_epochs > 0) and not self.source_language:
-            fail("source_language", "language_map_init lexicon and source_epochs need source_language (the "
-                 "language the map goes into and the source stage trains on)")
+            fail(
+                "source_language",
+                "language_map_init lexicon and source_epochs need source_language (the "
+                "language the map goes into and the source stage trains on)",
+            )
 
     def check_config(self, cfg, fail) -> None:
         super().check_config(cfg, fail)
         langs, language_map = cfg.data.languages, cfg.model.language_map
         if not self.source_language and not language_map:
-            fail("source_language", "the Translator needs a source stage (source_language) or a map "
-                 "(model.language_map); without either it is objective vse")
+            fail(
+                "source_language",
+                "the Translator needs a source stage (source_language) or a map "
+                "(model.language_map); without either it is objective vse",
+            )
         if self.source_language and self.source_language not in langs:
             fail("source_language", f"{self.source_language!r} is not among data.languages {langs}; add it")
         if self.source_language and self.source_language in language_map:
-            fail("source_language", f"model.language_map {language_map} maps INTO {self.source_language!r}; "
-                 "leave it out of the map")
+            fail(
+                "source_language",
+                f"model.language_map {language_map} maps INTO {self.source_language!r}; leave it out of the map",
+            )
 
 
 def vocabulary_rows(vocab, lang: str) -> dict[str, int]:
     """``{word: row of the word-embedding table}`` for the words of ``lang`` in a language-tagged vocabulary."""
     prefix = f"{lang}:"
-    return {t[len(prefix):]: i for i, t in enumerate(vocab.tokens) if t.startswith(prefix)}
+    return {t[len(prefix) :]: i for i, t in enumerate(vocab.tokens) if t.startswith(prefix)}
 
 
 def lexicon_rows(root: Path, vocab, src: str, tgt: str) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -111,14 +120,18 @@ class TranslatorSchedule:
         source_rows = np.flatnonzero(langs == self.options.source_language)
         target_rows = np.flatnonzero(langs != self.options.source_language)
         if len(target_rows) == 0:
-            raise DataError(f"no training caption outside source_language {self.options.source_language!r}: the "
-                            "target stage has nothing to train on")
+            raise DataError(
+                f"no training caption outside source_language {self.options.source_language!r}: the "
+                "target stage has nothing to train on"
+            )
         target = CaptionSubsetSampler(caption_photo, target_rows, make)
         if self.source_epochs == 0:
             return target
         if len(source_rows) == 0:
-            raise DataError(f"source_epochs {self.options.source_epochs} but no training caption in "
-                            f"source_language {self.options.source_language!r}")
+            raise DataError(
+                f"source_epochs {self.options.source_epochs} but no training caption in "
+                f"source_language {self.options.source_language!r}"
+            )
         return StagedSampler(CaptionSubsetSampler(caption_photo, source_rows, make), target, self.source_epochs)
 
     def start_epoch(self, epoch: int) -> None:
@@ -129,21 +142,39 @@ class TranslatorSchedule:
         embed = self.model.text_encoder.embed.weight
         mapping = self.model.text_encoder.language_map
         for lang in mapping.mapped:
-            src_rows, tgt_rows, pairs = lexicon_rows(self.root, self.data.captions.vocab, lang,
-                                                     self.options.source_language)
+            src_rows, tgt_rows, pairs = lexicon_rows(
+                self.root, self.data.captions.vocab, lang, self.options.source_language
+            )
             if len(pairs) == 0:
-                log.warning("no MUSE %s-%s pair in the training vocabulary; the %s map keeps its random start",
-                            lang, self.options.source_language, lang)
+                log.warning(
+                    "no MUSE %s-%s pair in the training vocabulary; the %s map keeps its random start",
+                    lang,
+                    self.options.source_language,
+                    lang,
+                )
                 self.fits[lang] = {"pairs": 0}
                 continue
-            fit = fit_language_map(embed[src_rows], embed[tgt_rows], pairs,
-                                   rcsls_epochs=self.options.language_map_rcsls_epochs,
-                                   k=self.options.language_map_k)
+            fit = fit_language_map(
+                embed[src_rows],
+                embed[tgt_rows],
+                pairs,
+                rcsls_epochs=self.options.language_map_rcsls_epochs,
+                k=self.options.language_map_k,
+            )
             mapping.set_map(lang, fit.weight)
-            self.fits[lang] = {"pairs": fit.pairs, "procrustes_rcsls_loss": round(fit.procrustes_loss, 4),
-                               "rcsls_loss": round(fit.rcsls_loss, 4)}
-            log.info("language map %s -> %s: %d lexicon pairs, RCSLS loss %.4f (Procrustes) -> %.4f",
-                     lang, self.options.source_language, fit.pairs, fit.procrustes_loss, fit.rcsls_loss)
+            self.fits[lang] = {
+                "pairs": fit.pairs,
+                "procrustes_rcsls_loss": round(fit.procrustes_loss, 4),
+                "rcsls_loss": round(fit.rcsls_loss, 4),
+            }
+            log.info(
+                "language map %s -> %s: %d lexicon pairs, RCSLS loss %.4f (Procrustes) -> %.4f",
+                lang,
+                self.options.source_language,
+                fit.pairs,
+                fit.procrustes_loss,
+                fit.rcsls_loss,
+            )
 
     def log(self) -> dict:
         return {"language_map_fit": dict(self.fits)} if self.fits else {}

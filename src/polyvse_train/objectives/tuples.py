@@ -1,5 +1,6 @@
 """What the tuple objectives (pivot, parallel, mlmme, mule) share: batches of distinct photos with their
 captions per language, the captions of a slot array encoded once, and the same code for text-only tuples."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -68,8 +69,10 @@ class EncodedSlots:
         where = torch.as_tensor(np.flatnonzero(self.valid.reshape(-1)), device=self.text.device)
         full = self.text.new_zeros((n * s, self.text.shape[1])).index_copy(0, where, self.text).view(n, s, -1)
         cols = [j for j in range(s) if not present_only or self.valid[:, j].any()]
-        return ({slot_langs[j]: full[:, j] for j in cols},
-                {slot_langs[j]: torch.as_tensor(self.valid[:, j]) for j in cols})
+        return (
+            {slot_langs[j]: full[:, j] for j in cols},
+            {slot_langs[j]: torch.as_tensor(self.valid[:, j]) for j in cols},
+        )
 
 
 def encode_slots(model, slots: np.ndarray, ids_of, langs_of, pad) -> EncodedSlots:
@@ -99,18 +102,28 @@ class TupleObjective(Objective):
         text = getattr(self.data, "text_tuples", None)
         if text is not None:
             cfg = self.cfg
-            sampler = InterleavedTextTupleSampler(sampler, TextTupleBatchSampler(
-                text.tuple_index, text.langs, self.quotas, cfg.schedule.batch_size, cfg.data.text_tuples_per_epoch,
-                seed=cfg.schedule.seed))
+            sampler = InterleavedTextTupleSampler(
+                sampler,
+                TextTupleBatchSampler(
+                    text.tuple_index,
+                    text.langs,
+                    self.quotas,
+                    cfg.schedule.batch_size,
+                    cfg.data.text_tuples_per_epoch,
+                    seed=cfg.schedule.seed,
+                ),
+            )
         return sampler
 
     def batch_sampler(self):
         cfg, train = self.cfg, self.data.train
         if self.options.sampler == "group_balanced":  # MULE: equal shares of the photo groups in every batch
-            return GroupBalancedBatchSampler(train.photo_row, train.langs, self.quotas, cfg.schedule.batch_size,
-                                             seed=cfg.schedule.seed)
-        return PhotoTupleBatchSampler(train.photo_row, train.langs, self.quotas, cfg.schedule.batch_size,
-                                      seed=cfg.schedule.seed)
+            return GroupBalancedBatchSampler(
+                train.photo_row, train.langs, self.quotas, cfg.schedule.batch_size, seed=cfg.schedule.seed
+            )
+        return PhotoTupleBatchSampler(
+            train.photo_row, train.langs, self.quotas, cfg.schedule.batch_size, seed=cfg.schedule.seed
+        )
 
     def image_batch_loss(self, forward, batch, dist_info, epoch: int) -> tuple[torch.Tensor, dict]:
         if dist_info.enabled:
@@ -136,8 +149,11 @@ class TupleObjective(Objective):
         for slots in text_batches:
             if int((slots >= 0).sum()) < 2:
                 continue
-            terms.append(self.text_tuple_loss(encode_slots(self.model[0], slots, text.ids, text.langs,
-                                                           CaptionEncoder.pad), epoch))
+            terms.append(
+                self.text_tuple_loss(
+                    encode_slots(self.model[0], slots, text.ids, text.langs, CaptionEncoder.pad), epoch
+                )
+            )
         return torch.stack(terms).sum() if terms else None
 
     def has_text_term(self, epoch: int) -> bool:
@@ -154,5 +170,7 @@ class OneCaptionPerLanguage(TupleObjective):
     def __init__(self, cfg, model, data, root=None):
         super().__init__(cfg, model, data, root)
         if any(q != 1 for q in self.quotas.values()):
-            raise DataError(f"objective {self.name} pairs one caption per language with each photo; "
-                            f"quotas must all be 1, got {self.quotas}")
+            raise DataError(
+                f"objective {self.name} pairs one caption per language with each photo; "
+                f"quotas must all be 1, got {self.quotas}"
+            )

@@ -1,6 +1,7 @@
 """vse: batches of captions of distinct photos, languages mixed; bidirectional hinge over in-batch negatives
 (sum, max violation or top-K). The demo; VSE, order embeddings, VSE++, AME. The one objective that runs
 under DDP: each rank embeds its slice of the global batch and the embeddings are gathered with gradients."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -51,13 +52,15 @@ class VseOptions(ObjectiveOptions):
         if not self.hard_negative_beta >= 0:
             fail("hard_negative_beta", f"must be 0 (plain InfoNCE) or positive, got {self.hard_negative_beta}")
         if self.hard_negative_beta and self.ranking_loss != "infonce":
-            fail("hard_negative_beta", "weighs InfoNCE's negatives: set ranking_loss: infonce (the hinge's hard "
-                 "negatives are objective.max_violation / top_k)")
+            fail(
+                "hard_negative_beta",
+                "weighs InfoNCE's negatives: set ranking_loss: infonce (the hinge's hard "
+                "negatives are objective.max_violation / top_k)",
+            )
         if not self.teacher_students:
             return
         if self.teacher_language in self.teacher_students:
-            fail("teacher_students", f"{self.teacher_language} is the teacher_language; a language cannot teach "
-                 "itself")
+            fail("teacher_students", f"{self.teacher_language} is the teacher_language; a language cannot teach itself")
         at_least(fail, self, "teacher_batch_size", 2)
         one_of(fail, self, "teacher_photos", ("all", "train"))
         if not self.teacher_weight > 0:
@@ -65,8 +68,10 @@ class VseOptions(ObjectiveOptions):
 
     def check_config(self, cfg, fail) -> None:
         if self.ranking_loss == "infonce" and (cfg.objective.max_violation or cfg.objective.top_k):
-            fail("ranking_loss", "infonce weighs every negative by its softmax: unset objective.max_violation and "
-                 "objective.top_k")
+            fail(
+                "ranking_loss",
+                "infonce weighs every negative by its softmax: unset objective.max_violation and objective.top_k",
+            )
 
 
 def batch_scores(model, forward, data, idx, dist_info) -> torch.Tensor:
@@ -103,10 +108,18 @@ class VseObjective(Objective):
     def __init__(self, cfg, model, data, root=None):
         super().__init__(cfg, model, data, root)
         opts = self.options
-        self.ranking = (HingeRankingLoss(cfg.objective.margin, **self.rank) if opts.ranking_loss == "hinge"
-                        else InfoNceLoss(opts.temperature, opts.hard_negative_beta))
-        self.teacher = None if getattr(data, "teacher", None) is None else TeacherLoss(
-            data.teacher, opts.teacher_batch_size, opts.temperature, cfg.schedule.seed, opts.teacher_language)
+        self.ranking = (
+            HingeRankingLoss(cfg.objective.margin, **self.rank)
+            if opts.ranking_loss == "hinge"
+            else InfoNceLoss(opts.temperature, opts.hard_negative_beta)
+        )
+        self.teacher = (
+            None
+            if getattr(data, "teacher", None) is None
+            else TeacherLoss(
+                data.teacher, opts.teacher_batch_size, opts.temperature, cfg.schedule.seed, opts.teacher_language
+            )
+        )
 
     def make_sampler(self, caption_photo):
         return DistinctPhotoBatchSampler(caption_photo, self.cfg.schedule.batch_size, seed=self.cfg.schedule.seed)
@@ -117,8 +130,9 @@ class VseObjective(Objective):
             return self.make_sampler(train.photo_row)
         _, lang = np.unique(np.asarray(train.langs), return_inverse=True)
         group = np.asarray(train.photo_row, dtype=np.int64) * (int(lang.max()) + 1) + lang  # (photo, language)
-        return DrawnCaptionsSampler(train.photo_row, group, self.options.draw_captions, self.make_sampler,
-                                    seed=self.cfg.schedule.seed)
+        return DrawnCaptionsSampler(
+            train.photo_row, group, self.options.draw_captions, self.make_sampler, seed=self.cfg.schedule.seed
+        )
 
     def photo_rows(self, batch, dist_info) -> np.ndarray:
         return self.data.train.photo_row[local_captions(batch, dist_info)]
@@ -142,14 +156,19 @@ class VseObjective(Objective):
         local, rows = shard(batch, dist_info), teacher.rows(epoch, batch)
         mine = shard(rows, dist_info)
         pairs, n, m = teacher.pairs, len(local), len(mine)
-        ids, lengths = data.captions.pad([data.train.ids[i] for i in local] + [pairs.student[i] for i in mine]
-                                         + [pairs.teacher[i] for i in mine])
-        langs = ([data.train.langs[i] for i in local] + [pairs.langs[i] for i in mine]
-                 + [teacher.teacher_language] * m) if model.needs_language else None
+        ids, lengths = data.captions.pad(
+            [data.train.ids[i] for i in local] + [pairs.student[i] for i in mine] + [pairs.teacher[i] for i in mine]
+        )
+        langs = (
+            ([data.train.langs[i] for i in local] + [pairs.langs[i] for i in mine] + [teacher.teacher_language] * m)
+            if model.needs_language
+            else None
+        )
         image_emb, text_emb = forward(data.features[data.train.photo_row[local]], ids, lengths, langs)
         sizes = [len(s) for s in np.array_split(np.asarray(batch), dist_info.world_size)]
         pair_sizes = [len(s) for s in np.array_split(rows, dist_info.world_size)]
         image_emb, caption_emb = (gather_with_grad(x, dist_info, sizes) for x in (image_emb, text_emb[:n]))
-        student, taught_by = (gather_with_grad(x, dist_info, pair_sizes)
-                              for x in (text_emb[n: n + m], text_emb[n + m:].detach()))
+        student, taught_by = (
+            gather_with_grad(x, dist_info, pair_sizes) for x in (text_emb[n : n + m], text_emb[n + m :].detach())
+        )
         return self.ranking(fp32_scores(model, image_emb, caption_emb)), teacher.loss_of(student, taught_by)

@@ -1,6 +1,7 @@
 """The ``align:`` section in a run: AME's aligner (polyvse.alignment.LexiconAligner) built from the config and
 composed into the run beside its objective, whatever the objective (the training loop steps it every
 ``align.every`` iterations and logs its alignment ratio); docs/methods/ame.md."""
+
 from __future__ import annotations
 
 import logging
@@ -43,14 +44,22 @@ def build_aligner(cfg, model, data, root: Path | None) -> LexiconAligner | None:
         return None
     if root is None:
         raise DataError("the alignment loss needs the data root (MUSE dictionaries under <root>/muse)")
-    return LexiconAligner(model.text_encoder.embed, data.captions.vocab.tokens, cfg.data.languages, root,
-                          pivot=cfg.align.pivot, k=cfg.align.k, lr=cfg.align.lr)
+    return LexiconAligner(
+        model.text_encoder.embed,
+        data.captions.vocab.tokens,
+        cfg.data.languages,
+        root,
+        pivot=cfg.align.pivot,
+        k=cfg.align.k,
+        lr=cfg.align.lr,
+    )
 
 
 def prepare_word_embeddings(cfg, model, alignment: WordAlignment | None) -> None:
     """``align.word_init: muse`` and ``align.freeze_words``, applied to a freshly initialised model."""
     if cfg.align.word_init == "muse":
-        log.info("lexicon initialisation: %d words start at their English translation",
-                 alignment.aligner.lexicon_init())
+        log.info(
+            "lexicon initialisation: %d words start at their English translation", alignment.aligner.lexicon_init()
+        )
     if cfg.align.freeze_words:
         model.text_encoder.embed.weight.requires_grad_(False)

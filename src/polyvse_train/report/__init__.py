@@ -12,6 +12,7 @@ error, so no block can claim to be generated while nothing regenerates it.
     bench     the Performance figures of `make bench`
     zoo_page  docs/results.md from the zoo records
 """
+
 from __future__ import annotations
 
 from collections.abc import Callable
@@ -43,8 +44,11 @@ PAGES: dict[str, Callable[[Path, Path | None], str]] = {ZOO_PAGE: render_zoo_pag
 def generated_files(repo: Path) -> list[Path]:
     """README.md and every docs page that holds a generated block or is a generated page."""
     files = [repo / "README.md", *sorted((repo / "docs").rglob("*.md"))]
-    return [f for f in files if f.exists() and (f.relative_to(repo).as_posix() in PAGES
-                                                 or block_names(f.read_text(encoding="utf-8")))]
+    return [
+        f
+        for f in files
+        if f.exists() and (f.relative_to(repo).as_posix() in PAGES or block_names(f.read_text(encoding="utf-8")))
+    ]
 
 
 def render_file(repo: Path, path: Path, figures: bool = False) -> str:
@@ -56,8 +60,10 @@ def render_file(repo: Path, path: Path, figures: bool = False) -> str:
     text = path.read_text(encoding="utf-8")
     for name in block_names(text):
         if name not in BLOCKS:
-            raise RecordError(f"{rel}: block <!-- {name}:start --> has no renderer in polyvse_train.report.BLOCKS "
-                              f"(known: {', '.join(sorted(BLOCKS))}); add one or remove the markers")
+            raise RecordError(
+                f"{rel}: block <!-- {name}:start --> has no renderer in polyvse_train.report.BLOCKS "
+                f"(known: {', '.join(sorted(BLOCKS))}); add one or remove the markers"
+            )
         text = replace_block(text, name, BLOCKS[name](Page(repo, path)))
     return text
 
@@ -67,7 +73,7 @@ def expected_files(repo: Path, figures: bool = False) -> dict[Path, str]:
 
 
 def stale(repo: Path) -> list[str]:
-    """"FILE: block NAME" (or "FILE: the whole page") for each generated part that differs from what its records
+    """ "FILE: block NAME" (or "FILE: the whole page") for each generated part that differs from what its records
     render; [] when everything is current."""
     out = []
     for path, want in expected_files(repo).items():

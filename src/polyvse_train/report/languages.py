@@ -1,5 +1,6 @@
 """The languages table: every language a checkpoint serves, scored as search ranks it, from a record of
 `scripts/language_table.py` (results/languages-model.json)."""
+
 from __future__ import annotations
 
 from polyvse.evaluation.report import markdown_rows
@@ -21,23 +22,37 @@ def languages_markdown(record: dict, link: str | None = None, chosen: dict[str, 
     from polyvse.languages import language_name
 
     head = ["code", "language", "served as", "captions", "val mR", "test mR", "test photos"]
-    body = [[name, language_name(r["lang"]), served_as(r), r["captions"], _cell(r, "val"),
-             _cell(r, "test"), str(r["test"]["n_images"]) if "test" in r else "-"] for name, r in record["rows"].items()]
+    body = [
+        [
+            name,
+            language_name(r["lang"]),
+            served_as(r),
+            r["captions"],
+            _cell(r, "val"),
+            _cell(r, "test"),
+            str(r["test"]["n_images"]) if "test" in r else "-",
+        ]
+        for name, r in record["rows"].items()
+    ]
     where = record.get("provenance", record)
     machine = where.get("machine")
     if isinstance(machine, dict):  # the provenance block's
         machine = f"{machine.get('cpu')}, {machine.get('cores')} cores, GPU {machine.get('gpu') or 'none'}"
     splits = "/".join(record.get("splits", ["val", "test"]))
-    text = (f"`{record['checkpoint']}` (config `{record['config']}`), Flickr8K official {splits} photos; mR = mean "
-            f"of R@1/5/10 both ways, ranked as search ranks; record {link or '`' + record['out'] + '`'} "
-            f"({str(where.get('date'))[:10]}, {machine}).\n\n" + markdown_rows(head, body))
+    text = (
+        f"`{record['checkpoint']}` (config `{record['config']}`), Flickr8K official {splits} photos; mR = mean "
+        f"of R@1/5/10 both ways, ranked as search ranks; record {link or '`' + record['out'] + '`'} "
+        f"({str(where.get('date'))[:10]}, {machine}).\n\n" + markdown_rows(head, body)
+    )
     text += _taught_note(record, chosen or {})
     adapted = sorted({r["from"] for r in record["rows"].values() if r.get("from")})
     if adapted:
-        text += ("\nAdapted rows are served by the checkpoint `polyvse adapt` writes, not by the model itself; "
-                 f"their figures come from {', '.join(f'`{a}`' for a in adapted)}. Their method and size were "
-                 "chosen in adaptation rounds whose test scores were computed too, so their test figures are not "
-                 "an untouched held-out estimate (the decisions log says which rounds looked at test).\n")
+        text += (
+            "\nAdapted rows are served by the checkpoint `polyvse adapt` writes, not by the model itself; "
+            f"their figures come from {', '.join(f'`{a}`' for a in adapted)}. Their method and size were "
+            "chosen in adaptation rounds whose test scores were computed too, so their test figures are not "
+            "an untouched held-out estimate (the decisions log says which rounds looked at test).\n"
+        )
     return text
 
 
@@ -52,11 +67,14 @@ def _taught_note(record: dict, chosen: dict[str, str]) -> str:
         why = chosen.get(r.get("lang", name)) or r.get("chosen") or "not recorded"
         by_choice.setdefault(why, []).append(name)
     plan = f" (`{record['plan']}`)" if record.get("plan") else ""
-    return ("\nAdapted rows are served by this checkpoint: `make model` teaches them after training" + plan
-            + ", each by `polyvse adapt` from MultiScript30k lines outside every evaluation, the old languages' "
-            "vectors and the photo index unchanged. How each was chosen: "
-            + "; ".join(f"{', '.join(names)}: {why}" for why, names in by_choice.items())
-            + ". The test figures of this record were computed once, for this model, after those choices.\n")
+    return (
+        "\nAdapted rows are served by this checkpoint: `make model` teaches them after training"
+        + plan
+        + ", each by `polyvse adapt` from MultiScript30k lines outside every evaluation, the old languages' "
+        "vectors and the photo index unchanged. How each was chosen: "
+        + "; ".join(f"{', '.join(names)}: {why}" for why, names in by_choice.items())
+        + ". The test figures of this record were computed once, for this model, after those choices.\n"
+    )
 
 
 def plan_choices(page: Page, record: dict) -> dict[str, str]:

@@ -1,5 +1,6 @@
 """Reading committed records for a generated block: one place that names the file when a record is missing or
 broken, and the links a block writes to them."""
+
 from __future__ import annotations
 
 import json
@@ -36,8 +37,6 @@ class Page:
         return read_record(self.repo, record)
 
 
-
-
 def reconstructed(repo: Path, record: str) -> bool:
     """Whether the provenance of ``record`` (a JSON file, or any JSON file under a folder) was reconstructed."""
     path = repo / record
@@ -47,7 +46,11 @@ def reconstructed(repo: Path, record: str) -> bool:
             data = json.loads(f.read_text(encoding="utf-8"))
         except (OSError, ValueError):
             continue  # read_record names a broken record when a block reads it
-        if isinstance(data, dict) and isinstance(data.get("provenance"), dict) and "reconstructed" in data["provenance"]:
+        if (
+            isinstance(data, dict)
+            and isinstance(data.get("provenance"), dict)
+            and "reconstructed" in data["provenance"]
+        ):
             return True
     return False
 
@@ -58,7 +61,8 @@ def read_record(repo: Path, record: str) -> dict:
     try:
         return json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
-        raise RecordError(f"{record}: no such record; regenerate it with the command its block names, or "
-                          "remove the block") from None
+        raise RecordError(
+            f"{record}: no such record; regenerate it with the command its block names, or remove the block"
+        ) from None
     except (OSError, ValueError) as exc:
         raise RecordError(f"{record}: cannot read it as JSON ({exc})") from None

@@ -1,5 +1,6 @@
 """docs/results.md, the zoo's page, rendered whole from the committed zoo records (results/zoo: F8K-ML,
 results/zoo-f8k-full: its marked block), exactly as `polyvse zoo report` writes it."""
+
 from __future__ import annotations
 
 import shutil
@@ -31,8 +32,9 @@ def render_zoo_page(repo: Path, keep_plots_in: Path | None = None) -> str:
             order = [n for n, _ in configs]
             command = MAKE_TARGETS.get(spec_file, f"polyvse zoo run --spec {spec_file}")
             if spec.title:  # the F8K-ML claims it sets beside its own: from the page itself, rendered just above
-                write_block_report(repo / records, docs / "results.md", planned, order, command, spec,
-                                   compare_out=docs / "no-runs")
+                write_block_report(
+                    repo / records, docs / "results.md", planned, order, command, spec, compare_out=docs / "no-runs"
+                )
             else:
                 write_report(repo / records, docs, planned, order, command, spec)
         if keep_plots_in is not None:

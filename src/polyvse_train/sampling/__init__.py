@@ -10,6 +10,7 @@
 
 The tuple samplers draw their caption slots through one ``CaptionSlots`` (``slots``).
 """
+
 from .distinct import DistinctPhotoBatchSampler
 from .epochs import CaptionSubsetSampler, DrawnCaptionsSampler, RepeatedPassSampler, StagedSampler
 from .group_balanced import GroupBalancedBatchSampler
@@ -17,6 +18,16 @@ from .photo_tuples import PhotoTupleBatchSampler
 from .slots import CaptionSlots, slot_languages
 from .text_tuples import InterleavedTextTupleSampler, TextTupleBatchSampler
 
-__all__ = ["CaptionSlots", "CaptionSubsetSampler", "DistinctPhotoBatchSampler", "DrawnCaptionsSampler",
-           "GroupBalancedBatchSampler", "InterleavedTextTupleSampler", "PhotoTupleBatchSampler", "RepeatedPassSampler",
-           "StagedSampler", "TextTupleBatchSampler", "slot_languages"]
+__all__ = [
+    "CaptionSlots",
+    "CaptionSubsetSampler",
+    "DistinctPhotoBatchSampler",
+    "DrawnCaptionsSampler",
+    "GroupBalancedBatchSampler",
+    "InterleavedTextTupleSampler",
+    "PhotoTupleBatchSampler",
+    "RepeatedPassSampler",
+    "StagedSampler",
+    "TextTupleBatchSampler",
+    "slot_languages",
+]

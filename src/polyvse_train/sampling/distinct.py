@@ -1,4 +1,5 @@
 """Caption batches of distinct photos (objective vse): in-batch negatives without false negatives."""
+
 from __future__ import annotations
 
 from collections import deque
@@ -14,8 +15,7 @@ class DistinctPhotoBatchSampler:
     (seed, epoch), which is what makes a resumed run identical to an uninterrupted one.
     """
 
-    def __init__(self, caption_photo: list[int] | np.ndarray, batch_size: int, seed: int = 0,
-                 drop_last: bool = False):
+    def __init__(self, caption_photo: list[int] | np.ndarray, batch_size: int, seed: int = 0, drop_last: bool = False):
         if batch_size < 2:
             raise ValueError("batch_size must be >= 2: the hinge loss needs in-batch negatives")
         self.caption_photo = np.asarray(caption_photo)

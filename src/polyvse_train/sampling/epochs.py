@@ -11,6 +11,7 @@ runs stay identical to uninterrupted ones.
                            cut at ``min_batches``, so a learning curve trains the same number of steps with
                            100 captions as with all of them
 """
+
 from __future__ import annotations
 
 import math

@@ -18,6 +18,7 @@ Choices the paper leaves open:
     least once per epoch, the photos of smaller groups several times (each time with freshly drawn captions).
   * The epoch's batches depend only on (seed, epoch), as for the other samplers, so a resumed run is exact.
 """
+
 from __future__ import annotations
 
 import math
@@ -33,8 +34,15 @@ class GroupBalancedBatchSampler(PhotoTupleBatchSampler):
     """Batches ``(photo_rows (n,), slots (n, S))`` like :class:`PhotoTupleBatchSampler`, with equal shares
     of the photo groups in every batch (module docstring)."""
 
-    def __init__(self, caption_photo, caption_lang, quotas: dict[str, int], batch_size: int, seed: int = 0,
-                 drop_last: bool = False):
+    def __init__(
+        self,
+        caption_photo,
+        caption_lang,
+        quotas: dict[str, int],
+        batch_size: int,
+        seed: int = 0,
+        drop_last: bool = False,
+    ):
         super().__init__(caption_photo, caption_lang, quotas, batch_size, seed=seed, drop_last=drop_last)
         langs = list(self.quotas)
         by_group: dict[tuple[str, ...], list[int]] = {}
@@ -47,8 +55,10 @@ class GroupBalancedBatchSampler(PhotoTupleBatchSampler):
         if not sizes:
             raise ValueError("no photo has a caption in the quota languages")
         if batch_size < len(sizes):
-            raise ValueError(f"batch_size {batch_size} is smaller than the number of photo groups "
-                             f"({', '.join(self.groups)}): each batch needs a photo of every group")
+            raise ValueError(
+                f"batch_size {batch_size} is smaller than the number of photo groups "
+                f"({', '.join(self.groups)}): each batch needs a photo of every group"
+            )
         self.share = min(batch_size // len(sizes), min(sizes))
         self.extra = batch_size - self.share * len(sizes) if self.share == batch_size // len(sizes) else 0
         self.n_batches = max(math.ceil(s / self.share) for s in sizes)
@@ -66,8 +76,10 @@ class GroupBalancedBatchSampler(PhotoTupleBatchSampler):
             extra = set()
             if self.extra and can_take_extra:
                 start = b * self.extra
-                extra = {can_take_extra[(start + j) % len(can_take_extra)]
-                         for j in range(min(self.extra, len(can_take_extra)))}
+                extra = {
+                    can_take_extra[(start + j) % len(can_take_extra)]
+                    for j in range(min(self.extra, len(can_take_extra)))
+                }
             picked: list[int] = []
             for g, m in enumerate(members):
                 need = self.share + (g in extra)

@@ -1,4 +1,5 @@
 """Batches of distinct photos, each with its captions per language (objectives pivot, parallel, mlmme, mule)."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -18,8 +19,15 @@ class PhotoTupleBatchSampler:
     quota languages once; its order depends only on (seed, epoch), so runs resume exactly.
     """
 
-    def __init__(self, caption_photo, caption_lang, quotas: dict[str, int], batch_size: int, seed: int = 0,
-                 drop_last: bool = False):
+    def __init__(
+        self,
+        caption_photo,
+        caption_lang,
+        quotas: dict[str, int],
+        batch_size: int,
+        seed: int = 0,
+        drop_last: bool = False,
+    ):
         if batch_size < 2:
             raise ValueError("batch_size must be >= 2: the ranking losses need in-batch negatives")
         self.slots = CaptionSlots(caption_photo, caption_lang, quotas)
@@ -33,10 +41,10 @@ class PhotoTupleBatchSampler:
         slots = self.draw_slots(rng, order)
         batches = []
         for start in range(0, len(order), self.batch_size):
-            rows = order[start:start + self.batch_size]
+            rows = order[start : start + self.batch_size]
             if len(rows) < 2 or (self.drop_last and len(rows) < self.batch_size):
                 continue
-            batches.append((self.photos[rows], slots[start:start + self.batch_size]))
+            batches.append((self.photos[rows], slots[start : start + self.batch_size]))
         return batches
 
     def draw_slots(self, rng: np.random.Generator, photo_idx) -> np.ndarray:

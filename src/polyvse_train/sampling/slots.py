@@ -1,5 +1,6 @@
 """Caption slots of a tuple: for each owner (a photo, or a text-only tuple) the captions of each language,
 and the draw of ``quotas[lang]`` of them per epoch. Shared by every tuple sampler so they draw alike."""
+
 from __future__ import annotations
 
 import numpy as np

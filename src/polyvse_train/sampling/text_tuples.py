@@ -5,6 +5,7 @@ A text-only tuple is the captions of one photo without an image in the run (Mult
 neighbourhood constraints / LP); the image batches are unchanged. Everything depends only on
 (seed, epoch), so a resumed run sees exactly the batches an uninterrupted one would.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -26,8 +27,9 @@ class TextTupleBatchSampler:
     indices, S = sum(quotas), slots in ``slot_langs`` order.
     """
 
-    def __init__(self, caption_tuple, caption_lang, quotas: dict[str, int], batch_size: int, per_epoch: int,
-                 seed: int = 0):
+    def __init__(
+        self, caption_tuple, caption_lang, quotas: dict[str, int], batch_size: int, per_epoch: int, seed: int = 0
+    ):
         if batch_size < 2:
             raise ValueError("batch_size must be >= 2: the ranking losses need in-batch negatives")
         if per_epoch < 0:
@@ -49,14 +51,13 @@ class TextTupleBatchSampler:
         slices = n // m  # epochs per cycle
         cycle, part = divmod(epoch, slices)
         order = np.random.default_rng([self.seed, cycle, _ORDER_STREAM]).permutation(n)
-        return order[part * m:(part + 1) * m]
+        return order[part * m : (part + 1) * m]
 
     def epoch_batches(self, epoch: int) -> list[np.ndarray]:
         chosen = self.epoch_tuples(epoch)
         rng = np.random.default_rng([self.seed, epoch, _CAPTION_STREAM])
         slots = self.slots.draw(rng, chosen)
-        return [slots[s:s + self.batch_size] for s in range(0, len(chosen), self.batch_size)
-                if len(chosen) - s >= 2]
+        return [slots[s : s + self.batch_size] for s in range(0, len(chosen), self.batch_size) if len(chosen) - s >= 2]
 
 
 def spread(n_items: int, n_slots: int) -> list[list[int]]:
@@ -80,8 +81,9 @@ class InterleavedTextTupleSampler:
     def epoch_batches(self, epoch: int) -> list[tuple[np.ndarray, np.ndarray, list[np.ndarray]]]:
         images = self.image_sampler.epoch_batches(epoch)
         texts = self.text_sampler.epoch_batches(epoch)
-        return [(rows, slots, [texts[j] for j in js])
-                for (rows, slots), js in zip(images, spread(len(texts), len(images)))]
+        return [
+            (rows, slots, [texts[j] for j in js]) for (rows, slots), js in zip(images, spread(len(texts), len(images)))
+        ]
 
     def __len__(self) -> int:
         return len(self.image_sampler)

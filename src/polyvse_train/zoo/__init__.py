@@ -19,18 +19,35 @@ split is the reference and the one the text-only tasks use, since their test dat
 inside the training folds of a cross-validation. On f8k-full the official split (1,000 test photos) is the
 protocol, with more seeds for the configs a claim rests on.
 """
+
 from .runner import ERROR_FILE, RUN_FILE, TASKS_FILE, RunLock, execute, run_zoo, status
 from .spec import (
-                   OFFICIAL,
-                   ZooRun,
-                   ZooSpec,
-                   config_digest,
-                   effective_config,
-                   find_configs,
-                   load_spec,
-                   plan_runs,
-                   run_dir,
+    OFFICIAL,
+    ZooRun,
+    ZooSpec,
+    config_digest,
+    effective_config,
+    find_configs,
+    load_spec,
+    plan_runs,
+    run_dir,
 )
 
-__all__ = ["ERROR_FILE", "OFFICIAL", "RUN_FILE", "TASKS_FILE", "RunLock", "ZooRun", "ZooSpec", "config_digest",
-           "effective_config", "execute", "find_configs", "load_spec", "plan_runs", "run_dir", "run_zoo", "status"]
+__all__ = [
+    "ERROR_FILE",
+    "OFFICIAL",
+    "RUN_FILE",
+    "TASKS_FILE",
+    "RunLock",
+    "ZooRun",
+    "ZooSpec",
+    "config_digest",
+    "effective_config",
+    "execute",
+    "find_configs",
+    "load_spec",
+    "plan_runs",
+    "run_dir",
+    "run_zoo",
+    "status",
+]

@@ -7,6 +7,7 @@ over seeds, and the papers' claims are checked by seed (see :func:`.claims.claim
 with their 5-fold verdicts on F8K-ML (850 photos), read from those runs when they are at hand, else from the
 F8K-ML claims table of the document itself.
 """
+
 from __future__ import annotations
 
 import re
@@ -84,8 +85,9 @@ def _distinguishing_digits(delta: float, bound: float) -> int:
     return d
 
 
-def _claim_rows(results: Sequence[RunResult], small: dict[str, tuple[str, str]],
-                claims: Sequence[Claim]) -> list[list[str]]:
+def _claim_rows(
+    results: Sequence[RunResult], small: dict[str, tuple[str, str]], claims: Sequence[Claim]
+) -> list[list[str]]:
     noise = seed_noise(results)
     rows = []
     for c in claims:
@@ -99,8 +101,7 @@ def _claim_rows(results: Sequence[RunResult], small: dict[str, tuple[str, str]],
         else:
             delta = fmt(chk["delta"], 2) + (f" ± {chk['se']:.2f}" if "se" in chk else "")
         d850, v850 = small.get(key, ("-", "-"))
-        rows.append([c.source, c.statement, key, d850, v850, str(chk["n"]), delta, per_language(chk),
-                     chk["verdict"]])
+        rows.append([c.source, c.statement, key, d850, v850, str(chk["n"]), delta, per_language(chk), chk["verdict"]])
     return rows
 
 
@@ -114,92 +115,156 @@ def verdict_changes(rows: Sequence[Sequence[str]]) -> str:
     return line + (f"; {len(changed)} change: " + "; ".join(changed) + "." if changed else ".")
 
 
-def claims_side_by_side(results: Sequence[RunResult], small: dict[str, tuple[str, str]], source: str,
-                        claims: Sequence[Claim] = CLAIMS) -> list[str]:
+def claims_side_by_side(
+    results: Sequence[RunResult], small: dict[str, tuple[str, str]], source: str, claims: Sequence[Claim] = CLAIMS
+) -> list[str]:
     noise = seed_noise(results)
     rows = _claim_rows(results, small, claims)
-    how = ("no config has two seeds yet, so single-seed differences get no verdict" if noise is None else
-           f"pooled seed-to-seed s.d. of a run's mR (mean over its languages) σ = {noise[0]:.2f} "
-           f"({noise[1]} degrees of freedom, from the configs with several seeds)")
+    how = (
+        "no config has two seeds yet, so single-seed differences get no verdict"
+        if noise is None
+        else f"pooled seed-to-seed s.d. of a run's mR (mean over its languages) σ = {noise[0]:.2f} "
+        f"({noise[1]} degrees of freedom, from the configs with several seeds)"
+    )
     return [
         "Δ = mean recall of the first config minus the second, averaged over the languages both have, on the "
         "1,000-photo test split, paired by training seed. With 2+ seeds in common: ± standard error over seeds "
         "and the paired Student-t verdict (as the folds at 850). With one seed each: judged against the seed "
         f"noise, *holds* when Δ > t·√2·σ, *reversed* when Δ < −t·√2·σ; {how}. The 850-photo columns "
         f"(5-fold cross-validation on F8K-ML) come from {source}. The configs trained at their own settings "
-        "(above) enter a claim as they are: there, one side is not at the common budget.", "",
-        markdown_rows(["paper", "claim", "comparison", "Δ at 850 (5 folds)", "verdict at 850", "seeds at 8k",
-                  "Δ at 8k", "Δ per language at 8k", "verdict at 8k"], rows), "",
+        "(above) enter a claim as they are: there, one side is not at the common budget.",
+        "",
+        markdown_rows(
+            [
+                "paper",
+                "claim",
+                "comparison",
+                "Δ at 850 (5 folds)",
+                "verdict at 850",
+                "seeds at 8k",
+                "Δ at 8k",
+                "Δ per language at 8k",
+                "verdict at 8k",
+            ],
+            rows,
+        ),
+        "",
         verdict_changes(rows),
     ]
 
 
-def _how_made(results: Sequence[RunResult], failed: Sequence[dict], planned: Sequence[str],
-              missing: Sequence[str], command: str, spec: Any, budget: str) -> list[str]:
+def _how_made(
+    results: Sequence[RunResult],
+    failed: Sequence[dict],
+    planned: Sequence[str],
+    missing: Sequence[str],
+    command: str,
+    spec: Any,
+    budget: str,
+) -> list[str]:
     when = sorted(r.run["finished_utc"] for r in results)
     cpu_hours = sum(r.run["cpu_seconds"] for r in results) / 3600
     partial_time = sum(not r.time_complete for r in results)  # runs whose CPU time counts only their last process
     own = ", ".join(f"`{n}` (`{p}`)" for n, p in spec.own_settings.items())
     seeds = ", ".join(f"`{n}` {sorted({0, *s})}" for n, s in spec.extra_seeds.items())
     done = len(planned) - len(missing)
-    state = ("**Partial report: the zoo is still running.** " if missing else "") + \
-        f"{done} of {len(planned)} planned runs finished" + (f"; {len(failed)} failed" if failed else "") + "."
-    return [
-        state + (" Missing: " + ", ".join(f"`{m}`" for m in missing) + "." if missing else ""), "",
-        f"- Command (runs, then this section): `{command}`; spec `configs/zoo/{spec.title}.yaml`, whose comment "
-        "gives the budget's reasons and the CPU estimate.",
-        "- Data: f8k-full, Flickr8K's official split of the 7,941 photos at hand (train 5,867 / test 1,000 photos; "
-        "de/fr/cs galleries hold the test photos with Multi30K captions); training captions: the first caption "
-        "of each photo and language (`captions_per_photo: 1`); evaluation on every test caption.",
-        f"- Budget for every config, on top of its own file: {budget}. Trained at their own settings instead: "
-        f"{own or '-'}. Seeds: 0 for every config, and {seeds or 'none other'}.",
-        f"- Machine: {machines(results)}; runs finished between {when[0] if when else '-'} and {when[-1] if when else '-'}; "
-        f"{'at least ' if partial_time else ''}{cpu_hours:.1f} CPU-hours{' so far' if missing else ''}"
-        + (f" (runs resumed before the time of a run's earlier processes was kept: {partial_time}; their "
-           "CPU time, marked ≥, counts only the last process)" if partial_time else "")
-        + ". mR = mean of R@1, R@5, R@10 both ways, in percent.",
-        *reconstructed_note(results),
-    ] + [f"- failed `{f['run_id']}`: {f['error']}" for f in failed] + [""]
+    state = (
+        ("**Partial report: the zoo is still running.** " if missing else "")
+        + f"{done} of {len(planned)} planned runs finished"
+        + (f"; {len(failed)} failed" if failed else "")
+        + "."
+    )
+    return (
+        [
+            state + (" Missing: " + ", ".join(f"`{m}`" for m in missing) + "." if missing else ""),
+            "",
+            f"- Command (runs, then this section): `{command}`; spec `configs/zoo/{spec.title}.yaml`, whose comment "
+            "gives the budget's reasons and the CPU estimate.",
+            "- Data: f8k-full, Flickr8K's official split of the 7,941 photos at hand (train 5,867 / test 1,000 photos; "
+            "de/fr/cs galleries hold the test photos with Multi30K captions); training captions: the first caption "
+            "of each photo and language (`captions_per_photo: 1`); evaluation on every test caption.",
+            f"- Budget for every config, on top of its own file: {budget}. Trained at their own settings instead: "
+            f"{own or '-'}. Seeds: 0 for every config, and {seeds or 'none other'}.",
+            f"- Machine: {machines(results)}; runs finished between {when[0] if when else '-'} and {when[-1] if when else '-'}; "
+            f"{'at least ' if partial_time else ''}{cpu_hours:.1f} CPU-hours{' so far' if missing else ''}"
+            + (
+                f" (runs resumed before the time of a run's earlier processes was kept: {partial_time}; their "
+                "CPU time, marked ≥, counts only the last process)"
+                if partial_time
+                else ""
+            )
+            + ". mR = mean of R@1, R@5, R@10 both ways, in percent.",
+            *reconstructed_note(results),
+        ]
+        + [f"- failed `{f['run_id']}`: {f['error']}" for f in failed]
+        + [""]
+    )
 
 
-def block_text(results: Sequence[RunResult], failed: Sequence[dict], planned: Sequence[str],
-               order: Sequence[str], command: str, spec: Any, budget: str,
-               small: tuple[dict[str, tuple[str, str]], str]) -> str:
+def block_text(
+    results: Sequence[RunResult],
+    failed: Sequence[dict],
+    planned: Sequence[str],
+    order: Sequence[str],
+    command: str,
+    spec: Any,
+    budget: str,
+    small: tuple[dict[str, tuple[str, str]], str],
+) -> str:
     done_ids = {f"{r.config}/{r.folder.name}" for r in results}
     missing = [p for p in planned if p not in done_ids]
     official = official_runs(results)
     lines = [f"## The zoo at 8k photos: {spec.title}, official split", ""]
     lines += _how_made(results, failed, planned, missing, command, spec, budget)
-    lines += ["### Image–sentence retrieval per language (mR, mean ± std over seeds where there are several)", "",
-              summary_table(official, order) if official else "_No run finished yet._\n"]
+    lines += [
+        "### Image–sentence retrieval per language (mR, mean ± std over seeds where there are several)",
+        "",
+        summary_table(official, order) if official else "_No run finished yet._\n",
+    ]
     for lang in LANGS:
         if any(lang in r.languages for r in official):
-            lines += [f"**{lang}** (R@K in percent; medR: median rank of the first right answer)", "",
-                      language_table(official, order, lang, medr=True)]
+            lines += [
+                f"**{lang}** (R@K in percent; medR: median rank of the first right answer)",
+                "",
+                language_table(official, order, lang, medr=True),
+            ]
     lines += ["### Which conclusions hold at 8k photos, beside 850", ""]
     lines += claims_side_by_side(results, *small)
     seed0 = [r for r in official if r.seed == 0 and r.tasks]
     if seed0:
         seconds = [r.tasks.get("seconds", 0.0) for r in seed0]
-        lines += ["", "### Text-only tasks of the seed-0 models", "",
-                  "As sections 3–5 at 850 photos: pairs of the model's training photos are left out (hence "
-                  "fewer than 1,000 Multi30K test_2016 pairs: the others are f8k-full training photos). Wall time "
-                  f"of the tasks per model {min(seconds):.0f}–{max(seconds):.0f} s (a frozen tower's sentence "
-                  "vectors come from the sentence cache: the first model of each encoder embeds the ~7k "
-                  "sentences).", "",
-                  crosslingual_tables(seed0, order) or "_No task results yet._\n",
-                  "STS (English, Pearson r × 100):", "", sts_table(seed0, order),
-                  "Word translation P@1 (CSLS) on the held-out part of the MUSE lexicons, as section 5:", "",
-                  words_table(seed0, order, "test")]
+        lines += [
+            "",
+            "### Text-only tasks of the seed-0 models",
+            "",
+            "As sections 3–5 at 850 photos: pairs of the model's training photos are left out (hence "
+            "fewer than 1,000 Multi30K test_2016 pairs: the others are f8k-full training photos). Wall time "
+            f"of the tasks per model {min(seconds):.0f}–{max(seconds):.0f} s (a frozen tower's sentence "
+            "vectors come from the sentence cache: the first model of each encoder embeds the ~7k "
+            "sentences).",
+            "",
+            crosslingual_tables(seed0, order) or "_No task results yet._\n",
+            "STS (English, Pearson r × 100):",
+            "",
+            sts_table(seed0, order),
+            "Word translation P@1 (CSLS) on the held-out part of the MUSE lexicons, as section 5:",
+            "",
+            words_table(seed0, order, "test"),
+        ]
     return "\n".join(lines)
 
 
-def write_block_report(out: Path, doc: Path, planned: Sequence[str], order: Sequence[str], command: str,
-                       spec: Any, compare_out: Path | None = None) -> Path:
+def write_block_report(
+    out: Path,
+    doc: Path,
+    planned: Sequence[str],
+    order: Sequence[str],
+    command: str,
+    spec: Any,
+    compare_out: Path | None = None,
+) -> Path:
     """Write the zoo's block of ``doc`` (docs/results.md) from the runs under ``out``."""
     results, failed = collect(out)
-    text = block_text(results, failed, planned, order, command, spec, budget_text(spec),
-                      f8kml_claims(compare_out, doc))
+    text = block_text(results, failed, planned, order, command, spec, budget_text(spec), f8kml_claims(compare_out, doc))
     write_block(doc, spec.title, text)
     return doc
-

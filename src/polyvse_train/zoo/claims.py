@@ -1,4 +1,5 @@
 """The papers' conclusions checked on a zoo's runs: "better beats worse" on mean recall, paired over folds."""
+
 from __future__ import annotations
 
 import math
@@ -31,12 +32,22 @@ CLAIMS: tuple[Claim, ...] = (
     Claim("Gella et al.", "PIVOT: asymmetric similarity beats symmetric", "pivot-asym", "pivot-sym"),
     Claim("Gella et al.", "PARALLEL: asymmetric similarity beats symmetric", "parallel-asym", "parallel-sym"),
     Claim("Gella et al.", "the caption-caption term (PARALLEL) improves on PIVOT", "parallel-sym", "pivot-sym"),
-    Claim("Calixto & Liu", "adding the multilingual term (beta 0.75) helps image-sentence ranking",
-          "mlmme-b075", "mlmme-b1"),
-    Claim("Calixto & Liu", "adding the multilingual term (beta 0.5) helps image-sentence ranking",
-          "mlmme-b05", "mlmme-b1"),
-    Claim("AME", "multilingual training with aligned word embeddings beats monolingual (English)",
-          "ame-sym", "ame-mono", ("en",)),
+    Claim(
+        "Calixto & Liu",
+        "adding the multilingual term (beta 0.75) helps image-sentence ranking",
+        "mlmme-b075",
+        "mlmme-b1",
+    ),
+    Claim(
+        "Calixto & Liu", "adding the multilingual term (beta 0.5) helps image-sentence ranking", "mlmme-b05", "mlmme-b1"
+    ),
+    Claim(
+        "AME",
+        "multilingual training with aligned word embeddings beats monolingual (English)",
+        "ame-sym",
+        "ame-mono",
+        ("en",),
+    ),
     Claim("AME", "fine-tuning the word embeddings (with alignment) beats frozen embeddings", "ame-sym", "ame-fme"),
     Claim("AME", "asymmetric similarity beats symmetric", "ame-asym", "ame-sym"),
     Claim("MULE", "one universal language branch beats per-language branches", "mule-embn", "parallel-embn"),
@@ -44,16 +55,22 @@ CLAIMS: tuple[Claim, ...] = (
     Claim("MULE", "the adversarial language classifier helps", "mule-nc-lc", "mule-nc"),
     Claim("MULE", "LP pretraining helps", "mule-full", "mule-nc-lc"),
     Claim("MULE", "translation augmentation helps", "mule-full-mt", "mule-full"),
-    Claim("Gella et al.", "PARALLEL gains from Multi30K text-only caption tuples", "parallel-sym-m30k",
-          "parallel-sym"),
+    Claim("Gella et al.", "PARALLEL gains from Multi30K text-only caption tuples", "parallel-sym-m30k", "parallel-sym"),
     Claim("Calixto & Liu", "R_ML gains from Multi30K text-only caption tuples", "mlmme-b05-m30k", "mlmme-b05"),
     Claim("MULE", "text-only caption tuples (Multi30K + Flickr8K/8K-CN) help", "mule-full-text", "mule-full"),
-    Claim("Translator", "T1 (encoder from the de model) beats training fr from scratch (FS)",
-          "translator-t1", "translator-fs", ("fr",)),
-    Claim("Translator", "T2 (lexicon-initialised map) beats T1 (random map)", "translator-t2", "translator-t1",
-          ("fr",)),
-    Claim("beyond the papers", "a frozen pretrained tower (e5-small) beats training the text encoder",
-          "e5-frozen", "vse"),
+    Claim(
+        "Translator",
+        "T1 (encoder from the de model) beats training fr from scratch (FS)",
+        "translator-t1",
+        "translator-fs",
+        ("fr",),
+    ),
+    Claim(
+        "Translator", "T2 (lexicon-initialised map) beats T1 (random map)", "translator-t2", "translator-t1", ("fr",)
+    ),
+    Claim(
+        "beyond the papers", "a frozen pretrained tower (e5-small) beats training the text encoder", "e5-frozen", "vse"
+    ),
 )
 
 
@@ -68,13 +85,17 @@ def _paired(a: dict[str, RunResult], b: dict[str, RunResult], claim: Claim) -> d
     out: dict[str, Any] = {"n": len(common)}
     if not common:
         return out
-    langs = [lang for lang in (claim.langs or LANGS)
-             if all(lang in a[s].languages and lang in b[s].languages for s in common)]
+    langs = [
+        lang
+        for lang in (claim.langs or LANGS)
+        if all(lang in a[s].languages and lang in b[s].languages for s in common)
+    ]
     diffs = np.array([np.mean([a[s].mean_recall(lang) - b[s].mean_recall(lang) for lang in langs]) for s in common])
     out["langs"] = langs
     out["delta"] = float(diffs.mean())
-    out["per_lang"] = {lang: float(np.mean([a[s].mean_recall(lang) - b[s].mean_recall(lang) for s in common]))
-                       for lang in langs}
+    out["per_lang"] = {
+        lang: float(np.mean([a[s].mean_recall(lang) - b[s].mean_recall(lang) for s in common])) for lang in langs
+    }
     if len(common) >= 2:
         out["se"] = float(diffs.std(ddof=1) / math.sqrt(len(common)))
         out["verdict"] = verdict(out["delta"], T95[min(len(common) - 1, len(T95) - 1)] * out["se"])
@@ -96,8 +117,11 @@ def verdict(delta: float, bound: float) -> str:
 def claim_check(results: Sequence[RunResult], claim: Claim) -> dict:
     """Paired difference better - worse of the mean recall over shared languages, per common fold."""
     folds = fold_runs(results)
-    out = _paired({r.split: r for r in folds if r.config == claim.better},
-                  {r.split: r for r in folds if r.config == claim.worse}, claim)
+    out = _paired(
+        {r.split: r for r in folds if r.config == claim.better},
+        {r.split: r for r in folds if r.config == claim.worse},
+        claim,
+    )
     # the official split's single pair: shown beside the verdict, never a verdict itself (one split)
     off = {r.config: r for r in official_runs(results) if r.config in (claim.better, claim.worse)}
     if len(off) == 2:
@@ -133,8 +157,11 @@ def claim_check_seeds(results: Sequence[RunResult], claim: Claim, noise: tuple[f
     have several seeds (``noise`` = (pooled s.d. σ, degrees of freedom)): a difference of two single runs has
     s.d. √2·σ, so it holds when Δ > t·√2·σ."""
     off = official_runs(results)
-    out = _paired({str(r.seed): r for r in off if r.config == claim.better},
-                  {str(r.seed): r for r in off if r.config == claim.worse}, claim)
+    out = _paired(
+        {str(r.seed): r for r in off if r.config == claim.better},
+        {str(r.seed): r for r in off if r.config == claim.worse},
+        claim,
+    )
     if out["n"] == 0:
         out["verdict"] = "not run yet"
     elif out["n"] == 1 and noise is None:
@@ -154,10 +181,31 @@ def claims_table(results: Sequence[RunResult]) -> str:
             delta = "-"
         else:
             delta = fmt(chk["delta"], 2) + (f" ± {chk['se']:.2f}" if "se" in chk else "")
-        rows.append([c.source, c.statement, f"{c.better} vs {c.worse}", str(chk["n"]), delta, per_language(chk),
-                     f"{chk['official_delta']:+.1f}" if "official_delta" in chk else "-", chk["verdict"]])
-    return markdown_rows(["paper", "claim", "comparison", "folds", "Δ mean recall (± s.e.)", "Δ per language",
-                     "Δ official split", "verdict on F8K-ML"], rows)
+        rows.append(
+            [
+                c.source,
+                c.statement,
+                f"{c.better} vs {c.worse}",
+                str(chk["n"]),
+                delta,
+                per_language(chk),
+                f"{chk['official_delta']:+.1f}" if "official_delta" in chk else "-",
+                chk["verdict"],
+            ]
+        )
+    return markdown_rows(
+        [
+            "paper",
+            "claim",
+            "comparison",
+            "folds",
+            "Δ mean recall (± s.e.)",
+            "Δ per language",
+            "Δ official split",
+            "verdict on F8K-ML",
+        ],
+        rows,
+    )
 
 
 def per_language(chk: dict) -> str:

@@ -8,6 +8,7 @@ after, the change, and whether it is larger than the seeds' spread where there a
 the earlier one itself (same run file and metrics: a records folder keeps a config's old record until it is
 retrained) is not a retraining: such configs are listed as not yet retrained.
 """
+
 from __future__ import annotations
 
 from collections.abc import Sequence
@@ -61,21 +62,34 @@ def compare_rows(before: Sequence[RunResult], after: Sequence[RunResult], order:
         per_lang = {lang: mean_mr_of(new, lang) - mean_mr_of(old, lang) for lang in langs}
         spread = max(float(np.std(b, ddof=1)), float(np.std(a, ddof=1))) if len(b) > 1 else None
         change = float(np.mean(a) - np.mean(b))
-        rows.append({"config": config, "seeds": [r.seed for r in old], "langs": langs, "before": b, "after": a,
-                     "change": change, "per_language": per_lang,
-                     "beyond_spread": None if spread is None else abs(change) > 2 * spread})
+        rows.append(
+            {
+                "config": config,
+                "seeds": [r.seed for r in old],
+                "langs": langs,
+                "before": b,
+                "after": a,
+                "change": change,
+                "per_language": per_lang,
+                "beyond_spread": None if spread is None else abs(change) > 2 * spread,
+            }
+        )
     return rows
 
 
 def compare_table(rows: Sequence[dict], only_before: Sequence[str] = (), only_after: Sequence[str] = ()) -> str:
     """The markdown table of ``compare_rows``, with the configs one record lacks named under it."""
-    lines = ["| config | seeds | mean mR before | after | change | per language | beyond 2 sd of the seeds |",
-             "|---|---|---:|---:|---:|---|---|"]
+    lines = [
+        "| config | seeds | mean mR before | after | change | per language | beyond 2 sd of the seeds |",
+        "|---|---|---:|---:|---:|---|---|",
+    ]
     for r in rows:
         langs = ", ".join(f"{lang} {v:+.1f}" for lang, v in r["per_language"].items())
         beyond = {None: "one seed", True: "yes", False: "no"}[r["beyond_spread"]]
-        lines.append(f"| {r['config']} | {','.join(map(str, r['seeds']))} | {pm(r['before'])} | {pm(r['after'])} | "
-                     f"{r['change']:+.1f} | {langs} | {beyond} |")
+        lines.append(
+            f"| {r['config']} | {','.join(map(str, r['seeds']))} | {pm(r['before'])} | {pm(r['after'])} | "
+            f"{r['change']:+.1f} | {langs} | {beyond} |"
+        )
     if only_before:
         lines += ["", "Not yet retrained (the earlier record only): " + ", ".join(only_before) + "."]
     if only_after:
@@ -88,8 +102,10 @@ def compare_records(before_dir: Path, after_dir: Path, order: Sequence[str] = ()
     before, _ = collect(before_dir)
     after, _ = collect(after_dir)
     if not official_runs(before):
-        raise FileNotFoundError(f"{before_dir} holds no finished official run (a folder `polyvse zoo records` wrote, "
-                                "e.g. extracted with `git archive <commit> results/zoo-f8k-full | tar -x -C DIR`)")
+        raise FileNotFoundError(
+            f"{before_dir} holds no finished official run (a folder `polyvse zoo records` wrote, "
+            "e.g. extracted with `git archive <commit> results/zoo-f8k-full | tar -x -C DIR`)"
+        )
     rows = compare_rows(before, after, order)
     old, new = {r.config for r in official_runs(before)}, {r.config for r in official_runs(after)}
     retrained = set(paired(before, after))
@@ -111,22 +127,28 @@ def fold_means_from_doc(text: str, source: str = "results.md") -> dict[str, dict
     """config -> {language: fold-mean mR, "mean": mean over languages, "cell": the mean column as printed} from
     section 1 of a results.md the F8K-ML zoo report wrote; an error naming ``source`` when it has no such table."""
     if FOLD_TABLE_HEADING not in text:
-        raise ValueError(f"{source} has no section {FOLD_TABLE_HEADING!r}: give a results.md written by the F8K-ML "
-                         "zoo report (e.g. `git show <commit>:docs/results.md > FILE`)")
+        raise ValueError(
+            f"{source} has no section {FOLD_TABLE_HEADING!r}: give a results.md written by the F8K-ML "
+            "zoo report (e.g. `git show <commit>:docs/results.md > FILE`)"
+        )
     section = text.split(FOLD_TABLE_HEADING, 1)[1].split("\n## ", 1)[0].strip()
     first_table = section.split("\n\n", 1)[0] if section.startswith("|") else ""  # other tables follow it
     rows = [table_cells(line) for line in first_table.splitlines()]
     if len(rows) < 3 or rows[0][:2] != ["config", "runs"]:
-        raise ValueError(f"{source}: section 1 holds no cross-validation table (its header should start "
-                         "'| config | runs |')")
+        raise ValueError(
+            f"{source}: section 1 holds no cross-validation table (its header should start '| config | runs |')"
+        )
     header = rows[0]
     langs = [h.split()[0] for h in header if h.endswith(" mR")]
     out = {}
     for cells in rows[2:]:
         row = dict(zip(header, cells))
         means = {lang: _mean_of_cell(row[f"{lang} mR"]) for lang in langs}
-        out[row["config"]] = {**{k: v for k, v in means.items() if v is not None},
-                              "mean": _mean_of_cell(row["mean"]), "cell": row["mean"]}
+        out[row["config"]] = {
+            **{k: v for k, v in means.items() if v is not None},
+            "mean": _mean_of_cell(row["mean"]),
+            "cell": row["mean"],
+        }
     return out
 
 
@@ -135,8 +157,9 @@ def _folds_of(split: str) -> int:
     return int(split.rsplit("of", 1)[1])
 
 
-def compare_folds_with_doc(before_text: str, after_dir: Path, order: Sequence[str] = (),
-                           source: str = "results.md") -> str:
+def compare_folds_with_doc(
+    before_text: str, after_dir: Path, order: Sequence[str] = (), source: str = "results.md"
+) -> str:
     """The F8K-ML zoo's configs retrained on every fold, set against the fold means an earlier results.md printed
     (rounded to 0.1 there, so a change carries up to 0.1 of rounding). Same folds before and after (fixed by seed
     0): the change is not a draw of new test photos; the fold spread is shown, not used as a noise bound."""
@@ -145,16 +168,19 @@ def compare_folds_with_doc(before_text: str, after_dir: Path, order: Sequence[st
     # every fold of the k the split names say ("fold2of5"): k folds of a config, not just as many as the others have
     whole = {c: runs for c, runs in after.items() if len({r.split for r in runs}) == _folds_of(runs[0].split)}
     lines = ["| config | folds | mean mR before | after | change | per language |", "|---|---:|---:|---:|---:|---|"]
-    shared = [c for c in order if c in whole and c in before] + \
-        sorted(c for c in whole if c in before and c not in order)
+    shared = [c for c in order if c in whole and c in before] + sorted(
+        c for c in whole if c in before and c not in order
+    )
     for config in shared:
         runs, was = whole[config], before[config]
         langs = [lang for lang in LANGS if lang in was and all(lang in r.languages for r in runs)]
         now = {lang: mean_mr_of(runs, lang) for lang in langs}
         per_run = [float(np.mean([r.mean_recall(lang) for lang in langs])) for r in runs]
         change = ", ".join(f"{lang} {now[lang] - was[lang]:+.1f}" for lang in langs)
-        lines.append(f"| {config} | {_folds_of(runs[0].split)} | {was['cell']} | {pm(per_run)} | {np.mean(per_run) - was['mean']:+.1f} "
-                     f"| {change} |")
+        lines.append(
+            f"| {config} | {_folds_of(runs[0].split)} | {was['cell']} | {pm(per_run)} | {np.mean(per_run) - was['mean']:+.1f} "
+            f"| {change} |"
+        )
     lines.append("")
     left = sorted(set(before) - set(shared))
     if left:

@@ -10,6 +10,7 @@ process, so what else the machine runs does not enter (one thread, as the zoo tr
 The first step of a stage is timed apart (a stage's one-off work, e.g. the Translator's lexicon map) and counted
 once per stage, not per step.
 """
+
 from __future__ import annotations
 
 import resource
@@ -79,8 +80,9 @@ def estimate_run(run: ZooRun, spec: ZooSpec, root: Path, steps: int = 20) -> Run
     torch.set_num_threads(max(1, flat["threads"]))
     with tempfile.TemporaryDirectory(prefix="zoo-estimate-") as tmp:
         c0 = _cpu()
-        tr = setup_run(cfg, Path(tmp), root, DistInfo(), smoke=False, progress=False, device=torch.device("cpu"),
-                       precision="fp32")
+        tr = setup_run(
+            cfg, Path(tmp), root, DistInfo(), smoke=False, progress=False, device=torch.device("cpu"), precision="fp32"
+        )
         setup = _cpu() - c0
         pre = tr.objective.pre_epochs
         stages = [_time_stage(tr, 0, pre, steps)] if pre else []
@@ -91,8 +93,9 @@ def estimate_run(run: ZooRun, spec: ZooSpec, root: Path, steps: int = 20) -> Run
         return RunEstimate(run.config, round(setup, 2), round(_cpu() - c0, 2), stages)
 
 
-def estimate_plan(runs: list[ZooRun], spec: ZooSpec, root: Path, steps: int = 20,
-                  echo: Callable[[str], None] = print) -> dict[str, RunEstimate]:
+def estimate_plan(
+    runs: list[ZooRun], spec: ZooSpec, root: Path, steps: int = 20, echo: Callable[[str], None] = print
+) -> dict[str, RunEstimate]:
     """One estimate per config of the plan (its seed-0 official run stands for all its runs)."""
     out: dict[str, RunEstimate] = {}
     for run in runs:
@@ -100,7 +103,10 @@ def estimate_plan(runs: list[ZooRun], spec: ZooSpec, root: Path, steps: int = 20
             continue
         t = time.time()
         out[run.config] = est = estimate_run(run, spec, root, steps)
-        echo(f"{run.config}: {est.seconds() / 60:.1f} CPU min per run (setup {est.setup_s:.0f} s, eval "
-             f"{est.eval_s:.0f} s, " + ", ".join(f"{s.epochs} x {s.batches_per_epoch} steps x {s.step_s:.3f} s"
-                                                  for s in est.stages) + f"; measured in {time.time() - t:.0f} s)")
+        echo(
+            f"{run.config}: {est.seconds() / 60:.1f} CPU min per run (setup {est.setup_s:.0f} s, eval "
+            f"{est.eval_s:.0f} s, "
+            + ", ".join(f"{s.epochs} x {s.batches_per_epoch} steps x {s.step_s:.3f} s" for s in est.stages)
+            + f"; measured in {time.time() - t:.0f} s)"
+        )
     return out

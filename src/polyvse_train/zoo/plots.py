@@ -1,4 +1,5 @@
 """The figures of the zoo report (PNG files beside results.md), one function each."""
+
 from __future__ import annotations
 
 from collections.abc import Sequence

@@ -6,6 +6,7 @@ report reads of it is a few kilobytes: ``zoo_run.json``, ``metrics.json``, ``tas
 so `polyvse zoo report --out results/<zoo>` writes the same section from the records as from the runs: the
 published tables can be checked without training, and they outlive the machine that trained them.
 """
+
 from __future__ import annotations
 
 import shutil

@@ -9,6 +9,7 @@ end; another zoo (f8k-full) writes its own marked block of it (``<!-- zoo-<title
 appended when absent; :mod:`.block`), leaving every other line as it is, so the F8K-ML sections survive on a
 machine that does not hold their runs.
 """
+
 from __future__ import annotations
 
 from collections.abc import Sequence
@@ -69,8 +70,14 @@ def update_readme_block(readme: Path, text: str, tag: str = "zoo-best") -> bool:
     return True
 
 
-def _header(results: Sequence[RunResult], failed: Sequence[dict], planned: Sequence[str],
-            missing: Sequence[str], command: str, spec: Any) -> list[str]:
+def _header(
+    results: Sequence[RunResult],
+    failed: Sequence[dict],
+    planned: Sequence[str],
+    missing: Sequence[str],
+    command: str,
+    spec: Any,
+) -> list[str]:
     """The title and "How these numbers were made" of the F8K-ML document."""
     hours = sum(r.run["wall_seconds"] for r in results) / 3600
     cpu_hours = sum(r.run["cpu_seconds"] for r in results) / 3600
@@ -90,7 +97,8 @@ def _header(results: Sequence[RunResult], failed: Sequence[dict], planned: Seque
         "(train 629 / test 125 photos) is the reference and the split of the text-only tasks (sections 3–5). "
         "One training seed (0) per fold.",
         "- Every config trains under the same budget (`configs/zoo/cpu.yaml`, whose comments give the "
-        "reasons), applied on top of its own file: " + budget_text(spec)
+        "reasons), applied on top of its own file: "
+        + budget_text(spec)
         + ". The configs themselves keep the papers' settings for users with more compute.",
         f"- Machine: {machines(results)}; runs finished between {when[0] if when else '-'} and "
         f"{when[-1] if when else '-'}; total {hours:.1f} h wall, {cpu_hours:.1f} CPU-hours. "
@@ -101,7 +109,8 @@ def _header(results: Sequence[RunResult], failed: Sequence[dict], planned: Seque
         *reconstructed_note(results),
         f"- Completeness: {len(planned) - len(missing)} of {len(planned)} planned runs finished"
         + (f"; **{len(missing)} not yet run** (listed at the end)" if missing else "")
-        + (f"; {len(failed)} failed (listed at the end)" if failed else "") + ".",
+        + (f"; {len(failed)} failed (listed at the end)" if failed else "")
+        + ".",
         "- mR = mean of R@1, R@5, R@10 in both directions (image→text and text→image), in percent. With "
         "~120–170 test photos per language one R@1 figure carries several points of sampling error: read "
         "differences against the ± std.",
@@ -117,9 +126,16 @@ def _retrieval_section(results: Sequence[RunResult], order: Sequence[str], plots
         "## 1. Image–sentence retrieval, 5-fold cross-validation (primary)",
         "",
         summary_table(folds, order) if folds else "_No fold finished by every config yet._\n",
-        *([f"Folds still running ({', '.join(partial)}: "
-           f"{sum(r.split in partial for r in fold_runs(results))} runs) are left out of this section so that every "
-           "row is a mean over the same folds; section 8 pairs them by fold.", ""] if partial else []),
+        *(
+            [
+                f"Folds still running ({', '.join(partial)}: "
+                f"{sum(r.split in partial for r in fold_runs(results))} runs) are left out of this section so that every "
+                "row is a mean over the same folds; section 8 pairs them by fold.",
+                "",
+            ]
+            if partial
+            else []
+        ),
         "Best configuration per language (highest mean mR among the configs with the most finished folds):",
         "",
         best_table(results),
@@ -136,14 +152,20 @@ def _retrieval_section(results: Sequence[RunResult], order: Sequence[str], plots
 
 def _official_and_tasks_sections(official: Sequence[RunResult], order: Sequence[str], spec: Any) -> list[str]:
     """Sections 2-5: the official split and the text-only tasks of its models."""
-    return ["## 2. Official Flickr8K test split (reference, seed 0)", "",
-            official_table(official, order) if official else "_No official-split run finished yet._\n",
-            "## 3. Cross-lingual caption retrieval (official-split models)", "",
-            CROSSLINGUAL_NOTE, "",
-            crosslingual_tables(official, order) or "_No task results yet._\n",
-            "## 4. Semantic textual similarity (English, Pearson r × 100)", "",
-            sts_table(official, order),
-            words_section(official, order, spec)]
+    return [
+        "## 2. Official Flickr8K test split (reference, seed 0)",
+        "",
+        official_table(official, order) if official else "_No official-split run finished yet._\n",
+        "## 3. Cross-lingual caption retrieval (official-split models)",
+        "",
+        CROSSLINGUAL_NOTE,
+        "",
+        crosslingual_tables(official, order) or "_No task results yet._\n",
+        "## 4. Semantic textual similarity (English, Pearson r × 100)",
+        "",
+        sts_table(official, order),
+        words_section(official, order, spec),
+    ]
 
 
 def _curve_and_claims_sections(results: Sequence[RunResult], plots: Sequence[str]) -> list[str]:
@@ -160,16 +182,20 @@ def _curve_and_claims_sections(results: Sequence[RunResult], plots: Sequence[str
         lines += ["_No learning-curve run finished yet._", ""]
     if "zoo_training_curves.png" in plots:
         lines += ["## 7. Training curves", "", "![training curves](zoo_training_curves.png)", ""]
-    lines += ["## 8. Which of the papers' conclusions hold on this data", "",
-              "Δ = mean recall of the first config minus the second, averaged over the languages both have, "
-              "paired by fold (± standard error over folds). Verdict: *holds* when Δ > t·s.e., *reversed* when "
-              "Δ < −t·s.e. (t = two-sided 95% Student quantile with folds − 1 degrees of freedom: 12.7 for 2 "
-              "folds, 2.78 for 5), otherwise not distinguishable from noise. *Δ official split*: the same "
-              "difference on the official test split (one split, seed 0): a pointer only, with several points of "
-              "sampling error. The papers trained on Multi30K/COCO "
-              "(29k–120k photos) with the budgets in each config's comment; F8K-ML trains on ~680 photos under "
-              "one CPU budget, so a claim that does not hold here is not refuted in general.", "",
-              claims_table(results)]
+    lines += [
+        "## 8. Which of the papers' conclusions hold on this data",
+        "",
+        "Δ = mean recall of the first config minus the second, averaged over the languages both have, "
+        "paired by fold (± standard error over folds). Verdict: *holds* when Δ > t·s.e., *reversed* when "
+        "Δ < −t·s.e. (t = two-sided 95% Student quantile with folds − 1 degrees of freedom: 12.7 for 2 "
+        "folds, 2.78 for 5), otherwise not distinguishable from noise. *Δ official split*: the same "
+        "difference on the official test split (one split, seed 0): a pointer only, with several points of "
+        "sampling error. The papers trained on Multi30K/COCO "
+        "(29k–120k photos) with the budgets in each config's comment; F8K-ML trains on ~680 photos under "
+        "one CPU budget, so a claim that does not hold here is not refuted in general.",
+        "",
+        claims_table(results),
+    ]
     return lines
 
 
@@ -185,8 +211,15 @@ def _missing_section(missing: Sequence[str], failed: Sequence[dict]) -> list[str
     return lines
 
 
-def write_report(out: Path, docs: Path, planned: Sequence[str], order: Sequence[str], command: str,
-                 spec: Any, readme: Path | None = None) -> Path:
+def write_report(
+    out: Path,
+    docs: Path,
+    planned: Sequence[str],
+    order: Sequence[str],
+    command: str,
+    spec: Any,
+    readme: Path | None = None,
+) -> Path:
     """Write docs/results.md (+ PNGs) from the runs under ``out``; ``planned`` = run ids of the full zoo. With
     ``readme``, its ``zoo-best`` block gets the best configuration per language."""
     results, failed = collect(out)
@@ -195,9 +228,13 @@ def write_report(out: Path, docs: Path, planned: Sequence[str], order: Sequence[
     done_ids = {f"{r.config}/{r.folder.name}" for r in results}
     missing = [p for p in planned if p not in done_ids]
     folds, official = complete_fold_runs(results), official_runs(results)
-    lines = (_header(results, failed, planned, missing, command, spec) + _retrieval_section(results, order, plots)
-             + _official_and_tasks_sections(official, order, spec) + _curve_and_claims_sections(results, plots)
-             + _missing_section(missing, failed))
+    lines = (
+        _header(results, failed, planned, missing, command, spec)
+        + _retrieval_section(results, order, plots)
+        + _official_and_tasks_sections(official, order, spec)
+        + _curve_and_claims_sections(results, plots)
+        + _missing_section(missing, failed)
+    )
     path = docs / "results.md"
     text = "\n".join(lines)
     kept = blocks_in(path.read_text(encoding="utf-8")) if path.exists() else []  # other zoos' sections
@@ -208,7 +245,10 @@ def write_report(out: Path, docs: Path, planned: Sequence[str], order: Sequence[
     if readme is not None and results:
         kind = "5-fold cross-validation" if folds else "official split only"
         done = f"{len(planned) - len(missing)} of {len(planned)} planned runs"
-        update_readme_block(readme, f"Best configuration per language ({kind}; {done} finished; generated by "
-                                    f"`polyvse zoo report` from the runs, see [docs/results.md](docs/results.md)):"
-                                    f"\n\n{best_table(results)}")
+        update_readme_block(
+            readme,
+            f"Best configuration per language ({kind}; {done} finished; generated by "
+            f"`polyvse zoo report` from the runs, see [docs/results.md](docs/results.md)):"
+            f"\n\n{best_table(results)}",
+        )
     return path

@@ -1,4 +1,5 @@
 """The finished runs of a zoo read back from their folders, and the selections the report makes of them."""
+
 from __future__ import annotations
 
 import json
@@ -68,8 +69,19 @@ def collect(out: Path) -> tuple[list[RunResult], list[dict]]:
         log = []
         if (d / "train_log.jsonl").exists():
             log = [json.loads(x) for x in (d / "train_log.jsonl").read_text(encoding="utf-8").splitlines() if x]
-        results.append(RunResult(run["config_name"], cfg["split"], cfg["seed"], tag, d, _read_json(d / "metrics.json"),
-                                 run, _read_json(d / TASKS_FILE) if (d / TASKS_FILE).exists() else None, log))
+        results.append(
+            RunResult(
+                run["config_name"],
+                cfg["split"],
+                cfg["seed"],
+                tag,
+                d,
+                _read_json(d / "metrics.json"),
+                run,
+                _read_json(d / TASKS_FILE) if (d / TASKS_FILE).exists() else None,
+                log,
+            )
+        )
     for err in sorted(Path(out).glob(f"*/*/{ERROR_FILE}")):
         if ".stale-" not in err.parent.name:
             failed.append(_read_json(err))
@@ -110,7 +122,7 @@ def curve_points(results: Sequence[RunResult]) -> dict[str, list[tuple[int, floa
         limit = r.run.get("overrides", {}).get("caption_limit")
         if r.split != OFFICIAL or not r.tag or not limit:
             continue
-        (lang, n), = limit.items()
+        ((lang, n),) = limit.items()
         curve_langs[r.config] = lang
         m = r.languages.get(lang)
         if m is not None:
@@ -149,6 +161,8 @@ def reconstructed_note(results: Sequence[RunResult]) -> list[str]:
     if not n:
         return []
     runs = "every run" if n == len(results) else f"{n} of {len(results)} runs"
-    return [f"- Records: the figures of {runs} rest on records {RECONSTRUCTED_MARK}: the provenance block of "
-            "their `zoo_run.json` was reconstructed after the fact and names, under `reconstructed.unknown`, what "
-            "was not recorded and why."]
+    return [
+        f"- Records: the figures of {runs} rest on records {RECONSTRUCTED_MARK}: the provenance block of "
+        "their `zoo_run.json` was reconstructed after the fact and names, under `reconstructed.unknown`, what "
+        "was not recorded and why."
+    ]

@@ -10,6 +10,7 @@ interrupted one continues from its training state. A run whose folder holds resu
 is moved aside to ``<folder>.stale-<n>``, never deleted. A failing run is recorded in ``error.json`` and the
 zoo goes on, except for missing data (:class:`polyvse.errors.MissingDataError`), which stops the zoo unrecorded.
 """
+
 from __future__ import annotations
 
 import json
@@ -50,8 +51,12 @@ def _recorded_digest(record: dict) -> str | None:
 def _time_spent(metrics: dict) -> dict:
     """The run's wall and CPU seconds over all the processes that trained it, as the training counted them
     (``time_complete`` false when a state of older code did not say what earlier processes spent)."""
-    return {"wall_seconds": metrics["wall_time_s"], "cpu_seconds": metrics["cpu_time_s"],
-            "processes": metrics["processes"], "time_complete": metrics["time_complete"]}
+    return {
+        "wall_seconds": metrics["wall_time_s"],
+        "cpu_seconds": metrics["cpu_time_s"],
+        "processes": metrics["processes"],
+        "time_complete": metrics["time_complete"],
+    }
 
 
 def _move_aside(folder: Path) -> Path:
@@ -123,8 +128,9 @@ class RunLock:
         return False
 
 
-def execute(run: ZooRun, out: Path, root: Path, spec: ZooSpec, *, retry_failed: bool = False,
-            progress: bool = False) -> str:
+def execute(
+    run: ZooRun, out: Path, root: Path, spec: ZooSpec, *, retry_failed: bool = False, progress: bool = False
+) -> str:
     """Train and evaluate one run unless it is done or another zoo process holds it; returns its status
     ("busy" for the latter)."""
     lock = RunLock(run_dir(out, run))
@@ -154,25 +160,38 @@ def _execute(run: ZooRun, out: Path, root: Path, spec: ZooSpec, *, retry_failed:
             try:
                 metrics = train(cfg, d, root, resume=True, progress=progress)
             except TrainingStateMismatch:  # a partial run of an older config/code version: keep it, start over
-                log.warning("%s: its training state is from another config or vocabulary; moved to %s",
-                            run.run_id, _move_aside(d))
+                log.warning(
+                    "%s: its training state is from another config or vocabulary; moved to %s",
+                    run.run_id,
+                    _move_aside(d),
+                )
                 d.mkdir(parents=True)
                 metrics = train(cfg, d, root, resume=True, progress=progress)
             if "languages" not in metrics:
                 raise RuntimeError(f"training stopped early: {metrics}")
-            write_json_atomic(d / RUN_FILE, {
-                "run_id": run.run_id, "config_name": run.config, "config_file": str(run.path),
-                "config_digest": digest, "config": cfg.to_dict(),
-                "profile": spec.profile_of(run.config, cfg.objective.name),
-                "overrides": run.overrides,
-                **_time_spent(metrics),
-                "machine": machine(),
-                "finished_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-                "threads_used": metrics.get("threads_used"),
-                # the run's: the checkout it trained on, the checkpoint it saved (metrics.json carries the same)
-                "provenance": metrics.get("provenance") or provenance(model=d / "checkpoint" if (
-                    d / "checkpoint").is_dir() else no_model("the training wrote no checkpoint")),
-            })
+            write_json_atomic(
+                d / RUN_FILE,
+                {
+                    "run_id": run.run_id,
+                    "config_name": run.config,
+                    "config_file": str(run.path),
+                    "config_digest": digest,
+                    "config": cfg.to_dict(),
+                    "profile": spec.profile_of(run.config, cfg.objective.name),
+                    "overrides": run.overrides,
+                    **_time_spent(metrics),
+                    "machine": machine(),
+                    "finished_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                    "threads_used": metrics.get("threads_used"),
+                    # the run's: the checkout it trained on, the checkpoint it saved (metrics.json carries the same)
+                    "provenance": metrics.get("provenance")
+                    or provenance(
+                        model=d / "checkpoint"
+                        if (d / "checkpoint").is_dir()
+                        else no_model("the training wrote no checkpoint")
+                    ),
+                },
+            )
         if needs_tasks(run, spec):
             import polyvse
             from polyvse.evaluation.tasks import run_tasks
@@ -188,16 +207,31 @@ def _execute(run: ZooRun, out: Path, root: Path, spec: ZooSpec, *, retry_failed:
         raise
     except Exception as exc:  # one broken config must not stop the zoo: record it and go on
         log.error("%s failed: %s", run.run_id, exc)
-        write_json_atomic(d / ERROR_FILE, {"run_id": run.run_id, "config_digest": digest, "config": cfg.to_dict(),
-                                           "error": repr(exc),
-                                           "traceback": traceback.format_exc()})
+        write_json_atomic(
+            d / ERROR_FILE,
+            {
+                "run_id": run.run_id,
+                "config_digest": digest,
+                "config": cfg.to_dict(),
+                "error": repr(exc),
+                "traceback": traceback.format_exc(),
+            },
+        )
         return "failed"
     return "done"
 
 
-def run_zoo(runs: Sequence[ZooRun], out: Path, root: Path, spec: ZooSpec, *,
-            max_hours: float | None = None, retry_failed: bool = False, progress: bool = False,
-            echo=print) -> dict[str, int]:
+def run_zoo(
+    runs: Sequence[ZooRun],
+    out: Path,
+    root: Path,
+    spec: ZooSpec,
+    *,
+    max_hours: float | None = None,
+    retry_failed: bool = False,
+    progress: bool = False,
+    echo=print,
+) -> dict[str, int]:
     """Execute the runs in order; stops starting new ones after ``max_hours``. Returns counts per status."""
     t0 = time.time()
     counts: dict[str, int] = {}

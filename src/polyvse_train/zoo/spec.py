@@ -5,6 +5,7 @@ that every method gets the same width and training budget, and the list of runs:
 for named configs), learning-curve points, and the configs trained at their own file's settings instead of the
 budget (``own_settings``: a reference model whose numbers must match the ones reported elsewhere).
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -79,11 +80,17 @@ def load_spec(path: str | Path | None) -> ZooSpec:
         raise DataError(f"cannot read the zoo spec: {exc}", path) from exc
     known = set(ZooSpec.__dataclass_fields__)
     if not isinstance(data, dict) or set(data) - known:
-        raise DataError(f"a zoo spec is a mapping with keys {', '.join(sorted(known))}; unknown: "
-                        f"{', '.join(sorted(set(data) - known)) if isinstance(data, dict) else data!r}", path)
+        raise DataError(
+            f"a zoo spec is a mapping with keys {', '.join(sorted(known))}; unknown: "
+            f"{', '.join(sorted(set(data) - known)) if isinstance(data, dict) else data!r}",
+            path,
+        )
     spec = ZooSpec(**data)
     base = TrainConfig().to_dict()
-    for where, extra in [("overrides", spec.overrides), *((f"by_objective.{k}", v) for k, v in spec.by_objective.items())]:
+    for where, extra in [
+        ("overrides", spec.overrides),
+        *((f"by_objective.{k}", v) for k, v in spec.by_objective.items()),
+    ]:
         if not isinstance(extra, dict):
             raise DataError(f"{where} must be a mapping of TrainConfig field: value", path)
         TrainConfig.from_dict({**base, **extra}, source=f"{path} ({where})")  # type-checks every field
@@ -97,8 +104,13 @@ def effective_config(run: ZooRun, spec: ZooSpec) -> TrainConfig:
     """The run's config: its file, the spec's budget (unless the config runs at its own settings), the run's
     overrides, split and seed; the official split is evaluated on its test photos."""
     cfg = TrainConfig.load(run.path)
-    data = {**cfg.to_dict(), **spec.profile_of(run.config, cfg.objective.name), **run.overrides,
-            "split": run.split, "seed": run.seed}
+    data = {
+        **cfg.to_dict(),
+        **spec.profile_of(run.config, cfg.objective.name),
+        **run.overrides,
+        "split": run.split,
+        "seed": run.seed,
+    }
     if run.split == OFFICIAL:
         data["eval_split"] = "test"
     return TrainConfig.from_dict(data, source=str(run.path))
@@ -112,8 +124,9 @@ def config_digest(cfg: TrainConfig | dict) -> str:
     return hashlib.sha256(json.dumps(changed, sort_keys=True).encode()).hexdigest()[:16]
 
 
-def find_configs(config_dir: Path, names: Iterable[str] | None = None,
-                 own_settings: dict[str, str] | None = None) -> list[tuple[str, Path]]:
+def find_configs(
+    config_dir: Path, names: Iterable[str] | None = None, own_settings: dict[str, str] | None = None
+) -> list[tuple[str, Path]]:
     """(name, path) of the zoo configs: every ``*.yaml`` directly in config_dir, or the named ones. A name in
     ``own_settings`` takes its file from there (replacing the folder's config of that name, or adding one)."""
     available = {p.stem: p for p in sorted(Path(config_dir).glob("*.yaml"))}
@@ -142,8 +155,16 @@ def _curve_runs(paths: dict[str, Path], spec: ZooSpec, known: set[str]) -> list[
         if name not in paths:
             continue
         for n in spec.curve_sizes:
-            curve.append(ZooRun(name, paths[name], OFFICIAL, spec.seeds[0], {"caption_limit": {spec.curve_lang: int(n)}},
-                                tag=f"{spec.curve_lang}{int(n)}"))
+            curve.append(
+                ZooRun(
+                    name,
+                    paths[name],
+                    OFFICIAL,
+                    spec.seeds[0],
+                    {"caption_limit": {spec.curve_lang: int(n)}},
+                    tag=f"{spec.curve_lang}{int(n)}",
+                )
+            )
     return curve
 
 
@@ -161,9 +182,14 @@ def plan_runs(configs: Sequence[tuple[str, Path]], spec: ZooSpec, known: Iterabl
 
     def on(split):
         return [ZooRun(name, path, split, seed) for seed in spec.seeds for name, path in configs]
+
     more = sorted({s for seeds in spec.extra_seeds.values() for s in seeds} - set(spec.seeds))
-    extra = [ZooRun(name, paths[name], OFFICIAL, seed) for seed in more for name in paths
-             if seed in spec.extra_seeds.get(name, [])]
+    extra = [
+        ZooRun(name, paths[name], OFFICIAL, seed)
+        for seed in more
+        for name in paths
+        if seed in spec.extra_seeds.get(name, [])
+    ]
     folds = [r for i in range(spec.folds) for r in on(f"fold{i}of{spec.folds}")]
     return (on(OFFICIAL) + extra if spec.official else []) + _curve_runs(paths, spec, known) + folds
 

@@ -1,4 +1,5 @@
 """The markdown tables of the zoo report, each made from a list of finished runs (:mod:`.results`)."""
+
 from __future__ import annotations
 
 import math
@@ -11,9 +12,11 @@ from polyvse.evaluation.report import markdown_rows
 
 from .results import LANGS, RECALLS, RunResult, by_config, complete_fold_runs, machines, official_runs
 
-CROSSLINGUAL_NOTE = ("Each caption queries the captions of the other language; one gold item per query (its "
-                     "translation). Pairs of the model's training photos are left out (31 Multi30K test_2016 "
-                     "photos are Flickr8K photos). en-zh pairs: Flickr8K caption #0 and its human translation.")
+CROSSLINGUAL_NOTE = (
+    "Each caption queries the captions of the other language; one gold item per query (its "
+    "translation). Pairs of the model's training photos are left out (31 Multi30K test_2016 "
+    "photos are Flickr8K photos). en-zh pairs: Flickr8K caption #0 and its human translation."
+)
 
 
 def fmt(x: float | None, d: int = 1) -> str:
@@ -39,8 +42,9 @@ def cpu_minutes(runs: Sequence[RunResult]) -> str:
     the time of its earlier processes was kept, so only its last process counts."""
     if not runs:
         return "-"
-    return ("" if all(r.time_complete for r in runs) else "≥ ") + \
-        fmt(float(np.mean([r.run["cpu_seconds"] for r in runs])) / 60)
+    return ("" if all(r.time_complete for r in runs) else "≥ ") + fmt(
+        float(np.mean([r.run["cpu_seconds"] for r in runs])) / 60
+    )
 
 
 def summary_table(results: Sequence[RunResult], order: Sequence[str]) -> str:
@@ -61,8 +65,9 @@ def summary_table(results: Sequence[RunResult], order: Sequence[str]) -> str:
             per_run_mean.append(float(np.mean(langs)))
         cells.append(pm(per_run_mean))
         rows.append(cells)
-    return markdown_rows(["config", "runs", "params (M)", "CPU min/run", *[f"{lang} mR" for lang in LANGS], "mean"],
-                         rows)
+    return markdown_rows(
+        ["config", "runs", "params (M)", "CPU min/run", *[f"{lang} mR" for lang in LANGS], "mean"], rows
+    )
 
 
 def language_table(results: Sequence[RunResult], order: Sequence[str], lang: str, medr: bool = False) -> str:
@@ -98,8 +103,11 @@ def crosslingual_tables(results: Sequence[RunResult], order: Sequence[str]) -> s
     groups = {r.config: r for r in official_runs(results) if r.tasks and r.tasks.get("crosslingual")}
     text = []
     for corpus in ("f8k-ml-test", "multi30k-test_2016"):
-        pairs = [p for p in ("en-de", "en-fr", "en-cs", "en-zh")
-                 if any(p in r.tasks["crosslingual"].get(corpus, {}) for r in groups.values())]
+        pairs = [
+            p
+            for p in ("en-de", "en-fr", "en-cs", "en-zh")
+            if any(p in r.tasks["crosslingual"].get(corpus, {}) for r in groups.values())
+        ]
         if not pairs:
             continue
         header = ["config"]
@@ -162,13 +170,19 @@ def words_section(official: Sequence[RunResult], order: Sequence[str], spec: Any
     lines = ["## 5. Word translation P@1 (CSLS, k = 10), held-out MUSE words", ""]
     if command:
         when = sorted(r.run["finished_utc"] for r in official)
-        lines += [f"Regenerated alone by `{command}` (then this section is rewritten in place). F8K-ML official "
-                  f"split (train 629 / test 125 photos), training seed 0, the zoo's budget "
-                  f"(`configs/zoo/cpu.yaml`: " + ", ".join(f"`{k}: {v}`" for k, v in spec.overrides.items())
-                  + "".join(f"; objective {o}: " + ", ".join(f"`{k}: {v}`" for k, v in extra.items())
-                            for o, extra in spec.by_objective.items())
-                  + f"). Machine: {machines(official)}; runs finished {when[0] if when else '-'} to "
-                  f"{when[-1] if when else '-'}, mean {cpu_minutes(official)} CPU minutes per run.", ""]
+        lines += [
+            f"Regenerated alone by `{command}` (then this section is rewritten in place). F8K-ML official "
+            f"split (train 629 / test 125 photos), training seed 0, the zoo's budget "
+            f"(`configs/zoo/cpu.yaml`: "
+            + ", ".join(f"`{k}: {v}`" for k, v in spec.overrides.items())
+            + "".join(
+                f"; objective {o}: " + ", ".join(f"`{k}: {v}`" for k, v in extra.items())
+                for o, extra in spec.by_objective.items()
+            )
+            + f"). Machine: {machines(official)}; runs finished {when[0] if when else '-'} to "
+            f"{when[-1] if when else '-'}, mean {cpu_minutes(official)} CPU minutes per run.",
+            "",
+        ]
     lines += [
         "Split (`polyvse.alignment.muse_lexicon`, the one definition training and evaluation share): the source "
         "words of each MUSE `full/<src>-<tgt>.txt` are ranked by their first line (MUSE lists them by "
@@ -239,15 +253,23 @@ def best_per_language(results: Sequence[RunResult]) -> list[tuple[str, str, floa
 
 
 def best_table(results: Sequence[RunResult]) -> str:
-    rows = [[lang, " = ".join(f"`{n}`" for n in name.split(" = ")),
-             pm([mean]) if math.isnan(std) else f"{mean:.1f} ± {std:.1f}", str(n), second]
-            for lang, name, mean, std, n, second in best_per_language(results)]
+    rows = [
+        [
+            lang,
+            " = ".join(f"`{n}`" for n in name.split(" = ")),
+            pm([mean]) if math.isnan(std) else f"{mean:.1f} ± {std:.1f}",
+            str(n),
+            second,
+        ]
+        for lang, name, mean, std, n, second in best_per_language(results)
+    ]
     split = "folds" if complete_fold_runs(results) else "runs (official split)"
     return markdown_rows(["language", "best config", "mR", split, "runner-up (mR)"], rows)
 
 
 def budget_text(spec: Any) -> str:
     """The spec's budget as inline code: `field: value` for every config, then per objective."""
-    return (", ".join(f"`{k}: {v}`" for k, v in spec.overrides.items())
-            + "".join(f"; objective {o}: " + ", ".join(f"`{k}: {v}`" for k, v in extra.items())
-                      for o, extra in spec.by_objective.items()))
+    return ", ".join(f"`{k}: {v}`" for k, v in spec.overrides.items()) + "".join(
+        f"; objective {o}: " + ", ".join(f"`{k}: {v}`" for k, v in extra.items())
+        for o, extra in spec.by_objective.items()
+    )

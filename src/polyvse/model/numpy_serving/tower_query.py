@@ -20,6 +20,7 @@ tests/test_tower_query.py checks the vectors against the torch model's. ``query_
 any checkpoint (this one or ``polyvse.model.numpy_serving.text_query.TextQueryModel``; ``polyvse.model.loading``), or None where only
 ``polyvse.load`` serves it.
 """
+
 from __future__ import annotations
 
 import os
@@ -50,8 +51,9 @@ class TowerQueryModel(NumpyQueryModel):
         w = Prefixed(weights, _PREFIX)  # a view: an adapted language's subword table is read when queried
         self._head = [_linear(w, prefix) for prefix in HEADS[config.text_head]]
         # language -> its part (weight, bias), read when a query first needs it
-        self._parts = LazyMapping(config.languages if config.universal_dim else [],
-                                  lambda lang: _linear(w, f"universal.{lang}."))
+        self._parts = LazyMapping(
+            config.languages if config.universal_dim else [], lambda lang: _linear(w, f"universal.{lang}.")
+        )
         self.zero_shot = zero_shot_option(zero_shot, checkpoint, bool(config.universal_dim))
         self._zero_shot_part = None
         self._tail = None
@@ -126,6 +128,7 @@ class TowerQueryModel(NumpyQueryModel):
                 self._zero_shot_part = self._parts[self.zero_shot]
             else:
                 trained = trained_languages(self.checkpoint)
-                self._zero_shot_part = tuple(np.stack([self._parts[lang][i] for lang in trained]).mean(axis=0)
-                                             for i in (0, 1))
+                self._zero_shot_part = tuple(
+                    np.stack([self._parts[lang][i] for lang in trained]).mean(axis=0) for i in (0, 1)
+                )
         return self._zero_shot_part

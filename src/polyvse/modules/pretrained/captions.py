@@ -22,6 +22,7 @@ tower's vector, each in its own slice (``tower_dims``); a tower that lacks the c
 Czech) contributes zeros there, so the learned head fuses what each language has (see
 ``PretrainedTextEncoder``'s tower dropout, which trains the head to work with one tower alone).
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -49,14 +50,21 @@ class PretrainedCaptionEncoder:
 
     vocab = None  # no word vocabulary: the sentence encoder tokenises for itself
 
-    def __init__(self, name: str, options: dict[str, Any] | None = None,
-                 cache_dir: str | os.PathLike | None = None, progress: bool = False, tail_layers: int = 0):
+    def __init__(
+        self,
+        name: str,
+        options: dict[str, Any] | None = None,
+        cache_dir: str | os.PathLike | None = None,
+        progress: bool = False,
+        tail_layers: int = 0,
+    ):
         self.name = name
         self.options = dict(options or {})
         names = tower_names(name)
         if len(names) > 1 and self.options:
-            raise PretrainedModelError(f"{name}: options apply to a single sentence encoder, not to a fusion of "
-                                       f"{len(names)}")
+            raise PretrainedModelError(
+                f"{name}: options apply to a single sentence encoder, not to a fusion of {len(names)}"
+            )
         if len(set(names)) != len(names):
             raise PretrainedModelError(f"{name}: a sentence encoder appears twice")
         self.towers: list[PretrainedSentenceEncoder] = [get_pretrained_encoder(n, **self.options) for n in names]
@@ -65,8 +73,10 @@ class PretrainedCaptionEncoder:
         self.progress = progress
         self.tail_layers = int(tail_layers)
         if self.tail_layers and self.encoder.name != "e5-small":
-            raise PretrainedModelError(f"{name}: a trainable text tail is e5-small's; put e5-small first "
-                                       "(e5-small or e5-small+use-multilingual)")
+            raise PretrainedModelError(
+                f"{name}: a trainable text tail is e5-small's; put e5-small first "
+                "(e5-small or e5-small+use-multilingual)"
+            )
         self._front = None
 
     @property
@@ -77,8 +87,12 @@ class PretrainedCaptionEncoder:
         if self._front is None:
             from .e5.front_onnx import make_front
 
-            self._front = make_front(self.tail_layers, self.encoder.prefix, cache_dir=self.cache_dir,
-                                     runtime=None if self.cache_dir is not None else "torch")
+            self._front = make_front(
+                self.tail_layers,
+                self.encoder.prefix,
+                cache_dir=self.cache_dir,
+                runtime=None if self.cache_dir is not None else "torch",
+            )
         return self._front
 
     @front.setter
@@ -120,8 +134,9 @@ class PretrainedCaptionEncoder:
             elif len(self.towers) > 1 and not tower.reads(lang, unlisted=unlisted):
                 parts.append(np.zeros((len(texts), tower.dim), dtype=np.float32))
             elif self.cache_dir is not None:
-                parts.append(encode_cached(tower, texts, lang, self.cache_dir, progress=self.progress,
-                                           unlisted=unlisted))
+                parts.append(
+                    encode_cached(tower, texts, lang, self.cache_dir, progress=self.progress, unlisted=unlisted)
+                )
             else:
                 parts.append(tower.encode(texts, lang, unlisted=unlisted))
         if self.tail_layers:  # (states, the other towers' vector) per text
@@ -162,10 +177,16 @@ class PretrainedCaptionEncoder:
         return hashlib.sha256(f"{ids}|{self.dim}{tail}".encode()).hexdigest()[:16]
 
     def to_dict(self) -> dict:
-        return {"kind": KIND, "encoder": self.name, "options": self.options, "version": self.version,
-                "package": "+".join(t.package for t in self.towers), "dim": self.dim,
-                "cache_id": "+".join(t.cache_id for t in self.towers),
-                **({"tail_layers": self.tail_layers} if self.tail_layers else {})}
+        return {
+            "kind": KIND,
+            "encoder": self.name,
+            "options": self.options,
+            "version": self.version,
+            "package": "+".join(t.package for t in self.towers),
+            "dim": self.dim,
+            "cache_id": "+".join(t.cache_id for t in self.towers),
+            **({"tail_layers": self.tail_layers} if self.tail_layers else {}),
+        }
 
     @classmethod
     def from_dict(cls, d: dict, source: str | os.PathLike = "<checkpoint>") -> PretrainedCaptionEncoder:
@@ -174,8 +195,10 @@ class PretrainedCaptionEncoder:
             enc = cls(d["encoder"], d.get("options") or {}, tail_layers=int(d.get("tail_layers", 0)))
             installed = "+".join(f"{t.package}=={package_version(t.package)}" for t in enc.towers)
         except PretrainedModelError as exc:
-            raise CheckpointError(f"{source}: the model's text branch is the pretrained sentence encoder "
-                                  f"{d.get('encoder')!r} ({d.get('version')}): {exc}") from None
+            raise CheckpointError(
+                f"{source}: the model's text branch is the pretrained sentence encoder "
+                f"{d.get('encoder')!r} ({d.get('version')}): {exc}"
+            ) from None
         except (KeyError, TypeError) as exc:
             raise CheckpointError(f"{source}: unreadable pretrained caption encoder ({exc!r})") from None
         except Exception as exc:  # noqa: BLE001 - e.g. an unknown encoder name from a newer polyvse
@@ -184,7 +207,8 @@ class PretrainedCaptionEncoder:
         if installed != recorded:
             raise CheckpointError(
                 f"{source}: the model's head was trained on {recorded} vectors, but {installed} is installed; "
-                f"install the recorded version (`pip install {recorded.replace('+', ' ')}`)")
+                f"install the recorded version (`pip install {recorded.replace('+', ' ')}`)"
+            )
         if int(d.get("dim", enc.dim)) != enc.dim:
             raise CheckpointError(f"{source}: recorded sentence-vector size {d.get('dim')} != {enc.name}'s {enc.dim}")
         return enc

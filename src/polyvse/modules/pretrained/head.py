@@ -28,8 +28,9 @@ class FrozenSentenceEncoderHead(nn.Module):
         if hidden is None:
             self.net = nn.Linear(in_dim, embed_dim)
         else:
-            self.net = nn.Sequential(nn.Linear(in_dim, hidden), nn.ReLU(), nn.Dropout(dropout),
-                                     nn.Linear(hidden, embed_dim))
+            self.net = nn.Sequential(
+                nn.Linear(in_dim, hidden), nn.ReLU(), nn.Dropout(dropout), nn.Linear(hidden, embed_dim)
+            )
         for m in self.modules():
             if isinstance(m, nn.Linear):
                 nn.init.xavier_uniform_(m.weight)

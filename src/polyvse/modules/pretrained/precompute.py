@@ -11,6 +11,7 @@ killed job loses at most one shard and resumes where it stopped.
 A model that fine-tunes e5's last k layers (``model.text_finetune_layers``) reads the hidden states entering them,
 not e5's sentence vectors: ``tail_layers=k`` fills that cache (:mod:`.e5.states_cache`) in the same order instead.
 """
+
 from __future__ import annotations
 
 import logging
@@ -47,8 +48,9 @@ def caption_ranks(captions: Sequence[Caption]) -> list[int]:
     return out
 
 
-def priority_stages(captions: Sequence[Caption], languages: Sequence[str], *, eval_split: str = "test",
-                    val_split: str = "val") -> Iterator[EmbeddingStage]:
+def priority_stages(
+    captions: Sequence[Caption], languages: Sequence[str], *, eval_split: str = "test", val_split: str = "val"
+) -> Iterator[EmbeddingStage]:
     """Stages in the order of the module docstring, one per (stage, language); empty ones are skipped."""
     ranks = caption_ranks(captions)
     top = max(ranks, default=-1)
@@ -67,10 +69,17 @@ def priority_stages(captions: Sequence[Caption], languages: Sequence[str], *, ev
         yield from pick(f"train rank {k}", lambda c, r, k=k: c.split == "train" and r == k)
 
 
-def precompute_embeddings(encoder: PretrainedSentenceEncoder, captions: Sequence[Caption],
-                          cache_dir: str | os.PathLike, *, languages: Sequence[str] | None = None,
-                          eval_split: str = "test", shard_size: int = 1024,
-                          report: Callable[[str], None] = print, tail_layers: int = 0) -> dict[str, int]:
+def precompute_embeddings(
+    encoder: PretrainedSentenceEncoder,
+    captions: Sequence[Caption],
+    cache_dir: str | os.PathLike,
+    *,
+    languages: Sequence[str] | None = None,
+    eval_split: str = "test",
+    shard_size: int = 1024,
+    report: Callable[[str], None] = print,
+    tail_layers: int = 0,
+) -> dict[str, int]:
     """Embed every caption the cache lacks, stage by stage; returns {"texts": n, "computed": m}. Languages the
     encoder does not cover (USE has no Czech) are skipped with a line saying so. ``tail_layers`` k > 0 (e5-small
     only): fill the cache of the hidden states entering e5's last k layers instead of its sentence vectors."""
@@ -88,8 +97,10 @@ def precompute_embeddings(encoder: PretrainedSentenceEncoder, captions: Sequence
         total += len(stage.texts)
         computed += new
         rate = f", {new / (time.perf_counter() - t0):.1f}/s" if new else ""
-        report(f"{name} {stage.name} [{stage.lang}]: {len(stage.texts)} captions, {new} computed "
-               f"({time.perf_counter() - t0:.0f} s{rate})")
+        report(
+            f"{name} {stage.name} [{stage.lang}]: {len(stage.texts)} captions, {new} computed "
+            f"({time.perf_counter() - t0:.0f} s{rate})"
+        )
     return {"texts": total, "computed": computed}
 
 
@@ -97,8 +108,11 @@ def _filler(encoder: PretrainedSentenceEncoder, cache_dir: str | os.PathLike, ta
     """(what the report calls it, the cache, fill(texts, lang)): e5's sentence vectors, or its front's states."""
     if not tail_layers:
         cache = SentenceEmbeddingCache.for_encoder(cache_dir, encoder)
-        return encoder.name, cache, lambda texts, lang: encode_cached(encoder, texts, lang, cache, progress=False,
-                                                                      shard_size=shard_size)
+        return (
+            encoder.name,
+            cache,
+            lambda texts, lang: encode_cached(encoder, texts, lang, cache, progress=False, shard_size=shard_size),
+        )
     if encoder.name != "e5-small":
         raise PretrainedModelError(f"{encoder.name}: a trainable text tail (and its state cache) is e5-small's")
     from .e5.front_onnx import make_front
@@ -106,5 +120,8 @@ def _filler(encoder: PretrainedSentenceEncoder, cache_dir: str | os.PathLike, ta
 
     front = make_front(int(tail_layers), encoder.prefix, cache_dir=cache_dir)
     cache = HiddenStateCache.for_front(cache_dir, front)
-    return (f"{encoder.name} front (cut {front.tail_layers})", cache,
-            lambda texts, lang: states_cached(front, texts, cache, shard_size=shard_size))
+    return (
+        f"{encoder.name} front (cut {front.tail_layers})",
+        cache,
+        lambda texts, lang: states_cached(front, texts, cache, shard_size=shard_size),
+    )

@@ -1,6 +1,7 @@
 """A read-only string -> int table answering ``get`` like a dict without building one: what makes a tokenizer's
 vocabulary of 250k pieces cheap to open in a fresh process (USE's saved state, :mod:`.use_state`; e5's pieces,
 :mod:`polyvse.model.numpy_serving.e5`)."""
+
 from __future__ import annotations
 
 import bisect
@@ -20,8 +21,7 @@ class PrefixTable:
 
     NAMES = ("prefix_blob", "prefix_offsets", "prefix_crcs", "prefix_order", "prefix_values")
 
-    def __init__(self, blob: np.ndarray, offsets: np.ndarray, crcs: np.ndarray, order: np.ndarray,
-                 values: np.ndarray):
+    def __init__(self, blob: np.ndarray, offsets: np.ndarray, crcs: np.ndarray, order: np.ndarray, values: np.ndarray):
         # memoryviews of the arrays as given (memory-mapped ones too): indexing one gives a Python int as fast as
         # an array.array does, and wrapping costs nothing, where converting a large table costs a query's start-up
         def view(a: np.ndarray, dtype) -> memoryview:
@@ -38,8 +38,18 @@ class PrefixTable:
         crcs = np.fromiter((zlib.crc32(k) for k in keys), dtype=np.uint64, count=len(keys))
         order = np.argsort(crcs, kind="stable")
         offsets = np.concatenate([[0], np.cumsum([len(k) for k in keys], dtype=np.int64)])
-        return dict(zip(cls.NAMES, (np.frombuffer(b"".join(keys), dtype=np.uint8), offsets, crcs[order], order,
-                                    np.fromiter(table.values(), dtype=np.int64, count=len(keys)))))
+        return dict(
+            zip(
+                cls.NAMES,
+                (
+                    np.frombuffer(b"".join(keys), dtype=np.uint8),
+                    offsets,
+                    crcs[order],
+                    order,
+                    np.fromiter(table.values(), dtype=np.int64, count=len(keys)),
+                ),
+            )
+        )
 
     def get(self, key: str, default=None):
         raw = key.encode("utf-8", "surrogatepass")
@@ -47,7 +57,7 @@ class PrefixTable:
         at = bisect.bisect_left(self._crcs, crc)
         while at < len(self._crcs) and self._crcs[at] == crc:
             j = self._order[at]
-            if self._blob[self._offsets[j]:self._offsets[j + 1]] == raw:
+            if self._blob[self._offsets[j] : self._offsets[j + 1]] == raw:
                 return self._values[j]
             at += 1
         return default

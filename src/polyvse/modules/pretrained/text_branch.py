@@ -15,6 +15,7 @@ With a trainable e5 tail (``tail_layers`` k > 0) the input is (batch, T, 384 + o
 entering e5's last k layers (``PretrainedCaptionEncoder.pad``): the tail (:class:`.e5.tail.TextTail`, e5's own
 weights to start with) turns them into e5's sentence vector, which takes the place of the frozen one.
 """
+
 from __future__ import annotations
 
 from collections.abc import Sequence
@@ -32,9 +33,19 @@ TEXT_HEADS = ("linear", "mlp")
 class PretrainedTextEncoder(nn.Module):
     """Learned parts on top of frozen sentence vectors; see the module docstring."""
 
-    def __init__(self, in_dim: int, embed_dim: int, head: str = "linear", hidden_dim: int = 1024,
-                 dropout: float = 0.0, languages: Sequence[str] = (), universal_dim: int = 0,
-                 towers: Sequence[int] = (), tower_dropout: float = 0.0, tail_layers: int = 0):
+    def __init__(
+        self,
+        in_dim: int,
+        embed_dim: int,
+        head: str = "linear",
+        hidden_dim: int = 1024,
+        dropout: float = 0.0,
+        languages: Sequence[str] = (),
+        universal_dim: int = 0,
+        towers: Sequence[int] = (),
+        tower_dropout: float = 0.0,
+        tail_layers: int = 0,
+    ):
         super().__init__()
         self.towers = [int(d) for d in towers] if len(towers) > 1 else []
         if self.towers and sum(self.towers) != in_dim:
@@ -53,8 +64,9 @@ class PretrainedTextEncoder(nn.Module):
         self.in_dim = int(in_dim)
         if self.universal_dim:
             self.universal = nn.ModuleDict({lang: nn.Linear(in_dim, self.universal_dim) for lang in self.languages})
-        self.head = FrozenSentenceEncoderHead(self.universal_dim or in_dim, embed_dim,
-                                              hidden=hidden_dim if head == "mlp" else None, dropout=dropout)
+        self.head = FrozenSentenceEncoderHead(
+            self.universal_dim or in_dim, embed_dim, hidden=hidden_dim if head == "mlp" else None, dropout=dropout
+        )
         # created last, so models without a tail keep their initialisation (and numbers)
         self.tail = None
         if tail_layers:
@@ -66,16 +78,19 @@ class PretrainedTextEncoder(nn.Module):
     def needs_language(self) -> bool:
         return bool(self.universal_dim)
 
-    def features(self, vecs: torch.Tensor, lengths: torch.Tensor | None = None, langs: torch.Tensor | None = None
-                 ) -> tuple[torch.Tensor, torch.Tensor]:
+    def features(
+        self, vecs: torch.Tensor, lengths: torch.Tensor | None = None, langs: torch.Tensor | None = None
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         """(sentence embeddings (batch, embed_dim), the head's input as one "word" (batch, 1, d))."""
         x = self.sentence_vectors(vecs, lengths)
         if self.training and self.tower_dropout:
             x = self._drop_towers(x)
         if self.universal_dim:
             if langs is None:
-                raise ValueError("this text branch has per-language parts: pass langs, the (batch,) language "
-                                 f"indices into {self.languages}")
+                raise ValueError(
+                    "this text branch has per-language parts: pass langs, the (batch,) language "
+                    f"indices into {self.languages}"
+                )
             langs = torch.as_tensor(langs, dtype=torch.long)
             parts = [(li, (langs == li).nonzero(as_tuple=True)[0]) for li in torch.unique(langs).tolist()]
             projected = [self.universal[self.languages[li]](x[rows]) for li, rows in parts]
@@ -91,8 +106,10 @@ class PretrainedTextEncoder(nn.Module):
         tail, e5's from the per-token states (``lengths``: their token counts; None reads them off the padding).
         A 2-D input is taken as those sentence vectors already (the tail's output where there is one)."""
         if not torch.is_floating_point(vecs):
-            raise ValueError("a pretrained text branch reads sentence vectors (float), not word ids: encode the "
-                             "captions with the checkpoint's PretrainedCaptionEncoder")
+            raise ValueError(
+                "a pretrained text branch reads sentence vectors (float), not word ids: encode the "
+                "captions with the checkpoint's PretrainedCaptionEncoder"
+            )
         if vecs.dim() == 2:  # (batch, in_dim): the towers' sentence vectors already, past any tail (adaptation's)
             if vecs.shape[1] != self.in_dim:
                 raise ValueError(f"sentence vectors of size {vecs.shape[1]}, this text branch reads {self.in_dim}")
@@ -108,8 +125,10 @@ class PretrainedTextEncoder(nn.Module):
     def _through_tail(self, x: torch.Tensor, lengths: torch.Tensor | None) -> torch.Tensor:
         h = self.tail.shape.hidden
         if x.dim() != 3 or x.shape[2] != self.in_dim:
-            raise ValueError(f"a text branch with an e5 tail reads per-token states (batch, T, {self.in_dim}), "
-                             f"got {tuple(x.shape)}: encode with the checkpoint's PretrainedCaptionEncoder")
+            raise ValueError(
+                f"a text branch with an e5 tail reads per-token states (batch, T, {self.in_dim}), "
+                f"got {tuple(x.shape)}: encode with the checkpoint's PretrainedCaptionEncoder"
+            )
         states = x[..., :h].float()
         if lengths is None:  # a real token's state is never all zeros (LayerNorm): padding is
             lengths = (states.abs().sum(-1) > 0).sum(1)
@@ -123,8 +142,9 @@ class PretrainedTextEncoder(nn.Module):
         keep = present & (torch.rand(present.shape, device=x.device) >= self.tower_dropout)
         none_left = ~keep.any(dim=1, keepdim=True)
         keep = torch.where(none_left, present, keep)
-        return torch.cat([s * keep[:, i:i + 1] for i, s in enumerate(slices)], dim=1)
+        return torch.cat([s * keep[:, i : i + 1] for i, s in enumerate(slices)], dim=1)
 
-    def forward(self, vecs: torch.Tensor, lengths: torch.Tensor | None = None,
-                langs: torch.Tensor | None = None) -> torch.Tensor:
+    def forward(
+        self, vecs: torch.Tensor, lengths: torch.Tensor | None = None, langs: torch.Tensor | None = None
+    ) -> torch.Tensor:
         return self.features(vecs, lengths, langs)[0]

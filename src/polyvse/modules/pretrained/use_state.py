@@ -18,6 +18,7 @@ size and mtime of its resource files, so a reinstall is a miss. Only the package
 the ordinary way. Files are written atomically (a killed writer leaves no half state), and a cache that cannot be
 written or read is skipped: the model then loads the ordinary way.
 """
+
 from __future__ import annotations
 
 import hashlib

@@ -1,5 +1,6 @@
 """Photo -> captions: the captions of the server's collection (`polyvse serve --captions FILE`) that best
 describe an uploaded or an indexed photo."""
+
 from __future__ import annotations
 
 import time
@@ -14,8 +15,12 @@ CAPTION_LANG = "only captions in this language (one of the collection's); all la
 
 
 @router.post("/captions/image", response_model=CaptionSearchResponse, openapi_extra=PHOTO_UPLOAD)
-def captions_for_upload(service: Service, file: UploadFile = File(...), k: int = Form(5, **K_LIMITS),
-                        lang: str | None = Form(None, description=CAPTION_LANG)):
+def captions_for_upload(
+    service: Service,
+    file: UploadFile = File(...),
+    k: int = Form(5, **K_LIMITS),
+    lang: str | None = Form(None, description=CAPTION_LANG),
+):
     """Captions of the collection that best describe an uploaded photo."""
     t0 = time.perf_counter()
     collection = service.need_captions()
@@ -26,8 +31,12 @@ def captions_for_upload(service: Service, file: UploadFile = File(...), k: int =
 
 
 @router.get("/photos/{photo_id}/captions", response_model=CaptionSearchResponse)
-def captions_for_photo(service: Service, photo_id: PhotoId, k: int = Query(5, **K_LIMITS),
-                       lang: str | None = Query(None, description=CAPTION_LANG)):
+def captions_for_photo(
+    service: Service,
+    photo_id: PhotoId,
+    k: int = Query(5, **K_LIMITS),
+    lang: str | None = Query(None, description=CAPTION_LANG),
+):
     t0 = time.perf_counter()
     collection = service.need_captions()
     e = service.photo(photo_id)

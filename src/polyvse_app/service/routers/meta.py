@@ -1,6 +1,7 @@
 """GET /api/health (liveness + sizes) and GET /api/model (languages, similarity, index and limits).
 Cheap: they run on the event loop (async; their Service dependency, which may open a new index version, runs
 in the thread pool like the other endpoints)."""
+
 from __future__ import annotations
 
 from fastapi import APIRouter
@@ -17,8 +18,12 @@ router = APIRouter(prefix="/api", tags=["service"])
 @router.get("/health", response_model=Health)
 async def health(service: Service):
     captions = service.captions
-    return {"status": "ok", "photos": service.index.count, "captions": len(captions) if captions else 0,
-            "generation": service.index.manifest.get("generation", 0)}
+    return {
+        "status": "ok",
+        "photos": service.index.count,
+        "captions": len(captions) if captions else 0,
+        "generation": service.index.manifest.get("generation", 0),
+    }
 
 
 @router.get("/model")
@@ -38,10 +43,14 @@ async def model_info(service: Service):
         "backbone": model.checkpoint.backbone,
         "fingerprint": index.fingerprint,
         "fingerprint_short": short(index.fingerprint),
-        "index": {"photos": index.count, "kind": index.kind, "generation": m.get("generation", 0),
-                  "recall_target": m["search"].get("recall_target"),
-                  "measured_recall": m["search"].get("measured_recall"),
-                  "description": index.describe()},
+        "index": {
+            "photos": index.count,
+            "kind": index.kind,
+            "generation": m.get("generation", 0),
+            "recall_target": m["search"].get("recall_target"),
+            "measured_recall": m["search"].get("measured_recall"),
+            "description": index.describe(),
+        },
         "captions": ({"count": len(captions), "languages": captions.languages} if captions else None),
         "limits": service.settings.limits(),
     }

@@ -1,5 +1,6 @@
 """The web page: GET / serves static/index.html (its scripts and styles are mounted at /static by create_app);
 ?q=&lang=&k= or ?similar=ID&k= opens it on that search (app.js reads the query string)."""
+
 from __future__ import annotations
 
 from pathlib import Path

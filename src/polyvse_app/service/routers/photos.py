@@ -1,4 +1,5 @@
 """The indexed photos' files and thumbnails, by index id only (a client never names a path)."""
+
 from __future__ import annotations
 
 import io
@@ -15,8 +16,7 @@ from ..schemas import ERRORS, JPEG, PHOTO_FILE, PhotoId
 from ..settings import THUMB_SIZES
 from ..state import Service
 
-router = APIRouter(prefix="/api/photos", tags=["photos"], responses=ERRORS,
-                   default_response_class=Response)
+router = APIRouter(prefix="/api/photos", tags=["photos"], responses=ERRORS, default_response_class=Response)
 CACHE_HEADERS = {"Cache-Control": "public, max-age=3600"}
 # the schema lists the sizes (an enum); an IntEnum, not a Literal, so that "?size=128" parses
 ThumbnailSize = IntEnum("ThumbnailSize", {f"px{size}": size for size in THUMB_SIZES})
@@ -33,8 +33,11 @@ def photo(service: Service, photo_id: PhotoId):
 
 
 @router.get("/{photo_id}/thumbnail", responses=JPEG)
-def thumbnail(service: Service, photo_id: PhotoId,
-              size: ThumbnailSize = Query(ThumbnailSize.px256, description="longest side in pixels")):
+def thumbnail(
+    service: Service,
+    photo_id: PhotoId,
+    size: ThumbnailSize = Query(ThumbnailSize.px256, description="longest side in pixels"),
+):
     e = service.photo(photo_id)
     side = int(size)
 

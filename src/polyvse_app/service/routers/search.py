@@ -1,4 +1,5 @@
 """Photo search: by text (POST, and GET for links and curl), by an uploaded photo, by an indexed photo."""
+
 from __future__ import annotations
 
 import time
@@ -24,9 +25,14 @@ router = APIRouter(prefix="/api", tags=["search"], responses=ERRORS)
 def text_search(service: ServiceState, query: str, lang: str, k: int) -> dict:
     t0 = time.perf_counter()
     result = service.searcher.text(query, lang, k, max_chars=service.settings.max_query_chars)
-    return {"query": result.query, "lang": result.lang,
-            "detected": result.detected.to_dict() if result.detected else None,
-            "unknown_words": result.unknown_words, "took_ms": took_ms(t0), "results": hits_json(result.hits)}
+    return {
+        "query": result.query,
+        "lang": result.lang,
+        "detected": result.detected.to_dict() if result.detected else None,
+        "unknown_words": result.unknown_words,
+        "took_ms": took_ms(t0),
+        "results": hits_json(result.hits),
+    }
 
 
 @router.post("/search/text", response_model=TextSearchResponse)
@@ -36,21 +42,31 @@ def search_text(body: TextSearchRequest, service: Service):
 
 
 @router.get("/search/text", response_model=TextSearchResponse)
-def search_text_get(service: Service, q: str = Query(..., description="the query", **QUERY_LIMITS),
-                    lang: str = Query("auto"), k: int = Query(DEFAULT_K, **K_LIMITS)):
+def search_text_get(
+    service: Service,
+    q: str = Query(..., description="the query", **QUERY_LIMITS),
+    lang: str = Query("auto"),
+    k: int = Query(DEFAULT_K, **K_LIMITS),
+):
     return text_search(service, q, lang, k)
 
 
 @router.post("/search/image", response_model=ImageSearchResponse, openapi_extra=PHOTO_UPLOAD)
-def search_image(service: Service, file: UploadFile = File(..., description="a photo (JPEG, PNG, WebP, ...)"),
-                 k: int = Form(DEFAULT_K, **K_LIMITS)):
+def search_image(
+    service: Service,
+    file: UploadFile = File(..., description="a photo (JPEG, PNG, WebP, ...)"),
+    k: int = Form(DEFAULT_K, **K_LIMITS),
+):
     """Photos like an uploaded photo."""
     t0 = time.perf_counter()
     data, name = service.read_upload(file)
     vec, size = service.embed_upload(data, name)
     hits = service.searcher.search_vectors(vec, k)[0]
-    return {"took_ms": took_ms(t0), "image": {"name": name, "width": size[0], "height": size[1], "bytes": len(data)},
-            "results": hits_json(hits)}
+    return {
+        "took_ms": took_ms(t0),
+        "image": {"name": name, "width": size[0], "height": size[1], "bytes": len(data)},
+        "results": hits_json(hits),
+    }
 
 
 @router.get("/photos/{photo_id}/similar", response_model=ImageSearchResponse)

@@ -57,8 +57,7 @@ class E5SmallEncoder(PretrainedSentenceEncoder):
     default_batch_size = 64
     reads_unlisted_languages = True  # XLM-R's SentencePiece pieces cover every script; the input has no language tag
 
-    def __init__(self, prefix: str = "query", num_threads: int | None = None,
-                 omp_wait_policy: str | None = "passive"):
+    def __init__(self, prefix: str = "query", num_threads: int | None = None, omp_wait_policy: str | None = "passive"):
         super().__init__()
         if prefix not in _PREFIXES:
             raise ValueError(f"e5 prefix must be one of {_PREFIXES}, got {prefix!r}")

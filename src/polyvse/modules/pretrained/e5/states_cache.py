@@ -13,6 +13,7 @@ states being rows ``offsets[i]:offsets[i+1]``. float16 keeps ~3 significant digi
 brought to order 1 (the largest of e5's hidden states are a few tens): 768 bytes per token, about 15 kB for a
 20-token caption, so ~150 MB per 10k captions (measured on f8k-full captions: benchmarks/results/text_tail_cost.json).
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -38,8 +39,10 @@ def _checksum(dim: int, keys: np.ndarray, offsets: np.ndarray, states: np.ndarra
 class HiddenStateCache(SentenceEmbeddingCache):
     """The cached front states of one (model file, cut, prefix) under ``cache_dir``; rows are float16 (tokens, dim)."""
 
-    LAYOUT = ("shards/<sha256(dim|keys|offsets|states)[:40]>.npz with keys uint8 (n,32), offsets int64 (n+1), "
-              "states float16 (tokens,dim): entry i is states[offsets[i]:offsets[i+1]]")
+    LAYOUT = (
+        "shards/<sha256(dim|keys|offsets|states)[:40]>.npz with keys uint8 (n,32), offsets int64 (n+1), "
+        "states float16 (tokens,dim): entry i is states[offsets[i]:offsets[i+1]]"
+    )
 
     @classmethod
     def for_front(cls, cache_dir: str | os.PathLike, front) -> HiddenStateCache:
@@ -54,8 +57,14 @@ class HiddenStateCache(SentenceEmbeddingCache):
 
     def _verify(self, z, keys: np.ndarray, name: str):
         offsets, states = z["offsets"], z["states"]
-        if offsets.dtype != np.int64 or offsets.shape != (len(keys) + 1,) or states.dtype != np.float16 \
-                or states.ndim != 2 or states.shape[1] != self.dim or offsets[-1] != len(states):
+        if (
+            offsets.dtype != np.int64
+            or offsets.shape != (len(keys) + 1,)
+            or states.dtype != np.float16
+            or states.ndim != 2
+            or states.shape[1] != self.dim
+            or offsets[-1] != len(states)
+        ):
             return None, f"offsets {offsets.shape} {offsets.dtype} / states {states.shape} {states.dtype} do not fit"
         if not np.array_equal(z["keys"], keys) or _checksum(self.dim, keys, offsets, states) != name[:40]:
             return None, "contents do not match the checksum in its name"
@@ -67,7 +76,7 @@ class HiddenStateCache(SentenceEmbeddingCache):
     def _copy(self, out, dest: np.ndarray, payload, src: np.ndarray) -> None:
         offsets, states = payload
         for d, s in zip(dest.tolist(), src.tolist()):
-            out[d] = states[offsets[s]:offsets[s + 1]]
+            out[d] = states[offsets[s] : offsets[s + 1]]
 
     def put(self, digests: np.ndarray, rows: Sequence[np.ndarray]) -> Path | None:
         """Write one shard (atomically) holding these entries: ``rows[i]`` (tokens, dim) for ``digests[i]``."""
@@ -86,16 +95,28 @@ class HiddenStateCache(SentenceEmbeddingCache):
         return self._put_shard(keys, _checksum(self.dim, keys, offsets, states), offsets=offsets, states=states)
 
 
-def states_cached(front, texts: Sequence[str], cache_dir: str | os.PathLike | HiddenStateCache, *,
-                  progress: bool = False, shard_size: int = 1024) -> list[np.ndarray]:
+def states_cached(
+    front,
+    texts: Sequence[str],
+    cache_dir: str | os.PathLike | HiddenStateCache,
+    *,
+    progress: bool = False,
+    shard_size: int = 1024,
+) -> list[np.ndarray]:
     """The front's hidden states of each text (float16 (tokens, dim)), computing only what the cache lacks."""
     cache = cache_dir if isinstance(cache_dir, HiddenStateCache) else HiddenStateCache.for_front(cache_dir, front)
     texts = list(texts)
     if not texts:
         return []
-    vals, inverse = fill_cache(cache, cache.digests(texts), texts, lambda batch, bar: _states(front, batch, bar),
-                               shard_size=shard_size, desc=f"e5-small front (cut {front.tail_layers})",
-                               progress=progress)
+    vals, inverse = fill_cache(
+        cache,
+        cache.digests(texts),
+        texts,
+        lambda batch, bar: _states(front, batch, bar),
+        shard_size=shard_size,
+        desc=f"e5-small front (cut {front.tail_layers})",
+        progress=progress,
+    )
     return [vals[i] for i in inverse.tolist()]
 
 

