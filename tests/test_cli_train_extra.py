@@ -5,22 +5,11 @@ does not provide stays an error of its own."""
 from __future__ import annotations
 
 import argparse
-import os
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 
 from polyvse_app.cli import command_name, run
-
-_NO_TORCH = """
-import sys
-for name in ("torch", "torchvision"):
-    sys.modules[name] = None
-from polyvse_app.cli import main
-sys.exit(main(sys.argv[1:]))
-"""
+from test_onnx_encoder import without_torch
 
 
 def _parser(missing: str) -> argparse.ArgumentParser:
@@ -58,17 +47,6 @@ def test_command_name_takes_the_action():
     assert command_name(argparse.Namespace(command="train")) == "train"
 
 
-def _without_torch(*argv, cwd: Path) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-c", _NO_TORCH, *map(str, argv)],
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        env={k: v for k, v in os.environ.items()},
-    )
-
-
 @pytest.mark.parametrize(
     "argv, command",
     [
@@ -80,7 +58,7 @@ def _without_torch(*argv, cwd: Path) -> subprocess.CompletedProcess:
     ],
 )
 def test_without_torch_a_torch_command_says_how_to_install_it(argv, command, tmp_path):
-    proc = _without_torch(*argv, cwd=tmp_path)
+    proc = without_torch(*argv, cwd=tmp_path)
     assert proc.returncode == 2, proc.stderr
     assert f"polyvse {command} needs PyTorch" in proc.stderr and "pip install 'polyvse[train]'" in proc.stderr
     assert "Traceback" not in proc.stderr and not (tmp_path / "run").exists()

@@ -8,43 +8,16 @@ from __future__ import annotations
 
 import csv
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from polyvse.features.onnx_encoder import ENCODER_ENV
 from polyvse_app.cli import main
 from test_index import serving_assets
+from test_onnx_encoder import without_torch
 
 N_PHOTOS = 40
-
-_NO_TORCH = """
-import sys
-# an install without torch: every import of torch (or torchvision) fails, as there
-for name in ("torch", "torchvision"):
-    sys.modules[name] = None
-from polyvse_app.cli import main
-code = main(sys.argv[1:])
-leaked = [m for m in sys.modules if m.split(".")[0] in ("torch", "torchvision") and sys.modules[m] is not None]
-assert not leaked, leaked
-sys.exit(code)
-"""
-
-
-def without_torch(*argv, cwd: Path) -> subprocess.CompletedProcess:
-    env = {k: v for k, v in os.environ.items() if k != ENCODER_ENV}
-    return subprocess.run(
-        [sys.executable, "-c", _NO_TORCH, *map(str, argv)],
-        cwd=cwd,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
 
 
 @pytest.fixture(scope="module")
@@ -107,7 +80,7 @@ def csls_checkpoint(assets, own_data, tmp_path_factory) -> Path:
 def both_ways(argv: list, tmp_path: Path) -> tuple[dict, dict]:
     """The JSON of `polyvse evaluate ARGV` with torch (this process) and without it (a subprocess)."""
     assert main(["evaluate", *map(str, argv), "--json", str(tmp_path / "torch.json"), "--quiet"]) == 0
-    proc = without_torch("evaluate", *argv, "--json", tmp_path / "numpy.json", "--quiet", cwd=tmp_path)
+    proc = without_torch("evaluate", *argv, "--json", tmp_path / "numpy.json", "--quiet", cwd=tmp_path, timeout=600)
     assert proc.returncode == 0, proc.stderr
     return (json.loads((tmp_path / "torch.json").read_text()), json.loads((tmp_path / "numpy.json").read_text()))
 
@@ -183,7 +156,15 @@ def test_sts_and_languages_without_torch_equal_the_torch_path(assets, shared_dat
 
 def test_words_without_torch_says_it_needs_torch(assets, shared_data, tmp_path):
     proc = without_torch(
-        "evaluate", "--checkpoint", assets.checkpoint, "--task", "words", "--data-root", shared_data, cwd=tmp_path
+        "evaluate",
+        "--checkpoint",
+        assets.checkpoint,
+        "--task",
+        "words",
+        "--data-root",
+        shared_data,
+        cwd=tmp_path,
+        timeout=600,
     )
     assert proc.returncode == 2, proc.stderr
     assert "polyvse evaluate --task words needs PyTorch" in proc.stderr
@@ -195,6 +176,6 @@ def test_retrieval_without_torch_or_its_graph_names_the_command(assets, own_data
 
     bare = tmp_path / "checkpoint"
     shutil.copytree(assets.checkpoint, bare, ignore=shutil.ignore_patterns("image_encoder.*"))
-    proc = without_torch("evaluate", *retrieval_argv(bare, own_data, shared_data), cwd=tmp_path)
+    proc = without_torch("evaluate", *retrieval_argv(bare, own_data, shared_data), cwd=tmp_path, timeout=600)
     assert proc.returncode == 2
     assert f"polyvse export onnx --checkpoint {bare}" in proc.stderr and "Traceback" not in proc.stderr

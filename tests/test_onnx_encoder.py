@@ -151,7 +151,9 @@ sys.exit(code)
 """
 
 
-def _without_torch(*argv, cwd: Path) -> subprocess.CompletedProcess:
+def without_torch(*argv, cwd: Path, timeout: float = 300) -> subprocess.CompletedProcess:
+    """``polyvse ARGV`` in a process where every import of torch fails, as in the light install (exit 1 if torch
+    got imported all the same)."""
     env = {k: v for k, v in os.environ.items() if k != ENCODER_ENV}
     return subprocess.run(
         [sys.executable, "-c", _NO_TORCH, *map(str, argv)],
@@ -159,7 +161,7 @@ def _without_torch(*argv, cwd: Path) -> subprocess.CompletedProcess:
         env=env,
         capture_output=True,
         text=True,
-        timeout=300,
+        timeout=timeout,
     )
 
 
@@ -169,30 +171,30 @@ def test_without_torch_build_add_and_search_run_through_onnx(assets, flickr_phot
     for p in flickr_photos[:12]:
         shutil.copyfile(p, photos / p.name)
     index = tmp_path / "index"
-    proc = _without_torch(
+    proc = without_torch(
         "index", "build", "--checkpoint", assets.checkpoint, "--images", photos, "--out", index, "--quiet", cwd=tmp_path
     )
     assert proc.returncode == 0, proc.stderr
     assert "12 photos indexed" in proc.stdout and "0 from the cache" in proc.stdout
     for p in flickr_photos[12:15]:
         shutil.copyfile(p, photos / p.name)
-    proc = _without_torch("index", "add", "--index", index, "--images", photos, "--quiet", cwd=tmp_path)
+    proc = without_torch("index", "add", "--index", index, "--images", photos, "--quiet", cwd=tmp_path)
     assert proc.returncode == 0 and "3 photos added, 12 already in the index" in proc.stdout, proc.stderr
-    proc = _without_torch("search", "--index", index, "--image", flickr_photos[0], "--json", cwd=tmp_path)
+    proc = without_torch("search", "--index", index, "--image", flickr_photos[0], "--json", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     hits = json.loads(proc.stdout)["results"]
     assert hits[0]["name"] == flickr_photos[0].name and hits[0]["score"] > 0.999
-    proc = _without_torch("search", "--index", index, assets.english_query, "--lang", "en", "--json", cwd=tmp_path)
+    proc = without_torch("search", "--index", index, assets.english_query, "--lang", "en", "--json", cwd=tmp_path)
     assert proc.returncode == 0 and len(json.loads(proc.stdout)["results"]) == 10, proc.stderr
 
 
 def test_without_torch_a_checkpoint_without_its_graph_names_the_command(assets, flickr_photos, tmp_path):
     bare = tmp_path / "checkpoint"
     shutil.copytree(assets.checkpoint, bare, ignore=shutil.ignore_patterns("image_encoder.*"))
-    proc = _without_torch(
+    proc = without_torch(
         "index", "build", "--checkpoint", bare, "--list", "/dev/null", "--out", tmp_path / "i", cwd=tmp_path
     )
     assert proc.returncode == 2
     assert f"polyvse export onnx --checkpoint {bare}" in proc.stderr and "polyvse[train]" in proc.stderr
-    proc = _without_torch("export", "onnx", "--checkpoint", bare, cwd=tmp_path)
+    proc = without_torch("export", "onnx", "--checkpoint", bare, cwd=tmp_path)
     assert proc.returncode == 2 and "needs torch" in proc.stderr and "pip install 'polyvse[train]'" in proc.stderr
