@@ -48,10 +48,10 @@ demo: setup data
 # timed at from empty caches (benchmarks/results/make_model.json); `make model MODEL_THREADS=1` for one,
 # `MODEL_THREADS=` for the config's own; a stopped run may resume at another thread count
 MODEL_THREADS ?= 2
-# training steps' precision: auto = bf16 autocast where this machine computes bf16 natively (a CPU with AVX512_BF16
-# or AMX, a GPU with bf16), fp32 elsewhere (polyvse.device.training_precision; the run records which); its photo
-# maps, sentence vectors and evaluation stay fp32. `make model MODEL_PRECISION=fp32` for the fp32 run
-MODEL_PRECISION ?= auto
+# training steps' precision: fp32 on every machine, so one recipe makes one product model whatever the CPU (its
+# figures are of an fp32 build); `make model MODEL_PRECISION=auto` trains faster at bf16 autocast where the machine
+# computes bf16 natively (a CPU with AVX512_BF16 or AMX, a GPU with bf16): a different checkpoint, not the product's
+MODEL_PRECISION ?= fp32
 model: setup data
 	$(BIN)/polyvse model build --out runs/model --precision $(MODEL_PRECISION) \
 		$(if $(MODEL_THREADS),--threads $(MODEL_THREADS))

@@ -1,6 +1,6 @@
 """`make model` timed from empty caches, as on a fresh machine (the goal: under 90 minutes on 2 cores).
 
-    python benchmarks/bench_make_model.py --threads 2 [--precision auto] [--out benchmarks/results/make_model.json]
+    python benchmarks/bench_make_model.py --threads 2 [--precision fp32] [--out benchmarks/results/make_model.json]
 
 Runs `make model MODEL_THREADS=<threads> MODEL_PRECISION=<precision>` in this checkout with ``POLYVSE_CACHE``
 pointing at a new, empty folder, so every photo map and sentence vector the target needs is computed, not read
@@ -114,10 +114,10 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--threads", type=int, default=2, help="MODEL_THREADS for the target (default %(default)s)")
     ap.add_argument(
         "--precision",
-        default="auto",
+        default="fp32",
         choices=["auto", "fp32", "bf16"],
-        help="MODEL_PRECISION for the target (default %(default)s: bf16 where the machine computes it "
-        "natively); the record keeps what the training resolved it to",
+        help="MODEL_PRECISION for the target (default %(default)s, the product's; auto: bf16 where the machine "
+        "computes it natively); the record keeps what the training resolved it to",
     )
     ap.add_argument("--out", type=Path, default=REPO / "benchmarks" / "results" / "make_model.json")
     ap.add_argument("--cache-root", type=Path, help="the empty cache folder to use (default: a new one under runs/)")
@@ -151,6 +151,8 @@ def main(argv: list[str] | None = None) -> dict:
         )
     metrics_file = model_dir / "metrics.json"
     metrics = json.loads(metrics_file.read_text()) if metrics_file.exists() else {}
+    build_file = model_dir / "build.json"  # `polyvse model build`'s own record: the trained checkpoint's fingerprint
+    build = json.loads(build_file.read_text()) if build_file.exists() else {}
     wall = lines[-1][0]
     result = {
         "target": " ".join(cmd),
@@ -165,6 +167,7 @@ def main(argv: list[str] | None = None) -> dict:
         "training": {
             k: metrics.get(k) for k in ("wall_time_s", "cpu_time_s", "n_train_captions", "processes", "time_complete")
         },
+        "fingerprints": build.get("fingerprints"),
         "cache_root_empty_at_start": str(cache),
         "load_average_at_end": list(os.getloadavg()),
         "machine": info,

@@ -391,7 +391,7 @@ def main(argv: list[str] | None = None) -> int:
     from polyvse.provenance import index_model, no_model, provenance
 
     result["provenance"] = provenance(
-        model=index_model(args.index)
+        model=index_model(args.index, args.checkpoint)
         if args.index
         else no_model(f"a server already running at {args.url}: the load test does not see its model")
     )

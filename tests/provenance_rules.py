@@ -12,7 +12,8 @@ a listed one that no longer occurs), and ``tests/test_record_rules.py`` shows ea
     dirty-cited             a record written on a dirty tree that README or a docs page cites (names its path,
                             a link or not) is cited by a sentence that says so ("dirty", "uncommitted")
     product-fingerprint     a record of the product model (its checkpoint is ``runs/model/checkpoint``) names the
-                            fingerprints of the product's build record (``polyvse.provenance.PRODUCT_BUILD_RECORD``)
+                            fingerprints of the product's build record (``polyvse.provenance.PRODUCT_BUILD_RECORD``),
+                            the model's or, where the build names it, its trained checkpoint's
     reconstructed-substance a block reconstructed after the fact gives each unknown field a reason of substance
                             and names at least part of its machine
 """
@@ -27,6 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from polyvse.provenance import PRODUCT_BUILD_RECORD, is_product_checkpoint
+from polyvse_train.report.f8k_full import PRODUCT as PRODUCT_RUN
 
 RULES = ("commit-exists", "committed-after-commit", "dirty-cited", "product-fingerprint", "reconstructed-substance")
 #: words in a sentence citing a dirty record that say the tree was dirty
@@ -228,15 +230,16 @@ def product_problems(repo: Path, found: Iterable[Block]) -> list[Problem]:
             for b in claims
         ]
     want = {k: build.get(k) for k in ("fingerprint", "photo_fingerprint")}
+    accepted = product_fingerprints(repo, want["fingerprint"])
     out = []
     for b in claims:
         model = b.block["model"]
         if not want["fingerprint"]:
             why = f"the build record {PRODUCT_BUILD_RECORD} names no fingerprint, so this claim cannot be checked"
-        elif model.get("fingerprint") != want["fingerprint"]:
+        elif model.get("fingerprint") not in accepted:
             why = (
                 f"fingerprint {model.get('fingerprint')}, the build record {PRODUCT_BUILD_RECORD} names "
-                f"{want['fingerprint']}"
+                f"{' or '.join(sorted(accepted))}"
             )
         elif want["photo_fingerprint"] and model.get("photo_fingerprint") not in (None, want["photo_fingerprint"]):
             why = (
@@ -251,6 +254,24 @@ def product_problems(repo: Path, found: Iterable[Block]) -> list[Problem]:
             )
         )
     return out
+
+
+def product_fingerprints(repo: Path, model_fingerprint: str | None) -> set[str]:
+    """The model fingerprints a record of the product may name: the product model's (adapted languages included)
+    and its trained checkpoint's, whose figures the adaptation stage leaves as they were (it adds per-language parts
+    and changes no other weight). The trained one is read from ``polyvse model build``'s own record (``build.json``)
+    in the build record's ``fingerprints`` or beside the product's training record, where that record names the
+    same model."""
+    accepted = {model_fingerprint} if model_fingerprint else set()
+    for path in (PRODUCT_BUILD_RECORD, f"{PRODUCT_RUN}/build.json"):
+        try:
+            record = json.loads((repo / path).read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue
+        fingerprints = record.get("fingerprints") if isinstance(record, dict) else None
+        if isinstance(fingerprints, dict) and fingerprints.get("model") == model_fingerprint and model_fingerprint:
+            accepted |= {fingerprints[k] for k in ("trained", "model") if isinstance(fingerprints.get(k), str)}
+    return accepted
 
 
 # -- reconstructed-substance ---------------------------------------------------------------------------------------------

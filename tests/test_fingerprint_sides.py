@@ -148,6 +148,24 @@ def test_an_index_serves_a_model_that_only_adds_languages_and_refuses_other_phot
         Searcher(other, index)
 
 
+def test_a_record_of_searches_names_the_model_that_answered_and_the_one_the_index_was_built_with(checkpoints, tmp_path):
+    from polyvse.provenance import checkpoint_model, index_model
+
+    root = _scratch_index(tmp_path, checkpoints["trained"])
+    built = json.loads((root / "manifest.json").read_text())["model"]
+    adapted = index_model(root, checkpoints["adapted"])
+    answering = checkpoint_model(checkpoints["adapted"])
+    assert adapted["fingerprint"] == answering["fingerprint"] != built["fingerprint"]
+    assert adapted["photo_fingerprint"] == built["photo_fingerprint"]
+    assert adapted["index_fingerprint"] == built["fingerprint"] and adapted["index"] == str(root)
+    # no checkpoint given: the manifest's; one that cannot be read: the manifest's fingerprints stand for it
+    assert index_model(root)["fingerprint"] == built["fingerprint"]
+    broken = tmp_path / "broken"
+    broken.mkdir()
+    fallback = index_model(root, broken)
+    assert (fallback["fingerprint"], fallback["checkpoint"]) == (built["fingerprint"], str(broken))
+
+
 def test_an_index_older_than_recorded_photo_sides_is_checked_against_the_legacy_fingerprint(checkpoints, tmp_path):
     """Its manifest holds ``fingerprint`` alone, of the model that built it as fingerprints were then (adapted parts
     left out): that model and the same model with languages added are served; another is told to rebuild. An

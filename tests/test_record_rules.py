@@ -187,6 +187,26 @@ def test_a_product_record_with_another_fingerprint_than_the_build_record_fails(r
     assert all("names no fingerprint, so this claim cannot be checked" in p.message for p in problems(root))
 
 
+def test_a_product_record_of_the_trained_checkpoint_passes_only_where_the_build_names_it(repo):
+    """The product's training record measured its trained checkpoint (adaptation adds parts, changes no other
+    weight): its fingerprint is the product's where `polyvse model build`'s own record, beside it, names it as the
+    trained checkpoint of the same model; a build.json of another model vouches for nothing."""
+    from provenance_rules import PRODUCT_RUN
+
+    root, base = repo
+    trained_fp = "sha256:" + "d" * 64
+    model = {"fingerprint": GOOD_FP, "photo_fingerprint": PHOTO_FP, "checkpoint": "runs/model/checkpoint"}
+    write(root, PRODUCT_BUILD_RECORD, {"provenance": block(base, model={**model, "config": "polyvse-best"})})
+    trained = {**model, "fingerprint": trained_fp, "config": "polyvse-best"}
+    write(root, f"{PRODUCT_RUN}/metrics.json", {"provenance": block(base, model=trained)})
+    write(root, f"{PRODUCT_RUN}/build.json", {"fingerprints": {"trained": trained_fp, "model": "sha256:" + "e" * 64}})
+    commit(root, "a build record of another model")
+    assert [(p.rule, p.record) for p in problems(root)] == [("product-fingerprint", f"{PRODUCT_RUN}/")]
+    write(root, f"{PRODUCT_RUN}/build.json", {"fingerprints": {"trained": trained_fp, "model": GOOD_FP}})
+    commit(root, "the build's own record")
+    assert problems(root) == []
+
+
 def test_a_reconstructed_block_without_reasons_or_machine_fails(repo):
     root, base = repo
     nothing = {k: None for k in ("cpu", "cores", "memory_gb", "os", "python")}

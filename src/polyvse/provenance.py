@@ -236,19 +236,26 @@ def _config_name(checkpoint: str | os.PathLike | None) -> str | None:
     return None
 
 
-def index_model(index: str | os.PathLike) -> dict:
-    """The ``model`` block of a record that measured searches of an index: the model its manifest names (the
-    fingerprint it was built with, its checkpoint)."""
+def index_model(index: str | os.PathLike, checkpoint: str | os.PathLike | None = None) -> dict:
+    """The ``model`` block of a record that measured searches of an index: the model that answered them (``checkpoint``,
+    else the one the manifest names), both its fingerprints, and ``index_fingerprint``, the model fingerprint the index
+    was built with (a checkpoint that only added languages answers with a fingerprint of its own). Where that
+    checkpoint cannot be read, the manifest's fingerprints stand for it."""
     import json
 
     m = json.loads((Path(index) / "manifest.json").read_text(encoding="utf-8"))["model"]
-    return {
+    path = str(checkpoint) if checkpoint else m.get("checkpoint")
+    built = {
         "fingerprint": m["fingerprint"],
         **({"photo_fingerprint": m["photo_fingerprint"]} if m.get("photo_fingerprint") else {}),
-        "checkpoint": m.get("checkpoint"),
-        "config": _config_name(m.get("checkpoint")) if m.get("checkpoint") else None,
-        "index": str(index),
+        "checkpoint": path,
+        "config": _config_name(path) if path else None,
     }
+    if path and Path(path).is_dir():
+        # whatever is wrong with the checkpoint, the measurement the record carries is not lost for it
+        with contextlib.suppress(Exception):
+            built = checkpoint_model(path)
+    return {**built, "index": str(index), "index_fingerprint": m["fingerprint"]}
 
 
 def no_model(why: str) -> dict:

@@ -71,11 +71,12 @@ def register(sub) -> None:
     )
     b.add_argument(
         "--precision",
-        default="auto",
+        default="fp32",
         choices=["fp32", "bf16", "auto"],
-        help="training steps' precision: auto (default) is bf16 autocast where this machine computes "
-        "bf16 natively (a CPU with AVX512_BF16 or AMX, a GPU with bf16), fp32 elsewhere; photo "
-        "maps, sentence vectors and evaluation stay fp32",
+        help="training steps' precision: fp32 (default: the product model, the same recipe on every machine); "
+        "auto is bf16 autocast where this machine computes bf16 natively (a CPU with AVX512_BF16 or AMX, a GPU "
+        "with bf16), fp32 elsewhere: faster, another checkpoint; photo maps, sentence vectors and evaluation stay "
+        "fp32",
     )
     b.add_argument(
         "--set",
