@@ -9,6 +9,7 @@ error, so no block can claim to be generated while nothing regenerates it.
     records   reading a record (an error names the file) and linking it from a page
     f8k_full  the headline, the product model, the 3-seed f8k-full tables
     languages the languages table
+    comparison the comparison page's polyvse figures
     bench     the Performance figures of `make bench`
     zoo_page  docs/results.md from the zoo records
 """
@@ -22,6 +23,7 @@ from polyvse.evaluation.report import block_body, block_names, replace_block
 from polyvse.util.atomic import atomic_path
 
 from .bench import bench_block
+from .comparison import english_block as comparison_english_block, languages_block as comparison_languages_block
 from .f8k_full import f8k_full_block, headline_block, product_model_block
 from .languages import languages_block
 from .records import Page, RecordError
@@ -36,6 +38,8 @@ BLOCKS: dict[str, Callable[[Page], str]] = {
     "f8k-full": f8k_full_block,
     "languages": languages_block,
     "bench": bench_block,
+    "comparison-english": comparison_english_block,
+    "comparison-languages": comparison_languages_block,
 }
 #: pages rendered whole (their own marked blocks are theirs): path -> renderer(repo, folder for its figures or None)
 PAGES: dict[str, Callable[[Path, Path | None], str]] = {ZOO_PAGE: render_zoo_page}
