@@ -10,6 +10,7 @@ error, so no block can claim to be generated while nothing regenerates it.
     f8k_full  the headline, the product model, the 3-seed f8k-full tables
     languages the languages table
     comparison the comparison page's polyvse figures
+    build_time how long the product build took
     bench     the Performance figures of `make bench`
     zoo_page  docs/results.md from the zoo records
 """
@@ -23,6 +24,7 @@ from polyvse.evaluation.report import block_body, block_names, replace_block
 from polyvse.util.atomic import atomic_path
 
 from .bench import bench_block
+from .build_time import build_time_block
 from .comparison import english_block as comparison_english_block, languages_block as comparison_languages_block
 from .f8k_full import f8k_full_block, headline_block, product_model_block
 from .languages import languages_block
@@ -38,6 +40,7 @@ BLOCKS: dict[str, Callable[[Page], str]] = {
     "f8k-full": f8k_full_block,
     "languages": languages_block,
     "bench": bench_block,
+    "build-time": build_time_block,
     "comparison-english": comparison_english_block,
     "comparison-languages": comparison_languages_block,
 }
