@@ -13,7 +13,9 @@ a listed one that no longer occurs), and ``tests/test_record_rules.py`` shows ea
                             a link or not) is cited by a sentence that says so ("dirty", "uncommitted")
     product-fingerprint     a record of the product model (its checkpoint is ``runs/model/checkpoint``) names the
                             fingerprints of the product's build record (``polyvse.provenance.PRODUCT_BUILD_RECORD``),
-                            the model's or, where the build names it, its trained checkpoint's
+                            the model's or, where the build names it, its trained checkpoint's; a record of an
+                            earlier build passes where every page citing it (the decisions log aside) says so
+                            ("earlier build"), and fails uncited
     reconstructed-substance a block reconstructed after the fact gives each unknown field a reason of substance
                             and names at least part of its machine
 """
@@ -28,11 +30,15 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from polyvse.provenance import PRODUCT_BUILD_RECORD, is_product_checkpoint
-from polyvse_train.report.f8k_full import PRODUCT as PRODUCT_RUN
+from polyvse_train.report.product_build import BuildRecordError, build_model, mismatch
 
 RULES = ("commit-exists", "committed-after-commit", "dirty-cited", "product-fingerprint", "reconstructed-substance")
 #: words in a sentence citing a dirty record that say the tree was dirty
 SAYS_DIRTY = re.compile(r"dirty|uncommitted", re.IGNORECASE)
+#: words in a sentence citing a record of an earlier product build that say so (what a generated block's mark says)
+SAYS_EARLIER_BUILD = re.compile(r"\bearlier build\b", re.IGNORECASE)
+#: the project's history, whose sentences name earlier builds as such
+HISTORY_PAGE = "docs/decisions.md"
 #: the machine fields of which a reconstructed block names at least one
 MACHINE_FIELDS = ("cpu", "cores", "memory_gb", "os", "python")
 #: reasons that say nothing
@@ -219,59 +225,40 @@ def product_problems(repo: Path, found: Iterable[Block]) -> list[Problem]:
     if not claims:
         return []
     try:
-        build = json.loads((repo / PRODUCT_BUILD_RECORD).read_text(encoding="utf-8"))["provenance"]["model"]
-    except (OSError, ValueError, KeyError, TypeError) as exc:
+        build = build_model(repo)
+    except BuildRecordError as exc:
         return [
             Problem(
                 "product-fingerprint",
                 b.record,
-                f"{b.file} names the product model but its build record {PRODUCT_BUILD_RECORD} cannot be read ({exc})",
+                f"{b.file} names the product model, but {exc}, so this claim cannot be checked",
             )
             for b in claims
         ]
-    want = {k: build.get(k) for k in ("fingerprint", "photo_fingerprint")}
-    accepted = product_fingerprints(repo, want["fingerprint"])
-    out = []
+    out, cited = [], [(page, path, s) for page, path, s in citations(repo) if page != HISTORY_PAGE]
     for b in claims:
         model = b.block["model"]
-        if not want["fingerprint"]:
-            why = f"the build record {PRODUCT_BUILD_RECORD} names no fingerprint, so this claim cannot be checked"
-        elif model.get("fingerprint") not in accepted:
-            why = (
-                f"fingerprint {model.get('fingerprint')}, the build record {PRODUCT_BUILD_RECORD} names "
-                f"{' or '.join(sorted(accepted))}"
+        why = mismatch(repo, model, build)
+        if why:
+            # a record of an earlier build stands as that build's, where every page citing it says so
+            says = [
+                SAYS_EARLIER_BUILD.search(_RECORD_PATH.sub("", s)) for _, path, s in cited if _cites(path, b.record)
+            ]
+            if says and all(says):
+                continue
+            why += (
+                "; rerun it on the current build, or say in each sentence citing it that it is of an earlier build"
+                if says
+                else "; no page cites it: rerun it on the current build, or move it to the archive"
             )
-        elif want["photo_fingerprint"] and model.get("photo_fingerprint") not in (None, want["photo_fingerprint"]):
-            why = (
-                f"photo fingerprint {model.get('photo_fingerprint')}, the build record names "
-                f"{want['photo_fingerprint']}"
+            out.append(
+                Problem(
+                    "product-fingerprint",
+                    b.record,
+                    f"{b.file} names the product model ({model.get('checkpoint')}): {why}",
+                )
             )
-        else:
-            continue
-        out.append(
-            Problem(
-                "product-fingerprint", b.record, f"{b.file} names the product model ({model.get('checkpoint')}): {why}"
-            )
-        )
     return out
-
-
-def product_fingerprints(repo: Path, model_fingerprint: str | None) -> set[str]:
-    """The model fingerprints a record of the product may name: the product model's (adapted languages included)
-    and its trained checkpoint's, whose figures the adaptation stage leaves as they were (it adds per-language parts
-    and changes no other weight). The trained one is read from ``polyvse model build``'s own record (``build.json``)
-    in the build record's ``fingerprints`` or beside the product's training record, where that record names the
-    same model."""
-    accepted = {model_fingerprint} if model_fingerprint else set()
-    for path in (PRODUCT_BUILD_RECORD, f"{PRODUCT_RUN}/build.json"):
-        try:
-            record = json.loads((repo / path).read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            continue
-        fingerprints = record.get("fingerprints") if isinstance(record, dict) else None
-        if isinstance(fingerprints, dict) and fingerprints.get("model") == model_fingerprint and model_fingerprint:
-            accepted |= {fingerprints[k] for k in ("trained", "model") if isinstance(fingerprints.get(k), str)}
-    return accepted
 
 
 # -- reconstructed-substance ---------------------------------------------------------------------------------------------

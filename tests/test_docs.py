@@ -185,7 +185,9 @@ _LENDING = re.compile(r"\bGPU windows?\b|\blent\b|\blending\b|\bdevice time\b|\b
 # a generated block cites a record by its link, then that record's own provenance in parentheses (its run's date,
 # commit and machine: "[`r.json`](r.json) (2026-11-28, commit 63db45dae380; AMD EPYC, 2 cores)"): that date and
 # commit date the figure, they are not the team's history; issue numbers and lending words there still count
-_RECORD_PROVENANCE = re.compile(r"\]\(\)(?: \(reconstructed provenance\))? \((?:[^()\n]|\([^()\n]*\))*\)")
+_RECORD_PROVENANCE = re.compile(
+    r"\]\(\)(?: \((?:reconstructed provenance|an earlier build of the product model)\))* \((?:[^()\n]|\([^()\n]*\))*\)"
+)
 # a record's own name in inline code (`results/archive/test-polyvse-best-2026-11-27/`), as its link target would be
 _RECORD_NAME = re.compile(r"`(?:results|benchmarks/results)/[^`\s]*`")
 # the walkthrough's provenance header (scripts/service_walkthrough.py writes it: the run's commit and date)
@@ -269,7 +271,7 @@ def test_the_history_check_finds_what_it_looks_for():
     ]
     assert lab_notebook_marks("EfficientNet-Lite2, 1024-d, e5, see [x](#two-commands), &#124; R@1") == []
     cited = (
-        "<!-- x:start -->\nrecord [`r.json`](r.json) (reconstructed provenance) (2026-11-28, AMD EPYC (2 cores), "
+        "<!-- x:start -->\nrecord [`r.json`](r.json) (reconstructed provenance) (an earlier build of the product model) (2026-11-28, AMD EPYC (2 cores), "
         "commit 63db45dae380); `results/archive/test-x-2026-11-27/`\n<!-- x:end -->\n"
     )
     assert lab_notebook_marks(cited) == []

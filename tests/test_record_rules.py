@@ -191,7 +191,7 @@ def test_a_product_record_of_the_trained_checkpoint_passes_only_where_the_build_
     """The product's training record measured its trained checkpoint (adaptation adds parts, changes no other
     weight): its fingerprint is the product's where `polyvse model build`'s own record, beside it, names it as the
     trained checkpoint of the same model; a build.json of another model vouches for nothing."""
-    from provenance_rules import PRODUCT_RUN
+    from polyvse_train.report.product_build import PRODUCT_RUN
 
     root, base = repo
     trained_fp = "sha256:" + "d" * 64
@@ -204,6 +204,34 @@ def test_a_product_record_of_the_trained_checkpoint_passes_only_where_the_build_
     assert [(p.rule, p.record) for p in problems(root)] == [("product-fingerprint", f"{PRODUCT_RUN}/")]
     write(root, f"{PRODUCT_RUN}/build.json", {"fingerprints": {"trained": trained_fp, "model": GOOD_FP}})
     commit(root, "the build's own record")
+    assert problems(root) == []
+
+
+def test_a_record_of_an_earlier_build_passes_only_where_every_citing_sentence_says_so(repo):
+    """A product record whose fingerprint is not the build record's stands as history where every page citing it
+    (the decisions log aside) says it is of an earlier build; uncited, or cited once without saying so, it fails."""
+    root, base = repo
+    model = {"fingerprint": GOOD_FP, "photo_fingerprint": PHOTO_FP, "checkpoint": "runs/model/checkpoint"}
+    write(root, PRODUCT_BUILD_RECORD, {"provenance": block(base, model={**model, "config": "polyvse-best"})})
+    old = {**model, "fingerprint": "sha256:" + "9" * 64}
+    write(root, "benchmarks/results/old.json", {"provenance": block(base, model=old)})
+    commit(root, "a record of an earlier build")
+    found = problems(root)
+    assert [(p.rule, p.record) for p in found] == [("product-fingerprint", "benchmarks/results/old.json")]
+    assert "no page cites it" in found[0].message
+    (root / "docs").mkdir(exist_ok=True)
+    (root / "docs" / "decisions.md").write_text("History: `benchmarks/results/old.json` measured 3 s.\n")
+    (root / "docs" / "page.md").write_text(
+        "Search takes 3 s (`benchmarks/results/old.json`, of an earlier build of the product model).\n\n"
+        "| search | 3 s | [`old`](../benchmarks/results/old.json) |\n"
+    )
+    found = problems(root)
+    assert [(p.rule, p.record) for p in found] == [("product-fingerprint", "benchmarks/results/old.json")]
+    assert "say in each sentence citing it" in found[0].message
+    (root / "docs" / "page.md").write_text(
+        "Search takes 3 s (`benchmarks/results/old.json`, of an earlier build of the product model).\n\n"
+        "| search | 3 s | [`old`](../benchmarks/results/old.json) (an earlier build of the product model) |\n"
+    )
     assert problems(root) == []
 
 

@@ -9,10 +9,10 @@ from pathlib import Path
 
 from polyvse.evaluation.report import markdown_rows
 
+from .product_build import PRODUCT_RUN as PRODUCT
 from .records import Page, read_record
 
 RUNS = "results/zoo-f8k-full"
-PRODUCT = "results/model-f8k-full-polyvse-best-s0"  # `make model`'s run, copied from runs/model/
 BASELINE, BEST = "e5-frozen", "polyvse-best"
 SEEDS = (0, 1, 2)
 RECALLS = ("i2t_r1", "i2t_r5", "i2t_r10", "t2i_r1", "t2i_r5", "t2i_r10")

@@ -11,6 +11,8 @@ from pathlib import Path
 from polyvse.errors import PolyvseError
 from polyvse.provenance import RECONSTRUCTED_MARK
 
+from .product_build import EARLIER_BUILD_MARK, earlier_build
+
 
 class RecordError(PolyvseError):
     """A record a block is rendered from is missing or unreadable."""
@@ -29,8 +31,10 @@ class Page:
 
     def record_link(self, record: str, label: str | None = None) -> str:
         """A link to ``record`` (a file or a folder of them), marked when its provenance was reconstructed after the
-        fact (its block says ``reconstructed``, with its sources): its figures then rest on a block that was not written with them."""
+        fact (its block says ``reconstructed``, with its sources): its figures then rest on a block that was not
+        written with them; and marked when it measured an earlier build of the product model than the build record's."""
         mark = f" {RECONSTRUCTED_MARK}" if reconstructed(self.repo, record) else ""
+        mark += f" {EARLIER_BUILD_MARK}" if earlier_build(self.repo, record) else ""
         return f"[`{label or record}`]({self.link(record)}){mark}"
 
     def read(self, record: str) -> dict:
