@@ -14,8 +14,8 @@ a listed one that no longer occurs), and ``tests/test_record_rules.py`` shows ea
     product-fingerprint     a record of the product model (its checkpoint is ``runs/model/checkpoint``) names the
                             fingerprints of the product's build record (``polyvse.provenance.PRODUCT_BUILD_RECORD``),
                             the model's or, where the build names it, its trained checkpoint's; a record of an
-                            earlier build passes where every page citing it (the decisions log aside) says so
-                            ("earlier build"), and fails uncited
+                            earlier build passes where every sentence linking to it (the decisions log aside) says
+                            so ("earlier build"), and fails where none does
     reconstructed-substance a block reconstructed after the fact gives each unknown field a reason of substance
                             and names at least part of its machine
 """
@@ -194,6 +194,11 @@ def _cites(path: str, record: str) -> bool:
     return path == record
 
 
+def _links(sentence: str, path: str) -> bool:
+    """Whether ``sentence`` links to ``path`` (a figure's citation), rather than only naming it."""
+    return re.search(r"\]\((?:\.\./)*" + re.escape(path) + r"/?\)", sentence) is not None
+
+
 def dirty_cited_problems(repo: Path, found: Iterable[Block]) -> list[Problem]:
     dirty = sorted({b.record for b in found if b.block.get("dirty") is True})
     if not dirty:
@@ -242,14 +247,16 @@ def product_problems(repo: Path, found: Iterable[Block]) -> list[Problem]:
         if why:
             # a record of an earlier build stands as that build's, where every page citing it says so
             says = [
-                SAYS_EARLIER_BUILD.search(_RECORD_PATH.sub("", s)) for _, path, s in cited if _cites(path, b.record)
+                SAYS_EARLIER_BUILD.search(_RECORD_PATH.sub("", s))
+                for _, path, s in cited
+                if _cites(path, b.record) and _links(s, path)
             ]
             if says and all(says):
                 continue
             why += (
                 "; rerun it on the current build, or say in each sentence citing it that it is of an earlier build"
                 if says
-                else "; no page cites it: rerun it on the current build, or move it to the archive"
+                else "; no page links to it: rerun it on the current build, or move it to the archive"
             )
             out.append(
                 Problem(

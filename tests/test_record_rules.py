@@ -218,18 +218,20 @@ def test_a_record_of_an_earlier_build_passes_only_where_every_citing_sentence_sa
     commit(root, "a record of an earlier build")
     found = problems(root)
     assert [(p.rule, p.record) for p in found] == [("product-fingerprint", "benchmarks/results/old.json")]
-    assert "no page cites it" in found[0].message
+    assert "no page links to it" in found[0].message
     (root / "docs").mkdir(exist_ok=True)
     (root / "docs" / "decisions.md").write_text("History: `benchmarks/results/old.json` measured 3 s.\n")
     (root / "docs" / "page.md").write_text(
-        "Search takes 3 s (`benchmarks/results/old.json`, of an earlier build of the product model).\n\n"
+        "Search takes 3 s ([old](../benchmarks/results/old.json), of an earlier build of the product model).\n\n"
+        "`benchmarks/results/old.json` is what the benchmark writes.\n\n"  # named, not cited for a figure
         "| search | 3 s | [`old`](../benchmarks/results/old.json) |\n"
     )
     found = problems(root)
     assert [(p.rule, p.record) for p in found] == [("product-fingerprint", "benchmarks/results/old.json")]
     assert "say in each sentence citing it" in found[0].message
     (root / "docs" / "page.md").write_text(
-        "Search takes 3 s (`benchmarks/results/old.json`, of an earlier build of the product model).\n\n"
+        "Search takes 3 s ([old](../benchmarks/results/old.json), of an earlier build of the product model).\n\n"
+        "`benchmarks/results/old.json` is what the benchmark writes.\n\n"
         "| search | 3 s | [`old`](../benchmarks/results/old.json) (an earlier build of the product model) |\n"
     )
     assert problems(root) == []
