@@ -11,7 +11,8 @@ the line, and the values the steps and the library's constants provide fill the 
 a free loopback port and the HTTP requests of the page are sent to it with httpx. Absolute paths in the captured
 text are shown relative to the repository (`<repo>`) and the data root (`$POLYVSE_DATA`). The work folder
 (default runs/walkthrough) is deleted and recreated. The page is written atomically, and beside the template
-what filled it (docs/templates/service.outputs.json, which tests/test_walkthrough.py renders again); if any step
+what filled it with the run's provenance (docs/templates/service.outputs.json, which tests/test_walkthrough.py
+renders again and holds to the product's build record); if any step
 does not do what the page says it does (a command fails, a refusal is not refused, a bad request gets a 2xx or a
 5xx), the script stops with an error and leaves the old page in place.
 """
@@ -374,6 +375,9 @@ def main(argv: list[str] | None = None) -> int:
     os.environ["POLYVSE_DATA"] = str(places.data_root)  # what `export POLYVSE_DATA=...` does for the commands
 
     template = TEMPLATE.read_text(encoding="utf-8")
+    from polyvse.provenance import checkpoint_model, git_state, provenance
+
+    tree = git_state(REPO)  # the checkout the run started on: a change during the run does not rename it
     started = _dt.datetime.now(_dt.UTC)
     load_before = os.getloadavg()[0]
     walk = Walkthrough(places, images, args)
@@ -397,7 +401,18 @@ def main(argv: list[str] | None = None) -> int:
     if out == (REPO / "docs" / "service.md").resolve():  # the committed page: keep what made it
         with atomic_path(outputs_path(out)) as tmp:
             tmp.write_text(
-                json.dumps({"values": values, "blocks": blocks}, ensure_ascii=False, indent=1) + "\n", encoding="utf-8"
+                json.dumps(
+                    {
+                        "values": values,
+                        "blocks": blocks,
+                        # the record of the run: its checkout, machine and the model that answered
+                        "provenance": provenance(command, checkpoint_model(places.checkpoint), tree=tree),
+                    },
+                    ensure_ascii=False,
+                    indent=1,
+                )
+                + "\n",
+                encoding="utf-8",
             )
     print(f"wrote {places.arg(out)} ({len(text.splitlines())} lines)")
     return 0

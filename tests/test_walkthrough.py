@@ -114,6 +114,17 @@ def test_the_committed_page_is_its_template_filled_with_the_recorded_outputs():
     assert script.render(template, recorded["blocks"], recorded["values"]) == page.read_text(encoding="utf-8")
 
 
+def test_the_committed_outputs_are_a_record_of_the_product_model():
+    from polyvse.provenance import provenance_problems
+    from polyvse_train.report.product_build import mismatch
+
+    recorded = json.loads(_script().outputs_path(REPO / "docs" / "service.md").read_text(encoding="utf-8"))
+    block = recorded.get("provenance")
+    assert isinstance(block, dict), "the outputs carry no provenance: run `make walkthrough`"
+    assert provenance_problems(block) == [] and block["dirty"] is False
+    assert mismatch(REPO, block["model"]) is None, "the page is of another model than the product's build record"
+
+
 def test_every_run_marker_is_a_step_and_a_missing_value_is_an_error():
     import jinja2
 
