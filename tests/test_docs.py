@@ -181,7 +181,11 @@ _LINK_TARGET = re.compile(r"\]\((?:<[^>\n]*>|[^)\s]*)(?:\s+\"[^\"\n]*\")?\)")
 _HASH = re.compile(r"\b(?=[0-9a-f]*[a-f])(?=[0-9a-f]*[0-9])[0-9a-f]{7,40}\b")
 _DATE = re.compile(r"\b(?:19|20)\d\d-[01]\d-[0-3]\d\b")
 _ISSUE = re.compile(r"(?<![\w&/#])#[1-9]\d*\b|\bissues?\s+#?\d+\b", re.I)  # "#0" is a caption's index
-_LENDING = re.compile(r"\bGPU windows?\b|\blent\b|\blending\b|\bdevice time\b|\bcalls? can carry\b|\b15-minute\b", re.I)
+_LENDING = re.compile(
+    r"\bGPU windows?\b|\blent\b|\blending\b|\bdevice time\b|\bcalls? can carry\b|\b15-minute\b|\bfit the call\b"
+    r"|\bdevice calls?\b|\bwarm calls?\b|\bunpack calls?\b",
+    re.I,
+)
 # a generated block cites a record by its link, then that record's own provenance in parentheses (its run's date,
 # commit and machine: "[`r.json`](r.json) (2026-11-28, commit 63db45dae380; AMD EPYC, 2 cores)"): that date and
 # commit date the figure, they are not the team's history; issue numbers and lending words there still count
@@ -199,6 +203,7 @@ def user_pages() -> list[Path]:
     """README and every page of the site a user reads as prose; the decisions log is the project's history, and
     docs/templates/ holds the walkthrough's template, not a page."""
     pages = [REPO / "README.md"] + sorted((REPO / "docs").rglob("*.md"))
+    pages += sorted((REPO / "src" / "polyvse_train" / "configs").rglob("*.md"))  # shipped in the wheel
     return [p for p in pages if p.name != "decisions.md" and "templates" not in p.relative_to(REPO).parts]
 
 

