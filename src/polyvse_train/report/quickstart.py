@@ -1,0 +1,43 @@
+"""How long the quick start took: one sentence from its record (``benchmarks/results/quickstart.json``, written by
+``benchmarks/bench_quickstart.py``), so README and the getting-started page state the record's minutes."""
+
+from __future__ import annotations
+
+from .build_time import machine_words
+from .records import Page
+
+RECORD = "benchmarks/results/quickstart.json"
+#: a machine whose 1-minute load average at the start was above this shared its cores with other jobs
+BUSY_LOAD = 2.5
+
+
+def _dirty_words(record: dict) -> str:
+    block = record.get("provenance") or {}
+    return "written on an uncommitted tree, " if block.get("dirty") else ""
+
+
+def quickstart_block(page: Page) -> str:
+    record = page.read(RECORD)
+    steps = record.get("steps") or {}
+    machine = record.get("machine") or {}
+    load = (machine.get("load_average_at_start") or [None])[0]
+    busy = load is not None and load > BUSY_LOAD
+    parts = []
+    if "setup" in steps:
+        parts.append(f"`make setup` into a new environment took {steps['setup']['minutes']:.1f} minutes")
+    if "demo" in steps:
+        parts.append(f"`make demo` from an empty data root and caches {steps['demo']['minutes']:.1f} minutes")
+    first = f"then the first search {steps['search']['wall_s']:.1f} s" if "search" in steps else ""
+    total = record.get("to_first_search_min")
+    where = f"on {machine_words(machine)}" + (
+        f", its cores shared with other jobs (load average {load:.1f} at the start)"
+        if busy
+        else f" (load average {load:.1f} at the start)"
+    )
+    if (record.get("pip_cache") or {}).get("find_links"):
+        where += ", pip reading packages from a local wheel folder"
+    head = " and ".join(parts) + (f", {first}" if first else "")
+    return (
+        f"{head}: **{total:.1f} minutes** from nothing to a first search, {where} "
+        f"({_dirty_words(record)}{page.record_link(RECORD, 'record')})."
+    )
