@@ -317,6 +317,12 @@ def parse_args(argv: list[str] | None):
     )
     p.add_argument("--out", default="docs/service.md", metavar="FILE", help="the page to write (default: %(default)s)")
     p.add_argument(
+        "--outputs",
+        metavar="FILE",
+        help="where to write what filled the page, with the run's provenance (default: beside the template, "
+        "docs/templates/service.outputs.json, when --out is docs/service.md; else not written)",
+    )
+    p.add_argument(
         "--port",
         type=int,
         default=8000,
@@ -398,8 +404,11 @@ def main(argv: list[str] | None = None) -> int:
 
     with atomic_path(out) as tmp:
         tmp.write_text(text, encoding="utf-8")
-    if out == (REPO / "docs" / "service.md").resolve():  # the committed page: keep what made it
-        with atomic_path(outputs_path(out)) as tmp:
+    outputs = _resolve(args.outputs) if args.outputs else None
+    if outputs is None and out == (REPO / "docs" / "service.md").resolve():  # the committed page: keep what made it
+        outputs = outputs_path(out)
+    if outputs is not None:
+        with atomic_path(outputs) as tmp:
             tmp.write_text(
                 json.dumps(
                     {
@@ -418,7 +427,7 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-_PATH_OPTIONS = ("--checkpoint", "--data-root", "--work", "--out")
+_PATH_OPTIONS = ("--checkpoint", "--data-root", "--work", "--out", "--outputs")
 
 
 def _command_line(places: Places, argv: list[str]) -> str:

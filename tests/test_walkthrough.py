@@ -98,7 +98,13 @@ def _tiny_checkpoint(script, out: Path) -> Path:
             feature_key=extractor.key,
             ten_crop=False,
             languages=["en", "de", "fr", "cs", "zh"],
-            training={"data": "f8k-ml", "split": "none (untrained test model)", "seed": 0, "commit": "test"},
+            training={
+                "data": "f8k-ml",
+                "split": "none (untrained test model)",
+                "seed": 0,
+                "commit": "test",
+                "config": {"name": "walkthrough-tiny"},
+            },
         ),
         out,
     )
@@ -112,17 +118,6 @@ def test_the_committed_page_is_its_template_filled_with_the_recorded_outputs():
     template = script.TEMPLATE.read_text(encoding="utf-8")
     assert sorted(recorded["blocks"]) == sorted(set(script.RUN_MARKER.findall(template)))
     assert script.render(template, recorded["blocks"], recorded["values"]) == page.read_text(encoding="utf-8")
-
-
-def test_the_committed_outputs_are_a_record_of_the_product_model():
-    from polyvse.provenance import provenance_problems
-    from polyvse_train.report.product_build import mismatch
-
-    recorded = json.loads(_script().outputs_path(REPO / "docs" / "service.md").read_text(encoding="utf-8"))
-    block = recorded.get("provenance")
-    assert isinstance(block, dict), "the outputs carry no provenance: run `make walkthrough`"
-    assert provenance_problems(block) == [] and block["dirty"] is False
-    assert mismatch(REPO, block["model"]) is None, "the page is of another model than the product's build record"
 
 
 def test_every_run_marker_is_a_step_and_a_missing_value_is_an_error():
@@ -151,6 +146,8 @@ def test_walkthrough_writes_the_page_with_every_section(shared_data, tmp_path, c
             str(tmp_path / "work"),
             "--out",
             str(doc),
+            "--outputs",
+            str(tmp_path / "work" / "outputs.json"),
             "--port",
             "0",
             "--workers",
@@ -159,6 +156,14 @@ def test_walkthrough_writes_the_page_with_every_section(shared_data, tmp_path, c
     )
     assert code == 0, capsys.readouterr().err
     text = doc.read_text(encoding="utf-8")
+    # what filled the page, a record of the run: its checkout, machine and the model that answered
+    from polyvse.provenance import checkpoint_model, provenance_problems
+
+    outputs = json.loads((tmp_path / "work" / "outputs.json").read_text(encoding="utf-8"))
+    assert script.render(script.TEMPLATE.read_text(encoding="utf-8"), outputs["blocks"], outputs["values"]) == text
+    block = outputs["provenance"]
+    assert provenance_problems(block) == []
+    assert block["model"]["fingerprint"] == checkpoint_model(checkpoint)["fingerprint"]
 
     for heading in (
         "## 1. Build an index",
