@@ -8,7 +8,7 @@ SHARED_DATA := $(abspath ../shared/data)
 # Data root for make targets: a folder inside the repo (git-ignored), filled from ../shared/data when present.
 export POLYVSE_DATA ?= $(CURDIR)/.data
 
-.PHONY: setup lock data demo model walkthrough test bench zoo zoo-f8k-full docs clean
+.PHONY: setup lock data demo model records walkthrough test bench zoo zoo-f8k-full docs clean
 
 setup: $(VENV)/.installed
 
@@ -55,6 +55,10 @@ MODEL_PRECISION ?= fp32
 model: setup data
 	$(BIN)/polyvse model build --out runs/model --precision $(MODEL_PRECISION) \
 		$(if $(MODEL_THREADS),--threads $(MODEL_THREADS))
+
+# every record of the product model regenerated on runs/model (RECORDS_ARGS=--build times make model first)
+records: setup data
+	$(BIN)/python scripts/product_records.py $(RECORDS_ARGS)
 
 # docs/service.md: index, search and serve the product model (runs/model/checkpoint, from `make model`) for real
 walkthrough: setup data model
