@@ -576,3 +576,13 @@ def test_serve_load_soak_adds_photos_midway_and_samples_memory(assets, tmp_path)
     rss = r["server_rss"]
     assert all(finite_positive(rss[k]) for k in ("start_gib", "middle_gib", "end_gib", "peak_gib"))
     assert len(rss["samples"]) >= 5
+
+
+def test_bench_adapt_tail_small(tmp_path, shared_data):
+    out = tmp_path / "adapt_tail.json"
+    run_script("bench_adapt_tail.py", "--data", str(shared_data), "--lines", "40", "--repeats", "1", "--out", str(out))
+    r = json.loads(out.read_text())
+    assert r["data"]["lines"] == 40 and set(r["best_s"]) == {"file order", "length-sorted"}
+    assert all(finite_positive(s) for s in r["best_s"].values()) and finite_positive(r["speedup_sorted"])
+    assert r["agreement"]["min_cosine"] > 0.9999  # the order changes the batches, not a line's vector
+    assert r["provenance"]["model"]["none"]

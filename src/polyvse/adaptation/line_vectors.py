@@ -63,18 +63,24 @@ def line_vectors(
 
 
 def _through_tail(reader, text_encoder, rows, batch_size: int) -> np.ndarray:
-    """The fused vectors of (states, other towers' vector) rows: e5's slice from the trained tail, in eval mode."""
+    """The fused vectors of (states, other towers' vector) rows: e5's slice from the trained tail, in eval mode.
+    Rows go through in batches of similar length (each batch is padded to its longest row), in the rows' order out."""
     import torch
 
     device = next(text_encoder.tail.parameters()).device
     was_training = text_encoder.training
     text_encoder.eval()
+    order = np.argsort([len(states) for states, _ in rows], kind="stable")
+    out = None
     try:
         with torch.no_grad():
-            out = [
-                text_encoder.sentence_vectors(*(t.to(device) for t in reader.pad(rows[i : i + batch_size])))
-                for i in range(0, len(rows), batch_size)
-            ]
+            for i in range(0, len(rows), batch_size):
+                take = order[i : i + batch_size]
+                x, lengths = reader.pad([rows[j] for j in take])
+                v = text_encoder.sentence_vectors(x.to(device), lengths.to(device)).cpu().numpy()
+                if out is None:
+                    out = np.empty((len(rows), v.shape[1]), dtype=np.float32)
+                out[take] = v
     finally:
         text_encoder.train(was_training)
-    return torch.cat(out).cpu().numpy().astype(np.float32, copy=False)
+    return out
