@@ -256,3 +256,23 @@ def test_a_non_image_drop_shows_the_servers_message(page):
     _drop_photo(page, b"this is not a photo", "notes.jpg")
     page.wait_for_function("document.querySelector('#status').classList.contains('error')")
     assert "notes.jpg: not an image" in page.inner_text("#status")
+
+
+def test_the_guide_screenshot_script_shoots_an_answered_search(page, server, tmp_path):
+    """scripts/search_page_screenshot.py: the page with a typed query's results, saved once its thumbnails loaded."""
+    import argparse
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(
+        "search_page_screenshot", Path(__file__).resolve().parents[1] / "scripts" / "search_page_screenshot.py"
+    )
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    url, assets = server
+    out = tmp_path / "page.png"
+    page.goto(url + "/")
+    script.shoot_page(page, argparse.Namespace(query=assets.german_query, lang="de", k=6), out)
+    data = out.read_bytes()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n" and int.from_bytes(data[16:20], "big") == 1200  # the page's width
+    assert len(page.query_selector_all("#results figure.result")) == 6
+    assert not list(tmp_path.glob("*.tmp.png"))
