@@ -20,6 +20,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from ..errors import CheckpointError
+from ..util.batching import in_length_batches
 
 __all__ = ["line_vectors", "towers_reading"]
 
@@ -70,17 +71,13 @@ def _through_tail(reader, text_encoder, rows, batch_size: int) -> np.ndarray:
     device = next(text_encoder.tail.parameters()).device
     was_training = text_encoder.training
     text_encoder.eval()
-    order = np.argsort([len(states) for states, _ in rows], kind="stable")
-    out = None
     try:
         with torch.no_grad():
-            for i in range(0, len(rows), batch_size):
-                take = order[i : i + batch_size]
+
+            def encode(take):
                 x, lengths = reader.pad([rows[j] for j in take])
-                v = text_encoder.sentence_vectors(x.to(device), lengths.to(device)).cpu().numpy()
-                if out is None:
-                    out = np.empty((len(rows), v.shape[1]), dtype=np.float32)
-                out[take] = v
+                return text_encoder.sentence_vectors(x.to(device), lengths.to(device)).cpu().numpy()
+
+            return in_length_batches([len(states) for states, _ in rows], len(rows), batch_size, encode)
     finally:
         text_encoder.train(was_training)
-    return out

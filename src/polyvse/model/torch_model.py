@@ -10,6 +10,7 @@ import torch
 
 from ..errors import CheckpointError
 from ..languages import ADAPTED, ZERO_SHOT, route_language
+from ..util.batching import in_length_batches
 from .checkpoint import Checkpoint
 from .embedding_model import EmbeddingModel
 
@@ -113,13 +114,20 @@ class PolyvseModel(EmbeddingModel):
 
         rows = self.captions.ids_many(texts, lang, unlisted=True)
         student = self.subword_student(lang)
-        out = [
-            encode_through_part(
-                self.model, self.captions.pad(rows[i : i + self.batch_size])[0], student, texts[i : i + self.batch_size]
-            )
-            for i in range(0, len(rows), self.batch_size)
-        ]
-        return _numpy(torch.cat(out)) if out else np.zeros((0, self.embed_dim), dtype=np.float32)
+        return self._in_batches(
+            rows,
+            lambda take: encode_through_part(
+                self.model, self.captions.pad([rows[j] for j in take])[0], student, [texts[j] for j in take]
+            ),
+        )
+
+    def _in_batches(self, rows: Sequence, encode) -> np.ndarray:
+        """``encode(row indices)`` over batches of at most ``batch_size`` rows, the vectors in the rows' order. With
+        an e5 tail the rows go by token count: a batch is padded to its longest row, and attention runs over that."""
+        if not len(rows):
+            return np.zeros((0, self.embed_dim), dtype=np.float32)
+        lengths = [len(states) for states, _ in rows] if getattr(self.captions, "tail_layers", 0) else None
+        return in_length_batches(lengths, len(rows), self.batch_size, lambda take: _numpy(encode(take)))
 
     def subword_student(self, lang: str):
         """The ``SubwordStudent`` of an adapted language taught with ``--subwords`` (built once, on the model's
@@ -151,11 +159,12 @@ class PolyvseModel(EmbeddingModel):
             self._zero_shot_part = fallback_part(
                 self.model.text_encoder, self.zero_shot, trained_languages(self.checkpoint)
             ).eval()
-        out = [
-            encode_through_part(self.model, self.captions.pad(rows[i : i + self.batch_size])[0], self._zero_shot_part)
-            for i in range(0, len(rows), self.batch_size)
-        ]
-        return _numpy(torch.cat(out)) if out else np.zeros((0, self.embed_dim), dtype=np.float32)
+        return self._in_batches(
+            rows,
+            lambda take: encode_through_part(
+                self.model, self.captions.pad([rows[j] for j in take])[0], self._zero_shot_part
+            ),
+        )
 
     def infer_languages(self, id_lists: Sequence[Sequence[int]]) -> list[str]:
         """Each caption's language from its language-tagged word ids (``de:hund``); a caption of unknown
@@ -180,14 +189,12 @@ class PolyvseModel(EmbeddingModel):
             langs = [langs] * len(id_lists)
         if langs is None and getattr(self.model, "needs_language", False):
             langs = self.infer_languages(id_lists)
-        out = []
-        for i in range(0, len(id_lists), self.batch_size):
-            ids, lengths = self.captions.pad(id_lists[i : i + self.batch_size])
-            part = None if langs is None else list(langs[i : i + self.batch_size])
-            out.append(self.model.encode_text_ids(ids, lengths, part))
-        if not out:
-            return np.zeros((0, self.embed_dim), dtype=np.float32)
-        return _numpy(torch.cat(out))
+        return self._in_batches(
+            id_lists,
+            lambda take: self.model.encode_text_ids(
+                *self.captions.pad([id_lists[j] for j in take]), None if langs is None else [langs[j] for j in take]
+            ),
+        )
 
     @torch.no_grad()
     def encode_image_features(self, feats: np.ndarray | torch.Tensor) -> np.ndarray:
