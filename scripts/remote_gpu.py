@@ -598,7 +598,7 @@ def print_plan(manifest: dict, p: dict) -> None:
     )
     print(
         f"Run these commands on the GPU machine back to back (it keeps the stage only while it stays up, "
-        f"{p.get('idle_s', IDLE_S):g} s between commands):"
+        f"{p['idle_s']:g} s between commands):"
     )
     for c in p["calls"]:
         print(
@@ -606,7 +606,7 @@ def print_plan(manifest: dict, p: dict) -> None:
             f"timeout_s={c['timeout_s']}\n          {c['does']}"
         )
     print(
-        f"  Give each command after the last part timeout_s = min({p.get('call_limit_s', 600)}, the budget's seconds "
+        f"  Give each command after the last part timeout_s = min({p['call_limit_s']}, the budget's seconds "
         "left - 20) and --deadline-s 40 less; an unpacking command cut short is simply run again (parts already "
         "unpacked are checked and skipped)."
     )

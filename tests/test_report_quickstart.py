@@ -48,3 +48,10 @@ def test_a_busy_machine_a_dirty_tree_and_a_local_wheel_folder_are_said(tmp_path)
     assert "its cores shared with other jobs (load average 9.0 at the start)" in text
     assert "pip reading packages from a local wheel folder" in text
     assert "(written on an uncommitted tree, [`record`]" in text
+
+
+def test_a_record_without_the_load_average_leaves_it_out(tmp_path):
+    record = _record(0.4, False, None)
+    del record["machine"]["load_average_at_start"]
+    text = quickstart_block(_page(tmp_path, record))
+    assert "on a 2-core AMD EPYC without native bf16 ([`record`]" in text and "load average" not in text

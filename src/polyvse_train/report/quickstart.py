@@ -21,7 +21,6 @@ def quickstart_block(page: Page) -> str:
     steps = record.get("steps") or {}
     machine = record.get("machine") or {}
     load = (machine.get("load_average_at_start") or [None])[0]
-    busy = load is not None and load > BUSY_LOAD
     parts = []
     if "setup" in steps:
         parts.append(f"`make setup` into a new environment took {steps['setup']['minutes']:.1f} minutes")
@@ -29,11 +28,10 @@ def quickstart_block(page: Page) -> str:
         parts.append(f"`make demo` from an empty data root and caches {steps['demo']['minutes']:.1f} minutes")
     first = f"then the first search {steps['search']['wall_s']:.1f} s" if "search" in steps else ""
     total = record.get("to_first_search_min")
-    where = f"on {machine_words(machine)}" + (
-        f", its cores shared with other jobs (load average {load:.1f} at the start)"
-        if busy
-        else f" (load average {load:.1f} at the start)"
-    )
+    where = f"on {machine_words(machine)}"
+    if load is not None:
+        shared = ", its cores shared with other jobs " if load > BUSY_LOAD else " "
+        where += f"{shared}(load average {load:.1f} at the start)"
     if (record.get("pip_cache") or {}).get("find_links"):
         where += ", pip reading packages from a local wheel folder"
     head = " and ".join(parts) + (f", {first}" if first else "")
