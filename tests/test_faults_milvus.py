@@ -109,8 +109,15 @@ def test_index_add_with_the_server_killed_fails_clearly_and_completes_after_rest
     assert (out / "manifest.json").read_bytes() == before  # the old generation and count, byte for byte
 
     restart_s = server.start()
-    t0 = time.monotonic()
-    assert main(argv) == 0, capsys.readouterr().err
+    # a restarted server on a loaded machine may still be warming up when it first answers: the error says to wait
+    # until it is back and try again, which is what the user does, within RECOVERY_S
+    t0, tries = time.monotonic(), 1
+    while (code := main(argv)) == 2 and time.monotonic() - t0 < RECOVERY_S:
+        err = capsys.readouterr().err
+        assert f"the Milvus server at {server.uri} does not answer" in err, err
+        tries += 1
+        time.sleep(2.0)
+    assert code == 0, capsys.readouterr().err
     rerun_s = time.monotonic() - t0
     manifest, old = json.loads((out / "manifest.json").read_text()), json.loads(before)
     assert manifest["count"] == len(assets.photos) and manifest["generation"] == old["generation"] + 1
@@ -121,7 +128,9 @@ def test_index_add_with_the_server_killed_fails_clearly_and_completes_after_rest
     # the rows the killed add inserted were deleted before the rerun inserted them again: one row a photo
     rows = index.client.query("fault_add", filter="id >= 0", output_fields=["count(*)"], consistency_level="Strong")
     assert rows[0]["count(*)"] == len(assets.photos)
-    print(f"failed {failed_after:.2f} s after the kill; restart {restart_s:.1f} s; rerun {rerun_s:.1f} s")
+    print(
+        f"failed {failed_after:.2f} s after the kill; restart {restart_s:.1f} s; rerun {rerun_s:.1f} s in {tries} tries"
+    )
 
 
 def test_serve_answers_503_while_the_server_is_down_and_200_once_it_is_back(

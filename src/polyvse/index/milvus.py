@@ -21,7 +21,7 @@ compressed kind are FAISS-only here (milvus-lite 3.x has FLAT, IVF_FLAT, IVF_SQ8
 more, DiskANN and IVF_PQ among them). Only cosine models: Milvus ranks by inner product.
 
 A server that stops answering (killed, hung, restarting) fails a call within its timeout (QUERY_TIMEOUT_S for a
-search or read, TIMEOUT_S for others) with MilvusDownError, which names the URI and says to start the server and
+search or a lookup, TIMEOUT_S for a whole-collection read and others) with MilvusDownError, which names the URI and says to start the server and
 rerun (`polyvse serve` answers it with 503); pymilvus connects again on a later call, and a collection a restarted
 server has not loaded is loaded by the first search that finds it so.
 
@@ -667,9 +667,12 @@ class MilvusPhotoIndex(PhotoIndex):
         fields = FIELDS if with_vectors else ["name", "path"]
         for start in range(0, self.count, READ_ROWS):
             stop = min(start + READ_ROWS, self.count)
+            # a read of every photo is a batch command's (index add, export), not a served request's: it gets the
+            # longer bound, which a server that has just restarted and is warming its query nodes needs
             rows = self._read(
                 "read photos",
                 self.client.query,
+                timeout=TIMEOUT_S,
                 filter=f"id >= {start} and id < {stop}",
                 output_fields=fields,
                 limit=stop - start,
