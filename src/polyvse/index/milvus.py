@@ -21,9 +21,9 @@ compressed kind are FAISS-only here (milvus-lite 3.x has FLAT, IVF_FLAT, IVF_SQ8
 more, DiskANN and IVF_PQ among them). Only cosine models: Milvus ranks by inner product.
 
 A server that stops answering (killed, hung, restarting) fails a call within its timeout (QUERY_TIMEOUT_S for a
-search or a lookup, TIMEOUT_S for a whole-collection read and others) with MilvusDownError, which names the URI and says to start the server and
-rerun (`polyvse serve` answers it with 503); pymilvus connects again on a later call, and a collection a restarted
-server has not loaded is loaded by the first search that finds it so.
+search or a lookup, TIMEOUT_S for a whole-collection read and others) with MilvusDownError, which names the URI and
+says to start the server and rerun (`polyvse serve` answers it with 503); pymilvus connects again on a later call,
+and a collection a restarted server has not loaded is loaded by the first search that finds it so.
 
 Searches ask for ids below the manifest's count (``filter id < count``), so rows an interrupted ``index add``
 inserted before its manifest switch are never answered; the next add deletes them first. A search returns each
