@@ -120,6 +120,14 @@ def test_the_committed_page_is_its_template_filled_with_the_recorded_outputs():
     assert script.render(template, recorded["blocks"], recorded["values"]) == page.read_text(encoding="utf-8")
 
 
+def test_the_refused_language_is_one_the_served_model_does_not_read():
+    script = _script()
+    assert script.unserved_language(["en", "de", "fr", "cs", "zh", "es"]) == "qu"  # before adaptation
+    assert script.unserved_language(["en", "de", "qu", "gn", "es", "ar"]) == "ay"  # the product, taught qu and gn
+    with pytest.raises(script.WalkthroughError, match="add a language to UNSERVED"):
+        script.unserved_language(script.UNSERVED)
+
+
 def test_every_run_marker_is_a_step_and_a_missing_value_is_an_error():
     import jinja2
 
