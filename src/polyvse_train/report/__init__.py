@@ -12,6 +12,7 @@ error, so no block can claim to be generated while nothing regenerates it.
     comparison the comparison page's polyvse figures
     build_time how long the product build took
     quickstart how long the quick start took
+    query_start how long one search takes from a fresh process
     bench     the Performance figures of `make bench`
     zoo_page  docs/results.md from the zoo records
 """
@@ -29,6 +30,7 @@ from .build_time import build_time_block
 from .comparison import english_block as comparison_english_block, languages_block as comparison_languages_block
 from .f8k_full import f8k_full_block, headline_block, product_model_block
 from .languages import languages_block
+from .query_start import query_start_block
 from .quickstart import quickstart_block
 from .records import Page, RecordError
 from .zoo_page import PAGE as ZOO_PAGE, render_zoo_page
@@ -44,6 +46,7 @@ BLOCKS: dict[str, Callable[[Page], str]] = {
     "bench": bench_block,
     "build-time": build_time_block,
     "quickstart": quickstart_block,
+    "query-start": query_start_block,
     "comparison-english": comparison_english_block,
     "comparison-languages": comparison_languages_block,
 }
