@@ -5,18 +5,15 @@ guide states the record's seconds and names the machine."""
 from __future__ import annotations
 
 from .build_time import machine_words
-from .records import Page
+from .records import Page, dirty_words
 
 RECORD = "benchmarks/results/query-product/latest.json"
 
 
 def query_start_block(page: Page) -> str:
     record = page.read(RECORD)
-    product = (record.get("details") or {}).get("cli_product") or {}
-    runs = product.get("cli_search_runs_s") or []
+    runs = ((record.get("details") or {}).get("cli_product") or {}).get("cli_search_runs_s") or []
     median = record.get("cli_search_product_s")
-    if median is None:
-        median = product.get("cli_search_s")
     if median is None:
         raise ValueError(f"{RECORD}: no cli_search_product_s; rerun `python benchmarks/run_all.py --only cli_product`")
     machine = record.get("machine") or {}
@@ -24,8 +21,7 @@ def query_start_block(page: Page) -> str:
     over = f"the median of {len(runs)} runs" if len(runs) > 1 else "one run"
     spread = f", {min(runs):.2f}–{max(runs):.2f} s" if len(runs) > 1 else ""
     at = f" (load average {load:.1f} at the start)" if load is not None else ""
-    dirty = "written on an uncommitted tree, " if (record.get("provenance") or {}).get("dirty") else ""
     return (
         f"On the product model a query took **{median:.2f} s** from a fresh process ({over}{spread}), on "
-        f"{machine_words(machine)}{at} ({dirty}{page.record_link(RECORD, 'record')})."
+        f"{machine_words(machine)}{at} ({dirty_words(record)}{page.record_link(RECORD, 'record')})."
     )

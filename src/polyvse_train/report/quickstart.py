@@ -4,16 +4,11 @@
 from __future__ import annotations
 
 from .build_time import machine_words
-from .records import Page
+from .records import Page, dirty_words
 
 RECORD = "benchmarks/results/quickstart.json"
 #: a machine whose 1-minute load average at the start was above this shared its cores with other jobs
 BUSY_LOAD = 2.5
-
-
-def _dirty_words(record: dict) -> str:
-    block = record.get("provenance") or {}
-    return "written on an uncommitted tree, " if block.get("dirty") else ""
 
 
 def quickstart_block(page: Page) -> str:
@@ -37,5 +32,5 @@ def quickstart_block(page: Page) -> str:
     head = " and ".join(parts) + (f", {first}" if first else "")
     return (
         f"{head}: **{total:.1f} minutes** from nothing to a first search, {where} "
-        f"({_dirty_words(record)}{page.record_link(RECORD, 'record')})."
+        f"({dirty_words(record)}{page.record_link(RECORD, 'record')})."
     )

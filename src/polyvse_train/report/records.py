@@ -59,6 +59,11 @@ def reconstructed(repo: Path, record: str) -> bool:
     return False
 
 
+def dirty_words(record: dict) -> str:
+    """What a sentence citing ``record`` says first when the record was written on an uncommitted tree."""
+    return "written on an uncommitted tree, " if (record.get("provenance") or {}).get("dirty") else ""
+
+
 def read_record(repo: Path, record: str) -> dict:
     """The JSON record at ``repo/record``; a missing or broken one is an error naming it."""
     path = repo / record
