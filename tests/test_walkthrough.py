@@ -120,6 +120,17 @@ def test_the_committed_page_is_its_template_filled_with_the_recorded_outputs():
     assert script.render(template, recorded["blocks"], recorded["values"]) == page.read_text(encoding="utf-8")
 
 
+def test_the_committed_page_ran_on_the_product_build_on_a_clean_tree():
+    from polyvse_train.report.product_build import mismatch
+
+    script = _script()
+    recorded = json.loads(script.outputs_path(REPO / "docs" / "service.md").read_text(encoding="utf-8"))
+    provenance = recorded.get("provenance")
+    assert provenance, "docs/templates/service.outputs.json has no provenance: run `make walkthrough` again"
+    assert provenance["dirty"] is False, f"the walkthrough ran on uncommitted changes: {provenance['dirty_files']}"
+    assert mismatch(REPO, provenance["model"]) is None, mismatch(REPO, provenance["model"])
+
+
 def test_the_refused_language_is_one_the_served_model_does_not_read():
     script = _script()
     assert script.unserved_language(["en", "de", "fr", "cs", "zh", "es"]) == "qu"  # before adaptation
