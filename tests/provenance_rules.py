@@ -14,8 +14,8 @@ a listed one that no longer occurs), and ``tests/test_record_rules.py`` shows ea
     product-fingerprint     a record of the product model (its checkpoint is ``runs/model/checkpoint``) names the
                             fingerprints of the product's build record (``polyvse.provenance.PRODUCT_BUILD_RECORD``),
                             the model's or, where the build names it, its trained checkpoint's; a record of an
-                            earlier build passes where every sentence linking to it (the decisions log aside) says
-                            so ("earlier build"), and fails where none does
+                            earlier build is history: it moves to an archive folder, cited from the decisions log
+                            only, whatever the pages citing it say
     reconstructed-substance a block reconstructed after the fact gives each unknown field a reason of substance
                             and names at least part of its machine
 """
@@ -35,10 +35,6 @@ from polyvse_train.report.product_build import BuildRecordError, build_model, mi
 RULES = ("commit-exists", "committed-after-commit", "dirty-cited", "product-fingerprint", "reconstructed-substance")
 #: words in a sentence citing a dirty record that say the tree was dirty
 SAYS_DIRTY = re.compile(r"dirty|uncommitted", re.IGNORECASE)
-#: words in a sentence citing a record of an earlier product build that say so (what a generated block's mark says)
-SAYS_EARLIER_BUILD = re.compile(r"\bearlier build\b", re.IGNORECASE)
-#: the project's history, whose sentences name earlier builds as such
-HISTORY_PAGE = "docs/decisions.md"
 #: the machine fields of which a reconstructed block names at least one
 MACHINE_FIELDS = ("cpu", "cores", "memory_gb", "os", "python")
 #: reasons that say nothing
@@ -194,11 +190,6 @@ def _cites(path: str, record: str) -> bool:
     return path == record
 
 
-def _links(sentence: str, path: str) -> bool:
-    """Whether ``sentence`` links to ``path`` (a figure's citation), rather than only naming it."""
-    return re.search(r"\]\((?:\.\./)*" + re.escape(path) + r"/?\)", sentence) is not None
-
-
 def dirty_cited_problems(repo: Path, found: Iterable[Block]) -> list[Problem]:
     dirty = sorted({b.record for b in found if b.block.get("dirty") is True})
     if not dirty:
@@ -240,29 +231,17 @@ def product_problems(repo: Path, found: Iterable[Block]) -> list[Problem]:
             )
             for b in claims
         ]
-    out, cited = [], [(page, path, s) for page, path, s in citations(repo) if page != HISTORY_PAGE]
+    out = []
     for b in claims:
         model = b.block["model"]
         why = mismatch(repo, model, build)
         if why:
-            # a record of an earlier build stands as that build's, where every page citing it says so
-            says = [
-                SAYS_EARLIER_BUILD.search(_RECORD_PATH.sub("", s))
-                for _, path, s in cited
-                if _cites(path, b.record) and _links(s, path)
-            ]
-            if says and all(says):
-                continue
-            why += (
-                "; rerun it on the current build, or say in each sentence citing it that it is of an earlier build"
-                if says
-                else "; no page links to it: rerun it on the current build, or move it to the archive"
-            )
             out.append(
                 Problem(
                     "product-fingerprint",
                     b.record,
-                    f"{b.file} names the product model ({model.get('checkpoint')}): {why}",
+                    f"{b.file} names the product model ({model.get('checkpoint')}): {why}; rerun it on the current "
+                    "build, or move it to the archive (history, cited from the decisions log only)",
                 )
             )
     return out

@@ -49,3 +49,13 @@ def test_the_rendered_table_names_no_issue():
     targets = [line.rsplit("|", 2)[1] for line in table.splitlines() if line.startswith("| ")]
     assert not [t for t in targets if re.search(r"#\d|\bissue", t, re.IGNORECASE)], targets
     assert "| about 1 s |" in table and "| < 10 ms (at recall@10 >= 0.95) |" in table
+
+
+def test_the_head_names_the_product_model_or_says_none_was_measured():
+    record = json.loads(RECORD.read_text(encoding="utf-8"))
+    named = {**record, "provenance": {**record["provenance"], "model": {"config": "cfg", "fingerprint": "sha256:abc"}}}
+    assert "The product-model rows were measured on cfg, fingerprint sha256:abc." in bench_markdown(named)
+    none = {**record, "provenance": {**record["provenance"], "model": {"none": "no product index at runs/model/index"}}}
+    head = bench_markdown(none).splitlines()[0]
+    assert "This record measured no product model (no product index at runs/model/index)" in head
+    assert "measured on" not in head

@@ -11,14 +11,21 @@ RECORD = "benchmarks/results/latest.json"
 
 
 def measured_model(r: dict) -> str:
-    """The model the record's product-model figures (product query, 10M index) were measured on, as its provenance
-    names it; a record that names none says so."""
+    """The sentence naming the model the record's product-model figures (product query, compressed index and Milvus
+    on its photo embeddings) were measured on, as its provenance names it; a record that measured none says why."""
     model = (r.get("provenance") or {}).get("model") or {}
-    if not model or "none" in model:
-        return "a product model the record does not name"
+    if "none" in model:
+        return (
+            f"This record measured no product model ({model['none']}): its compressed-index rows are "
+            "of random Gaussian vectors."
+        )
+    if not model:
+        return "The product-model rows were measured on a product model the record does not name."
     name = model.get("description") or model.get("config") or "the product model"
     fingerprint = model.get("fingerprint")
-    return f"{name}" + (f", fingerprint {str(fingerprint)[:12]}" if fingerprint else "")
+    return f"The product-model rows were measured on {name}" + (
+        f", fingerprint {str(fingerprint)[:12]}." if fingerprint else "."
+    )
 
 
 def bench_block(page: Page) -> str:
@@ -45,8 +52,7 @@ def _head(r: dict, link: str) -> str:
         f"From {link} (`make bench` on "
         f"{m['date_utc'][:10]}, commit {str(commit)[:12]}; {m['cpu_model']}, {m['cores']} cores, "
         f"{m['memory_gib']} GiB, GPU {m.get('gpu') or 'none'}; load average {m['load_average_at_start'][0]:.1f} at "
-        f"start, {r['load_average_at_end'][0]:.1f} at the end; rendered by `polyvse report`). The product-model "
-        f"rows were measured on {measured_model(r)}."
+        f"start, {r['load_average_at_end'][0]:.1f} at the end; rendered by `polyvse report`). {measured_model(r)}"
     )
     if dirty:
         files = r.get("git_dirty_files")
