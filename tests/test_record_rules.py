@@ -163,7 +163,7 @@ def test_a_product_record_with_another_fingerprint_than_the_build_record_fails(r
         {
             "provenance": block(
                 base,
-                model={  # not the product's checkpoint
+                model={  # the trained checkpoint the product was adapted from, of another build
                     **product,
                     "checkpoint": "runs/model/trained-checkpoint",
                     "fingerprint": "sha256:deadbeef",
@@ -171,11 +171,13 @@ def test_a_product_record_with_another_fingerprint_than_the_build_record_fails(r
             )
         },
     )
+    write(root, "results/unrelated.json", {"provenance": block(base, model={**product, "checkpoint": "runs/x/ckpt"})})
     commit(root, "product records")
     found = problems(root)
     assert [(p.rule, p.record) for p in found] == [
         ("product-fingerprint", "results/other.json"),
         ("product-fingerprint", "results/photos.json"),
+        ("product-fingerprint", "results/trained.json"),
     ]
     assert f"fingerprint sha256:deadbeef, the build record {PRODUCT_BUILD_RECORD} names {GOOD_FP}" in str(found[0])
     write(
@@ -199,9 +201,15 @@ def test_a_product_record_of_the_trained_checkpoint_passes_only_where_the_build_
     write(root, PRODUCT_BUILD_RECORD, {"provenance": block(base, model={**model, "config": "polyvse-best"})})
     trained = {**model, "fingerprint": trained_fp, "config": "polyvse-best"}
     write(root, f"{PRODUCT_RUN}/metrics.json", {"provenance": block(base, model=trained)})
+    # a study run on the trained checkpoint itself, as `make model` leaves it
+    study = {**trained, "checkpoint": "runs/model/trained-checkpoint"}
+    write(root, "results/study.json", {"provenance": block(base, model=study)})
     write(root, f"{PRODUCT_RUN}/build.json", {"fingerprints": {"trained": trained_fp, "model": "sha256:" + "e" * 64}})
     commit(root, "a build record of another model")
-    assert [(p.rule, p.record) for p in problems(root)] == [("product-fingerprint", f"{PRODUCT_RUN}/")]
+    assert [(p.rule, p.record) for p in problems(root)] == [
+        ("product-fingerprint", f"{PRODUCT_RUN}/"),
+        ("product-fingerprint", "results/study.json"),
+    ]
     write(root, f"{PRODUCT_RUN}/build.json", {"fingerprints": {"trained": trained_fp, "model": GOOD_FP}})
     commit(root, "the build's own record")
     assert problems(root) == []

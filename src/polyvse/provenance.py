@@ -41,6 +41,7 @@ from pathlib import Path
 __all__ = [
     "PRODUCT_BUILD_RECORD",
     "PRODUCT_CHECKPOINT",
+    "PRODUCT_TRAINED_CHECKPOINT",
     "SCHEMA",
     "REPO",
     "checkpoint_fingerprint",
@@ -69,6 +70,8 @@ REPO = Path(__file__).resolve().parents[2]
 PRODUCT_BUILD_RECORD = "benchmarks/results/make_model.json"
 #: where `make model` leaves the product checkpoint (polyvse.util.paths.MODEL_DIR), as a record's model block names it
 PRODUCT_CHECKPOINT = "runs/model/checkpoint"
+#: the checkpoint it was adapted from (polyvse.adaptation.plan.TRAINED): a record of it is of the same build
+PRODUCT_TRAINED_CHECKPOINT = "runs/model/trained-checkpoint"
 
 
 #: what a page says beside a record whose provenance block is marked ``reconstructed``
@@ -76,11 +79,12 @@ RECONSTRUCTED_MARK = "(reconstructed provenance)"
 
 
 def is_product_checkpoint(checkpoint) -> bool:
-    """Whether a record's ``model.checkpoint`` is the product's: ``runs/model/checkpoint`` of some checkout."""
+    """Whether a record's ``model.checkpoint`` is the product's: ``runs/model/checkpoint`` of some checkout, or the
+    trained checkpoint it was adapted from, ``runs/model/trained-checkpoint``."""
     if not isinstance(checkpoint, str):
         return False
     path = checkpoint.strip().rstrip("/")
-    return path == PRODUCT_CHECKPOINT or path.endswith("/" + PRODUCT_CHECKPOINT)
+    return any(path == p or path.endswith("/" + p) for p in (PRODUCT_CHECKPOINT, PRODUCT_TRAINED_CHECKPOINT))
 
 
 def git(*args: str, cwd: str | os.PathLike = REPO) -> str | None:
