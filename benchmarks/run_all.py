@@ -27,11 +27,8 @@ other's timings if run together), with a timeout that keeps the whole run inside
 
 Budget. The default ``--budget-s`` is the sum of three parts, so that every step has room: 1200 s for the steps
 before milvus (2400 s where a GPU adds bench_gpu.py), MILVUS_BUDGET_S and SCALE_BUDGET_S (each also that step's
-own timeout; a part is left out with its step, by --only or --quick). Estimates on the shared 2-core machine, from
-the committed records and from runs at smaller sizes (benchmarks/README.md, "Time budget"): the steps before
-milvus ~6 min, milvus ~18 min, scale ~50 min (~15-20 of it the en bank's CSLS penalties: one bank scanned per
-vector, a fifth of every bank's, 12.2M vectors in all): about 95 minutes in all, against a budget of
-nearly three hours (the bound a loaded machine may reach).
+own timeout; a part is left out with its step, by --only or --quick). The results record what each step took
+(``step_seconds``); the budgets leave room over those of the committed record for a loaded machine.
 
 A benchmark that is missing, fails or times out leaves its keys null with a note saying why; the
 others still run and the results are still written (atomically: temp file + rename), and the exit
@@ -82,10 +79,9 @@ HEADLINE = {  # key -> (target as text, predicate on the value or None)
     "scale_10m_p50_ms": ("<= 10 ms, one thread, CSLS re-ranking included", lambda v: v <= 10),
 }
 SCALE_KEYS = [k for k in HEADLINE if k.startswith("scale_")]
-# the budgets of the two long steps (their timeouts too), on top of the others' 1200 s: estimates in the docstring
-MILVUS_BUDGET_S = 3600  # bench_milvus.py at 1M: FAISS and milvus-lite builds (212 and 680 s in the committed record), each tuning nprobe
-SCALE_BUDGET_S = 5400  # bench_scale.py: photos at 100k, 1M, 10M (33-41 GB of vectors), Gaussian at 100k, 1M, with
-#                        the en bank's CSLS penalties stored (~20 min of it at these sizes on 2 cores)
+# the budgets of the two long steps (their timeouts too), on top of the others' 1200 s
+MILVUS_BUDGET_S = 3600  # bench_milvus.py at 1M: FAISS and milvus-lite builds, each tuning nprobe
+SCALE_BUDGET_S = 5400  # bench_scale.py: photos at 100k, 1M, 10M, Gaussian at 100k, 1M, the en bank's CSLS penalties
 GPU_KEYS = [k for k in HEADLINE if k.startswith("gpu_")]
 DEMO_INDEX = REPO / "runs" / "demo" / "index"
 PRODUCT_INDEX = REPO / "runs" / "model" / "index"
@@ -367,8 +363,8 @@ def main(argv: list[str] | None = None) -> int:
         ("cli", [str(HERE / "bench_cli_startup.py"), "--index", str(DEMO_INDEX)] + q, 240),
         ("cli_product", [str(HERE / "bench_cli_startup.py"), "--product", "--index", str(PRODUCT_INDEX)] + q, 300),
         ("milvus", [str(HERE / "bench_milvus.py")] + q, MILVUS_BUDGET_S if not args.quick else 600),  # milvus_1m_*
-        # the index stores the penalties of the queries' language (en) only: every bank's would add ~80 min at 10M
-        # on 2 cores (benchmarks/results/scale_10m_product.json measures that build on its own)
+        # the index stores the penalties of the queries' language (en) only: every bank's multiplies that pass by
+        # the number of banks (`bench_scale.py --sizes 10m --data photos` without --penalty-langs measures it alone)
         (
             "scale",
             [str(HERE / "bench_scale.py"), "--penalty-langs", "en"] + q,

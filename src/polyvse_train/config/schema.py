@@ -43,7 +43,7 @@ class DataSection(Section):
     crop_scale_min: float = 0.5
     # the pixel path: decode and resize every training photo once and keep it (uint8) on the run's device, cutting
     # each step's crops there (polyvse_train.pixels.ResidentPhotos) instead of decoding every step in workers; a
-    # GPU's choice (f8k-full: ~1.8 GB of its memory), where decoding bounds the loop
+    # GPU's choice (it holds every training photo's pixels in device memory), where decoding bounds the loop
     resident_photos: bool = False
     # cached features: > 1 also caches photo_views - 1 such augmented views of every training photo (fixed per
     # photo and view, polyvse_train.photo_views), and each step reads one of the photo_views for each of its photos
