@@ -221,9 +221,8 @@ def prefetch(vectors: np.ndarray, rows: np.ndarray) -> None:
 
 
 # -- searching ------------------------------------------------------------------------------------------------
-# the share of extra candidates a search with a prior reads (rerank_search): at 10M, the product model's CSLS
-# recall@10 was 0.957 with 10 % more rows read, 0.940 without (make bench; decisions log, "The 10M
-# search with CSLS"); each row is a random disk read on a cold cache
+# the share of extra candidates a search with a prior reads (rerank_search): it buys CSLS recall at 10M for a tenth
+# more rows read (decisions log, "The 10M search with CSLS"); each row is a random disk read on a cold cache
 PRIOR_SHARE = 0.1
 
 

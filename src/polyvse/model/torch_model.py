@@ -70,9 +70,8 @@ class PolyvseModel(EmbeddingModel):
         if self._extractor is None:
             from ..features.whole import checkpoint_extractor
 
-            # a model trained on squashed photos (f8k-full) sees every other photo squashed the same way: on
-            # val photos at their own aspect ratio that measured +1.8 mean mR, though -1.9 on the full-size ones
-            # alone (31 photos; benchmarks/bench_photo_aspect.py, README). A whole fine-tuned backbone is the
+            # a model trained on squashed photos (f8k-full) sees every other photo squashed the same way, as it
+            # learnt them (benchmarks/bench_photo_aspect.py measures both ways). A whole fine-tuned backbone is the
             # model's own (polyvse.features.whole).
             ext = checkpoint_extractor(
                 self.checkpoint.backbone,
