@@ -585,6 +585,11 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
         "index re-ranks the candidates of a top-K search (csls_search's rerank_for): p50, p99 and "
         "recall@10 of each under the run's rerank_sweep",
     )
+    ap.add_argument(
+        "--check-disk",
+        action="store_true",
+        help="only check that the largest index fits in the work folder, then exit (run_all.py does so first)",
+    )
     ap.add_argument("--quick", action="store_true", help="5k vectors, 32 queries (smoke test)")
     ap.add_argument(
         "--note",
@@ -663,6 +668,43 @@ def scoring_note(cfg, checkpoint: Path | None, photos_data: bool) -> str:
     )
 
 
+def disk_needed(n: int, dim: int) -> int:
+    """Bytes a compressed index of ``n`` ``dim``-d vectors needs on disk while it is built: its float32 vectors
+    file, plus a margin for the PQ codes, ids and CSLS penalties beside it (each run's disk_gb is the measure)."""
+    return int(n * dim * 4 * 1.15) + 2**30
+
+
+def planned_runs(cfg, data_sets: list[str], photos: np.ndarray | None) -> list[tuple[str, str, int]]:
+    """(data set, size label, dimension) of every run main() will make, in order."""
+    runs = []
+    for data in data_sets:
+        dim = photos.shape[1] if data == "photos" else (cfg.dim or (photos.shape[1] if photos is not None else 1024))
+        sizes = cfg.gaussian_sizes if data == "gaussian" and "photos" in data_sets else cfg.sizes
+        runs += [(data, label, dim) for label in sizes.split(",") if label]
+    return runs
+
+
+def check_disk(cfg, runs: list[tuple[str, str, int]]) -> str:
+    """Refuse before building anything when the largest run's index would not fit in the work folder (each
+    run's folder is deleted before the next starts, so the largest one is what must fit); else a line saying
+    what fits."""
+    work_dir = Path(cfg.work_dir or tempfile.gettempdir())
+    if not runs:
+        return f"no runs: nothing to build in {work_dir}"
+    data, label, dim = max(runs, key=lambda r: disk_needed(SIZES[r[1]], r[2]))
+    need, free = disk_needed(SIZES[label], dim), shutil.disk_usage(work_dir).free
+    line = (
+        f"the largest index ({data} {label}, {dim}-d) needs about {need / 2**30:.1f} GiB in {work_dir}; "
+        f"{free / 2**30:.1f} GiB free"
+    )
+    if free < need:
+        raise SystemExit(
+            f"bench_scale: {line}: free some space there, point --work-dir at a folder with room, or leave {label} "
+            "out of --sizes (and --gaussian-sizes)"
+        )
+    return line
+
+
 def main(argv: list[str] | None = None) -> dict:
     from polyvse.index import parse_memory
 
@@ -689,6 +731,11 @@ def main(argv: list[str] | None = None) -> dict:
             "the Gaussian data set stands in for the headline"
         )
         data_sets.remove("photos")
+    disk = check_disk(cfg, planned_runs(cfg, data_sets, photos))
+    log(disk)
+    if cfg.check_disk:
+        print(disk)
+        return report
     checkpoint = scoring_checkpoint(cfg, photos is not None)
     cfg.hubness = checkpoint_hubness(checkpoint) if checkpoint is not None else None
     report["scoring"] = {
@@ -712,16 +759,13 @@ def main(argv: list[str] | None = None) -> dict:
         report["calibration"] = calibration(photos)
         cfg.noise = report["calibration"]["chosen_noise"] if cfg.noise == "auto" else float(cfg.noise)
         report["noise"] = cfg.noise
-    for data in data_sets:
-        dim = photos.shape[1] if data == "photos" else (cfg.dim or (photos.shape[1] if photos is not None else 1024))
-        if cfg.hubness is not None and cfg.hubness.photos.shape[1] != dim:
+    for data, label, dim in planned_runs(cfg, data_sets, photos):
+        if cfg.hubness is not None and cfg.hubness.photos.shape[1] != dim and data not in report["runs"]:
             report["notes"].append(f"{data} data: {dim}-d, the banks {cfg.hubness.photos.shape[1]}-d: cosine alone")
-        sizes = cfg.gaussian_sizes if data == "gaussian" and "photos" in data_sets else cfg.sizes
-        for label in [s for s in sizes.split(",") if s]:
-            report["runs"].setdefault(data, {})[label] = run_one(
-                f"{data} {label}", SIZES[label], dim, photos if data == "photos" else None, cfg
-            )
-            write_report(report, cfg, photos is not None, partial=True)  # a run stopped later keeps these
+        report["runs"].setdefault(data, {})[label] = run_one(
+            f"{data} {label}", SIZES[label], dim, photos if data == "photos" else None, cfg
+        )
+        write_report(report, cfg, photos is not None, partial=True)  # a run stopped later keeps these
     write_report(report, cfg, photos is not None, partial=False)
     log(
         "headline: "

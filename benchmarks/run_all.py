@@ -35,6 +35,10 @@ others still run and the results are still written (atomically: temp file + rena
 status is then 1. ``--quick`` runs every benchmark at tiny sizes (seconds, for the smoke test) and
 should be pointed at another ``--results-dir``. Not a test.
 
+Disk. The scale step builds indexes of up to 10M vectors in the temp folder (one at a time). Before the first step,
+``bench_scale.py --check-disk`` checks that the largest fits there; where it does not, the run refuses to start
+(exit status 2), saying how much room it needs and how much is free, rather than fail at its last step.
+
 The results name the commit they measured (``git_commit``, full hash). A tree with uncommitted changes to
 tracked files measures code that no commit holds, so the run refuses to start on one (exit status 2, naming
 the files); ``--allow-dirty`` runs anyway and marks the results ``git_dirty: true`` at the top of both files.
@@ -198,6 +202,22 @@ def machine_info() -> dict:
 
 
 # -- running one benchmark -------------------------------------------------------------------------------------
+def check_scale_disk(argv: list[str]) -> str | None:
+    """bench_scale.py's disk check for the runs ``argv`` would make: None when its largest index fits, else
+    the reason it does not."""
+    with tempfile.TemporaryDirectory(prefix="polyvse-bench-disk-") as tmp:
+        cmd = [sys.executable, *argv, "--check-disk", "--out", str(Path(tmp) / "out.json")]
+        proc = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True)
+    if proc.returncode == 0:
+        log(proc.stdout.strip().splitlines()[-1] if proc.stdout.strip() else "scale: disk checked")
+        return None
+    return (
+        proc.stderr.strip().splitlines()[-1]
+        if proc.stderr.strip()
+        else f"bench_scale.py --check-disk: {proc.returncode}"
+    )
+
+
 def run_step(name: str, argv: list[str], timeout_s: float) -> tuple[dict | None, str | None, float]:
     """Run a benchmark script (output streamed through), return (its JSON, error note, seconds); a script that
     timed out after writing part of its JSON (bench_scale.py writes after each size) returns that part."""
@@ -353,6 +373,12 @@ def main(argv: list[str] | None = None) -> int:
 
     q = ["--quick"] if args.quick else []
     train_script = HERE / "bench_train.py"
+    scale_argv = [str(HERE / "bench_scale.py"), "--penalty-langs", "en"] + q
+    if not only or "scale" in only:
+        refused = check_scale_disk(scale_argv)  # the last step: found out now, not after the others have run
+        if refused:
+            print(f"run_all: refusing to benchmark: {refused}", file=sys.stderr)
+            return 2
     # (name, script argv, cap on its own time); the order keeps the long search last but one
     steps = [
         ("eval", [str(HERE / "bench_eval.py")] + (["--images", "200", "--repeats", "1"] if args.quick else []), 240),
@@ -365,11 +391,7 @@ def main(argv: list[str] | None = None) -> int:
         ("milvus", [str(HERE / "bench_milvus.py")] + q, MILVUS_BUDGET_S if not args.quick else 600),  # milvus_1m_*
         # the index stores the penalties of the queries' language (en) only: every bank's multiplies that pass by
         # the number of banks (`bench_scale.py --sizes 10m --data photos` without --penalty-langs measures it alone)
-        (
-            "scale",
-            [str(HERE / "bench_scale.py"), "--penalty-langs", "en"] + q,
-            SCALE_BUDGET_S if not args.quick else 600,
-        ),
+        ("scale", scale_argv, SCALE_BUDGET_S if not args.quick else 600),
     ]
     results: dict = {k: None for k in HEADLINE}
     notes: dict = {}

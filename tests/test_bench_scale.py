@@ -206,3 +206,46 @@ def test_the_bench_index_stores_the_penalties_its_queries_read_and_no_penalties_
             found[stored] = bench_scale.search_pass(index, queries, query_banks, "en")[0]
     assert found["en"].tolist() == found[True].tolist()
     assert found[True].tolist() == found[False].tolist()
+
+
+def test_the_disk_check_refuses_before_building_when_the_largest_index_does_not_fit(monkeypatch, tmp_path):
+    cfg = bench_scale.parse(["--out", str(tmp_path / "out.json"), "--work-dir", str(tmp_path)])
+    photos = np.zeros((4, 1024), np.float32)
+    runs = bench_scale.planned_runs(cfg, ["photos", "gaussian"], photos)
+    assert runs == [
+        ("photos", "100k", 1024),
+        ("photos", "1m", 1024),
+        ("photos", "10m", 1024),
+        ("gaussian", "100k", 1024),
+        ("gaussian", "1m", 1024),
+    ]
+    need = bench_scale.disk_needed(10_000_000, 1024)
+    assert need > 10_000_000 * 1024 * 4  # the float vectors alone are a floor
+
+    class Usage:
+        def __init__(self, free):
+            self.free = free
+
+    monkeypatch.setattr(bench_scale.shutil, "disk_usage", lambda path: Usage(need - 1))
+    with pytest.raises(SystemExit) as refused:
+        bench_scale.check_disk(cfg, runs)
+    message = str(refused.value)
+    assert str(tmp_path) in message and "photos 10m" in message and "--work-dir" in message
+    # without the 10M run the same room is enough
+    small = [r for r in runs if r[1] != "10m"]
+    monkeypatch.setattr(bench_scale.shutil, "disk_usage", lambda path: Usage(need - 1))
+    assert "photos 1m" in bench_scale.check_disk(cfg, small)
+
+
+def test_run_all_refuses_to_start_when_the_scale_step_would_not_fit(tmp_path):
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    import run_all
+
+    fails = tmp_path / "fails.py"
+    fails.write_text(
+        "import sys\nprint('bench_scale: needs 44.9 GiB in /tmp; 3.0 GiB free', file=sys.stderr)\nsys.exit(1)\n"
+    )
+    assert run_all.check_scale_disk([str(fails)]) == "bench_scale: needs 44.9 GiB in /tmp; 3.0 GiB free"
+    fits = tmp_path / "fits.py"
+    fits.write_text("print('the largest index fits')\n")
+    assert run_all.check_scale_disk([str(fits)]) is None
