@@ -39,6 +39,11 @@ Disk. The scale step builds indexes of up to 10M vectors in the temp folder (one
 ``bench_scale.py --check-disk`` checks that the largest fits there; where it does not, the run refuses to start
 (exit status 2), saying how much room it needs and how much is free, rather than fail at its last step.
 
+A run that failed at one step (the disk filled, a step timed out) need not run every step again: rerun that step
+alone (``--only scale --results-dir DIR``) on the same commit and machine, then ``--merge FIRST DIR/latest.json``
+writes one record, the second run's steps replacing the first's; the record and both pages say which steps came
+from which run, and it refuses two runs of different commits, machines, versions or product models.
+
 The results name the commit they measured (``git_commit``, full hash). A tree with uncommitted changes to
 tracked files measures code that no commit holds, so the run refuses to start on one (exit status 2, naming
 the files); ``--allow-dirty`` runs anyway and marks the results ``git_dirty: true`` at the top of both files.
@@ -202,6 +207,83 @@ def machine_info() -> dict:
 
 
 # -- running one benchmark -------------------------------------------------------------------------------------
+# the keys of the results each step writes, by prefix (or whole name): what --merge takes from the later run
+STEP_KEYS = {
+    "eval": ("eval_",),
+    "extract": ("extract_",),
+    "search": ("exact_scan_", "ann_"),
+    "train": ("train_", "mule_"),
+    "gpu": ("gpu_",),
+    "cli": ("cli_search_s",),
+    "cli_product": ("cli_search_product_s",),
+    "milvus": ("milvus_", "faiss_"),
+    "scale": ("scale_",),
+}
+# what two runs must share for one record to hold figures of both
+SAME_RUN_FIELDS = ("cpu_model", "cores", "memory_gib", "os", "python", "torch", "numpy", "faiss", "gpu")
+
+
+def _step_of(key: str) -> str | None:
+    return next((step for step, keys in STEP_KEYS.items() if key.startswith(keys)), None)
+
+
+def merge_records(earlier: dict, later: dict, names: tuple[str, str] = ("earlier", "later")) -> dict:
+    """One record from two full runs at the same commit on the same machine: the steps the later one ran (its
+    ``step_seconds``) replace the earlier's, every other step is the earlier's. For a run that failed at a step
+    (the disk filled, a timeout): rerun that step alone (``--only``) and merge, instead of every step again.
+    Raises ValueError naming what differs where the two cannot stand as one run."""
+    problems = []
+    for label, r in zip(names, (earlier, later)):
+        if r.get("quick"):
+            problems.append(f"{label} is a --quick run")
+        if r.get("git_dirty") or not r.get("git_commit"):
+            problems.append(f"{label} names no clean commit")
+    if earlier.get("git_commit") != later.get("git_commit"):
+        problems.append(f"the commits differ ({earlier.get('git_commit')} and {later.get('git_commit')})")
+    for field in SAME_RUN_FIELDS:
+        if earlier["machine"].get(field) != later["machine"].get(field):
+            problems.append(
+                f"machine.{field} differs ({earlier['machine'].get(field)!r}, {later['machine'].get(field)!r})"
+            )
+    if earlier["provenance"].get("model") != later["provenance"].get("model"):
+        problems.append("they measured different product models (provenance.model)")
+    steps = sorted(later.get("step_seconds", {}), key=list(STEP_KEYS).index)
+    unknown = [s for s in steps if s not in STEP_KEYS]
+    if unknown or not steps:
+        problems.append(f"{names[1]} ran no step to merge" if not steps else f"unknown steps {unknown}")
+    if problems:
+        raise ValueError("cannot merge " + " and ".join(names) + ": " + "; ".join(problems))
+    merged = json.loads(json.dumps(earlier))
+    taken = set(steps)
+    for part in ("notes",):
+        merged[part] = {k: v for k, v in earlier[part].items() if _step_of(k) not in taken}
+        merged[part].update({k: v for k, v in later[part].items() if _step_of(k) in taken})
+    for key in [k for k in merged if _step_of(k) in taken and k not in ("step_seconds",)]:
+        del merged[key]
+    merged.update({k: v for k, v in later.items() if _step_of(k) in taken})
+    for part in ("details", "step_seconds"):
+        merged[part] = {k: v for k, v in earlier[part].items() if k not in taken}
+        merged[part].update({k: v for k, v in later[part].items() if k in taken})
+    merged["load_average_at_end"] = later["load_average_at_end"]
+    merged["wall_s"] = earlier["wall_s"] + later["wall_s"]
+    merged["merged"] = {
+        "steps": steps,
+        "runs": [
+            {
+                "record": name,
+                "steps": [s for s in r["step_seconds"] if (s in taken) == (r is later)],
+                "date_utc": r["machine"]["date_utc"],
+                "load_average_at_start": r["machine"]["load_average_at_start"],
+                "load_average_at_end": r["load_average_at_end"],
+                "wall_s": r["wall_s"],
+                "notes_replaced": {k: v for k, v in r["notes"].items() if _step_of(k) in taken} if r is earlier else {},
+            }
+            for name, r in zip(names, (earlier, later))
+        ],
+    }
+    return merged
+
+
 def check_scale_disk(argv: list[str]) -> str | None:
     """bench_scale.py's disk check for the runs ``argv`` would make: None when its largest index fits, else
     the reason it does not."""
@@ -331,7 +413,17 @@ def main(argv: list[str] | None = None) -> int:
         "records, the Performance block from benchmarks/results/latest.json among them (`polyvse "
         "report`)",
     )
+    ap.add_argument(
+        "--merge",
+        nargs=2,
+        type=Path,
+        metavar=("EARLIER", "LATER"),
+        help="run nothing: write the results dir's latest.json and latest.md from two records of one commit on one "
+        "machine, the steps LATER ran (e.g. one rerun with --only) replacing EARLIER's",
+    )
     args = ap.parse_args(argv)
+    if args.merge:
+        return write_merged(*args.merge, args.results_dir)
     if args.readme:
         from polyvse_train.report import write_all
 
@@ -521,6 +613,29 @@ def main(argv: list[str] | None = None) -> int:
         )
     )
     return 1 if failed else 0
+
+
+def write_merged(earlier: Path, later: Path, results_dir: Path) -> int:
+    """--merge: the merged record into results_dir (atomically), or exit status 2 saying why not."""
+    records = []
+    for path in (earlier, later):
+        try:
+            records.append(json.loads(path.read_text()))
+        except (OSError, ValueError) as exc:
+            print(f"run_all: cannot read {path}: {exc}", file=sys.stderr)
+            return 2
+    try:
+        merged = merge_records(*records, names=(str(earlier), str(later)))
+    except ValueError as exc:
+        print(f"run_all: {exc}", file=sys.stderr)
+        return 2
+    results_dir.mkdir(parents=True, exist_ok=True)
+    write_atomic(results_dir / "latest.json", json.dumps(merged, indent=2) + "\n")
+    write_atomic(results_dir / "latest.md", bench_page(merged, HEADLINE))
+    log(
+        f"wrote {results_dir / 'latest.json'}: {', '.join(merged['merged']['steps'])} from {later}, the rest from {earlier}"
+    )
+    return 0
 
 
 if __name__ == "__main__":

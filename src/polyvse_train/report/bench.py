@@ -54,6 +54,7 @@ def _head(r: dict, link: str) -> str:
         f"{m['memory_gib']} GiB, GPU {m.get('gpu') or 'none'}; load average {m['load_average_at_start'][0]:.1f} at "
         f"start, {r['load_average_at_end'][0]:.1f} at the end; rendered by `polyvse report`). {measured_model(r)}"
     )
+    head += merged_runs(r)
     if dirty:
         files = r.get("git_dirty_files")
         head += (
@@ -62,6 +63,23 @@ def _head(r: dict, link: str) -> str:
             + ": no commit reproduces these figures; rerun `make bench` in a clean clone.**"
         )
     return head
+
+
+def merged_runs(r: dict) -> str:
+    """For a record merged from two runs (`run_all.py --merge`): which steps the second ran, when, and why the
+    first run's were replaced; empty for one run."""
+    m = r.get("merged")
+    if not m:
+        return ""
+    first, second = m["runs"]
+    why = sorted(set(first["notes_replaced"].values()))
+    return (
+        f" Its {', '.join(m['steps'])} step{'s' if len(m['steps']) > 1 else ''} came from a second run at the same "
+        f"commit on the same machine ({second['date_utc'][:16].replace('T', ' ')} UTC, load average "
+        f"{second['load_average_at_start'][0]:.1f} at start)"
+        + (f", replacing the first run's ({'; '.join(why)})" if why else "")
+        + "."
+    )
 
 
 def _rows(r: dict) -> list[str]:

@@ -3,6 +3,8 @@ the docs' bench block is :mod:`polyvse_train.report.bench`'s, from the same reco
 
 from __future__ import annotations
 
+from .bench import merged_runs
+
 
 def fmt(v, nd: int = 3) -> str:
     if v is None:
@@ -44,6 +46,8 @@ def _head(r: dict, headline: dict) -> list[str]:
         f"measured in one run). Git {m['git_commit']}{' (dirty)' if r['git_dirty'] else ''}. "
         f"Wall time {r['wall_s']:.0f} s{' — QUICK mode (tiny sizes, numbers meaningless)' if r['quick'] else ''}.",
     ]
+    if r.get("merged"):
+        lines += ["", merged_runs(r).strip()]
     if r["git_dirty"]:
         lines += [
             "",
