@@ -75,8 +75,8 @@ def merged_runs(r: dict) -> str:
     why = sorted(set(first["notes_replaced"].values()))
     return (
         f" Its {', '.join(m['steps'])} step{'s' if len(m['steps']) > 1 else ''} came from a second run at the same "
-        f"commit on the same machine ({second['date_utc'][:16].replace('T', ' ')} UTC, load average "
-        f"{second['load_average_at_start'][0]:.1f} at start)"
+        f"commit on the same machine (load average {second['load_average_at_start'][0]:.1f} at its start; the "
+        "record's merged.runs say when each ran)"
         + (f", replacing the first run's ({'; '.join(why)})" if why else "")
         + "."
     )
