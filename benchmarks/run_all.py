@@ -255,10 +255,9 @@ def merge_records(earlier: dict, later: dict, names: tuple[str, str] = ("earlier
         raise ValueError("cannot merge " + " and ".join(names) + ": " + "; ".join(problems))
     merged = json.loads(json.dumps(earlier))
     taken = set(steps)
-    for part in ("notes",):
-        merged[part] = {k: v for k, v in earlier[part].items() if _step_of(k) not in taken}
-        merged[part].update({k: v for k, v in later[part].items() if _step_of(k) in taken})
-    for key in [k for k in merged if _step_of(k) in taken and k not in ("step_seconds",)]:
+    merged["notes"] = {k: v for k, v in earlier["notes"].items() if _step_of(k) not in taken}
+    merged["notes"].update({k: v for k, v in later["notes"].items() if _step_of(k) in taken})
+    for key in [k for k in merged if _step_of(k) in taken]:
         del merged[key]
     merged.update({k: v for k, v in later.items() if _step_of(k) in taken})
     for part in ("details", "step_seconds"):
